@@ -1,0 +1,84 @@
+// The int8 convolution primitive.
+//
+// A conv_problem says *what* to compute: shape (conv_desc), data types, the
+// source zero point, output scales, bias and the logical post-op chain. A
+// convolution is created once from a problem plus its weights and bias: the
+// dispatcher builds the attribute sets, walks the ordered implementation list
+// and the first implementation that supports the problem packs the weights.
+// execute() may then be called any number of times, from any number of
+// threads at once (each with its own buffers).
+//
+// Output pipeline per element (docs/semantics.md):
+//   acc = Σ w·(x − zp)   exact int32, padding contributes zero
+//   y   = acc·scale[c] + bias[c]  → post-ops in order → + dst_zp → store
+//   (integers: round half to even, saturate)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qconv/conv_desc.h"
+#include "qconv/post_ops.h"
+#include "qconv/types.h"
+
+namespace qconv {
+
+struct conv_problem {
+    conv_desc desc;
+    dtype src_dt = dtype::u8;      // u8 or s8
+    dtype dst_dt = dtype::u8;      // f32, s32, s8 or u8
+    zero_point src_zp;
+    std::vector<float> scales;     // empty (1.0), 1 value, or OC values
+    bool with_bias = false;
+    post_ops ops;
+    int32_t dst_zp = 0;
+
+    void validate() const;         // throws qconv::error naming the field
+    float scale(int64_t c) const { return scales.empty() ? 1.f : scales.size() == 1 ? scales[0] : scales[c]; }
+    // Stable text identity of everything above, values included (cache key).
+    std::string key() const;
+    bool operator==(const conv_problem &o) const;
+};
+
+// Execution-time arguments besides src and dst.
+struct exec_args {
+    // One f32 NHWC tensor of dst's shape per `full` binary post-op, in chain order.
+    std::vector<const float *> binary;
+    int threads = 0; // 0: OpenMP default
+};
+
+struct conv_hints {
+    // The seed's "rtinfo": allow oneDNN brgconv with binary post-ops on AVX-512 VNNI.
+    bool enforce_brgconv = false;
+    // "auto" or an implementation name (see implementations()).
+    std::string impl = "auto";
+};
+
+namespace impl { class conv_primitive; }
+
+class convolution {
+public:
+    // weights: plain [G·OCg][ICg][KH][KW] s8; bias: OC f32 (null iff !with_bias).
+    convolution(const conv_problem &p, const int8_t *weights, const float *bias,
+                const conv_hints &hints = {});
+    ~convolution();
+    convolution(convolution &&) noexcept;
+    convolution &operator=(convolution &&) noexcept;
+
+    // src NHWC of src_dt, dst NHWC of dst_dt (read too when a sum post-op is present).
+    void execute(const void *src, void *dst, const exec_args &args = {}) const;
+
+    const std::string &impl_name() const;
+    int attr_id() const;
+    const conv_problem &problem() const;
+
+private:
+    std::unique_ptr<impl::conv_primitive> p_;
+};
+
+// Names of the conv implementations in dispatch order (peers included).
+std::vector<std::string> conv_implementations();
+
+} // namespace qconv

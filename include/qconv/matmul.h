@@ -1,0 +1,77 @@
+// Weight-compressed MatMul: Y[M,N] = X[M,K] · deq(W)ᵀ + bias[N].
+//
+// W is [N,K] in u8/s8/u4/s4 (4-bit types packed two per byte, element 2i of
+// the whole tensor in the low nibble of byte i);
+//   deq(W)[n,k] = (W[n,k] − zp[n, k/GS]) · scale[n, k/GS]
+// with GS = K (per output channel) or a group size dividing K. The zero point
+// is optional and may be per-tensor. X and Y are f32, row-major.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qconv/types.h"
+
+namespace qconv {
+
+struct matmul_desc {
+    enum class zp_kind { none, per_tensor, per_group }; // per_group = per-OC when group == K
+    int64_t m = 1, k = 0, n = 0;
+    dtype wei_dt = dtype::u8;      // u8, s8, u4, s4
+    int64_t group = 0;             // 0 or K: per output channel
+    zp_kind zp = zp_kind::none;
+    bool with_bias = false;
+
+    // "m1k4096n4096" (keys m k n, optional '_'); other fields keep defaults.
+    static matmul_desc parse(const std::string &text);
+    std::string str() const;       // shape text, parse(str()) gives the same m/k/n
+    void validate() const;         // throws qconv::error naming the field
+    int64_t group_size() const { return group == 0 ? k : group; }
+    int64_t n_groups() const { return k / group_size(); }
+    int64_t wei_bytes() const;     // packed size of W
+    int64_t scale_elems() const { return n * n_groups(); }
+    int64_t zp_elems() const;      // 0, 1 or n·n_groups
+    double flops() const { return 2.0 * m * k * n; }
+    std::string key() const;
+};
+const char *to_string(matmul_desc::zp_kind z);
+
+struct matmul_weights {
+    const uint8_t *wei = nullptr;  // wei_bytes() bytes
+    const float *scale = nullptr;  // [N][NG]
+    const int32_t *zp = nullptr;   // 1 or [N][NG] values in the weight type's range
+    const float *bias = nullptr;   // N, iff with_bias
+};
+
+struct matmul_hints {
+    std::string impl = "auto";
+    // Opt-in: quantize X per row to int8 at run time and use integer dot
+    // products (bounded error, docs/semantics.md). Never on by default.
+    bool dynamic_quantization = false;
+};
+
+namespace impl { class matmul_primitive; }
+
+class matmul {
+public:
+    matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints &hints = {});
+    ~matmul();
+    matmul(matmul &&) noexcept;
+    matmul &operator=(matmul &&) noexcept;
+    // x: M rows of K f32; y: M rows of N f32. threads 0: OpenMP default.
+    void execute(const float *x, float *y, int threads = 0) const;
+    const std::string &impl_name() const;
+    const matmul_desc &desc() const;
+
+private:
+    std::unique_ptr<impl::matmul_primitive> p_;
+};
+
+std::vector<std::string> matmul_implementations();
+
+// Unpacks element i of a packed u4/s4 (or byte) weight tensor as an integer.
+int32_t weight_at(const uint8_t *w, dtype dt, int64_t i);
+
+} // namespace qconv

@@ -1,0 +1,174 @@
+// Zero points and post-ops.
+//
+// A user describes what should happen after the convolution as a *logical*
+// chain (post_op). The dispatcher lowers the chain into one or two attribute
+// sets (attr_set, see docs/semantics.md):
+//   attr[0]  legacy mechanisms: per-channel input zero point padded with the
+//            zp bytes plus a precomputed compensation, depthwise scale-shift /
+//            PReLU and the "quantization" form of FakeQuantize;
+//   attr[1]  stock mechanisms: per-tensor zero point and binary post-ops.
+// Both forms compute the same values; lower_legacy()/lower_stock() are the one
+// place where the lowering math lives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qconv/types.h"
+
+namespace qconv {
+
+// ---------------------------------------------------------------- zero point
+struct zero_point {
+    enum class kind { none, per_tensor, per_channel };
+    kind k = kind::none;
+    std::vector<int32_t> values; // 1 (per_tensor) or IC (per_channel) values
+
+    static zero_point none() { return {}; }
+    static zero_point tensor(int32_t v) { return {kind::per_tensor, {v}}; }
+    static zero_point channel(std::vector<int32_t> v) { return {kind::per_channel, std::move(v)}; }
+
+    // per_channel whose values are all equal is per_tensor.
+    kind effective_kind() const;
+    // Value for input channel ic (0 when none).
+    int32_t at(int64_t ic) const;
+    bool operator==(const zero_point &o) const { return k == o.k && values == o.values; }
+};
+const char *to_string(zero_point::kind k);
+
+// ------------------------------------------------------------ logical chain
+enum class eltwise_alg {
+    relu, clip, linear, gelu_erf, gelu_tanh, swish, hardswish, mish,
+    logistic, tanh, elu, abs, sqrt, square, exp, round
+};
+enum class binary_alg { add, sub, mul, div, max, min };
+// How a parameter tensor of a post-op broadcasts over the NHWC destination.
+enum class broadcast { per_tensor, per_oc, full };
+
+const char *to_string(eltwise_alg a);
+const char *to_string(binary_alg a);
+const char *to_string(broadcast b);
+eltwise_alg parse_eltwise_alg(const std::string &s);
+binary_alg parse_binary_alg(const std::string &s);
+// True for the algorithms computed with exp/erf/tanh/log (tolerance applies).
+bool is_transcendental(eltwise_alg a);
+// The eltwise function itself, in f32 (reference definition):
+//   relu: x>0 ? x : alpha·x   clip: clamp(x, alpha, beta)   linear: alpha·x+beta
+//   swish: x·sigmoid(alpha·x) elu: x>0 ? x : alpha(e^x−1)   round: half to even
+//   hardswish: x·clamp(x/6+0.5, 0, 1) (alpha, beta ignored)
+float eltwise_ref(eltwise_alg a, float alpha, float beta, float x);
+float binary_ref(binary_alg a, float x, float y);
+
+struct post_op {
+    enum class kind { eltwise, binary, sum, scale_shift, prelu, fake_quantize, dw_conv };
+    kind k = kind::eltwise;
+
+    // eltwise
+    eltwise_alg alg = eltwise_alg::relu;
+    float alpha = 0.f, beta = 0.f;
+    // binary: values has 1 (per_tensor) or OC (per_oc) elements; a `full`
+    // tensor (f32, NHWC, shape of dst) is passed at execution time.
+    binary_alg balg = binary_alg::add;
+    broadcast bcast = broadcast::per_tensor;
+    // sum: y += sum_scale·(dst_prev − sum_zp)
+    float sum_scale = 1.f;
+    int32_t sum_zp = 0;
+    // scale_shift: y = y·scale[c] + shift[c]; prelu: y = y ≥ 0 ? y : y·scale[c]
+    // binary per_tensor/per_oc operand also lives in `scale`.
+    std::vector<float> scale, shift;
+    // fake_quantize: each of 1 (per-tensor) or OC values
+    int levels = 256;
+    std::vector<float> in_lo, in_hi, out_lo, out_hi;
+
+    static post_op eltwise(eltwise_alg a, float alpha = 0.f, float beta = 0.f);
+    static post_op relu(float alpha = 0.f) { return eltwise(eltwise_alg::relu, alpha); }
+    static post_op binary(binary_alg a, broadcast b, std::vector<float> values = {});
+    static post_op sum(float scale = 1.f, int32_t zp = 0);
+    static post_op scale_shift_op(std::vector<float> scale, std::vector<float> shift);
+    static post_op prelu(std::vector<float> slope);
+    static post_op fake_quantize(int levels, std::vector<float> il, std::vector<float> ih,
+                                 std::vector<float> ol, std::vector<float> oh);
+    // A fused 3x3 depthwise conv after the conv (legacy, AVX2 only): known to
+    // the attr builder, executed by no implementation (create() says so).
+    static post_op dw_conv();
+
+    bool operator==(const post_op &o) const;
+};
+using post_ops = std::vector<post_op>;
+
+// Text form used by the driver and in problem.txt, ';'-separated:
+//   relu  relu:0.1  clip:0:6  linear:2:1  gelu_erf  swish:1  ...
+//   add:per_oc  mul:per_tensor:0.5  max:full     (binary; per_oc values random)
+//   sum  sum:0.5  sum:0.5:3
+//   scale_shift  prelu  fq:per_channel  fq:per_tensor  fq:per_tensor:16
+// Per-OC and random parameters are generated with `seed` from exactly
+// representable values, so the f32 pipeline stays exact (see docs).
+post_ops parse_post_ops(const std::string &text, int64_t oc, uint32_t seed = 1);
+std::string to_string(const post_ops &ops); // short form (no values)
+// Throws qconv::error naming the post-op (index and field) if sizes/values are bad.
+void validate(const post_ops &ops, int64_t oc);
+// Whether the stock form of the chain needs binary post-ops (per-channel FQ,
+// scale_shift, prelu with OC slopes, or an explicit binary).
+bool needs_binary(const post_ops &ops);
+bool has_legacy(const post_ops &ops); // scale_shift, prelu, fake_quantize, dw_conv
+
+// ------------------------------------------------------------ lowered form
+struct lowered_op {
+    enum class kind {
+        eltwise,              // alg, alpha, beta
+        binary,               // balg, bcast, a (1 or OC values) or full tensor #full_index
+        prelu,                // stock PReLU: a = slopes (1 or OC)
+        sum,                  // sum_scale, sum_zp
+        depthwise_scale_shift,// legacy: y·a[c] + b[c]
+        depthwise_prelu,      // legacy: y ≥ 0 ? y : y·a[c]
+        quantization,         // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
+    };
+    kind k = kind::eltwise;
+    eltwise_alg alg = eltwise_alg::relu;
+    float alpha = 0.f, beta = 0.f;
+    binary_alg balg = binary_alg::add;
+    broadcast bcast = broadcast::per_tensor;
+    int full_index = -1;      // index into exec_args::binary for bcast == full
+    float sum_scale = 1.f;
+    int32_t sum_zp = 0;
+    std::vector<float> a, b;  // per-tensor (1) or per-OC (OC)
+    // quantization parameters, each 1 or OC values
+    std::vector<float> cl, ch, isc, ish, osc, osh;
+    bool round = true, dequantize = true;
+
+    // Parameter for channel c of a 1-or-OC vector.
+    static float at(const std::vector<float> &v, int64_t c) { return v.size() == 1 ? v[0] : v[c]; }
+};
+
+enum class zp_mechanism {
+    none,
+    legacy_per_channel, // pad with zp bytes + precomputed compensation (attr[0])
+    stock_per_tensor,   // runtime per-tensor zero point (attr[1])
+};
+const char *to_string(zp_mechanism m);
+
+struct attr_set {
+    int id = 0;                      // 0 or 1: its index in the builder's output
+    zp_mechanism zp = zp_mechanism::none;
+    std::vector<int32_t> zp_values;  // IC values (legacy) or 1 value (stock)
+    std::vector<lowered_op> ops;
+    bool has_legacy_ops() const;     // any depthwise_* or quantization
+    bool has_binary_ops() const;     // any binary or prelu
+    std::string str() const;         // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
+};
+
+// Lowering of a logical chain. `dst_is_f32` feeds FakeQuantize's rounding rule
+// (round = dequantize || dst is f32 || not last).
+std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32);
+std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is_f32);
+
+// Zero-point compensation for the legacy mechanism, the one place it is
+// computed (reference, JIT packing and the oneDNN wrapper all call it):
+//   comp[c] = −Σ_{ic,kh,kw} w[c,ic,kh,kw] · zp[g·ICg + ic]
+// weights plain [G·OCg][ICg][KH][KW]; zp has 1 or IC values.
+struct conv_desc;
+std::vector<int32_t> zp_compensation(const conv_desc &d, const int8_t *wei,
+                                     const std::vector<int32_t> &zp);
+
+} // namespace qconv

@@ -1,0 +1,54 @@
+// Basic vocabulary of qconv: element types, the error type, and CPU ISA levels.
+//
+// Every validation failure in qconv throws qconv::error (an std::invalid_argument)
+// whose message starts with the name of the offending field, e.g.
+//   "ic: must be positive (got 0)".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace qconv {
+
+class error : public std::invalid_argument {
+public:
+    using std::invalid_argument::invalid_argument;
+};
+
+// Throws qconv::error("<field>: <what>").
+[[noreturn]] void fail(const std::string &field, const std::string &what);
+
+enum class dtype { undef, f32, bf16, f16, s32, s8, u8, s4, u4 };
+
+const char *to_string(dtype dt);
+// Parses "f32", "s8", "u4", ...; throws an error naming `field` otherwise.
+dtype parse_dtype(const std::string &s, const std::string &field = "dt");
+// Size of one element in bits (4 for u4/s4).
+int bits_of(dtype dt);
+bool is_integer(dtype dt);
+
+// CPU ISA levels, ordered: each level includes everything below it.
+enum class isa {
+    sse41,
+    avx2,
+    avx2_vnni,
+    avx512_core,       // AVX-512 F+BW+DQ+VL
+    avx512_core_vnni,
+    avx512_core_bf16,
+    avx512_core_amx,
+};
+
+const char *to_string(isa i);
+// Accepts the names above (case-insensitive); an unknown name throws an
+// error listing the valid ones.
+isa parse_isa(const std::string &s, const std::string &field = "isa");
+
+// The ISA qconv uses: what the CPU (and OS) support, capped by
+// QCONV_MAX_CPU_ISA or set_max_cpu_isa(). Detected once per process.
+isa max_cpu_isa();
+// Lowers the cap (as oneDNN's ONEDNN_MAX_CPU_ISA). Overrides the environment.
+void set_max_cpu_isa(isa cap);
+
+} // namespace qconv
