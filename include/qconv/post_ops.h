@@ -123,6 +123,7 @@ struct lowered_op {
         depthwise_scale_shift,// legacy: y·a[c] + b[c]
         depthwise_prelu,      // legacy: y ≥ 0 ? y : y·a[c]
         quantization,         // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
+        dw_conv,              // legacy fused 3x3 depthwise conv: recognised, executed by no implementation
     };
     kind k = kind::eltwise;
     eltwise_alg alg = eltwise_alg::relu;
@@ -157,6 +158,11 @@ struct attr_set {
     bool has_binary_ops() const;     // any binary or prelu
     std::string str() const;         // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
 };
+
+// Multiply-add with a single rounding, y·a + b. Every "·a + b" step of the
+// output pipeline (scale and bias, linear, scale-shift, quantization) is
+// defined with it, so FMA-based kernels match the reference bit for bit.
+inline float madd(float y, float a, float b) { return __builtin_fmaf(y, a, b); }
 
 // Lowering of a logical chain. `dst_is_f32` feeds FakeQuantize's rounding rule
 // (round = dequantize || dst is f32 || not last).
