@@ -1,0 +1,257 @@
+// The dispatcher and the primitive classes (see dispatcher.h).
+#include "dispatch/dispatcher.h"
+
+#include "dispatch/attr_builder.h"
+#include "dispatch/cache.h"
+#include "dispatch/verbose.h"
+
+namespace qconv::impl {
+namespace {
+
+template <class Entry>
+std::string valid_names(const std::vector<Entry> &list) {
+    std::string s = "auto";
+    for (const auto &e : list) s += ", " + e.name;
+    return s;
+}
+
+template <class Entry>
+const Entry *find_entry(const std::vector<Entry> &list, const std::string &name) {
+    for (const auto &e : list)
+        if (e.name == name) return &e;
+    fail("impl", "unknown implementation '" + name + "' (valid: " + valid_names(list) + ")");
+}
+
+std::string join(const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &x : v) s += (s.empty() ? "" : "; ") + x;
+    return s;
+}
+
+// Records one rejection (and prints it at verbose level 2).
+void note_skip(std::vector<std::string> &out, const std::string &name, int attr_id, const std::string &why) {
+    const std::string attr = attr_id >= 0 ? "attr[" + std::to_string(attr_id) + "]" : "-";
+    const std::string reason = why.empty() ? "not supported" : why;
+    if (verbose_level() >= 2) verbose_print("skip," + name + "," + attr + "," + reason);
+    out.push_back(name + " " + attr + ": " + reason);
+}
+
+bool is_auto(const std::string &impl) { return impl.empty() || impl == "auto"; }
+
+} // namespace
+
+// ------------------------------------------------------------------ select
+
+conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
+                           const conv_problem &p, const platform &plat, const conv_hints &hints,
+                           std::vector<std::string> *rejections) {
+    std::vector<std::string> skipped;
+    const bool forced = !is_auto(hints.impl);
+    const conv_entry *only = forced ? find_entry(list, hints.impl) : nullptr;
+    for (const auto &e : list) {
+        if (only && &e != only) continue;
+        if (!forced && e.peer) {
+            note_skip(skipped, e.name, -1, "peer: runs only when forced by name");
+            continue;
+        }
+        for (size_t a = 0; a < attrs.size(); ++a) {
+            std::string why;
+            if (e.supports(p, attrs[a], plat, &why)) {
+                if (rejections) *rejections = std::move(skipped);
+                return {&e, e.name, static_cast<int>(a), attrs[a]};
+            }
+            note_skip(skipped, e.name, static_cast<int>(a), why);
+        }
+    }
+    if (rejections) *rejections = skipped;
+    if (forced) fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
+    fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
+}
+
+conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
+                        std::vector<std::string> *rejections) {
+    return select_conv_in(conv_list(), build_attrs(p, plat, hints), p, plat, hints, rejections);
+}
+
+matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
+                               const matmul_hints &hints, const platform &plat,
+                               std::vector<std::string> *rejections) {
+    std::vector<std::string> skipped;
+    const bool forced = !is_auto(hints.impl);
+    const matmul_entry *only = forced ? find_entry(list, hints.impl) : nullptr;
+    for (const auto &e : list) {
+        if (only && &e != only) continue;
+        if (!forced && e.peer) {
+            note_skip(skipped, e.name, -1, "peer: runs only when forced by name");
+            continue;
+        }
+        std::string why;
+        if (e.supports(d, hints, plat, &why)) {
+            if (rejections) *rejections = std::move(skipped);
+            return {&e, e.name};
+        }
+        note_skip(skipped, e.name, -1, why);
+    }
+    if (rejections) *rejections = skipped;
+    if (forced) fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
+    fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
+}
+
+matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, const platform &plat,
+                            std::vector<std::string> *rejections) {
+    return select_matmul_in(matmul_list(), d, hints, plat, rejections);
+}
+
+// ------------------------------------------------------------------- cache
+
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_entry &e, const conv_problem &p,
+                                                      const attr_set &attr, const platform &plat, bool *hit) {
+    const std::string key = "conv|" + p.key() + "|" + std::to_string(attr.id) + ":" + attr.str() + "|" +
+                            plat.str() + "|" + e.name;
+    return kernel_cache::global().get_or_create_as<conv_kernel>(
+        key, [&] { return e.create(p, attr, plat); }, hit);
+}
+
+std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_entry &e, const matmul_desc &d,
+                                                          const matmul_hints &h, const platform &plat, bool *hit) {
+    const std::string key = "matmul|" + d.key() + "|dq=" + std::to_string(h.dynamic_quantization) + "|" +
+                            plat.str() + "|" + e.name;
+    return kernel_cache::global().get_or_create_as<matmul_kernel>(
+        key, [&] { return e.create(d, h, plat); }, hit);
+}
+
+} // namespace qconv::impl
+
+// ------------------------------------------------------------ public API
+namespace qconv {
+
+using impl::verbose_level;
+using impl::verbose_print;
+
+namespace {
+std::string ms_str(double ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", ms);
+    return buf;
+}
+
+int count_full_binary(const post_ops &ops) {
+    int n = 0;
+    for (const auto &op : ops)
+        if (op.k == post_op::kind::binary && op.bcast == broadcast::full) ++n;
+    return n;
+}
+} // namespace
+
+convolution::convolution(const conv_problem &p, const int8_t *weights, const float *bias, const conv_hints &hints) {
+    const double t0 = impl::now_ms();
+    p.validate();
+    if (!weights) fail("weights", "null pointer");
+    if (p.with_bias && !bias) fail("bias", "null pointer while with_bias is set");
+
+    const impl::platform plat = impl::host_platform();
+    const impl::conv_choice choice = impl::select_conv(p, plat, hints);
+    auto prim = std::make_unique<impl::conv_primitive>();
+    prim->problem = p;
+    prim->name = choice.name;
+    prim->attr_id = choice.attr_id;
+    prim->attr = choice.attr;
+    bool hit = false;
+    prim->kernel = impl::cached_conv_kernel(*choice.entry, p, choice.attr, plat, &hit);
+    prim->weights = prim->kernel->pack(weights, p.with_bias ? bias : nullptr);
+    if (verbose_level() >= 1) {
+        prim->verbose_desc = impl::verbose_problem(p);
+        verbose_print(std::string("create,") + (hit ? "cache_hit," : "cache_miss,") + prim->name + ",attr[" +
+                      std::to_string(prim->attr_id) + "]," + prim->verbose_desc + "," + ms_str(impl::now_ms() - t0));
+    }
+    p_ = std::move(prim);
+}
+
+convolution::~convolution() = default;
+convolution::convolution(convolution &&) noexcept = default;
+convolution &convolution::operator=(convolution &&) noexcept = default;
+
+void convolution::execute(const void *src, void *dst, const exec_args &args) const {
+    if (!p_) fail("convolution", "moved-from primitive");
+    if (!src) fail("src", "null pointer");
+    if (!dst) fail("dst", "null pointer");
+    const int full = count_full_binary(p_->problem.ops);
+    if (static_cast<int>(args.binary.size()) < full)
+        fail("binary", "the chain has " + std::to_string(full) + " full-tensor binary post-op(s) but " +
+                           std::to_string(args.binary.size()) + " tensor(s) were given");
+    for (int i = 0; i < full; ++i)
+        if (!args.binary[static_cast<size_t>(i)]) fail("binary", "null tensor #" + std::to_string(i));
+    if (verbose_level() < 1) {
+        p_->kernel->execute(*p_->weights, src, dst, args);
+        return;
+    }
+    const double t0 = impl::now_ms();
+    p_->kernel->execute(*p_->weights, src, dst, args);
+    const double ms = impl::now_ms() - t0;
+    const std::string desc = p_->verbose_desc.empty() ? impl::verbose_problem(p_->problem) : p_->verbose_desc;
+    verbose_print("exec," + p_->name + "," + desc + "," + ms_str(ms));
+}
+
+const std::string &convolution::impl_name() const { return p_->name; }
+int convolution::attr_id() const { return p_->attr_id; }
+const conv_problem &convolution::problem() const { return p_->problem; }
+
+std::vector<std::string> conv_implementations() {
+    std::vector<std::string> names;
+    for (const auto &e : impl::conv_list()) names.push_back(e.name);
+    return names;
+}
+
+matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints &hints) {
+    const double t0 = impl::now_ms();
+    d.validate();
+    if (!w.wei) fail("wei", "null pointer");
+    if (!w.scale) fail("scale", "null pointer");
+    if (d.zp_elems() > 0 && !w.zp) fail("zp", "null pointer while a zero point is declared");
+    if (d.with_bias && !w.bias) fail("bias", "null pointer while with_bias is set");
+
+    const impl::platform plat = impl::host_platform();
+    const impl::matmul_choice choice = impl::select_matmul(d, hints, plat);
+    auto prim = std::make_unique<impl::matmul_primitive>();
+    prim->desc = d;
+    prim->name = choice.name;
+    bool hit = false;
+    prim->kernel = impl::cached_matmul_kernel(*choice.entry, d, hints, plat, &hit);
+    prim->weights = prim->kernel->pack(w);
+    if (verbose_level() >= 1) {
+        prim->verbose_desc = impl::verbose_problem(d, hints);
+        verbose_print(std::string("create,") + (hit ? "cache_hit," : "cache_miss,") + prim->name + ",attr[0]," +
+                      prim->verbose_desc + "," + ms_str(impl::now_ms() - t0));
+    }
+    p_ = std::move(prim);
+}
+
+matmul::~matmul() = default;
+matmul::matmul(matmul &&) noexcept = default;
+matmul &matmul::operator=(matmul &&) noexcept = default;
+
+void matmul::execute(const float *x, float *y, int threads) const {
+    if (!p_) fail("matmul", "moved-from primitive");
+    if (!x) fail("x", "null pointer");
+    if (!y) fail("y", "null pointer");
+    if (verbose_level() < 1) {
+        p_->kernel->execute(*p_->weights, x, y, threads);
+        return;
+    }
+    const double t0 = impl::now_ms();
+    p_->kernel->execute(*p_->weights, x, y, threads);
+    const double ms = impl::now_ms() - t0;
+    const std::string desc = p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc;
+    verbose_print("exec," + p_->name + "," + desc + "," + ms_str(ms));
+}
+
+const std::string &matmul::impl_name() const { return p_->name; }
+const matmul_desc &matmul::desc() const { return p_->desc; }
+
+std::vector<std::string> matmul_implementations() {
+    std::vector<std::string> names;
+    for (const auto &e : impl::matmul_list()) names.push_back(e.name);
+    return names;
+}
+
+} // namespace qconv

@@ -1,0 +1,83 @@
+// The dispatcher: picks an implementation for a problem and builds primitives.
+//
+// Selection walks the ordered table (conv_list(), matmul_list()): entries in
+// table order, and for each entry its attribute sets in order (attr[0], then
+// attr[1]); the first (entry, attr) pair whose supports() accepts wins, as
+// OpenVINO's conv node does. Peers are skipped unless forced by name. Every
+// rejection is kept as "<impl> attr[<id>]: <reason>" (printed with
+// QCONV_VERBOSE=2, and quoted in the error when nothing accepts).
+//
+// Forcing (conv_hints::impl / matmul_hints::impl = a name): only that entry is
+// tried; an unknown name or a refusal is a qconv::error ("impl: ...") that lists
+// the valid names or the reasons.
+//
+// select_conv()/select_conv_in() decide without creating anything, for any
+// (possibly simulated) platform: that is how tests check AMX decisions here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dispatch/impl.h"
+#include "dispatch/platform.h"
+
+namespace qconv::impl {
+
+struct conv_choice {
+    const conv_entry *entry = nullptr;
+    std::string name;   // entry->name
+    int attr_id = -1;   // index into the attr sets
+    attr_set attr;
+};
+
+// Decision on `list` with the given attribute sets.
+conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
+                           const conv_problem &p, const platform &plat, const conv_hints &hints,
+                           std::vector<std::string> *rejections = nullptr);
+// Decision on conv_list() with build_attrs(p, plat, hints).
+conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
+                        std::vector<std::string> *rejections = nullptr);
+
+struct matmul_choice {
+    const matmul_entry *entry = nullptr;
+    std::string name;
+};
+matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
+                               const matmul_hints &hints, const platform &plat,
+                               std::vector<std::string> *rejections = nullptr);
+matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, const platform &plat,
+                            std::vector<std::string> *rejections = nullptr);
+
+// What a qconv::convolution holds: the shared (cached) kernel, its own packed
+// weights, and the names it was created with.
+class conv_primitive {
+public:
+    conv_problem problem;
+    std::string name;
+    int attr_id = 0;
+    attr_set attr;
+    std::string verbose_desc;
+    std::shared_ptr<const conv_kernel> kernel;
+    std::shared_ptr<const packed> weights;
+};
+
+class matmul_primitive {
+public:
+    matmul_desc desc;
+    std::string name;
+    std::string verbose_desc;
+    std::shared_ptr<const matmul_kernel> kernel;
+    std::shared_ptr<const packed> weights;
+};
+
+// The kernel for (problem, attr, platform level, entry) from the global
+// kernel cache, created on a miss. *hit tells which.
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_entry &e, const conv_problem &p,
+                                                      const attr_set &attr, const platform &plat,
+                                                      bool *hit = nullptr);
+std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_entry &e, const matmul_desc &d,
+                                                          const matmul_hints &h, const platform &plat,
+                                                          bool *hit = nullptr);
+
+} // namespace qconv::impl

@@ -1,0 +1,104 @@
+// The reference rows, last in every table: `ref:conv` and `ref:matmul`.
+// They run qconv::ref (reference/), accept every valid problem in either
+// attribute set (except a fused dw-conv post-op, which no implementation
+// executes), and "pack" by copying the weights and bias.
+#include <cstring>
+
+#include "dispatch/registry.h"
+#include "reference/reference.h"
+
+namespace qconv::impl {
+namespace {
+
+// ------------------------------------------------------------------ conv
+struct ref_conv_packed : packed {
+    std::vector<int8_t> wei;
+    std::vector<float> bias; // empty without bias
+};
+
+class ref_conv_kernel : public conv_kernel {
+public:
+    ref_conv_kernel(const conv_problem &p, const attr_set &attr) : p_(p), attr_(attr) {}
+
+    std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const override {
+        auto w = std::make_shared<ref_conv_packed>();
+        w->wei.assign(wei, wei + p_.desc.wei_elems());
+        if (p_.with_bias) w->bias.assign(bias, bias + p_.desc.oc);
+        return w;
+    }
+
+    void execute(const packed &w, const void *src, void *dst, const exec_args &args) const override {
+        const auto &pw = static_cast<const ref_conv_packed &>(w);
+        ref::conv(p_, attr_, src, pw.wei.data(), p_.with_bias ? pw.bias.data() : nullptr, dst, args);
+    }
+
+private:
+    conv_problem p_;
+    attr_set attr_;
+};
+
+bool ref_conv_supports(const conv_problem &p, const attr_set &attr, const platform &, std::string *why) {
+    for (const auto &op : p.ops)
+        if (op.k == post_op::kind::dw_conv) return reject(why, "fused dw_conv post-op is not executed by the reference");
+    for (const auto &op : attr.ops)
+        if (op.k == lowered_op::kind::dw_conv) return reject(why, "fused dw_conv post-op is not executed by the reference");
+    return true;
+}
+
+// ---------------------------------------------------------------- matmul
+struct ref_matmul_packed : packed {
+    std::vector<uint8_t> wei;
+    std::vector<float> scale, bias;
+    std::vector<int32_t> zp;
+};
+
+class ref_matmul_kernel : public matmul_kernel {
+public:
+    explicit ref_matmul_kernel(const matmul_desc &d) : d_(d) {}
+
+    std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
+        auto p = std::make_shared<ref_matmul_packed>();
+        p->wei.assign(w.wei, w.wei + d_.wei_bytes());
+        p->scale.assign(w.scale, w.scale + d_.scale_elems());
+        if (d_.zp_elems() > 0) p->zp.assign(w.zp, w.zp + d_.zp_elems());
+        if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
+        return p;
+    }
+
+    void execute(const packed &w, const float *x, float *y, int) const override {
+        const auto &p = static_cast<const ref_matmul_packed &>(w);
+        matmul_weights mw;
+        mw.wei = p.wei.data();
+        mw.scale = p.scale.data();
+        mw.zp = p.zp.empty() ? nullptr : p.zp.data();
+        mw.bias = p.bias.empty() ? nullptr : p.bias.data();
+        ref::matmul(d_, mw, x, y);
+    }
+
+private:
+    matmul_desc d_;
+};
+
+} // namespace
+
+std::vector<conv_entry> ref_conv_entries() {
+    conv_entry e;
+    e.name = "ref:conv";
+    e.supports = ref_conv_supports;
+    e.create = [](const conv_problem &p, const attr_set &attr, const platform &) -> std::shared_ptr<const conv_kernel> {
+        return std::make_shared<ref_conv_kernel>(p, attr);
+    };
+    return {e};
+}
+
+std::vector<matmul_entry> ref_matmul_entries() {
+    matmul_entry e;
+    e.name = "ref:matmul";
+    e.supports = [](const matmul_desc &, const matmul_hints &, const platform &, std::string *) { return true; };
+    e.create = [](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<ref_matmul_kernel>(d);
+    };
+    return {e};
+}
+
+} // namespace qconv::impl

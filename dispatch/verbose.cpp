@@ -1,0 +1,60 @@
+// Verbose output (see verbose.h).
+#include "dispatch/verbose.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace qconv::impl {
+namespace {
+int level_from_env() {
+    const char *v = std::getenv("QCONV_VERBOSE");
+    return v ? std::atoi(v) : 0;
+}
+std::atomic<int> &level() {
+    static std::atomic<int> l{level_from_env()};
+    return l;
+}
+} // namespace
+
+int verbose_level() { return level().load(std::memory_order_relaxed); }
+void set_verbose_level(int l) { level().store(l, std::memory_order_relaxed); }
+
+void verbose_print(const std::string &fields) {
+    static std::mutex mu;
+    const std::string line = "qconv_verbose," + fields + "\n";
+    std::lock_guard<std::mutex> lock(mu);
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+}
+
+std::string verbose_problem(const conv_problem &p) {
+    std::string s = p.desc.str();
+    s += std::string(",dt=") + to_string(p.src_dt) + ":s8:" + to_string(p.dst_dt);
+    s += std::string(",zp=") + to_string(p.src_zp.effective_kind());
+    if (p.src_zp.effective_kind() == zero_point::kind::per_tensor) s += ":" + std::to_string(p.src_zp.at(0));
+    if (!p.scales.empty()) s += p.scales.size() == 1 ? ",scales=per_tensor" : ",scales=per_oc";
+    if (p.with_bias) s += ",bias";
+    if (!p.ops.empty()) s += ",post_ops=" + to_string(p.ops);
+    if (p.dst_zp != 0) s += ",dst_zp=" + std::to_string(p.dst_zp);
+    return s;
+}
+
+std::string verbose_problem(const matmul_desc &d, const matmul_hints &h) {
+    std::string s = d.str();
+    s += std::string(",wei=") + to_string(d.wei_dt);
+    s += ",group=" + std::to_string(d.group_size());
+    s += std::string(",zp=") + to_string(d.zp);
+    if (d.with_bias) s += ",bias";
+    if (h.dynamic_quantization) s += ",dynamic_quantization";
+    return s;
+}
+
+double now_ms() {
+    using clock = std::chrono::steady_clock;
+    return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+} // namespace qconv::impl

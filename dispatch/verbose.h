@@ -1,0 +1,30 @@
+// Verbose output (QCONV_VERBOSE, read once; set_verbose_level() for tests):
+//   1  one line per primitive creation and per execution:
+//        qconv_verbose,create,<cache_hit|cache_miss>,<impl>,attr[<id>],<problem>,<ms>
+//        qconv_verbose,exec,<impl>,<problem>,<ms>
+//   2  also every rejected candidate of the dispatcher:
+//        qconv_verbose,skip,<impl>,attr[<id>],<reason>
+// Lines go to stderr, whole (one write under a lock).
+#pragma once
+
+#include <string>
+
+#include "qconv/conv.h"
+#include "qconv/matmul.h"
+
+namespace qconv::impl {
+
+int verbose_level();
+void set_verbose_level(int level);
+// Prints "qconv_verbose,<fields>\n" to stderr.
+void verbose_print(const std::string &fields);
+
+// benchdnn shape + data types, zero point, scales, bias and post-ops, e.g.
+//   g1mb1ic17ih5oc3oh5kh3ph1,dt=u8:s8:u8,zp=per_tensor:3,scales=per_oc,bias,post_ops=relu;sum
+std::string verbose_problem(const conv_problem &p);
+std::string verbose_problem(const matmul_desc &d, const matmul_hints &h);
+
+// Monotonic clock in milliseconds.
+double now_ms();
+
+} // namespace qconv::impl
