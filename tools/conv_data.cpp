@@ -1,0 +1,293 @@
+// Conv mode: options, problem and data generation, the reference result, comparison.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "qconv/post_ops.h"
+#include "reference/reference.h"
+#include "tools/conv_case.h"
+
+namespace qconv::driver {
+
+namespace {
+
+std::vector<std::string> split(const std::string &s, char sep) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (;;) {
+        const size_t e = s.find(sep, b);
+        out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) return out;
+        b = e + 1;
+    }
+}
+
+int64_t parse_int(const std::string &v, const std::string &field, int64_t lo, int64_t hi) {
+    char *end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
+        throw usage_error(field + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "] (got '" + v + "')");
+    return x;
+}
+
+bool parse_bool(const std::string &v, const std::string &field) {
+    if (v == "1" || v == "yes" || v == "true" || v == "on") return true;
+    if (v == "0" || v == "no" || v == "false" || v == "off") return false;
+    throw usage_error(field + ": expected 1 or 0 (got '" + v + "')");
+}
+
+int rnd(std::mt19937 &g, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
+
+bool has_sum(const post_ops &ops) {
+    for (const auto &op : ops)
+        if (op.k == post_op::kind::sum) return true;
+    return false;
+}
+
+bool has_transcendental(const post_ops &ops) {
+    for (const auto &op : ops)
+        if (op.k == post_op::kind::eltwise && is_transcendental(op.alg)) return true;
+    return false;
+}
+
+} // namespace
+
+size_t dt_size(dtype dt) { return static_cast<size_t>(bits_of(dt) / 8); }
+
+conv_settings parse_conv_settings(const options &o) {
+    conv_settings s;
+    s.dt_text = o.get("dt", "u8:s8:u8");
+    const auto dts = split(s.dt_text, ':');
+    if (dts.size() != 3) throw usage_error("--dt: expected SRC:WEI:DST, e.g. u8:s8:u8 (got '" + s.dt_text + "')");
+    s.src_dt = parse_dtype(dts[0], "--dt");
+    s.wei_dt = parse_dtype(dts[1], "--dt");
+    s.dst_dt = parse_dtype(dts[2], "--dt");
+    if (s.src_dt != dtype::u8 && s.src_dt != dtype::s8) throw usage_error("--dt: source must be u8 or s8");
+    if (s.wei_dt != dtype::s8) throw usage_error("--dt: weights must be s8");
+    if (s.dst_dt != dtype::u8 && s.dst_dt != dtype::s8 && s.dst_dt != dtype::s32 && s.dst_dt != dtype::f32)
+        throw usage_error("--dt: destination must be u8, s8, s32 or f32");
+
+    s.zp_text = o.get("zp", "none");
+    const auto zp = split(s.zp_text, ':');
+    if (!(zp.size() == 1 && zp[0] == "none") && !(zp.size() == 2 && (zp[0] == "tensor" || zp[0] == "channel")))
+        throw usage_error("--zp: expected none, tensor:V, channel:random or channel:V (got '" + s.zp_text + "')");
+    if (zp.size() == 2 && zp[1] != "random") parse_int(zp[1], "--zp", INT32_MIN, INT32_MAX);
+    if (zp.size() == 2 && zp[0] == "tensor" && zp[1] == "random")
+        throw usage_error("--zp: tensor needs a value (tensor:V)");
+
+    s.post_ops_text = o.get("post-ops", "");
+    s.scales = o.get("scales", "per_oc");
+    if (s.scales != "per_oc" && s.scales != "tensor" && s.scales != "none")
+        throw usage_error("--scales: expected per_oc, tensor or none (got '" + s.scales + "')");
+    s.bias = parse_bool(o.get("bias", "1"), "--bias");
+    s.dst_zp = static_cast<int32_t>(o.get_int("dst-zp", 0, -1000000, 1000000));
+    s.mb = o.get_int("mb", 0, 0, 1 << 20);
+    const std::string data = o.get("data", "random");
+    if (data == "random") s.data = data_kind::random;
+    else if (data == "extreme") s.data = data_kind::extreme;
+    else throw usage_error("--data: expected random or extreme (got '" + data + "')");
+    s.baseline = o.get("baseline", "auto");
+    return s;
+}
+
+// ------------------------------------------------------------ generation
+namespace {
+
+zero_point make_zp(const conv_settings &s, int64_t ic, std::mt19937 &g) {
+    const auto f = split(s.zp_text, ':');
+    if (f[0] == "none") return zero_point::none();
+    if (f[0] == "tensor") return zero_point::tensor(static_cast<int32_t>(std::stoll(f[1])));
+    std::vector<int32_t> v(static_cast<size_t>(ic));
+    for (auto &z : v) {
+        if (f[1] != "random") z = static_cast<int32_t>(std::stoll(f[1]));
+        else z = s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 255 : 0) : rnd(g, 0, 255);
+    }
+    return zero_point::channel(std::move(v));
+}
+
+// Output scales: powers of two sized so that a typical accumulator lands in
+// a few tens (exact in f32, and the destination's range is exercised).
+std::vector<float> make_scales(const conv_settings &s, const conv_problem &p, std::mt19937 &g) {
+    if (s.scales == "none") return {};
+    const conv_desc &d = p.desc;
+    double zp_rms = 0;
+    for (int64_t ic = 0; ic < d.ic; ++ic) zp_rms += double(p.src_zp.at(ic)) * p.src_zp.at(ic);
+    zp_rms = std::sqrt(zp_rms / double(d.ic));
+    const double x_rms = (s.src_dt == dtype::u8 ? 8.8 : 4.6) + zp_rms;
+    const double acc_std = std::sqrt(double(d.icg() * d.kh * d.kw)) * x_rms * 2.6;
+    const int e0 = static_cast<int>(std::lround(std::log2(std::max(acc_std / 32.0, 1.0))));
+    const size_t n = s.scales == "tensor" ? 1 : static_cast<size_t>(d.oc);
+    std::vector<float> v(n);
+    for (auto &x : v) x = std::ldexp(1.f, -(e0 + rnd(g, 0, 1)));
+    return v;
+}
+
+void fill_src(const conv_settings &s, std::vector<uint8_t> &src, std::mt19937 &g) {
+    for (auto &b : src) {
+        int v;
+        if (s.src_dt == dtype::u8)
+            v = s.data == data_kind::extreme ? (rnd(g, 0, 3) ? 255 : 0) : rnd(g, 0, 15);
+        else
+            v = s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 127 : -128) : rnd(g, -8, 7);
+        b = static_cast<uint8_t>(v);
+    }
+}
+
+// The previous destination (read by a sum post-op): small values of dst_dt.
+void fill_dst(dtype dt, std::vector<uint8_t> &dst, int64_t n, std::mt19937 &g) {
+    dst.assign(static_cast<size_t>(n) * dt_size(dt), 0);
+    for (int64_t i = 0; i < n; ++i) {
+        switch (dt) {
+        case dtype::u8: dst[i] = static_cast<uint8_t>(rnd(g, 0, 15)); break;
+        case dtype::s8: dst[i] = static_cast<uint8_t>(static_cast<int8_t>(rnd(g, -8, 7))); break;
+        case dtype::s32: {
+            const int32_t v = rnd(g, -16, 16);
+            std::memcpy(&dst[i * 4], &v, 4);
+            break;
+        }
+        default: {
+            const float v = static_cast<float>(rnd(g, -16, 16));
+            std::memcpy(&dst[i * 4], &v, 4);
+        }
+        }
+    }
+}
+
+} // namespace
+
+conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed) {
+    conv_case c;
+    c.text = t.text;
+    c.count = t.count;
+    c.seed = seed;
+    std::mt19937 g(seed);
+
+    conv_problem &p = c.p;
+    p.desc = conv_desc::parse(t.text);
+    if (s.mb > 0) p.desc.mb = s.mb;
+    p.desc.validate();
+    const conv_desc &d = p.desc;
+    p.src_dt = s.src_dt;
+    p.dst_dt = s.dst_dt;
+    p.src_zp = make_zp(s, d.ic, g);
+    p.scales = make_scales(s, p, g);
+    p.with_bias = s.bias;
+    p.ops = parse_post_ops(s.post_ops_text, d.oc, seed);
+    p.dst_zp = s.dst_zp;
+    p.validate();
+
+    c.src.resize(static_cast<size_t>(d.src_elems()) * dt_size(s.src_dt));
+    fill_src(s, c.src, g);
+    c.wei.resize(static_cast<size_t>(d.wei_elems()));
+    for (auto &w : c.wei)
+        w = static_cast<int8_t>(s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 127 : -128) : rnd(g, -4, 4));
+    if (s.bias) {
+        c.bias.resize(static_cast<size_t>(d.oc));
+        for (auto &b : c.bias) b = static_cast<float>(rnd(g, -8, 8));
+    }
+    if (has_sum(p.ops)) fill_dst(s.dst_dt, c.dst_init, d.dst_elems(), g);
+    else c.dst_init.assign(static_cast<size_t>(d.dst_elems()) * dt_size(s.dst_dt), 0);
+
+    static const float full_values[] = {-2.f, -1.f, -0.5f, 0.5f, 1.f, 2.f, 3.f};
+    for (const auto &op : p.ops) {
+        if (op.k != post_op::kind::binary || op.bcast != broadcast::full) continue;
+        std::vector<float> f(static_cast<size_t>(d.dst_elems()));
+        for (auto &x : f) x = full_values[rnd(g, 0, 6)];
+        c.full.push_back(std::move(f));
+    }
+    c.tolerant = s.data == data_kind::extreme || has_transcendental(p.ops);
+    return c;
+}
+
+exec_args conv_case::args(int threads) const {
+    exec_args a;
+    for (const auto &f : full) a.binary.push_back(f.data());
+    a.threads = threads;
+    return a;
+}
+
+// The ground truth: the reference with the legacy lowering of the chain
+// (stock when the legacy form cannot express it) and the zero point in its
+// defining mechanism.
+const std::vector<uint8_t> &conv_case::reference() const {
+    if (!ref_dst.empty() || !ref_error.empty()) return ref_dst;
+    try {
+        attr_set a;
+        a.id = 0;
+        switch (p.src_zp.effective_kind()) {
+        case zero_point::kind::none: a.zp = zp_mechanism::none; break;
+        case zero_point::kind::per_tensor:
+            a.zp = zp_mechanism::stock_per_tensor;
+            a.zp_values = {p.src_zp.at(0)};
+            break;
+        case zero_point::kind::per_channel:
+            a.zp = zp_mechanism::legacy_per_channel;
+            a.zp_values = p.src_zp.values;
+            break;
+        }
+        const bool f32 = p.dst_dt == dtype::f32;
+        try {
+            a.ops = lower_legacy(p.ops, p.desc.oc, f32);
+        } catch (const qconv::error &) {
+            a.ops = lower_stock(p.ops, p.desc.oc, f32);
+        }
+        std::vector<uint8_t> dst = dst_init;
+        ref::conv(p, a, src.data(), wei.data(), bias.empty() ? nullptr : bias.data(), dst.data(), args(0));
+        ref_dst = std::move(dst);
+    } catch (const std::exception &e) {
+        ref_error = e.what();
+        ref_dst.clear();
+    }
+    return ref_dst;
+}
+
+// ------------------------------------------------------------ comparison
+namespace {
+double value_at(dtype dt, const std::vector<uint8_t> &v, int64_t i) {
+    switch (dt) {
+    case dtype::u8: return v[i];
+    case dtype::s8: return static_cast<int8_t>(v[i]);
+    case dtype::s32: {
+        int32_t x;
+        std::memcpy(&x, &v[i * 4], 4);
+        return x;
+    }
+    default: {
+        float x;
+        std::memcpy(&x, &v[i * 4], 4);
+        return x;
+    }
+    }
+}
+} // namespace
+
+int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::string *first) {
+    const auto &want = c.reference();
+    const dtype dt = c.p.dst_dt;
+    const int64_t n = c.p.desc.dst_elems();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double w = value_at(dt, want, i), r = value_at(dt, got, i);
+        bool ok;
+        if (std::isnan(w) || std::isnan(r)) ok = std::isnan(w) && std::isnan(r);
+        else if (!c.tolerant) ok = w == r; // -0 equals +0
+        else if (dt == dtype::f32) ok = std::fabs(w - r) <= 1e-5 * std::max(1.0, std::fabs(w));
+        else ok = std::fabs(w - r) <= 1.0;
+        if (!ok && bad++ == 0 && first) {
+            const conv_desc &d = c.p.desc;
+            const int64_t oc = i % d.oc, ow = i / d.oc % d.ow, oh = i / d.oc / d.ow % d.oh,
+                          mb = i / d.oc / d.ow / d.oh;
+            *first = "first at mb=" + std::to_string(mb) + " oh=" + std::to_string(oh) + " ow=" + std::to_string(ow) +
+                     " oc=" + std::to_string(oc) + ": got " + format_double(r, 6) + " expected " +
+                     format_double(w, 6);
+        }
+    }
+    return bad;
+}
+
+} // namespace qconv::driver

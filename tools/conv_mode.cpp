@@ -1,0 +1,224 @@
+// `qconv-driver conv`: int8 convolution problems on one, several or all
+// implementations, in correctness (C), performance (P) or both (CP) modes.
+//
+// For each problem the selected implementations run one after the other
+// (forced by name through conv_hints::impl, or "auto"), and one line per
+// implementation is printed once the problem is done, so the ratio against
+// the baseline (the fastest oneDNN brgconv entry that ran, else onednn:any)
+// can be on every line. In P mode the baseline runs even when not selected
+// (--baseline=none to skip). After the last problem a total line per
+// implementation sums the times, weighting each layer by its `*N` count.
+#include <algorithm>
+#include <memory>
+
+#include "dispatch/impl.h"
+#include "qconv/conv.h"
+#include "tools/conv_case.h"
+
+namespace qconv::driver {
+
+namespace {
+
+struct run_result {
+    std::string requested;   // "auto" or a name
+    std::string impl;        // the implementation that ran (name when unimplemented)
+    int attr = -1;
+    std::string status;      // ok | mismatch | unimplemented | failed
+    std::string why;
+    int64_t errors = 0;
+    double ms = -1;
+    int reps = 0;
+    bool printed = true;     // baseline runs added for the ratio are printed too
+};
+
+bool is_baseline_candidate(const std::string &name) { return name.rfind("onednn:brgconv", 0) == 0; }
+
+void print_list() {
+    const auto names = conv_implementations();
+    const auto &table = impl::conv_list();
+    for (size_t i = 0; i < names.size(); ++i) {
+        bool peer = false;
+        for (const auto &e : table)
+            if (e.name == names[i]) peer = e.peer;
+        out_line().add("op", "conv").add("impl", names[i]).add_int("index", static_cast<int64_t>(i))
+            .add("peer", peer ? "1" : "0").print();
+    }
+}
+
+// The implementations to run: "auto", one name, a comma-separated list or "all".
+std::vector<std::string> selected_impls(const std::string &impl, const std::vector<std::string> &names) {
+    if (impl == "all") return names;
+    if (impl == "auto") return {"auto"};
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (;;) {
+        const size_t e = impl.find(',', b);
+        const std::string n = impl.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        if (n != "auto" && std::find(names.begin(), names.end(), n) == names.end()) {
+            std::string valid;
+            for (const auto &x : names) valid += " " + x;
+            throw usage_error("--impl: unknown implementation '" + n + "' (valid: auto all list" + valid + ")");
+        }
+        out.push_back(n);
+        if (e == std::string::npos) return out;
+        b = e + 1;
+    }
+}
+
+// Baseline implementations to add in P mode when none was selected.
+std::vector<std::string> baseline_impls(const conv_settings &s, const std::vector<std::string> &names,
+                                        const std::vector<std::string> &selected) {
+    std::vector<std::string> cands;
+    if (s.baseline == "none") return {};
+    if (s.baseline != "auto") {
+        if (std::find(names.begin(), names.end(), s.baseline) == names.end())
+            throw usage_error("--baseline: unknown implementation '" + s.baseline + "'");
+        cands = {s.baseline};
+    } else {
+        for (const auto &n : names)
+            if (is_baseline_candidate(n) || n == "onednn:any") cands.push_back(n);
+    }
+    std::vector<std::string> extra;
+    for (const auto &c : cands)
+        if (std::find(selected.begin(), selected.end(), c) == selected.end()) extra.push_back(c);
+    return extra;
+}
+
+// The baseline time of one problem: an explicit --baseline, else the fastest
+// brgconv entry that passed, else onednn:any.
+double baseline_ms(const std::vector<run_result> &runs, const conv_settings &s) {
+    double best = -1;
+    auto ok = [](const run_result &r) { return r.status == "ok" && r.ms > 0; };
+    for (const auto &r : runs) {
+        if (!ok(r)) continue;
+        const bool cand = s.baseline == "auto" ? is_baseline_candidate(r.impl) : r.impl == s.baseline;
+        if (cand && (best < 0 || r.ms < best)) best = r.ms;
+    }
+    if (best < 0 && s.baseline == "auto")
+        for (const auto &r : runs)
+            if (ok(r) && r.impl == "onednn:any") best = r.ms;
+    return best;
+}
+
+struct conv_run_context {
+    const common_options &co;
+    const conv_settings &s;
+    int dump_index = 0;
+};
+
+run_result run_one(const conv_case &c, const std::string &requested, conv_run_context &ctx) {
+    run_result r;
+    r.requested = requested;
+    r.impl = requested;
+    conv_hints hints;
+    hints.impl = requested;
+    std::unique_ptr<convolution> conv;
+    try {
+        conv = std::make_unique<convolution>(c.p, c.wei.data(), c.bias.empty() ? nullptr : c.bias.data(), hints);
+    } catch (const std::exception &e) {
+        r.status = "unimplemented";
+        r.why = e.what();
+        return r;
+    }
+    r.impl = conv->impl_name();
+    r.attr = conv->attr_id();
+    const exec_args args = c.args(ctx.co.threads);
+
+    std::vector<uint8_t> dst = c.dst_init;
+    try {
+        conv->execute(c.src.data(), dst.data(), args);
+    } catch (const std::exception &e) {
+        r.status = "failed";
+        r.why = std::string("execute: ") + e.what();
+        return r;
+    }
+    r.status = "ok";
+    if (ctx.co.correctness()) {
+        c.reference();
+        if (!c.ref_error.empty()) {
+            r.status = "failed";
+            r.why = "reference: " + c.ref_error;
+        } else {
+            r.errors = compare_dst(c, dst, &r.why);
+            if (r.errors) r.status = "mismatch";
+        }
+    }
+    if (!ctx.co.dump_dir.empty()) dump_run(ctx.co.dump_dir, ctx.dump_index++, c, ctx.s, r.impl, r.attr, r.status, dst);
+    if (ctx.co.performance()) {
+        std::vector<uint8_t> scratch = c.dst_init;
+        const timing t = measure([&] { conv->execute(c.src.data(), scratch.data(), args); }, ctx.co.reps,
+                                 ctx.co.budget_ms, ctx.co.correctness());
+        r.ms = t.median_ms;
+        r.reps = t.reps;
+    }
+    return r;
+}
+
+std::string no_spaces(std::string s) {
+    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+    return s.empty() ? "none" : s;
+}
+
+out_line make_line(const conv_case &c, const conv_settings &s, const run_result &r, double base_ms, bool perf) {
+    out_line l;
+    l.add("op", "conv").add("impl", r.impl).add("desc", c.p.desc.str()).add("dt", s.dt_text).add("zp", s.zp_text);
+    l.add("post_ops", no_spaces(s.post_ops_text));
+    if (s.data == data_kind::extreme) l.add("data", "extreme");
+    l.add("status", r.status);
+    if (r.attr >= 0) l.add_int("attr", r.attr);
+    if (r.errors) l.add_int("errors", r.errors);
+    if (perf && r.ms > 0) {
+        l.add("ms", r.ms, 4).add("gops", c.p.desc.ops() / (r.ms * 1e6), 2);
+        if (base_ms > 0) l.add("ratio", base_ms / r.ms, 3);
+        l.add_int("reps", r.reps);
+    }
+    if (!r.why.empty()) l.why(r.why);
+    return l;
+}
+
+} // namespace
+
+int conv_mode(const std::vector<std::string> &args) {
+    const options o(args);
+    const common_options co = parse_common(o);
+    const conv_settings s = parse_conv_settings(o);
+    const std::vector<problem_text> texts = collect_problems(o);
+    o.check_all_used();
+
+    const std::vector<std::string> names = conv_implementations();
+    if (co.impl == "list") {
+        print_list();
+        return exit_ok;
+    }
+    if (texts.empty()) throw usage_error("conv: no problem given (DESC... or --batch=FILE)");
+    // Every descriptor is parsed before anything runs: bad input never runs half a batch.
+    for (const auto &t : texts) {
+        conv_desc d = conv_desc::parse(t.text);
+        if (s.mb > 0) d.mb = s.mb;
+        d.validate();
+    }
+    const std::vector<std::string> selected = selected_impls(co.impl, names);
+    const std::vector<std::string> extra =
+        co.performance() ? baseline_impls(s, names, selected) : std::vector<std::string>{};
+
+    conv_run_context ctx{co, s};
+    totals tot;
+    bool failed = false;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        const conv_case c = make_conv_case(texts[i], s, co.seed + static_cast<uint32_t>(i));
+        std::vector<run_result> runs;
+        for (const auto &n : selected) runs.push_back(run_one(c, n, ctx));
+        for (const auto &n : extra) runs.push_back(run_one(c, n, ctx));
+        const double base = co.performance() ? baseline_ms(runs, s) : -1;
+        for (const auto &r : runs) {
+            make_line(c, s, r, base, co.performance()).print();
+            const std::string key = r.requested == "auto" ? "auto" : r.impl;
+            tot.add(key, r.status, c.p.desc.ops(), r.ms, base, c.count);
+            failed = failed || r.status == "mismatch" || r.status == "failed";
+        }
+    }
+    tot.print("conv", co.performance());
+    return failed ? exit_fail : exit_ok;
+}
+
+} // namespace qconv::driver

@@ -1,0 +1,139 @@
+// qconv-driver: a benchdnn-like command-line driver.
+//
+// The driver is a table of modes (`qconv-driver conv ...`, `qconv-driver
+// matmul ...`): each mode is one function in its own file, registered by one
+// row in tools/driver_main.cpp. This header holds what the modes share:
+//   - options: `--key=value` arguments and positional words, with a check that
+//     every option given was understood (an unknown one is bad input);
+//   - out_line: one result line of space-separated key=value fields;
+//   - measure(): median time over repetitions, bounded by a time budget;
+//   - batch files: '#' comments, one problem per line, `*N` in a name counts
+//     the layer N times in totals;
+//   - the exit codes: 0 all passed, 1 a mismatch or failure, 2 bad input.
+// Modes reach implementations only through the public API (include/qconv).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace qconv::driver {
+
+enum exit_code { exit_ok = 0, exit_fail = 1, exit_bad_input = 2 };
+
+// Bad command line or input file: message on stderr, exit status 2.
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ------------------------------------------------------------------ options
+class options {
+public:
+    // argv after the mode word: "--key=value", "--flag" (value "1") or words.
+    explicit options(const std::vector<std::string> &args);
+
+    bool has(const std::string &key) const;
+    std::string get(const std::string &key, const std::string &def) const;
+    // All values of a repeatable option, in command-line order.
+    std::vector<std::string> all(const std::string &key) const;
+    int64_t get_int(const std::string &key, int64_t def, int64_t lo, int64_t hi) const;
+    const std::vector<std::string> &words() const { return words_; }
+    // Throws usage_error naming the first option no get()/has()/all() asked for.
+    void check_all_used() const;
+
+private:
+    std::vector<std::pair<std::string, std::string>> kv_;
+    std::vector<std::string> words_;
+    mutable std::set<std::string> used_;
+};
+
+// Options every mode understands (a mode reads the ones it uses).
+struct common_options {
+    enum class mode_kind { C, P, CP };
+    mode_kind mode = mode_kind::C;
+    std::string impl = "auto";     // auto | NAME | all | list
+    int threads = 0;               // 0: OpenMP default
+    uint32_t seed = 1;
+    std::string dump_dir;          // empty: no dump
+    int reps = 20;                 // maximum timed repetitions (P mode)
+    double budget_ms = 100;        // stop repeating once this much time was spent
+    bool correctness() const { return mode != mode_kind::P; }
+    bool performance() const { return mode != mode_kind::C; }
+};
+// Reads --mode --impl --threads --seed --dump --reps --budget-ms --isa and applies
+// --isa (qconv::set_max_cpu_isa, and ONEDNN_MAX_CPU_ISA unless already set) and
+// --threads (omp_set_num_threads).
+common_options parse_common(const options &o);
+const char *to_string(common_options::mode_kind m);
+
+// --------------------------------------------------------------- batch files
+struct problem_text {
+    std::string text;  // one problem as written (comment stripped)
+    int64_t count = 1; // `*N` at the end of its name: occurs N times
+};
+// Positional words plus every --batch=FILE line, in order.
+std::vector<problem_text> collect_problems(const options &o);
+std::vector<problem_text> read_batch_file(const std::string &path);
+// N of a trailing "*N" inside the quoted name, else 1.
+int64_t multiplicity(const std::string &text);
+
+// ----------------------------------------------------------------- output
+class out_line {
+public:
+    out_line &add(const std::string &key, const std::string &value);
+    out_line &add(const std::string &key, double value, int precision = 4);
+    out_line &add_int(const std::string &key, int64_t value);
+    // Free text goes last, quoted: why="...".
+    out_line &why(const std::string &text);
+    std::string str() const;
+    void print() const; // to stdout, flushed
+
+private:
+    std::string s_;
+};
+
+// ----------------------------------------------------------------- timing
+struct timing {
+    double median_ms = 0;
+    int reps = 0;
+};
+// Runs fn() once unwarmed unless `warm`, then repeats it until `reps`
+// repetitions or `budget_ms` milliseconds (at least one repetition).
+timing measure(const std::function<void()> &fn, int reps, double budget_ms, bool warm);
+double now_ms();
+
+// Accumulates per-implementation totals and prints one total line each.
+class totals {
+public:
+    // ms < 0: not measured. count weights the layer (`*N`).
+    void add(const std::string &impl, const std::string &status, double ops, double ms,
+             double baseline_ms, int64_t count);
+    // One line per implementation: op=<op> impl=... total=1 ...
+    void print(const std::string &op, bool performance) const;
+
+private:
+    struct acc {
+        int problems = 0, ok = 0, mismatch = 0, unimplemented = 0, failed = 0;
+        double ops = 0, ms = 0, base_ms = 0, own_ms_with_base = 0;
+    };
+    std::vector<std::string> order_;
+    std::map<std::string, acc> by_impl_;
+};
+
+// ------------------------------------------------------------------ modes
+// A mode gets the arguments after its name and returns the exit status.
+using mode_fn = int (*)(const std::vector<std::string> &args);
+int conv_mode(const std::vector<std::string> &args);
+
+// ------------------------------------------------------------------ misc
+// Creates directories like `mkdir -p`; throws usage_error on failure.
+void make_dirs(const std::string &path);
+void write_file(const std::string &path, const void *data, size_t bytes);
+std::string format_double(double v, int precision);
+
+} // namespace qconv::driver

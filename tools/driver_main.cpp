@@ -1,0 +1,63 @@
+// qconv-driver entry point: picks the mode from the first word.
+//
+// To add a mode, write tools/<mode>_mode.cpp defining
+//   int qconv::driver::<mode>_mode(const std::vector<std::string> &args)
+// and add one row to `modes` below (declare the function in tools/driver.h).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "qconv/types.h"
+#include "tools/driver.h"
+
+namespace qconv::driver {
+namespace {
+
+struct mode_entry {
+    const char *name;
+    mode_fn fn;
+    const char *help;
+};
+
+const mode_entry modes[] = {
+    {"conv", conv_mode, "int8 convolution: conv [options] DESC... | --batch=FILE"},
+};
+
+void usage(std::ostream &os) {
+    os << "usage: qconv-driver MODE [options] [problems]\nmodes:\n";
+    for (const auto &m : modes) os << "  " << m.name << "  " << m.help << "\n";
+    os << "common options: --mode=C|P|CP --impl=auto|NAME|all|list --isa=NAME --threads=N --seed=N\n"
+          "                --dump=DIR --reps=N --budget-ms=N   (see README.md)\n";
+}
+
+} // namespace
+} // namespace qconv::driver
+
+int main(int argc, char **argv) {
+    using namespace qconv::driver;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        usage(args.empty() ? std::cerr : std::cout);
+        return args.empty() ? exit_bad_input : exit_ok;
+    }
+    const std::string name = args[0];
+    args.erase(args.begin());
+    for (const auto &m : modes) {
+        if (name != m.name) continue;
+        try {
+            return m.fn(args);
+        } catch (const usage_error &e) {
+            std::cerr << "qconv-driver: " << e.what() << "\n";
+            return exit_bad_input;
+        } catch (const qconv::error &e) {
+            std::cerr << "qconv-driver: " << e.what() << "\n";
+            return exit_bad_input;
+        } catch (const std::exception &e) {
+            std::cerr << "qconv-driver: failed: " << e.what() << "\n";
+            return exit_fail;
+        }
+    }
+    std::cerr << "qconv-driver: unknown mode '" << name << "'\n";
+    usage(std::cerr);
+    return exit_bad_input;
+}

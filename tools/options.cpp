@@ -1,0 +1,171 @@
+// Command-line options of qconv-driver: parsing, the common options, batch files.
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <omp.h>
+
+#include "qconv/types.h"
+#include "tools/driver.h"
+
+namespace qconv::driver {
+
+options::options(const std::vector<std::string> &args) {
+    for (const auto &a : args) {
+        if (a.rfind("--", 0) != 0) {
+            words_.push_back(a);
+            continue;
+        }
+        const auto eq = a.find('=');
+        const std::string key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+        if (key.empty()) throw usage_error("option '" + a + "': empty name");
+        kv_.emplace_back(key, eq == std::string::npos ? "1" : a.substr(eq + 1));
+    }
+}
+
+bool options::has(const std::string &key) const {
+    used_.insert(key);
+    for (const auto &kv : kv_)
+        if (kv.first == key) return true;
+    return false;
+}
+
+std::string options::get(const std::string &key, const std::string &def) const {
+    const auto v = all(key);
+    return v.empty() ? def : v.back();
+}
+
+std::vector<std::string> options::all(const std::string &key) const {
+    used_.insert(key);
+    std::vector<std::string> out;
+    for (const auto &kv : kv_)
+        if (kv.first == key) out.push_back(kv.second);
+    return out;
+}
+
+int64_t options::get_int(const std::string &key, int64_t def, int64_t lo, int64_t hi) const {
+    if (!has(key)) return def;
+    const std::string v = get(key, "");
+    char *end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
+        throw usage_error("--" + key + ": expected an integer in [" + std::to_string(lo) + ", " +
+                          std::to_string(hi) + "] (got '" + v + "')");
+    return x;
+}
+
+void options::check_all_used() const {
+    for (const auto &kv : kv_)
+        if (!used_.count(kv.first)) throw usage_error("unknown option --" + kv.first);
+}
+
+const char *to_string(common_options::mode_kind m) {
+    switch (m) {
+    case common_options::mode_kind::C: return "C";
+    case common_options::mode_kind::P: return "P";
+    case common_options::mode_kind::CP: return "CP";
+    }
+    return "?";
+}
+
+namespace {
+// oneDNN's names for our ISA levels (ONEDNN_MAX_CPU_ISA).
+const char *onednn_isa_name(isa i) {
+    switch (i) {
+    case isa::sse41: return "SSE41";
+    case isa::avx2: return "AVX2";
+    case isa::avx2_vnni: return "AVX2_VNNI";
+    case isa::avx512_core: return "AVX512_CORE";
+    case isa::avx512_core_vnni: return "AVX512_CORE_VNNI";
+    case isa::avx512_core_bf16: return "AVX512_CORE_BF16";
+    case isa::avx512_core_amx: return "AVX512_CORE_AMX";
+    }
+    return "ALL";
+}
+} // namespace
+
+common_options parse_common(const options &o) {
+    common_options c;
+    const std::string m = o.get("mode", "C");
+    if (m == "C" || m == "c") c.mode = common_options::mode_kind::C;
+    else if (m == "P" || m == "p") c.mode = common_options::mode_kind::P;
+    else if (m == "CP" || m == "cp" || m == "PC") c.mode = common_options::mode_kind::CP;
+    else throw usage_error("--mode: expected C, P or CP (got '" + m + "')");
+    c.impl = o.get("impl", "auto");
+    if (c.impl.empty()) throw usage_error("--impl: empty");
+    c.threads = static_cast<int>(o.get_int("threads", 0, 0, 4096));
+    c.seed = static_cast<uint32_t>(o.get_int("seed", 1, 0, UINT32_MAX));
+    c.dump_dir = o.get("dump", "");
+    c.reps = static_cast<int>(o.get_int("reps", 20, 1, 1000000));
+    c.budget_ms = static_cast<double>(o.get_int("budget-ms", 100, 0, 3600000));
+    if (o.has("isa")) {
+        const isa cap = parse_isa(o.get("isa", ""), "--isa");
+        set_max_cpu_isa(cap);
+        // oneDNN reads its cap once, at its first dispatch: set it before any use.
+        setenv("ONEDNN_MAX_CPU_ISA", onednn_isa_name(cap), 0);
+    }
+    if (c.threads > 0) omp_set_num_threads(c.threads);
+    return c;
+}
+
+// ------------------------------------------------------------- batch files
+int64_t multiplicity(const std::string &text) {
+    const auto q1 = text.find('"');
+    if (q1 == std::string::npos) return 1;
+    const auto q2 = text.find('"', q1 + 1);
+    const std::string name = text.substr(q1 + 1, q2 == std::string::npos ? std::string::npos : q2 - q1 - 1);
+    const auto star = name.rfind('*');
+    if (star == std::string::npos || star + 1 >= name.size()) return 1;
+    int64_t n = 0;
+    for (size_t i = star + 1; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9' || n > 1000000) return 1;
+        n = n * 10 + (name[i] - '0');
+    }
+    return n > 0 ? n : 1;
+}
+
+static std::string trim(const std::string &s) {
+    const auto b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return "";
+    const auto e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
+}
+
+std::vector<problem_text> read_batch_file(const std::string &path) {
+    std::ifstream in(path);
+    if (!in) throw usage_error("--batch: cannot open '" + path + "'");
+    std::vector<problem_text> out;
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+        ++lineno;
+        // '#' starts a comment unless it is inside the quoted name.
+        bool quoted = false;
+        for (size_t i = 0; i < line.size(); ++i) {
+            if (line[i] == '"') quoted = !quoted;
+            if (line[i] == '#' && !quoted) {
+                line.resize(i);
+                break;
+            }
+        }
+        line = trim(line);
+        if (line.empty()) continue;
+        if (line.find_first_of(" \t") != std::string::npos)
+            throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" +
+                              line + "')");
+        out.push_back({line, multiplicity(line)});
+    }
+    return out;
+}
+
+std::vector<problem_text> collect_problems(const options &o) {
+    std::vector<problem_text> out;
+    for (const auto &w : o.words()) out.push_back({w, multiplicity(w)});
+    for (const auto &f : o.all("batch")) {
+        auto b = read_batch_file(f);
+        out.insert(out.end(), b.begin(), b.end());
+    }
+    return out;
+}
+
+} // namespace qconv::driver
