@@ -1,0 +1,142 @@
+// ConvTester (see conv_tester.h).
+#include "tests/support/conv_tester.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "dispatch/attr_builder.h"
+#include "dispatch/platform.h"
+#include "reference/reference.h"
+
+namespace qconv::test {
+
+ConvTester &ConvTester::desc(const std::string &text) {
+    desc_text_ = text;
+    have_desc_ = false;
+    return *this;
+}
+ConvTester &ConvTester::desc(const conv_desc &d) {
+    desc_ = d;
+    have_desc_ = true;
+    return *this;
+}
+ConvTester &ConvTester::src(dtype dt) { src_dt_ = dt; return *this; }
+ConvTester &ConvTester::dst(dtype dt) { dst_dt_ = dt; return *this; }
+ConvTester &ConvTester::zp(const zero_point &z) { zp_ = z; zp_explicit_ = true; return *this; }
+ConvTester &ConvTester::zp(const std::string &spec) { zp_spec_ = spec; zp_explicit_ = false; return *this; }
+ConvTester &ConvTester::post_ops(const std::string &text) { ops_text_ = text; ops_explicit_ = false; return *this; }
+ConvTester &ConvTester::post_ops(const qconv::post_ops &ops) { ops_ = ops; ops_explicit_ = true; return *this; }
+ConvTester &ConvTester::scales(const std::vector<float> &s) { scales_ = s; scales_explicit_ = true; return *this; }
+ConvTester &ConvTester::scales(const std::string &kind) { scales_kind_ = kind; scales_explicit_ = false; return *this; }
+ConvTester &ConvTester::bias(bool with) { bias_ = with; return *this; }
+ConvTester &ConvTester::dst_zp(int32_t v) { dst_zp_ = v; return *this; }
+ConvTester &ConvTester::data(testdata::data_kind k) { data_ = k; return *this; }
+ConvTester &ConvTester::data(const std::string &kind) { data_ = testdata::parse_data_kind(kind); return *this; }
+ConvTester &ConvTester::seed(uint32_t s) { seed_ = s; return *this; }
+ConvTester &ConvTester::threads(int n) { threads_ = n; return *this; }
+ConvTester &ConvTester::enforce_brgconv(bool on) { enforce_ = on; return *this; }
+ConvTester &ConvTester::tolerance(double rel) { tol_ = rel; return *this; }
+
+bool has_transcendental(const qconv::post_ops &ops) {
+    for (const auto &op : ops)
+        if (op.k == post_op::kind::eltwise && is_transcendental(op.alg)) return true;
+    return false;
+}
+
+void ConvTester::build_problem() {
+    p_ = conv_problem{};
+    p_.desc = have_desc_ ? desc_ : conv_desc::parse(desc_text_);
+    p_.src_dt = src_dt_;
+    p_.dst_dt = dst_dt_;
+    p_.src_zp = zp_explicit_ ? zp_ : testdata::make_zp(zp_spec_, p_.desc.ic, src_dt_, data_, seed_);
+    if (scales_explicit_) p_.scales = scales_;
+    else if (scales_kind_ == "per_oc") p_.scales = testdata::make_scales(p_.desc.oc, false, seed_);
+    else if (scales_kind_ == "per_tensor") p_.scales = testdata::make_scales(p_.desc.oc, true, seed_);
+    else if (scales_kind_ != "none") fail("scales", "unknown kind '" + scales_kind_ + "' (per_oc, per_tensor, none)");
+    p_.with_bias = bias_;
+    p_.ops = ops_explicit_ ? ops_ : parse_post_ops(ops_text_, p_.desc.oc, seed_);
+    p_.dst_zp = dst_zp_;
+}
+
+namespace {
+
+std::string where(const conv_desc &d, int64_t i) {
+    const int64_t c = i % d.oc, w = (i / d.oc) % d.ow, h = (i / (d.oc * d.ow)) % d.oh, n = i / (d.oc * d.ow * d.oh);
+    std::ostringstream s;
+    s << "[n" << n << " oh" << h << " ow" << w << " oc" << c << "]";
+    return s.str();
+}
+
+bool same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+} // namespace
+
+bool ConvTester::run(const std::string &impl) {
+    build_problem();
+    const auto names = conv_implementations();
+    if (impl != "auto" && std::find(names.begin(), names.end(), impl) == names.end()) {
+        ADD_FAILURE() << "unknown implementation '" << impl << "'";
+        return false;
+    }
+    const conv_desc &d = p_.desc;
+    const auto src = testdata::make_src(p_, data_, seed_);
+    const auto wei = testdata::make_weights(d, data_, seed_);
+    const auto bias = testdata::make_bias(d, seed_);
+    const auto binary = testdata::make_binary_tensors(p_, seed_);
+    const auto dst0 = testdata::make_dst(p_, seed_);
+
+    conv_hints hints;
+    hints.impl = impl;
+    hints.enforce_brgconv = enforce_;
+    std::unique_ptr<convolution> conv;
+    try {
+        conv = std::make_unique<convolution>(p_, wei.data(), bias_ ? bias.data() : nullptr, hints);
+    } catch (const qconv::error &e) {
+        if (impl == "auto") {
+            ADD_FAILURE() << "no implementation: " << e.what();
+            return false;
+        }
+        const std::string why = e.what();
+        [&] { GTEST_SKIP() << impl << ": " << why; }();
+        return false;
+    }
+    ran_impl_ = conv->impl_name();
+    ran_attr_ = conv->attr_id();
+
+    exec_args args;
+    for (const auto &t : binary) args.binary.push_back(t.data());
+    args.threads = threads_;
+    got_ = dst0;
+    conv->execute(src.data(), got_.data(), args);
+
+    const auto attrs = impl::build_attrs(p_, impl::host_platform(), hints);
+    want_ = dst0;
+    ref::conv(p_, attrs.at(static_cast<size_t>(ran_attr_)), src.data(), wei.data(), bias_ ? bias.data() : nullptr,
+              want_.data(), args);
+
+    const bool loose = has_transcendental(p_.ops);
+    const bool f32 = p_.dst_dt == dtype::f32;
+    int64_t bad = 0;
+    std::ostringstream report;
+    for (int64_t i = 0; i < d.dst_elems(); ++i) {
+        const float g = ref::load(p_.dst_dt, got_.data(), i), w = ref::load(p_.dst_dt, want_.data(), i);
+        bool ok = same(g, w);
+        if (!ok && loose) {
+            const double diff = std::fabs(static_cast<double>(g) - w);
+            ok = f32 ? diff <= tol_ * std::max(1.0, std::fabs(static_cast<double>(w))) : diff <= 1.0;
+        }
+        if (ok) continue;
+        if (++bad <= 10) report << "  " << where(d, i) << " got " << g << " want " << w << "\n";
+    }
+    EXPECT_EQ(bad, 0) << ran_impl_ << " attr[" << ran_attr_ << "] on " << d.str() << " dt=" << to_string(p_.src_dt)
+                      << ":s8:" << to_string(p_.dst_dt) << " zp=" << to_string(p_.src_zp.effective_kind())
+                      << " post_ops=" << to_string(p_.ops) << " data=" << testdata::to_string(data_)
+                      << " seed=" << seed_ << ": " << bad << " of " << d.dst_elems() << " differ\n"
+                      << report.str();
+    return true;
+}
+
+} // namespace qconv::test
