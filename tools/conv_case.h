@@ -1,9 +1,10 @@
 // The conv mode's pieces: a problem with its data, the reference result,
 // comparison and dumps. tools/conv_mode.cpp strings them together.
 //
-// Data (tools/conv_data.cpp) is chosen so the f32 output pipeline is exact:
-// small integer inputs and weights, power-of-two output scales, small integer
-// biases — then every implementation must match the reference bit for bit.
+// Data comes from the generators the test suites use (dispatch/testdata.h),
+// chosen so the f32 output pipeline is exact: small integer inputs and
+// weights, power-of-two output scales, small integer biases — then every
+// implementation must match the reference bit for bit.
 // `extreme` data saturates instead (u8 255, s8 −128/127, zero points 0 and
 // 255): integers may then differ by 1 and f32 by a relative 1e-5, as with
 // transcendental eltwise post-ops (DESIGN §7).
@@ -13,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/testdata.h"
 #include "qconv/conv.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {
 
-enum class data_kind { random, extreme };
+using testdata::data_kind;
 
 // Conv-specific options (everything but the common ones).
 struct conv_settings {
@@ -57,8 +59,6 @@ struct conv_case {
 
 // Builds the problem and its data (throws qconv::error / usage_error on bad input).
 conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed);
-
-size_t dt_size(dtype dt);
 
 // Compares a result against the reference; returns the number of elements out
 // of tolerance and describes the first one in *first.

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include "qconv/post_ops.h"
+#include "dispatch/testdata.h"
 #include "reference/reference.h"
 #include "tools/conv_case.h"
 
@@ -41,8 +41,6 @@ bool parse_bool(const std::string &v, const std::string &field) {
     throw usage_error(field + ": expected 1 or 0 (got '" + v + "')");
 }
 
-int rnd(std::mt19937 &g, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
-
 bool has_sum(const post_ops &ops) {
     for (const auto &op : ops)
         if (op.k == post_op::kind::sum) return true;
@@ -56,8 +54,6 @@ bool has_transcendental(const post_ops &ops) {
 }
 
 } // namespace
-
-size_t dt_size(dtype dt) { return static_cast<size_t>(bits_of(dt) / 8); }
 
 conv_settings parse_conv_settings(const options &o) {
     conv_settings s;
@@ -75,10 +71,8 @@ conv_settings parse_conv_settings(const options &o) {
     s.zp_text = o.get("zp", "none");
     const auto zp = split(s.zp_text, ':');
     if (!(zp.size() == 1 && zp[0] == "none") && !(zp.size() == 2 && (zp[0] == "tensor" || zp[0] == "channel")))
-        throw usage_error("--zp: expected none, tensor:V, channel:random or channel:V (got '" + s.zp_text + "')");
+        throw usage_error("--zp: expected none, tensor:V|random or channel:V|random (got '" + s.zp_text + "')");
     if (zp.size() == 2 && zp[1] != "random") parse_int(zp[1], "--zp", INT32_MIN, INT32_MAX);
-    if (zp.size() == 2 && zp[0] == "tensor" && zp[1] == "random")
-        throw usage_error("--zp: tensor needs a value (tensor:V)");
 
     s.post_ops_text = o.get("post-ops", "");
     s.scales = o.get("scales", "per_oc");
@@ -88,84 +82,20 @@ conv_settings parse_conv_settings(const options &o) {
     s.dst_zp = static_cast<int32_t>(o.get_int("dst-zp", 0, -1000000, 1000000));
     s.mb = o.get_int("mb", 0, 0, 1 << 20);
     const std::string data = o.get("data", "random");
-    if (data == "random") s.data = data_kind::random;
-    else if (data == "extreme") s.data = data_kind::extreme;
-    else throw usage_error("--data: expected random or extreme (got '" + data + "')");
+    if (data != "random" && data != "extreme")
+        throw usage_error("--data: expected random or extreme (got '" + data + "')");
+    s.data = testdata::parse_data_kind(data);
     s.baseline = o.get("baseline", "auto");
     return s;
 }
 
 // ------------------------------------------------------------ generation
-namespace {
-
-zero_point make_zp(const conv_settings &s, int64_t ic, std::mt19937 &g) {
-    const auto f = split(s.zp_text, ':');
-    if (f[0] == "none") return zero_point::none();
-    if (f[0] == "tensor") return zero_point::tensor(static_cast<int32_t>(std::stoll(f[1])));
-    std::vector<int32_t> v(static_cast<size_t>(ic));
-    for (auto &z : v) {
-        if (f[1] != "random") z = static_cast<int32_t>(std::stoll(f[1]));
-        else z = s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 255 : 0) : rnd(g, 0, 255);
-    }
-    return zero_point::channel(std::move(v));
-}
-
-// Output scales: powers of two sized so that a typical accumulator lands in
-// a few tens (exact in f32, and the destination's range is exercised).
-std::vector<float> make_scales(const conv_settings &s, const conv_problem &p, std::mt19937 &g) {
-    if (s.scales == "none") return {};
-    const conv_desc &d = p.desc;
-    double zp_rms = 0;
-    for (int64_t ic = 0; ic < d.ic; ++ic) zp_rms += double(p.src_zp.at(ic)) * p.src_zp.at(ic);
-    zp_rms = std::sqrt(zp_rms / double(d.ic));
-    const double x_rms = (s.src_dt == dtype::u8 ? 8.8 : 4.6) + zp_rms;
-    const double acc_std = std::sqrt(double(d.icg() * d.kh * d.kw)) * x_rms * 2.6;
-    const int e0 = static_cast<int>(std::lround(std::log2(std::max(acc_std / 32.0, 1.0))));
-    const size_t n = s.scales == "tensor" ? 1 : static_cast<size_t>(d.oc);
-    std::vector<float> v(n);
-    for (auto &x : v) x = std::ldexp(1.f, -(e0 + rnd(g, 0, 1)));
-    return v;
-}
-
-void fill_src(const conv_settings &s, std::vector<uint8_t> &src, std::mt19937 &g) {
-    for (auto &b : src) {
-        int v;
-        if (s.src_dt == dtype::u8)
-            v = s.data == data_kind::extreme ? (rnd(g, 0, 3) ? 255 : 0) : rnd(g, 0, 15);
-        else
-            v = s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 127 : -128) : rnd(g, -8, 7);
-        b = static_cast<uint8_t>(v);
-    }
-}
-
-// The previous destination (read by a sum post-op): small values of dst_dt.
-void fill_dst(dtype dt, std::vector<uint8_t> &dst, int64_t n, std::mt19937 &g) {
-    dst.assign(static_cast<size_t>(n) * dt_size(dt), 0);
-    for (int64_t i = 0; i < n; ++i) {
-        switch (dt) {
-        case dtype::u8: dst[i] = static_cast<uint8_t>(rnd(g, 0, 15)); break;
-        case dtype::s8: dst[i] = static_cast<uint8_t>(static_cast<int8_t>(rnd(g, -8, 7))); break;
-        case dtype::s32: {
-            const int32_t v = rnd(g, -16, 16);
-            std::memcpy(&dst[i * 4], &v, 4);
-            break;
-        }
-        default: {
-            const float v = static_cast<float>(rnd(g, -16, 16));
-            std::memcpy(&dst[i * 4], &v, 4);
-        }
-        }
-    }
-}
-
-} // namespace
-
+// The data generators are the ones the test suites use (dispatch/testdata.h).
 conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed) {
     conv_case c;
     c.text = t.text;
     c.count = t.count;
     c.seed = seed;
-    std::mt19937 g(seed);
 
     conv_problem &p = c.p;
     p.desc = conv_desc::parse(t.text);
@@ -174,32 +104,19 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
     const conv_desc &d = p.desc;
     p.src_dt = s.src_dt;
     p.dst_dt = s.dst_dt;
-    p.src_zp = make_zp(s, d.ic, g);
-    p.scales = make_scales(s, p, g);
+    p.src_zp = testdata::make_zp(s.zp_text, d.ic, s.src_dt, s.data, seed);
+    if (s.scales != "none") p.scales = testdata::make_scales(d.oc, s.scales == "tensor", seed);
     p.with_bias = s.bias;
     p.ops = parse_post_ops(s.post_ops_text, d.oc, seed);
     p.dst_zp = s.dst_zp;
     p.validate();
 
-    c.src.resize(static_cast<size_t>(d.src_elems()) * dt_size(s.src_dt));
-    fill_src(s, c.src, g);
-    c.wei.resize(static_cast<size_t>(d.wei_elems()));
-    for (auto &w : c.wei)
-        w = static_cast<int8_t>(s.data == data_kind::extreme ? (rnd(g, 0, 1) ? 127 : -128) : rnd(g, -4, 4));
-    if (s.bias) {
-        c.bias.resize(static_cast<size_t>(d.oc));
-        for (auto &b : c.bias) b = static_cast<float>(rnd(g, -8, 8));
-    }
-    if (has_sum(p.ops)) fill_dst(s.dst_dt, c.dst_init, d.dst_elems(), g);
-    else c.dst_init.assign(static_cast<size_t>(d.dst_elems()) * dt_size(s.dst_dt), 0);
-
-    static const float full_values[] = {-2.f, -1.f, -0.5f, 0.5f, 1.f, 2.f, 3.f};
-    for (const auto &op : p.ops) {
-        if (op.k != post_op::kind::binary || op.bcast != broadcast::full) continue;
-        std::vector<float> f(static_cast<size_t>(d.dst_elems()));
-        for (auto &x : f) x = full_values[rnd(g, 0, 6)];
-        c.full.push_back(std::move(f));
-    }
+    c.src = testdata::make_src(p, s.data, seed);
+    c.wei = testdata::make_weights(d, s.data, seed);
+    if (s.bias) c.bias = testdata::make_bias(d, seed);
+    if (has_sum(p.ops)) c.dst_init = testdata::make_dst(p, seed);
+    else c.dst_init.assign(testdata::bytes_of(s.dst_dt, d.dst_elems()), 0);
+    c.full = testdata::make_binary_tensors(p, seed);
     c.tolerant = s.data == data_kind::extreme || has_transcendental(p.ops);
     return c;
 }

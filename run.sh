@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds Release into build/ and runs the main job:
+# qconv-driver over ResNet-50 (mb1), u8:s8:u8 with a per-channel zero point and
+# a per-channel FakeQuantize, correctness + performance, every implementation
+# side by side. Extra arguments are passed to the driver (e.g. --threads=1).
+set -euo pipefail
+source "$(dirname "$0")/scripts/setup.sh"
+
+qconv_install_deps
+qconv_configure
+qconv_build qconv-driver
+
+driver="$QCONV_BUILD/qconv-driver"
+
+echo "== conv: ResNet-50 mb1, u8:s8:u8, per-channel zp, FakeQuantize per channel, all implementations"
+"$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
+  --dt=u8:s8:u8 --zp=channel:random --post-ops=fq:per_channel \
+  --mode=CP --impl=all "$@"
