@@ -1,0 +1,332 @@
+// ConvertWeightCompressedConv1x1ToMatmul (DESIGN §6) and the Transpose
+// cancellation that cleans up after it.
+//
+// Notation: the Convolution reads A (NCHW [N,IC,H,W]) and produces
+// Y[n,oc,h,w] = Σ_ic W[oc,ic]·A[n,ic,h,w]. The MatMul reads A' (NHWC,
+// A'[n,h,w,ic] = A[n,ic,h,w]) and produces Z[n,h,w,oc] = Y[n,oc,h,w].
+// So Y = Transpose(Z, [0,3,1,2]) and Z = Transpose(Y, [0,2,3,1]); when H·W = 1
+// both are plain Reshapes (the memory order is the same).
+//
+// Activation side (how A' is obtained):
+//   Transpose(X, [0,3,1,2])  → A' = X                 (other orders: refused)
+//   Reshape(X) → [N,IC,1,1]  → A' = Reshape(X, [N,1,1,IC])
+//   Reshape(X) → [N,IC,H,W], H·W > 1: not a pure relayout → refused
+//   anything else ("direct") → A' = Transpose(A, [0,2,3,1]) (Reshape when H·W = 1)
+// Output side, through single consumers: optional bias Add with a [1,OC,1,1]
+// Constant (becomes [1,1,1,OC]), optional Convert, then
+//   a single Transpose(·, [0,2,3,1]) consumer → its consumers read Z directly
+//   (other orders: refused);
+//   a single Reshape consumer with H·W = 1 → Reshape(Z) to the same shape;
+//   otherwise every consumer reads a fix-up Transpose(Z, [0,3,1,2]) — also the
+//   Reshape consumer with H·W > 1, which must see NCHW order (the bug OpenVINO had).
+// A "direct" activation with a fix-up output is an isolated Convolution: refused.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "graph/pattern.h"
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+namespace {
+
+namespace pt = pattern;
+
+bool is_order(const node *n, std::vector<int64_t> o) { return n->kind == op::Transpose && n->attr.order == o; }
+
+// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape].
+pt::P weights_pattern() {
+    auto wq = pt::is({op::Constant, op::Parameter}, {}, "wq", pt::integer_type());
+    auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(etype::f32));
+    auto zp = pt::is({op::Constant}, {}, "zp", pt::integer_type());
+    auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(etype::f32));
+    auto sub = pt::optional(op::Subtract, {cw, cz}, "sub");
+    auto sc = pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32));
+    auto mul = pt::alt({pt::is({op::Multiply}, {sub, sc}), pt::is({op::Multiply}, {sc, sub})}, "mul");
+    return pt::optional(op::Reshape, {mul}, "wreshape");
+}
+
+// One line saying why the weights are not a decompression subgraph.
+std::string explain_weights(const node *w) {
+    const node *m = w->kind == op::Reshape ? w->inputs[0] : w;
+    if (m->kind != op::Multiply) return "weights are not a decompression subgraph (no Multiply by a scale)";
+    const node *a = m->inputs[0], *b = m->inputs[1];
+    if (a->kind == op::Constant) std::swap(a, b);
+    if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
+    if (b->out_type != etype::f32) return "scale is not f32";
+    if (a->kind == op::Subtract) {
+        const node *z = a->inputs[1];
+        if (z->kind != op::Convert || z->inputs[0]->kind != op::Constant || !is_integer(z->inputs[0]->out_type))
+            return "zero point is not Convert(integer Constant)";
+        a = a->inputs[0];
+    }
+    if (a->kind != op::Convert) return "weights are not Convert(integer Constant or Parameter)";
+    const node *q = a->inputs[0];
+    if (q->kind != op::Constant && q->kind != op::Parameter) return "compressed weights are neither Constant nor Parameter";
+    if (!is_integer(q->out_type)) return "compressed weights are not an integer type";
+    return "weights are not a decompression subgraph";
+}
+
+// Shape `s` aligned right against a rank-r shape whose last `k` dims are dropped.
+shape_t drop_trailing(const shape_t &s, size_t r, size_t k) {
+    // s is right-aligned with rank r; its last min(k, s.size()) dims align with the dropped ones.
+    const size_t drop = std::min(k, s.size());
+    shape_t o(s.begin(), s.end() - drop);
+    if (o.empty()) o.push_back(1);
+    (void)r;
+    return o;
+}
+
+class rewriter {
+public:
+    rewriter(graph &g, const veto_callback &veto) : g_(g), veto_(veto) {}
+
+    rewrite_record visit(node *c) {
+        rewrite_record r{c->id, false, ""};
+        r.reason = try_rewrite(c, &r.rewritten);
+        return r;
+    }
+
+private:
+    node *add(op k, std::vector<node *> in, attributes a, const node *from, const std::string &suffix) {
+        node *n = g_.add(k, std::move(in), std::move(a), from->id + suffix);
+        if (from) {
+            n->friendly_name = from->friendly_name;
+            n->rt_info = from->rt_info;
+        }
+        infer_node(*n);
+        return n;
+    }
+    node *reshape(node *x, shape_t to, const node *from, const std::string &suffix) {
+        attributes a;
+        a.target = std::move(to);
+        return add(op::Reshape, {x}, a, from, suffix);
+    }
+    node *transpose(node *x, std::vector<int64_t> order, const node *from, const std::string &suffix) {
+        attributes a;
+        a.order = std::move(order);
+        return add(op::Transpose, {x}, a, from, suffix);
+    }
+    // A Constant sharing `c`'s data with a new shape.
+    node *reshaped_constant(const node *c, shape_t s, const std::string &suffix) {
+        node *n = g_.constant(c->attr.type, std::move(s), c->data, c->id + suffix);
+        n->friendly_name = c->friendly_name;
+        n->rt_info = c->rt_info;
+        infer_node(*n);
+        return n;
+    }
+
+    std::string try_rewrite(node *c, bool *done) {
+        if (c->kind == op::GroupConvolution) return "GroupConvolution (grouped) is not rewritten";
+        const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
+        if (c->out_type != etype::f32) return std::string("element type ") + to_string(c->out_type) + " is not f32";
+        if (ws[2] != 1 || ws[3] != 1)
+            return "kernel " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) + " is not 1x1";
+        if (c->attr.strides != std::vector<int64_t>{1, 1}) return "stride " + to_string(c->attr.strides) + " is not 1";
+        if (c->attr.dilations != std::vector<int64_t>{1, 1})
+            return "dilation " + to_string(c->attr.dilations) + " is not 1";
+        if (c->pads_b != std::vector<int64_t>{0, 0} || c->pads_e != std::vector<int64_t>{0, 0})
+            return "padding " + to_string(c->pads_b) + "/" + to_string(c->pads_e) + " is not zero";
+        const int64_t N = xs[0], IC = xs[1], H = xs[2], W = xs[3], OC = ys[1];
+        const bool spatial1 = H * W == 1;
+
+        // Weights.
+        pt::bindings b;
+        if (!pt::match(weights_pattern(), c->inputs[1], &b)) return explain_weights(c->inputs[1]);
+        node *wq = b.at("wq"), *mul = b.at("mul");
+        if (mul->out_shape != wq->out_shape)
+            return "scale/zero point broadcast " + to_string(mul->out_shape) + " beyond the weights " +
+                   to_string(wq->out_shape);
+        if (b.count("sub") && b.at("sub")->out_shape != wq->out_shape)
+            return "zero point broadcast beyond the weights";
+
+        // Activation.
+        node *a = c->inputs[0];
+        std::string act_kind;
+        if (a->kind == op::Transpose) {
+            if (!is_order(a, {0, 3, 1, 2}))
+                return "activation Transpose order " + to_string(a->attr.order) + " is not [0,3,1,2]";
+            act_kind = "transpose";
+        } else if (a->kind == op::Reshape) {
+            if (!spatial1)
+                return "activation Reshape to " + to_string(a->out_shape) + " is not a pure relayout (H*W > 1)";
+            act_kind = "reshape";
+        } else {
+            act_kind = "direct";
+        }
+
+        // Output chain through single consumers.
+        node *t = c, *bias = nullptr, *cvt = nullptr, *bias_const = nullptr;
+        auto single = [&](node *n) {
+            auto cs = g_.consumers(n);
+            return cs.size() == 1 ? cs[0] : nullptr;
+        };
+        if (node *s = single(t); s && s->kind == op::Add) {
+            node *other = s->inputs[0] == t ? s->inputs[1] : s->inputs[0];
+            if (other->kind == op::Constant && other->out_shape == shape_t{1, OC, 1, 1} && s->out_shape == ys) {
+                bias = s;
+                bias_const = other;
+                t = s;
+            }
+        }
+        if (node *s = single(t); s && s->kind == op::Convert) {
+            cvt = s;
+            t = s;
+        }
+        node *layout = nullptr;
+        std::string out_kind = "fixup";
+        if (node *s = single(t); s && s->kind == op::Transpose) {
+            if (!is_order(s, {0, 2, 3, 1}))
+                return "output Transpose order " + to_string(s->attr.order) + " is not [0,2,3,1]";
+            layout = s;
+            out_kind = "transpose";
+        } else if (s && s->kind == op::Reshape && spatial1) {
+            layout = s;
+            out_kind = "reshape";
+        }
+        if (act_kind == "direct" && !layout)
+            return "isolated Convolution: no Transpose/Reshape on the activation or the output";
+        if (veto_ && veto_(*c)) return "vetoed by callback";
+
+        // The new activation A' (NHWC).
+        node *act = nullptr;
+        if (act_kind == "transpose") act = a->inputs[0];
+        else if (act_kind == "reshape") act = reshape(a->inputs[0], {N, 1, 1, IC}, a, "_nhwc");
+        else if (spatial1) act = reshape(a, {N, 1, 1, IC}, c, "_act_nhwc");
+        else act = transpose(a, {0, 2, 3, 1}, c, "_act_nhwc");
+
+        node *w2 = rebuild_weights(b, OC, IC);
+
+        attributes mm;
+        mm.transpose_b = true;
+        node *z = add(op::MatMul, {act, w2}, mm, c, "_matmul");
+        if (bias) {
+            node *bc = reshaped_constant(bias_const, {1, 1, 1, OC}, "_nhwc");
+            z = add(op::Add, {z, bc}, {}, bias, "_nhwc");
+        }
+        if (cvt) {
+            attributes ca;
+            ca.type = cvt->attr.type;
+            z = add(op::Convert, {z}, ca, cvt, "_nhwc");
+        }
+        if (out_kind == "transpose") {
+            z->friendly_name = layout->friendly_name;
+            for (const auto &kv : layout->rt_info) z->rt_info.insert(kv);
+            g_.replace_uses(layout, z);
+        } else if (out_kind == "reshape") {
+            node *r = reshape(z, layout->out_shape, layout, "_2");
+            g_.replace_uses(layout, r);
+        } else {
+            node *fix = spatial1 ? reshape(z, {N, OC, 1, 1}, t, "_nchw") : transpose(z, {0, 3, 1, 2}, t, "_nchw");
+            g_.replace_uses(t, fix);
+        }
+        *done = true;
+        std::ostringstream why;
+        why << "rewritten: activation=" << act_kind << " weights=" << to_string(wq->out_type)
+            << (wq->kind == op::Parameter ? "(Parameter)" : "") << (b.count("wreshape") ? " group-wise" : " per-OC")
+            << (b.count("sub") ? " zp" : "") << (bias ? " bias" : "") << (cvt ? " convert" : "")
+            << " output=" << out_kind;
+        return why.str();
+    }
+
+    // Convert(Wq) [− Convert(ZP)] · Scale with the trailing unit dims removed
+    // (2-D [OC,IC] per-OC, 3-D [OC,NG,GS] group-wise), then Reshape to [OC,IC].
+    node *rebuild_weights(pt::bindings &b, int64_t OC, int64_t IC) {
+        node *wq = b.at("wq"), *cw = b.at("cw"), *mul = b.at("mul"), *scale = b.at("scale");
+        const shape_t &d = wq->out_shape;
+        size_t keep = d.size();
+        while (keep > 2 && d[keep - 1] == 1) --keep;
+        const size_t dropped = d.size() - keep;
+        const shape_t d2(d.begin(), d.begin() + keep);
+
+        node *q = wq->kind == op::Constant ? reshaped_constant(wq, d2, "_2d") : reshape(wq, d2, wq, "_2d");
+        attributes ca;
+        ca.type = etype::f32;
+        node *x = add(op::Convert, {q}, ca, cw, "_2d");
+        if (b.count("sub")) {
+            node *zp = b.at("zp"), *cz = b.at("cz"), *sub = b.at("sub");
+            node *zp2 = reshaped_constant(zp, drop_trailing(zp->out_shape, d.size(), dropped), "_2d");
+            node *cz2 = add(op::Convert, {zp2}, ca, cz, "_2d");
+            x = add(op::Subtract, {x, cz2}, {}, sub, "_2d");
+        }
+        node *s2 = reshaped_constant(scale, drop_trailing(scale->out_shape, d.size(), dropped), "_2d");
+        x = add(op::Multiply, {x, s2}, {}, mul, "_2d");
+        if (x->out_shape != shape_t{OC, IC}) {
+            const node *from = b.count("wreshape") ? b.at("wreshape") : mul;
+            x = reshape(x, {OC, IC}, from, "_2d");
+        }
+        return x;
+    }
+
+    graph &g_;
+    const veto_callback &veto_;
+};
+
+int verbose_level() {
+    const char *v = std::getenv("QCONV_VERBOSE");
+    return v ? std::atoi(v) : 0;
+}
+
+} // namespace
+
+std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g, const veto_callback &veto) {
+    g.infer();
+    rewriter rw(g, veto);
+    std::vector<rewrite_record> records;
+    for (node *n : g.topo_order())
+        if (n->kind == op::Convolution || n->kind == op::GroupConvolution) records.push_back(rw.visit(n));
+    g.prune();
+    g.infer();
+    if (verbose_level() >= 2)
+        for (const auto &r : records)
+            std::fprintf(stderr, "qconv_verbose,graph,conv1x1_to_matmul,%s,%s,%s\n", r.conv.c_str(),
+                         r.rewritten ? "rewritten" : "skipped", r.reason.c_str());
+    return records;
+}
+
+int cancel_transposes(graph &g) {
+    int removed = 0;
+    for (bool again = true; again;) {
+        again = false;
+        for (node *t2 : g.topo_order()) {
+            if (t2->kind != op::Transpose) continue;
+            node *u = t2->inputs[0];
+            const bool unary = u->kind == op::Relu || u->kind == op::Gelu || u->kind == op::Convert;
+            node *t1 = unary ? u->inputs[0] : u;
+            if (t1->kind != op::Transpose) continue;
+            if (unary && g.consumers(u).size() != 1) continue;
+            const auto &p1 = t1->attr.order, &p2 = t2->attr.order;
+            if (p1.size() != p2.size()) continue;
+            bool identity = true;
+            for (size_t j = 0; j < p2.size(); ++j) identity &= p1[p2[j]] == static_cast<int64_t>(j);
+            if (!identity) continue;
+            node *x = t1->inputs[0];
+            node *repl = x;
+            if (unary) {
+                repl = g.add(u->kind, {x}, u->attr, u->id + "_moved");
+                repl->friendly_name = u->friendly_name;
+                repl->rt_info = u->rt_info;
+                infer_node(*repl);
+            }
+            g.replace_uses(t2, repl);
+            g.prune();
+            ++removed;
+            again = true;
+            break;
+        }
+    }
+    g.infer();
+    return removed;
+}
+
+std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto) {
+    auto records = convert_weight_compressed_conv1x1_to_matmul(g, veto);
+    cancel_transposes(g);
+    g.prune();
+    g.infer();
+    return records;
+}
+
+} // namespace qconv::graph

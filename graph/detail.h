@@ -1,0 +1,46 @@
+// Internal helpers of the graph layer: half-precision conversion, element
+// packing (u4/i4 two per byte, element 2i in the low nibble of byte i), the
+// deterministic generator behind random(...) constants, and error helpers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "qconv/graph.h"
+
+namespace qconv::graph::detail {
+
+uint16_t f32_to_f16(float f);   // round to nearest even, saturates to inf
+float f16_to_f32(uint16_t h);
+inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
+
+// Range of an integer element type.
+int64_t type_min(etype t);
+int64_t type_max(etype t);
+// Rounds (half to even) and saturates a value into type t; floats: f16 rounding.
+double to_type(etype t, double v);
+
+// Element i of packed storage as double / writes element i.
+double load(etype t, const uint8_t *base, int64_t i);
+void store(etype t, uint8_t *base, int64_t i, double v);
+
+// splitmix64: a portable generator (identical sequences on every platform).
+struct rng {
+    uint64_t s;
+    explicit rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); } // [0,1)
+    int64_t integer(int64_t lo, int64_t hi) { return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1)); }
+};
+
+std::string fmt_double(double v);  // shortest text that parses back to the same double
+
+} // namespace qconv::graph::detail

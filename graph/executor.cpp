@@ -1,0 +1,570 @@
+// The graph executor: compile (one implementation per node) and run.
+//
+// Compile walks the nodes in topological order:
+//  * a MatMul(X, deq(W), transpose_b) whose weights are a decompression
+//    subgraph — Convert(Wq [→ Reshape]) [− Convert(ZP)] · Scale [→ Reshape] with
+//    Wq an integer Constant or Parameter of u8/i8/u4/i4 and scale/zp per tensor,
+//    per output channel or per group of K — becomes ONE qconv::matmul primitive
+//    (the dispatcher picks the row); a following bias Add with a [.., N]
+//    Constant is fused into it. Its decompression nodes are marked "fused";
+//  * every other node whose inputs are all known at compile time is folded
+//    (constant-folded decompression is what a plain f32 Convolution gets);
+//  * the rest run on simple kernels: elementwise loops with numpy broadcast,
+//    Transpose/Reshape copies, f32 MatMul loops, and Convolution through
+//    qconv::ref::conv_f32 (NCHW is transposed to NHWC around it).
+// Values are held as f32 (integer types exact up to 2^24); an op whose output
+// type is f16 or an integer type rounds its results to that type.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "graph/detail.h"
+#include "qconv/conv_desc.h"
+#include "qconv/graph.h"
+#include "qconv/matmul.h"
+#include "reference/reference.h"
+
+namespace qconv::graph {
+
+namespace {
+
+using detail::to_type;
+
+std::vector<int64_t> strides_of(const shape_t &s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+// Strides of `in` broadcast (right-aligned) to `out`: 0 where `in` has size 1.
+std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out) {
+    std::vector<int64_t> st(out.size(), 0);
+    const auto s = strides_of(in);
+    const size_t off = out.size() - in.size();
+    for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : s[i];
+    return st;
+}
+
+void round_to(tensor &t) {
+    if (t.type == etype::f32) return;
+    for (float &v : t.data) v = static_cast<float>(to_type(t.type, v));
+}
+
+template <typename F>
+void binary(const tensor &a, const tensor &b, tensor &o, F f) {
+    const int64_t total = static_cast<int64_t>(o.data.size());
+    if (a.shape == o.shape && b.shape == o.shape) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) o.data[i] = f(a.data[i], b.data[i]);
+        return;
+    }
+    const size_t r = o.shape.size();
+    const auto sa = bstrides(a.shape, o.shape), sb = bstrides(b.shape, o.shape);
+    const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
+    const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < outer; ++j) {
+        int64_t rem = j, oa = 0, ob = 0;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t idx = rem % o.shape[d];
+            rem /= o.shape[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        float *y = o.data.data() + j * inner;
+        for (int64_t i = 0; i < inner; ++i) y[i] = f(a.data[oa + i * ia], b.data[ob + i * ib]);
+    }
+}
+
+void transpose(const tensor &in, const std::vector<int64_t> &perm, tensor &o) {
+    const size_t r = perm.size();
+    const auto is = strides_of(in.shape);
+    const int64_t total = static_cast<int64_t>(o.data.size());
+    const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
+    const int64_t step = r ? is[perm[r - 1]] : 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < outer; ++j) {
+        int64_t rem = j, off = 0;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            off += (rem % o.shape[d]) * is[perm[d]];
+            rem /= o.shape[d];
+        }
+        float *y = o.data.data() + j * inner;
+        for (int64_t i = 0; i < inner; ++i) y[i] = in.data[off + i * step];
+    }
+}
+
+void matmul_f32(const node &n, const tensor &a, const tensor &b, tensor &o) {
+    const size_t ra = a.shape.size(), ro = o.shape.size();
+    const int64_t M = o.shape[ro - 2], N = o.shape[ro - 1];
+    const int64_t K = n.attr.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
+    // Element (m,k) of A and (k,n) of B through strides (transpose flags swap them).
+    const int64_t am = n.attr.transpose_a ? 1 : K, ak = n.attr.transpose_a ? M : 1;
+    const int64_t bk = n.attr.transpose_b ? 1 : N, bn = n.attr.transpose_b ? K : 1;
+    const shape_t ob(o.shape.begin(), o.shape.end() - 2);
+    const shape_t ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+    const auto sa = bstrides(ab, ob), sb = bstrides(bb, ob);
+    const int64_t batches = elems_of(ob);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t bt = 0; bt < batches; ++bt)
+        for (int64_t m = 0; m < M; ++m) {
+            int64_t rem = bt, offa = 0, offb = 0;
+            for (int d = static_cast<int>(ob.size()) - 1; d >= 0; --d) {
+                const int64_t idx = rem % ob[d];
+                rem /= ob[d];
+                offa += idx * sa[d];
+                offb += idx * sb[d];
+            }
+            const float *A = a.data.data() + offa * M * K + m * am;
+            const float *B = b.data.data() + offb * K * N;
+            float *y = o.data.data() + (bt * M + m) * N;
+            for (int64_t j = 0; j < N; ++j) {
+                float s = 0.f;
+                for (int64_t k = 0; k < K; ++k) s += A[k * ak] * B[k * bk + j * bn];
+                y[j] = s;
+            }
+        }
+}
+
+void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
+    const bool grouped = n.kind == op::GroupConvolution;
+    const shape_t &xs = x.shape, &ws = w.shape, &ys = o.shape;
+    conv_desc d;
+    d.g = grouped ? ws[0] : 1;
+    d.mb = xs[0];
+    d.ic = xs[1];
+    d.ih = xs[2];
+    d.iw = xs[3];
+    d.oc = ys[1];
+    d.oh = ys[2];
+    d.ow = ys[3];
+    d.kh = ws[ws.size() - 2];
+    d.kw = ws[ws.size() - 1];
+    d.sh = n.attr.strides[0];
+    d.sw = n.attr.strides[1];
+    d.dh = n.attr.dilations[0];
+    d.dw = n.attr.dilations[1];
+    d.pt = n.pads_b[0];
+    d.pl = n.pads_b[1];
+    // The bottom/right pads the output actually uses (extra end padding changes nothing).
+    d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
+    d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+    tensor xn{x.type, {xs[0], xs[2], xs[3], xs[1]}, std::vector<float>(x.data.size())};
+    transpose(x, {0, 2, 3, 1}, xn);
+    tensor yn{o.type, {ys[0], ys[2], ys[3], ys[1]}, std::vector<float>(o.data.size())};
+    ref::conv_f32(d, xn.data.data(), w.data.data(), nullptr, yn.data.data());
+    transpose(yn, {0, 3, 1, 2}, o);
+}
+
+float gelu(float x, bool tanh_approx) {
+    if (tanh_approx) {
+        const float c = 0.7978845608028654f; // sqrt(2/pi)
+        return 0.5f * x * (1.f + std::tanh(c * (x + 0.044715f * x * x * x)));
+    }
+    return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f));
+}
+
+// Reference evaluation of one node on f32-held values.
+void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    o.type = n.out_type;
+    o.shape = n.out_shape;
+    o.data.assign(elems_of(n.out_shape), 0.f);
+    switch (n.kind) {
+    case op::Parameter:
+    case op::Constant: break; // handled by the caller
+    case op::Convert:
+    case op::Reshape:
+    case op::Result: o.data = in[0]->data; break;
+    case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
+    case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
+    case op::Add: binary(*in[0], *in[1], o, [](float a, float b) { return a + b; }); break;
+    case op::Transpose: transpose(*in[0], n.attr.order, o); break;
+    case op::Convolution:
+    case op::GroupConvolution: convolution(n, *in[0], *in[1], o); break;
+    case op::MatMul: matmul_f32(n, *in[0], *in[1], o); break;
+    case op::Relu:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::max(in[0]->data[i], 0.f);
+        break;
+    case op::Gelu: {
+        const float *x = in[0]->data.data();
+        float *y = o.data.data();
+        const int64_t cnt = static_cast<int64_t>(o.data.size());
+        const bool t = n.attr.gelu_tanh;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < cnt; ++i) y[i] = gelu(x[i], t);
+        break;
+    }
+    }
+    round_to(o);
+}
+
+std::string kernel_name(const node &n) {
+    switch (n.kind) {
+    case op::Parameter: return "input";
+    case op::Constant: return "constant";
+    case op::Result: return "output";
+    case op::Convert: return std::string("graph:convert_") + to_string(n.out_type);
+    case op::Subtract: return "graph:eltwise_sub";
+    case op::Multiply: return "graph:eltwise_mul";
+    case op::Add: return "graph:eltwise_add";
+    case op::Reshape: return "graph:reshape";
+    case op::Transpose: return "graph:transpose";
+    case op::Convolution:
+    case op::GroupConvolution: return "ref:conv_f32";
+    case op::MatMul: return "graph:matmul_f32";
+    case op::Relu: return "graph:relu";
+    case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
+    }
+    return "?";
+}
+
+dtype to_qconv(etype t) {
+    switch (t) {
+    case etype::u8: return dtype::u8;
+    case etype::i8: return dtype::s8;
+    case etype::u4: return dtype::u4;
+    case etype::i4: return dtype::s4;
+    default: return dtype::undef;
+    }
+}
+
+// A MatMul recognised as weight-compressed.
+struct compressed {
+    node *mm = nullptr, *bias_add = nullptr;
+    node *wq = nullptr;                 // Constant or Parameter
+    std::vector<node *> chain;          // decompression nodes (fused)
+    matmul_desc desc;
+    std::vector<float> scale;           // [N][NG]
+    std::vector<int32_t> zp;            // 0, 1 or [N][NG]
+    std::vector<float> bias;            // N or empty
+    std::shared_ptr<matmul> prim;       // built at compile time when Wq is a Constant
+};
+
+// The (n, group) → value table of a broadcast constant `c` against the
+// decompression shape D, where row n spans K = elems(D)/N and groups have G
+// elements. Returns false when c is not constant within each group.
+bool group_table(const node &c, const shape_t &D, int64_t G, std::vector<double> *out) {
+    const int64_t N = D[0], K = elems_of(D) / N, NG = K / G;
+    if (c.out_shape.size() > D.size()) return false;
+    const auto cs = bstrides(c.out_shape, D);
+    const auto ds = strides_of(D);
+    // Constant within each group of G consecutive flat elements: every dim
+    // along which c varies must have a D-stride that is a multiple of G.
+    for (size_t i = 1; i < D.size(); ++i)
+        if (cs[i] != 0 && ds[i] % G != 0) return false;
+    out->resize(N * NG);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t g = 0; g < NG; ++g) {
+            int64_t flat = n * K + g * G, off = 0;
+            for (size_t i = 0; i < D.size(); ++i) {
+                off += (flat / ds[i]) * cs[i];
+                flat %= ds[i];
+            }
+            (*out)[n * NG + g] = c.value(off);
+        }
+    return true;
+}
+
+// Smallest group size (a divisor of K) along which c is constant: K, or the
+// product of D's dims after the last dim (≥ 1) along which c varies.
+int64_t group_of(const node &c, const shape_t &D) {
+    const int64_t K = elems_of(D) / D[0];
+    const auto cs = bstrides(c.out_shape, D);
+    const auto ds = strides_of(D);
+    int64_t g = K;
+    for (size_t i = 1; i < D.size(); ++i)
+        if (cs[i] != 0) g = std::min(g, ds[i]);
+    return g;
+}
+
+bool recognize(const graph &g, node *mm, compressed *c) {
+    if (mm->kind != op::MatMul || !mm->attr.transpose_b || mm->attr.transpose_a) return false;
+    if (mm->out_type != etype::f32 || mm->inputs[1]->out_shape.size() != 2) return false;
+    const int64_t N = mm->inputs[1]->out_shape[0], K = mm->inputs[1]->out_shape[1];
+    node *w = mm->inputs[1];
+    std::vector<node *> chain;
+    if (w->kind == op::Reshape) {
+        chain.push_back(w);
+        w = w->inputs[0];
+    }
+    if (w->kind != op::Multiply) return false;
+    chain.push_back(w);
+    node *x = w->inputs[0], *s = w->inputs[1];
+    if (x->kind == op::Constant) std::swap(x, s);
+    if (s->kind != op::Constant || s->out_type != etype::f32) return false;
+    node *zp = nullptr;
+    if (x->kind == op::Subtract) {
+        chain.push_back(x);
+        node *cz = x->inputs[1];
+        if (cz->kind != op::Convert || cz->inputs[0]->kind != op::Constant || !is_integer(cz->inputs[0]->out_type))
+            return false;
+        chain.push_back(cz);
+        zp = cz->inputs[0];
+        x = x->inputs[0];
+    }
+    if (x->kind != op::Convert || x->out_type != etype::f32) return false;
+    chain.push_back(x);
+    node *q = x->inputs[0];
+    if (q->kind == op::Reshape) {
+        chain.push_back(q);
+        q = q->inputs[0];
+    }
+    if (q->kind != op::Constant && q->kind != op::Parameter) return false;
+    const dtype dt = to_qconv(q->out_type);
+    if (dt == dtype::undef) return false;
+    const shape_t &D = x->out_shape; // the decompression shape
+    if (w->out_shape != D || (zp && chain[chain.size() - 3]->out_shape != D)) return false;
+    if (D.empty() || D[0] != N || elems_of(D) != N * K) return false;
+
+    int64_t G = group_of(*s, D);
+    if (zp) G = std::min(G, group_of(*zp, D));
+    if (K % G) return false;
+    std::vector<double> sv, zv;
+    if (!group_table(*s, D, G, &sv)) return false;
+    if (zp && !group_table(*zp, D, G, &zv)) return false;
+
+    c->mm = mm;
+    c->wq = q;
+    c->chain = chain;
+    c->desc.m = elems_of(mm->out_shape) / N;
+    c->desc.k = K;
+    c->desc.n = N;
+    c->desc.wei_dt = dt;
+    c->desc.group = G == K ? 0 : G;
+    c->scale.assign(sv.begin(), sv.end());
+    if (zp) {
+        const int64_t lo = detail::type_min(q->out_type), hi = detail::type_max(q->out_type);
+        for (double v : zv)
+            if (v < lo || v > hi) return false; // zp outside the weight type: not expressible
+        const bool uniform = std::all_of(zv.begin(), zv.end(), [&](double v) { return v == zv[0]; });
+        c->desc.zp = uniform ? matmul_desc::zp_kind::per_tensor : matmul_desc::zp_kind::per_group;
+        if (uniform) c->zp = {static_cast<int32_t>(zv[0])};
+        else c->zp.assign(zv.begin(), zv.end());
+    }
+    // A bias Add with a [..., N] Constant right after.
+    auto cons = g.consumers(mm);
+    if (cons.size() == 1 && cons[0]->kind == op::Add && cons[0]->out_shape == mm->out_shape) {
+        node *add = cons[0];
+        node *b = add->inputs[0] == mm ? add->inputs[1] : add->inputs[0];
+        if (b->kind == op::Constant && b->out_type == etype::f32 && elems_of(b->out_shape) == N &&
+            b->out_shape.back() == N) {
+            c->bias_add = add;
+            c->bias.resize(N);
+            for (int64_t i = 0; i < N; ++i) c->bias[i] = static_cast<float>(b->value(i));
+        }
+    }
+    c->desc.with_bias = c->bias_add != nullptr;
+    return true;
+}
+
+std::vector<uint8_t> pack_weights(const tensor &t, etype et) {
+    std::vector<uint8_t> b(storage_bytes(et, static_cast<int64_t>(t.data.size())), 0);
+    for (size_t i = 0; i < t.data.size(); ++i) detail::store(et, b.data(), i, t.data[i]);
+    return b;
+}
+
+int verbose_level() {
+    const char *v = std::getenv("QCONV_VERBOSE");
+    return v ? std::atoi(v) : 0;
+}
+
+} // namespace
+
+struct compiled_graph::state {
+    struct step {
+        const node *n;
+        std::vector<int> in;
+        int out;
+        int fused = -1; // index into mms
+    };
+    std::vector<tensor> consts;        // per slot, compile-time values
+    std::vector<bool> known;           // slot value known at compile time
+    std::vector<step> steps;
+    std::vector<int> params, results;
+    std::vector<std::pair<std::string, std::string>> impls;
+    std::vector<compressed> mms;
+    std::vector<std::shared_ptr<const constant_data>> wq_bytes; // per mms: packed constant weights
+    size_t slots = 0;
+    int threads = 0;
+    std::unique_ptr<graph> owner;      // the compiled clone (steps point into it)
+};
+
+compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_unique<state>()) {
+    auto &S = *s_;
+    S.threads = threads;
+    // Work on a private, inferred clone (the caller's graph stays untouched).
+    auto g = gin.clone();
+    g->infer();
+    const auto order = g->topo_order();
+    std::map<const node *, int> slot;
+    for (const node *n : order) slot[n] = static_cast<int>(slot.size());
+    S.slots = slot.size();
+    S.consts.resize(S.slots);
+    S.known.assign(S.slots, false);
+
+    // 1. Compressed MatMuls and the nodes they absorb.
+    std::map<const node *, std::string> fused_into;
+    std::map<const node *, int> mm_index;
+    for (node *n : order) {
+        compressed c;
+        if (!recognize(*g, n, &c)) continue;
+        // A chain node is absorbed only if nothing outside the chain reads it.
+        std::set<const node *> inside(c.chain.begin(), c.chain.end());
+        inside.insert(n);
+        for (node *ch : c.chain) {
+            bool only = true;
+            for (node *u : g->consumers(ch)) only &= inside.count(u) > 0;
+            if (only) fused_into[ch] = n->id;
+        }
+        if (c.bias_add) fused_into[c.bias_add] = n->id;
+        mm_index[n] = static_cast<int>(S.mms.size());
+        S.mms.push_back(std::move(c));
+    }
+
+    // 2. Steps, folding whatever is known at compile time.
+    for (node *n : order) {
+        const int out = slot[n];
+        std::vector<int> in;
+        for (node *i : n->inputs) in.push_back(slot[i]);
+        if (fused_into.count(n)) {
+            S.impls.push_back({n->id, "fused into " + fused_into[n]});
+            continue;
+        }
+        if (n->kind == op::Constant) {
+            tensor &t = S.consts[out];
+            t.type = n->out_type;
+            t.shape = n->out_shape;
+            t.data.resize(elems_of(n->out_shape));
+            for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(n->value(i));
+            S.known[out] = true;
+            S.impls.push_back({n->id, "constant"});
+            continue;
+        }
+        if (n->kind == op::Parameter) {
+            S.impls.push_back({n->id, "input"});
+            continue;
+        }
+        if (mm_index.count(n)) {
+            compressed &c = S.mms[mm_index[n]];
+            state::step st{n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n]};
+            matmul_weights w;
+            w.scale = c.scale.data();
+            w.zp = c.zp.empty() ? nullptr : c.zp.data();
+            w.bias = c.bias.empty() ? nullptr : c.bias.data();
+            if (c.wq->kind == op::Constant) {
+                w.wei = c.wq->data->bytes.data();
+                c.prim = std::make_shared<matmul>(c.desc, w);
+                S.impls.push_back({n->id, c.prim->impl_name() + " " + c.desc.str() + " " + to_string(c.desc.wei_dt) +
+                                              (c.desc.group ? " group" + std::to_string(c.desc.group) : " per_oc") +
+                                              " zp:" + to_string(c.desc.zp) + (c.desc.with_bias ? " bias" : "")});
+            } else {
+                S.impls.push_back({n->id, std::string("qconv::matmul (weights from a Parameter, created per run) ") +
+                                              c.desc.str() + " " + to_string(c.desc.wei_dt)});
+            }
+            S.wq_bytes.push_back(nullptr);
+            S.steps.push_back(st);
+            continue;
+        }
+        const bool all_known =
+            n->kind != op::Result && std::all_of(in.begin(), in.end(), [&](int i) { return S.known[i]; });
+        if (all_known) {
+            std::vector<const tensor *> ins;
+            for (int i : in) ins.push_back(&S.consts[i]);
+            eval(*n, ins, S.consts[out]);
+            S.known[out] = true;
+            S.impls.push_back({n->id, "constant-folded"});
+            continue;
+        }
+        S.steps.push_back({n, in, out, -1});
+        S.impls.push_back({n->id, kernel_name(*n)});
+    }
+    // Folded values nothing reads at run time can go (e.g. the f32 copy of
+    // compressed weights when only the decompression chain used them).
+    std::vector<bool> needed(S.slots, false);
+    for (const auto &st : S.steps)
+        for (int i : st.in) needed[i] = true;
+    for (size_t i = 0; i < S.slots; ++i)
+        if (S.known[i] && !needed[i]) std::vector<float>().swap(S.consts[i].data);
+    for (const node *p : g->parameters()) S.params.push_back(slot[p]);
+    for (const node *r : g->results()) S.results.push_back(slot[r]);
+    S.owner = std::move(g);
+    if (verbose_level() >= 1)
+        for (const auto &[id, impl] : S.impls)
+            std::fprintf(stderr, "qconv_verbose,graph,compile,%s,%s\n", id.c_str(), impl.c_str());
+}
+
+compiled_graph::~compiled_graph() = default;
+
+std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const {
+    const auto &S = *s_;
+    if (inputs.size() != S.params.size())
+        fail("inputs", "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
+    std::vector<tensor> v(S.slots);
+    auto get = [&](int i) -> const tensor & { return S.known[i] ? S.consts[i] : v[i]; };
+    const auto params = S.owner->parameters();
+    for (size_t p = 0; p < S.params.size(); ++p) {
+        const node &pn = *params[p];
+        const tensor &t = inputs[p];
+        if (t.shape != pn.out_shape || static_cast<int64_t>(t.data.size()) != elems_of(pn.out_shape))
+            fail("inputs", "Parameter '" + pn.id + "' expects " + to_string(pn.out_shape) + ", got " +
+                               to_string(t.shape) + " with " + std::to_string(t.data.size()) + " values");
+        tensor &d = v[S.params[p]];
+        d = t;
+        d.type = pn.out_type;
+        round_to(d);
+    }
+    for (const auto &st : S.steps) {
+        if (st.fused >= 0) {
+            const compressed &c = S.mms[st.fused];
+            const tensor &x = get(st.in[0]);
+            tensor &y = v[st.out];
+            y.type = etype::f32;
+            y.shape = (c.bias_add ? c.bias_add : c.mm)->out_shape;
+            y.data.resize(elems_of(y.shape));
+            if (static_cast<int64_t>(x.data.size()) != c.desc.m * c.desc.k)
+                fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.data.size()) + " elements");
+            if (c.prim) {
+                c.prim->execute(x.data.data(), y.data.data(), S.threads);
+            } else {
+                const tensor &wt = get(st.in[1]);
+                const auto bytes = pack_weights(wt, c.wq->out_type);
+                matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
+                                 c.bias.empty() ? nullptr : c.bias.data()};
+                matmul(c.desc, w).execute(x.data.data(), y.data.data(), S.threads);
+            }
+            continue;
+        }
+        std::vector<const tensor *> ins;
+        for (int i : st.in) ins.push_back(&get(i));
+        for (size_t k = 0; k < ins.size(); ++k)
+            if (ins[k]->shape != st.n->inputs[k]->out_shape)
+                fail(st.n->where(), std::string(to_string(st.n->kind)) + " '" + st.n->id + "': input " +
+                                        std::to_string(k) + " has shape " + to_string(ins[k]->shape) + ", expected " +
+                                        to_string(st.n->inputs[k]->out_shape));
+        eval(*st.n, ins, v[st.out]);
+    }
+    std::vector<tensor> out;
+    for (int r : S.results) out.push_back(get(r));
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> compiled_graph::impls() const { return s_->impls; }
+
+std::vector<tensor> random_inputs(const graph &g, uint64_t seed) {
+    std::vector<tensor> r;
+    detail::rng rng(seed);
+    for (const node *p : g.parameters()) {
+        tensor t{p->attr.type, p->attr.shape, std::vector<float>(elems_of(p->attr.shape))};
+        for (float &v : t.data)
+            v = is_integer(t.type)
+                    ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
+                                                     std::min<int64_t>(detail::type_max(t.type), 127)))
+                    : static_cast<float>(to_type(t.type, rng.uniform() * 2.0 - 1.0));
+        r.push_back(std::move(t));
+    }
+    return r;
+}
+
+} // namespace qconv::graph

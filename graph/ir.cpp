@@ -1,0 +1,521 @@
+// The graph IR: element types, nodes, the graph container and shape inference.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "graph/detail.h"
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+// ----------------------------------------------------------------- types
+namespace {
+struct etype_info {
+    etype t;
+    const char *name;
+    int bits;
+    bool integer;
+};
+constexpr etype_info etypes[] = {
+    {etype::f32, "f32", 32, false}, {etype::f16, "f16", 16, false}, {etype::u8, "u8", 8, true},
+    {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},     {etype::i4, "i4", 4, true},
+    {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
+};
+constexpr const char *op_names[] = {"Parameter", "Constant",   "Convert",     "Subtract",         "Multiply",
+                                    "Add",       "Reshape",    "Transpose",   "Convolution",      "GroupConvolution",
+                                    "MatMul",    "Relu",       "Gelu",        "Result"};
+} // namespace
+
+const char *to_string(etype t) {
+    for (const auto &e : etypes)
+        if (e.t == t) return e.name;
+    return "undef";
+}
+etype parse_etype(const std::string &s, const std::string &field) {
+    for (const auto &e : etypes)
+        if (s == e.name) return e.t;
+    fail(field, "unknown element type '" + s + "' (expected f32, f16, u8, i8, u4, i4, i32 or i64)");
+}
+int bits_of(etype t) {
+    for (const auto &e : etypes)
+        if (e.t == t) return e.bits;
+    return 0;
+}
+bool is_integer(etype t) {
+    for (const auto &e : etypes)
+        if (e.t == t) return e.integer;
+    return false;
+}
+int64_t storage_bytes(etype t, int64_t n) { return (n * bits_of(t) + 7) / 8; }
+
+std::string to_string(const shape_t &s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+    return r + "]";
+}
+int64_t elems_of(const shape_t &s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+const char *to_string(op k) { return op_names[static_cast<int>(k)]; }
+op parse_op(const std::string &s, const std::string &field) {
+    for (size_t i = 0; i < sizeof(op_names) / sizeof(op_names[0]); ++i)
+        if (s == op_names[i]) return static_cast<op>(i);
+    fail(field, "unknown op '" + s + "'");
+}
+const char *to_string(pad_mode m) {
+    switch (m) {
+    case pad_mode::explicit_pads: return "explicit";
+    case pad_mode::valid: return "valid";
+    case pad_mode::same_upper: return "same_upper";
+    case pad_mode::same_lower: return "same_lower";
+    }
+    return "?";
+}
+
+// ------------------------------------------------------------- detail
+namespace detail {
+uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u); // inf/nan
+    if (ax >= 0x477FF000u) return sign | 0x7C00u;                                     // overflow → inf
+    if (ax < 0x38800000u) {                                                           // subnormal / zero
+        float a;
+        std::memcpy(&a, &ax, 4);
+        // a * 2^24 rounded to nearest even gives the subnormal mantissa.
+        return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+    }
+    uint32_t m = ax + 0xC8000000u;                 // rebias exponent 127 → 15 (−112 << 23)
+    m += 0x0FFFu + ((m >> 13) & 1u);               // round to nearest even
+    return sign | static_cast<uint16_t>(m >> 13);
+}
+float f16_to_f32(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    float r;
+    if (e == 0) r = std::ldexp(static_cast<float>(m), -24);
+    else if (e == 31) r = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    else r = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
+    uint32_t x;
+    std::memcpy(&x, &r, 4);
+    x |= sign;
+    std::memcpy(&r, &x, 4);
+    return r;
+}
+int64_t type_min(etype t) {
+    switch (t) {
+    case etype::u8: case etype::u4: return 0;
+    case etype::i8: return -128;
+    case etype::i4: return -8;
+    case etype::i32: return std::numeric_limits<int32_t>::min();
+    case etype::i64: return std::numeric_limits<int64_t>::min();
+    default: return 0;
+    }
+}
+int64_t type_max(etype t) {
+    switch (t) {
+    case etype::u8: return 255;
+    case etype::u4: return 15;
+    case etype::i8: return 127;
+    case etype::i4: return 7;
+    case etype::i32: return std::numeric_limits<int32_t>::max();
+    case etype::i64: return std::numeric_limits<int64_t>::max();
+    default: return 0;
+    }
+}
+double to_type(etype t, double v) {
+    if (t == etype::f32) return static_cast<float>(v);
+    if (t == etype::f16) return round_f16(static_cast<float>(v));
+    if (std::isnan(v)) return 0;
+    const double r = std::nearbyint(v); // default rounding mode: half to even
+    return std::min<double>(std::max<double>(r, double(type_min(t))), double(type_max(t)));
+}
+double load(etype t, const uint8_t *b, int64_t i) {
+    switch (t) {
+    case etype::f32: { float f; std::memcpy(&f, b + 4 * i, 4); return f; }
+    case etype::f16: { uint16_t h; std::memcpy(&h, b + 2 * i, 2); return f16_to_f32(h); }
+    case etype::u8: return b[i];
+    case etype::i8: return static_cast<int8_t>(b[i]);
+    case etype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
+    case etype::i4: { int v = (b[i / 2] >> (4 * (i & 1))) & 0xF; return v >= 8 ? v - 16 : v; }
+    case etype::i32: { int32_t v; std::memcpy(&v, b + 4 * i, 4); return v; }
+    case etype::i64: { int64_t v; std::memcpy(&v, b + 8 * i, 8); return static_cast<double>(v); }
+    }
+    return 0;
+}
+void store(etype t, uint8_t *b, int64_t i, double v) {
+    v = to_type(t, v);
+    switch (t) {
+    case etype::f32: { float f = static_cast<float>(v); std::memcpy(b + 4 * i, &f, 4); break; }
+    case etype::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(b + 2 * i, &h, 2); break; }
+    case etype::u8: b[i] = static_cast<uint8_t>(v); break;
+    case etype::i8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
+    case etype::u4: case etype::i4: {
+        const uint8_t nib = static_cast<uint8_t>(static_cast<int>(v) & 0xF);
+        const int sh = 4 * (i & 1);
+        b[i / 2] = static_cast<uint8_t>((b[i / 2] & ~(0xF << sh)) | (nib << sh));
+        break;
+    }
+    case etype::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(b + 4 * i, &x, 4); break; }
+    case etype::i64: { int64_t x = static_cast<int64_t>(v); std::memcpy(b + 8 * i, &x, 8); break; }
+    }
+}
+std::string fmt_double(double v) {
+    char buf[64];
+    for (int prec = 6; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+} // namespace detail
+
+// ------------------------------------------------------------------ node
+double node::value(int64_t i) const {
+    if (kind != op::Constant || !data) fail(where(), "value() of a node that is not a Constant");
+    return detail::load(attr.type, data->bytes.data(), i);
+}
+std::string node::where() const { return line > 0 ? "line " + std::to_string(line) : "node '" + id + "'"; }
+
+// ----------------------------------------------------------------- graph
+graph::graph() = default;
+graph::~graph() = default;
+
+std::string graph::unique_id(const std::string &base) const {
+    const std::string b = base.empty() ? "n" : base;
+    if (!find(b)) return b;
+    for (int i = 1;; ++i) {
+        std::string c = b + "_" + std::to_string(i);
+        if (!find(c)) return c;
+    }
+}
+
+node *graph::add(op kind, std::vector<node *> inputs, attributes a, const std::string &id) {
+    auto n = std::make_unique<node>();
+    n->kind = kind;
+    n->inputs = std::move(inputs);
+    n->attr = std::move(a);
+    n->id = unique_id(id.empty() ? std::string(to_string(kind)) : id);
+    n->friendly_name = n->id;
+    nodes_.push_back(std::move(n));
+    return nodes_.back().get();
+}
+node *graph::parameter(etype t, shape_t s, const std::string &id) {
+    attributes a;
+    a.type = t;
+    a.shape = std::move(s);
+    return add(op::Parameter, {}, a, id);
+}
+node *graph::constant(etype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id) {
+    attributes a;
+    a.type = t;
+    a.shape = std::move(s);
+    node *n = add(op::Constant, {}, a, id);
+    n->data = std::move(d);
+    return n;
+}
+node *graph::constant_f32(shape_t s, const std::vector<float> &v, const std::string &id) {
+    auto d = std::make_shared<constant_data>();
+    d->bytes.resize(v.size() * 4);
+    std::memcpy(d->bytes.data(), v.data(), d->bytes.size());
+    return constant(etype::f32, std::move(s), d, id);
+}
+node *graph::constant_i64(const std::vector<int64_t> &v, const std::string &id) {
+    return constant_int(etype::i64, {static_cast<int64_t>(v.size())}, v, id);
+}
+node *graph::constant_int(etype t, shape_t s, const std::vector<int64_t> &v, const std::string &id) {
+    auto d = std::make_shared<constant_data>();
+    d->bytes.assign(storage_bytes(t, static_cast<int64_t>(v.size())), 0);
+    for (size_t i = 0; i < v.size(); ++i) detail::store(t, d->bytes.data(), i, static_cast<double>(v[i]));
+    return constant(t, std::move(s), d, id);
+}
+
+node *graph::find(const std::string &id) const {
+    for (const auto &n : nodes_)
+        if (n->id == id) return n.get();
+    return nullptr;
+}
+std::vector<node *> graph::consumers(const node *n) const {
+    std::vector<node *> r;
+    for (const auto &c : nodes_)
+        for (node *in : c->inputs)
+            if (in == n) {
+                r.push_back(c.get());
+                break;
+            }
+    return r;
+}
+void graph::replace_uses(node *old, node *with) {
+    for (const auto &c : nodes_) {
+        if (c.get() == with) continue;
+        for (node *&in : c->inputs)
+            if (in == old) in = with;
+    }
+}
+
+std::vector<node *> graph::topo_order() const {
+    // Iterative DFS with colors: 0 new, 1 on stack, 2 done.
+    std::map<const node *, int> color;
+    std::vector<node *> order;
+    for (const auto &root : nodes_) {
+        if (color[root.get()] == 2) continue;
+        std::vector<std::pair<node *, size_t>> stack{{root.get(), 0}};
+        color[root.get()] = 1;
+        while (!stack.empty()) {
+            auto &[n, next] = stack.back();
+            if (next < n->inputs.size()) {
+                node *in = n->inputs[next++];
+                if (!in) fail(n->where(), "input is missing");
+                int &c = color[in];
+                if (c == 1) fail(in->where(), "cycle through node '" + in->id + "'");
+                if (c == 0) {
+                    c = 1;
+                    stack.push_back({in, 0});
+                }
+            } else {
+                color[n] = 2;
+                order.push_back(n);
+                stack.pop_back();
+            }
+        }
+    }
+    return order;
+}
+std::vector<node *> graph::parameters() const {
+    std::vector<node *> r;
+    for (const auto &n : nodes_)
+        if (n->kind == op::Parameter) r.push_back(n.get());
+    return r;
+}
+std::vector<node *> graph::results() const {
+    std::vector<node *> r;
+    for (const auto &n : nodes_)
+        if (n->kind == op::Result) r.push_back(n.get());
+    return r;
+}
+void graph::infer() {
+    for (node *n : topo_order()) infer_node(*n);
+}
+void graph::prune() {
+    std::set<const node *> live;
+    std::vector<const node *> work;
+    for (const auto &n : nodes_)
+        if (n->kind == op::Result || n->kind == op::Parameter) work.push_back(n.get());
+    while (!work.empty()) {
+        const node *n = work.back();
+        work.pop_back();
+        if (!live.insert(n).second) continue;
+        for (const node *in : n->inputs) work.push_back(in);
+    }
+    nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&](const auto &n) { return !live.count(n.get()); }),
+                 nodes_.end());
+}
+std::unique_ptr<graph> graph::clone() const {
+    auto g = std::make_unique<graph>();
+    std::map<const node *, node *> map;
+    for (const auto &n : nodes_) {
+        auto c = std::make_unique<node>(*n);
+        map[n.get()] = c.get();
+        g->nodes_.push_back(std::move(c));
+    }
+    for (const auto &c : g->nodes_)
+        for (node *&in : c->inputs) in = map.at(in);
+    return g;
+}
+std::map<std::string, int> graph::count_ops() const {
+    std::map<std::string, int> r;
+    for (const auto &n : nodes_) ++r[to_string(n->kind)];
+    return r;
+}
+
+// -------------------------------------------------------- shape inference
+namespace {
+[[noreturn]] void bad(const node &n, const std::string &what) {
+    fail(n.where(), std::string(to_string(n.kind)) + " '" + n.id + "': " + what);
+}
+void need_inputs(const node &n, size_t k) {
+    if (n.inputs.size() != k)
+        bad(n, "expects " + std::to_string(k) + " input(s), got " + std::to_string(n.inputs.size()));
+}
+shape_t broadcast(const node &n, const shape_t &a, const shape_t &b) {
+    const size_t r = std::max(a.size(), b.size());
+    shape_t o(r);
+    for (size_t i = 0; i < r; ++i) {
+        const int64_t da = i + a.size() >= r ? a[i + a.size() - r] : 1;
+        const int64_t db = i + b.size() >= r ? b[i + b.size() - r] : 1;
+        if (da != db && da != 1 && db != 1)
+            bad(n, "shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
+        o[i] = da == 1 ? db : da;
+    }
+    return o;
+}
+void check_dims(const node &n, const shape_t &s, const char *what) {
+    for (int64_t d : s)
+        if (d <= 0) bad(n, std::string(what) + " " + to_string(s) + " has a non-positive dimension");
+}
+void infer_conv(node &n) {
+    need_inputs(n, 2);
+    const bool grouped = n.kind == op::GroupConvolution;
+    const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
+    if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
+    if (w.size() != (grouped ? 5u : 4u))
+        bad(n, std::string("weights must be rank ") + (grouped ? "5 (GOIHW)" : "4 (OIHW)") + ", got " + to_string(w));
+    const auto &a = n.attr;
+    for (const auto *v : {&a.strides, &a.dilations, &a.pads_begin, &a.pads_end})
+        if (v->size() != 2) bad(n, "strides, dilations and pads need 2 values");
+    for (int i = 0; i < 2; ++i) {
+        if (a.strides[i] <= 0) bad(n, "strides must be positive");
+        if (a.dilations[i] <= 0) bad(n, "dilations must be positive");
+        if (a.pads_begin[i] < 0 || a.pads_end[i] < 0) bad(n, "pads must be non-negative");
+    }
+    const int64_t G = grouped ? w[0] : 1;
+    const int64_t oc = grouped ? w[0] * w[1] : w[0];
+    const int64_t icg = grouped ? w[2] : w[1];
+    if (x[1] != G * icg)
+        bad(n, "input channels " + std::to_string(x[1]) + " do not match weights " + to_string(w));
+    if (n.inputs[0]->out_type != n.inputs[1]->out_type) bad(n, "data and weights element types differ");
+    const int64_t k[2] = {w[w.size() - 2], w[w.size() - 1]};
+    n.pads_b.assign(2, 0);
+    n.pads_e.assign(2, 0);
+    shape_t o = {x[0], oc, 0, 0};
+    for (int i = 0; i < 2; ++i) {
+        const int64_t in = x[2 + i], ext = (k[i] - 1) * a.dilations[i] + 1, s = a.strides[i];
+        if (a.auto_pad == pad_mode::same_upper || a.auto_pad == pad_mode::same_lower) {
+            o[2 + i] = (in + s - 1) / s;
+            const int64_t total = std::max<int64_t>(0, (o[2 + i] - 1) * s + ext - in);
+            n.pads_b[i] = a.auto_pad == pad_mode::same_upper ? total / 2 : total - total / 2;
+            n.pads_e[i] = total - n.pads_b[i];
+        } else {
+            if (a.auto_pad == pad_mode::explicit_pads) {
+                n.pads_b[i] = a.pads_begin[i];
+                n.pads_e[i] = a.pads_end[i];
+            }
+            const int64_t span = in + n.pads_b[i] + n.pads_e[i] - ext;
+            if (span < 0) bad(n, "kernel larger than the padded input");
+            o[2 + i] = span / s + 1;
+        }
+    }
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_matmul(node &n) {
+    need_inputs(n, 2);
+    shape_t a = n.inputs[0]->out_shape, b = n.inputs[1]->out_shape;
+    if (a.size() < 2 || b.size() < 2) bad(n, "inputs must have rank >= 2");
+    if (n.attr.transpose_a) std::swap(a[a.size() - 1], a[a.size() - 2]);
+    if (n.attr.transpose_b) std::swap(b[b.size() - 1], b[b.size() - 2]);
+    if (a.back() != b[b.size() - 2])
+        bad(n, "inner dimensions differ: " + to_string(n.inputs[0]->out_shape) + " x " +
+                   to_string(n.inputs[1]->out_shape));
+    if (n.inputs[0]->out_type != n.inputs[1]->out_type) bad(n, "input element types differ");
+    shape_t ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    shape_t o = broadcast(n, ba, bb);
+    o.push_back(a[a.size() - 2]);
+    o.push_back(b.back());
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_reshape(node &n) {
+    need_inputs(n, 1);
+    const shape_t &in = n.inputs[0]->out_shape;
+    shape_t o = n.attr.target;
+    int infer_at = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < o.size(); ++i) {
+        if (o[i] == 0 && n.attr.special_zero) {
+            if (i >= in.size()) bad(n, "special_zero copies dimension " + std::to_string(i) + " the input lacks");
+            o[i] = in[i];
+        }
+        if (o[i] == -1) {
+            if (infer_at >= 0) bad(n, "more than one -1 in the target shape");
+            infer_at = static_cast<int>(i);
+            continue;
+        }
+        if (o[i] <= 0) bad(n, "target shape " + to_string(n.attr.target) + " has an invalid dimension");
+        known *= o[i];
+    }
+    const int64_t total = elems_of(in);
+    if (infer_at >= 0) {
+        if (total % known) bad(n, "cannot infer -1: " + to_string(in) + " to " + to_string(n.attr.target));
+        o[infer_at] = total / known;
+    }
+    if (elems_of(o) != total)
+        bad(n, "element counts differ: " + to_string(in) + " to " + to_string(o));
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_transpose(node &n) {
+    need_inputs(n, 1);
+    const shape_t &in = n.inputs[0]->out_shape;
+    const auto &p = n.attr.order;
+    if (p.size() != in.size()) bad(n, "order " + to_string(p) + " does not match rank of " + to_string(in));
+    std::vector<bool> seen(p.size(), false);
+    shape_t o(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p[i] < 0 || p[i] >= static_cast<int64_t>(p.size()) || seen[p[i]])
+            bad(n, "order " + to_string(p) + " is not a permutation");
+        seen[p[i]] = true;
+        o[i] = in[p[i]];
+    }
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+} // namespace
+
+void infer_node(node &n) {
+    for (const node *in : n.inputs)
+        if (!in) bad(n, "input is missing");
+    switch (n.kind) {
+    case op::Parameter:
+        need_inputs(n, 0);
+        check_dims(n, n.attr.shape, "shape");
+        n.out_type = n.attr.type;
+        n.out_shape = n.attr.shape;
+        break;
+    case op::Constant: {
+        need_inputs(n, 0);
+        check_dims(n, n.attr.shape, "shape");
+        if (!n.data) bad(n, "has no data");
+        const int64_t need = storage_bytes(n.attr.type, elems_of(n.attr.shape));
+        if (static_cast<int64_t>(n.data->bytes.size()) != need)
+            bad(n, "holds " + std::to_string(n.data->bytes.size()) + " bytes, " + to_string(n.attr.type) +
+                       to_string(n.attr.shape) + " needs " + std::to_string(need));
+        n.out_type = n.attr.type;
+        n.out_shape = n.attr.shape;
+        break;
+    }
+    case op::Convert:
+        need_inputs(n, 1);
+        n.out_type = n.attr.type;
+        n.out_shape = n.inputs[0]->out_shape;
+        break;
+    case op::Subtract: case op::Multiply: case op::Add:
+        need_inputs(n, 2);
+        if (n.inputs[0]->out_type != n.inputs[1]->out_type)
+            bad(n, std::string("element types differ: ") + to_string(n.inputs[0]->out_type) + " and " +
+                       to_string(n.inputs[1]->out_type));
+        n.out_shape = broadcast(n, n.inputs[0]->out_shape, n.inputs[1]->out_shape);
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    case op::Reshape: infer_reshape(n); break;
+    case op::Transpose: infer_transpose(n); break;
+    case op::Convolution: case op::GroupConvolution: infer_conv(n); break;
+    case op::MatMul: infer_matmul(n); break;
+    case op::Relu: case op::Gelu: case op::Result:
+        need_inputs(n, 1);
+        if ((n.kind != op::Result) && is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
+        n.out_shape = n.inputs[0]->out_shape;
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    }
+}
+
+} // namespace qconv::graph

@@ -1,0 +1,455 @@
+// The graph text format: parser and writer (grammar in include/qconv/graph.h
+// and examples/README.md). Parsing is two-phase — every line first, then the
+// input names are resolved — so forward references work and cycles and
+// dangling inputs are reported with their line.
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "graph/detail.h"
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+namespace {
+
+struct token {
+    enum kind { word, str, punct, end } k = end;
+    std::string text;
+};
+
+class lexer {
+public:
+    lexer(const std::string &s, int line) : s_(s), line_(line) {}
+    token next() {
+        skip();
+        token t;
+        if (p_ >= s_.size() || s_[p_] == '#') return t;
+        const char c = s_[p_];
+        if (c == '"') {
+            size_t e = s_.find('"', p_ + 1);
+            if (e == std::string::npos) err("unterminated string");
+            t = {token::str, s_.substr(p_ + 1, e - p_ - 1)};
+            p_ = e + 1;
+        } else if (std::string("()[]{},=").find(c) != std::string::npos) {
+            t = {token::punct, std::string(1, c)};
+            ++p_;
+        } else if (is_word(c)) {
+            size_t e = p_;
+            while (e < s_.size() && is_word(s_[e])) ++e;
+            t = {token::word, s_.substr(p_, e - p_)};
+            p_ = e;
+        } else {
+            err(std::string("unexpected character '") + c + "'");
+        }
+        return t;
+    }
+    token peek() {
+        const size_t save = p_;
+        token t = next();
+        p_ = save;
+        return t;
+    }
+    void expect(const std::string &punct) {
+        token t = next();
+        if (t.k != token::punct || t.text != punct)
+            err("expected '" + punct + "'" + (t.k == token::end ? " before the end of the line" : " before '" + t.text + "'"));
+    }
+    std::string word(const char *what) {
+        token t = next();
+        if (t.k != token::word) err(std::string("expected ") + what);
+        return t.text;
+    }
+    // Everything up to the matching ')' (for generator specs), p_ just after '('.
+    std::string raw_until_close() {
+        size_t e = s_.find(')', p_);
+        if (e == std::string::npos) err("missing ')'");
+        std::string r = s_.substr(p_, e - p_);
+        p_ = e + 1;
+        return r;
+    }
+    [[noreturn]] void err(const std::string &what) const { fail("line " + std::to_string(line_), what); }
+
+private:
+    static bool is_word(char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '+' ||
+               c == ':' || c == '/';
+    }
+    void skip() {
+        while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[p_]))) ++p_;
+    }
+    const std::string &s_;
+    size_t p_ = 0;
+    int line_;
+};
+
+int64_t to_int(lexer &lx, const std::string &w) {
+    try {
+        size_t pos = 0;
+        const long long v = std::stoll(w, &pos);
+        if (pos != w.size()) throw std::invalid_argument(w);
+        return v;
+    } catch (const std::exception &) {
+        lx.err("expected an integer, got '" + w + "'");
+    }
+}
+double to_double(lexer &lx, const std::string &w) {
+    try {
+        size_t pos = 0;
+        const double v = std::stod(w, &pos);
+        if (pos != w.size()) throw std::invalid_argument(w);
+        return v;
+    } catch (const std::exception &) {
+        lx.err("expected a number, got '" + w + "'");
+    }
+}
+std::vector<std::string> word_list(lexer &lx) {
+    lx.expect("[");
+    std::vector<std::string> r;
+    if (lx.peek().k == token::punct && lx.peek().text == "]") {
+        lx.next();
+        return r;
+    }
+    for (;;) {
+        r.push_back(lx.word("a value"));
+        token t = lx.next();
+        if (t.k == token::punct && t.text == "]") return r;
+        if (t.k != token::punct || t.text != ",") lx.err("expected ',' or ']' in a list");
+    }
+}
+std::vector<int64_t> int_list(lexer &lx) {
+    std::vector<int64_t> r;
+    for (const auto &w : word_list(lx)) r.push_back(to_int(lx, w));
+    return r;
+}
+bool to_bool(lexer &lx, const std::string &w) {
+    if (w == "true") return true;
+    if (w == "false") return false;
+    lx.err("expected true or false, got '" + w + "'");
+}
+
+// A node as written, before its inputs are resolved.
+struct pending {
+    node *n;
+    std::vector<std::string> inputs;
+};
+
+void parse_attr(lexer &lx, node &n, const std::string &key) {
+    auto &a = n.attr;
+    const op k = n.kind;
+    const bool conv = k == op::Convolution || k == op::GroupConvolution;
+    if (key == "name") {
+        token t = lx.next();
+        if (t.k != token::str && t.k != token::word) lx.err("name needs a value");
+        n.friendly_name = t.text;
+    } else if (key == "rt") {
+        lx.expect("{");
+        if (lx.peek().k == token::punct && lx.peek().text == "}") {
+            lx.next();
+            return;
+        }
+        for (;;) {
+            const std::string rk = lx.word("an rt key");
+            lx.expect("=");
+            token v = lx.next();
+            if (v.k != token::word && v.k != token::str) lx.err("rt value expected");
+            n.rt_info[rk] = v.text;
+            token t = lx.next();
+            if (t.k == token::punct && t.text == "}") return;
+            if (t.k != token::punct || t.text != ",") lx.err("expected ',' or '}' in rt");
+        }
+    } else if (k == op::Convert && key == "to") {
+        a.type = parse_etype(lx.word("a type"), "line " + std::to_string(n.line));
+    } else if (k == op::Reshape && key == "shape") {
+        a.target = int_list(lx);
+    } else if (k == op::Reshape && key == "special_zero") {
+        a.special_zero = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::Transpose && key == "order") {
+        a.order = int_list(lx);
+    } else if (conv && key == "strides") {
+        a.strides = int_list(lx);
+    } else if (conv && key == "pads_begin") {
+        a.pads_begin = int_list(lx);
+    } else if (conv && key == "pads_end") {
+        a.pads_end = int_list(lx);
+    } else if (conv && key == "dilations") {
+        a.dilations = int_list(lx);
+    } else if (conv && key == "auto_pad") {
+        const std::string w = lx.word("a pad mode");
+        if (w == "explicit") a.auto_pad = pad_mode::explicit_pads;
+        else if (w == "valid") a.auto_pad = pad_mode::valid;
+        else if (w == "same_upper") a.auto_pad = pad_mode::same_upper;
+        else if (w == "same_lower") a.auto_pad = pad_mode::same_lower;
+        else lx.err("auto_pad must be explicit, valid, same_upper or same_lower, got '" + w + "'");
+    } else if (k == op::MatMul && key == "transpose_a") {
+        a.transpose_a = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::MatMul && key == "transpose_b") {
+        a.transpose_b = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::Gelu && key == "approximation") {
+        const std::string w = lx.word("erf or tanh");
+        if (w != "erf" && w != "tanh") lx.err("approximation must be erf or tanh");
+        a.gelu_tanh = w == "tanh";
+    } else {
+        lx.err(std::string("unknown attribute '") + key + "' for " + to_string(k));
+    }
+}
+
+// "f32[1,2,3]"
+void parse_typed_shape(lexer &lx, node &n) {
+    n.attr.type = parse_etype(lx.word("an element type"), "line " + std::to_string(n.line));
+    n.attr.shape = int_list(lx);
+}
+
+std::shared_ptr<constant_data> inline_values(lexer &lx, const node &n) {
+    const auto words = word_list(lx);
+    const int64_t count = elems_of(n.attr.shape);
+    if (static_cast<int64_t>(words.size()) != count)
+        lx.err(std::to_string(words.size()) + " values given, shape " + to_string(n.attr.shape) + " needs " +
+               std::to_string(count));
+    auto d = std::make_shared<constant_data>();
+    d->bytes.assign(storage_bytes(n.attr.type, count), 0);
+    for (int64_t i = 0; i < count; ++i) {
+        const double v = to_double(lx, words[i]);
+        if (is_integer(n.attr.type) &&
+            (v != std::floor(v) || v < detail::type_min(n.attr.type) || v > detail::type_max(n.attr.type)))
+            lx.err("value " + words[i] + " is not a valid " + to_string(n.attr.type));
+        detail::store(n.attr.type, d->bytes.data(), i, v);
+    }
+    return d;
+}
+
+pending parse_line(graph &g, const std::string &text, int line) {
+    lexer lx(text, line);
+    const std::string id = lx.word("a node id");
+    lx.expect("=");
+    const std::string opname = lx.word("an op name");
+    op kind;
+    try {
+        kind = parse_op(opname, "line " + std::to_string(line));
+    } catch (const error &) {
+        lx.err("unknown op '" + opname + "'");
+    }
+    if (g.find(id)) lx.err("node id '" + id + "' is defined twice");
+    node *n = g.add(kind, {}, {}, id);
+    n->line = line;
+    pending p{n, {}};
+    if (kind == op::Parameter || kind == op::Constant) {
+        parse_typed_shape(lx, *n);
+        if (kind == op::Constant) {
+            token t = lx.peek();
+            if (t.k == token::punct && t.text == "[") {
+                n->data = inline_values(lx, *n);
+            } else if (t.k == token::word) {
+                const std::string gen = lx.word("a generator");
+                lx.expect("(");
+                const std::string args = lx.raw_until_close();
+                try {
+                    n->data = generate(n->attr.type, n->attr.shape, gen + "(" + args + ")");
+                } catch (const error &e) {
+                    lx.err(e.what());
+                }
+            } else {
+                lx.err("a Constant needs values: [..], random(seed, lo, hi), pow2(seed, emin, emax) or fill(v)");
+            }
+        }
+    } else {
+        lx.expect("(");
+        if (!(lx.peek().k == token::punct && lx.peek().text == ")")) {
+            for (;;) {
+                p.inputs.push_back(lx.word("an input id"));
+                token t = lx.next();
+                if (t.k == token::punct && t.text == ")") break;
+                if (t.k != token::punct || t.text != ",") lx.err("expected ',' or ')' in the input list");
+            }
+        } else {
+            lx.next();
+        }
+    }
+    for (token t = lx.next(); t.k != token::end; t = lx.next()) {
+        if (t.k != token::word) lx.err("expected an attribute, got '" + t.text + "'");
+        lx.expect("=");
+        parse_attr(lx, *n, t.text);
+    }
+    if (kind == op::Convert && n->attr.type == etype::f32 && text.find("to=") == std::string::npos)
+        lx.err("Convert needs to=<type>");
+    return p;
+}
+
+std::string gen_args(const std::string &spec, std::vector<double> *out) {
+    const size_t l = spec.find('('), r = spec.rfind(')');
+    if (l == std::string::npos || r == std::string::npos || r < l) fail("generator", "malformed '" + spec + "'");
+    std::string name = spec.substr(0, l);
+    std::stringstream ss(spec.substr(l + 1, r - l - 1));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+        if (b == std::string::npos) fail("generator", "empty argument in '" + spec + "'");
+        item = item.substr(b, e - b + 1);
+        try {
+            size_t pos = 0;
+            out->push_back(std::stod(item, &pos));
+            if (pos != item.size()) throw std::invalid_argument(item);
+        } catch (const std::exception &) {
+            fail("generator", "argument '" + item + "' of " + name + " is not a number");
+        }
+    }
+    return name;
+}
+
+std::string attrs_text(const node &n) {
+    const auto &a = n.attr;
+    std::string r;
+    auto list = [](const std::vector<int64_t> &v) { return to_string(v); };
+    switch (n.kind) {
+    case op::Convert: r += std::string(" to=") + to_string(a.type); break;
+    case op::Reshape: r += " shape=" + list(a.target) + (a.special_zero ? " special_zero=true" : ""); break;
+    case op::Transpose: r += " order=" + list(a.order); break;
+    case op::Convolution: case op::GroupConvolution:
+        r += " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
+             " dilations=" + list(a.dilations);
+        if (a.auto_pad != pad_mode::explicit_pads) r += std::string(" auto_pad=") + to_string(a.auto_pad);
+        break;
+    case op::MatMul:
+        if (a.transpose_a) r += " transpose_a=true";
+        if (a.transpose_b) r += " transpose_b=true";
+        break;
+    case op::Gelu:
+        if (a.gelu_tanh) r += " approximation=tanh";
+        break;
+    default: break;
+    }
+    return r;
+}
+
+} // namespace
+
+std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec) {
+    std::vector<double> a;
+    const std::string name = gen_args(spec, &a);
+    const int64_t n = elems_of(s);
+    auto d = std::make_shared<constant_data>();
+    d->bytes.assign(storage_bytes(t, n), 0);
+    auto fmt = [&]() {
+        std::string r = name + "(";
+        for (size_t i = 0; i < a.size(); ++i) r += (i ? ", " : "") + detail::fmt_double(a[i]);
+        return r + ")";
+    };
+    const bool integer = is_integer(t);
+    auto check_int = [&](double v) {
+        if (integer && (v != std::floor(v) || v < detail::type_min(t) || v > detail::type_max(t)))
+            fail("generator", fmt() + ": " + detail::fmt_double(v) + " is not a valid " + to_string(t));
+    };
+    if (name == "fill") {
+        if (a.size() != 1) fail("generator", "fill(v) takes one argument");
+        check_int(a[0]);
+        for (int64_t i = 0; i < n; ++i) detail::store(t, d->bytes.data(), i, a[0]);
+    } else if (name == "random") {
+        if (a.size() != 3) fail("generator", "random(seed, lo, hi) takes three arguments");
+        if (a[0] < 0 || a[0] != std::floor(a[0])) fail("generator", "random: seed must be a non-negative integer");
+        if (a[1] > a[2]) fail("generator", "random: lo > hi");
+        check_int(a[1]);
+        check_int(a[2]);
+        detail::rng r(static_cast<uint64_t>(a[0]));
+        for (int64_t i = 0; i < n; ++i) {
+            const double v = integer ? static_cast<double>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])))
+                                     : a[1] + r.uniform() * (a[2] - a[1]);
+            detail::store(t, d->bytes.data(), i, v);
+        }
+    } else if (name == "pow2") {
+        if (a.size() != 3) fail("generator", "pow2(seed, emin, emax) takes three arguments");
+        if (integer) fail("generator", "pow2 needs a floating-point type");
+        if (a[1] > a[2] || a[1] != std::floor(a[1]) || a[2] != std::floor(a[2]))
+            fail("generator", "pow2: emin, emax must be integers with emin <= emax");
+        detail::rng r(static_cast<uint64_t>(a[0]));
+        for (int64_t i = 0; i < n; ++i) {
+            const int e = static_cast<int>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])));
+            const double v = (r.next() & 1 ? -1.0 : 1.0) * std::ldexp(1.0, e);
+            detail::store(t, d->bytes.data(), i, v);
+        }
+    } else {
+        fail("generator", "unknown generator '" + name + "' (expected random, pow2 or fill)");
+    }
+    d->generator = fmt();
+    return d;
+}
+
+std::unique_ptr<graph> parse(const std::string &text) {
+    auto g = std::make_unique<graph>();
+    std::vector<pending> nodes;
+    std::istringstream in(text);
+    std::string line;
+    for (int no = 1; std::getline(in, line); ++no) {
+        size_t b = line.find_first_not_of(" \t\r");
+        if (b == std::string::npos || line[b] == '#') continue;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        nodes.push_back(parse_line(*g, line, no));
+    }
+    for (auto &p : nodes)
+        for (const auto &name : p.inputs) {
+            node *in = g->find(name);
+            if (!in) fail("line " + std::to_string(p.n->line), "input '" + name + "' is not defined");
+            p.n->inputs.push_back(in);
+        }
+    g->infer(); // topological order first: cycles are reported before shapes
+    return g;
+}
+
+std::unique_ptr<graph> load_file(const std::string &path) {
+    std::ifstream f(path);
+    if (!f) fail("file", "cannot open '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    try {
+        return parse(ss.str());
+    } catch (const error &e) {
+        throw error(std::string(e.what()) + " (in " + path + ")");
+    }
+}
+
+std::string to_text(const graph &g) {
+    std::string out;
+    for (const node *n : g.topo_order()) {
+        std::string l = n->id + " = " + to_string(n->kind);
+        if (n->kind == op::Parameter || n->kind == op::Constant) {
+            l += std::string(" ") + to_string(n->attr.type) + to_string(n->attr.shape);
+            if (n->kind == op::Constant) {
+                if (n->data && !n->data->generator.empty()) {
+                    l += " " + n->data->generator;
+                } else {
+                    l += " [";
+                    const int64_t cnt = elems_of(n->attr.shape);
+                    for (int64_t i = 0; i < cnt; ++i) l += (i ? ", " : "") + detail::fmt_double(n->value(i));
+                    l += "]";
+                }
+            }
+        } else {
+            l += "(";
+            for (size_t i = 0; i < n->inputs.size(); ++i) l += (i ? ", " : "") + n->inputs[i]->id;
+            l += ")";
+        }
+        l += attrs_text(*n);
+        if (n->friendly_name != n->id) l += " name=\"" + n->friendly_name + "\"";
+        if (!n->rt_info.empty()) {
+            l += " rt={";
+            bool first = true;
+            for (const auto &[k, v] : n->rt_info) {
+                l += (first ? "" : ", ") + k + "=\"" + v + "\"";
+                first = false;
+            }
+            l += "}";
+        }
+        if (n->kind != op::Parameter && n->kind != op::Constant && !n->out_shape.empty())
+            l += "  # " + std::string(to_string(n->out_type)) + to_string(n->out_shape);
+        out += l + "\n";
+    }
+    return out;
+}
+
+void save_file(const graph &g, const std::string &path) {
+    std::ofstream f(path);
+    if (!f) fail("file", "cannot write '" + path + "'");
+    f << to_text(g);
+    if (!f) fail("file", "write to '" + path + "' failed");
+}
+
+} // namespace qconv::graph

@@ -1,0 +1,191 @@
+// The graph layer: a small OpenVINO-like IR, its text format, the rewrite
+// passes and an executor that runs every node through qconv's primitives.
+//
+// A graph owns its nodes. Every node has exactly one output with a static
+// element type and shape, set by shape inference (graph::infer) from the
+// node's inputs and attributes. Layout follows OpenVINO: Convolution data is
+// NCHW, weights OIHW ([G, OCg, ICg, KH, KW] for GroupConvolution). Elementwise
+// ops broadcast the numpy way. u4/i4 data is packed two per byte, element 2i
+// in the low nibble of byte i.
+//
+// Text format (graph/text.cpp, docs in examples/README.md): one node per line,
+//   id = Op(input, input) key=value ...   [name="friendly"] [rt={k=v,...}]
+//   w  = Constant u4[64,32,1,1] random(1, 0, 15)      (or fill(v), or [v, v, ...])
+//   x  = Parameter f32[1,32,4,4]
+// '#' starts a comment. Errors name the line ("line 7: ...").
+//
+// Passes: convert_weight_compressed_conv1x1_to_matmul (DESIGN §6) records one
+// decision per candidate Convolution; QCONV_VERBOSE=2 prints them.
+// Execution: compiled_graph gives each node an implementation; a MatMul whose
+// weights are a decompression subgraph becomes one qconv::matmul primitive.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qconv/types.h"
+
+namespace qconv::graph {
+
+// ------------------------------------------------------------------ types
+enum class etype { f32, f16, u8, i8, u4, i4, i32, i64 };
+const char *to_string(etype t);
+etype parse_etype(const std::string &s, const std::string &field = "type");
+int bits_of(etype t);
+bool is_integer(etype t);
+int64_t storage_bytes(etype t, int64_t elems);
+
+using shape_t = std::vector<int64_t>;
+std::string to_string(const shape_t &s);   // "[1,2,3]"
+int64_t elems_of(const shape_t &s);
+
+enum class op {
+    Parameter, Constant, Convert, Subtract, Multiply, Add, Reshape, Transpose,
+    Convolution, GroupConvolution, MatMul, Relu, Gelu, Result
+};
+const char *to_string(op k);
+op parse_op(const std::string &s, const std::string &field = "op");
+
+enum class pad_mode { explicit_pads, valid, same_upper, same_lower };
+const char *to_string(pad_mode m);
+
+struct attributes {
+    etype type = etype::f32;                 // Parameter/Constant type; Convert destination
+    shape_t shape;                           // Parameter/Constant shape
+    std::vector<int64_t> order;              // Transpose permutation
+    std::vector<int64_t> target;             // Reshape target (0 copies a dim with special_zero, -1 infers)
+    bool special_zero = false;
+    std::vector<int64_t> strides{1, 1}, pads_begin{0, 0}, pads_end{0, 0}, dilations{1, 1};
+    pad_mode auto_pad = pad_mode::explicit_pads;
+    bool transpose_a = false, transpose_b = false; // MatMul
+    bool gelu_tanh = false;                  // Gelu approximation (default erf)
+};
+
+// Constant payload, shared between clones and rewrites.
+struct constant_data {
+    std::vector<uint8_t> bytes;   // packed storage of the element type
+    std::string generator;        // "random(1, 0, 15)" / "fill(0.5)"; empty: inline values
+};
+
+class node {
+public:
+    std::string id;               // unique in the graph (text format left-hand side)
+    std::string friendly_name;
+    op kind = op::Parameter;
+    std::vector<node *> inputs;
+    attributes attr;
+    std::map<std::string, std::string> rt_info;
+    std::shared_ptr<const constant_data> data; // Constant only
+    int line = 0;                 // source line in a text file (0: built in code)
+
+    // Set by graph::infer().
+    etype out_type = etype::f32;
+    shape_t out_shape;
+    std::vector<int64_t> pads_b, pads_e; // Convolution: pads after auto_pad
+
+    // Constant element i (flat, row-major) as a double.
+    double value(int64_t i) const;
+    // "line 7" or "node 'id'": the field that error messages start with.
+    std::string where() const;
+};
+
+class graph {
+public:
+    graph();
+    ~graph();
+    graph(const graph &) = delete;
+    graph &operator=(const graph &) = delete;
+
+    node *add(op kind, std::vector<node *> inputs, attributes a = {}, const std::string &id = "");
+    node *parameter(etype t, shape_t s, const std::string &id = "");
+    node *constant(etype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id = "");
+    node *constant_f32(shape_t s, const std::vector<float> &v, const std::string &id = "");
+    node *constant_i64(const std::vector<int64_t> &v, const std::string &id = "");
+    // Integer constant (u4/i4/u8/i8/i32/i64) from values (packed as required).
+    node *constant_int(etype t, shape_t s, const std::vector<int64_t> &v, const std::string &id = "");
+
+    const std::vector<std::unique_ptr<node>> &nodes() const { return nodes_; }
+    node *find(const std::string &id) const;
+    std::vector<node *> consumers(const node *n) const;
+    // Every input edge that reads `old` reads `with` instead (except edges of `with` itself).
+    void replace_uses(node *old, node *with);
+    // All nodes in a topological order; throws (naming a line) on a cycle.
+    std::vector<node *> topo_order() const;
+    std::vector<node *> parameters() const;   // in creation order
+    std::vector<node *> results() const;      // in creation order
+    // Shape and type inference of every node; throws qconv::error naming the node's line.
+    void infer();
+    // Removes nodes on which no Result depends (Parameters are kept).
+    void prune();
+    std::string unique_id(const std::string &base) const;
+    std::unique_ptr<graph> clone() const;
+    size_t size() const { return nodes_.size(); }
+    // Nodes per op kind ("Convolution" → 2).
+    std::map<std::string, int> count_ops() const;
+
+private:
+    std::vector<std::unique_ptr<node>> nodes_;
+    int next_id_ = 0;
+};
+
+// Shape inference for one node (inputs already inferred).
+void infer_node(node &n);
+
+// ------------------------------------------------------------ text format
+std::unique_ptr<graph> parse(const std::string &text);
+std::unique_ptr<graph> load_file(const std::string &path);
+std::string to_text(const graph &g);
+void save_file(const graph &g, const std::string &path);
+
+// Generated constant data: random(seed, lo, hi) (integers inclusive, floats
+// uniform in [lo, hi)), pow2(seed, emin, emax) (±2^e, for exact tests) or fill(v).
+std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec);
+
+// ----------------------------------------------------------------- passes
+struct rewrite_record {
+    std::string conv;     // Convolution id
+    bool rewritten = false;
+    std::string reason;   // why (not)
+};
+// Returns true to veto the rewrite of this (matched) Convolution.
+using veto_callback = std::function<bool(const node &conv)>;
+
+std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g, const veto_callback &veto = {});
+// Removes Transpose pairs that cancel, also across unary elementwise ops
+// (Transpose(Gelu(Transpose(x, p)), inv p) → Gelu(x)). Returns pairs removed.
+int cancel_transposes(graph &g);
+// Runs the rewrite, then cancel_transposes, prune and infer. Records are printed with QCONV_VERBOSE=2.
+std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto = {});
+
+// --------------------------------------------------------------- executor
+struct tensor {
+    etype type = etype::f32;
+    shape_t shape;
+    std::vector<float> data;  // values as f32 (integers exact up to 2^24)
+};
+
+class compiled_graph {
+public:
+    explicit compiled_graph(const graph &g, int threads = 0);
+    ~compiled_graph();
+    compiled_graph(const compiled_graph &) = delete;
+    compiled_graph &operator=(const compiled_graph &) = delete;
+    // One tensor per Parameter (graph order); returns one tensor per Result.
+    std::vector<tensor> run(const std::vector<tensor> &inputs) const;
+    // (node id, implementation) for every node, in execution order.
+    std::vector<std::pair<std::string, std::string>> impls() const;
+
+private:
+    struct state;
+    std::unique_ptr<state> s_;
+};
+
+// Random inputs for every Parameter: f32 uniform in [-1, 1); integer types
+// uniform over their range.
+std::vector<tensor> random_inputs(const graph &g, uint64_t seed);
+
+} // namespace qconv::graph
