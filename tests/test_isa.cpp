@@ -1,0 +1,148 @@
+// ISA detection and the ISA cap.
+//
+// Detection is checked against the flags of /proc/cpuinfo, read here
+// independently (the kernel only lists features the OS enables). AMX may be
+// listed yet withheld (tile permission, palette): then the level is
+// avx512_core_bf16; it is never AMX without the amx flags.
+//
+// The environment cap is read once per process, so it is tested in a child:
+// this binary re-executed with a gtest filter selecting IsaChild.Report, which
+// writes what it sees to the file named by QCONV_TEST_ISA_OUT.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dispatch/platform.h"
+#include "qconv/types.h"
+
+namespace qconv {
+namespace {
+
+std::set<std::string> cpuinfo_flags() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    std::set<std::string> flags;
+    while (std::getline(f, line)) {
+        if (line.rfind("flags", 0) != 0) continue;
+        std::istringstream s(line.substr(line.find(':') + 1));
+        std::string w;
+        while (s >> w) flags.insert(w);
+        break;
+    }
+    return flags;
+}
+
+// The highest level below AMX that the flags allow.
+isa level_from_flags(const std::set<std::string> &f) {
+    auto has = [&](const char *x) { return f.count(x) > 0; };
+    if (!has("avx2") || !has("fma")) return isa::sse41;
+    if (!(has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")))
+        return has("avx_vnni") ? isa::avx2_vnni : isa::avx2;
+    if (!has("avx512_vnni")) return isa::avx512_core;
+    if (!has("avx512_bf16")) return isa::avx512_core_vnni;
+    return isa::avx512_core_bf16;
+}
+
+TEST(Isa, DetectionMatchesCpuinfo) {
+    const auto flags = cpuinfo_flags();
+    if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
+    const isa expected = level_from_flags(flags);
+    const isa got = impl::detected_isa();
+    if (got == isa::avx512_core_amx) {
+        EXPECT_EQ(expected, isa::avx512_core_bf16);
+        EXPECT_TRUE(flags.count("amx_int8") && flags.count("amx_tile")) << "AMX detected without amx flags";
+    } else {
+        EXPECT_EQ(got, expected) << "detected " << to_string(got) << ", cpuinfo says " << to_string(expected);
+    }
+}
+
+TEST(Isa, DetectionIsStable) {
+    const isa a = impl::detected_isa();
+    EXPECT_EQ(impl::detected_isa(), a);
+}
+
+TEST(Isa, SetMaxCpuIsaCapsAndRestores) {
+    const isa detected = impl::detected_isa();
+    set_max_cpu_isa(isa::avx2);
+    EXPECT_EQ(max_cpu_isa(), detected < isa::avx2 ? detected : isa::avx2);
+    EXPECT_EQ(impl::host_platform().level, max_cpu_isa());
+    EXPECT_FALSE(impl::host_platform().avx512());
+    set_max_cpu_isa(isa::avx512_core);
+    EXPECT_EQ(max_cpu_isa(), detected < isa::avx512_core ? detected : isa::avx512_core);
+    // A cap above the CPU never raises the level.
+    set_max_cpu_isa(isa::avx512_core_amx);
+    EXPECT_EQ(max_cpu_isa(), detected);
+}
+
+TEST(Isa, ParseRejectsUnknownNamesListingValidOnes) {
+    try {
+        parse_isa("avx1024", "QCONV_MAX_CPU_ISA");
+        FAIL() << "no error";
+    } catch (const error &e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind("QCONV_MAX_CPU_ISA", 0), 0u) << m;
+        for (const char *n : {"sse41", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
+                              "avx512_core_amx"})
+            EXPECT_NE(m.find(n), std::string::npos) << n << " missing from: " << m;
+    }
+}
+
+// ---- child process: reports max_cpu_isa() (or the error) under its environment.
+TEST(IsaChild, Report) {
+    const char *out = std::getenv("QCONV_TEST_ISA_OUT");
+    if (!out) GTEST_SKIP() << "runs only as the child of Isa.EnvironmentCap*";
+    std::ofstream f(out);
+    try {
+        const isa level = max_cpu_isa();
+        f << "isa " << to_string(level) << "\n";
+    } catch (const error &e) {
+        f << "error " << e.what() << "\n";
+    }
+}
+
+// Runs the child with QCONV_MAX_CPU_ISA=value; returns its report line.
+std::string run_child(const std::string &value) {
+    char path[] = "/tmp/qconv_isa_child_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return "mkstemp failed";
+    close(fd);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setenv("QCONV_MAX_CPU_ISA", value.c_str(), 1);
+        setenv("QCONV_TEST_ISA_OUT", path, 1);
+        execl("/proc/self/exe", "test_isa", "--gtest_filter=IsaChild.Report", static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    unlink(path);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "child failed: " + line;
+    return line;
+}
+
+TEST(Isa, EnvironmentCapIsHonoured) {
+    const isa detected = impl::detected_isa();
+    const isa want = detected < isa::avx2 ? detected : isa::avx2;
+    EXPECT_EQ(run_child("avx2"), std::string("isa ") + to_string(want));
+    const isa want512 = detected < isa::avx512_core ? detected : isa::avx512_core;
+    EXPECT_EQ(run_child("AVX512_CORE"), std::string("isa ") + to_string(want512));
+}
+
+TEST(Isa, EnvironmentCapUnknownNameIsAnError) {
+    const std::string r = run_child("avx9000");
+    EXPECT_EQ(r.rfind("error QCONV_MAX_CPU_ISA", 0), 0u) << r;
+    EXPECT_NE(r.find("avx512_core_vnni"), std::string::npos) << r;
+    EXPECT_NE(r.find("avx9000"), std::string::npos) << r;
+}
+
+} // namespace
+} // namespace qconv
