@@ -1,0 +1,383 @@
+// Text form of the logical post-op chain (driver option, problem.txt) and its
+// validation.
+//
+// Items are ';'-separated, fields within an item ':'-separated:
+//   eltwise   relu[:alpha]  clip[:lo:hi]  linear[:alpha:beta]  swish[:alpha]  elu[:alpha]
+//             gelu_erf gelu_tanh hardswish mish logistic tanh abs sqrt square exp round
+//             defaults: relu 0, clip 0:6, linear 1:0, swish 1, elu 1
+//   binary    add|sub|mul|div|max|min [:per_tensor|per_oc|full [:value]]   (default per_tensor)
+//   sum       sum[:scale[:zp]]
+//   legacy    scale_shift[:per_tensor|per_oc]  prelu[:per_tensor|per_oc]  (default per_oc)
+//             fq[:per_tensor|per_channel[:levels]]   (default per_tensor, 256 levels)
+//             dw_conv
+// "" and "none" mean an empty chain.
+//
+// Generated values keep the f32 output pipeline exact (every operation on
+// small integers produces an exactly representable result), so all
+// implementations must agree bit for bit:
+//   scale_shift   scale ∈ {0.5, 1, 2}, shift ∈ integers [−4, 4]
+//   prelu         slope ∈ {0.25, 0.5}
+//   binary        add/sub/max/min: integers [−4, 4]; mul: {−2, −1, 1, 2, 3};
+//                 div: {0.5, 1, 2, 4} (powers of two)
+//   fq            per channel: ih − il = (L−1)·2^a with a ∈ {0, 1, 2} and
+//                 il = −m·2^a with m ∈ {0, 32, 64, 128}, so isc = 2^−a and
+//                 ish = m are exact; oh − ol = (L−1)·2^b with b ∈ {0, −1}
+//                 and ol ∈ {0, −128}, so osc = 2^b and osh = ol are exact.
+//                 per tensor: the same rule drawn once.
+// Values come from a std::mt19937 seeded with (seed, item index), reduced
+// with %, so a (text, oc, seed) triple gives the same values everywhere.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qconv/post_ops.h"
+
+namespace qconv {
+namespace {
+
+struct named_eltwise {
+    const char *name;
+    eltwise_alg alg;
+    float alpha, beta; // defaults
+};
+const named_eltwise eltwise_table[] = {
+    {"relu", eltwise_alg::relu, 0.f, 0.f},         {"clip", eltwise_alg::clip, 0.f, 6.f},
+    {"linear", eltwise_alg::linear, 1.f, 0.f},     {"gelu_erf", eltwise_alg::gelu_erf, 0.f, 0.f},
+    {"gelu_tanh", eltwise_alg::gelu_tanh, 0.f, 0.f}, {"swish", eltwise_alg::swish, 1.f, 0.f},
+    {"hardswish", eltwise_alg::hardswish, 0.f, 0.f}, {"mish", eltwise_alg::mish, 0.f, 0.f},
+    {"logistic", eltwise_alg::logistic, 0.f, 0.f}, {"tanh", eltwise_alg::tanh, 0.f, 0.f},
+    {"elu", eltwise_alg::elu, 1.f, 0.f},           {"abs", eltwise_alg::abs, 0.f, 0.f},
+    {"sqrt", eltwise_alg::sqrt, 0.f, 0.f},         {"square", eltwise_alg::square, 0.f, 0.f},
+    {"exp", eltwise_alg::exp, 0.f, 0.f},           {"round", eltwise_alg::round, 0.f, 0.f},
+};
+
+struct named_binary {
+    const char *name;
+    binary_alg alg;
+};
+const named_binary binary_table[] = {
+    {"add", binary_alg::add}, {"sub", binary_alg::sub}, {"mul", binary_alg::mul},
+    {"div", binary_alg::div}, {"max", binary_alg::max}, {"min", binary_alg::min},
+};
+
+const named_eltwise *find_eltwise(const std::string &s) {
+    for (const auto &e : eltwise_table)
+        if (s == e.name) return &e;
+    return nullptr;
+}
+const named_eltwise *find_eltwise(eltwise_alg a) {
+    for (const auto &e : eltwise_table)
+        if (a == e.alg) return &e;
+    return nullptr;
+}
+const named_binary *find_binary(const std::string &s) {
+    for (const auto &b : binary_table)
+        if (s == b.name) return &b;
+    return nullptr;
+}
+const char *binary_name(binary_alg a) {
+    for (const auto &b : binary_table)
+        if (a == b.alg) return b.name;
+    return "unknown";
+}
+
+std::vector<std::string> split(const std::string &s, char sep) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    while (true) {
+        const size_t e = s.find(sep, b);
+        out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) break;
+        b = e + 1;
+    }
+    return out;
+}
+
+std::string trim(const std::string &s) {
+    const char *ws = " \t\r\n";
+    const size_t b = s.find_first_not_of(ws);
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+float parse_float(const std::string &item, const std::string &s, const char *what) {
+    char *end = nullptr;
+    const float v = s.empty() ? 0.f : std::strtof(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v))
+        fail("post_ops", "'" + item + "': " + what + " '" + s + "' is not a finite number");
+    return v;
+}
+
+int64_t parse_int(const std::string &item, const std::string &s, const char *what) {
+    char *end = nullptr;
+    const long long v = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || v < INT32_MIN || v > INT32_MAX)
+        fail("post_ops", "'" + item + "': " + what + " '" + s + "' is not a 32-bit integer");
+    return v;
+}
+
+// Shortest decimal text that reads back as exactly v.
+std::string fmt(float v) {
+    char buf[64];
+    for (int prec = 1; prec <= 9; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, double(v));
+        if (std::strtof(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
+void check_args(const std::string &item, const std::vector<std::string> &f, size_t max_fields) {
+    if (f.size() > max_fields)
+        fail("post_ops", "'" + item + "': too many fields (at most " + std::to_string(max_fields - 1) + ")");
+}
+
+// Deterministic value generator for one chain item.
+struct gen {
+    std::mt19937 rng;
+    gen(uint32_t seed, size_t index) {
+        std::seed_seq s{seed, uint32_t(index), 0x9e3779b9u};
+        rng.seed(s);
+    }
+    template <size_t N>
+    float pick(const float (&set)[N]) { return set[rng() % N]; }
+    float integer(int lo, int hi) { return float(lo + int(rng() % uint32_t(hi - lo + 1))); }
+};
+
+std::vector<float> pick_n(gen &g, int64_t n, const std::vector<float> &set) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = set[g.rng() % set.size()];
+    return v;
+}
+
+std::vector<float> ints_n(gen &g, int64_t n, int lo, int hi) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = g.integer(lo, hi);
+    return v;
+}
+
+std::vector<float> binary_values(gen &g, binary_alg a, int64_t n) {
+    switch (a) {
+    case binary_alg::mul: return pick_n(g, n, {-2.f, -1.f, 1.f, 2.f, 3.f});
+    case binary_alg::div: return pick_n(g, n, {0.5f, 1.f, 2.f, 4.f});
+    default: return ints_n(g, n, -4, 4);
+    }
+}
+
+post_op make_fq(gen &g, int levels, int64_t n) {
+    std::vector<float> il(n), ih(n), ol(n), oh(n);
+    const float steps = float(levels - 1);
+    for (int64_t c = 0; c < n; ++c) {
+        const float in_step = std::ldexp(1.f, int(g.rng() % 3));        // 2^a, a ∈ {0,1,2}
+        static const float ms[] = {0.f, 32.f, 64.f, 128.f};
+        const float m = ms[g.rng() % 4];
+        const float out_step = (g.rng() % 2) ? 1.f : 0.5f;              // 2^b, b ∈ {0,−1}
+        const float out_base = (g.rng() % 2) ? 0.f : -128.f;
+        il[c] = -m * in_step;
+        ih[c] = il[c] + steps * in_step;
+        ol[c] = out_base;
+        oh[c] = out_base + steps * out_step;
+    }
+    return post_op::fake_quantize(levels, il, ih, ol, oh);
+}
+
+broadcast parse_bcast(const std::string &item, const std::string &s, bool allow_full) {
+    if (s == "per_tensor") return broadcast::per_tensor;
+    if (s == "per_oc" || s == "per_channel") return broadcast::per_oc;
+    if (s == "full" && allow_full) return broadcast::full;
+    fail("post_ops", "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc" +
+                         (allow_full ? ", full)" : ")"));
+}
+
+post_op parse_item(const std::string &item, int64_t oc, gen &g) {
+    const auto f = split(item, ':');
+    const std::string &name = f[0];
+    if (const named_eltwise *e = find_eltwise(name)) {
+        check_args(item, f, 3);
+        const float alpha = f.size() > 1 ? parse_float(item, f[1], "alpha") : e->alpha;
+        const float beta = f.size() > 2 ? parse_float(item, f[2], "beta") : e->beta;
+        return post_op::eltwise(e->alg, alpha, beta);
+    }
+    if (const named_binary *b = find_binary(name)) {
+        check_args(item, f, 4);
+        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], true) : broadcast::per_tensor;
+        if (bc == broadcast::full) {
+            if (f.size() > 2) fail("post_ops", "'" + item + "': a full tensor takes no value");
+            return post_op::binary(b->alg, bc, {});
+        }
+        if (bc == broadcast::per_oc && f.size() > 2)
+            fail("post_ops", "'" + item + "': per_oc values are generated, give none");
+        std::vector<float> v = f.size() > 2 ? std::vector<float>{parse_float(item, f[2], "value")}
+                                            : binary_values(g, b->alg, bc == broadcast::per_oc ? oc : 1);
+        return post_op::binary(b->alg, bc, v);
+    }
+    if (name == "sum") {
+        check_args(item, f, 3);
+        const float scale = f.size() > 1 ? parse_float(item, f[1], "scale") : 1.f;
+        const int32_t zp = f.size() > 2 ? int32_t(parse_int(item, f[2], "zero point")) : 0;
+        return post_op::sum(scale, zp);
+    }
+    if (name == "scale_shift" || name == "prelu") {
+        check_args(item, f, 2);
+        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], false) : broadcast::per_oc;
+        const int64_t n = bc == broadcast::per_oc ? oc : 1;
+        if (name == "prelu") return post_op::prelu(pick_n(g, n, {0.25f, 0.5f}));
+        std::vector<float> scale = pick_n(g, n, {0.5f, 1.f, 2.f});
+        return post_op::scale_shift_op(scale, ints_n(g, n, -4, 4));
+    }
+    if (name == "fq") {
+        check_args(item, f, 3);
+        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], false) : broadcast::per_tensor;
+        const int64_t levels = f.size() > 2 ? parse_int(item, f[2], "levels") : 256;
+        if (levels < 2 || levels > 65536)
+            fail("post_ops", "'" + item + "': levels must be in [2, 65536] (got " + std::to_string(levels) + ")");
+        return make_fq(g, int(levels), bc == broadcast::per_oc ? oc : 1);
+    }
+    if (name == "dw_conv") {
+        check_args(item, f, 1);
+        return post_op::dw_conv();
+    }
+    fail("post_ops", "unknown post-op '" + name + "'");
+}
+
+// ------------------------------------------------------------- validation
+std::string field(size_t i, const char *name) {
+    return "post_ops[" + std::to_string(i) + "]" + (name[0] ? "." : "") + name;
+}
+
+void check_finite(size_t i, const char *name, float v) {
+    if (!std::isfinite(v)) fail(field(i, name), "must be finite (got " + fmt(v) + ")");
+}
+
+void check_vec(size_t i, const char *name, const std::vector<float> &v, int64_t oc, bool allow_empty = false) {
+    const int64_t n = int64_t(v.size());
+    if (!(n == 1 || n == oc || (allow_empty && n == 0)))
+        fail(field(i, name), "expected 1 or OC=" + std::to_string(oc) + " values (got " + std::to_string(n) + ")");
+    for (size_t j = 0; j < v.size(); ++j)
+        if (!std::isfinite(v[j]))
+            fail(field(i, name), "value #" + std::to_string(j) + " must be finite (got " + fmt(v[j]) + ")");
+}
+
+float at(const std::vector<float> &v, int64_t c) { return v.size() == 1 ? v[0] : v[c]; }
+
+void validate_one(const post_op &p, size_t i, int64_t oc) {
+    switch (p.k) {
+    case post_op::kind::eltwise:
+        if (!find_eltwise(p.alg)) fail(field(i, "alg"), "unknown eltwise algorithm");
+        check_finite(i, "alpha", p.alpha);
+        check_finite(i, "beta", p.beta);
+        return;
+    case post_op::kind::binary: {
+        if (int(p.balg) < 0 || int(p.balg) > int(binary_alg::min)) fail(field(i, "balg"), "unknown binary algorithm");
+        const int64_t n = int64_t(p.scale.size());
+        switch (p.bcast) {
+        case broadcast::per_tensor:
+            if (n != 1) fail(field(i, "scale"), "a per_tensor operand needs 1 value (got " + std::to_string(n) + ")");
+            break;
+        case broadcast::per_oc:
+            if (n != oc)
+                fail(field(i, "scale"), "a per_oc operand needs OC=" + std::to_string(oc) + " values (got " +
+                                            std::to_string(n) + ")");
+            break;
+        case broadcast::full:
+            if (n != 0) fail(field(i, "scale"), "a full operand is passed at execution, not as values");
+            break;
+        default: fail(field(i, "bcast"), "unknown broadcast");
+        }
+        check_vec(i, "scale", p.scale, oc, /*allow_empty=*/true);
+        if (p.balg == binary_alg::div)
+            for (float v : p.scale)
+                if (v == 0.f) fail(field(i, "scale"), "division by zero");
+        return;
+    }
+    case post_op::kind::sum: check_finite(i, "sum_scale", p.sum_scale); return;
+    case post_op::kind::scale_shift:
+        check_vec(i, "scale", p.scale, oc);
+        check_vec(i, "shift", p.shift, oc);
+        return;
+    case post_op::kind::prelu: check_vec(i, "scale", p.scale, oc); return;
+    case post_op::kind::fake_quantize: {
+        if (p.levels < 2 || p.levels > 65536)
+            fail(field(i, "levels"), "must be in [2, 65536] (got " + std::to_string(p.levels) + ")");
+        check_vec(i, "in_lo", p.in_lo, oc);
+        check_vec(i, "in_hi", p.in_hi, oc);
+        check_vec(i, "out_lo", p.out_lo, oc);
+        check_vec(i, "out_hi", p.out_hi, oc);
+        const bool per_c = p.in_lo.size() > 1 || p.in_hi.size() > 1;
+        for (int64_t c = 0; c < (per_c ? oc : 1); ++c)
+            if (!(at(p.in_lo, c) < at(p.in_hi, c)))
+                fail(field(i, "in_lo"), "must be below in_hi (channel " + std::to_string(c) + ": " +
+                                            fmt(at(p.in_lo, c)) + " >= " + fmt(at(p.in_hi, c)) + ")");
+        return;
+    }
+    case post_op::kind::dw_conv: return;
+    }
+    fail(field(i, "kind"), "unknown post-op kind " + std::to_string(int(p.k)));
+}
+
+} // namespace
+
+post_ops parse_post_ops(const std::string &text, int64_t oc, uint32_t seed) {
+    if (oc < 1) fail("oc", "must be positive (got " + std::to_string(oc) + ")");
+    post_ops ops;
+    const std::string all = trim(text);
+    if (all.empty() || all == "none") return ops;
+    const auto items = split(all, ';');
+    for (size_t i = 0; i < items.size(); ++i) {
+        const std::string item = trim(items[i]);
+        if (item.empty()) fail("post_ops", "empty item #" + std::to_string(i) + " in '" + text + "'");
+        gen g(seed, i);
+        ops.push_back(parse_item(item, oc, g));
+    }
+    validate(ops, oc);
+    return ops;
+}
+
+std::string to_string(const post_ops &ops) {
+    std::string s;
+    for (const post_op &p : ops) {
+        if (!s.empty()) s += ";";
+        switch (p.k) {
+        case post_op::kind::eltwise: {
+            const named_eltwise *e = find_eltwise(p.alg);
+            s += e ? e->name : "unknown_eltwise";
+            const float da = e ? e->alpha : 0.f, db = e ? e->beta : 0.f;
+            if (p.beta != db) s += ":" + fmt(p.alpha) + ":" + fmt(p.beta);
+            else if (p.alpha != da) s += ":" + fmt(p.alpha);
+            break;
+        }
+        case post_op::kind::binary:
+            s += binary_name(p.balg);
+            s += p.bcast == broadcast::per_tensor ? ":per_tensor" : p.bcast == broadcast::per_oc ? ":per_oc" : ":full";
+            if (p.bcast == broadcast::per_tensor && p.scale.size() == 1) s += ":" + fmt(p.scale[0]);
+            break;
+        case post_op::kind::sum:
+            s += "sum";
+            if (p.sum_zp != 0) s += ":" + fmt(p.sum_scale) + ":" + std::to_string(p.sum_zp);
+            else if (p.sum_scale != 1.f) s += ":" + fmt(p.sum_scale);
+            break;
+        case post_op::kind::scale_shift:
+            s += p.scale.size() == 1 && p.shift.size() == 1 ? "scale_shift:per_tensor" : "scale_shift";
+            break;
+        case post_op::kind::prelu: s += p.scale.size() == 1 ? "prelu:per_tensor" : "prelu"; break;
+        case post_op::kind::fake_quantize: {
+            const bool per_c = p.in_lo.size() > 1 || p.in_hi.size() > 1 || p.out_lo.size() > 1 ||
+                               p.out_hi.size() > 1;
+            s += per_c ? "fq:per_channel" : "fq:per_tensor";
+            if (p.levels != 256) s += ":" + std::to_string(p.levels);
+            break;
+        }
+        case post_op::kind::dw_conv: s += "dw_conv"; break;
+        }
+    }
+    return s;
+}
+
+void validate(const post_ops &ops, int64_t oc) {
+    if (oc < 1) fail("oc", "must be positive (got " + std::to_string(oc) + ")");
+    for (size_t i = 0; i < ops.size(); ++i) validate_one(ops[i], i, oc);
+}
+
+} // namespace qconv
