@@ -76,8 +76,9 @@ conv_settings parse_conv_settings(const options &o) {
 
     s.post_ops_text = o.get("post-ops", "");
     s.scales = o.get("scales", "per_oc");
+    if (s.scales == "per_tensor") s.scales = "tensor";
     if (s.scales != "per_oc" && s.scales != "tensor" && s.scales != "none")
-        throw usage_error("--scales: expected per_oc, tensor or none (got '" + s.scales + "')");
+        throw usage_error("--scales: expected per_oc, tensor (per_tensor) or none (got '" + s.scales + "')");
     s.bias = parse_bool(o.get("bias", "1"), "--bias");
     s.dst_zp = static_cast<int32_t>(o.get_int("dst-zp", 0, -1000000, 1000000));
     s.mb = o.get_int("mb", 0, 0, 1 << 20);

@@ -1,0 +1,11 @@
+# CTest case: `cmake --install` of this build tree into a scratch prefix, then
+# tests/consumer is configured, built and run against it through the CMake
+# package (qconv::qconv) and through qconv.pc (tests/consumer/install_test.cmake).
+add_test(NAME install_consumer
+  COMMAND ${CMAKE_COMMAND}
+    -DBUILD_DIR=${PROJECT_BINARY_DIR}
+    -DCONSUMER_DIR=${PROJECT_SOURCE_DIR}/tests/consumer
+    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/install_consumer
+    -DCONFIG=$<CONFIG>
+    -P ${PROJECT_SOURCE_DIR}/tests/consumer/install_test.cmake)
+set_tests_properties(install_consumer PROPERTIES TIMEOUT 600 LABELS install)
