@@ -56,6 +56,10 @@ void jit_generator::create() {
     try {
         generate();
         readyRE();
+        // Xbyak 6.x changes page protection in ready() only for AutoGrow
+        // buffers; a fixed buffer allocated with DontSetProtectRWE is still
+        // read-write here and becomes read-execute now.
+        if (!isAutoGrow()) setProtectModeRE();
     } catch (const Xbyak::Error &e) {
         fail("jit", std::string(name()) + ": code generation failed: " + e.what());
     }

@@ -5,7 +5,9 @@
 // preferably as a sequence of small emit_*() member functions. create() runs
 // generate() once and then readyRE(): the code buffer is allocated with
 // Xbyak::DontSetProtectRWE, so its pages are read-write while code is
-// emitted and read-execute afterwards -- never writable and executable at once.
+// emitted and read-execute afterwards (create() switches them with
+// setProtectModeRE(), which Xbyak's ready() skips for fixed-size buffers) --
+// never writable and executable at once.
 //
 // Debug aids (environment, read at create()):
 //   QCONV_JIT_DUMP=1     writes the code to qconv_jit_<name>.<n>.bin in the

@@ -1,0 +1,66 @@
+// Output pipeline of the JIT conv kernels, run on an int32 accumulator tile.
+//
+// For every output element (DESIGN §3, the same operation order as
+// ref::apply_pipeline, so results are bit-identical):
+//   y = float(acc + comp[c]) · scale[c] (+ bias[c]) → lowered post-ops in
+//   chain order → + dst_zp → store (f32 as is; s32/s8/u8: NaN → 0, round half
+//   to even, saturate).
+// Per-tensor parameters are expanded to per-OC arrays once at creation, so
+// the vector code always loads per-channel values. Transcendental eltwise
+// functions call eltwise_ref per element (exact by construction); the other
+// operations are vectorised with AVX-512 (16 channels per step) or AVX2
+// (8 channels per step), reproducing the scalar semantics (fmax/fmin NaN
+// rules, comparisons, non-fused multiply-add).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qconv/conv.h"
+#include "qconv/post_ops.h"
+
+namespace qconv::jit {
+
+struct pipeline_op {
+    lowered_op::kind k = lowered_op::kind::eltwise;
+    eltwise_alg alg = eltwise_alg::relu;
+    float alpha = 0.f, beta = 0.f;
+    binary_alg balg = binary_alg::add;
+    bool full = false;
+    int full_index = -1;
+    float sum_scale = 1.f, sum_zp = 0.f;
+    bool round = true, dequantize = true;
+    // Per-OC parameters (OC values + padding): a, b for binary/prelu/
+    // depthwise; q[0..5] = cl, ch, isc, ish, osc, osh for quantization.
+    std::vector<float> a, b;
+    std::vector<float> q[6];
+};
+
+struct pipeline {
+    dtype dst_dt = dtype::u8;
+    int64_t oc = 0;
+    std::vector<float> scale; // OC (+ padding)
+    bool with_bias = false;
+    float dst_zp = 0.f;
+    bool has_sum = false;
+    std::vector<pipeline_op> ops;
+
+    static pipeline build(const conv_problem &p, const attr_set &a);
+};
+
+// One tile: npix output pixels (consecutive in dst, OC elements apart) ×
+// nc channels starting at channel c0. acc[i·acc_stride + j] is the raw sum for
+// pixel i, channel c0 + j; dst_off0 is the NHWC element offset of (pixel 0, c0).
+struct tile {
+    const int32_t *acc;
+    int acc_stride;
+    int npix;
+    int64_t c0;
+    int nc;
+    int64_t dst_off0;
+};
+
+void run_pipeline_avx512(const pipeline &pp, const tile &t, const int32_t *comp,
+                         const float *bias, void *dst, const exec_args &args);
+
+} // namespace qconv::jit

@@ -1,0 +1,373 @@
+// The int8 conv kernel object: weight packing, source padding, threading,
+// the output pipeline, supports() and the implementation rows
+// (design in conv_x8s8.h).
+#include "kernels/jit/conv_x8s8.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "dispatch/registry.h"
+#include "kernels/jit/conv_pipeline.h"
+
+namespace qconv::jit {
+namespace {
+
+int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+template <typename T>
+struct aligned_buf {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit aligned_buf(size_t count) : n(count) {
+        p = static_cast<T *>(::operator new[](std::max<size_t>(count, 1) * sizeof(T), std::align_val_t(64)));
+    }
+    ~aligned_buf() { ::operator delete[](p, std::align_val_t(64)); }
+    aligned_buf(const aligned_buf &) = delete;
+    aligned_buf &operator=(const aligned_buf &) = delete;
+};
+
+struct jit_packed : impl::packed {
+    explicit jit_packed(size_t bytes) : wei(bytes) {}
+    aligned_buf<int8_t> wei;
+    std::vector<int32_t> comp; // OC + padding
+    std::vector<float> bias;   // OC + padding (empty without bias)
+};
+
+// Everything derived from (problem, attr) that execute() needs.
+struct geometry {
+    int64_t mb, g, icg, ocg, icg4, ocg16;
+    int64_t oh, ow;        // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
+    int64_t ih_p, iw_p;    // source view rows/cols as iterated (padded copy or original)
+    int64_t cp_rows, cp_cols; // rows/cols of the padded copy
+    int64_t cs;            // bytes per source pixel in the view
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+    bool copy = false;     // build a padded source copy
+    bool flat = false;     // 1x1 flattened into one row
+    int nb_big;            // vector blocks per full OC block (≤ 4)
+    int64_t n_ob;          // OC blocks per group
+    int ur_w;              // pixels per micro-kernel call (full OC block)
+};
+
+class conv_x8s8_kernel : public impl::conv_kernel {
+public:
+    conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a)
+        : isa_(isa), p_(p), a_(a), pipe_(pipeline::build(p, a)) {
+        plan();
+    }
+
+    std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
+    void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
+
+private:
+    void plan();
+    static int ur_w_for(int nb, int64_t ow) { return static_cast<int>(std::min<int64_t>(ow, std::min(24, 25 / nb))); }
+    const conv_ukernel &ukernel(int ur_w, int nb) const { return *kernels_.at({ur_w, nb}); }
+    void make_padded_source(const void *src, uint8_t *buf, int threads) const;
+
+    conv_isa isa_;
+    conv_problem p_;
+    attr_set a_;
+    pipeline pipe_;
+    geometry g_{};
+    std::map<std::pair<int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    std::vector<uint8_t> pad_pixel_; // one padded source pixel (cs bytes)
+};
+
+void conv_x8s8_kernel::plan() {
+    const conv_desc &d = p_.desc;
+    geometry &g = g_;
+    g.mb = d.mb;
+    g.g = d.g;
+    g.icg = d.icg();
+    g.ocg = d.ocg();
+    g.icg4 = rnd_up(g.icg, 4);
+    g.ocg16 = rnd_up(g.ocg, 16);
+    g.kh = d.kh; g.kw = d.kw; g.sh = d.sh; g.sw = d.sw; g.dh = d.dh; g.dw = d.dw;
+    g.pt = d.pt; g.pl = d.pl;
+    // Source rows/cols actually touched, with the padding origin at (−pt, −pl).
+    const int64_t rows = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
+    const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
+    const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
+    g.copy = padded || g.icg4 != g.icg;
+    g.flat = d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw;
+    g.cp_rows = rows;
+    g.cp_cols = cols;
+    if (g.copy) {
+        g.ih_p = rows;
+        g.iw_p = cols;
+        g.cs = g.g * g.icg4;
+    } else {
+        g.ih_p = d.ih;
+        g.iw_p = d.iw;
+        g.cs = d.ic;
+        g.pt = g.pl = 0;
+    }
+    g.oh = g.flat ? 1 : d.oh;
+    g.ow = g.flat ? d.oh * d.ow : d.ow;
+    if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
+    g.nb_big = static_cast<int>(std::min<int64_t>(4, g.ocg16 / 16));
+    g.n_ob = (g.ocg16 / 16 + g.nb_big - 1) / g.nb_big;
+
+    // Micro-kernels: (ur_w, nb) for the full and the tail OC block, full and tail pixel block.
+    const int nbs[2] = {g.nb_big, static_cast<int>(g.ocg16 / 16 - (g.n_ob - 1) * g.nb_big)};
+    for (int nb : nbs) {
+        const int ur = ur_w_for(nb, g.ow);
+        const int tail = static_cast<int>(g.ow % ur);
+        for (int u : {ur, tail}) {
+            if (u == 0 || kernels_.count({u, nb})) continue;
+            conv_ukernel_cfg c;
+            c.isa = isa_;
+            c.ur_w = u;
+            c.nb = nb;
+            c.kh = static_cast<int>(g.kh);
+            c.kw = static_cast<int>(g.kw);
+            c.ic4 = static_cast<int>(g.icg4 / 4);
+            c.pix_stride = g.cs;
+            c.row_stride = g.iw_p * g.cs;
+            c.sw = static_cast<int>(g.sw);
+            c.dh = static_cast<int>(g.dh);
+            c.dw = static_cast<int>(g.dw);
+            c.xor_src = !g.copy && p_.src_dt == dtype::s8;
+            kernels_[{u, nb}] = std::make_unique<conv_ukernel>(c);
+        }
+    }
+
+    // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
+    pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
+    if (g.copy)
+        for (int64_t gr = 0; gr < g.g; ++gr)
+            for (int64_t ic = 0; ic < g.icg; ++ic) {
+                uint8_t v = 0;
+                if (a_.zp == zp_mechanism::legacy_per_channel) {
+                    const auto &z = a_.zp_values;
+                    v = static_cast<uint8_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
+                } else if (p_.src_dt == dtype::s8) {
+                    v = 0x80;
+                }
+                pad_pixel_[gr * g.icg4 + ic] = v;
+            }
+}
+
+std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, const float *bias) const {
+    const conv_desc &d = p_.desc;
+    const geometry &g = g_;
+    if (!wei) fail("wei", "is null");
+    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16;
+    auto pk = std::make_shared<jit_packed>(static_cast<size_t>(per_group * g.g));
+    std::memset(pk->wei.p, 0, pk->wei.n);
+    for (int64_t gr = 0; gr < g.g; ++gr)
+        for (int64_t ob = 0; ob < g.n_ob; ++ob) {
+            const int64_t oc0 = ob * g.nb_big * 16;
+            const int64_t width = std::min<int64_t>(g.nb_big * 16, g.ocg16 - oc0);
+            int8_t *blk = pk->wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4;
+            for (int64_t kh = 0; kh < g.kh; ++kh)
+                for (int64_t kw = 0; kw < g.kw; ++kw)
+                    for (int64_t i4 = 0; i4 < g.icg4 / 4; ++i4)
+                        for (int64_t o = 0; o < width; ++o)
+                            for (int64_t j = 0; j < 4; ++j) {
+                                const int64_t oc = oc0 + o, ic = i4 * 4 + j;
+                                if (oc >= g.ocg || ic >= g.icg) continue;
+                                const int64_t src_i = (((gr * g.ocg + oc) * g.icg + ic) * g.kh + kh) * g.kw + kw;
+                                blk[(((kh * g.kw + kw) * (g.icg4 / 4) + i4) * width + o) * 4 + j] = wei[src_i];
+                            }
+        }
+    pk->comp.assign(static_cast<size_t>(d.oc + 16), 0);
+    if (a_.zp == zp_mechanism::legacy_per_channel) {
+        const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
+        std::copy(c.begin(), c.end(), pk->comp.begin());
+    }
+    if (p_.src_dt == dtype::s8) {
+        const int64_t k = g.icg * g.kh * g.kw;
+        for (int64_t oc = 0; oc < d.oc; ++oc) {
+            int32_t s = 0;
+            for (int64_t i = 0; i < k; ++i) s += wei[oc * k + i];
+            pk->comp[oc] += -128 * s;
+        }
+    }
+    if (p_.with_bias) {
+        pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
+        std::copy(bias, bias + d.oc, pk->bias.begin());
+    }
+    return pk;
+}
+
+void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int threads) const {
+    const conv_desc &d = p_.desc;
+    const geometry &g = g_;
+    const bool s8 = p_.src_dt == dtype::s8;
+    const uint8_t *s = static_cast<const uint8_t *>(src);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+    for (int64_t n = 0; n < g.mb; ++n)
+        for (int64_t r = 0; r < g.cp_rows; ++r) {
+            uint8_t *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
+            const int64_t ih = r - d.pt;
+            for (int64_t col = 0; col < g.cp_cols; ++col) {
+                uint8_t *px = row + col * g.cs;
+                const int64_t iw = col - d.pl;
+                if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                    std::memcpy(px, pad_pixel_.data(), static_cast<size_t>(g.cs));
+                    continue;
+                }
+                const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
+                for (int64_t gr = 0; gr < g.g; ++gr) {
+                    uint8_t *o = px + gr * g.icg4;
+                    const uint8_t *xi = x + gr * g.icg;
+                    if (s8)
+                        for (int64_t ic = 0; ic < g.icg; ++ic) o[ic] = static_cast<uint8_t>(xi[ic] ^ 0x80);
+                    else
+                        std::memcpy(o, xi, static_cast<size_t>(g.icg));
+                    for (int64_t ic = g.icg; ic < g.icg4; ++ic) o[ic] = 0;
+                }
+            }
+        }
+}
+
+void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    const geometry &g = g_;
+    if (!src) fail("src", "is null");
+    if (!dst) fail("dst", "is null");
+    for (const auto &op : a_.ops)
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full &&
+            (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
+             !args.binary[op.full_index]))
+            fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
+                               " not passed in exec_args::binary");
+    const auto &pk = dynamic_cast<const jit_packed &>(w);
+    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
+
+    std::unique_ptr<aligned_buf<uint8_t>> padded;
+    const uint8_t *view = static_cast<const uint8_t *>(src);
+    if (g.copy) {
+        padded = std::make_unique<aligned_buf<uint8_t>>(static_cast<size_t>(g.mb * g.ih_p * g.iw_p * g.cs + 64));
+        make_padded_source(src, padded->p, threads);
+        view = padded->p;
+    }
+    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16;
+    // Pixel chunks: whole rows, except flattened 1x1 rows which are split so
+    // that there is enough parallel work.
+    const int ur_big = ur_w_for(g.nb_big, g.ow);
+    const int64_t chunk = g.flat ? std::min<int64_t>(g.ow, ur_big * 8) : g.ow;
+    const int64_t n_chunks = (g.ow + chunk - 1) / chunk;
+    const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
+    const int32_t *comp = pk.comp.data();
+    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+
+#pragma omp parallel num_threads(threads)
+    {
+        alignas(64) int32_t acc[25 * 16];
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < work; ++it) {
+            int64_t r = it;
+            const int64_t ck = r % n_chunks; r /= n_chunks;
+            const int64_t oh = r % g.oh; r /= g.oh;
+            const int64_t ob = r % g.n_ob; r /= g.n_ob;
+            const int64_t gr = r % g.g;
+            const int64_t n = r / g.g;
+            const int64_t oc0 = ob * g.nb_big * 16;
+            const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, g.ocg16 / 16 - ob * g.nb_big));
+            const int nc = static_cast<int>(std::min<int64_t>(nb * 16, g.ocg - oc0));
+            const int8_t *wblk = pk.wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4;
+            const int ur = ur_w_for(nb, g.ow);
+            const int64_t ow_end = std::min(g.ow, (ck + 1) * chunk);
+            const uint8_t *row = view + (n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
+                                 gr * (g.copy ? g.icg4 : g.icg);
+            for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
+                const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
+                ukernel(u, nb).fn()(row + ow * g.sw * g.cs, wblk, acc);
+                tile t;
+                t.acc = acc;
+                t.acc_stride = nb * 16;
+                t.npix = u;
+                t.c0 = gr * g.ocg + oc0;
+                t.nc = nc;
+                t.dst_off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + t.c0;
+                run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
+            }
+        }
+    }
+}
+
+isa required_isa(conv_isa i) {
+    switch (i) {
+    case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
+    case conv_isa::avx512_core: return isa::avx512_core;
+    case conv_isa::avx2: return isa::avx2;
+    }
+    return isa::avx512_core_amx;
+}
+
+} // namespace
+
+std::string conv_impl_name(conv_isa i, bool only_1x1) {
+    return std::string(only_1x1 ? "jit:conv_x8s8_1x1:" : "jit:conv_x8s8:") + to_string(i);
+}
+
+bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a,
+                   const impl::platform &pl, std::string *why) {
+    using impl::reject;
+    const conv_desc &d = p.desc;
+    if (!pl.has(required_isa(i))) return reject(why, std::string("needs ") + to_string(required_isa(i)));
+    if (i != conv_isa::avx512_vnni) return reject(why, "micro-kernel not built for this ISA");
+    if (only_1x1 && (d.kh != 1 || d.kw != 1)) return reject(why, "kernel is not 1x1");
+    if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
+    if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
+        return reject(why, std::string("destination ") + to_string(p.dst_dt) + " not supported");
+    switch (a.zp) {
+    case zp_mechanism::none: break;
+    case zp_mechanism::stock_per_tensor:
+        return reject(why, "stock per-tensor zero point is served as legacy per-channel (attr[0])");
+    case zp_mechanism::legacy_per_channel:
+        if (p.src_dt != dtype::u8) return reject(why, "legacy per-channel zero point needs a u8 source");
+        if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != d.ic)
+            return reject(why, "legacy zero point needs 1 or IC values");
+        for (int32_t z : a.zp_values)
+            if (z < 0 || z > 255) return reject(why, "legacy zero point outside [0, 255]");
+        break;
+    }
+    for (const lowered_op &op : a.ops) {
+        switch (op.k) {
+        case lowered_op::kind::eltwise: case lowered_op::kind::binary: case lowered_op::kind::prelu:
+        case lowered_op::kind::sum: case lowered_op::kind::depthwise_scale_shift:
+        case lowered_op::kind::depthwise_prelu: case lowered_op::kind::quantization: break;
+        default: return reject(why, "lowered post-op kind not implemented");
+        }
+    }
+    // Register blocking and address displacements are 32-bit.
+    const int64_t icg4 = rnd_up(d.icg(), 4);
+    if (d.ic * d.iw * d.sw * 32 > (int64_t(1) << 30) || d.kw > 64 || icg4 / 4 > (int64_t(1) << 30))
+        return reject(why, "source row too large for 32-bit displacements");
+    return true;
+}
+
+std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_problem &p, const attr_set &a) {
+    return std::make_shared<conv_x8s8_kernel>(i, p, a);
+}
+
+} // namespace qconv::jit
+
+namespace qconv::impl {
+
+std::vector<conv_entry> jit_conv_entries() {
+    std::vector<conv_entry> rows;
+    for (bool only_1x1 : {true, false}) {
+        const jit::conv_isa i = jit::conv_isa::avx512_vnni;
+        conv_entry e;
+        e.name = jit::conv_impl_name(i, only_1x1);
+        e.supports = [i, only_1x1](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
+            return jit::conv_supports(i, only_1x1, p, a, pl, why);
+        };
+        e.create = [i](const conv_problem &p, const attr_set &a, const platform &) {
+            return jit::conv_create(i, p, a);
+        };
+        rows.push_back(std::move(e));
+    }
+    return rows;
+}
+
+} // namespace qconv::impl

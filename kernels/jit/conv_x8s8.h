@@ -1,0 +1,93 @@
+// Int8 direct convolution (u8/s8 source, s8 weights) built from a JIT
+// accumulation micro-kernel and a vectorised output pipeline.
+//
+// Design
+//  * Source NHWC. When the convolution has padding, or ICg is not a multiple
+//    of 4, execute() first builds a padded copy of the source with every
+//    group's channels rounded up to 4: padded pixels hold the zero-point bytes
+//    (legacy per-channel zp), 0x80 (s8 source, i.e. 0 after the +128 shift)
+//    or 0; padded channels hold 0 (their weights are 0). The micro-kernel
+//    then needs no boundary logic at all.
+//  * Exactness of the padding scheme: the kernel sums w·x over *all* taps of
+//    the padded source, and comp[c] (int32, computed once at pack()) is added:
+//      legacy zp: comp = zp_compensation() = −Σ_all w·zp, so a padded tap
+//                 contributes w·zp − w·zp = 0 and a valid tap w·(x − zp);
+//      s8 source: x is read as x+128 (u8) and comp = −128·Σ_all w, padded
+//                 taps read 128, so they contribute 0, valid taps w·x.
+//    Sums are int32 with wrap-around, so the result equals the reference's
+//    int32 value whenever that value is representable.
+//  * Weights are packed at pack() per (group, OC block of up to 64) as
+//    [kh][kw][ICg/4][oc 16·nb][4 ic] bytes, the vpdpbusd operand layout;
+//    OCg is padded to 16 and ICg to 4 with zeros.
+//  * The micro-kernel computes ur_w output pixels × nb·16 channels in
+//    registers and writes the int32 tile; the output pipeline (DESIGN §3:
+//    acc·scale + bias → lowered post-ops in order → + dst_zp → store with
+//    round-half-to-even and saturation) then runs on that tile in L1.
+//  * 1x1 stride-1 unpadded convolutions are run as one long row (a GEMM
+//    with rows = output pixels).
+//  * Threads split (mb, group, OC block, row, row chunk); every output is
+//    computed by the same code whatever the thread count, so results are
+//    identical for any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dispatch/impl.h"
+
+namespace qconv::jit {
+
+// Instruction family used for the u8·s8 multiply-accumulate.
+enum class conv_isa {
+    avx512_vnni, // vpdpbusd zmm
+    avx512_core, // zmm: widen to int16, vpmaddwd (exact)
+    avx2,        // ymm: widen to int16, vpmaddwd (exact)
+};
+const char *to_string(conv_isa i);
+
+// Compile-time configuration of one micro-kernel.
+struct conv_ukernel_cfg {
+    conv_isa isa = conv_isa::avx512_vnni;
+    int ur_w = 1;           // output pixels per call
+    int nb = 1;             // vector blocks of OC (16 lanes on zmm, 8 on ymm)
+    int kh = 1, kw = 1;
+    int ic4 = 1;            // ICg rounded up to 4, divided by 4
+    int64_t pix_stride = 0; // bytes between consecutive input pixels
+    int64_t row_stride = 0; // bytes between consecutive input rows
+    int sw = 1, dh = 1, dw = 1;
+    bool xor_src = false;   // s8 source read directly: x ^ 0x80 = x + 128
+};
+
+// void f(const uint8_t *src, const int8_t *wei, int32_t *acc)
+using conv_ukernel_fn = void (*)(const uint8_t *, const int8_t *, int32_t *);
+
+// Builds (and owns) the code of one micro-kernel.
+class conv_ukernel {
+public:
+    explicit conv_ukernel(const conv_ukernel_cfg &cfg);
+    ~conv_ukernel();
+    conv_ukernel_fn fn() const { return fn_; }
+    const conv_ukernel_cfg &cfg() const { return cfg_; }
+
+private:
+    conv_ukernel_cfg cfg_;
+    struct gen;
+    std::unique_ptr<gen> gen_;
+    conv_ukernel_fn fn_ = nullptr;
+};
+
+// Lanes per vector and bytes of s8 weights per vector block for an ISA.
+int oc_lanes(conv_isa i);
+
+// Implementation names.
+std::string conv_impl_name(conv_isa i, bool only_1x1);
+
+// Whether the JIT conv kernel family can run (problem, attr) on `isa`.
+bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a,
+                   const impl::platform &pl, std::string *why);
+std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_problem &p,
+                                                     const attr_set &a);
+
+} // namespace qconv::jit

@@ -1,0 +1,240 @@
+// Exactness of the JIT int8 conv kernels (jit:conv_x8s8*) against the
+// reference, through the dispatcher with the implementation forced by name.
+//
+// Coverage (sampled so that the suite stays within a couple of minutes):
+// every JIT conv row × ResNet-50 / MobileNet layers at reduced spatial size ×
+// {no zp, per-tensor, per-channel zp} × post-op chains × dst {u8, s8, s32,
+// f32}; extreme data; odd channel counts; all-padding windows; 1x1 images;
+// grouped convolutions with tiny groups; 1 vs 2 threads give identical bytes.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dispatch/impl.h"
+#include "qconv/qconv.h"
+#include "tests/support/conv_tester.h"
+
+using qconv::dtype;
+using qconv::test::ConvTester;
+
+namespace {
+
+std::vector<std::string> jit_rows() {
+    std::vector<std::string> r;
+    for (const auto &e : qconv::impl::conv_list())
+        if (e.name.rfind("jit:conv_x8s8", 0) == 0) r.push_back(e.name);
+    return r;
+}
+
+bool is_1x1_row(const std::string &name) { return name.find("_1x1:") != std::string::npos; }
+
+bool isa_ok(const std::string &row) {
+    if (row.find("avx512_vnni") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni;
+    if (row.find("avx512_core") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core;
+    if (row.find("avx2") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx2;
+    return false;
+}
+
+// ResNet-50 and MobileNet layers at reduced spatial size (channels kept).
+const std::vector<std::string> &net_shapes() {
+    static const std::vector<std::string> s = {
+        "mb1ic3ih20oc64oh10kh7sh2ph3n\"resnet_50:conv1\"",
+        "mb1ic64ih7oc256oh7kh1ph0n\"resnet_50:res2a_branch1\"",
+        "mb1ic64ih7oc64oh7kh3ph1n\"resnet_50:res2a_branch2b\"",
+        "mb1ic256ih8oc512oh4kh1sh2ph0n\"resnet_50:res3a_branch1\"",
+        "mb1ic128ih6oc128oh6kh3ph1n\"resnet_50:res3a_branch2b\"",
+        "mb1ic256ih6oc256oh3kh3sh2ph1n\"resnet_50:res4a_branch2b\"",
+        "mb1ic512ih3oc2048oh3kh1ph0n\"resnet_50:res5a_branch2c\"",
+        "mb1ic2048ih2oc512oh2kh1ph0n\"resnet_50:res5b_branch2a\"",
+        "mb2ic3ih9oc32oh5kh3sh2ph1n\"mobilenet:conv1\"",
+        "mb2ic32ih6oc64oh6kh1ph0n\"mobilenet:conv2\"",
+        "mb1ic512ih3oc1024oh3kh1ph0n\"mobilenet:conv9\"",
+        "mb2ic1024ih1oc5oh1kh1ph0n\"mobilenet:conv11\"",
+        "g32mb1ic32ih7oc32oh7kh3ph1n\"mobilenet:conv_dw_1\"",
+    };
+    return s;
+}
+
+bool row_takes(const std::string &row, const std::string &desc) {
+    if (!is_1x1_row(row)) return true;
+    const qconv::conv_desc d = qconv::conv_desc::parse(desc);
+    return d.kh == 1 && d.kw == 1;
+}
+
+// Runs one case on every JIT row that can take it; returns how many ran.
+int run_all_rows(ConvTester t, const std::string &desc) {
+    int ran = 0;
+    for (const std::string &row : jit_rows()) {
+        if (!isa_ok(row) || !row_takes(row, desc)) continue;
+        ConvTester c = t;
+        c.desc(desc);
+        EXPECT_TRUE(c.run(row)) << row << " skipped " << desc;
+        EXPECT_EQ(c.impl_name(), row);
+        ++ran;
+        if (::testing::Test::HasFailure()) return ran;
+    }
+    return ran;
+}
+
+void require_vnni() {
+    if (qconv::max_cpu_isa() < qconv::isa::avx512_core_vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+}
+
+} // namespace
+
+TEST(JitConv, RowsArePresentAndNamed) {
+    const auto rows = jit_rows();
+    ASSERT_GE(rows.size(), 2u);
+    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8_1x1:avx512_vnni"), rows.end());
+    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_vnni"), rows.end());
+}
+
+TEST(JitConv, RejectsWithReasons) {
+    std::string why;
+    qconv::conv_problem p;
+    p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
+    qconv::attr_set a;
+    qconv::impl::platform avx2{qconv::isa::avx2};
+    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    for (const auto &e : qconv::impl::conv_list()) {
+        if (e.name.rfind("jit:conv_x8s8", 0) != 0 || e.name.find("avx512_vnni") == std::string::npos) continue;
+        why.clear();
+        EXPECT_FALSE(e.supports(p, a, avx2, &why)) << e.name;
+        EXPECT_FALSE(why.empty());
+        qconv::attr_set stock;
+        stock.zp = qconv::zp_mechanism::stock_per_tensor;
+        stock.zp_values = {3};
+        qconv::conv_problem p1 = p;
+        p1.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh1ph0");
+        why.clear();
+        EXPECT_FALSE(e.supports(p1, stock, vnni, &why)) << e.name;
+        EXPECT_NE(why.find("per-tensor"), std::string::npos) << why;
+        if (is_1x1_row(e.name)) {
+            why.clear();
+            EXPECT_FALSE(e.supports(p, a, vnni, &why));
+            EXPECT_NE(why.find("1x1"), std::string::npos) << why;
+        } else {
+            EXPECT_TRUE(e.supports(p, a, vnni, &why)) << why;
+        }
+    }
+}
+
+// Network layers × zero point kinds × post-op chains × destination types.
+TEST(JitConv, NetworkShapesZpPostOpsDst) {
+    require_vnni();
+    const std::vector<std::string> zps = {"none", "tensor:random", "channel:random"};
+    const std::vector<std::string> chains = {"",         "relu",          "fq:per_channel", "scale_shift;fq:per_channel",
+                                             "prelu",    "add:per_oc",    "sum;relu",       "gelu_erf"};
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    int ran = 0, i = 0;
+    for (const std::string &desc : net_shapes())
+        for (const std::string &zp : zps)
+            for (size_t k = 0; k < chains.size(); ++k) {
+                // Sample: each (shape, zp, chain) with one rotating dst type.
+                const dtype dst = dsts[(i++) % dsts.size()];
+                ConvTester t;
+                t.src(dtype::u8).dst(dst).zp(zp).post_ops(chains[k]).seed(static_cast<uint32_t>(i));
+                ran += run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp << " ops=" << chains[k] << " dst=" << qconv::to_string(dst);
+            }
+    EXPECT_GT(ran, 0);
+}
+
+TEST(JitConv, S8SourceAllChains) {
+    require_vnni();
+    const std::vector<std::string> chains = {"", "relu", "fq:per_tensor", "clip:-3:6;linear:2:1", "max:full",
+                                             "sum:0.5:3", "swish:1", "hardswish;abs;square", "round;sqrt"};
+    int i = 0;
+    for (const std::string &desc : {"mb1ic17ih6oc33oh6kh3ph1", "mb2ic64ih4oc65oh4kh1ph0", "mb1ic3ih5oc4oh3kh3ph0"})
+        for (const std::string &ops : chains)
+            for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
+                ConvTester t;
+                t.src(dtype::s8).dst(dst).post_ops(ops).seed(100 + i++);
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " ops=" << ops << " dst=" << qconv::to_string(dst);
+            }
+}
+
+TEST(JitConv, ExtremeData) {
+    require_vnni();
+    // u8 255 × s8 −128/127 over IC·KH·KW up to 4608; zp at 0 and 255.
+    const std::vector<std::string> descs = {"mb1ic64ih3oc17oh3kh1ph0", "mb1ic512ih5oc64oh5kh3ph1",
+                                            "mb1ic1000ih2oc65oh2kh1ph0", "mb1ic3ih4oc3oh4kh3ph1"};
+    for (const std::string &desc : descs)
+        for (const std::string &zp : {"none", "tensor:0", "tensor:255", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8})
+                for (dtype dst : {dtype::s32, dtype::u8, dtype::f32}) {
+                    if (src == dtype::s8 && zp != "none") continue;
+                    ConvTester t;
+                    t.src(src).dst(dst).zp(zp).data("extreme").scales("none").bias(false);
+                    run_all_rows(t, desc);
+                    if (HasFailure()) FAIL() << desc << " zp=" << zp;
+                }
+}
+
+TEST(JitConv, OddChannelCounts) {
+    require_vnni();
+    const int64_t counts[] = {1, 3, 4, 17, 64, 65, 1000};
+    int i = 0;
+    for (int64_t ic : counts)
+        for (int64_t oc : counts) {
+            if (ic * oc > 65 * 1000) continue;
+            const bool k3 = (i % 2) == 0;
+            const std::string desc = "mb1ic" + std::to_string(ic) + "ih3oc" + std::to_string(oc) + "oh3" +
+                                     (k3 ? "kh3ph1" : "kh1ph0");
+            ConvTester t;
+            t.zp(i % 3 == 0 ? "channel:random" : "none").dst(i % 2 ? dtype::s32 : dtype::u8).post_ops("relu").seed(i);
+            ++i;
+            run_all_rows(t, desc);
+            if (HasFailure()) FAIL() << desc;
+        }
+}
+
+TEST(JitConv, GroupsPaddingDilationStride) {
+    require_vnni();
+    const std::vector<std::string> descs = {
+        "g2mb1ic6ih5oc4oh5kh3ph1",              // ICg 3, OCg 2
+        "g3mb2ic3ih4oc9oh4kh3ph1",              // ICg 1, OCg 3
+        "g4mb1ic68ih5oc36oh3kh3sh2ph1",         // ICg 17, OCg 9
+        "g2mb1ic128ih5oc160oh5kh1ph0",          // OCg 80: full + tail OC block
+        "mb1ic8ih7iw15oc20oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1",
+        "mb1ic5ih6oc7oh2kh2sh3ph0",             // strided, bottom rows skipped
+        "mb1ic16ih2oc16oh2kh5ph2",              // windows mostly outside
+        "mb1ic4ih1oc16oh5kh1ph2",               // all-padding windows (rows 0,1,3,4)
+        "mb1ic3ih1oc5oh1kh3ph1",                // 1x1 image, 3x3 kernel
+        "mb3ic70ih1oc130oh1kh1ph0",             // 1x1 image, 1x1 kernel
+        "mb1ic256ih9oc64oh9kh3ph2dh1",          // dilation 2
+    };
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string &zp : {"none", "channel:random"})
+            for (const std::string &ops : {"", "scale_shift;prelu;fq:per_channel"}) {
+                ConvTester t;
+                t.zp(zp).post_ops(ops).dst(i % 2 ? dtype::f32 : dtype::s8).seed(7 + i++);
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp << " ops=" << ops;
+            }
+}
+
+TEST(JitConv, ThreadCountDoesNotChangeBytes) {
+    require_vnni();
+    for (const std::string &desc : {"mb2ic64ih7oc96oh7kh3ph1", "mb1ic256ih14oc128oh14kh1ph0"})
+        for (const std::string &row : jit_rows()) {
+            if (!isa_ok(row) || !row_takes(row, desc)) continue;
+            ConvTester a, b;
+            a.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(1);
+            b.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(2);
+            ASSERT_TRUE(a.run(row));
+            ASSERT_TRUE(b.run(row));
+            EXPECT_EQ(a.result(), b.result()) << row << " " << desc;
+        }
+}
+
+TEST(JitConv, AutoPicksJitForLegacyZpAndPostOps) {
+    require_vnni();
+    ConvTester t;
+    t.desc("mb1ic32ih5oc32oh5kh3ph1").zp("channel:random").post_ops("scale_shift");
+    ASSERT_TRUE(t.run("auto"));
+    EXPECT_EQ(t.impl_name().rfind("jit:conv_x8s8", 0), 0u) << t.impl_name();
+}
