@@ -23,19 +23,6 @@ namespace qconv::driver {
 
 namespace {
 
-std::string full_desc(const conv_desc &d) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "g%lldmb%lldic%lldih%lldiw%lldoc%lldoh%lldow%lldkh%lldkw%lldsh%lldsw%lldph%lldpw%llddh%llddw%lld",
-                  (long long)d.g, (long long)d.mb, (long long)d.ic, (long long)d.ih, (long long)d.iw,
-                  (long long)d.oc, (long long)d.oh, (long long)d.ow, (long long)d.kh, (long long)d.kw,
-                  (long long)d.sh, (long long)d.sw, (long long)d.pt, (long long)d.pl, (long long)(d.dh - 1),
-                  (long long)(d.dw - 1));
-    std::string s = buf;
-    if (!d.name.empty()) s += "n\"" + d.name + "\"";
-    return s;
-}
-
 std::string zp_text(const zero_point &z) {
     switch (z.k) {
     case zero_point::kind::none: return "none";
@@ -120,7 +107,7 @@ void dump_run(const std::string &root, int index, const conv_case &c, const conv
     const conv_desc &d = p.desc;
 
     std::ofstream t(dir + "/problem.txt");
-    t << "desc=" << full_desc(d) << "\n"
+    t << "desc=" << d.str() << "\n" // every field spelled out
       << "dt=" << to_string(p.src_dt) << ":s8:" << to_string(p.dst_dt) << "\n"
       << "zp=" << zp_text(p.src_zp) << "\n"
       << "post_ops=" << to_string(p.ops) << "\n"
