@@ -1,0 +1,238 @@
+// Weight-compressed MatMul: packing, the threaded driver of the generated
+// kernels (matmul_wc_gen.cpp) and the implementation-table rows.
+#include "kernels/jit/matmul_wc.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "dispatch/registry.h"
+
+namespace qconv::impl {
+namespace {
+
+using jit::matmul_wc_call;
+using jit::matmul_wc_config;
+using jit::matmul_wc_fn;
+
+struct aligned_free {
+    void operator()(void *p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], aligned_free> alloc_aligned(size_t count) {
+    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
+    void *p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    return std::unique_ptr<T[], aligned_free>(static_cast<T *>(p));
+}
+
+bool four_bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
+
+// Raw bits of element i (a byte, or a nibble for 4-bit types).
+uint8_t raw_element(const uint8_t *w, dtype dt, int64_t i) {
+    if (!four_bit(dt)) return w[i];
+    return (w[i / 2] >> (4 * (i % 2))) & 0xF;
+}
+
+void zp_range(dtype dt, int32_t *lo, int32_t *hi) {
+    switch (dt) {
+    case dtype::u8: *lo = 0, *hi = 255; break;
+    case dtype::s8: *lo = -128, *hi = 127; break;
+    case dtype::u4: *lo = 0, *hi = 15; break;
+    default: *lo = -8, *hi = 7; break;
+    }
+}
+
+// Sizes of the packed layout for a descriptor and register width.
+struct wc_layout {
+    int64_t panel = 64, n_panels = 0;
+    int64_t k_slices = 0;        // per panel (K, or ceil(K/2) for 4-bit)
+    int64_t k_padded = 0;        // K rounded up to the slices (x stride)
+    int64_t steps_per_group = 0; // k-slices per group
+    int64_t n_groups = 1;
+    int64_t param_floats = 0;    // per panel per group
+    int64_t panel_bytes() const { return k_slices * panel; }
+    int64_t panel_params() const { return n_groups * param_floats; }
+};
+
+wc_layout make_layout(const matmul_desc &d, bool zmm) {
+    wc_layout l;
+    l.panel = zmm ? 64 : 32;
+    l.n_panels = (d.n + l.panel - 1) / l.panel;
+    const bool fb = four_bit(d.wei_dt);
+    l.k_slices = fb ? (d.k + 1) / 2 : d.k;
+    l.k_padded = fb ? 2 * l.k_slices : d.k;
+    l.n_groups = d.n_groups();
+    l.steps_per_group = l.n_groups == 1 ? l.k_slices : (fb ? d.group_size() / 2 : d.group_size());
+    l.param_floats = (d.zp == matmul_desc::zp_kind::none ? 1 : 2) * l.panel;
+    return l;
+}
+
+struct wc_packed : packed {
+    std::unique_ptr<uint8_t[], aligned_free> wei;
+    std::unique_ptr<float[], aligned_free> params;
+    std::vector<float> bias;
+};
+
+class matmul_wc_kernel : public matmul_kernel {
+public:
+    matmul_wc_kernel(const matmul_desc &d, bool zmm) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
+        const int max_mb = jit::matmul_wc_max_mb(zmm);
+        for (int mb = 1; mb <= max_mb; ++mb) {
+            matmul_wc_config c;
+            c.wei_dt = d.wei_dt;
+            c.zp = d.zp != matmul_desc::zp_kind::none;
+            c.zmm = zmm;
+            c.mb = mb;
+            c.steps_per_group = l_.steps_per_group;
+            c.n_groups = l_.n_groups;
+            c.x_stride = l_.k_padded;
+            c.prefetch = mb <= 2;
+            gens_.push_back(jit::make_matmul_wc_generator(c));
+            fns_.push_back(gens_.back()->entry<matmul_wc_fn>());
+        }
+    }
+
+    std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
+        check_weights(w);
+        auto p = std::make_shared<wc_packed>();
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_aligned<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
+        if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
+        const int64_t np = l_.n_panels;
+        const bool big = np > 1 && np * l_.panel_bytes() > (1 << 20);
+#pragma omp parallel for schedule(static) if (big)
+        for (int64_t pi = 0; pi < np; ++pi) pack_panel(w, pi, *p);
+        return p;
+    }
+
+    void execute(const packed &pk, const float *x, float *y, int threads) const override {
+        const auto &p = static_cast<const wc_packed &>(pk);
+        const int64_t M = d_.m, N = d_.n, K = d_.k, P = l_.panel;
+        // 4-bit weights with odd K read one x column past K: give them a zero.
+        std::vector<float> xpad;
+        const float *xs = x;
+        if (l_.k_padded != K) {
+            xpad.assign(static_cast<size_t>(M * l_.k_padded), 0.f);
+            for (int64_t m = 0; m < M; ++m) std::memcpy(&xpad[m * l_.k_padded], x + m * K, K * sizeof(float));
+            xs = xpad.data();
+        }
+        const int max_mb = static_cast<int>(fns_.size());
+        const int64_t m_blocks = (M + max_mb - 1) / max_mb;
+        const int64_t items = l_.n_panels * m_blocks;
+        const int nt = static_cast<int>(std::min<int64_t>(items, threads > 0 ? threads : omp_get_max_threads()));
+        const float *bias = d_.with_bias ? p.bias.data() : nullptr;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t it = 0; it < items; ++it) {
+            const int64_t pi = it / m_blocks, m0 = (it % m_blocks) * max_mb;
+            const int mb = static_cast<int>(std::min<int64_t>(max_mb, M - m0));
+            alignas(64) float out[6 * 64];
+            matmul_wc_call call;
+            call.w = p.wei.get() + pi * l_.panel_bytes();
+            call.params = p.params.get() + pi * l_.panel_params();
+            call.x = xs + m0 * l_.k_padded;
+            call.out = out;
+            fns_[mb - 1](&call);
+            const int64_t n0 = pi * P, cols = std::min<int64_t>(P, N - n0);
+            for (int m = 0; m < mb; ++m) {
+                float *yr = y + (m0 + m) * N + n0;
+                const float *o = out + m * P;
+                if (bias)
+                    for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
+                else
+                    std::memcpy(yr, o, cols * sizeof(float));
+            }
+        }
+    }
+
+private:
+    void check_weights(const matmul_weights &w) const {
+        if (!w.wei) fail("wei", "is null");
+        if (!w.scale) fail("scale", "is null");
+        if (d_.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
+        if (d_.zp == matmul_desc::zp_kind::none) return;
+        if (!w.zp) fail("zp", "is null but a zero point is declared");
+        int32_t lo, hi;
+        zp_range(d_.wei_dt, &lo, &hi);
+        const int64_t count = d_.zp == matmul_desc::zp_kind::per_tensor ? 1 : d_.n * d_.n_groups();
+        for (int64_t i = 0; i < count; ++i)
+            if (w.zp[i] < lo || w.zp[i] > hi)
+                fail("zp", "value " + std::to_string(w.zp[i]) + " at " + std::to_string(i) + " is outside the " +
+                               to_string(d_.wei_dt) + " range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+
+    void pack_panel(const matmul_weights &w, int64_t pi, wc_packed &p) const {
+        const int64_t P = l_.panel, K = d_.k, NG = l_.n_groups;
+        const int64_t n0 = pi * P, cols = std::min<int64_t>(P, d_.n - n0);
+        uint8_t *dst = p.wei.get() + pi * l_.panel_bytes();
+        const bool fb = four_bit(d_.wei_dt);
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t base = (n0 + c) * K;
+            if (!fb) {
+                for (int64_t k = 0; k < K; ++k) dst[k * P + c] = w.wei[base + k];
+            } else {
+                for (int64_t k = 0; k < K; ++k)
+                    dst[(k / 2) * P + c] |= static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));
+            }
+        }
+        float *prm = p.params.get() + pi * l_.panel_params();
+        for (int64_t g = 0; g < NG; ++g) {
+            float *s = prm + g * l_.param_floats;
+            for (int64_t c = 0; c < cols; ++c) {
+                const int64_t n = n0 + c;
+                s[c] = w.scale[n * NG + g];
+                if (d_.zp == matmul_desc::zp_kind::per_tensor) s[P + c] = static_cast<float>(w.zp[0]);
+                if (d_.zp == matmul_desc::zp_kind::per_group) s[P + c] = static_cast<float>(w.zp[n * NG + g]);
+            }
+        }
+    }
+
+    matmul_desc d_;
+    bool zmm_;
+    wc_layout l_;
+    std::vector<std::unique_ptr<jit::jit_generator>> gens_;
+    std::vector<matmul_wc_fn> fns_;
+};
+
+bool wc_supports(const matmul_desc &d, const matmul_hints &h, const platform &pl, bool zmm, bool x4,
+                 std::string *why) {
+    if (zmm && !pl.avx512()) return reject(why, "needs avx512_core, platform is " + pl.str());
+    if (!zmm && !pl.has(isa::avx2)) return reject(why, "needs avx2, platform is " + pl.str());
+    const bool fb = four_bit(d.wei_dt);
+    if (x4 && !fb) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
+    if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
+        return reject(why, std::string("takes u8/s8 weights, got ") + to_string(d.wei_dt));
+    if (h.dynamic_quantization)
+        return reject(why, "dynamic quantization is not implemented (f32 accumulation only)");
+    if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
+    const int64_t gs = d.group_size();
+    if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
+    if (fb && d.n_groups() > 1 && gs % 2 != 0)
+        return reject(why, "4-bit groups must have an even size (a byte holds two k)");
+    return true;
+}
+
+matmul_entry wc_entry(bool zmm, bool x4) {
+    matmul_entry e;
+    e.name = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512" : ":avx2");
+    e.supports = [zmm, x4](const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) {
+        return wc_supports(d, h, pl, zmm, x4, why);
+    };
+    e.create = [zmm](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<matmul_wc_kernel>(d, zmm);
+    };
+    return e;
+}
+
+} // namespace
+
+std::vector<matmul_entry> jit_matmul_entries() {
+    return {wc_entry(true, false), wc_entry(true, true), wc_entry(false, false), wc_entry(false, true)};
+}
+
+} // namespace qconv::impl

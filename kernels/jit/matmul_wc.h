@@ -1,0 +1,77 @@
+// Weight-compressed MatMul JIT kernels (u8/s8/u4/s4 weights, f32 activations).
+//
+// Y[M,N] = X[M,K] · deq(W)ᵀ + bias,  deq(W)[n,k] = (W[n,k] − zp[n,g]) · scale[n,g],  g = k / GS.
+//
+// Layout (built once by pack(), still compressed): the N columns are cut into
+// panels of W = 64 (avx512, four zmm) or 32 (avx2, four ymm) columns. Inside a
+// panel the weights are stored k-slice by k-slice, one byte per column:
+//   8-bit: byte [k][c] = W[n0 + c][k]                       (K slices)
+//   4-bit: byte [kk][c] = W[n0+c][2kk] | W[n0+c][2kk+1] << 4 (ceil(K/2) slices)
+// so one 16-byte (zmm) / 8-byte (ymm) load, widened with vpmovzxbd/vpmovsxbd,
+// gives one K-slice of a vector of columns (4-bit: two K-slices, the low and
+// high nibbles). Per panel and group the parameters follow as f32 vectors:
+// scale[W] and, if there is a zero point, zp[W]. Padding columns have weight
+// 0, zp 0 and scale 0 and are never stored.
+//
+// The generated code (one template over the register width, Ymm or Zmm)
+// computes an mb x W block of Y for one panel and all of K:
+//   for each group g:  part = Σ_{k in g} f32(w − zp) · x[m][k]   (f32 FMA)
+//                      out  = out + part · scale[g]              (once per group)
+// Decompression happens in registers (widen, nibble and/or shift, cvtdq2ps,
+// exact f32 zp subtraction). mb <= 2 is the streaming shape (memory bound:
+// two accumulator sets to hide FMA latency, software prefetch); mb 3..6
+// (zmm) / 3 (ymm) is the register-blocked shape for larger M, which reuses each
+// decompressed vector mb times. The C++ driver splits the (panel, row-block)
+// grid over OpenMP threads; each output element is produced by exactly one
+// call with a fixed summation order, so results do not depend on the thread
+// count (K is never split).
+//
+// Rows registered: jit:matmul_wc_x8:avx512, jit:matmul_wc_x4:avx512,
+// jit:matmul_wc_x8:avx2, jit:matmul_wc_x4:avx2 (x8 = u8/s8, x4 = u4/s4).
+// Dynamic quantization (matmul_hints::dynamic_quantization) is not provided
+// by these rows; they reject it with a reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/jit/jit_base.h"
+#include "qconv/types.h"
+
+namespace qconv::jit {
+
+// One call of a generated kernel: one panel (or its column offset), mb rows.
+struct matmul_wc_call {
+    const uint8_t *w;     // first k-slice of the panel
+    const float *params;  // group 0 parameters of the panel: scale[W] (zp[W])
+    const float *x;       // row 0 of the block, rows x_stride floats apart
+    float *out;           // mb rows of W floats (overwritten)
+};
+using matmul_wc_fn = void (*)(const matmul_wc_call *);
+
+struct matmul_wc_config {
+    dtype wei_dt = dtype::u8;  // u8, s8, u4, s4
+    bool zp = false;           // subtract the zp vector stored after scale
+    bool zmm = true;           // register width: zmm (avx512) or ymm (avx2)
+    int mb = 1;                // rows per call
+    int64_t steps_per_group = 0; // k-slices (bytes per column) per group
+    int64_t n_groups = 1;
+    int64_t x_stride = 0;      // floats between rows of x
+    bool prefetch = false;     // software prefetch of the weight stream
+
+    int vlen() const { return zmm ? 16 : 8; }
+    int panel() const { return 4 * vlen(); }     // columns per panel
+    bool four_bit() const { return wei_dt == dtype::u4 || wei_dt == dtype::s4; }
+    // Accumulator sets (independent FMA chains for small mb), within the
+    // register budget: zmm 2·mb·4 <= 28, ymm 2·mb·4 <= 12.
+    int sets() const { return mb <= (zmm ? 2 : 1) ? 2 : 1; }
+    int64_t param_floats() const { return (zp ? 2 : 1) * panel(); } // per group
+};
+
+// Largest mb a generated kernel supports for the register width.
+inline int matmul_wc_max_mb(bool zmm) { return zmm ? 6 : 3; }
+
+// Builds (emits and seals) a kernel for the configuration.
+std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);
+
+} // namespace qconv::jit

@@ -1,0 +1,364 @@
+// Weight-compressed MatMul: every JIT row against ref::matmul.
+//
+// Accuracy bound (f32 accumulation in a different order than the reference,
+// which sums in double): for every output
+//   |y − y_ref| <= 1e-5 · (Σ_k |x[m,k] · deq(W)[n,k]| + |bias[n]|)
+// i.e. relative to the magnitude sum of the dot product, not to |y_ref|
+// (which may cancel to ~0). The reference rounds deq(W) to f32 once; the JIT
+// kernels multiply by the scale once per group, so both see a few f32
+// roundings per term — far inside 1e-5 for the K used here.
+// Thread counts 1 and 2 must give identical bytes (K is never split).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dispatch/dispatcher.h"
+#include "dispatch/impl.h"
+#include "dispatch/platform.h"
+#include "qconv/matmul.h"
+#include "reference/reference.h"
+
+namespace qconv {
+namespace {
+
+using zpk = matmul_desc::zp_kind;
+
+bool is_4bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
+
+void wrange(dtype dt, int *lo, int *hi) {
+    switch (dt) {
+    case dtype::u8: *lo = 0, *hi = 255; break;
+    case dtype::s8: *lo = -128, *hi = 127; break;
+    case dtype::u4: *lo = 0, *hi = 15; break;
+    default: *lo = -8, *hi = 7; break;
+    }
+}
+
+// A problem with owned data.
+struct case_data {
+    matmul_desc d;
+    std::vector<uint8_t> wei;
+    std::vector<float> scale, bias, x;
+    std::vector<int32_t> zp;
+
+    matmul_weights weights() const {
+        matmul_weights w;
+        w.wei = wei.data();
+        w.scale = scale.data();
+        w.zp = zp.empty() ? nullptr : zp.data();
+        w.bias = d.with_bias ? bias.data() : nullptr;
+        return w;
+    }
+};
+
+void set_element(std::vector<uint8_t> &w, dtype dt, int64_t i, int v) {
+    if (!is_4bit(dt)) {
+        w[i] = static_cast<uint8_t>(v);
+        return;
+    }
+    const int sh = 4 * (i % 2);
+    w[i / 2] = static_cast<uint8_t>((w[i / 2] & ~(0xF << sh)) | ((v & 0xF) << sh));
+}
+
+case_data make_case(const matmul_desc &d, uint32_t seed) {
+    std::mt19937 rng(seed);
+    case_data c;
+    c.d = d;
+    c.wei.assign(static_cast<size_t>(d.wei_bytes()), 0);
+    int lo, hi;
+    wrange(d.wei_dt, &lo, &hi);
+    std::uniform_int_distribution<int> wd(lo, hi);
+    for (int64_t i = 0; i < d.n * d.k; ++i) set_element(c.wei, d.wei_dt, i, wd(rng));
+    std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.f, 1.f), bd(-2.f, 2.f);
+    c.scale.resize(static_cast<size_t>(d.scale_elems()));
+    for (auto &s : c.scale) s = sd(rng);
+    c.zp.resize(static_cast<size_t>(d.zp_elems()));
+    for (auto &z : c.zp) z = wd(rng);
+    c.bias.resize(static_cast<size_t>(d.n));
+    for (auto &b : c.bias) b = bd(rng);
+    c.x.resize(static_cast<size_t>(d.m * d.k));
+    for (auto &v : c.x) v = xd(rng);
+    return c;
+}
+
+// Σ_k |x · deq(W)| + |bias| per output, in double.
+std::vector<double> magnitude(const case_data &c) {
+    const matmul_desc &d = c.d;
+    const int64_t GS = d.group_size(), NG = d.n_groups();
+    std::vector<double> mag(static_cast<size_t>(d.m * d.n));
+    for (int64_t n = 0; n < d.n; ++n)
+        for (int64_t m = 0; m < d.m; ++m) {
+            double s = d.with_bias ? std::fabs(c.bias[n]) : 0.0;
+            for (int64_t k = 0; k < d.k; ++k) {
+                const int64_t g = k / GS;
+                const int32_t zp = d.zp == zpk::none ? 0 : d.zp == zpk::per_tensor ? c.zp[0] : c.zp[n * NG + g];
+                const double w = double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) * c.scale[n * NG + g];
+                s += std::fabs(w * c.x[m * d.k + k]);
+            }
+            mag[m * d.n + n] = s;
+        }
+    return mag;
+}
+
+const impl::matmul_entry *find_row(const std::string &name) {
+    for (const auto &e : impl::matmul_list())
+        if (e.name == name) return &e;
+    return nullptr;
+}
+
+std::vector<std::string> jit_rows() {
+    std::vector<std::string> names;
+    for (const auto &e : impl::matmul_list())
+        if (e.name.rfind("jit:matmul_wc", 0) == 0) names.push_back(e.name);
+    return names;
+}
+
+bool host_runs(const std::string &row) {
+    const impl::platform p{impl::detected_isa()};
+    if (row.find(":avx512") != std::string::npos) return p.avx512();
+    return p.has(isa::avx2);
+}
+
+// Runs `row` on case c with 1 and 2 threads; checks the bound and identity.
+void check_row(const std::string &row, const case_data &c) {
+    SCOPED_TRACE(row + " " + c.d.key());
+    const impl::matmul_entry *e = find_row(row);
+    ASSERT_NE(e, nullptr);
+    const impl::platform plat{impl::detected_isa()};
+    std::string why;
+    ASSERT_TRUE(e->supports(c.d, {}, plat, &why)) << why;
+    auto kernel = e->create(c.d, {}, plat);
+    auto packed = kernel->pack(c.weights());
+
+    const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
+    std::vector<float> ref(ny), y1(ny, -7.f), y2(ny, 7.f);
+    ref::matmul(c.d, c.weights(), c.x.data(), ref.data());
+    kernel->execute(*packed, c.x.data(), y1.data(), 1);
+    kernel->execute(*packed, c.x.data(), y2.data(), 2);
+    ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), ny * sizeof(float))) << "threads 1 and 2 differ";
+
+    const std::vector<double> mag = magnitude(c);
+    int bad = 0;
+    for (size_t i = 0; i < ny && bad < 5; ++i) {
+        const double tol = 1e-5 * mag[i];
+        if (!(std::fabs(double(y1[i]) - double(ref[i])) <= tol)) {
+            ++bad;
+            ADD_FAILURE() << "m=" << i / c.d.n << " n=" << i % c.d.n << " got " << y1[i] << " ref " << ref[i]
+                          << " tol " << tol;
+        }
+    }
+}
+
+// ------------------------------------------------------------ the sweep
+struct sweep_param {
+    std::string row;
+    dtype wei;
+    int64_t group; // 0: per OC
+    zpk zp;
+    bool bias;
+};
+
+std::string param_name(const testing::TestParamInfo<sweep_param> &info) {
+    const sweep_param &p = info.param;
+    std::string s = p.row.substr(p.row.find(':') + 1);
+    for (char &ch : s)
+        if (ch == ':') ch = '_';
+    s += std::string("_") + to_string(p.wei) + "_" + (p.group ? "g" + std::to_string(p.group) : "oc") + "_zp_" +
+         to_string(p.zp) + (p.bias ? "_bias" : "");
+    return s;
+}
+
+std::vector<sweep_param> sweep_params() {
+    std::vector<sweep_param> v;
+    for (const std::string &row : jit_rows())
+        for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4}) {
+            const bool x4 = row.find("_x4") != std::string::npos;
+            if (x4 != is_4bit(dt)) continue;
+            for (int64_t g : {0, 32, 64, 128})
+                for (zpk z : {zpk::none, zpk::per_tensor, zpk::per_group})
+                    for (bool b : {false, true}) v.push_back({row, dt, g, z, b});
+        }
+    return v;
+}
+
+class MatmulSweep : public testing::TestWithParam<sweep_param> {};
+
+TEST_P(MatmulSweep, MatchesReference) {
+    const sweep_param &p = GetParam();
+    if (!host_runs(p.row)) GTEST_SKIP() << p.row << " needs an ISA this CPU lacks";
+    // K not a multiple of the vector width or of 64; groups dividing K.
+    std::vector<int64_t> ks;
+    if (p.group == 0) ks = {13, 160};
+    if (p.group == 32) ks = {96};
+    if (p.group == 64) ks = {192};
+    if (p.group == 128) ks = {384};
+    uint32_t seed = 1;
+    for (int64_t k : ks)
+        for (int64_t m : {1, 2, 3, 5, 17, 64})
+            for (int64_t n : {13, 37, 70}) {
+                if (n == 70 && m != 17) continue; // two panels and a tail: once
+                matmul_desc d;
+                d.m = m, d.k = k, d.n = n, d.wei_dt = p.wei, d.group = p.group, d.zp = p.zp, d.with_bias = p.bias;
+                check_row(p.row, make_case(d, seed++));
+                if (HasFatalFailure()) return;
+            }
+}
+
+INSTANTIATE_TEST_SUITE_P(JitRows, MatmulSweep, testing::ValuesIn(sweep_params()), param_name);
+
+// ------------------------------------------------------------ extremes
+// Largest magnitudes over a long K: every weight at the type's extreme, zp 0
+// or at the other end, x = 1 — integer-valued partial sums stay exact in f32.
+TEST(MatmulJit, ExtremeValuesLongK) {
+    for (const std::string &row : jit_rows()) {
+        if (!host_runs(row)) continue;
+        const bool x4 = row.find("_x4") != std::string::npos;
+        for (dtype dt : x4 ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
+            for (int sign : {0, 1})
+                for (zpk z : {zpk::none, zpk::per_tensor}) {
+                    matmul_desc d;
+                    d.m = 3, d.k = 4096, d.n = 37, d.wei_dt = dt, d.zp = z, d.group = 128;
+                    case_data c = make_case(d, 7);
+                    int lo, hi;
+                    wrange(dt, &lo, &hi);
+                    for (int64_t i = 0; i < d.n * d.k; ++i) set_element(c.wei, dt, i, sign ? lo : hi);
+                    for (auto &s : c.scale) s = 1.f;
+                    for (auto &zv : c.zp) zv = sign ? hi : lo;
+                    for (auto &v : c.x) v = 1.f;
+                    check_row(row, c);
+                    // The exact value: K · (w − zp).
+                    const impl::matmul_entry *e = find_row(row);
+                    const impl::platform plat{impl::detected_isa()};
+                    auto kern = e->create(d, {}, plat);
+                    auto pk = kern->pack(c.weights());
+                    std::vector<float> y(d.m * d.n);
+                    kern->execute(*pk, c.x.data(), y.data(), 2);
+                    const int zpv = z == zpk::none ? 0 : (sign ? hi : lo);
+                    const float want = float(d.k) * float((sign ? lo : hi) - zpv);
+                    for (float v : y) ASSERT_EQ(v, want) << row << " " << to_string(dt);
+                }
+    }
+}
+
+// 4-bit rows with odd K (per OC) read a padded x column; odd group sizes are
+// refused (a byte holds two k) and run by the reference instead.
+TEST(MatmulJit, FourBitOddSizes) {
+    for (const std::string &row : jit_rows()) {
+        if (row.find("_x4") == std::string::npos || !host_runs(row)) continue;
+        matmul_desc d;
+        d.m = 5, d.k = 7, d.n = 70, d.wei_dt = dtype::s4, d.zp = zpk::per_group;
+        check_row(row, make_case(d, 3));
+        d.k = 21, d.group = 3;
+        std::string why;
+        EXPECT_FALSE(find_row(row)->supports(d, {}, impl::platform{impl::detected_isa()}, &why));
+        EXPECT_NE(why.find("even"), std::string::npos) << why;
+    }
+}
+
+// ------------------------------------------------------------ dispatch
+TEST(MatmulJit, RowsAreListedBeforeTheReference) {
+    const std::vector<std::string> rows = jit_rows();
+    ASSERT_EQ(rows.size(), 4u);
+    EXPECT_EQ(rows[0], "jit:matmul_wc_x8:avx512");
+    EXPECT_EQ(rows[1], "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(rows[2], "jit:matmul_wc_x8:avx2");
+    EXPECT_EQ(rows[3], "jit:matmul_wc_x4:avx2");
+    EXPECT_EQ(impl::matmul_list().back().name, "ref:matmul");
+}
+
+TEST(MatmulJit, SupportsFollowsPlatformTypeAndHints) {
+    matmul_desc d;
+    d.m = 1, d.k = 64, d.n = 16, d.wei_dt = dtype::u4;
+    std::string why;
+    const impl::platform avx2{isa::avx2}, sse{isa::sse41}, avx512{isa::avx512_core_vnni};
+    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx512")->supports(d, {}, avx2, &why));
+    EXPECT_NE(why.find("avx512"), std::string::npos) << why;
+    EXPECT_TRUE(find_row("jit:matmul_wc_x4:avx2")->supports(d, {}, avx2, &why)) << why;
+    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx2")->supports(d, {}, sse, &why));
+    EXPECT_FALSE(find_row("jit:matmul_wc_x8:avx512")->supports(d, {}, avx512, &why));
+    EXPECT_NE(why.find("u8/s8"), std::string::npos) << why;
+    matmul_hints dq;
+    dq.dynamic_quantization = true;
+    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx512")->supports(d, dq, avx512, &why));
+    EXPECT_NE(why.find("dynamic quantization"), std::string::npos) << why;
+    // The dispatcher's choice on simulated platforms.
+    EXPECT_EQ(impl::select_matmul(d, {}, avx512).name, "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(impl::select_matmul(d, {}, avx2).name, "jit:matmul_wc_x4:avx2");
+    EXPECT_EQ(impl::select_matmul(d, {}, sse).name, "ref:matmul");
+    EXPECT_EQ(impl::select_matmul(d, dq, avx512).name, "ref:matmul");
+}
+
+// Through the public API, auto and forced by name (the avx2 row runs here:
+// the CPU has AVX2).
+TEST(MatmulJit, PublicApi) {
+    matmul_desc d;
+    d.m = 17, d.k = 256, d.n = 100, d.wei_dt = dtype::u8, d.group = 64, d.zp = zpk::per_group, d.with_bias = true;
+    const case_data c = make_case(d, 11);
+    std::vector<float> ref(d.m * d.n), y(d.m * d.n);
+    ref::matmul(d, c.weights(), c.x.data(), ref.data());
+    const std::vector<double> mag = magnitude(c);
+    for (const std::string name : {"auto", "jit:matmul_wc_x8:avx2", "jit:matmul_wc_x8:avx512"}) {
+        if (name != "auto" && !host_runs(name)) continue;
+        matmul_hints h;
+        h.impl = name;
+        matmul mm(d, c.weights(), h);
+        if (name == "auto" && impl::host_platform().has(isa::avx2)) {
+            EXPECT_EQ(mm.impl_name().rfind("jit:matmul_wc_x8", 0), 0u) << mm.impl_name();
+        }
+        mm.execute(c.x.data(), y.data(), 2);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * mag[i]) << name << " " << i;
+    }
+}
+
+// ------------------------------------------------------------ bad weights
+void expect_error_field(const std::function<void()> &fn, const std::string &field) {
+    try {
+        fn();
+        ADD_FAILURE() << "no error, expected one naming " << field;
+    } catch (const error &e) {
+        EXPECT_EQ(std::string(e.what()).rfind(field, 0), 0u) << e.what();
+    }
+}
+
+TEST(MatmulJit, BadWeightsAreErrors) {
+    for (const std::string &row : jit_rows()) {
+        if (!host_runs(row)) continue;
+        const bool x4 = row.find("_x4") != std::string::npos;
+        matmul_desc d;
+        d.m = 2, d.k = 64, d.n = 20, d.wei_dt = x4 ? dtype::u4 : dtype::s8, d.zp = zpk::per_group, d.group = 32;
+        d.with_bias = true;
+        const case_data c = make_case(d, 5);
+        auto kern = find_row(row)->create(d, {}, impl::platform{impl::detected_isa()});
+        matmul_weights w = c.weights();
+        w.wei = nullptr;
+        expect_error_field([&] { kern->pack(w); }, "wei");
+        w = c.weights();
+        w.scale = nullptr;
+        expect_error_field([&] { kern->pack(w); }, "scale");
+        w = c.weights();
+        w.zp = nullptr;
+        expect_error_field([&] { kern->pack(w); }, "zp");
+        w = c.weights();
+        w.bias = nullptr;
+        expect_error_field([&] { kern->pack(w); }, "bias");
+        std::vector<int32_t> bad_zp = c.zp;
+        bad_zp[5] = x4 ? 16 : 128; // outside u4 / s8
+        w = c.weights();
+        w.zp = bad_zp.data();
+        expect_error_field([&] { kern->pack(w); }, "zp");
+        // The same through the public API.
+        matmul_hints h;
+        h.impl = row;
+        expect_error_field([&] { matmul(d, w, h); }, "zp");
+        w = c.weights();
+        w.wei = nullptr;
+        expect_error_field([&] { matmul(d, w, h); }, "wei");
+    }
+}
+
+} // namespace
+} // namespace qconv
