@@ -66,6 +66,8 @@ TEST(BadInput, ConvDescriptorText) {
         {"ic4ih5oc4kh3dh2", "kh", "kernel larger than padded input"},       // extent 7 > 5
         {"mb1048576ic1048576ih1048576oc1kh1", "src", "overflows int64"},   // 2^80 elements
         {"mb2048ic1024ih1024oc1kh1", "src", "exceeds the limit"},          // 2^41 elements
+        {"ic1ih1099511627776oc1oh1099511627776kh1sh1099511627776", "oh", "overflows int64"}, // (oh-1)*sh
+        {"ic1ih4oc1kh1099511627776dh1099511627775", "dh", "overflows int64"},  // (kh-1)*dh
         {"ic1099511627777ih1oc1kh1", "ic", "exceeds the size limit"},
         {"ic99999999999999999999ih1oc1kh1", "ic", "number too large"},
         {"ic4ih5oc4kh3sh1099511627777", "sh", "exceeds the size limit"},
