@@ -129,6 +129,7 @@ private:
 // A mode gets the arguments after its name and returns the exit status.
 using mode_fn = int (*)(const std::vector<std::string> &args);
 int conv_mode(const std::vector<std::string> &args);
+int matmul_mode(const std::vector<std::string> &args);
 
 // ------------------------------------------------------------------ misc
 // Creates directories like `mkdir -p`; throws usage_error on failure.

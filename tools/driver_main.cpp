@@ -21,6 +21,7 @@ struct mode_entry {
 
 const mode_entry modes[] = {
     {"conv", conv_mode, "int8 convolution: conv [options] DESC... | --batch=FILE"},
+    {"matmul", matmul_mode, "weight-compressed MatMul: matmul [--wei= --group= --zp= --bias --dq] DESC... | --batch=FILE"},
 };
 
 void usage(std::ostream &os) {

@@ -1,0 +1,339 @@
+// Weight-compressed MatMul benchmark: the JIT rows, the memory limit, and the
+// oneDNN f32 peers on pre-dequantized weights, in one binary.
+//
+//   bench_matmul [--threads=N] [google benchmark flags]
+//
+// Problems: M ∈ {1, 4, 32, 128} × (K, N) ∈ {(4096, 4096), (4096, 11008),
+// (11008, 4096)} × weights u8/u4 × group 128 / per-OC, no zp, no bias.
+// Names:
+//   jit/<row>/<wei>/<g128|oc>/m<M>k<K>n<N>/<cold|hot>   our kernels (each
+//                                            supported JIT row, by table name)
+//   sgemm/m<M>k<K>n<N>/<cold|hot>              dnnl_sgemm on deq(W) in f32
+//   dnnl_matmul/m<M>k<K>n<N>/<cold|hot>        dnnl::matmul, weights reordered
+//                                            once to the layout it prefers
+//   dram_read                                  a read-only streaming loop over a
+//                                            buffer larger than the L3: the limit
+// "cold" rotates through copies of the (packed) weights whose total exceeds
+// 1.5x the L3 (read from sysfs), so every call streams its weights from DRAM;
+// "hot" reuses one copy. Counters: GB/s = weight bytes as stored per second
+// (compressed for jit, f32 for the peers; dram_read: bytes read), GFLOPS =
+// 2·M·K·N per second. Wall-clock time (OpenMP inside).
+//
+// Without --benchmark_filter the run is the headline comparison only:
+// M=1 and M=32, K=N=4096, cold, plus dram_read. `--benchmark_filter=.`
+// runs everything (several minutes and ~1 GB of memory).
+#include <benchmark/benchmark.h>
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dnnl.h>
+#include <dnnl.hpp>
+
+#include "dispatch/impl.h"
+#include "dispatch/platform.h"
+#include "qconv/matmul.h"
+
+namespace {
+
+int g_threads = 0;
+
+int threads() { return g_threads > 0 ? g_threads : omp_get_max_threads(); }
+
+int64_t l3_bytes() {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index3/size");
+    std::string s;
+    int64_t v = 0;
+    if (in >> s && !s.empty()) {
+        v = std::atoll(s.c_str());
+        if (s.back() == 'K') v <<= 10;
+        if (s.back() == 'M') v <<= 20;
+    }
+    return v > 0 ? v : (64ll << 20);
+}
+
+// Copies of one buffer needed so that cycling through them misses the L3.
+int cold_copies(int64_t bytes) {
+    const int64_t want = l3_bytes() * 3 / 2;
+    return static_cast<int>(std::max<int64_t>(2, (want + bytes - 1) / bytes));
+}
+
+uint64_t next_rand(uint64_t &s) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+
+// Random weights, scales and activations of a descriptor.
+struct source {
+    qconv::matmul_desc d;
+    std::vector<uint8_t> wei;
+    std::vector<float> scale, x;
+
+    explicit source(const qconv::matmul_desc &desc) : d(desc) {
+        uint64_t s = 88172645463325252ull;
+        wei.resize(static_cast<size_t>(d.wei_bytes()));
+        for (auto &b : wei) b = static_cast<uint8_t>(next_rand(s));
+        scale.resize(static_cast<size_t>(d.scale_elems()));
+        for (auto &v : scale) v = 0.01f + 0.001f * float(next_rand(s) % 64);
+        x.resize(static_cast<size_t>(d.m * d.k));
+        for (auto &v : x) v = float(int(next_rand(s) % 17) - 8) * 0.125f;
+    }
+    qconv::matmul_weights weights() const {
+        qconv::matmul_weights w;
+        w.wei = wei.data();
+        w.scale = scale.data();
+        return w;
+    }
+    // deq(W) in f32, [N][K].
+    std::vector<float> dequantized() const {
+        std::vector<float> w(static_cast<size_t>(d.n * d.k));
+        const int64_t gs = d.group_size(), ng = d.n_groups();
+        for (int64_t n = 0; n < d.n; ++n)
+            for (int64_t k = 0; k < d.k; ++k)
+                w[n * d.k + k] = float(qconv::weight_at(wei.data(), d.wei_dt, n * d.k + k)) * scale[n * ng + k / gs];
+        return w;
+    }
+};
+
+// One live fixture at a time: building copies is expensive, and Google
+// Benchmark calls a benchmark function several times.
+struct fixture {
+    std::string key;
+    virtual ~fixture() = default;
+};
+std::unique_ptr<fixture> g_fixture;
+
+template <typename F, typename Make>
+F &get_fixture(const std::string &key, Make make) {
+    if (!g_fixture || g_fixture->key != key) {
+        g_fixture.reset();
+        g_fixture = make();
+        g_fixture->key = key;
+    }
+    return static_cast<F &>(*g_fixture);
+}
+
+void set_counters(benchmark::State &st, double bytes, double flops) {
+    st.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ------------------------------------------------------------------ ours
+struct jit_fixture : fixture {
+    std::shared_ptr<const qconv::impl::matmul_kernel> kernel;
+    std::vector<std::shared_ptr<const qconv::impl::packed>> copies;
+    std::vector<float> x, y;
+};
+
+void bench_jit(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv::matmul_desc d, bool cold) {
+    auto &f = get_fixture<jit_fixture>(e->name + d.key() + (cold ? "c" : "h"), [&] {
+        auto p = std::make_unique<jit_fixture>();
+        const source src(d);
+        const qconv::impl::platform plat = qconv::impl::host_platform();
+        p->kernel = e->create(d, {}, plat);
+        const int n = cold ? cold_copies(d.wei_bytes()) : 1;
+        for (int i = 0; i < n; ++i) p->copies.push_back(p->kernel->pack(src.weights()));
+        p->x = src.x;
+        p->y.assign(static_cast<size_t>(d.m * d.n), 0.f);
+        return p;
+    });
+    size_t i = 0;
+    const int nt = threads();
+    for (auto _ : st) {
+        f.kernel->execute(*f.copies[i], f.x.data(), f.y.data(), nt);
+        if (++i == f.copies.size()) i = 0;
+        benchmark::DoNotOptimize(f.y.data());
+    }
+    set_counters(st, double(d.wei_bytes()), d.flops());
+}
+
+// ------------------------------------------------------------------ peers
+struct sgemm_fixture : fixture {
+    std::vector<std::vector<float>> copies;
+    std::vector<float> x, y;
+};
+
+void bench_sgemm(benchmark::State &st, qconv::matmul_desc d, bool cold) {
+    auto &f = get_fixture<sgemm_fixture>("sgemm" + d.key() + (cold ? "c" : "h"), [&] {
+        auto p = std::make_unique<sgemm_fixture>();
+        const source src(d);
+        p->copies.push_back(src.dequantized());
+        const int n = cold ? cold_copies(d.n * d.k * 4) : 1;
+        for (int i = 1; i < n; ++i) p->copies.push_back(p->copies[0]);
+        p->x = src.x;
+        p->y.assign(static_cast<size_t>(d.m * d.n), 0.f);
+        return p;
+    });
+    size_t i = 0;
+    for (auto _ : st) {
+        // Row-major Y[M,N] = X[M,K] · W[N,K]ᵀ.
+        dnnl_sgemm('N', 'T', d.m, d.n, d.k, 1.f, f.x.data(), d.k, f.copies[i].data(), d.k, 0.f, f.y.data(), d.n);
+        if (++i == f.copies.size()) i = 0;
+        benchmark::DoNotOptimize(f.y.data());
+    }
+    set_counters(st, double(d.n * d.k * 4), d.flops());
+}
+
+struct dnnl_matmul_fixture : fixture {
+    dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+    dnnl::stream strm{eng};
+    dnnl::matmul prim;
+    dnnl::memory src, dst;
+    std::vector<dnnl::memory> copies;
+};
+
+void bench_dnnl_matmul(benchmark::State &st, qconv::matmul_desc d, bool cold) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    auto &f = get_fixture<dnnl_matmul_fixture>("dnnl" + d.key() + (cold ? "c" : "h"), [&] {
+        auto p = std::make_unique<dnnl_matmul_fixture>();
+        const source src(d);
+        std::vector<float> w = src.dequantized();
+        const dnnl::memory::desc src_md({d.m, d.k}, dt::f32, tag::ab);
+        const dnnl::memory::desc wei_any({d.k, d.n}, dt::f32, tag::any);
+        const dnnl::memory::desc wei_plain({d.k, d.n}, dt::f32, tag::ba); // W[N,K] seen as [K,N]
+        const dnnl::memory::desc dst_md({d.m, d.n}, dt::f32, tag::ab);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), p->eng);
+        p->prim = dnnl::matmul(pd);
+        p->src = dnnl::memory(src_md, p->eng);
+        std::memcpy(p->src.get_data_handle(), src.x.data(), src.x.size() * sizeof(float));
+        p->dst = dnnl::memory(dst_md, p->eng);
+        dnnl::memory plain(wei_plain, p->eng, w.data());
+        const int n = cold ? cold_copies(d.n * d.k * 4) : 1;
+        for (int i = 0; i < n; ++i) {
+            p->copies.emplace_back(pd.weights_desc(), p->eng);
+            dnnl::reorder(plain, p->copies.back()).execute(p->strm, plain, p->copies.back());
+        }
+        p->strm.wait();
+        return p;
+    });
+    size_t i = 0;
+    for (auto _ : st) {
+        f.prim.execute(f.strm, {{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.copies[i]}, {DNNL_ARG_DST, f.dst}});
+        f.strm.wait();
+        if (++i == f.copies.size()) i = 0;
+    }
+    set_counters(st, double(d.n * d.k * 4), d.flops());
+}
+
+// ------------------------------------------------------------------ the limit
+__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t *p, size_t bytes) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 128 <= bytes; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i *>(p + i + 96)));
+    }
+    const __m256i s = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    return uint64_t(_mm256_extract_epi64(s, 0)) ^ uint64_t(_mm256_extract_epi64(s, 3));
+}
+
+struct dram_fixture : fixture {
+    uint8_t *buf = nullptr;
+    size_t bytes = 0;
+    ~dram_fixture() override { std::free(buf); }
+};
+
+// Each iteration reads a 64 MB slice of a buffer of 1.5x the L3, the next
+// slice each time, split over the threads like the kernels split N.
+void bench_dram(benchmark::State &st) {
+    constexpr size_t slice = 64u << 20;
+    auto &f = get_fixture<dram_fixture>("dram", [] {
+        auto p = std::make_unique<dram_fixture>();
+        p->bytes = (static_cast<size_t>(l3_bytes()) * 3 / 2 + slice - 1) / slice * slice;
+        p->buf = static_cast<uint8_t *>(std::aligned_alloc(4096, p->bytes));
+        for (size_t i = 0; i < p->bytes; i += 64) std::memset(p->buf + i, int(i >> 6), 64);
+        return p;
+    });
+    const int nt = threads();
+    size_t off = 0;
+    uint64_t sink = 0;
+    for (auto _ : st) {
+        const uint8_t *base = f.buf + off;
+#pragma omp parallel for num_threads(nt) reduction(^ : sink) schedule(static)
+        for (int t = 0; t < nt; ++t) {
+            const size_t part = slice / nt / 128 * 128;
+            sink ^= read_avx2(base + t * part, part);
+        }
+        off += slice;
+        if (off == f.bytes) off = 0;
+    }
+    benchmark::DoNotOptimize(sink);
+    st.counters["GB/s"] = benchmark::Counter(double(slice) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ------------------------------------------------------------------ registration
+void register_all() {
+    const std::vector<int64_t> ms = {1, 4, 32, 128};
+    const std::vector<std::pair<int64_t, int64_t>> kns = {{4096, 4096}, {4096, 11008}, {11008, 4096}};
+    const qconv::impl::platform plat = qconv::impl::host_platform();
+    benchmark::RegisterBenchmark("dram_read", bench_dram)->UseRealTime()->MinTime(0.5);
+    for (int64_t m : ms)
+        for (auto kn : kns)
+            for (bool cold : {true, false}) {
+                qconv::matmul_desc base;
+                base.m = m, base.k = kn.first, base.n = kn.second;
+                const std::string shape = base.str() + (cold ? "/cold" : "/hot");
+                for (qconv::dtype wt : {qconv::dtype::u8, qconv::dtype::u4})
+                    for (int64_t g : {128, 0}) {
+                        qconv::matmul_desc d = base;
+                        d.wei_dt = wt, d.group = g;
+                        for (const auto &e : qconv::impl::matmul_list()) {
+                            if (e.name.rfind("jit:", 0) != 0 || !e.supports(d, {}, plat, nullptr)) continue;
+                            const std::string name = "jit/" + e.name.substr(4) + "/" + qconv::to_string(wt) + "/" +
+                                                     (g ? "g128/" : "oc/") + shape;
+                            const qconv::impl::matmul_entry *ep = &e;
+                            benchmark::RegisterBenchmark(name.c_str(), [ep, d, cold](benchmark::State &st) {
+                                bench_jit(st, ep, d, cold);
+                            })->UseRealTime();
+                        }
+                    }
+                benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) {
+                    bench_sgemm(st, base, cold);
+                })->UseRealTime();
+                benchmark::RegisterBenchmark(("dnnl_matmul/" + shape).c_str(), [base, cold](benchmark::State &st) {
+                    bench_dnnl_matmul(st, base, cold);
+                })->UseRealTime();
+            }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    std::vector<char *> args;
+    bool has_filter = false;
+    for (int i = 0; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a.rfind("--threads=", 0) == 0) {
+            g_threads = std::atoi(a.c_str() + 10);
+            continue;
+        }
+        if (a.rfind("--benchmark_filter=", 0) == 0) has_filter = true;
+        args.push_back(argv[i]);
+    }
+    static char default_filter[] = "--benchmark_filter=^dram_read|m1k4096n4096/cold|m32k4096n4096/cold";
+    if (!has_filter) args.push_back(default_filter);
+    if (g_threads > 0) omp_set_num_threads(g_threads);
+    int n = static_cast<int>(args.size());
+    benchmark::Initialize(&n, args.data());
+    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+    register_all();
+    benchmark::RunSpecifiedBenchmarks();
+    g_fixture.reset();
+    benchmark::Shutdown();
+    return 0;
+}
