@@ -249,3 +249,54 @@ TEST(BadInput, PostOpValidation) {
     bad({post_op::relu(), post_op::relu(), post_op::binary(binary_alg::div, broadcast::per_tensor, {0.f})},
         "post_ops[2].scale", "division by zero");
 }
+
+// ------------------------------------------------------- mutated text
+// Random edits of valid texts either parse (and then round-trip) or raise
+// qconv::error — never another exception, a crash or a hang.
+TEST(BadInput, MutatedTextsFailCleanly) {
+    const std::string seeds[] = {
+        "g1mb50ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3n\"resnet_50:conv1\"",
+        "mb8_g32ic32oc32_ih150oh150kh3sh1dh0ph1_iw150ow150kw3sw1dw0pw1",
+        "ic228oc126_iw48ow12kw1sw4dw0pw0n\"conv1d\"",
+    };
+    const std::string alphabet = "0123456789_-\"#abcdghikmnoprswxz ";
+    uint32_t state = 12345;
+    auto next = [&] { state = state * 1664525u + 1013904223u; return state >> 8; };
+    int parsed = 0, rejected = 0;
+    for (int iter = 0; iter < 3000; ++iter) {
+        std::string t = seeds[iter % 3];
+        const int edits = 1 + int(next() % 3);
+        for (int e = 0; e < edits; ++e) {
+            const size_t pos = next() % (t.size() + 1);
+            const char c = alphabet[next() % alphabet.size()];
+            switch (next() % 3) {
+            case 0: t.insert(t.begin() + pos, c); break;
+            case 1: if (pos < t.size()) t.erase(pos, 1); break;
+            default: if (pos < t.size()) t[pos] = c; break;
+            }
+        }
+        try {
+            const conv_desc d = conv_desc::parse(t);
+            EXPECT_EQ(conv_desc::parse(d.str()), d) << t;
+            ++parsed;
+        } catch (const qconv::error &) {
+            ++rejected;
+        } catch (const std::exception &e) {
+            ADD_FAILURE() << "'" << t << "' threw a non-qconv error: " << e.what();
+        }
+    }
+    EXPECT_GT(parsed, 100);   // the edits are small: many texts stay valid
+    EXPECT_GT(rejected, 100);
+    for (int iter = 0; iter < 1000; ++iter) {
+        std::string t = "relu;add:per_oc;fq:per_channel:16;sum:0.5:3";
+        const size_t pos = next() % t.size();
+        t[pos] = ":;0123456789.-abcefilnpqrsu"[next() % 27];
+        try {
+            const post_ops ops = parse_post_ops(t, 8, 1);
+            EXPECT_NO_THROW(validate(ops, 8)) << t;
+        } catch (const qconv::error &) {
+        } catch (const std::exception &e) {
+            ADD_FAILURE() << "'" << t << "' threw a non-qconv error: " << e.what();
+        }
+    }
+}
