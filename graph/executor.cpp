@@ -294,8 +294,9 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     node *x = w->inputs[0], *s = w->inputs[1];
     if (x->kind == op::Constant) std::swap(x, s);
     if (s->kind != op::Constant || s->out_type != etype::f32) return false;
-    node *zp = nullptr;
+    node *zp = nullptr, *sub = nullptr;
     if (x->kind == op::Subtract) {
+        sub = x;
         chain.push_back(x);
         node *cz = x->inputs[1];
         if (cz->kind != op::Convert || cz->inputs[0]->kind != op::Constant || !is_integer(cz->inputs[0]->out_type))
@@ -315,7 +316,7 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     const dtype dt = to_qconv(q->out_type);
     if (dt == dtype::undef) return false;
     const shape_t &D = x->out_shape; // the decompression shape
-    if (w->out_shape != D || (zp && chain[chain.size() - 3]->out_shape != D)) return false;
+    if (w->out_shape != D || (sub && sub->out_shape != D)) return false;
     if (D.empty() || D[0] != N || elems_of(D) != N * K) return false;
 
     int64_t G = group_of(*s, D);
@@ -453,15 +454,21 @@ compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_uni
             w.scale = c.scale.data();
             w.zp = c.zp.empty() ? nullptr : c.zp.data();
             w.bias = c.bias.empty() ? nullptr : c.bias.data();
+            const auto describe = [&c](const std::string &impl) {
+                return impl + " " + c.desc.str() + " " + to_string(c.desc.wei_dt) +
+                       (c.desc.group ? " group" + std::to_string(c.desc.group) : " per_oc") +
+                       " zp:" + to_string(c.desc.zp) + (c.desc.with_bias ? " bias" : "");
+            };
             if (c.wq->kind == op::Constant) {
                 w.wei = c.wq->data->bytes.data();
                 c.prim = std::make_shared<matmul>(c.desc, w);
-                S.impls.push_back({n->id, c.prim->impl_name() + " " + c.desc.str() + " " + to_string(c.desc.wei_dt) +
-                                              (c.desc.group ? " group" + std::to_string(c.desc.group) : " per_oc") +
-                                              " zp:" + to_string(c.desc.zp) + (c.desc.with_bias ? " bias" : "")});
+                S.impls.push_back({n->id, describe(c.prim->impl_name())});
             } else {
-                S.impls.push_back({n->id, std::string("qconv::matmul (weights from a Parameter, created per run) ") +
-                                              c.desc.str() + " " + to_string(c.desc.wei_dt)});
+                // Weights arrive at run time: the primitive is created per run
+                // (the dispatcher's choice depends on the descriptor only).
+                const std::vector<uint8_t> zeros(c.desc.wei_bytes(), 0);
+                w.wei = zeros.data();
+                S.impls.push_back({n->id, describe(matmul(c.desc, w).impl_name()) + " (weights from a Parameter)"});
             }
             S.wq_bytes.push_back(nullptr);
             S.steps.push_back(st);

@@ -1,0 +1,317 @@
+// Graph IR and text format: shape inference, element packing, generators,
+// load/save round trips, bad files (errors name the line), and the executor's
+// elementwise, layout, MatMul and Convolution kernels on small hand-checked cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "qconv/graph.h"
+
+using namespace qconv::graph;
+
+namespace {
+
+std::string error_of(const std::string &text) {
+    try {
+        parse(text);
+    } catch (const qconv::error &e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+// ------------------------------------------------------ shape inference
+TEST(GraphIr, ReshapeZeroNeedsSpecialZero) {
+    const std::string e = error_of("x = Parameter f32[2,3,4]\nc = Reshape(x) shape=[0,3,4]\n");
+    EXPECT_EQ(e.rfind("line 2:", 0), 0u) << e;
+    EXPECT_NE(e.find("invalid dimension"), std::string::npos) << e;
+}
+
+TEST(GraphIr, ReshapeShapes) {
+    auto g = parse("x = Parameter f32[2,3,4]\n"
+                   "a = Reshape(x) shape=[0,-1] special_zero=true\n"
+                   "b = Reshape(x) shape=[4,-1]\n"
+                   "r = Result(a)\nr2 = Result(b)\n");
+    EXPECT_EQ(g->find("a")->out_shape, (shape_t{2, 12}));
+    EXPECT_EQ(g->find("b")->out_shape, (shape_t{4, 6}));
+}
+
+TEST(GraphIr, ConvolutionAutoPad) {
+    auto g = parse("x = Parameter f32[1,4,7,6]\n"
+                   "w = Constant f32[8,4,3,3] fill(1)\n"
+                   "su = Convolution(x, w) strides=[2,2] auto_pad=same_upper\n"
+                   "sl = Convolution(x, w) strides=[2,2] auto_pad=same_lower\n"
+                   "v = Convolution(x, w) auto_pad=valid\n"
+                   "e = Convolution(x, w) pads_begin=[1,0] pads_end=[2,0] dilations=[2,1]\n"
+                   "r1 = Result(su)\nr2 = Result(sl)\nr3 = Result(v)\nr4 = Result(e)\n");
+    const node *su = g->find("su"), *sl = g->find("sl");
+    EXPECT_EQ(su->out_shape, (shape_t{1, 8, 4, 3}));
+    // H: out 4, total pad (4-1)*2+3-7 = 2 → 1/1; W: out 3, total (3-1)*2+3-6 = 1 → upper 0/1, lower 1/0.
+    EXPECT_EQ(su->pads_b, (std::vector<int64_t>{1, 0}));
+    EXPECT_EQ(su->pads_e, (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(sl->pads_b, (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(sl->pads_e, (std::vector<int64_t>{1, 0}));
+    EXPECT_EQ(g->find("v")->out_shape, (shape_t{1, 8, 5, 4}));
+    EXPECT_EQ(g->find("e")->out_shape, (shape_t{1, 8, 6, 4})); // 7+3-5+1 = 6, 6-3+1 = 4
+}
+
+TEST(GraphIr, MatMulAndBroadcast) {
+    auto g = parse("a = Parameter f32[2,1,5,3]\n"
+                   "b = Parameter f32[4,3,6]\n"
+                   "m = MatMul(a, b)\n"
+                   "bt = Parameter f32[6,3]\n"
+                   "mt = MatMul(a, bt) transpose_b=true\n"
+                   "s = Add(m, mt)\n"
+                   "c = Constant f32[6] fill(1)\n"
+                   "t = Multiply(s, c)\n"
+                   "r = Result(t)\n");
+    EXPECT_EQ(g->find("m")->out_shape, (shape_t{2, 4, 5, 6}));
+    EXPECT_EQ(g->find("mt")->out_shape, (shape_t{2, 1, 5, 6}));
+    EXPECT_EQ(g->find("t")->out_shape, (shape_t{2, 4, 5, 6}));
+}
+
+// ------------------------------------------------------------- packing
+TEST(GraphIr, U4PackingLowNibbleFirst) {
+    graph g;
+    node *c = g.constant_int(etype::u4, {3}, {1, 2, 15});
+    ASSERT_EQ(c->data->bytes.size(), 2u);
+    EXPECT_EQ(c->data->bytes[0], 0x21);
+    EXPECT_EQ(c->data->bytes[1], 0x0F);
+    node *i = g.constant_int(etype::i4, {2}, {-8, 7});
+    EXPECT_EQ(i->data->bytes[0], 0x78);
+    EXPECT_EQ(i->value(0), -8);
+    EXPECT_EQ(i->value(1), 7);
+}
+
+TEST(GraphIr, ConvertRoundsAndSaturates) {
+    auto g = parse("x = Constant f32[6] [1.5, 2.5, -3.5, 300, -300, 1.00048828125]\n"
+                   "a = Convert(x) to=u8\n"
+                   "b = Convert(x) to=i4\n"
+                   "c = Convert(x) to=f16\n"
+                   "r1 = Result(a)\nr2 = Result(b)\nr3 = Result(c)\n");
+    const auto out = compiled_graph(*g).run({});
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].data, (std::vector<float>{2, 2, 0, 255, 0, 1}));
+    EXPECT_EQ(out[1].data, (std::vector<float>{2, 2, -4, 7, -8, 1}));
+    // 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in f16: rounds to even (1).
+    EXPECT_EQ(out[2].data[5], 1.0f);
+    EXPECT_EQ(out[2].data[3], 300.0f);
+}
+
+TEST(GraphIr, Generators) {
+    auto a = generate(etype::u4, {5, 7}, "random(3, 2, 9)");
+    auto b = generate(etype::u4, {35}, "random(3, 2, 9)");
+    EXPECT_EQ(a->bytes, b->bytes); // the sequence does not depend on the shape
+    EXPECT_EQ(a->generator, "random(3, 2, 9)");
+    graph g;
+    node *c = g.constant(etype::u4, {5, 7}, a);
+    bool seen_lo = false, seen_hi = false;
+    for (int i = 0; i < 35; ++i) {
+        const double v = c->value(i);
+        EXPECT_GE(v, 2);
+        EXPECT_LE(v, 9);
+        seen_lo |= v == 2;
+        seen_hi |= v == 9;
+    }
+    EXPECT_TRUE(seen_lo && seen_hi);
+    auto p = generate(etype::f32, {64}, "pow2(1, -3, 0)");
+    node *pc = g.constant(etype::f32, {64}, p);
+    for (int i = 0; i < 64; ++i) {
+        int e;
+        const double m = std::frexp(std::fabs(pc->value(i)), &e);
+        EXPECT_EQ(m, 0.5);
+        EXPECT_GE(e - 1, -3);
+        EXPECT_LE(e - 1, 0);
+    }
+    auto f = generate(etype::i8, {3}, "fill(-5)");
+    EXPECT_EQ(f->bytes, (std::vector<uint8_t>{0xFB, 0xFB, 0xFB}));
+    EXPECT_THROW(generate(etype::u4, {3}, "random(1, 0, 16)"), qconv::error);
+    EXPECT_THROW(generate(etype::f32, {3}, "gauss(1, 0, 1)"), qconv::error);
+    EXPECT_THROW(generate(etype::f32, {3}, "fill(1, 2)"), qconv::error);
+}
+
+// ---------------------------------------------------------- round trip
+const char *every_type = R"(# every element type, inline and generated
+x  = Parameter f32[2,3] name="input x" rt={origin="test", layer="7"}
+a  = Constant f32[2,3] [0.1, -2.5, 3, 1e-07, 65504, -0]
+b  = Constant f16[3] [0.5, -1, 0.0999755859375]
+c  = Constant u8[2] [0, 255]
+d  = Constant i8[2] [-128, 127]
+e  = Constant u4[3] [1, 2, 15]
+f  = Constant i4[3] [-8, 7, 0]
+g  = Constant i32[2] [-2147483648, 2147483647]
+h  = Constant i64[2] [-5, 1099511627776]
+gu = Constant u4[4,5] random(9, 0, 15)
+gf = Constant f32[4] fill(0.25)
+s  = Add(x, a)
+cf = Convert(b) to=f32
+t  = Multiply(s, cf)  name="scaled"
+r  = Result(t)
+)";
+
+TEST(GraphText, RoundTripEveryType) {
+    auto g = parse(every_type);
+    const std::string t1 = to_text(*g);
+    auto g2 = parse(t1);
+    EXPECT_EQ(to_text(*g2), t1);
+    EXPECT_EQ(g2->find("x")->friendly_name, "input x");
+    EXPECT_EQ(g2->find("x")->rt_info.at("layer"), "7");
+    EXPECT_EQ(g2->find("t")->friendly_name, "scaled");
+    EXPECT_EQ(g2->find("h")->value(1), 1099511627776.0);
+    EXPECT_EQ(g2->find("g")->value(0), -2147483648.0);
+    EXPECT_EQ(g2->find("a")->value(0), 0.1f);
+    EXPECT_EQ(g2->find("b")->value(2), 0.0999755859375);
+    EXPECT_EQ(g2->find("e")->data->bytes, (std::vector<uint8_t>{0x21, 0x0F}));
+    for (const char *id : {"a", "b", "c", "d", "e", "f", "g", "h", "gu", "gf"})
+        EXPECT_EQ(g->find(id)->data->bytes, g2->find(id)->data->bytes) << id;
+    // Generated constants stay generated (the file stays small).
+    EXPECT_NE(t1.find("gu = Constant u4[4,5] random(9, 0, 15)"), std::string::npos) << t1;
+    EXPECT_NE(t1.find("gf = Constant f32[4] fill(0.25)"), std::string::npos) << t1;
+}
+
+TEST(GraphText, RoundTripExampleAndRewritten) {
+    auto g = load_file(std::string(QCONV_SOURCE_DIR) + "/examples/ffn_u4.qg");
+    const std::string t1 = to_text(*g);
+    EXPECT_EQ(to_text(*parse(t1)), t1);
+    run_passes(*g);
+    const std::string t2 = to_text(*g);
+    auto g2 = parse(t2);
+    EXPECT_EQ(to_text(*g2), t2);
+    EXPECT_LT(t2.size(), 8000u) << "generated constants must stay generated";
+    // Saved and loaded through a file.
+    const std::string path = ::testing::TempDir() + "/ffn_rewritten.qg";
+    save_file(*g, path);
+    EXPECT_EQ(to_text(*load_file(path)), t2);
+}
+
+TEST(GraphText, ConvolutionAttributesRoundTrip) {
+    const std::string text = "x = Parameter f32[1,4,9,9]\n"
+                             "w = Constant f32[2,3,2,3,3] random(1, -1, 1)\n"
+                             "c = GroupConvolution(x, w) strides=[2,1] pads_begin=[1,0] pads_end=[0,2] "
+                             "dilations=[1,2] auto_pad=same_lower\n"
+                             "g = Gelu(c) approximation=tanh\n"
+                             "m = Reshape(g) shape=[0,-1] special_zero=true\n"
+                             "t = Transpose(m) order=[1,0]\n"
+                             "mm = MatMul(t, t) transpose_a=true\n"
+                             "r = Result(mm)\n";
+    auto g = parse(text);
+    const node *c = g->find("c");
+    EXPECT_EQ(c->attr.auto_pad, pad_mode::same_lower);
+    EXPECT_EQ(c->attr.dilations, (std::vector<int64_t>{1, 2}));
+    EXPECT_TRUE(g->find("g")->attr.gelu_tanh);
+    EXPECT_TRUE(g->find("mm")->attr.transpose_a);
+    const std::string t1 = to_text(*g);
+    EXPECT_EQ(to_text(*parse(t1)), t1);
+}
+
+// ---------------------------------------------------------- bad files
+TEST(GraphText, BadFilesNameTheLine) {
+    struct bad_case {
+        const char *text;
+        const char *starts;
+        const char *contains;
+    };
+    const bad_case cases[] = {
+        // cycle: b and c feed each other
+        {"x = Parameter f32[2]\nb = Add(x, c)\nc = Relu(b)\nr = Result(c)\n", "line ", "cycle"},
+        // dangling input
+        {"x = Parameter f32[2]\n\ny = Relu(zz)\nr = Result(y)\n", "line 3:", "input 'zz' is not defined"},
+        // unknown op
+        {"x = Parameter f32[2]\ny = Softmax(x)\n", "line 2:", "unknown op 'Softmax'"},
+        // shape mismatch
+        {"x = Parameter f32[2,3]\ny = Parameter f32[4]\n# comment\ns = Add(x, y)\n", "line 4:", "do not broadcast"},
+        {"x = Parameter f32[1,8,4,4]\nw = Constant f32[4,6,1,1] fill(1)\nc = Convolution(x, w)\n", "line 3:",
+         "input channels 8"},
+        {"x = Parameter f32[2,3]\nt = Transpose(x) order=[0,0]\n", "line 2:", "not a permutation"},
+        {"x = Parameter f32[2,3]\nt = Reshape(x) shape=[4,-1]\n", "line 2:", "cannot infer"},
+        {"x = Parameter f32[2,3]\nt = MatMul(x, x)\n", "line 2:", "inner dimensions"},
+        {"x = Parameter f32[2,3]\ny = Convert(x) to=i4\nz = Add(x, y)\n", "line 3:", "element types differ"},
+        // syntax
+        {"x = Parameter f32[2]\nx = Relu(x)\n", "line 2:", "defined twice"},
+        {"x = Parameter f33[2]\n", "line 1:", "unknown element type"},
+        {"x = Constant u8[3] [1, 2]\n", "line 1:", "2 values given, shape [3] needs 3"},
+        {"x = Constant u8[2] [1, 256]\n", "line 1:", "not a valid u8"},
+        {"x = Constant u4[2] random(1, 0, 99)\n", "line 1:", "not a valid u4"},
+        {"x = Parameter f32[2]\ny = Relu(x) colour=red\n", "line 2:", "unknown attribute 'colour'"},
+        {"x = Parameter f32[2]\ny = Relu(x\n", "line 2:", "expected ','"},
+        {"x = Parameter f32[2]\ny = Convert(x)\n", "line 2:", "to=<type>"},
+        {"x = Parameter f32[0,2]\n", "line 1:", "non-positive"},
+    };
+    for (const auto &c : cases) {
+        const std::string e = error_of(c.text);
+        EXPECT_EQ(e.rfind(c.starts, 0), 0u) << c.text << " → " << e;
+        EXPECT_NE(e.find(c.contains), std::string::npos) << c.text << " → " << e;
+    }
+    EXPECT_THROW(load_file("/nonexistent/graph.qg"), qconv::error);
+}
+
+// ------------------------------------------------------------ executor
+TEST(GraphExec, TransposeReshapeAndBroadcast) {
+    auto g = parse("x = Parameter f32[2,3]\n"
+                   "t = Transpose(x) order=[1,0]\n"
+                   "b = Constant f32[2] [10, 20]\n"
+                   "s = Add(t, b)\n"
+                   "r = Reshape(s) shape=[6]\n"
+                   "o = Result(r)\n");
+    tensor in{etype::f32, {2, 3}, {1, 2, 3, 4, 5, 6}};
+    const auto out = compiled_graph(*g).run({in});
+    EXPECT_EQ(out[0].data, (std::vector<float>{11, 24, 12, 25, 13, 26}));
+}
+
+TEST(GraphExec, MatMulTransposes) {
+    auto g = parse("a = Parameter f32[2,3]\n"
+                   "b = Parameter f32[2,3]\n"
+                   "m = MatMul(a, b) transpose_b=true\n"
+                   "n = MatMul(a, b) transpose_a=true\n"
+                   "r1 = Result(m)\nr2 = Result(n)\n");
+    tensor a{etype::f32, {2, 3}, {1, 2, 3, 4, 5, 6}}, b{etype::f32, {2, 3}, {1, 0, -1, 2, 1, 0}};
+    const auto out = compiled_graph(*g).run({a, b});
+    EXPECT_EQ(out[0].data, (std::vector<float>{-2, 4, -2, 13}));
+    // aᵀ·b: [3,2]x[2,3]
+    EXPECT_EQ(out[1].data, (std::vector<float>{9, 4, -1, 12, 5, -2, 15, 6, -3}));
+}
+
+TEST(GraphExec, GroupConvolutionNchw) {
+    // 2 groups, 1 input and 1 output channel each, 3x3 input, 2x2 kernel, pads 1 at the end.
+    auto g = parse("x = Parameter f32[1,2,3,3]\n"
+                   "w = Constant f32[2,1,1,2,2] [1, 0, 0, 1, 0, 1, 1, 0]\n"
+                   "c = GroupConvolution(x, w) pads_end=[1,1]\n"
+                   "r = Result(c)\n");
+    tensor x{etype::f32, {1, 2, 3, 3}, {}};
+    for (int i = 0; i < 18; ++i) x.data.push_back(static_cast<float>(i));
+    const auto out = compiled_graph(*g).run({x});
+    ASSERT_EQ(out[0].shape, (shape_t{1, 2, 3, 3}));
+    std::vector<float> expect;
+    for (int gr = 0; gr < 2; ++gr)
+        for (int h = 0; h < 3; ++h)
+            for (int w = 0; w < 3; ++w) {
+                auto at = [&](int hh, int ww) { return hh < 3 && ww < 3 ? x.data[gr * 9 + hh * 3 + ww] : 0.f; };
+                expect.push_back(gr == 0 ? at(h, w) + at(h + 1, w + 1) : at(h, w + 1) + at(h + 1, w));
+            }
+    EXPECT_EQ(out[0].data, expect);
+}
+
+TEST(GraphExec, ReluGeluAndF16) {
+    auto g = parse("x = Parameter f32[4]\n"
+                   "r = Relu(x)\n"
+                   "e = Gelu(x)\n"
+                   "t = Gelu(x) approximation=tanh\n"
+                   "h = Convert(x) to=f16\n"
+                   "o1 = Result(r)\no2 = Result(e)\no3 = Result(t)\no4 = Result(h)\n");
+    tensor x{etype::f32, {4}, {-2, -0.5f, 0.5f, 3}};
+    const auto out = compiled_graph(*g).run({x});
+    EXPECT_EQ(out[0].data, (std::vector<float>{0, 0, 0.5f, 3}));
+    for (int i = 0; i < 4; ++i) {
+        const double v = x.data[i];
+        EXPECT_NEAR(out[1].data[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);
+        EXPECT_NEAR(out[2].data[i], 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-6);
+    }
+    EXPECT_EQ(out[3].type, etype::f16);
+    EXPECT_THROW(compiled_graph(*g).run({}), qconv::error);
+    tensor wrong{etype::f32, {5}, std::vector<float>(5)};
+    EXPECT_THROW(compiled_graph(*g).run({wrong}), qconv::error);
+}
+
+} // namespace
