@@ -466,6 +466,32 @@ TEST(RefPostOps, BinaryFull) {
                  qconv::error);
 }
 
+// Every algorithm × every broadcast, expected values by hand from acc = (2,−2,6,−6):
+// per-tensor operand 2, per-OC operand (2,−4), full operand (4,−1,−2,0.5).
+TEST(RefPostOps, EveryBinaryAlgTimesEveryBroadcast) {
+    pipe_case t;
+    const std::vector<float> full = {4.f, -1.f, -2.f, 0.5f};
+    exec_args args;
+    args.binary = {full.data()};
+    struct row { binary_alg alg; std::vector<float> pt, oc, fu; };
+    const std::vector<row> rows = {
+        {binary_alg::add, {4, 0, 8, -4}, {4, -6, 8, -10}, {6, -3, 4, -5.5f}},
+        {binary_alg::sub, {0, -4, 4, -8}, {0, 2, 4, -2}, {-2, -1, 8, -6.5f}},
+        {binary_alg::mul, {4, -4, 12, -12}, {4, 8, 12, 24}, {8, 2, -12, -3}},
+        {binary_alg::div, {1, -1, 3, -3}, {1, 0.5f, 3, 1.5f}, {0.5f, 2, -3, -12}},
+        {binary_alg::max, {2, 2, 6, 2}, {2, -2, 6, -4}, {4, -1, 6, 0.5f}},
+        {binary_alg::min, {2, -2, 2, -6}, {2, -4, 2, -6}, {2, -2, -2, -6}},
+    };
+    for (const row &r : rows) {
+        const auto go = [&](const lowered_op &op) {
+            return run<float>(t.problem(), ops_only({op}), t.x.data(), t.w, nullptr, {}, args);
+        };
+        EXPECT_EQ(go(binary(r.alg, broadcast::per_tensor, {2.f})), r.pt) << to_string(r.alg);
+        EXPECT_EQ(go(binary(r.alg, broadcast::per_oc, {2.f, -4.f})), r.oc) << to_string(r.alg);
+        EXPECT_EQ(go(binary(r.alg, broadcast::full, {}, 0)), r.fu) << to_string(r.alg);
+    }
+}
+
 TEST(RefPostOps, EveryBinaryAlg) {
     const std::vector<std::pair<binary_alg, float>> cases = {
         {binary_alg::add, 8.f}, {binary_alg::sub, 4.f}, {binary_alg::mul, 12.f},
