@@ -1,0 +1,586 @@
+// The oneDNN int8 convolution wrapper: brgconv rows and the `onednn:any` peer.
+//
+// How a qconv problem becomes a oneDNN primitive:
+//   - src/dst: NHWC (format_tag::nhwc); weights: format_tag::any (explicit
+//     tags make oneDNN 2.6 fall back to ref), reordered from the plain
+//     [G·OCg][ICg][KH][KW] s8 tensor once in pack();
+//   - output scales: constant, mask 0 (per-tensor) or 2 (per-OC);
+//   - stock per-tensor source zero point: a runtime value
+//     (DNNL_RUNTIME_S32_VAL, mask 0) passed at execution;
+//   - post-ops: the attribute set's lowered chain, op for op (below);
+//   - dst_zp: a final per-tensor binary add, y + dst_zp (exact, and it
+//     leaves eltwise linear free for the chain, see chain_builder::eltwise);
+//   - the implementation: stepping through next_impl() until the selector
+//     accepts impl_info_str(); no such implementation = unsupported, with the
+//     list of what oneDNN offered as the reason.
+//
+// Bias order. qconv defines y = madd(acc, scale[c], bias[c]) (one rounding);
+// oneDNN 2.6 computes scale[c]·(acc + bias[c]) for int8 convolutions. When
+// every scale is a power of two the wrapper passes bias[c]/scale[c] as
+// oneDNN's bias: the division is exact and scaling by a power of two commutes
+// with rounding, so round(acc + bias/scale)·scale == round(acc·scale + bias)
+// bit for bit (tests/test_onednn_conv.cpp proves it over the shape sweep).
+// With any other scale the bias becomes a per-OC binary add, the first
+// post-op: round(round(acc·scale) + bias), at most one rounding step away
+// from the contract (integers within 1, as DESIGN §7 allows for inexact data).
+//
+// Post-op mapping (lowered_op → oneDNN):
+//   eltwise           → eltwise (same algorithm, alpha, beta)
+//   binary            → binary, src1 {1,1,1,1} (per-tensor, mask 0),
+//                       {1,OC,1,1} (per-OC, mask 2) or the full NHWC tensor
+//                       (runtime arg DNNL_ARG_ATTR_MULTIPLE_POST_OP(i)|SRC_1)
+//   prelu (stock)     → prelu (mask 2, weights arg) — per-tensor slopes as
+//                       eltwise relu(alpha); oneDNN 2.6 has no brgconv with a
+//                       prelu post-op, so per-OC PReLU selects ref_int8 only
+//   sum               → sum(scale, zp)
+//   legacy depthwise_scale_shift / quantization (the AMX per-tensor-zp
+//   attr[1] carries them): converted to clip / max / min, eltwise linear
+//   (per-tensor, a fused multiply-add like the reference's madd) or binary
+//   mul + add (per-OC: two roundings, exact for the default data),
+//   eltwise round; depthwise_prelu as prelu above.
+//   dw_conv and the legacy per-channel zero point: unsupported.
+// brgconv rows take attr[0] only when it carries nothing legacy (plain
+// eltwise/sum chains, no zero point): attr[0] with legacy post-ops belongs to
+// the JIT kernels, which is how the seed's tables keep brgconv away from
+// binary post-ops unless attr[1] offers them.
+#include "kernels/onednn/onednn_conv.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "dispatch/registry.h"
+#include "kernels/onednn/onednn_util.h"
+
+namespace qconv::impl::onednn {
+
+namespace {
+
+using dnnl::algorithm;
+using md_t = dnnl::memory::desc;
+using dt_t = dnnl::memory::data_type;
+using tag_t = dnnl::memory::format_tag;
+using lk = lowered_op::kind;
+
+// ------------------------------------------------------------ algorithms
+algorithm to_dnnl(eltwise_alg a) {
+    switch (a) {
+    case eltwise_alg::relu: return algorithm::eltwise_relu;
+    case eltwise_alg::clip: return algorithm::eltwise_clip;
+    case eltwise_alg::linear: return algorithm::eltwise_linear;
+    case eltwise_alg::gelu_erf: return algorithm::eltwise_gelu_erf;
+    case eltwise_alg::gelu_tanh: return algorithm::eltwise_gelu_tanh;
+    case eltwise_alg::swish: return algorithm::eltwise_swish;
+    case eltwise_alg::hardswish: return algorithm::eltwise_hardswish;
+    case eltwise_alg::mish: return algorithm::eltwise_mish;
+    case eltwise_alg::logistic: return algorithm::eltwise_logistic;
+    case eltwise_alg::tanh: return algorithm::eltwise_tanh;
+    case eltwise_alg::elu: return algorithm::eltwise_elu;
+    case eltwise_alg::abs: return algorithm::eltwise_abs;
+    case eltwise_alg::sqrt: return algorithm::eltwise_sqrt;
+    case eltwise_alg::square: return algorithm::eltwise_square;
+    case eltwise_alg::exp: return algorithm::eltwise_exp;
+    case eltwise_alg::round: return algorithm::eltwise_round;
+    }
+    return algorithm::undef;
+}
+
+algorithm to_dnnl(binary_alg a) {
+    switch (a) {
+    case binary_alg::add: return algorithm::binary_add;
+    case binary_alg::sub: return algorithm::binary_sub;
+    case binary_alg::mul: return algorithm::binary_mul;
+    case binary_alg::div: return algorithm::binary_div;
+    case binary_alg::max: return algorithm::binary_max;
+    case binary_alg::min: return algorithm::binary_min;
+    }
+    return algorithm::undef;
+}
+
+// ------------------------------------------------------------ post-op chain
+// A runtime operand of a post-op: constant values (per-tensor / per-OC), the
+// packed bias (the bias-as-binary-add case), or a full tensor of exec_args.
+struct operand {
+    enum class source { values, bias, full };
+    int arg = 0; // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | SRC_1 or WEIGHTS
+    source from = source::values;
+    std::vector<float> values;
+    int full_index = -1;
+    md_t md;
+};
+
+class chain_builder {
+public:
+    chain_builder(const conv_desc &d) : d_(d) {}
+
+    // oneDNN 2.6's post-op injector keeps one eltwise injector per
+    // algorithm, built with the parameters of the algorithm's first
+    // occurrence: a second clip(0, 6) after clip(-1, 1) silently runs as
+    // clip(-1, 1). A repeated algorithm with other parameters is therefore
+    // rewritten into an equivalent form: clip → clip_v2 or binary max + min,
+    // linear → binary mul and/or add (exactly madd when a == 1 or b == 0; two
+    // roundings otherwise), relu(α) → relu_use_dst_for_bwd (same forward).
+    bool eltwise(eltwise_alg a, float alpha, float beta, std::string *why = nullptr) {
+        algorithm alg = to_dnnl(a);
+        if (!claim(alg, alpha, beta)) {
+            switch (a) {
+            case eltwise_alg::clip:
+                if (claim(algorithm::eltwise_clip_v2, alpha, beta)) {
+                    alg = algorithm::eltwise_clip_v2;
+                    break;
+                }
+                binary(binary_alg::max, {alpha});
+                binary(binary_alg::min, {beta});
+                return true;
+            case eltwise_alg::linear:
+                if (alpha != 1.f) binary(binary_alg::mul, {alpha});
+                if (beta != 0.f || alpha == 1.f) binary(binary_alg::add, {beta});
+                return true;
+            case eltwise_alg::relu:
+                if (claim(algorithm::eltwise_relu_use_dst_for_bwd, alpha, beta)) {
+                    alg = algorithm::eltwise_relu_use_dst_for_bwd;
+                    break;
+                }
+                [[fallthrough]];
+            default:
+                return reject(why, std::string("eltwise ") + to_string(a) +
+                                       " twice with different parameters (oneDNN 2.6 keeps one set per algorithm)");
+            }
+        }
+        po_.append_eltwise(1.f, alg, alpha, beta);
+        ++n_;
+        return true;
+    }
+    // Binary with 1 (per-tensor) or OC (per-OC) constant values.
+    void binary(binary_alg a, const std::vector<float> &v) {
+        const md_t md = vector_md(v.size());
+        po_.append_binary(to_dnnl(a), md);
+        add_operand(DNNL_ARG_SRC_1, operand::source::values, v, -1, md);
+    }
+    void binary_full(binary_alg a, int full_index) {
+        const md_t md({d_.mb, d_.oc, d_.oh, d_.ow}, dt_t::f32, tag_t::nhwc);
+        po_.append_binary(to_dnnl(a), md);
+        add_operand(DNNL_ARG_SRC_1, operand::source::full, {}, full_index, md);
+    }
+    void bias_add() {
+        const md_t md = vector_md(static_cast<size_t>(d_.oc));
+        po_.append_binary(algorithm::binary_add, md);
+        add_operand(DNNL_ARG_SRC_1, operand::source::bias, {}, -1, md);
+    }
+    bool prelu(const std::vector<float> &slopes, std::string *why) {
+        if (slopes.size() == 1) return eltwise(eltwise_alg::relu, slopes[0], 0.f, why);
+        po_.append_prelu(1 << 1);
+        add_operand(DNNL_ARG_WEIGHTS, operand::source::values, slopes, -1, vector_md(slopes.size()));
+        return true;
+    }
+    // y·a + b: one eltwise linear when both are per-tensor, else mul then add.
+    void affine(const std::vector<float> &a, const std::vector<float> &b) {
+        if (a.size() == 1 && b.size() == 1) {
+            eltwise(eltwise_alg::linear, a[0], b[0]);
+            return;
+        }
+        binary(binary_alg::mul, a);
+        binary(binary_alg::add, b);
+    }
+    void clamp(const std::vector<float> &lo, const std::vector<float> &hi) {
+        if (lo.size() == 1 && hi.size() == 1) {
+            eltwise(eltwise_alg::clip, lo[0], hi[0]);
+            return;
+        }
+        binary(binary_alg::max, lo);
+        binary(binary_alg::min, hi);
+    }
+    void sum(float scale, int32_t zp) {
+        po_.append_sum(scale, zp, dt_t::undef);
+        ++n_;
+    }
+
+    // Appends one lowered op; false (with the reason) if oneDNN has no form.
+    bool append(const lowered_op &op, std::string *why) {
+        switch (op.k) {
+        case lk::eltwise: return eltwise(op.alg, op.alpha, op.beta, why);
+        case lk::binary:
+            if (op.bcast == broadcast::full) binary_full(op.balg, op.full_index);
+            else binary(op.balg, op.a);
+            return true;
+        case lk::prelu:
+        case lk::depthwise_prelu: return prelu(op.a, why);
+        case lk::sum: sum(op.sum_scale, op.sum_zp); return true;
+        case lk::depthwise_scale_shift: affine(op.a, op.b); return true;
+        case lk::quantization:
+            clamp(op.cl, op.ch);
+            affine(op.isc, op.ish);
+            if (op.round) eltwise(eltwise_alg::round, 0.f, 0.f);
+            if (op.dequantize) affine(op.osc, op.osh);
+            return true;
+        default: return reject(why, "the fused dw_conv post-op has no oneDNN form here");
+        }
+    }
+
+    const dnnl::post_ops &post_ops() const { return po_; }
+    std::vector<operand> take_operands() { return std::move(operands_); }
+
+private:
+    // Whether `alg` may run with (alpha, beta): its first use, or the same
+    // parameters as its first use.
+    bool claim(algorithm alg, float alpha, float beta) {
+        const auto it = eltwise_params_.find(alg);
+        if (it == eltwise_params_.end()) {
+            eltwise_params_.emplace(alg, std::make_pair(alpha, beta));
+            return true;
+        }
+        return it->second == std::make_pair(alpha, beta);
+    }
+    md_t vector_md(size_t n) const {
+        const int64_t c = n == 1 ? 1 : d_.oc;
+        return md_t({1, c, 1, 1}, dt_t::f32, tag_t::nhwc);
+    }
+    void add_operand(int kind, operand::source from, const std::vector<float> &v, int full, const md_t &md) {
+        operand o;
+        o.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(n_) | kind;
+        o.from = from;
+        o.values = v;
+        o.full_index = full;
+        o.md = md;
+        operands_.push_back(std::move(o));
+        ++n_;
+    }
+
+    const conv_desc &d_;
+    dnnl::post_ops po_;
+    std::vector<operand> operands_;
+    std::map<algorithm, std::pair<float, float>> eltwise_params_;
+    int n_ = 0; // index of the next post-op
+};
+
+// ------------------------------------------------------------ the recipe
+bool is_power_of_two(float s) {
+    if (!std::isfinite(s) || s == 0.f) return false;
+    int e = 0;
+    const float m = std::frexp(std::fabs(s), &e);
+    return m == 0.5f && e > -100 && e < 100;
+}
+
+// Everything needed to create the primitive, derived from (problem, attr).
+struct recipe {
+    dnnl::convolution_forward::desc desc;
+    dnnl::primitive_attr attr;
+    std::vector<operand> operands;
+    bool bias_arg = false;     // oneDNN bias = bias[c] / scale[c]
+    bool bias_post_op = false; // bias as the first post-op (binary add)
+    bool src_zp = false;
+    int32_t src_zp_value = 0;
+    md_t src_md, dst_md, plain_wei_md;
+};
+
+md_t weights_md(const conv_desc &d, tag_t tag) {
+    if (d.g == 1) return md_t({d.oc, d.ic, d.kh, d.kw}, dt_t::s8, tag == tag_t::any ? tag : tag_t::oihw);
+    return md_t({d.g, d.ocg(), d.icg(), d.kh, d.kw}, dt_t::s8, tag == tag_t::any ? tag : tag_t::goihw);
+}
+
+std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, std::string *why) {
+    const conv_desc &d = p.desc;
+    if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) {
+        reject(why, std::string("src_dt ") + to_string(p.src_dt) + " is not u8/s8");
+        return std::nullopt;
+    }
+    if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32) {
+        reject(why, std::string("dst_dt ") + to_string(p.dst_dt) + " is not u8/s8/s32/f32");
+        return std::nullopt;
+    }
+    if (attr.zp == zp_mechanism::legacy_per_channel) {
+        reject(why, "legacy per-channel zero point: oneDNN 2.6 has only the stock per-tensor one");
+        return std::nullopt;
+    }
+
+    bool pow2 = true;
+    for (int64_t c = 0; c < (p.scales.size() > 1 ? d.oc : 1); ++c) pow2 = pow2 && is_power_of_two(p.scale(c));
+
+    chain_builder chain(d);
+    const bool bias_post_op = p.with_bias && !pow2;
+    if (bias_post_op) chain.bias_add();
+    for (const lowered_op &op : attr.ops)
+        if (!chain.append(op, why)) return std::nullopt;
+    if (p.dst_zp != 0) chain.binary(binary_alg::add, {static_cast<float>(p.dst_zp)});
+
+    const md_t src_md({d.mb, d.ic, d.ih, d.iw}, onednn::to_dnnl(p.src_dt), tag_t::nhwc);
+    const md_t dst_md({d.mb, d.oc, d.oh, d.ow}, onednn::to_dnnl(p.dst_dt), tag_t::nhwc);
+    const bool bias_arg = p.with_bias && !bias_post_op;
+    const md_t bias_md = bias_arg ? md_t({d.oc}, dt_t::f32, tag_t::x) : md_t();
+
+    std::optional<recipe> r;
+    const bool ok = try_dnnl(
+        [&] {
+            r.emplace(recipe{dnnl::convolution_forward::desc(
+                                 dnnl::prop_kind::forward_inference, algorithm::convolution_direct, src_md,
+                                 weights_md(d, tag_t::any), bias_md, dst_md, {d.sh, d.sw},
+                                 {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr}),
+                             dnnl::primitive_attr(), {}, bias_arg, bias_post_op, false, 0, src_md, dst_md,
+                             weights_md(d, tag_t::undef)});
+            dnnl::primitive_attr &a = r->attr;
+            a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+            if (p.scales.size() > 1) a.set_output_scales(1 << 1, p.scales);
+            else if (p.scales.size() == 1) a.set_output_scales(0, p.scales);
+            if (attr.zp == zp_mechanism::stock_per_tensor && !attr.zp_values.empty() && attr.zp_values[0] != 0) {
+                a.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+                r->src_zp = true;
+                r->src_zp_value = attr.zp_values[0];
+            }
+            a.set_post_ops(chain.post_ops());
+        },
+        why, "oneDNN rejects the descriptor");
+    if (!ok) return std::nullopt;
+    r->operands = chain.take_operands();
+    return r;
+}
+
+// ------------------------------------------------------------ selection
+using pd_t = dnnl::convolution_forward::primitive_desc;
+
+bool accepts(const selector &sel, const std::string &info) {
+    if (sel.first) return true;
+    std::string kind;
+    isa level;
+    return parse_impl_info(info, &kind, &level) && kind == sel.kind && level == sel.level;
+}
+
+// Creates the primitive descriptor positioned on the selector's
+// implementation, with oneDNN planning for `threads` threads.
+std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads, std::string *why) {
+    threads_guard guard(threads);
+    std::optional<pd_t> pd;
+    std::string offered;
+    const bool ok = try_dnnl(
+        [&] {
+            pd.emplace(r.desc, r.attr, cpu_engine(), true);
+            if (!*pd) return;
+            do {
+                const std::string info = pd->impl_info_str();
+                if (accepts(sel, info)) return;
+                offered += (offered.empty() ? "" : ", ") + info;
+            } while (pd->next_impl());
+            pd.reset();
+        },
+        why, "oneDNN primitive descriptor");
+    if (!ok) return std::nullopt;
+    if (!pd || !*pd) {
+        reject(why, "oneDNN offers no " + (sel.first ? std::string("implementation") : sel.kind + ":" + to_string(sel.level)) + " (offered: " +
+                        (offered.empty() ? std::string("none") : offered) + ")");
+        return std::nullopt;
+    }
+    return pd;
+}
+
+bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
+    if (attr.zp == zp_mechanism::legacy_per_channel)
+        return reject(why, "legacy per-channel zero point: oneDNN 2.6 has only the stock per-tensor one");
+    if (!sel.first && attr.id == 0 && attr.has_legacy_ops())
+        return reject(why, "attr[0] carries legacy post-ops (the JIT kernels' set); brgconv takes them only in attr[1]");
+    return true;
+}
+
+// ------------------------------------------------------------ the kernel
+struct onednn_packed : packed {
+    std::vector<int8_t> plain;   // the plain weights (for a primitive of another layout)
+    md_t wei_md;                 // layout of `wei`
+    dnnl::memory wei;
+    std::vector<float> bias;     // oneDNN bias (bias/scale) or the bias post-op operand
+};
+
+struct built {
+    pd_t pd;
+    dnnl::convolution_forward prim;
+};
+
+dnnl::memory reorder_weights(const md_t &plain_md, const int8_t *plain, const md_t &to) {
+    const dnnl::engine &eng = cpu_engine();
+    dnnl::memory src(plain_md, eng, const_cast<int8_t *>(plain));
+    dnnl::memory dst(to, eng);
+    dnnl::stream s(eng);
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+    return dst;
+}
+
+class onednn_conv_kernel final : public conv_kernel {
+public:
+    onednn_conv_kernel(const selector &sel, const conv_problem &p, recipe r, pd_t pd, int threads)
+        : sel_(sel), p_(p), r_(std::move(r)) {
+        auto b = std::make_shared<built>(built{pd, dnnl::convolution_forward(pd)});
+        info_ = b->pd.impl_info_str();
+        default_threads_ = threads;
+        by_threads_[threads] = std::move(b);
+    }
+
+    const std::string &info() const { return info_; }
+
+    std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const override {
+        if (!wei) fail("wei", "is null");
+        if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+        auto w = std::make_shared<onednn_packed>();
+        const conv_desc &d = p_.desc;
+        w->plain.assign(wei, wei + d.wei_elems());
+        const auto b = get(default_threads_);
+        w->wei_md = b->pd.weights_desc();
+        w->wei = reorder_weights(r_.plain_wei_md, w->plain.data(), w->wei_md);
+        if (p_.with_bias) {
+            w->bias.assign(bias, bias + d.oc);
+            if (r_.bias_arg)
+                for (int64_t c = 0; c < d.oc; ++c) w->bias[c] /= p_.scale(c); // exact: power-of-two scales
+        }
+        return w;
+    }
+
+    void execute(const packed &pw, const void *src, void *dst, const exec_args &args) const override {
+        const auto &w = static_cast<const onednn_packed &>(pw);
+        if (!src) fail("src", "is null");
+        if (!dst) fail("dst", "is null");
+        const int threads = effective_threads(args.threads);
+        const auto b = get(threads);
+        const dnnl::engine &eng = cpu_engine();
+
+        std::unordered_map<int, dnnl::memory> m;
+        m[DNNL_ARG_SRC] = dnnl::memory(r_.src_md, eng, const_cast<void *>(src));
+        m[DNNL_ARG_DST] = dnnl::memory(r_.dst_md, eng, dst);
+        if (b->pd.weights_desc() == w.wei_md) m[DNNL_ARG_WEIGHTS] = w.wei;
+        else m[DNNL_ARG_WEIGHTS] = reorder_weights(r_.plain_wei_md, w.plain.data(), b->pd.weights_desc());
+        if (r_.bias_arg)
+            m[DNNL_ARG_BIAS] = dnnl::memory(md_t({p_.desc.oc}, dt_t::f32, tag_t::x), eng,
+                                            const_cast<float *>(w.bias.data()));
+        int32_t zp = r_.src_zp_value;
+        if (r_.src_zp)
+            m[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = dnnl::memory(md_t({1}, dt_t::s32, tag_t::x), eng, &zp);
+        for (const operand &o : r_.operands) m[o.arg] = operand_memory(o, w, args);
+        const md_t sp = b->pd.scratchpad_desc();
+        if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
+
+        threads_guard guard(threads);
+        dnnl::stream s(eng);
+        b->prim.execute(s, m);
+        s.wait();
+    }
+
+private:
+    dnnl::memory operand_memory(const operand &o, const onednn_packed &w, const exec_args &args) const {
+        const dnnl::engine &eng = cpu_engine();
+        switch (o.from) {
+        case operand::source::values: return dnnl::memory(o.md, eng, const_cast<float *>(o.values.data()));
+        case operand::source::bias: return dnnl::memory(o.md, eng, const_cast<float *>(w.bias.data()));
+        case operand::source::full:
+            if (o.full_index < 0 || o.full_index >= static_cast<int>(args.binary.size()) || !args.binary[o.full_index])
+                fail("binary", "full-tensor operand #" + std::to_string(o.full_index) +
+                                   " not passed in exec_args::binary");
+            return dnnl::memory(o.md, eng, const_cast<float *>(args.binary[o.full_index]));
+        }
+        fail("binary", "unknown operand source");
+    }
+
+    // The primitive planned for `threads` threads (oneDNN fixes the split at
+    // creation), created on first use.
+    std::shared_ptr<const built> get(int threads) const {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = by_threads_.find(threads);
+        if (it != by_threads_.end()) return it->second;
+        std::string why;
+        auto pd = select_pd(sel_, r_, threads, &why);
+        if (!pd) fail("threads", "no oneDNN primitive for " + std::to_string(threads) + " threads: " + why);
+        auto b = std::make_shared<built>(built{*pd, dnnl::convolution_forward(*pd)});
+        by_threads_[threads] = b;
+        return b;
+    }
+
+    selector sel_;
+    conv_problem p_;
+    recipe r_;
+    std::string info_;
+    int default_threads_ = 1;
+    mutable std::mutex mu_;
+    mutable std::map<int, std::shared_ptr<const built>> by_threads_;
+};
+
+conv_entry entry(const selector &sel) {
+    conv_entry e;
+    e.name = sel.row_name();
+    e.peer = sel.first;
+    e.supports = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
+        return onednn::supports(sel, p, attr, plat, why);
+    };
+    e.create = [sel](const conv_problem &p, const attr_set &attr, const platform &) {
+        return onednn::create(sel, p, attr);
+    };
+    return e;
+}
+
+} // namespace
+
+// ------------------------------------------------------------ public (internal) API
+std::string selector::row_name() const {
+    return first ? std::string("onednn:any") : "onednn:" + kind + ":" + to_string(level);
+}
+
+bool parse_impl_info(const std::string &info, std::string *kind, isa *level) {
+    const size_t colon = info.find(':');
+    if (colon == std::string::npos) return false;
+    std::string k = info.substr(0, colon), i = info.substr(colon + 1);
+    if (k == "brg") k = "brgconv";
+    const std::string suffix = "_int8";
+    if (i.size() > suffix.size() && i.compare(i.size() - suffix.size(), suffix.size(), suffix) == 0)
+        i.resize(i.size() - suffix.size());
+    try {
+        *level = parse_isa(i);
+    } catch (const error &) {
+        return false;
+    }
+    *kind = k;
+    return true;
+}
+
+bool supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+              std::string *why) {
+    if (!sel.first && !plat.has(sel.level))
+        return reject(why, "platform " + plat.str() + " is below " + to_string(sel.level));
+    if (!attr_allowed(sel, attr, why)) return false;
+    const auto r = make_recipe(p, attr, why);
+    if (!r) return false;
+    const auto pd = select_pd(sel, *r, effective_threads(0), why);
+    if (!pd) return false;
+    if (why) *why = std::string("oneDNN ") + pd->impl_info_str();
+    return true;
+}
+
+std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr) {
+    std::string why;
+    if (!attr_allowed(sel, attr, &why)) fail("impl", sel.row_name() + ": " + why);
+    auto r = make_recipe(p, attr, &why);
+    if (!r) fail("impl", sel.row_name() + ": " + why);
+    const int threads = effective_threads(0);
+    auto pd = select_pd(sel, *r, threads, &why);
+    if (!pd) fail("impl", sel.row_name() + ": " + why);
+    return std::make_shared<onednn_conv_kernel>(sel, p, std::move(*r), std::move(*pd), threads);
+}
+
+std::string impl_info(const conv_kernel &k) {
+    const auto *o = dynamic_cast<const onednn_conv_kernel *>(&k);
+    return o ? o->info() : std::string();
+}
+
+} // namespace qconv::impl::onednn
+
+namespace qconv::impl {
+
+// Best first: AMX before VNNI, 1x1 before general, each row taking only its
+// own kind and ISA of oneDNN's brgconv; then the `onednn:any` peer.
+std::vector<conv_entry> onednn_conv_entries() {
+    using onednn::selector;
+    return {
+        onednn::entry(selector::brgconv("brgconv_1x1", isa::avx512_core_amx)),
+        onednn::entry(selector::brgconv("brgconv", isa::avx512_core_amx)),
+        onednn::entry(selector::brgconv("brgconv_1x1", isa::avx512_core_vnni)),
+        onednn::entry(selector::brgconv("brgconv", isa::avx512_core_vnni)),
+        onednn::entry(selector::any()),
+    };
+}
+
+} // namespace qconv::impl

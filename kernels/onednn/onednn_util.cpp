@@ -1,0 +1,78 @@
+// Helpers shared by the oneDNN wrappers: engine, type mapping, thread count,
+// per-thread scratchpad.
+#include "kernels/onednn/onednn_util.h"
+
+#include <cstdlib>
+#include <memory>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace qconv::impl::onednn {
+
+const dnnl::engine &cpu_engine() {
+    static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    return eng;
+}
+
+dnnl::memory::data_type to_dnnl(dtype dt) {
+    using d = dnnl::memory::data_type;
+    switch (dt) {
+    case dtype::f32: return d::f32;
+    case dtype::bf16: return d::bf16;
+    case dtype::f16: return d::f16;
+    case dtype::s32: return d::s32;
+    case dtype::s8: return d::s8;
+    case dtype::u8: return d::u8;
+    default: return d::undef;
+    }
+}
+
+int effective_threads(int threads) {
+#ifdef _OPENMP
+    return threads > 0 ? threads : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+threads_guard::threads_guard(int n) {
+#ifdef _OPENMP
+    if (n <= 0) return;
+    saved_ = omp_get_max_threads();
+    if (saved_ == n) return;
+    omp_set_num_threads(n);
+    active_ = true;
+#else
+    (void)n;
+#endif
+}
+
+threads_guard::~threads_guard() {
+#ifdef _OPENMP
+    if (active_) omp_set_num_threads(saved_);
+#endif
+}
+
+namespace {
+struct aligned_free {
+    void operator()(void *p) const { std::free(p); }
+};
+} // namespace
+
+dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {
+    thread_local std::unique_ptr<void, aligned_free> buf;
+    thread_local size_t cap = 0;
+    const size_t need = md.get_size();
+    if (need > cap) {
+        const size_t size = (need + 4095) / 4096 * 4096;
+        void *p = std::aligned_alloc(4096, size);
+        if (!p) throw std::bad_alloc();
+        buf.reset(p);
+        cap = size;
+    }
+    return dnnl::memory(md, cpu_engine(), need ? buf.get() : nullptr);
+}
+
+} // namespace qconv::impl::onednn
