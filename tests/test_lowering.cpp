@@ -59,6 +59,10 @@ std::string describe(const fq_params &p, int64_t c) {
 // allowed one level (|oh−ol|/(L−1)) of difference. Elsewhere the level must be
 // the same, and the outputs then agree within a few ulps of max(|ol|,|oh|)
 // (dequantization is level·osc+osh in one rounding vs level/(L−1)·(oh−ol)+ol).
+// This is observed, not hypothetical: on the per-tensor sweep below about 3 %
+// of the values are near-ties (most of them the f32-rounded midpoints added
+// on purpose) and roughly 180 of ~51000 land on the adjacent level; the
+// per-channel sweeps show 0–350 such values per level count.
 struct fq_check {
     int compared = 0, ties = 0;
 
