@@ -39,7 +39,8 @@ struct jit_packed : impl::packed {
 
 // Everything derived from (problem, attr) that execute() needs.
 struct geometry {
-    int64_t mb, g, icg, ocg, icg4, ocg16;
+    int64_t mb, g, icg, ocg, icg4, ocg16; // ocg16: OCg rounded up to the lane count
+    int lanes, es, wb;     // OC lanes per vector; bytes per source / weight element
     int64_t oh, ow;        // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
     int64_t ih_p, iw_p;    // source view rows/cols as iterated (padded copy or original)
     int64_t cp_rows, cp_cols; // rows/cols of the padded copy
@@ -64,7 +65,11 @@ public:
 
 private:
     void plan();
-    static int ur_w_for(int nb, int64_t ow) { return static_cast<int>(std::min<int64_t>(ow, std::min(24, 25 / nb))); }
+    int ur_w_for(int nb, int64_t ow) const {
+        return static_cast<int>(std::min<int64_t>(ow, std::min(24, max_accumulators(isa_, nb) / nb)));
+    }
+    template <typename T>
+    void make_padded_source_t(const void *src, T *buf, int threads) const;
     const conv_ukernel &ukernel(int ur_w, int nb) const { return *kernels_.at({ur_w, nb}); }
     void make_padded_source(const void *src, uint8_t *buf, int threads) const;
 
@@ -74,7 +79,7 @@ private:
     pipeline pipe_;
     geometry g_{};
     std::map<std::pair<int, int>, std::unique_ptr<conv_ukernel>> kernels_;
-    std::vector<uint8_t> pad_pixel_; // one padded source pixel (cs bytes)
+    std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
 };
 
 void conv_x8s8_kernel::plan() {
@@ -84,15 +89,18 @@ void conv_x8s8_kernel::plan() {
     g.g = d.g;
     g.icg = d.icg();
     g.ocg = d.ocg();
+    g.lanes = oc_lanes(isa_);
+    g.es = src_elem_bytes(isa_);
+    g.wb = g.es;
     g.icg4 = rnd_up(g.icg, 4);
-    g.ocg16 = rnd_up(g.ocg, 16);
+    g.ocg16 = rnd_up(g.ocg, g.lanes);
     g.kh = d.kh; g.kw = d.kw; g.sh = d.sh; g.sw = d.sw; g.dh = d.dh; g.dw = d.dw;
     g.pt = d.pt; g.pl = d.pl;
     // Source rows/cols actually touched, with the padding origin at (−pt, −pl).
     const int64_t rows = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
     const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
-    g.copy = padded || g.icg4 != g.icg;
+    g.copy = padded || g.icg4 != g.icg || g.es != 1;
     g.flat = d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw;
     g.cp_rows = rows;
     g.cp_cols = cols;
@@ -109,11 +117,12 @@ void conv_x8s8_kernel::plan() {
     g.oh = g.flat ? 1 : d.oh;
     g.ow = g.flat ? d.oh * d.ow : d.ow;
     if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
-    g.nb_big = static_cast<int>(std::min<int64_t>(4, g.ocg16 / 16));
-    g.n_ob = (g.ocg16 / 16 + g.nb_big - 1) / g.nb_big;
+    const int64_t nvec = g.ocg16 / g.lanes;
+    g.nb_big = static_cast<int>(std::min<int64_t>(max_oc_vectors(isa_), nvec));
+    g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
     // Micro-kernels: (ur_w, nb) for the full and the tail OC block, full and tail pixel block.
-    const int nbs[2] = {g.nb_big, static_cast<int>(g.ocg16 / 16 - (g.n_ob - 1) * g.nb_big)};
+    const int nbs[2] = {g.nb_big, static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big)};
     for (int nb : nbs) {
         const int ur = ur_w_for(nb, g.ow);
         const int tail = static_cast<int>(g.ow % ur);
@@ -126,8 +135,8 @@ void conv_x8s8_kernel::plan() {
             c.kh = static_cast<int>(g.kh);
             c.kw = static_cast<int>(g.kw);
             c.ic4 = static_cast<int>(g.icg4 / 4);
-            c.pix_stride = g.cs;
-            c.row_stride = g.iw_p * g.cs;
+            c.pix_stride = g.cs * g.es;
+            c.row_stride = g.iw_p * g.cs * g.es;
             c.sw = static_cast<int>(g.sw);
             c.dh = static_cast<int>(g.dh);
             c.dw = static_cast<int>(g.dw);
@@ -141,10 +150,10 @@ void conv_x8s8_kernel::plan() {
     if (g.copy)
         for (int64_t gr = 0; gr < g.g; ++gr)
             for (int64_t ic = 0; ic < g.icg; ++ic) {
-                uint8_t v = 0;
+                uint16_t v = 0;
                 if (a_.zp == zp_mechanism::legacy_per_channel) {
                     const auto &z = a_.zp_values;
-                    v = static_cast<uint8_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
+                    v = static_cast<uint16_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
                 } else if (p_.src_dt == dtype::s8) {
                     v = 0x80;
                 }
@@ -157,14 +166,15 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     const geometry &g = g_;
     if (!wei) fail("wei", "is null");
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
-    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16;
+    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     auto pk = std::make_shared<jit_packed>(static_cast<size_t>(per_group * g.g));
     std::memset(pk->wei.p, 0, pk->wei.n);
     for (int64_t gr = 0; gr < g.g; ++gr)
         for (int64_t ob = 0; ob < g.n_ob; ++ob) {
-            const int64_t oc0 = ob * g.nb_big * 16;
-            const int64_t width = std::min<int64_t>(g.nb_big * 16, g.ocg16 - oc0);
-            int8_t *blk = pk->wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4;
+            const int64_t oc0 = ob * g.nb_big * g.lanes;
+            const int64_t width = std::min<int64_t>(g.nb_big * g.lanes, g.ocg16 - oc0);
+            int8_t *blk = pk->wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
+            int16_t *blk16 = reinterpret_cast<int16_t *>(blk);
             for (int64_t kh = 0; kh < g.kh; ++kh)
                 for (int64_t kw = 0; kw < g.kw; ++kw)
                     for (int64_t i4 = 0; i4 < g.icg4 / 4; ++i4)
@@ -173,7 +183,11 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
                                 const int64_t oc = oc0 + o, ic = i4 * 4 + j;
                                 if (oc >= g.ocg || ic >= g.icg) continue;
                                 const int64_t src_i = (((gr * g.ocg + oc) * g.icg + ic) * g.kh + kh) * g.kw + kw;
-                                blk[(((kh * g.kw + kw) * (g.icg4 / 4) + i4) * width + o) * 4 + j] = wei[src_i];
+                                const int64_t step = (kh * g.kw + kw) * (g.icg4 / 4) + i4;
+                                if (g.wb == 1)
+                                    blk[(step * width + o) * 4 + j] = wei[src_i];
+                                else // [step][pair][o][2]
+                                    blk16[((step * 2 + j / 2) * width + o) * 2 + j % 2] = wei[src_i];
                             }
         }
     pk->comp.assign(static_cast<size_t>(d.oc + 16), 0);
@@ -196,35 +210,38 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     return pk;
 }
 
-void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int threads) const {
+template <typename T>
+void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads) const {
     const conv_desc &d = p_.desc;
     const geometry &g = g_;
-    const bool s8 = p_.src_dt == dtype::s8;
+    const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00; // s8 x → u8 x + 128
     const uint8_t *s = static_cast<const uint8_t *>(src);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
     for (int64_t n = 0; n < g.mb; ++n)
         for (int64_t r = 0; r < g.cp_rows; ++r) {
-            uint8_t *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
+            T *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
             const int64_t ih = r - d.pt;
             for (int64_t col = 0; col < g.cp_cols; ++col) {
-                uint8_t *px = row + col * g.cs;
+                T *px = row + col * g.cs;
                 const int64_t iw = col - d.pl;
                 if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                    std::memcpy(px, pad_pixel_.data(), static_cast<size_t>(g.cs));
+                    for (int64_t i = 0; i < g.cs; ++i) px[i] = static_cast<T>(pad_pixel_[i]);
                     continue;
                 }
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
                 for (int64_t gr = 0; gr < g.g; ++gr) {
-                    uint8_t *o = px + gr * g.icg4;
+                    T *o = px + gr * g.icg4;
                     const uint8_t *xi = x + gr * g.icg;
-                    if (s8)
-                        for (int64_t ic = 0; ic < g.icg; ++ic) o[ic] = static_cast<uint8_t>(xi[ic] ^ 0x80);
-                    else
-                        std::memcpy(o, xi, static_cast<size_t>(g.icg));
+                    for (int64_t ic = 0; ic < g.icg; ++ic) o[ic] = static_cast<T>(xi[ic] ^ flip);
                     for (int64_t ic = g.icg; ic < g.icg4; ++ic) o[ic] = 0;
                 }
             }
         }
+}
+
+void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int threads) const {
+    if (g_.es == 1) make_padded_source_t<uint8_t>(src, buf, threads);
+    else make_padded_source_t<uint16_t>(src, reinterpret_cast<uint16_t *>(buf), threads);
 }
 
 void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
@@ -244,15 +261,21 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     std::unique_ptr<aligned_buf<uint8_t>> padded;
     const uint8_t *view = static_cast<const uint8_t *>(src);
     if (g.copy) {
-        padded = std::make_unique<aligned_buf<uint8_t>>(static_cast<size_t>(g.mb * g.ih_p * g.iw_p * g.cs + 64));
+        padded = std::make_unique<aligned_buf<uint8_t>>(
+            static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64));
         make_padded_source(src, padded->p, threads);
         view = padded->p;
     }
-    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16;
+    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     // Pixel chunks: whole rows, except flattened 1x1 rows which are split so
-    // that there is enough parallel work.
-    const int ur_big = ur_w_for(g.nb_big, g.ow);
-    const int64_t chunk = g.flat ? std::min<int64_t>(g.ow, ur_big * 8) : g.ow;
+    // that there is enough parallel work. A chunk is a multiple of every
+    // micro-kernel width, so only the last chunk of a row has a pixel tail.
+    const int64_t nvec = g.ocg16 / g.lanes;
+    const int64_t ur_a = ur_w_for(g.nb_big, g.ow);
+    const int64_t ur_b = ur_w_for(static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big), g.ow);
+    int64_t chunk = ur_a / std::__gcd(ur_a, ur_b) * ur_b;
+    while (chunk < 32) chunk *= 2;
+    chunk = g.flat ? std::min<int64_t>(g.ow, chunk) : g.ow;
     const int64_t n_chunks = (g.ow + chunk - 1) / chunk;
     const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
     const int32_t *comp = pk.comp.data();
@@ -260,7 +283,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
 
 #pragma omp parallel num_threads(threads)
     {
-        alignas(64) int32_t acc[25 * 16];
+        alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < work; ++it) {
             int64_t r = it;
@@ -269,25 +292,26 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int64_t ob = r % g.n_ob; r /= g.n_ob;
             const int64_t gr = r % g.g;
             const int64_t n = r / g.g;
-            const int64_t oc0 = ob * g.nb_big * 16;
-            const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, g.ocg16 / 16 - ob * g.nb_big));
-            const int nc = static_cast<int>(std::min<int64_t>(nb * 16, g.ocg - oc0));
-            const int8_t *wblk = pk.wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4;
+            const int64_t oc0 = ob * g.nb_big * g.lanes;
+            const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, nvec - ob * g.nb_big));
+            const int nc = static_cast<int>(std::min<int64_t>(nb * g.lanes, g.ocg - oc0));
+            const int8_t *wblk = pk.wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
             const int ur = ur_w_for(nb, g.ow);
             const int64_t ow_end = std::min(g.ow, (ck + 1) * chunk);
-            const uint8_t *row = view + (n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
-                                 gr * (g.copy ? g.icg4 : g.icg);
+            const uint8_t *row = view + ((n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
+                                         gr * (g.copy ? g.icg4 : g.icg)) * g.es;
             for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
-                ukernel(u, nb).fn()(row + ow * g.sw * g.cs, wblk, acc);
+                ukernel(u, nb).fn()(row + ow * g.sw * g.cs * g.es, wblk, acc);
                 tile t;
                 t.acc = acc;
-                t.acc_stride = nb * 16;
+                t.acc_stride = nb * g.lanes;
                 t.npix = u;
                 t.c0 = gr * g.ocg + oc0;
                 t.nc = nc;
                 t.dst_off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + t.c0;
-                run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
+                if (isa_ == conv_isa::avx2) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
+                else run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
             }
         }
     }
@@ -313,7 +337,6 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
     using impl::reject;
     const conv_desc &d = p.desc;
     if (!pl.has(required_isa(i))) return reject(why, std::string("needs ") + to_string(required_isa(i)));
-    if (i != conv_isa::avx512_vnni) return reject(why, "micro-kernel not built for this ISA");
     if (only_1x1 && (d.kh != 1 || d.kw != 1)) return reject(why, "kernel is not 1x1");
     if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
     if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
@@ -354,15 +377,18 @@ std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_prob
 namespace qconv::impl {
 
 std::vector<conv_entry> jit_conv_entries() {
+    using jit::conv_isa;
+    const std::pair<conv_isa, bool> table[] = {
+        {conv_isa::avx512_vnni, true}, {conv_isa::avx512_vnni, false},
+        {conv_isa::avx512_core, false}, {conv_isa::avx2, false}};
     std::vector<conv_entry> rows;
-    for (bool only_1x1 : {true, false}) {
-        const jit::conv_isa i = jit::conv_isa::avx512_vnni;
+    for (const auto &[i, only_1x1] : table) {
         conv_entry e;
         e.name = jit::conv_impl_name(i, only_1x1);
-        e.supports = [i, only_1x1](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
+        e.supports = [i = i, only_1x1 = only_1x1](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
             return jit::conv_supports(i, only_1x1, p, a, pl, why);
         };
-        e.create = [i](const conv_problem &p, const attr_set &a, const platform &) {
+        e.create = [i = i](const conv_problem &p, const attr_set &a, const platform &) {
             return jit::conv_create(i, p, a);
         };
         rows.push_back(std::move(e));

@@ -16,9 +16,11 @@
 //                 taps read 128, so they contribute 0, valid taps w·x.
 //    Sums are int32 with wrap-around, so the result equals the reference's
 //    int32 value whenever that value is representable.
-//  * Weights are packed at pack() per (group, OC block of up to 64) as
-//    [kh][kw][ICg/4][oc 16·nb][4 ic] bytes, the vpdpbusd operand layout;
-//    OCg is padded to 16 and ICg to 4 with zeros.
+//  * Weights are packed at pack() per (group, OC block of nb vectors) as
+//    [kh][kw][ICg/4][oc lanes·nb][4 ic] bytes, the vpdpbusd operand layout
+//    (VNNI), or pre-widened to s16 as [kh][kw][ICg/4][pair][oc][2] for the
+//    vpmaddwd variants (avx512_core, avx2; their source copy is u16).
+//    OCg is padded to the lane count and ICg to 4 with zeros.
 //  * The micro-kernel computes ur_w output pixels × nb·16 channels in
 //    registers and writes the int32 tile; the output pipeline (DESIGN §3:
 //    acc·scale + bias → lowered post-ops in order → + dst_zp → store with
@@ -78,8 +80,13 @@ private:
     conv_ukernel_fn fn_ = nullptr;
 };
 
-// Lanes per vector and bytes of s8 weights per vector block for an ISA.
+// Register-width facts of an ISA variant: OC lanes per vector, OC vectors per
+// block (at most), accumulator registers for nb OC vectors, and bytes per
+// source element in the kernel's view (1: u8 bytes; 2: widened u16).
 int oc_lanes(conv_isa i);
+int max_oc_vectors(conv_isa i);
+int max_accumulators(conv_isa i, int nb);
+int src_elem_bytes(conv_isa i);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);

@@ -1,0 +1,267 @@
+// Convolution benchmark: every implementation of the conv table that supports
+// a problem, on the ResNet-50 (mb1) and MobileNet shape lists, side by side.
+//
+//   bench_conv [--case=relu|zp_tensor|zp_channel|fq] [--threads=N] [--shapes=resnet_50,mobilenet]
+//              [--impl=SUBSTRING] [google benchmark flags]
+//
+// Problem: u8 source, s8 weights, u8 destination, per-OC scales, bias, and
+// the case's zero point / post-ops (default: no zp, ReLU). Benchmark names
+// are "<impl>/<layer>"; counters: GOPS and pct_peak, where the peak is the
+// single-thread vpdpbusd (zmm) throughput measured by a JIT loop this binary
+// runs itself (× threads). At exit a summary prints, per shape list, each
+// implementation's total time (layers weighted by their repeat count "*N")
+// and its ratio to every other implementation that ran all the same layers.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dispatch/impl.h"
+#include "dispatch/testdata.h"
+#include "kernels/jit/jit_base.h"
+#include "qconv/qconv.h"
+
+namespace {
+
+struct options {
+    std::string bench_case = "relu";
+    int threads = 1;
+    std::vector<std::string> shape_sets = {"resnet_50", "mobilenet"};
+    std::string impl_filter;
+} opt;
+
+struct layer {
+    std::string set, name;
+    qconv::conv_desc desc;
+    int repeats = 1;
+};
+
+std::vector<std::string> split(const std::string &s, char sep) {
+    std::vector<std::string> r;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, sep))
+        if (!item.empty()) r.push_back(item);
+    return r;
+}
+
+// Reads bench/shapes/shapes_<set>, forcing mb1; "*N" in a name is a repeat count.
+std::vector<layer> read_shapes(const std::string &set) {
+    std::vector<layer> r;
+    std::ifstream in(std::string(QCONV_SOURCE_DIR) + "/bench/shapes/shapes_" + set);
+    std::string line;
+    while (std::getline(in, line)) {
+        line = line.substr(0, line.find('#'));
+        line.erase(std::remove_if(line.begin(), line.end(), ::isspace), line.end());
+        if (line.empty()) continue;
+        layer l;
+        l.set = set;
+        l.desc = qconv::conv_desc::parse(line);
+        l.desc.mb = 1;
+        std::string n = l.desc.name;
+        const auto star = n.find('*');
+        if (star != std::string::npos) {
+            l.repeats = std::max(1, std::atoi(n.c_str() + star + 1));
+            n = n.substr(0, star);
+        }
+        l.name = n;
+        r.push_back(l);
+    }
+    return r;
+}
+
+qconv::conv_problem make_problem(const qconv::conv_desc &d) {
+    qconv::conv_problem p;
+    p.desc = d;
+    p.src_dt = qconv::dtype::u8;
+    p.dst_dt = qconv::dtype::u8;
+    p.scales = qconv::testdata::make_scales(d.oc, false, 1);
+    p.with_bias = true;
+    if (opt.bench_case == "relu") {
+        p.ops = qconv::parse_post_ops("relu", d.oc);
+    } else if (opt.bench_case == "zp_tensor") {
+        p.src_zp = qconv::zero_point::tensor(3);
+        p.ops = qconv::parse_post_ops("relu", d.oc);
+    } else if (opt.bench_case == "zp_channel") {
+        p.src_zp = qconv::testdata::make_zp("channel:random", d.ic, p.src_dt, qconv::testdata::data_kind::random, 1);
+        p.ops = qconv::parse_post_ops("relu", d.oc);
+    } else if (opt.bench_case == "fq") {
+        p.ops = qconv::parse_post_ops("fq:per_channel", d.oc);
+    } else {
+        qconv::fail("case", "unknown benchmark case '" + opt.bench_case + "'");
+    }
+    return p;
+}
+
+// ----------------------------------------------------------------- peak
+class peak_loop : public qconv::jit::jit_generator {
+public:
+    const char *name() const override { return "bench:vpdpbusd_peak"; }
+
+protected:
+    void generate() override {
+        Xbyak::Label l;
+        for (int i = 0; i < 24; ++i) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        vpxord(zmm30, zmm30, zmm30);
+        vpxord(zmm31, zmm31, zmm31);
+        L(l);
+        for (int i = 0; i < 24; ++i) vpdpbusd(Xbyak::Zmm(i), zmm30, zmm31);
+        dec(rdi);
+        jnz(l, T_NEAR);
+        vzeroupper();
+        ret();
+    }
+};
+
+// Single-thread GOPS of back-to-back independent vpdpbusd zmm (2 ops per MAC).
+double measure_peak_gops() {
+    if (qconv::max_cpu_isa() < qconv::isa::avx512_core_vnni) return 0.0;
+    peak_loop g;
+    g.create();
+    auto fn = g.entry<void (*)(int64_t)>();
+    const int64_t iters = 2000000;
+    double best = 0.0;
+    for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn(iters);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, iters * 24.0 * 64 * 2 / s * 1e-9);
+    }
+    return best;
+}
+double peak_gops = 0.0;
+
+// ----------------------------------------------------------------- results
+std::mutex results_mutex;
+std::map<std::string, std::map<std::string, double>> results_ms; // set/impl → layer → ms (× repeats)
+
+void bench_one(benchmark::State &state, const std::string &impl, const layer &l) {
+    const qconv::conv_problem p = make_problem(l.desc);
+    const auto kind = qconv::testdata::data_kind::random;
+    const auto wei = qconv::testdata::make_weights(p.desc, kind, 1);
+    const auto bias = qconv::testdata::make_bias(p.desc, 1);
+    const auto src = qconv::testdata::make_src(p, kind, 1);
+    std::vector<uint8_t> dst(qconv::testdata::bytes_of(p.dst_dt, p.desc.dst_elems()));
+    qconv::conv_hints h;
+    h.impl = impl;
+    std::unique_ptr<qconv::convolution> conv;
+    try {
+        conv = std::make_unique<qconv::convolution>(p, wei.data(), bias.data(), h);
+    } catch (const std::exception &e) {
+        state.SkipWithError(e.what());
+        return;
+    }
+    qconv::exec_args args;
+    args.threads = opt.threads;
+    conv->execute(src.data(), dst.data(), args); // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto _ : state) {
+        conv->execute(src.data(), dst.data(), args);
+        benchmark::ClobberMemory();
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double per = s / std::max<int64_t>(1, state.iterations());
+    const double gops = p.desc.ops() / per * 1e-9;
+    state.counters["GOPS"] = gops;
+    if (peak_gops > 0) state.counters["pct_peak"] = 100.0 * gops / (peak_gops * opt.threads);
+    state.counters["repeats"] = l.repeats;
+    state.SetLabel(conv->impl_name() + " attr[" + std::to_string(conv->attr_id()) + "]");
+    std::lock_guard<std::mutex> lock(results_mutex);
+    results_ms[l.set + "|" + impl][l.name] = per * 1e3 * l.repeats;
+}
+
+// Whether impl supports p on this machine (dispatcher check, no creation).
+bool impl_supports(const qconv::impl::conv_entry &e, const qconv::conv_problem &p) {
+    const auto plat = qconv::impl::host_platform();
+    qconv::conv_hints h;
+    h.impl = e.name;
+    try {
+        // Creating the primitive is the authoritative check (attr sets included).
+        const auto wei = std::vector<int8_t>(static_cast<size_t>(p.desc.wei_elems()), 1);
+        const auto bias = std::vector<float>(static_cast<size_t>(p.desc.oc), 0.f);
+        qconv::convolution c(p, wei.data(), bias.data(), h);
+        return true;
+    } catch (const std::exception &) {
+        return false;
+    }
+    (void)plat;
+}
+
+void print_summary() {
+    for (const std::string &set : opt.shape_sets) {
+        std::vector<std::pair<std::string, double>> totals;
+        std::map<std::string, const std::map<std::string, double> *> per_impl;
+        for (const auto &[key, layers] : results_ms) {
+            if (key.rfind(set + "|", 0) != 0) continue;
+            double t = 0;
+            for (const auto &[n, ms] : layers) t += ms;
+            totals.push_back({key.substr(set.size() + 1), t});
+            per_impl[key.substr(set.size() + 1)] = &layers;
+        }
+        if (totals.empty()) continue;
+        std::printf("\n== %s mb1, case %s, %d thread(s): total ms (layers × repeats)\n", set.c_str(),
+                    opt.bench_case.c_str(), opt.threads);
+        for (const auto &[impl, t] : totals)
+            std::printf("  %-40s %9.3f ms  (%zu layers)\n", impl.c_str(), t, per_impl[impl]->size());
+        // Pairwise speed-up over common layers: ratio = time(other) / time(impl).
+        for (const auto &[a, ta] : totals)
+            for (const auto &[b, tb] : totals) {
+                if (a == b) continue;
+                double sa = 0, sb = 0;
+                for (const auto &[n, ms] : *per_impl[a]) {
+                    auto it = per_impl[b]->find(n);
+                    if (it == per_impl[b]->end()) continue;
+                    sa += ms;
+                    sb += it->second;
+                }
+                if (sa > 0 && sb > 0)
+                    std::printf("  speed-up %s vs %s (common layers): %.3fx\n", a.c_str(), b.c_str(), sb / sa);
+            }
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    std::vector<char *> rest;
+    for (int i = 0; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a.rfind("--case=", 0) == 0) opt.bench_case = a.substr(7);
+        else if (a.rfind("--threads=", 0) == 0) opt.threads = std::atoi(a.c_str() + 10);
+        else if (a.rfind("--shapes=", 0) == 0) opt.shape_sets = split(a.substr(9), ',');
+        else if (a.rfind("--impl=", 0) == 0) opt.impl_filter = a.substr(7);
+        else rest.push_back(argv[i]);
+    }
+    int rargc = static_cast<int>(rest.size());
+    peak_gops = measure_peak_gops();
+    std::printf("vpdpbusd zmm peak: %.1f GOPS per thread\n", peak_gops);
+
+    for (const std::string &set : opt.shape_sets)
+        for (const layer &l : read_shapes(set)) {
+            const qconv::conv_problem p = make_problem(l.desc);
+            for (const auto &e : qconv::impl::conv_list()) {
+                if (e.name.rfind("ref:", 0) == 0) continue; // far too slow to be a peer here
+                if (!opt.impl_filter.empty() && e.name.find(opt.impl_filter) == std::string::npos) continue;
+                if (!impl_supports(e, p)) continue;
+                const std::string impl = e.name;
+                benchmark::RegisterBenchmark((impl + "/" + l.name).c_str(),
+                                             [impl, l](benchmark::State &s) { bench_one(s, impl, l); })
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
+            }
+        }
+    benchmark::Initialize(&rargc, rest.data());
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    print_summary();
+    return 0;
+}
