@@ -33,6 +33,10 @@ namespace {
 
 using detail::to_type;
 
+// Below this many elements (or multiply-adds) a loop runs on one thread: a
+// parallel region costs more than it saves, and much more on a loaded machine.
+constexpr int64_t kParallelMin = 1 << 16;
+
 std::vector<int64_t> strides_of(const shape_t &s) {
     std::vector<int64_t> st(s.size(), 1);
     for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
@@ -56,7 +60,7 @@ template <typename F>
 void binary(const tensor &a, const tensor &b, tensor &o, F f) {
     const int64_t total = static_cast<int64_t>(o.data.size());
     if (a.shape == o.shape && b.shape == o.shape) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
         for (int64_t i = 0; i < total; ++i) o.data[i] = f(a.data[i], b.data[i]);
         return;
     }
@@ -64,7 +68,7 @@ void binary(const tensor &a, const tensor &b, tensor &o, F f) {
     const auto sa = bstrides(a.shape, o.shape), sb = bstrides(b.shape, o.shape);
     const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
     const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
     for (int64_t j = 0; j < outer; ++j) {
         int64_t rem = j, oa = 0, ob = 0;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
@@ -84,7 +88,7 @@ void transpose(const tensor &in, const std::vector<int64_t> &perm, tensor &o) {
     const int64_t total = static_cast<int64_t>(o.data.size());
     const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
     const int64_t step = r ? is[perm[r - 1]] : 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
     for (int64_t j = 0; j < outer; ++j) {
         int64_t rem = j, off = 0;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
@@ -107,7 +111,7 @@ void matmul_f32(const node &n, const tensor &a, const tensor &b, tensor &o) {
     const shape_t ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
     const auto sa = bstrides(ab, ob), sb = bstrides(bb, ob);
     const int64_t batches = elems_of(ob);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (batches * M * N * K >= kParallelMin)
     for (int64_t bt = 0; bt < batches; ++bt)
         for (int64_t m = 0; m < M; ++m) {
             int64_t rem = bt, offa = 0, offb = 0;
@@ -192,7 +196,7 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         float *y = o.data.data();
         const int64_t cnt = static_cast<int64_t>(o.data.size());
         const bool t = n.attr.gelu_tanh;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cnt >= kParallelMin / 8)
         for (int64_t i = 0; i < cnt; ++i) y[i] = gelu(x[i], t);
         break;
     }

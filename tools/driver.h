@@ -130,6 +130,7 @@ private:
 using mode_fn = int (*)(const std::vector<std::string> &args);
 int conv_mode(const std::vector<std::string> &args);
 int matmul_mode(const std::vector<std::string> &args);
+int graph_mode(const std::vector<std::string> &args);
 
 // ------------------------------------------------------------------ misc
 // Creates directories like `mkdir -p`; throws usage_error on failure.

@@ -1,0 +1,106 @@
+// `qconv-driver graph`: output fields, --save, exit statuses, on the small
+// example graphs (the big FFN example is run by run.sh and bench_graph).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "qconv/graph.h"
+
+namespace {
+
+struct run_result {
+    int rc = -1;
+    std::string out, err;
+};
+
+run_result run_driver(const std::vector<std::string> &args) {
+    const std::string err_file = ::testing::TempDir() + "/graph_driver_stderr.txt";
+    std::string cmd = QCONV_DRIVER;
+    for (const auto &a : args) cmd += " '" + a + "'";
+    cmd += " 2>" + err_file;
+    run_result r;
+    FILE *p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(err_file);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    return r;
+}
+
+// key=value fields of the first line starting with `prefix`.
+std::map<std::string, std::string> fields(const std::string &out, const std::string &prefix) {
+    std::istringstream in(out);
+    std::string line;
+    std::map<std::string, std::string> kv;
+    while (std::getline(in, line)) {
+        if (line.rfind(prefix, 0) != 0) continue;
+        std::istringstream ls(line);
+        std::string tok;
+        while (ls >> tok) {
+            const auto eq = tok.find('=');
+            if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+        }
+        break;
+    }
+    return kv;
+}
+
+const std::string examples = std::string(QCONV_SOURCE_DIR) + "/examples/";
+
+TEST(GraphDriver, RewritesAndMatches) {
+    const std::string saved = ::testing::TempDir() + "/linear_after.qg";
+    const auto r = run_driver({"graph", examples + "linear_i8_reshape.qg", "--save=" + saved, "--reps=2"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    auto kv = fields(r.out, "op=graph");
+    EXPECT_EQ(kv["rewritten"], "1/1");
+    EXPECT_EQ(kv["status"], "ok");
+    EXPECT_EQ(kv["max_abs_diff"], "0"); // pow2 scales, exact data: bit-identical
+    for (const char *k : {"nodes_before", "nodes_after", "before_ms", "after_ms", "max_rel_diff"})
+        EXPECT_TRUE(kv.count(k)) << k;
+    // One impl line per node and phase; the MatMul runs on a compressed-MatMul row.
+    auto mm = fields(r.out, "graph=after node=fc_matmul");
+    EXPECT_EQ(mm["op"], "MatMul");
+    EXPECT_EQ(r.out.find("graph=after node=fc_matmul op=MatMul impl=\"graph:"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("graph=before node=fc op=Convolution impl="), std::string::npos);
+    // The saved graph loads and holds the MatMul.
+    auto g = qconv::graph::load_file(saved);
+    EXPECT_EQ(g->count_ops()["MatMul"], 1);
+    EXPECT_EQ(g->count_ops()["Convolution"], 0);
+}
+
+TEST(GraphDriver, ReportsWhyNotRewritten) {
+    const auto r = run_driver({"graph", examples + "conv3x3_unchanged.qg", "--reps=1"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(fields(r.out, "op=graph")["rewritten"], "0/2");
+    EXPECT_NE(r.out.find("conv=c3 rewritten=0 why=\"kernel 3x3 is not 1x1\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("conv=c1 rewritten=0 why=\"stride [2,2] is not 1\""), std::string::npos) << r.out;
+}
+
+TEST(GraphDriver, BadInput) {
+    const std::string bad = ::testing::TempDir() + "/bad_graph.qg";
+    std::ofstream(bad) << "x = Parameter f32[2]\ny = Frobnicate(x)\n";
+    auto r = run_driver({"graph", bad});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("line 2: unknown op 'Frobnicate'"), std::string::npos) << r.err;
+    r = run_driver({"graph", "/nonexistent.qg"});
+    EXPECT_EQ(r.rc, 2);
+    r = run_driver({"graph"});
+    EXPECT_EQ(r.rc, 2);
+    r = run_driver({"graph", examples + "linear_i8_reshape.qg", "--bogus=1"});
+    EXPECT_EQ(r.rc, 2);
+}
+
+} // namespace
