@@ -24,6 +24,7 @@
 #include "dispatch/platform.h"
 #include "dispatch/testdata.h"
 #include "kernels/onednn/onednn_conv.h"
+#include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"
 
@@ -536,6 +537,99 @@ TEST(OnednnBrgconv, ForcedByNameThroughTheApi) {
         ++ran;
     }
     if (ran == 0) GTEST_SKIP() << "no brgconv here";
+}
+
+
+// ------------------------------------------------------------ f32 helpers
+// f32 results within a relative 1e-5 of the magnitude sum Σ|x·w| (+|bias|):
+// oneDNN's blocked summation order differs from the reference's.
+void expect_close(const std::vector<float> &got, const std::vector<float> &want, const std::vector<float> &mag,
+                  const std::string &what) {
+    ASSERT_EQ(got.size(), want.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::fabs(got[i] - want[i]) > 1e-5f * std::max(mag[i], 1.f) && ++bad < 5)
+            ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
+}
+
+std::vector<float> ramp(size_t n, uint32_t seed, float scale) {
+    testdata::rng r(seed);
+    std::vector<float> v(n);
+    for (auto &x : v) x = static_cast<float>(r.uniform(-1000, 1000)) * scale;
+    return v;
+}
+
+TEST(OnednnF32, ConvMatchesReference) {
+    for (const std::string text : {"mb2ic17ih9oc23kh3ph1", "g4mb1ic32ih7oc16kh3sh2ph1", "mb1ic64ih5oc32kh1",
+                                   "mb1ic8ih10oc8kh3dh1ph2"}) {
+        const conv_desc d = conv_desc::parse(text);
+        const auto src = ramp(static_cast<size_t>(d.src_elems()), 1, 1e-3f);
+        const auto wei = ramp(static_cast<size_t>(d.wei_elems()), 2, 1e-3f);
+        const auto bias = ramp(static_cast<size_t>(d.oc), 3, 1e-2f);
+        std::vector<float> want(static_cast<size_t>(d.dst_elems())), got(want.size());
+        ref::conv_f32(d, src.data(), wei.data(), bias.data(), want.data());
+        // Magnitudes: the same conv on |src|, |wei|, |bias|.
+        std::vector<float> asrc(src), awei(wei), abias(bias), mag(want.size());
+        for (auto *v : {&asrc, &awei, &abias})
+            for (auto &x : *v) x = std::fabs(x);
+        ref::conv_f32(d, asrc.data(), awei.data(), abias.data(), mag.data());
+        const impl::onednn::conv_f32 conv(d, wei.data(), bias.data());
+        for (int threads : {1, 2}) {
+            std::fill(got.begin(), got.end(), -7.f);
+            conv.execute(src.data(), got.data(), threads);
+            expect_close(got, want, mag, text + " on " + conv.impl_info());
+        }
+    }
+}
+
+TEST(OnednnF32, SgemmAndMatmulMatchReferenceOnDequantizedWeights) {
+    for (const std::string text : {"m1k64n33", "m5k100n17", "m32k256n64"}) {
+        matmul_desc d = matmul_desc::parse(text);
+        d.wei_dt = dtype::u8;
+        d.group = 32;
+        d.zp = matmul_desc::zp_kind::per_group;
+        d.with_bias = true;
+        if (d.k % 32 != 0) d.group = 0;
+        testdata::rng r(5);
+        std::vector<uint8_t> wq(static_cast<size_t>(d.wei_bytes()));
+        for (auto &b : wq) b = static_cast<uint8_t>(r.uniform(0, 255));
+        std::vector<float> scale(static_cast<size_t>(d.scale_elems()));
+        for (auto &s : scale) s = 0.001f * static_cast<float>(r.uniform(1, 16));
+        std::vector<int32_t> zp(static_cast<size_t>(d.zp_elems()));
+        for (auto &z : zp) z = r.uniform(0, 255);
+        const auto bias = ramp(static_cast<size_t>(d.n), 6, 1e-2f);
+        const auto x = ramp(static_cast<size_t>(d.m * d.k), 7, 1e-3f);
+        matmul_weights w;
+        w.wei = wq.data();
+        w.scale = scale.data();
+        w.zp = zp.data();
+        w.bias = bias.data();
+        std::vector<float> want(static_cast<size_t>(d.m * d.n)), got(want.size()), mag(want.size());
+        ref::matmul(d, w, x.data(), want.data());
+        const std::vector<float> deq = impl::onednn::dequantize(d, w);
+        for (int64_t i = 0; i < d.m; ++i)
+            for (int64_t j = 0; j < d.n; ++j) {
+                float m = std::fabs(bias[j]);
+                for (int64_t k = 0; k < d.k; ++k) m += std::fabs(x[i * d.k + k] * deq[j * d.k + k]);
+                mag[i * d.n + j] = m;
+            }
+        impl::onednn::sgemm(d.m, d.n, d.k, x.data(), deq.data(), bias.data(), got.data(), 1);
+        expect_close(got, want, mag, text + " sgemm");
+        const impl::onednn::matmul_f32 mm(d.m, d.k, d.n, deq.data(), bias.data());
+        std::fill(got.begin(), got.end(), 0.f);
+        mm.execute(x.data(), got.data(), 2);
+        expect_close(got, want, mag, text + " matmul " + mm.impl_info());
+        // The table peers through the public API.
+        for (const std::string name : {"onednn:matmul_f32:dequantized", "onednn:sgemm_f32:dequantized"}) {
+            matmul_hints h;
+            h.impl = name;
+            const qconv::matmul prim(d, w, h);
+            EXPECT_EQ(prim.impl_name(), name);
+            std::fill(got.begin(), got.end(), 0.f);
+            prim.execute(x.data(), got.data());
+            expect_close(got, want, mag, text + " " + name);
+        }
+    }
 }
 
 } // namespace

@@ -46,6 +46,7 @@
 #include "kernels/onednn/onednn_conv.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>

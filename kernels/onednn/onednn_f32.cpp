@@ -1,0 +1,303 @@
+// f32 convolution, sgemm and matmul on oneDNN (see onednn_f32.h), and the
+// oneDNN peers of the compressed-MatMul table: weights dequantized to f32
+// once at pack time, then dnnl::matmul or dnnl_sgemm.
+#include "kernels/onednn/onednn_f32.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "dispatch/registry.h"
+#include "kernels/onednn/onednn_util.h"
+
+namespace qconv::impl::onednn {
+
+namespace {
+
+using md_t = dnnl::memory::desc;
+using dt_t = dnnl::memory::data_type;
+using tag_t = dnnl::memory::format_tag;
+
+// Primitives of one descriptor, one per thread count (created on first use
+// with the calling thread's OpenMP count set to it), plus the weights
+// reordered for the first one's layout.
+template <class PD, class PRIM>
+class per_threads {
+public:
+    using make_fn = std::function<PD()>;
+    struct built {
+        PD pd;
+        PRIM prim;
+    };
+
+    explicit per_threads(make_fn make) : make_(std::move(make)) {}
+
+    std::shared_ptr<const built> get(int threads) const {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = by_threads_.find(threads);
+        if (it != by_threads_.end()) return it->second;
+        threads_guard guard(threads);
+        PD pd = make_();
+        auto b = std::make_shared<built>(built{pd, PRIM(pd)});
+        by_threads_[threads] = b;
+        return b;
+    }
+
+private:
+    make_fn make_;
+    mutable std::mutex mu_;
+    mutable std::map<int, std::shared_ptr<const built>> by_threads_;
+};
+
+dnnl::memory reorder_to(const md_t &from_md, const void *from, const md_t &to) {
+    const dnnl::engine &eng = cpu_engine();
+    dnnl::memory src(from_md, eng, const_cast<void *>(from));
+    dnnl::memory dst(to, eng);
+    dnnl::stream s(eng);
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+    return dst;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+}
+
+// Runs a primitive with its arguments, a per-thread scratchpad and a stream of its own.
+template <class B>
+void run(const B &b, std::unordered_map<int, dnnl::memory> &m, int threads) {
+    const md_t sp = b.pd.scratchpad_desc();
+    if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
+    threads_guard guard(threads);
+    dnnl::stream s(cpu_engine());
+    b.prim.execute(s, m);
+    s.wait();
+}
+
+} // namespace
+
+// ------------------------------------------------------------------ conv_f32
+struct conv_f32::state {
+    using pt = per_threads<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
+    conv_desc d;
+    md_t src_md, dst_md, plain_wei_md, bias_md;
+    std::vector<float> plain, bias;
+    std::unique_ptr<pt> prims;
+    md_t wei_md;
+    dnnl::memory wei;
+};
+
+conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias) : s_(std::make_unique<state>()) {
+    d.validate();
+    if (!wei) fail("wei", "is null");
+    state &s = *s_;
+    s.d = d;
+    s.src_md = md_t({d.mb, d.ic, d.ih, d.iw}, dt_t::f32, tag_t::nhwc);
+    s.dst_md = md_t({d.mb, d.oc, d.oh, d.ow}, dt_t::f32, tag_t::nhwc);
+    const bool grouped = d.g > 1;
+    const dnnl::memory::dims wdims = grouped ? dnnl::memory::dims{d.g, d.ocg(), d.icg(), d.kh, d.kw}
+                                             : dnnl::memory::dims{d.oc, d.ic, d.kh, d.kw};
+    s.plain_wei_md = md_t(wdims, dt_t::f32, grouped ? tag_t::goihw : tag_t::oihw);
+    s.plain.assign(wei, wei + d.wei_elems());
+    if (bias) {
+        s.bias.assign(bias, bias + d.oc);
+        s.bias_md = md_t({d.oc}, dt_t::f32, tag_t::x);
+    }
+    const md_t any_wei(wdims, dt_t::f32, tag_t::any);
+    const conv_desc dd = d;
+    const md_t src_md = s.src_md, dst_md = s.dst_md, bias_md = s.bias_md;
+    s.prims = std::make_unique<state::pt>([=] {
+        const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference,
+                                                 dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
+                                                 dst_md, {dd.sh, dd.sw}, {dd.dh - 1, dd.dw - 1}, {dd.pt, dd.pl},
+                                                 {dd.pb, dd.pr});
+        return dnnl::convolution_forward::primitive_desc(cd, user_scratchpad(), cpu_engine());
+    });
+    try {
+        const auto b = s.prims->get(effective_threads(0));
+        s.wei_md = b->pd.weights_desc();
+        s.wei = reorder_to(s.plain_wei_md, s.plain.data(), s.wei_md);
+    } catch (const dnnl::error &e) {
+        fail("conv_f32", std::string("oneDNN cannot create it: ") + e.what());
+    }
+}
+
+conv_f32::~conv_f32() = default;
+
+void conv_f32::execute(const float *src, float *dst, int threads) const {
+    if (!src) fail("src", "is null");
+    if (!dst) fail("dst", "is null");
+    const state &s = *s_;
+    const int n = effective_threads(threads);
+    const auto b = s.prims->get(n);
+    const dnnl::engine &eng = cpu_engine();
+    std::unordered_map<int, dnnl::memory> m;
+    m[DNNL_ARG_SRC] = dnnl::memory(s.src_md, eng, const_cast<float *>(src));
+    m[DNNL_ARG_DST] = dnnl::memory(s.dst_md, eng, dst);
+    m[DNNL_ARG_WEIGHTS] = b->pd.weights_desc() == s.wei_md
+                              ? s.wei
+                              : reorder_to(s.plain_wei_md, s.plain.data(), b->pd.weights_desc());
+    if (!s.bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(s.bias_md, eng, const_cast<float *>(s.bias.data()));
+    run(*b, m, n);
+}
+
+std::string conv_f32::impl_info() const { return s_->prims->get(effective_threads(0))->pd.impl_info_str(); }
+
+// --------------------------------------------------------------------- sgemm
+void sgemm(int64_t m, int64_t n, int64_t k, const float *x, const float *w, const float *bias, float *y,
+           int threads) {
+    if (m <= 0 || n <= 0 || k <= 0) fail("sgemm", "sizes must be positive");
+    if (!x || !w || !y) fail("sgemm", "null pointer");
+    if (bias)
+        for (int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, y + i * n);
+    threads_guard guard(threads);
+    // Row-major: Y[M,N] = X[M,K] · (W[N,K])ᵀ, i.e. B = W read transposed.
+    const dnnl_status_t st = dnnl_sgemm('N', 'T', m, n, k, 1.f, x, k, w, k, bias ? 1.f : 0.f, y, n);
+    if (st != dnnl_success) fail("sgemm", "dnnl_sgemm failed with status " + std::to_string(st));
+}
+
+// ----------------------------------------------------------------- matmul_f32
+struct matmul_f32::state {
+    using pt = per_threads<dnnl::matmul::primitive_desc, dnnl::matmul>;
+    md_t x_md, y_md, plain_w_md, bias_md;
+    std::vector<float> plain, bias;
+    std::unique_ptr<pt> prims;
+    md_t w_md;
+    dnnl::memory w;
+};
+
+matmul_f32::matmul_f32(int64_t m, int64_t k, int64_t n, const float *w, const float *bias)
+    : s_(std::make_unique<state>()) {
+    if (m <= 0 || n <= 0 || k <= 0) fail("matmul_f32", "sizes must be positive");
+    if (!w) fail("wei", "is null");
+    state &s = *s_;
+    s.x_md = md_t({m, k}, dt_t::f32, tag_t::ab);
+    s.y_md = md_t({m, n}, dt_t::f32, tag_t::ab);
+    s.plain_w_md = md_t({k, n}, dt_t::f32, tag_t::ba); // W[N][K] row-major is Wᵀ[K][N] in "ba"
+    s.plain.assign(w, w + n * k);
+    if (bias) {
+        s.bias.assign(bias, bias + n);
+        s.bias_md = md_t({1, n}, dt_t::f32, tag_t::ab);
+    }
+    const md_t x_md = s.x_md, y_md = s.y_md, bias_md = s.bias_md, any_w({k, n}, dt_t::f32, tag_t::any);
+    s.prims = std::make_unique<state::pt>([=] {
+        const dnnl::matmul::desc md(x_md, any_w, bias_md, y_md);
+        return dnnl::matmul::primitive_desc(md, user_scratchpad(), cpu_engine());
+    });
+    try {
+        const auto b = s.prims->get(effective_threads(0));
+        s.w_md = b->pd.weights_desc();
+        s.w = reorder_to(s.plain_w_md, s.plain.data(), s.w_md);
+    } catch (const dnnl::error &e) {
+        fail("matmul_f32", std::string("oneDNN cannot create it: ") + e.what());
+    }
+}
+
+matmul_f32::~matmul_f32() = default;
+
+void matmul_f32::execute(const float *x, float *y, int threads) const {
+    if (!x) fail("x", "is null");
+    if (!y) fail("y", "is null");
+    const state &s = *s_;
+    const int n = effective_threads(threads);
+    const auto b = s.prims->get(n);
+    const dnnl::engine &eng = cpu_engine();
+    std::unordered_map<int, dnnl::memory> m;
+    m[DNNL_ARG_SRC] = dnnl::memory(s.x_md, eng, const_cast<float *>(x));
+    m[DNNL_ARG_DST] = dnnl::memory(s.y_md, eng, y);
+    m[DNNL_ARG_WEIGHTS] =
+        b->pd.weights_desc() == s.w_md ? s.w : reorder_to(s.plain_w_md, s.plain.data(), b->pd.weights_desc());
+    if (!s.bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(s.bias_md, eng, const_cast<float *>(s.bias.data()));
+    run(*b, m, n);
+}
+
+std::string matmul_f32::impl_info() const { return s_->prims->get(effective_threads(0))->pd.impl_info_str(); }
+
+// ------------------------------------------------------------- dequantize
+std::vector<float> dequantize(const matmul_desc &d, const matmul_weights &w) {
+    d.validate();
+    if (!w.wei) fail("wei", "is null");
+    if (!w.scale) fail("scale", "is null");
+    if (d.zp_elems() > 0 && !w.zp) fail("zp", "is null");
+    const int64_t gs = d.group_size(), ng = d.n_groups();
+    std::vector<float> out(static_cast<size_t>(d.n * d.k));
+    for (int64_t n = 0; n < d.n; ++n)
+        for (int64_t k = 0; k < d.k; ++k) {
+            const int64_t g = n * ng + k / gs;
+            const int32_t zp = d.zp_elems() == 0 ? 0 : d.zp_elems() == 1 ? w.zp[0] : w.zp[g];
+            const int32_t q = weight_at(w.wei, d.wei_dt, n * d.k + k);
+            out[n * d.k + k] = static_cast<float>(q - zp) * w.scale[g];
+        }
+    return out;
+}
+
+// ------------------------------------------------------- matmul table peers
+namespace {
+
+// Weights dequantized once; the product by oneDNN f32 (matmul or sgemm).
+struct f32_peer_packed : packed {
+    std::vector<float> deq, bias;
+    std::unique_ptr<matmul_f32> mm; // matmul peer only
+};
+
+class f32_peer_kernel final : public matmul_kernel {
+public:
+    f32_peer_kernel(const matmul_desc &d, bool use_matmul) : d_(d), use_matmul_(use_matmul) {}
+
+    std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
+        auto p = std::make_shared<f32_peer_packed>();
+        p->deq = dequantize(d_, w);
+        if (d_.with_bias) {
+            if (!w.bias) fail("bias", "with_bias is set but no bias was given");
+            p->bias.assign(w.bias, w.bias + d_.n);
+        }
+        const float *b = d_.with_bias ? p->bias.data() : nullptr;
+        if (use_matmul_) p->mm = std::make_unique<matmul_f32>(d_.m, d_.k, d_.n, p->deq.data(), b);
+        return p;
+    }
+
+    void execute(const packed &pw, const float *x, float *y, int threads) const override {
+        const auto &p = static_cast<const f32_peer_packed &>(pw);
+        if (p.mm) return p.mm->execute(x, y, threads);
+        sgemm(d_.m, d_.n, d_.k, x, p.deq.data(), d_.with_bias ? p.bias.data() : nullptr, y, threads);
+    }
+
+private:
+    matmul_desc d_;
+    bool use_matmul_;
+};
+
+matmul_entry f32_peer(const std::string &name, bool use_matmul) {
+    matmul_entry e;
+    e.name = name;
+    e.peer = true;
+    e.supports = [](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
+        if (d.m * d.k > (int64_t(1) << 31) || d.n * d.k > (int64_t(1) << 31))
+            return reject(why, "too large for the f32 peer");
+        return true;
+    };
+    e.create = [use_matmul](const matmul_desc &d, const matmul_hints &,
+                            const platform &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<f32_peer_kernel>(d, use_matmul);
+    };
+    return e;
+}
+
+} // namespace
+
+} // namespace qconv::impl::onednn
+
+namespace qconv::impl {
+
+// Peers for the benchmarks and the driver: oneDNN f32 on weights dequantized
+// once at pack time (4x / 8x the bytes of u8 / u4 weights).
+std::vector<matmul_entry> onednn_matmul_entries() {
+    return {onednn::f32_peer("onednn:matmul_f32:dequantized", true),
+            onednn::f32_peer("onednn:sgemm_f32:dequantized", false)};
+}
+
+} // namespace qconv::impl
