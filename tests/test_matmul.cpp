@@ -10,6 +10,8 @@
 // Thread counts 1 and 2 must give identical bytes (K is never split).
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -136,7 +138,12 @@ void check_row(const std::string &row, const case_data &c) {
 
     const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
     std::vector<float> ref(ny), y1(ny, -7.f), y2(ny, 7.f);
+    // The reference serially: these problems are tiny, and idle OpenMP
+    // workers spinning at barriers only slow a loaded machine down.
+    const int max_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     ref::matmul(c.d, c.weights(), c.x.data(), ref.data());
+    omp_set_num_threads(max_threads);
     kernel->execute(*packed, c.x.data(), y1.data(), 1);
     kernel->execute(*packed, c.x.data(), y2.data(), 2);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), ny * sizeof(float))) << "threads 1 and 2 differ";
@@ -200,7 +207,8 @@ TEST_P(MatmulSweep, MatchesReference) {
     for (int64_t k : ks)
         for (int64_t m : {1, 2, 3, 5, 17, 64})
             for (int64_t n : {13, 37, 70}) {
-                if (n == 70 && m != 17) continue; // two panels and a tail: once
+                if (n == 70 && m != 17) continue;         // two panels and a tail: once
+                if (k == 13 && m != 1 && m != 5) continue; // odd K (4-bit: padded x): twice
                 matmul_desc d;
                 d.m = m, d.k = k, d.n = n, d.wei_dt = p.wei, d.group = p.group, d.zp = p.zp, d.with_bias = p.bias;
                 check_row(p.row, make_case(d, seed++));

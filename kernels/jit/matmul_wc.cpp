@@ -82,8 +82,11 @@ struct wc_packed : packed {
 class matmul_wc_kernel : public matmul_kernel {
 public:
     matmul_wc_kernel(const matmul_desc &d, bool zmm) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
-        const int max_mb = jit::matmul_wc_max_mb(zmm);
+        // Row blocks of max_mb (clipped to M) and one tail block: at most two shapes.
+        const int max_mb = static_cast<int>(std::min<int64_t>(jit::matmul_wc_max_mb(zmm), d.m));
+        fns_.assign(static_cast<size_t>(max_mb), nullptr);
         for (int mb = 1; mb <= max_mb; ++mb) {
+            if (mb != max_mb && mb != d.m % max_mb) continue;
             matmul_wc_config c;
             c.wei_dt = d.wei_dt;
             c.zp = d.zp != matmul_desc::zp_kind::none;
@@ -92,9 +95,9 @@ public:
             c.steps_per_group = l_.steps_per_group;
             c.n_groups = l_.n_groups;
             c.x_stride = l_.k_padded;
-            c.prefetch = mb <= 2;
+            c.prefetch = mb <= 4; // the streaming (small M) shapes
             gens_.push_back(jit::make_matmul_wc_generator(c));
-            fns_.push_back(gens_.back()->entry<matmul_wc_fn>());
+            fns_[mb - 1] = gens_.back()->entry<matmul_wc_fn>();
         }
     }
 
