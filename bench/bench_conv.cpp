@@ -2,13 +2,15 @@
 // a problem, on the ResNet-50 (mb1) and MobileNet shape lists, side by side.
 //
 //   bench_conv [--case=relu|zp_tensor|zp_channel|fq] [--threads=N] [--shapes=resnet_50,mobilenet]
-//              [--impl=SUBSTRING] [google benchmark flags]
+//              [--impl=SUBSTRING,...] [google benchmark flags]
 //
 // Problem: u8 source, s8 weights, u8 destination, per-OC scales, bias, and
 // the case's zero point / post-ops (default: no zp, ReLU). Benchmark names
 // are "<impl>/<layer>"; counters: GOPS and pct_peak, where the peak is the
 // single-thread vpdpbusd (zmm) throughput measured by a JIT loop this binary
-// runs itself (× threads). At exit a summary prints, per shape list, each
+// runs itself (× threads). With --threads=1 (default) times are the thread's
+// CPU time, so that other processes on a shared machine distort them less;
+// with more threads, wall time. At exit a summary prints, per shape list, each
 // implementation's total time (layers weighted by their repeat count "*N")
 // and its ratio to every other implementation that ran all the same layers.
 #include <benchmark/benchmark.h>
@@ -25,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
+
 #include "dispatch/impl.h"
 #include "dispatch/testdata.h"
 #include "kernels/jit/jit_base.h"
@@ -36,7 +40,7 @@ struct options {
     std::string bench_case = "relu";
     int threads = 1;
     std::vector<std::string> shape_sets = {"resnet_50", "mobilenet"};
-    std::string impl_filter;
+    std::vector<std::string> impl_filter; // substrings; empty: all
 } opt;
 
 struct layer {
@@ -102,6 +106,18 @@ qconv::conv_problem make_problem(const qconv::conv_desc &d) {
     return p;
 }
 
+// Seconds of this thread's CPU time with one thread (robust against other
+// processes on a shared machine; the OpenMP region runs on the calling
+// thread), wall time otherwise.
+double now_s() {
+    if (opt.threads == 1) {
+        timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // ----------------------------------------------------------------- peak
 class peak_loop : public qconv::jit::jit_generator {
 public:
@@ -131,9 +147,9 @@ double measure_peak_gops() {
     const int64_t iters = 2000000;
     double best = 0.0;
     for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const double t0 = now_s();
         fn(iters);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s = now_s() - t0;
         best = std::max(best, iters * 24.0 * 64 * 2 / s * 1e-9);
     }
     return best;
@@ -163,12 +179,12 @@ void bench_one(benchmark::State &state, const std::string &impl, const layer &l)
     qconv::exec_args args;
     args.threads = opt.threads;
     conv->execute(src.data(), dst.data(), args); // warm-up
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_s();
     for (auto _ : state) {
         conv->execute(src.data(), dst.data(), args);
         benchmark::ClobberMemory();
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = now_s() - t0;
     const double per = s / std::max<int64_t>(1, state.iterations());
     const double gops = p.desc.ops() / per * 1e-9;
     state.counters["GOPS"] = gops;
@@ -238,7 +254,7 @@ int main(int argc, char **argv) {
         if (a.rfind("--case=", 0) == 0) opt.bench_case = a.substr(7);
         else if (a.rfind("--threads=", 0) == 0) opt.threads = std::atoi(a.c_str() + 10);
         else if (a.rfind("--shapes=", 0) == 0) opt.shape_sets = split(a.substr(9), ',');
-        else if (a.rfind("--impl=", 0) == 0) opt.impl_filter = a.substr(7);
+        else if (a.rfind("--impl=", 0) == 0) opt.impl_filter = split(a.substr(7), ',');
         else rest.push_back(argv[i]);
     }
     int rargc = static_cast<int>(rest.size());
@@ -250,7 +266,10 @@ int main(int argc, char **argv) {
             const qconv::conv_problem p = make_problem(l.desc);
             for (const auto &e : qconv::impl::conv_list()) {
                 if (e.name.rfind("ref:", 0) == 0) continue; // far too slow to be a peer here
-                if (!opt.impl_filter.empty() && e.name.find(opt.impl_filter) == std::string::npos) continue;
+                if (!opt.impl_filter.empty() &&
+                    std::none_of(opt.impl_filter.begin(), opt.impl_filter.end(),
+                                 [&](const std::string &f) { return e.name.find(f) != std::string::npos; }))
+                    continue;
                 if (!impl_supports(e, p)) continue;
                 const std::string impl = e.name;
                 benchmark::RegisterBenchmark((impl + "/" + l.name).c_str(),

@@ -266,3 +266,21 @@ TEST(JitConv, NoInt16SaturationOnAnyRow) {
     }
     EXPECT_GT(ran, 0);
 }
+
+// The unfused zmm path (int32 tile + C++ pipeline) that serves transcendental
+// chains, forced for ordinary chains too. Shapes unique to this test, so no
+// kernel cached by another test is reused.
+TEST(JitConv, UnfusedPipelineMatches) {
+    require_avx2();
+    setenv("QCONV_JIT_CONV_FUSED", "0", 1);
+    int i = 0;
+    for (const std::string &desc : {"mb1ic19ih5oc23oh5kh3ph1", "mb2ic40ih3oc70oh3kh1ph0"})
+        for (const std::string &ops : {"relu", "fq:per_channel;sum", "scale_shift;prelu;min:full"})
+            for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
+                ConvTester t;
+                t.zp(i % 2 ? "channel:random" : "none").post_ops(ops).dst(dst).seed(300 + i++);
+                run_all_rows(t, desc);
+                if (HasFailure()) break;
+            }
+    unsetenv("QCONV_JIT_CONV_FUSED");
+}

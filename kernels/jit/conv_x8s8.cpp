@@ -6,8 +6,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <string>
 
 #include "dispatch/registry.h"
@@ -70,7 +72,9 @@ private:
     }
     template <typename T>
     void make_padded_source_t(const void *src, T *buf, int threads) const;
-    const conv_ukernel &ukernel(int ur_w, int nb) const { return *kernels_.at({ur_w, nb}); }
+    const conv_ukernel &ukernel(int ur_w, int nb, int last_n) const {
+        return *kernels_.at({ur_w, nb, fused_ ? last_n : 16});
+    }
     void make_padded_source(const void *src, uint8_t *buf, int threads) const;
 
     conv_isa isa_;
@@ -78,7 +82,8 @@ private:
     attr_set a_;
     pipeline pipe_;
     geometry g_{};
-    std::map<std::pair<int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    bool fused_ = false; // output pipeline inside the micro-kernels
+    std::map<std::tuple<int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
 };
 
@@ -118,16 +123,37 @@ void conv_x8s8_kernel::plan() {
     g.ow = g.flat ? d.oh * d.ow : d.ow;
     if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
     const int64_t nvec = g.ocg16 / g.lanes;
-    g.nb_big = static_cast<int>(std::min<int64_t>(max_oc_vectors(isa_), nvec));
+    int nb_max = max_oc_vectors(isa_);
+    if (const char *e = std::getenv("QCONV_JIT_CONV_NB")) nb_max = std::max(1, std::min(nb_max, std::atoi(e)));
+    g.nb_big = static_cast<int>(std::min<int64_t>(nb_max, nvec));
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
-    // Micro-kernels: (ur_w, nb) for the full and the tail OC block, full and tail pixel block.
-    const int nbs[2] = {g.nb_big, static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big)};
-    for (int nb : nbs) {
+    // The output pipeline is fused into zmm micro-kernels unless the chain
+    // has a transcendental eltwise (computed by eltwise_ref in C++) or more
+    // full-tensor operands than a call carries. QCONV_JIT_CONV_FUSED=0 turns
+    // fusion off (debugging, comparisons).
+    {
+        int n_full = 0;
+        bool transcendental = false;
+        for (const auto &op : a_.ops) {
+            if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
+            if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
+        }
+        const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
+        fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
+                 !(env && std::strcmp(env, "0") == 0);
+    }
+    // Micro-kernels: (ur_w, nb, valid lanes of the last vector) for the full
+    // and the last OC block, full and tail pixel block.
+    const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
+    const int last_lanes = static_cast<int>(g.ocg - (nvec - 1) * g.lanes);
+    const std::pair<int, int> blocks[2] = {{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}, {last_nb, last_lanes}};
+    for (const auto &[nb, ln] : blocks) {
         const int ur = ur_w_for(nb, g.ow);
         const int tail = static_cast<int>(g.ow % ur);
+        const int last_n = fused_ ? ln : 16;
         for (int u : {ur, tail}) {
-            if (u == 0 || kernels_.count({u, nb})) continue;
+            if (u == 0 || kernels_.count({u, nb, last_n})) continue;
             conv_ukernel_cfg c;
             c.isa = isa_;
             c.ur_w = u;
@@ -141,7 +167,9 @@ void conv_x8s8_kernel::plan() {
             c.dh = static_cast<int>(g.dh);
             c.dw = static_cast<int>(g.dw);
             c.xor_src = !g.copy && p_.src_dt == dtype::s8;
-            kernels_[{u, nb}] = std::make_unique<conv_ukernel>(c);
+            c.pipe = fused_ ? &pipe_ : nullptr;
+            c.last_n = last_n;
+            kernels_[{u, nb, last_n}] = std::make_unique<conv_ukernel>(c);
         }
     }
 
@@ -280,6 +308,10 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
     const int32_t *comp = pk.comp.data();
     const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
+    std::vector<int> full_idx; // exec_args::binary index of each full operand, chain order
+    for (const auto &op : a_.ops)
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
 
 #pragma omp parallel num_threads(threads)
     {
@@ -300,9 +332,25 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int64_t ow_end = std::min(g.ow, (ck + 1) * chunk);
             const uint8_t *row = view + ((n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
                                          gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+            const bool last_block = ob == g.n_ob - 1;
+            const int last_n = last_block ? static_cast<int>(g.ocg - (nvec - 1) * g.lanes) : g.lanes;
+            conv_call call{};
+            call.wei = wblk;
+            call.acc = acc;
+            call.comp = comp + gr * g.ocg + oc0;
+            call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
+            call.c_off = (gr * g.ocg + oc0) * 4;
             for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
-                ukernel(u, nb).fn()(row + ow * g.sw * g.cs * g.es, wblk, acc);
+                call.src = row + ow * g.sw * g.cs * g.es;
+                const int64_t off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + gr * g.ocg + oc0;
+                if (fused_) {
+                    call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
+                    for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
+                    ukernel(u, nb, last_n).fn()(&call);
+                    continue;
+                }
+                ukernel(u, nb, last_n).fn()(&call);
                 tile t;
                 t.acc = acc;
                 t.acc_stride = nb * g.lanes;

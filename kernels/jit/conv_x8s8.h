@@ -60,10 +60,29 @@ struct conv_ukernel_cfg {
     int64_t row_stride = 0; // bytes between consecutive input rows
     int sw = 1, dh = 1, dw = 1;
     bool xor_src = false;   // s8 source read directly: x ^ 0x80 = x + 128
+    // Fused output pipeline (zmm ISAs, no transcendental eltwise, at most
+    // max_fused_full full-tensor binary operands): the kernel stores dst
+    // itself instead of the int32 tile. `pipe` is owned by the conv kernel
+    // and outlives this micro-kernel; its per-OC arrays are addressed
+    // directly. last_n: valid lanes of the last OC vector (1..16).
+    const struct pipeline *pipe = nullptr;
+    int last_n = 16;
 };
 
-// void f(const uint8_t *src, const int8_t *wei, int32_t *acc)
-using conv_ukernel_fn = void (*)(const uint8_t *, const int8_t *, int32_t *);
+constexpr int max_fused_full = 4;
+
+// Arguments of one micro-kernel call.
+struct conv_call {
+    const uint8_t *src;    // input pixel of output pixel 0, tap (0, 0), channel g·ICg
+    const int8_t *wei;     // packed weights of the OC block
+    int32_t *acc;          // int32 tile (unfused kernels)
+    void *dst;             // dst element (pixel 0, channel c0) (fused kernels)
+    const int32_t *comp;   // comp + c0
+    const float *bias;     // bias + c0 (or null)
+    int64_t c_off;         // c0 · 4: byte offset into the pipeline's per-OC arrays
+    const float *full[max_fused_full]; // full binary operands at (pixel 0, c0)
+};
+using conv_ukernel_fn = void (*)(const conv_call *);
 
 // Builds (and owns) the code of one micro-kernel.
 class conv_ukernel {

@@ -16,8 +16,12 @@
 //   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries.
 // Loops: kh (runtime) → kw (unrolled) → ICg/4 (runtime) → [pair] → pixels
 // (unrolled) → OC vectors (unrolled).
+#include <cstddef>
+#include <cstring>
 #include <string>
+#include <vector>
 
+#include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/jit/jit_base.h"
 
@@ -60,8 +64,9 @@ struct conv_ukernel::gen : public jit_generator {
     bool vnni = true, zmm_ = true;
     int vbytes = 64, lanes = 16, wbase = 25, bcast0 = 29, tmp0 = 30, wstep = 64;
 
-    const Xbyak::Reg64 reg_src = rdi, reg_wei = rsi, reg_acc = rdx;
-    const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10;
+    // rdi: conv_call *; loop registers; epilogue pointers.
+    const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
+    const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10, reg_coff = r11;
 
     Xbyak::Xmm vreg(int i) const {
         if (zmm_) return Xbyak::Zmm(i);
@@ -143,6 +148,8 @@ struct conv_ukernel::gen : public jit_generator {
 
     void generate() override {
         Xbyak::Label l_kh;
+        mov(reg_src, ptr[reg_args + offsetof(conv_call, src)]);
+        mov(reg_wei, ptr[reg_args + offsetof(conv_call, wei)]);
         emit_zero_acc();
         mov(reg_kh, cfg.kh);
         L(l_kh);
@@ -151,9 +158,229 @@ struct conv_ukernel::gen : public jit_generator {
         add(reg_src, rax);
         dec(reg_kh);
         jnz(l_kh, T_NEAR);
-        emit_store_acc();
+        if (cfg.pipe) {
+            emit_epilogue();
+        } else {
+            mov(reg_acc, ptr[reg_args + offsetof(conv_call, acc)]);
+            emit_store_acc();
+        }
         vzeroupper();
         ret();
+        emit_constants();
+    }
+
+    // ------------------------------------------------------------ fused epilogue
+    // Order and semantics exactly as ref::apply_pipeline (see conv_pipeline.h).
+    // Registers: accumulators hold y; zmm25..31 are free (weights/broadcasts
+    // are dead), k1 = tail mask, k2..k4 scratch.
+    Xbyak::Label l_const;
+    std::vector<float> consts_;
+    int cidx(float v) {
+        for (size_t i = 0; i < consts_.size(); ++i)
+            if (std::memcmp(&consts_[i], &v, 4) == 0) return static_cast<int>(i);
+        consts_.push_back(v);
+        return static_cast<int>(consts_.size() - 1);
+    }
+    int cidx_bits(uint32_t bits) {
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return cidx(v);
+    }
+    Xbyak::Address cst(int idx) { return ptr_b[rip + l_const + idx * 4]; }      // {1to16} operand
+    Xbyak::Address cst_plain(int idx) { return ptr[rip + l_const + idx * 4]; } // scalar load
+    void emit_constants() {
+        align(64);
+        L(l_const);
+        for (float v : consts_) {
+            uint32_t b;
+            std::memcpy(&b, &v, 4);
+            dd(b);
+        }
+    }
+
+    const Xbyak::Reg64 reg_dst = rbx, reg_tmp = rax, reg_full = r12, reg_bias = r13, reg_comp = r14;
+
+    // Address of a per-OC array of the pipeline at vector b of this tile.
+    Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
+        mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
+        add(reg_tmp, reg_coff);
+        return ptr[reg_tmp + b * 64];
+    }
+    bool tail(int b) const { return b == cfg.nb - 1 && cfg.last_n < 16; }
+
+    void emit_epilogue() {
+        const pipeline &pp = *cfg.pipe;
+        push(rbx);
+        push(r12);
+        push(r13);
+        push(r14);
+        mov(reg_dst, ptr[reg_args + offsetof(conv_call, dst)]);
+        mov(reg_comp, ptr[reg_args + offsetof(conv_call, comp)]);
+        mov(reg_bias, ptr[reg_args + offsetof(conv_call, bias)]);
+        mov(reg_coff, ptr[reg_args + offsetof(conv_call, c_off)]);
+        if (cfg.last_n < 16) {
+            mov(eax, (1u << cfg.last_n) - 1u);
+            kmovw(k1, eax);
+        }
+        const int dsz = pp.dst_dt == dtype::f32 || pp.dst_dt == dtype::s32 ? 4 : 1;
+        const int64_t pix = pp.oc * dsz;
+        for (int b = 0; b < cfg.nb; ++b) {
+            for (int w = 0; w < cfg.ur_w; ++w) {
+                const Xbyak::Zmm y(acc(w, b).getIdx());
+                vpaddd(y, y, ptr[reg_comp + b * 64]);
+                vcvtdq2ps(y, y);
+                vmulps(y, y, oc_arr(pp.scale, b));
+                if (pp.with_bias) vaddps(y, y, ptr[reg_bias + b * 64]);
+                int full_i = 0;
+                for (const pipeline_op &op : pp.ops) emit_op(op, y, w, b, full_i, pix, dsz);
+                vaddps(y, y, cst(cidx(pp.dst_zp)));
+                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), pp.dst_dt);
+            }
+        }
+        pop(r14);
+        pop(r13);
+        pop(r12);
+        pop(rbx);
+    }
+
+    // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
+    void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max) {
+        const Xbyak::Zmm t(30);
+        if (is_max) vmaxps(t, y, v);
+        else vminps(t, y, v);
+        vcmpps(k2, v, v, _CMP_UNORD_Q_);
+        vmovaps(t | k2, y);
+        vmovaps(y, t);
+    }
+    static constexpr int _CMP_UNORD_Q_ = 3, _CMP_ORD_Q_ = 7, _CMP_NGT_UQ_ = 10, _CMP_NGE_UQ_ = 9,
+                         _CMP_GE_OQ_ = 29;
+
+    void emit_load_dst_f32(const Xbyak::Zmm &v, const Xbyak::Address &a, bool tl, dtype dt) {
+        const Xbyak::Zmm vz = tl ? (v | k1 | T_z) : v;
+        switch (dt) {
+        case dtype::f32: vmovups(vz, a); break;
+        case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
+        case dtype::s8: vpmovsxbd(vz, a); vcvtdq2ps(v, v); break;
+        default: vpmovzxbd(vz, a); vcvtdq2ps(v, v); break;
+        }
+    }
+
+    void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix, int dsz) {
+        using K = lowered_op::kind;
+        const Xbyak::Zmm t(31), u(29);
+        switch (op.k) {
+        case K::eltwise:
+            switch (op.alg) {
+            case eltwise_alg::relu:
+                vxorps(t, t, t);
+                vcmpps(k2, y, t, _CMP_NGT_UQ_);
+                vmulps(y | k2, y, cst(cidx(op.alpha)));
+                break;
+            case eltwise_alg::clip:
+                vbroadcastss(t, cst_plain(cidx(op.alpha)));
+                emit_fmaxmin(y, t, true);
+                vbroadcastss(t, cst_plain(cidx(op.beta)));
+                emit_fmaxmin(y, t, false);
+                break;
+            case eltwise_alg::linear:
+                vmulps(y, y, cst(cidx(op.alpha)));
+                vaddps(y, y, cst(cidx(op.beta)));
+                break;
+            case eltwise_alg::hardswish:
+                vdivps(u, y, cst(cidx(6.f)));
+                vaddps(u, u, cst(cidx(0.5f)));
+                vxorps(t, t, t);
+                emit_fmaxmin(u, t, true);
+                vbroadcastss(t, cst_plain(cidx(1.f)));
+                emit_fmaxmin(u, t, false);
+                vmulps(y, y, u);
+                break;
+            case eltwise_alg::abs: vandps(y, y, cst(cidx_bits(0x7fffffffu))); break;
+            case eltwise_alg::sqrt: vsqrtps(y, y); break;
+            case eltwise_alg::square: vmulps(y, y, y); break;
+            case eltwise_alg::round: vrndscaleps(y, y, 0x08); break;
+            default: fail("post_ops", "transcendental eltwise is not fused");
+            }
+            break;
+        case K::binary: {
+            if (op.full) {
+                mov(reg_full, ptr[reg_args + offsetof(conv_call, full) + 8 * full_i]);
+                const Xbyak::Address a = ptr[reg_full + w * pp_oc() * 4 + b * 64];
+                if (tail(b)) vmovups(t | k1 | T_z, a);
+                else vmovups(t, a);
+                ++full_i;
+            } else {
+                vmovups(t, oc_arr(op.a, b));
+            }
+            switch (op.balg) {
+            case binary_alg::add: vaddps(y, y, t); break;
+            case binary_alg::sub: vsubps(y, y, t); break;
+            case binary_alg::mul: vmulps(y, y, t); break;
+            case binary_alg::div: vdivps(y, y, t); break;
+            case binary_alg::max: emit_fmaxmin(y, t, true); break;
+            case binary_alg::min: emit_fmaxmin(y, t, false); break;
+            }
+            break;
+        }
+        case K::prelu:
+        case K::depthwise_prelu:
+            vxorps(t, t, t);
+            vcmpps(k2, y, t, _CMP_NGE_UQ_);
+            vmulps(y | k2, y, oc_arr(op.a, b));
+            break;
+        case K::sum:
+            emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), cfg.pipe->dst_dt);
+            vsubps(t, t, cst(cidx(op.sum_zp)));
+            vmulps(t, t, cst(cidx(op.sum_scale)));
+            vaddps(y, y, t);
+            break;
+        case K::depthwise_scale_shift:
+            vmulps(y, y, oc_arr(op.a, b));
+            vaddps(y, y, oc_arr(op.b, b));
+            break;
+        case K::quantization:
+            vmovups(t, oc_arr(op.q[0], b));
+            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
+            vmovups(t, oc_arr(op.q[1], b));
+            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
+            vmulps(y, y, oc_arr(op.q[2], b));
+            vaddps(y, y, oc_arr(op.q[3], b));
+            if (op.round) vrndscaleps(y, y, 0x08);
+            if (op.dequantize) {
+                vmulps(y, y, oc_arr(op.q[4], b));
+                vaddps(y, y, oc_arr(op.q[5], b));
+            }
+            break;
+        default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
+        }
+    }
+    int64_t pp_oc() const { return cfg.pipe->oc; }
+
+    void emit_store(const Xbyak::Zmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        const Xbyak::Zmm t(31);
+        if (dt == dtype::f32) {
+            if (tl) vmovups(a | k1, y);
+            else vmovups(a, y);
+            return;
+        }
+        vcmpps(k2, y, y, _CMP_ORD_Q_); // NaN → 0
+        vmovaps(y | k2 | T_z, y);
+        if (dt == dtype::s32) {
+            vrndscaleps(y, y, 0x08);
+            vcmpps(k3, y, cst(cidx(2147483648.f)), _CMP_GE_OQ_);
+            vcvtps2dq(y, y); // too large → INT_MIN, fixed below
+            vpbroadcastd(t, cst_plain(cidx_bits(0x7fffffffu)));
+            vmovdqa32(y | k3, t);
+            if (tl) vmovdqu32(a | k1, y);
+            else vmovdqu32(a, y);
+            return;
+        }
+        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
+        vmaxps(y, y, cst(cidx(lo)));
+        vminps(y, y, cst(cidx(hi)));
+        vcvtps2dq(y, y); // MXCSR: round half to even
+        if (tl) vpmovdb(a | k1, y);
+        else vpmovdb(a, y);
     }
 };
 
@@ -162,6 +389,7 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
         cfg.ur_w * cfg.nb > max_accumulators(cfg.isa, cfg.nb))
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && cfg.isa != conv_isa::avx512_vnni) fail("xor_src", "only the VNNI kernel shifts in place");
+    if (cfg.pipe && cfg.isa == conv_isa::avx2) fail("pipe", "the fused epilogue needs zmm registers");
     gen_ = std::make_unique<gen>(cfg);
     gen_->create();
     fn_ = gen_->entry<conv_ukernel_fn>();
