@@ -292,7 +292,7 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
         return std::nullopt;
     }
     if (attr.zp == zp_mechanism::legacy_per_channel) {
-        reject(why, "legacy per-channel zero point: oneDNN 2.6 has only the stock per-tensor one");
+        reject(why, "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
         return std::nullopt;
     }
 
@@ -376,7 +376,7 @@ std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads,
 
 bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
     if (attr.zp == zp_mechanism::legacy_per_channel)
-        return reject(why, "legacy per-channel zero point: oneDNN 2.6 has only the stock per-tensor one");
+        return reject(why, "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
     if (!sel.first && attr.id == 0 && attr.has_legacy_ops())
         return reject(why, "attr[0] carries legacy post-ops (the JIT kernels' set); brgconv takes them only in attr[1]");
     return true;
@@ -409,6 +409,7 @@ class onednn_conv_kernel final : public conv_kernel {
 public:
     onednn_conv_kernel(const selector &sel, const conv_problem &p, recipe r, pd_t pd, int threads)
         : sel_(sel), p_(p), r_(std::move(r)) {
+        threads_guard guard(threads);
         auto b = std::make_shared<built>(built{pd, dnnl::convolution_forward(pd)});
         info_ = b->pd.impl_info_str();
         default_threads_ = threads;
@@ -487,6 +488,10 @@ private:
         std::string why;
         auto pd = select_pd(sel_, r_, threads, &why);
         if (!pd) fail("threads", "no oneDNN primitive for " + std::to_string(threads) + " threads: " + why);
+        // Under the same thread count as the descriptor: oneDNN's primitive
+        // cache keys on it, and a primitive planned for another count would
+        // overrun this descriptor's scratchpad.
+        threads_guard guard(threads);
         auto b = std::make_shared<built>(built{*pd, dnnl::convolution_forward(*pd)});
         by_threads_[threads] = b;
         return b;
