@@ -82,22 +82,26 @@ struct wc_packed : packed {
 class matmul_wc_kernel : public matmul_kernel {
 public:
     matmul_wc_kernel(const matmul_desc &d, bool zmm) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
-        // Row blocks of max_mb (clipped to M) and one tail block: at most two shapes.
-        const int max_mb = static_cast<int>(std::min<int64_t>(jit::matmul_wc_max_mb(zmm), d.m));
-        fns_.assign(static_cast<size_t>(max_mb), nullptr);
-        for (int mb = 1; mb <= max_mb; ++mb) {
-            if (mb != max_mb && mb != d.m % max_mb) continue;
+        // Streaming: one block of all M rows over whole panels. Blocked:
+        // blocks of blocked_mb rows (and one tail block) over half panels.
+        const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(zmm);
+        block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
+        nv_ = streaming ? 4 : 2;
+        fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
+        for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
+            if (mb == 0 || mb > d.m || fns_[mb]) continue;
             matmul_wc_config c;
             c.wei_dt = d.wei_dt;
             c.zp = d.zp != matmul_desc::zp_kind::none;
             c.zmm = zmm;
             c.mb = mb;
+            c.nv = nv_;
             c.steps_per_group = l_.steps_per_group;
             c.n_groups = l_.n_groups;
             c.x_stride = l_.k_padded;
-            c.prefetch = mb <= 4; // the streaming (small M) shapes
+            c.prefetch = streaming;
             gens_.push_back(jit::make_matmul_wc_generator(c));
-            fns_[mb - 1] = gens_.back()->entry<matmul_wc_fn>();
+            fns_[mb] = gens_.back()->entry<matmul_wc_fn>();
         }
     }
 
@@ -125,23 +129,31 @@ public:
             for (int64_t m = 0; m < M; ++m) std::memcpy(&xpad[m * l_.k_padded], x + m * K, K * sizeof(float));
             xs = xpad.data();
         }
-        const int max_mb = static_cast<int>(fns_.size());
-        const int64_t m_blocks = (M + max_mb - 1) / max_mb;
-        const int64_t items = l_.n_panels * m_blocks;
+        const int vl = zmm_ ? 16 : 8;
+        const int64_t part = nv_ * vl;             // columns per call
+        const int64_t parts = P / part;            // calls per panel and row block
+        const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
+        const int64_t per_panel = parts * m_blocks;
+        const int64_t items = l_.n_panels * per_panel;
         const int nt = static_cast<int>(std::min<int64_t>(items, threads > 0 ? threads : omp_get_max_threads()));
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
+        // Items in (panel, part, row block) order: a thread's consecutive items
+        // reuse the same weights from its cache.
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t it = 0; it < items; ++it) {
-            const int64_t pi = it / m_blocks, m0 = (it % m_blocks) * max_mb;
-            const int mb = static_cast<int>(std::min<int64_t>(max_mb, M - m0));
-            alignas(64) float out[6 * 64];
+            const int64_t pi = it / per_panel, h = (it % per_panel) / m_blocks;
+            const int64_t m0 = (it % m_blocks) * block_m_;
+            const int64_t n0 = pi * P + h * part;
+            if (n0 >= N) continue;
+            const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
+            alignas(64) float out[12 * 64];
             matmul_wc_call call;
-            call.w = p.wei.get() + pi * l_.panel_bytes();
-            call.params = p.params.get() + pi * l_.panel_params();
+            call.w = p.wei.get() + pi * l_.panel_bytes() + h * part;
+            call.params = p.params.get() + pi * l_.panel_params() + h * part;
             call.x = xs + m0 * l_.k_padded;
             call.out = out;
-            fns_[mb - 1](&call);
-            const int64_t n0 = pi * P, cols = std::min<int64_t>(P, N - n0);
+            fns_[mb](&call);
+            const int64_t cols = std::min<int64_t>(part, N - n0);
             for (int m = 0; m < mb; ++m) {
                 float *yr = y + (m0 + m) * N + n0;
                 const float *o = out + m * P;
@@ -198,6 +210,8 @@ private:
     matmul_desc d_;
     bool zmm_;
     wc_layout l_;
+    int block_m_ = 1; // rows per call (the tail block has fewer)
+    int nv_ = 4;      // vectors per call
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
     std::vector<matmul_wc_fn> fns_;
 };

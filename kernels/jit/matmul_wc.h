@@ -18,10 +18,11 @@
 //   for each group g:  part = Σ_{k in g} f32(w − zp) · x[m][k]   (f32 FMA)
 //                      out  = out + part · scale[g]              (once per group)
 // Decompression happens in registers (widen, nibble and/or shift, cvtdq2ps,
-// exact f32 zp subtraction). mb <= 2 is the streaming shape (memory bound:
-// two accumulator sets to hide FMA latency, software prefetch); mb 3..6
-// (zmm) / 3 (ymm) is the register-blocked shape for larger M, which reuses each
-// decompressed vector mb times. The C++ driver splits the (panel, row-block)
+// exact f32 zp subtraction). Small M uses the streaming shape (whole panel
+// per call, memory bound: two accumulator sets to hide FMA latency when
+// mb <= 2, software prefetch); larger M the register-blocked shape (half a
+// panel, 12 rows (zmm) / 6 rows (ymm) per call), which reuses each
+// decompressed vector for every row of the block. The C++ driver splits the (panel, row-block)
 // grid over OpenMP threads; each output element is produced by exactly one
 // call with a fixed summation order, so results do not depend on the thread
 // count (K is never split).
@@ -54,6 +55,7 @@ struct matmul_wc_config {
     bool zp = false;           // subtract the zp vector stored after scale
     bool zmm = true;           // register width: zmm (avx512) or ymm (avx2)
     int mb = 1;                // rows per call
+    int nv = 4;                // vectors (of vlen columns) per call: 4 = a panel, 2 = half
     int64_t steps_per_group = 0; // k-slices (bytes per column) per group
     int64_t n_groups = 1;
     int64_t x_stride = 0;      // floats between rows of x
@@ -62,14 +64,20 @@ struct matmul_wc_config {
     int vlen() const { return zmm ? 16 : 8; }
     int panel() const { return 4 * vlen(); }     // columns per panel
     bool four_bit() const { return wei_dt == dtype::u4 || wei_dt == dtype::s4; }
-    // Accumulator sets (independent FMA chains for small mb), within the
-    // register budget: zmm 2·mb·4 <= 28, ymm 2·mb·4 <= 12.
-    int sets() const { return mb <= (zmm ? 2 : 1) ? 2 : 1; }
+    // Accumulators available: zmm 28, ymm 12 (the rest are temporaries).
+    int acc_budget() const { return zmm ? 28 : 12; }
+    // Accumulator sets: two independent FMA chains for the streaming shapes.
+    int sets() const { return mb <= 2 && 2 * mb * nv <= acc_budget() ? 2 : 1; }
     int64_t param_floats() const { return (zp ? 2 : 1) * panel(); } // per group
 };
 
-// Largest mb a generated kernel supports for the register width.
-inline int matmul_wc_max_mb(bool zmm) { return zmm ? 6 : 3; }
+// The two kernel shapes. Streaming (M <= streaming_max_m): one call covers
+// a whole panel (nv = 4) for all M rows. Register-blocked (larger M): calls
+// cover half a panel (nv = 2) for blocked_mb rows, so each decompressed
+// vector feeds blocked_mb FMAs (zmm: 12 rows x 2 vectors = 24 accumulators;
+// ymm: 6 x 2 = 12).
+inline int matmul_wc_streaming_max_m(bool zmm) { return zmm ? 4 : 2; }
+inline int matmul_wc_blocked_mb(bool zmm) { return zmm ? 12 : 6; }
 
 // Builds (emits and seals) a kernel for the configuration.
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);

@@ -17,9 +17,11 @@ class matmul_wc_generator : public jit_generator {
 public:
     static constexpr bool is_zmm = std::is_same<Vmm, Zmm>::value;
     static constexpr int vl = is_zmm ? 16 : 8;
-    static constexpr int nv = 4; // vectors per panel
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
+        if (c.sets() * c.mb * c.nv > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4))
+            fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
+                            " exceeds the register budget");
         name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (is_zmm ? ":avx512" : ":avx2");
     }
     const char *name() const override { return name_.c_str(); }
@@ -43,18 +45,21 @@ protected:
 
 private:
     // ---- registers
-    const Reg64 r_arg = rdi, r_w = r8, r_param = r9, r_out = r11, r_k = rax, r_cnt = rcx, r_group = rdx;
-    const Reg64 &row(int m) const {
-        static const Reg64 rows[6] = {r10, rsi, r12, r13, r14, r15};
-        return rows[m];
+    const Reg64 r_arg = rdi, r_w = r8, r_param = r9, r_out = r11, r_cnt = rcx, r_group = rdx;
+    // x rows: row m = 3j + i is [x_base(j) + r_stride·i + disp], r_stride = one row.
+    const Reg64 r_stride = r14;
+    const Reg64 &x_base(int j) const {
+        static const Reg64 bases[4] = {r10, rsi, r12, r13};
+        return bases[j];
     }
+    int n_bases() const { return (c_.mb + 2) / 3; }
     // Vector registers: accumulators from 0 up, temporaries at the top.
     static constexpr int n_regs = is_zmm ? 32 : 16;
     Vmm vmask() const { return Vmm(n_regs - 1); }
     Vmm vt0() const { return Vmm(n_regs - 2); }
     Vmm vt1() const { return Vmm(n_regs - 3); }
     Vmm vxb() const { return Vmm(n_regs - 4); } // broadcast x (ymm only)
-    Vmm acc(int s, int m, int v) const { return Vmm((s * c_.mb + m) * nv + v); }
+    Vmm acc(int s, int m, int v) const { return Vmm((s * c_.mb + m) * c_.nv + v); }
 
     int row_bytes() const { return c_.panel(); }    // bytes per k-slice of a panel
     int k_per_step() const { return c_.four_bit() ? 2 : 1; }
@@ -62,14 +67,13 @@ private:
     void load_args() {
         mov(r_w, ptr[r_arg + offsetof(matmul_wc_call, w)]);
         mov(r_param, ptr[r_arg + offsetof(matmul_wc_call, params)]);
-        mov(row(0), ptr[r_arg + offsetof(matmul_wc_call, x)]);
+        mov(x_base(0), ptr[r_arg + offsetof(matmul_wc_call, x)]);
         mov(r_out, ptr[r_arg + offsetof(matmul_wc_call, out)]);
-        if (c_.mb > 1) mov(rbx, c_.x_stride * 4);
-        for (int m = 1; m < c_.mb; ++m) {
-            mov(row(m), row(m - 1));
-            add(row(m), rbx);
+        mov(r_stride, c_.x_stride * 4);
+        for (int j = 1; j < n_bases(); ++j) {
+            mov(x_base(j), x_base(j - 1));
+            for (int i = 0; i < 3; ++i) add(x_base(j), r_stride);
         }
-        xor_(r_k, r_k);
         if (c_.four_bit()) {
             mov(ebx, 0x0F);
             if (is_zmm) {
@@ -90,21 +94,31 @@ private:
     void zero_out() {
         vxorps(vt0(), vt0(), vt0());
         for (int m = 0; m < c_.mb; ++m)
-            for (int v = 0; v < nv; ++v) vmovups(out_addr(m, v), vt0());
+            for (int v = 0; v < c_.nv; ++v) vmovups(out_addr(m, v), vt0());
     }
 
     void zero_accs() {
         for (int s = 0; s < c_.sets(); ++s)
             for (int m = 0; m < c_.mb; ++m)
-                for (int v = 0; v < nv; ++v) vxorps(acc(s, m, v), acc(s, m, v), acc(s, m, v));
+                for (int v = 0; v < c_.nv; ++v) vxorps(acc(s, m, v), acc(s, m, v), acc(s, m, v));
     }
 
-    // acc += w · x[m][k]; x addressed as [row_m + r_k + disp].
+    // x[m][k] with k given as a byte displacement from the current bases.
+    RegExp x_at(int m, int disp) const {
+        const Reg64 &b = x_base(m / 3);
+        switch (m % 3) {
+        case 0: return b + disp;
+        case 1: return b + r_stride + disp;
+        default: return b + r_stride * 2 + disp;
+        }
+    }
+
+    // acc += w · x[m][k].
     void fma_x(const Vmm &a, const Vmm &w, int m, int disp) {
         if constexpr (is_zmm) {
-            vfmadd231ps(a, w, ptr_b[row(m) + r_k + disp]);
+            vfmadd231ps(a, w, ptr_b[x_at(m, disp)]);
         } else {
-            vbroadcastss(vxb(), ptr[row(m) + r_k + disp]);
+            vbroadcastss(vxb(), ptr[x_at(m, disp)]);
             vfmadd231ps(a, w, vxb());
         }
     }
@@ -134,7 +148,7 @@ private:
         const int s0 = c_.sets() == 2 ? parity : 0;
         if (c_.prefetch && (step * row_bytes()) % 64 == 0)
             prefetcht0(ptr[r_w + step * row_bytes() + prefetch_distance]);
-        for (int v = 0; v < nv; ++v) {
+        for (int v = 0; v < c_.nv; ++v) {
             if (!c_.four_bit()) {
                 widen(vt0(), w_addr(step, v));
                 to_f32(vt0(), v);
@@ -161,7 +175,7 @@ private:
 
     void advance(int steps) {
         add(r_w, steps * row_bytes());
-        add(r_k, steps * k_per_step() * 4);
+        for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * 4);
     }
 
     // Σ over the group's k-slices, then out += part · scale.
@@ -185,8 +199,8 @@ private:
         }
         if (c_.sets() == 2)
             for (int m = 0; m < c_.mb; ++m)
-                for (int v = 0; v < nv; ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));
-        for (int v = 0; v < nv; ++v) {
+                for (int v = 0; v < c_.nv; ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));
+        for (int v = 0; v < c_.nv; ++v) {
             vmovups(vt1(), scale_addr(v));
             for (int m = 0; m < c_.mb; ++m) {
                 vmovups(vt0(), out_addr(m, v));
