@@ -67,8 +67,14 @@ public:
 
 private:
     void plan();
+    // Pixels per call: as many as the registers allow, balanced over a row so
+    // that a short row (e.g. OW = 7) is not split into 6 + 1. Flattened 1x1
+    // rows are long: the maximum is used.
     int ur_w_for(int nb, int64_t ow) const {
-        return static_cast<int>(std::min<int64_t>(ow, std::min(24, max_accumulators(isa_, nb) / nb)));
+        const int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
+        if (g_.flat || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
+        const int64_t calls = (ow + mx - 1) / mx;
+        return static_cast<int>((ow + calls - 1) / calls);
     }
     template <typename T>
     void make_padded_source_t(const void *src, T *buf, int threads) const;

@@ -200,8 +200,15 @@ struct conv_ukernel::gen : public jit_generator {
 
     const Xbyak::Reg64 reg_dst = rbx, reg_tmp = rax, reg_full = r12, reg_bias = r13, reg_comp = r14;
 
-    // Address of a per-OC array of the pipeline at vector b of this tile.
+    // Address of a per-OC array of the pipeline at vector b of this tile:
+    // relative to reg_pbase (= scale + c0) when the distance fits a 32-bit
+    // displacement, else through reg_tmp.
+    const Xbyak::Reg64 reg_pbase = r15;
     Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
+        const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
+                             reinterpret_cast<intptr_t>(cfg.pipe->scale.data()) + b * 64;
+        if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
+            return ptr[reg_pbase + static_cast<int32_t>(diff)];
         mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
         add(reg_tmp, reg_coff);
         return ptr[reg_tmp + b * 64];
@@ -214,34 +221,46 @@ struct conv_ukernel::gen : public jit_generator {
         push(r12);
         push(r13);
         push(r14);
+        push(r15);
         mov(reg_dst, ptr[reg_args + offsetof(conv_call, dst)]);
         mov(reg_comp, ptr[reg_args + offsetof(conv_call, comp)]);
         mov(reg_bias, ptr[reg_args + offsetof(conv_call, bias)]);
         mov(reg_coff, ptr[reg_args + offsetof(conv_call, c_off)]);
+        mov(reg_pbase, reinterpret_cast<uintptr_t>(pp.scale.data()));
+        add(reg_pbase, reg_coff);
         if (cfg.last_n < 16) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
+        vxorps(zmm_zero, zmm_zero, zmm_zero);
         const int dsz = pp.dst_dt == dtype::f32 || pp.dst_dt == dtype::s32 ? 4 : 1;
         const int64_t pix = pp.oc * dsz;
         for (int b = 0; b < cfg.nb; ++b) {
+            // Per-vector parameters hoisted out of the pixel loop.
+            vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+            vmovups(zmm_scale, oc_arr(pp.scale, b));
+            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Xbyak::Zmm y(acc(w, b).getIdx());
-                vpaddd(y, y, ptr[reg_comp + b * 64]);
+                vpaddd(y, y, zmm_comp);
                 vcvtdq2ps(y, y);
-                vmulps(y, y, oc_arr(pp.scale, b));
-                if (pp.with_bias) vaddps(y, y, ptr[reg_bias + b * 64]);
+                vmulps(y, y, zmm_scale);
+                if (pp.with_bias) vaddps(y, y, zmm_bias);
                 int full_i = 0;
                 for (const pipeline_op &op : pp.ops) emit_op(op, y, w, b, full_i, pix, dsz);
                 vaddps(y, y, cst(cidx(pp.dst_zp)));
                 emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), pp.dst_dt);
             }
         }
+        pop(r15);
         pop(r14);
         pop(r13);
         pop(r12);
         pop(rbx);
     }
+    // Epilogue registers (the weight registers are dead by then).
+    const Xbyak::Zmm zmm_comp = Xbyak::Zmm(25), zmm_scale = Xbyak::Zmm(26), zmm_bias = Xbyak::Zmm(27),
+                     zmm_zero = Xbyak::Zmm(28);
 
     // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
     void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max) {
@@ -272,8 +291,7 @@ struct conv_ukernel::gen : public jit_generator {
         case K::eltwise:
             switch (op.alg) {
             case eltwise_alg::relu:
-                vxorps(t, t, t);
-                vcmpps(k2, y, t, _CMP_NGT_UQ_);
+                vcmpps(k2, y, zmm_zero, _CMP_NGT_UQ_);
                 vmulps(y | k2, y, cst(cidx(op.alpha)));
                 break;
             case eltwise_alg::clip:
@@ -324,8 +342,7 @@ struct conv_ukernel::gen : public jit_generator {
         }
         case K::prelu:
         case K::depthwise_prelu:
-            vxorps(t, t, t);
-            vcmpps(k2, y, t, _CMP_NGE_UQ_);
+            vcmpps(k2, y, zmm_zero, _CMP_NGE_UQ_);
             vmulps(y | k2, y, oc_arr(op.a, b));
             break;
         case K::sum:
@@ -363,8 +380,11 @@ struct conv_ukernel::gen : public jit_generator {
             else vmovups(a, y);
             return;
         }
-        vcmpps(k2, y, y, _CMP_ORD_Q_); // NaN → 0
-        vmovaps(y | k2 | T_z, y);
+        // NaN → 0 (for u8 the vmaxps with 0 below already returns 0 for NaN).
+        if (dt != dtype::u8) {
+            vcmpps(k2, y, y, _CMP_ORD_Q_);
+            vmovaps(y | k2 | T_z, y);
+        }
         if (dt == dtype::s32) {
             vrndscaleps(y, y, 0x08);
             vcmpps(k3, y, cst(cidx(2147483648.f)), _CMP_GE_OQ_);
@@ -376,7 +396,7 @@ struct conv_ukernel::gen : public jit_generator {
             return;
         }
         const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
-        vmaxps(y, y, cst(cidx(lo)));
+        vmaxps(y, y, cst(cidx(lo))); // y > lo ? y : lo (NaN → lo)
         vminps(y, y, cst(cidx(hi)));
         vcvtps2dq(y, y); // MXCSR: round half to even
         if (tl) vpmovdb(a | k1, y);
