@@ -11,7 +11,9 @@
 //    (constant-folded decompression is what a plain f32 Convolution gets);
 //  * the rest run on simple kernels: elementwise loops with numpy broadcast,
 //    Transpose/Reshape copies, f32 MatMul loops, and Convolution through
-//    qconv::ref::conv_f32 (NCHW is transposed to NHWC around it).
+//    oneDNN's f32 convolution when its weights are known at compile time
+//    (kernels/onednn/onednn_f32.h, weights reordered once), else
+//    qconv::ref::conv_f32 (NCHW is transposed to NHWC around either).
 // Values are held as f32 (integer types exact up to 2^24); an op whose output
 // type is f16 or an integer type rounds its results to that type.
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "qconv/conv_desc.h"
 #include "qconv/graph.h"
 #include "qconv/matmul.h"
+#include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
 
 namespace qconv::graph {
@@ -64,21 +67,42 @@ void binary(const tensor &a, const tensor &b, tensor &o, F f) {
         for (int64_t i = 0; i < total; ++i) o.data[i] = f(a.data[i], b.data[i]);
         return;
     }
-    const size_t r = o.shape.size();
-    const auto sa = bstrides(a.shape, o.shape), sb = bstrides(b.shape, o.shape);
-    const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
+    // Coalesce adjacent output dims along which both inputs are contiguous
+    // (or both broadcast), so the inner loop is as long as possible.
+    const auto fa = bstrides(a.shape, o.shape), fb = bstrides(b.shape, o.shape);
+    shape_t dims;
+    std::vector<int64_t> sa, sb;
+    for (size_t i = 0; i < o.shape.size(); ++i) {
+        if (o.shape[i] == 1) continue;
+        if (!dims.empty()) {
+            const int64_t d = o.shape[i];
+            const bool ca = sa.back() == fa[i] * d, cb = sb.back() == fb[i] * d;
+            if (ca && cb) {
+                dims.back() *= d;
+                sa.back() = fa[i];
+                sb.back() = fb[i];
+                continue;
+            }
+        }
+        dims.push_back(o.shape[i]);
+        sa.push_back(fa[i]);
+        sb.push_back(fb[i]);
+    }
+    const size_t r = dims.size();
+    const int64_t inner = r ? dims[r - 1] : 1, outer = inner ? total / inner : 0;
     const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)
     for (int64_t j = 0; j < outer; ++j) {
         int64_t rem = j, oa = 0, ob = 0;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
-            const int64_t idx = rem % o.shape[d];
-            rem /= o.shape[d];
+            const int64_t idx = rem % dims[d];
+            rem /= dims[d];
             oa += idx * sa[d];
             ob += idx * sb[d];
         }
         float *y = o.data.data() + j * inner;
-        for (int64_t i = 0; i < inner; ++i) y[i] = f(a.data[oa + i * ia], b.data[ob + i * ib]);
+        const float *pa = a.data.data() + oa, *pb = b.data.data() + ob;
+        for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i * ia], pb[i * ib]);
     }
 }
 
@@ -132,9 +156,9 @@ void matmul_f32(const node &n, const tensor &a, const tensor &b, tensor &o) {
         }
 }
 
-void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
+conv_desc conv_desc_of(const node &n) {
     const bool grouped = n.kind == op::GroupConvolution;
-    const shape_t &xs = x.shape, &ws = w.shape, &ys = o.shape;
+    const shape_t &xs = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape, &ys = n.out_shape;
     conv_desc d;
     d.g = grouped ? ws[0] : 1;
     d.mb = xs[0];
@@ -155,11 +179,23 @@ void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
     // The bottom/right pads the output actually uses (extra end padding changes nothing).
     d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
     d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+    return d;
+}
+
+// NCHW around an NHWC convolution `run(src_nhwc, dst_nhwc)`.
+template <typename F>
+void convolution_nchw(const tensor &x, tensor &o, F run) {
+    const shape_t &xs = x.shape, &ys = o.shape;
     tensor xn{x.type, {xs[0], xs[2], xs[3], xs[1]}, std::vector<float>(x.data.size())};
     transpose(x, {0, 2, 3, 1}, xn);
     tensor yn{o.type, {ys[0], ys[2], ys[3], ys[1]}, std::vector<float>(o.data.size())};
-    ref::conv_f32(d, xn.data.data(), w.data.data(), nullptr, yn.data.data());
+    run(xn.data.data(), yn.data.data());
     transpose(yn, {0, 3, 1, 2}, o);
+}
+
+void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
+    const conv_desc d = conv_desc_of(n);
+    convolution_nchw(x, o, [&](const float *src, float *dst) { ref::conv_f32(d, src, w.data.data(), nullptr, dst); });
 }
 
 float gelu(float x, bool tanh_approx) {
@@ -383,6 +419,8 @@ struct compiled_graph::state {
         std::vector<int> in;
         int out;
         int fused = -1; // index into mms
+        std::shared_ptr<impl::onednn::conv_f32> conv; // f32 conv on oneDNN (constant weights)
+        bool conv_per_run = false;                     // f32 conv on oneDNN created per run
     };
     std::vector<tensor> consts;        // per slot, compile-time values
     std::vector<bool> known;           // slot value known at compile time
@@ -396,9 +434,11 @@ struct compiled_graph::state {
     std::unique_ptr<graph> owner;      // the compiled clone (steps point into it)
 };
 
-compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_unique<state>()) {
+compiled_graph::compiled_graph(const graph &g, int threads) : compiled_graph(g, compile_options{threads, true}) {}
+
+compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s_(std::make_unique<state>()) {
     auto &S = *s_;
-    S.threads = threads;
+    S.threads = opt.threads;
     // Work on a private, inferred clone (the caller's graph stays untouched).
     auto g = gin.clone();
     g->infer();
@@ -453,7 +493,7 @@ compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_uni
         }
         if (mm_index.count(n)) {
             compressed &c = S.mms[mm_index[n]];
-            state::step st{n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n]};
+            state::step st{n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n], nullptr};
             matmul_weights w;
             w.scale = c.scale.data();
             w.zp = c.zp.empty() ? nullptr : c.zp.data();
@@ -479,7 +519,7 @@ compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_uni
             continue;
         }
         const bool all_known =
-            n->kind != op::Result && std::all_of(in.begin(), in.end(), [&](int i) { return S.known[i]; });
+            opt.fold_constants && n->kind != op::Result && std::all_of(in.begin(), in.end(), [&](int i) { return S.known[i]; });
         if (all_known) {
             std::vector<const tensor *> ins;
             for (int i : in) ins.push_back(&S.consts[i]);
@@ -488,14 +528,34 @@ compiled_graph::compiled_graph(const graph &gin, int threads) : s_(std::make_uni
             S.impls.push_back({n->id, "constant-folded"});
             continue;
         }
-        S.steps.push_back({n, in, out, -1});
-        S.impls.push_back({n->id, kernel_name(*n)});
+        state::step st{n, in, out, -1, nullptr, false};
+        std::string impl = kernel_name(*n);
+        if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && n->out_type == etype::f32) {
+            // oneDNN's f32 convolution: constant weights are reordered once;
+            // weights computed at run time mean a primitive per run.
+            const bool known = S.known[in[1]];
+            try {
+                std::vector<float> zeros;
+                if (!known) zeros.assign(elems_of(n->inputs[1]->out_shape), 0.f);
+                auto c = std::make_shared<impl::onednn::conv_f32>(
+                    conv_desc_of(*n), known ? S.consts[in[1]].data.data() : zeros.data(), nullptr);
+                impl = "onednn:conv_f32:" + c->impl_info() + (known ? "" : " (weights per run)");
+                if (known) st.conv = c;
+                else st.conv_per_run = true;
+            } catch (const error &) {
+                // not supported by oneDNN: the reference runs it
+            }
+        }
+        S.steps.push_back(st);
+        S.impls.push_back({n->id, impl});
     }
     // Folded values nothing reads at run time can go (e.g. the f32 copy of
     // compressed weights when only the decompression chain used them).
     std::vector<bool> needed(S.slots, false);
     for (const auto &st : S.steps)
-        for (int i : st.in) needed[i] = true;
+        for (size_t k = 0; k < st.in.size(); ++k)
+            if (!(k == 1 && (st.conv || (st.fused >= 0 && S.mms[st.fused].prim))))
+                needed[st.in[k]] = true; // oneDNN / the compressed primitive hold their own weights
     for (size_t i = 0; i < S.slots; ++i)
         if (S.known[i] && !needed[i]) std::vector<float>().swap(S.consts[i].data);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
@@ -549,6 +609,17 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
         }
         std::vector<const tensor *> ins;
         for (int i : st.in) ins.push_back(&get(i));
+        if (st.conv || st.conv_per_run) {
+            tensor &o = v[st.out];
+            o.type = st.n->out_type;
+            o.shape = st.n->out_shape;
+            o.data.assign(elems_of(o.shape), 0.f);
+            if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
+            std::shared_ptr<impl::onednn::conv_f32> c = st.conv;
+            if (!c) c = std::make_shared<impl::onednn::conv_f32>(conv_desc_of(*st.n), ins[1]->data.data(), nullptr);
+            convolution_nchw(*ins[0], o, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
+            continue;
+        }
         for (size_t k = 0; k < ins.size(); ++k)
             if (ins[k]->shape != st.n->inputs[k]->out_shape)
                 fail(st.n->where(), std::string(to_string(st.n->kind)) + " '" + st.n->id + "': input " +

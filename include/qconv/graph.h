@@ -168,9 +168,18 @@ struct tensor {
     std::vector<float> data;  // values as f32 (integers exact up to 2^24)
 };
 
+struct compile_options {
+    int threads = 0;            // 0: OpenMP default
+    // Evaluate nodes whose inputs are all Constants once, at compile time
+    // (a Convolution's decompression subgraph then becomes f32 weights). Off:
+    // every node runs at every run() as the graph is written.
+    bool fold_constants = true;
+};
+
 class compiled_graph {
 public:
     explicit compiled_graph(const graph &g, int threads = 0);
+    compiled_graph(const graph &g, const compile_options &o);
     ~compiled_graph();
     compiled_graph(const compiled_graph &) = delete;
     compiled_graph &operator=(const compiled_graph &) = delete;
