@@ -28,10 +28,27 @@
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace qconv {
 namespace {
 
 using impl::onednn::selector;
+
+// One OpenMP thread by default: on a shared 2-core machine, 2-thread barriers
+// make the sweep several times slower. ThreadCountsAndConcurrentExecution
+// passes its thread counts explicitly.
+class one_thread_env : public ::testing::Environment {
+public:
+    void SetUp() override {
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+    }
+};
+const auto *const one_thread = ::testing::AddGlobalTestEnvironment(new one_thread_env);
 using testdata::data_kind;
 
 const std::vector<selector> &brg_rows() {
