@@ -280,7 +280,38 @@ struct compressed {
     std::vector<int32_t> zp;            // 0, 1 or [N][NG]
     std::vector<float> bias;            // N or empty
     std::shared_ptr<matmul> prim;       // built at compile time when Wq is a Constant
+    std::string impl;                   // the row the dispatcher chose, and the problem
 };
+
+// Creates the primitive (constant weights) or a probe with zero weights
+// (weights from a Parameter: the primitive is then created per run; the
+// dispatcher's choice depends on the descriptor only). False when no row
+// takes the problem.
+bool create_primitive(compressed *c) {
+    matmul_weights w;
+    w.scale = c->scale.data();
+    w.zp = c->zp.empty() ? nullptr : c->zp.data();
+    w.bias = c->bias.empty() ? nullptr : c->bias.data();
+    std::string name;
+    try {
+        if (c->wq->kind == op::Constant) {
+            w.wei = c->wq->data->bytes.data();
+            c->prim = std::make_shared<matmul>(c->desc, w);
+            name = c->prim->impl_name();
+        } else {
+            const std::vector<uint8_t> zeros(c->desc.wei_bytes(), 0);
+            w.wei = zeros.data();
+            name = matmul(c->desc, w).impl_name() + " (weights from a Parameter)";
+        }
+    } catch (const error &) {
+        return false;
+    }
+    const matmul_desc &d = c->desc;
+    c->impl = name + " " + d.str() + " " + to_string(d.wei_dt) +
+              (d.group ? " group" + std::to_string(d.group) : " per_oc") + " zp:" + to_string(d.zp) +
+              (d.with_bias ? " bias" : "");
+    return true;
+}
 
 // The (n, group) → value table of a broadcast constant `c` against the
 // decompression shape D, where row n spans K = elems(D)/N and groups have G
@@ -455,6 +486,7 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
     for (node *n : order) {
         compressed c;
         if (!recognize(*g, n, &c)) continue;
+        if (!create_primitive(&c)) continue; // e.g. a group size no row takes: runs unfused
         // A chain node is absorbed only if nothing outside the chain reads it.
         std::set<const node *> inside(c.chain.begin(), c.chain.end());
         inside.insert(n);
@@ -494,26 +526,7 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
         if (mm_index.count(n)) {
             compressed &c = S.mms[mm_index[n]];
             state::step st{n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n], nullptr};
-            matmul_weights w;
-            w.scale = c.scale.data();
-            w.zp = c.zp.empty() ? nullptr : c.zp.data();
-            w.bias = c.bias.empty() ? nullptr : c.bias.data();
-            const auto describe = [&c](const std::string &impl) {
-                return impl + " " + c.desc.str() + " " + to_string(c.desc.wei_dt) +
-                       (c.desc.group ? " group" + std::to_string(c.desc.group) : " per_oc") +
-                       " zp:" + to_string(c.desc.zp) + (c.desc.with_bias ? " bias" : "");
-            };
-            if (c.wq->kind == op::Constant) {
-                w.wei = c.wq->data->bytes.data();
-                c.prim = std::make_shared<matmul>(c.desc, w);
-                S.impls.push_back({n->id, describe(c.prim->impl_name())});
-            } else {
-                // Weights arrive at run time: the primitive is created per run
-                // (the dispatcher's choice depends on the descriptor only).
-                const std::vector<uint8_t> zeros(c.desc.wei_bytes(), 0);
-                w.wei = zeros.data();
-                S.impls.push_back({n->id, describe(matmul(c.desc, w).impl_name()) + " (weights from a Parameter)"});
-            }
+            S.impls.push_back({n->id, c.impl});
             S.wq_bytes.push_back(nullptr);
             S.steps.push_back(st);
             continue;

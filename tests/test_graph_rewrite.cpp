@@ -500,6 +500,36 @@ TEST(RewriteFixup, TwoConsumers) {
     expect_same_values(before, run(g, b.inputs));
 }
 
+// A scale per input channel is still a decompression subgraph: rewritten,
+// same values (the executor fuses it if a MatMul row takes group size 1,
+// else runs the decompression and an f32 MatMul).
+TEST(RewriteFixup, ScalePerInputChannel) {
+    built b;
+    b.g = std::make_unique<graph>();
+    graph &g = *b.g;
+    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
+    b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
+    node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
+    node *q = g.constant_int(etype::u8, {OC, IC, 1, 1}, ints(3, OC * IC, 0, 255), "q");
+    node *cq = g.add(op::Convert, {q}, to(etype::f32), "cq");
+    std::vector<float> sv;
+    for (int64_t e : ints(4, IC, -4, 0)) sv.push_back(std::ldexp(1.f, static_cast<int>(e)));
+    node *w = g.add(op::Multiply, {cq, g.constant_f32({1, IC, 1, 1}, sv, "s")}, {}, "w");
+    node *conv = g.add(op::Convolution, {act, w}, {}, "conv");
+    conv->rt_info["origin"] = "onnx:Conv_17";
+    g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 2, 3, 1}), "out")}, {}, "result");
+    g.infer();
+    const auto before = run(g, b.inputs);
+    auto rec = run_passes(g);
+    ASSERT_TRUE(rec[0].rewritten) << rec[0].reason;
+    const node *mm = nullptr;
+    for (const auto &n : g.nodes())
+        if (n->kind == op::MatMul) mm = n.get();
+    ASSERT_TRUE(mm);
+    EXPECT_EQ(mm->rt_info.at("origin"), "onnx:Conv_17"); // runtime info copied along
+    expect_same_values(before, run(g, b.inputs));
+}
+
 // The embedded example: both convolutions rewritten, the Transposes around
 // the Gelu cancel, and the values agree within f32 rounding.
 TEST(RewriteExample, FfnU4) {
