@@ -16,3 +16,6 @@ echo "== conv: ResNet-50 mb1, u8:s8:u8, per-channel zp, FakeQuantize per channel
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
   --dt=u8:s8:u8 --zp=channel:random --post-ops=fq:per_channel \
   --mode=CP --impl=all "$@"
+
+# Further main jobs (e.g. the graph example of the conv1x1 → MatMul rewrite) follow here,
+# each one driver command with a heading line.
