@@ -263,6 +263,13 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                     continue;
                 }
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
+                if (sizeof(T) == 1 && !flip && g.icg4 == g.icg) {
+                    // Same layout: the whole valid run of this row in one copy.
+                    const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
+                    std::memcpy(px, x, static_cast<size_t>(run * d.ic));
+                    col += run - 1;
+                    continue;
+                }
                 for (int64_t gr = 0; gr < g.g; ++gr) {
                     T *o = px + gr * g.icg4;
                     const uint8_t *xi = x + gr * g.icg;
