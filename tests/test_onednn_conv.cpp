@@ -362,7 +362,8 @@ TEST(OnednnBrgconv, PaddingStrideDilationGroupsOddChannels) {
     const std::vector<std::string> descs = {
         "mb1ic3ih9oc17kh3sh2ph1",        "mb1ic17ih5oc3kh3ph2",        "mb1ic13ih8oc29kh3dh1ph2",
         "mb1ic64ih7iw5oc65kh1sh2",       "mb1ic24ih6oc24kh5ph2",       "g2mb1ic32ih6oc64kh3ph1",
-        "mb1ic16ih1oc16kh3ph1",          "mb1ic8ih4oc8kh3ph3sh3",       "mb1ic1000ih1oc5kh1"};
+        "mb1ic16ih1oc16kh3ph1",          "mb1ic8ih4oc8kh3ph3sh3",       "mb1ic1000ih1oc5kh1",
+        "mb1ic64ih8oc32oh4kh1sh2",       "mb1ic32ih9oc32oh4kh3sh2ph1"}; // negative bottom/right pads
     int ran = 0;
     uint32_t seed = 300;
     for (const auto &d : descs)
