@@ -7,5 +7,7 @@ add_test(NAME install_consumer
     -DCONSUMER_DIR=${PROJECT_SOURCE_DIR}/tests/consumer
     -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/install_consumer
     -DCONFIG=$<CONFIG>
+    "-DSANITIZE=${QCONV_SANITIZE}"
+    -DCXX=${CMAKE_CXX_COMPILER}
     -P ${PROJECT_SOURCE_DIR}/tests/consumer/install_test.cmake)
 set_tests_properties(install_consumer PROPERTIES TIMEOUT 600 LABELS install)

@@ -3,6 +3,8 @@
 # once through the CMake package, once through qconv.pc.
 #   -DBUILD_DIR=  the qconv build tree     -DCONSUMER_DIR= tests/consumer
 #   -DWORK_DIR=   scratch folder (wiped)   -DCONFIG=       build configuration
+#   -DSANITIZE=   the sanitizers qconv was built with (the consumer must use them too)
+#   -DCXX=        the C++ compiler qconv was built with (used for the consumer too)
 foreach(v BUILD_DIR CONSUMER_DIR WORK_DIR)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "install_test.cmake: -D${v}= is required")
@@ -21,6 +23,14 @@ function(step name)
 endfunction()
 
 set(prefix ${WORK_DIR}/prefix)
+set(flags)
+if(CXX)
+  list(APPEND flags -DCMAKE_CXX_COMPILER=${CXX})
+endif()
+if(SANITIZE)
+  list(APPEND flags "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE} -fno-omit-frame-pointer"
+                    "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
@@ -41,7 +51,7 @@ get_filename_component(lib_dir ${libs} DIRECTORY)
 
 # 1. CMake package.
 step("configure (CMake package)" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/cmake
-     -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_PREFIX_PATH=${prefix})
+     -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_PREFIX_PATH=${prefix} ${flags})
 step("build (CMake package)" ${CMAKE_COMMAND} --build ${WORK_DIR}/cmake)
 step("run (CMake package)" ${WORK_DIR}/cmake/consumer)
 
@@ -49,6 +59,6 @@ step("run (CMake package)" ${WORK_DIR}/cmake/consumer)
 # installed (it was configured for CMAKE_INSTALL_PREFIX).
 step("configure (pkg-config)" ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir}
      ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/pkgconfig -DCMAKE_BUILD_TYPE=${CONFIG}
-     -DQCONV_CONSUMER_PKGCONFIG=ON -DPKG_CONFIG_ARGN=--define-prefix)
+     -DQCONV_CONSUMER_PKGCONFIG=ON -DPKG_CONFIG_ARGN=--define-prefix ${flags})
 step("build (pkg-config)" ${CMAKE_COMMAND} --build ${WORK_DIR}/pkgconfig)
 step("run (pkg-config)" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${lib_dir} ${WORK_DIR}/pkgconfig/consumer)
