@@ -2,7 +2,8 @@
 # Installs what is missing, builds Release into build/ and runs the main job:
 # qconv-driver over ResNet-50 (mb1), u8:s8:u8 with a per-channel zero point and
 # a per-channel FakeQuantize, correctness + performance, every implementation
-# side by side. Extra arguments are passed to the driver (e.g. --threads=1).
+# side by side; then the dispatcher's choice against oneDNN brgconv (ratio=) with a
+# per-tensor zero point. Extra arguments are passed to the driver (e.g. --threads=1).
 set -euo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
 
@@ -16,6 +17,10 @@ echo "== conv: ResNet-50 mb1, u8:s8:u8, per-channel zp, FakeQuantize per channel
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
   --dt=u8:s8:u8 --zp=channel:random --post-ops=fq:per_channel \
   --mode=CP --impl=all "$@"
+
+echo "== conv: ResNet-50 mb1, u8:s8:u8, per-tensor zp, ReLU: the dispatcher's choice against oneDNN brgconv"
+"$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
+  --dt=u8:s8:u8 --zp=tensor:128 --post-ops=relu --mode=P --impl=auto "$@"
 
 # Further main jobs (e.g. the graph example of the conv1x1 → MatMul rewrite) follow here,
 # each one driver command with a heading line.

@@ -89,13 +89,13 @@ double baseline_ms(const std::vector<run_result> &runs, const conv_settings &s) 
     double best = -1;
     auto ok = [](const run_result &r) { return r.status == "ok" && r.ms > 0; };
     for (const auto &r : runs) {
-        if (!ok(r)) continue;
+        if (!ok(r) || r.requested == "auto") continue; // only runs forced by name
         const bool cand = s.baseline == "auto" ? is_baseline_candidate(r.impl) : r.impl == s.baseline;
         if (cand && (best < 0 || r.ms < best)) best = r.ms;
     }
     if (best < 0 && s.baseline == "auto")
         for (const auto &r : runs)
-            if (ok(r) && r.impl == "onednn:any") best = r.ms;
+            if (ok(r) && r.requested == "onednn:any") best = r.ms;
     return best;
 }
 
