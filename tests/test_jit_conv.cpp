@@ -20,14 +20,17 @@ using qconv::test::ConvTester;
 
 namespace {
 
+// Dense rows (jit:conv_x8s8*) and depthwise rows (jit:conv_dw_x8s8:*).
 std::vector<std::string> jit_rows() {
     std::vector<std::string> r;
     for (const auto &e : qconv::impl::conv_list())
-        if (e.name.rfind("jit:conv_x8s8", 0) == 0) r.push_back(e.name);
+        if (e.name.rfind("jit:conv_x8s8", 0) == 0 || e.name.rfind("jit:conv_dw_x8s8", 0) == 0)
+            r.push_back(e.name);
     return r;
 }
 
 bool is_1x1_row(const std::string &name) { return name.find("_1x1:") != std::string::npos; }
+bool is_dw_row(const std::string &name) { return name.rfind("jit:conv_dw_", 0) == 0; }
 
 bool isa_ok(const std::string &row) {
     if (row.find("avx512_vnni") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni;
@@ -57,8 +60,9 @@ const std::vector<std::string> &net_shapes() {
 }
 
 bool row_takes(const std::string &row, const std::string &desc) {
-    if (!is_1x1_row(row)) return true;
     const qconv::conv_desc d = qconv::conv_desc::parse(desc);
+    if (is_dw_row(row)) return d.is_depthwise();
+    if (!is_1x1_row(row)) return true;
     return d.kh == 1 && d.kw == 1;
 }
 
@@ -89,7 +93,10 @@ void require_avx2() {
 
 TEST(JitConv, RowsArePresentAndNamed) {
     const auto rows = jit_rows();
-    ASSERT_GE(rows.size(), 2u);
+    ASSERT_GE(rows.size(), 7u);
+    for (const char *n : {"jit:conv_dw_x8s8:avx512_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2",
+                          "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2"})
+        EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end()) << n;
     EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8_1x1:avx512_vnni"), rows.end());
     EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_vnni"), rows.end());
 }
@@ -103,6 +110,7 @@ TEST(JitConv, RejectsWithReasons) {
     qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
     for (const auto &e : qconv::impl::conv_list()) {
         if (e.name.rfind("jit:conv_x8s8", 0) != 0 || e.name.find("avx512_vnni") == std::string::npos) continue;
+        // (depthwise rows: see DepthwiseRejectsDense)
         why.clear();
         EXPECT_FALSE(e.supports(p, a, avx2, &why)) << e.name;
         EXPECT_FALSE(why.empty());
@@ -283,4 +291,53 @@ TEST(JitConv, UnfusedPipelineMatches) {
                 if (HasFailure()) break;
             }
     unsetenv("QCONV_JIT_CONV_FUSED");
+}
+
+TEST(JitConv, DepthwiseRejectsDense) {
+    qconv::conv_problem p;
+    p.desc = qconv::conv_desc::parse("g2mb1ic4ih5oc4oh5kh3ph1");
+    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    for (const auto &e : qconv::impl::conv_list()) {
+        if (!is_dw_row(e.name)) continue;
+        std::string why;
+        EXPECT_FALSE(e.supports(p, qconv::attr_set{}, vnni, &why)) << e.name;
+        EXPECT_NE(why.find("depthwise"), std::string::npos) << why;
+    }
+}
+
+// MobileNet / SSD-MobileNet depthwise layers at reduced spatial size, and
+// depthwise corner cases, on every depthwise row.
+TEST(JitConv, DepthwiseShapes) {
+    require_avx2();
+    const std::vector<std::string> descs = {
+        "g32mb1ic32ih10oc32oh10kh3ph1n\"mobilenet:conv2_dw\"",
+        "g64mb1ic64ih9oc64oh5kh3sh2ph1n\"mobilenet:conv3_dw\"",
+        "g512mb1ic512ih4oc512oh4kh3ph1n\"mobilenet:conv8_dw\"",
+        "g1024mb1ic1024ih3oc1024oh2kh3sh2ph1n\"mobilenet:conv14_dw\"",
+        "g3mb2ic3ih6oc3oh6kh5ph2",               // C 3, 5x5
+        "g17mb1ic17ih7iw9oc17oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1", // dilation, strides
+        "g65mb1ic65ih1oc65oh1kh3ph1",            // 1x1 image
+        "g1mb1ic1ih3oc1oh3kh3ph1",               // 1 channel (also dense)
+        "g40mb1ic40ih2oc40oh4kh1ph1",            // all-padding rows
+    };
+    const std::vector<std::string> chains = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "prelu",
+                                             "add:per_oc", "sum;relu", "gelu_erf", "mul:full"};
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string &zp : {"none", "tensor:random", "channel:random"})
+            for (size_t k = 0; k < chains.size(); k += 2) {
+                ConvTester t;
+                t.zp(zp).post_ops(chains[(k + i) % chains.size()]).dst(dsts[i % dsts.size()]).seed(500 + i);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp;
+            }
+    for (const std::string &desc : {descs[0], descs[4], descs[5]})
+        for (dtype src : {dtype::u8, dtype::s8}) {
+            ConvTester t;
+            t.src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(src == dtype::u8 ? "tensor:255" : "none");
+            run_all_rows(t, desc);
+            if (HasFailure()) FAIL() << desc << " extreme";
+        }
 }

@@ -443,6 +443,18 @@ std::vector<conv_entry> jit_conv_entries() {
         {conv_isa::avx512_vnni, true}, {conv_isa::avx512_vnni, false},
         {conv_isa::avx512_core, false}, {conv_isa::avx2, false}};
     std::vector<conv_entry> rows;
+    // Depthwise rows first: for groups == IC == OC they beat the dense kernels.
+    for (conv_isa i : {conv_isa::avx512_vnni, conv_isa::avx512_core, conv_isa::avx2}) {
+        conv_entry e;
+        e.name = jit::conv_dw_impl_name(i);
+        e.supports = [i](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
+            return jit::conv_dw_supports(i, p, a, pl, why);
+        };
+        e.create = [i](const conv_problem &p, const attr_set &a, const platform &) {
+            return jit::conv_dw_create(i, p, a);
+        };
+        rows.push_back(std::move(e));
+    }
     for (const auto &[i, only_1x1] : table) {
         conv_entry e;
         e.name = jit::conv_impl_name(i, only_1x1);

@@ -67,6 +67,11 @@ struct conv_ukernel_cfg {
     // directly. last_n: valid lanes of the last OC vector (1..16).
     const struct pipeline *pipe = nullptr;
     int last_n = 16;
+    // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
+    // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every
+    // tap unrolled; one widened multiply-add per (tap, pixel, vector).
+    bool depthwise = false;
+    int64_t dw_cpad = 0;
 };
 
 constexpr int max_fused_full = 4;
@@ -115,5 +120,12 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
                    const impl::platform &pl, std::string *why);
 std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_problem &p,
                                                      const attr_set &a);
+
+// Depthwise family (groups == IC == OC): conv_dw_x8s8.cpp.
+std::string conv_dw_impl_name(conv_isa i);
+bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, const impl::platform &pl,
+                      std::string *why);
+std::shared_ptr<const impl::conv_kernel> conv_dw_create(conv_isa i, const conv_problem &p,
+                                                        const attr_set &a);
 
 } // namespace qconv::jit

@@ -146,11 +146,44 @@ struct conv_ukernel::gen : public jit_generator {
             for (int b = 0; b < cfg.nb; ++b) vstore(ptr[reg_acc + (w * cfg.nb + b) * vbytes], acc(w, b));
     }
 
+    // Depthwise: every tap unrolled; u8 → int32 (vpmovzxbd), weights int32
+    // holding an s16 value, so the word products are x·w + 0·(sign word) =
+    // x·w exactly: vpdpwssd (VNNI) or vpmaddwd + vpaddd.
+    void emit_dw_body() {
+        const int vb = lanes; // source bytes per vector
+        for (int kh = 0; kh < cfg.kh; ++kh)
+            for (int kw = 0; kw < cfg.kw; ++kw) {
+                const int64_t woff = (static_cast<int64_t>(kh) * cfg.kw + kw) * cfg.dw_cpad * 4;
+                for (int b = 0; b < cfg.nb; ++b) {
+                    const Xbyak::Xmm wr = wreg(0);
+                    vload(wr, ptr[reg_wei + woff + b * vbytes]);
+                    for (int w = 0; w < cfg.ur_w; ++w) {
+                        const Xbyak::Xmm x = vreg(vnni ? 29 + (w & 1) : bcast0);
+                        const int64_t soff = kh * cfg.dh * cfg.row_stride +
+                                             (static_cast<int64_t>(w) * cfg.sw + kw * cfg.dw) * cfg.pix_stride + b * vb;
+                        vpmovzxbd(x, ptr[reg_src + soff]);
+                        if (vnni) {
+                            vpdpwssd(Xbyak::Zmm(acc(w, b).getIdx()), Xbyak::Zmm(x.getIdx()), Xbyak::Zmm(wr.getIdx()));
+                        } else {
+                            const Xbyak::Xmm t = vreg(tmp0);
+                            vpmaddwd(t, x, wr);
+                            vpaddd(acc(w, b), acc(w, b), t);
+                        }
+                    }
+                }
+            }
+    }
+
     void generate() override {
         Xbyak::Label l_kh;
         mov(reg_src, ptr[reg_args + offsetof(conv_call, src)]);
         mov(reg_wei, ptr[reg_args + offsetof(conv_call, wei)]);
         emit_zero_acc();
+        if (cfg.depthwise) {
+            emit_dw_body();
+            emit_finish();
+            return;
+        }
         mov(reg_kh, cfg.kh);
         L(l_kh);
         emit_kw_loop();
@@ -158,6 +191,11 @@ struct conv_ukernel::gen : public jit_generator {
         add(reg_src, rax);
         dec(reg_kh);
         jnz(l_kh, T_NEAR);
+        emit_finish();
+    }
+
+    // Epilogue (fused pipeline or int32 tile), return, constant pool.
+    void emit_finish() {
         if (cfg.pipe) {
             emit_epilogue();
         } else {
