@@ -87,11 +87,17 @@ case_data make_case(const matmul_desc &d, uint32_t seed) {
     return c;
 }
 
-// Σ_k |x · deq(W)| + |bias| per output, in double.
-std::vector<double> magnitude(const case_data &c) {
+// Σ_k |x · deq(W)| + |bias| per output, in double. With dq, the bound of
+// dynamic quantization is returned instead (divided by 1e-5, so callers
+// multiply every bound by 1e-5): Σ_k |deq(W)|·sx[m,g]/2 · 1e5 + the f32 term,
+// sx[m,g] = max_{k in g} |x[m,k]| / 127 (kernels/jit/matmul_wc_dq.cpp).
+std::vector<double> magnitude(const case_data &c, bool dq = false) {
     const matmul_desc &d = c.d;
     const int64_t GS = d.group_size(), NG = d.n_groups();
-    std::vector<double> mag(static_cast<size_t>(d.m * d.n));
+    std::vector<double> mag(static_cast<size_t>(d.m * d.n)), amax(static_cast<size_t>(d.m * NG), 0.0);
+    for (int64_t m = 0; m < d.m; ++m)
+        for (int64_t k = 0; k < d.k; ++k)
+            amax[m * NG + k / GS] = std::max(amax[m * NG + k / GS], double(std::fabs(c.x[m * d.k + k])));
     for (int64_t n = 0; n < d.n; ++n)
         for (int64_t m = 0; m < d.m; ++m) {
             double s = d.with_bias ? std::fabs(c.bias[n]) : 0.0;
@@ -100,6 +106,7 @@ std::vector<double> magnitude(const case_data &c) {
                 const int32_t zp = d.zp == zpk::none ? 0 : d.zp == zpk::per_tensor ? c.zp[0] : c.zp[n * NG + g];
                 const double w = double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) * c.scale[n * NG + g];
                 s += std::fabs(w * c.x[m * d.k + k]);
+                if (dq) s += std::fabs(w) * (amax[m * NG + g] / 127.0) / 2.0 * 1e5;
             }
             mag[m * d.n + n] = s;
         }
@@ -119,8 +126,11 @@ std::vector<std::string> jit_rows() {
     return names;
 }
 
+bool is_dq_row(const std::string &row) { return row.find("_dq") != std::string::npos; }
+
 bool host_runs(const std::string &row) {
     const impl::platform p{impl::detected_isa()};
+    if (is_dq_row(row)) return p.avx512() && p.vnni();
     if (row.find(":avx512") != std::string::npos) return p.avx512();
     return p.has(isa::avx2);
 }
@@ -131,9 +141,11 @@ void check_row(const std::string &row, const case_data &c) {
     const impl::matmul_entry *e = find_row(row);
     ASSERT_NE(e, nullptr);
     const impl::platform plat{impl::detected_isa()};
+    matmul_hints hints;
+    hints.dynamic_quantization = is_dq_row(row);
     std::string why;
-    ASSERT_TRUE(e->supports(c.d, {}, plat, &why)) << why;
-    auto kernel = e->create(c.d, {}, plat);
+    ASSERT_TRUE(e->supports(c.d, hints, plat, &why)) << why;
+    auto kernel = e->create(c.d, hints, plat);
     auto packed = kernel->pack(c.weights());
 
     const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
@@ -148,7 +160,7 @@ void check_row(const std::string &row, const case_data &c) {
     kernel->execute(*packed, c.x.data(), y2.data(), 2);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), ny * sizeof(float))) << "threads 1 and 2 differ";
 
-    const std::vector<double> mag = magnitude(c);
+    const std::vector<double> mag = magnitude(c, is_dq_row(row));
     int bad = 0;
     for (size_t i = 0; i < ny && bad < 5; ++i) {
         const double tol = 1e-5 * mag[i];
@@ -184,7 +196,7 @@ std::vector<sweep_param> sweep_params() {
     for (const std::string &row : jit_rows())
         for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4}) {
             const bool x4 = row.find("_x4") != std::string::npos;
-            if (x4 != is_4bit(dt)) continue;
+            if (!is_dq_row(row) && x4 != is_4bit(dt)) continue;
             for (int64_t g : {0, 32, 64, 128})
                 for (zpk z : {zpk::none, zpk::per_tensor, zpk::per_group})
                     for (bool b : {false, true}) v.push_back({row, dt, g, z, b});
@@ -221,9 +233,10 @@ INSTANTIATE_TEST_SUITE_P(JitRows, MatmulSweep, testing::ValuesIn(sweep_params())
 // ------------------------------------------------------------ extremes
 // Largest magnitudes over a long K: every weight at the type's extreme, zp 0
 // or at the other end, x = 1 — integer-valued partial sums stay exact in f32.
+// (Not for the dynamic-quantization row: its X scale 1/127 is inexact.)
 TEST(MatmulJit, ExtremeValuesLongK) {
     for (const std::string &row : jit_rows()) {
-        if (!host_runs(row)) continue;
+        if (!host_runs(row) || is_dq_row(row)) continue;
         const bool x4 = row.find("_x4") != std::string::npos;
         for (dtype dt : x4 ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
             for (int sign : {0, 1})
@@ -270,11 +283,12 @@ TEST(MatmulJit, FourBitOddSizes) {
 // ------------------------------------------------------------ dispatch
 TEST(MatmulJit, RowsAreListedBeforeTheReference) {
     const std::vector<std::string> rows = jit_rows();
-    ASSERT_EQ(rows.size(), 4u);
-    EXPECT_EQ(rows[0], "jit:matmul_wc_x8:avx512");
-    EXPECT_EQ(rows[1], "jit:matmul_wc_x4:avx512");
-    EXPECT_EQ(rows[2], "jit:matmul_wc_x8:avx2");
-    EXPECT_EQ(rows[3], "jit:matmul_wc_x4:avx2");
+    ASSERT_EQ(rows.size(), 5u);
+    EXPECT_EQ(rows[0], "jit:matmul_wc_dq:avx512_vnni");
+    EXPECT_EQ(rows[1], "jit:matmul_wc_x8:avx512");
+    EXPECT_EQ(rows[2], "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(rows[3], "jit:matmul_wc_x8:avx2");
+    EXPECT_EQ(rows[4], "jit:matmul_wc_x4:avx2");
     EXPECT_EQ(impl::matmul_list().back().name, "ref:matmul");
 }
 
@@ -291,13 +305,22 @@ TEST(MatmulJit, SupportsFollowsPlatformTypeAndHints) {
     EXPECT_NE(why.find("u8/s8"), std::string::npos) << why;
     matmul_hints dq;
     dq.dynamic_quantization = true;
-    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx512")->supports(d, dq, avx512, &why));
+    // Dynamic quantization is opt-in, and needs VNNI; the f32 rows accept the
+    // hint (exact f32 is within any bound the hint allows).
+    const impl::matmul_entry *dq_row = find_row("jit:matmul_wc_dq:avx512_vnni");
+    EXPECT_FALSE(dq_row->supports(d, {}, avx512, &why));
     EXPECT_NE(why.find("dynamic quantization"), std::string::npos) << why;
+    EXPECT_TRUE(dq_row->supports(d, dq, avx512, &why)) << why;
+    EXPECT_FALSE(dq_row->supports(d, dq, impl::platform{isa::avx512_core}, &why));
+    EXPECT_NE(why.find("vnni"), std::string::npos) << why;
+    EXPECT_TRUE(find_row("jit:matmul_wc_x4:avx512")->supports(d, dq, avx512, &why)) << why;
     // The dispatcher's choice on simulated platforms.
     EXPECT_EQ(impl::select_matmul(d, {}, avx512).name, "jit:matmul_wc_x4:avx512");
     EXPECT_EQ(impl::select_matmul(d, {}, avx2).name, "jit:matmul_wc_x4:avx2");
     EXPECT_EQ(impl::select_matmul(d, {}, sse).name, "ref:matmul");
-    EXPECT_EQ(impl::select_matmul(d, dq, avx512).name, "ref:matmul");
+    EXPECT_EQ(impl::select_matmul(d, dq, avx512).name, "jit:matmul_wc_dq:avx512_vnni");
+    EXPECT_EQ(impl::select_matmul(d, dq, impl::platform{isa::avx512_core}).name, "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(impl::select_matmul(d, dq, avx2).name, "jit:matmul_wc_x4:avx2");
 }
 
 // Through the public API, auto and forced by name (the avx2 row runs here:
@@ -361,6 +384,7 @@ TEST(MatmulJit, BadWeightsAreErrors) {
         // The same through the public API.
         matmul_hints h;
         h.impl = row;
+        h.dynamic_quantization = is_dq_row(row);
         expect_error_field([&] { matmul(d, w, h); }, "zp");
         w = c.weights();
         w.wei = nullptr;

@@ -9,7 +9,8 @@
 // repeated over its groups), x in [-1, 1), bias in [-2, 2). --dq requests
 // dynamic quantization (matmul_hints::dynamic_quantization).
 // Correctness: |y − y_ref| <= 1e-5 · (Σ_k |x·deq(W)| + |bias|) per element
-// against ref::matmul (the bound of tests/test_matmul.cpp).
+// against ref::matmul (the bound of tests/test_matmul.cpp); with --dq the
+// dynamic-quantization term Σ_k |deq(W)|·sx/2 is added (matmul_wc_dq.cpp).
 // Output: one line per implementation: op=matmul impl= desc= wei= group= zp=
 // bias= status= [errors=] [ms= gflops= gbps= (compressed weight bytes per
 // second) ratio= (against the first implementation listed) reps=] [why=].
@@ -122,10 +123,18 @@ matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t 
     return c;
 }
 
-// Per-element bound 1e-5 · (Σ_k |x·deq(W)| + |bias|).
-std::vector<double> bounds(const matmul_case &c) {
+// Per-element bound 1e-5 · (Σ_k |x·deq(W)| + |bias|); with dynamic
+// quantization plus Σ_k |deq(W)| · sx[m,g]/2, sx = max_{k in g} |x[m,k]| / 127.
+std::vector<double> bounds(const matmul_case &c, bool dq) {
     const matmul_desc &d = c.d;
     const int64_t gs = d.group_size(), ng = d.n_groups();
+    std::vector<double> half_sx(static_cast<size_t>(d.m * ng), 0.0);
+    if (dq)
+        for (int64_t m = 0; m < d.m; ++m)
+            for (int64_t k = 0; k < d.k; ++k) {
+                double &h = half_sx[m * ng + k / gs];
+                h = std::max(h, std::fabs(double(c.x[m * d.k + k])) / 127.0 / 2.0);
+            }
     std::vector<double> b(static_cast<size_t>(d.m * d.n));
     std::vector<double> w(static_cast<size_t>(d.k));
     for (int64_t n = 0; n < d.n; ++n) {
@@ -136,8 +145,12 @@ std::vector<double> bounds(const matmul_case &c) {
         }
         for (int64_t m = 0; m < d.m; ++m) {
             double s = d.with_bias ? std::fabs(c.bias[n]) : 0.0;
-            for (int64_t k = 0; k < d.k; ++k) s += w[k] * std::fabs(c.x[m * d.k + k]);
-            b[m * d.n + n] = 1e-5 * s;
+            double q = 0.0;
+            for (int64_t k = 0; k < d.k; ++k) {
+                s += w[k] * std::fabs(c.x[m * d.k + k]);
+                if (dq) q += w[k] * half_sx[m * ng + k / gs];
+            }
+            b[m * d.n + n] = 1e-5 * s + q;
         }
     }
     return b;
@@ -240,7 +253,7 @@ int matmul_mode(const std::vector<std::string> &args) {
         if (co.correctness()) {
             ref.resize(static_cast<size_t>(c.d.m * c.d.n));
             ref::matmul(c.d, c.weights(), c.x.data(), ref.data());
-            bound = bounds(c);
+            bound = bounds(c, s.dq);
         }
         std::vector<run_result> runs;
         for (const auto &n : selected)

@@ -224,8 +224,6 @@ bool wc_supports(const matmul_desc &d, const matmul_hints &h, const platform &pl
     if (x4 && !fb) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
     if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
         return reject(why, std::string("takes u8/s8 weights, got ") + to_string(d.wei_dt));
-    if (h.dynamic_quantization)
-        return reject(why, "dynamic quantization is not implemented (f32 accumulation only)");
     if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
     const int64_t gs = d.group_size();
     if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
@@ -249,7 +247,8 @@ matmul_entry wc_entry(bool zmm, bool x4) {
 } // namespace
 
 std::vector<matmul_entry> jit_matmul_entries() {
-    return {wc_entry(true, false), wc_entry(true, true), wc_entry(false, false), wc_entry(false, true)};
+    return {matmul_wc_dq_entry(), wc_entry(true, false), wc_entry(true, true), wc_entry(false, false),
+            wc_entry(false, true)};
 }
 
 } // namespace qconv::impl

@@ -29,13 +29,16 @@
 //
 // Rows registered: jit:matmul_wc_x8:avx512, jit:matmul_wc_x4:avx512,
 // jit:matmul_wc_x8:avx2, jit:matmul_wc_x4:avx2 (x8 = u8/s8, x4 = u4/s4).
-// Dynamic quantization (matmul_hints::dynamic_quantization) is not provided
-// by these rows; they reject it with a reason.
+// These rows compute in f32 whatever matmul_hints::dynamic_quantization says
+// (the hint permits quantizing X, it does not require it). The opt-in
+// dynamic-quantization row jit:matmul_wc_dq:avx512_vnni (matmul_wc_dq.cpp)
+// comes first in the table and accepts only when the hint is set.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "dispatch/impl.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
 
@@ -83,3 +86,8 @@ inline int matmul_wc_blocked_mb(bool zmm) { return zmm ? 12 : 6; }
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);
 
 } // namespace qconv::jit
+
+namespace qconv::impl {
+// The dynamic-quantization row (kernels/jit/matmul_wc_dq.cpp).
+matmul_entry matmul_wc_dq_entry();
+} // namespace qconv::impl

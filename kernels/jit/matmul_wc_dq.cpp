@@ -1,0 +1,408 @@
+// Dynamic-quantization MatMul (opt-in: matmul_hints::dynamic_quantization),
+// AVX-512 VNNI: jit:matmul_wc_dq:avx512_vnni.
+//
+// At run time every row of X is quantized per group of K (the weights'
+// groups) to int8, symmetrically:
+//   sx[m,g] = max_{k in g} |x[m,k]| / 127,   q[m,k] = rne(x[m,k] / sx[m,g])  (|q| <= 127)
+// and the inner products run on integers with vpdpbusd (u8 weights × s8 q,
+// exact int32 per group):
+//   y[m,n] = Σ_g sx[m,g] · scale[n,g] · (Σ_{k in g} w'[n,k]·q[m,k] − zp'[n,g] · Σ_{k in g} q[m,k]) + bias[n]
+// Signed weights are made unsigned at pack time (s8: w' = w + 128, s4: w' = w + 8,
+// and the same shift of the zero point), so (w' − zp') = (w − zp) exactly.
+//
+// Error: only the quantization of X is inexact: |x − sx·q| <= sx/2, so
+//   |y − y_exact| <= Σ_k |deq(W)[n,k]| · sx[m, g(k)] / 2   (+ f32 rounding, ~1e-6 relative)
+// which tests/test_matmul.cpp asserts (with a 1e-5 relative f32 allowance).
+//
+// Layout (pack): panels of 64 columns (four zmm). 8-bit: per k-quad a panel
+// stores [64 columns][4 k] (256 bytes), so one zmm load holds 4 consecutive k
+// of 16 columns in each dword: the vpdpbusd operand. 4-bit: per k-octet
+// [64 columns][4 bytes], byte j of a column = w'[k0+j] | w'[k0+4+j] << 4;
+// the low nibbles are k0..k0+3, the high nibbles k0+4..k0+7. Per panel and
+// group follow scale[64] and zp'[64] as f32. K (and each group) is padded
+// with zero weights and zero q. Shapes as in matmul_wc.h: streaming (M <= 4,
+// whole panel per call) and blocked (12 rows × half a panel per call).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "kernels/jit/matmul_wc.h"
+
+namespace qconv {
+namespace jit {
+namespace {
+
+using namespace Xbyak;
+
+struct dq_call {
+    const uint8_t *w;      // panel start (+ column offset · 4 bytes)
+    const float *params;   // group 0 of the panel: scale[64], zp'[64] (+ column offset)
+    const int8_t *q;       // row 0 of the block, rows q_stride bytes apart
+    const float *sx;       // [NG][M] per row scale of q, at row 0 of the block
+    const float *sumq;     // [NG][M] Σ q over the group, at row 0 of the block
+    float *out;            // mb rows of 64 floats
+};
+using dq_fn = void (*)(const dq_call *);
+
+struct dq_config {
+    bool four_bit = false;
+    int mb = 1, nv = 4;
+    int64_t steps_per_group = 0; // k-quads (8-bit) / k-octets (4-bit) per group
+    int64_t n_groups = 1;
+    int64_t q_stride = 0;        // bytes between rows of q
+    int64_t m_total = 1;         // rows of sx/sumq per group
+};
+
+class dq_generator : public jit_generator {
+public:
+    explicit dq_generator(const dq_config &c) : jit_generator(64 * 1024), c_(c) {
+        if (c.mb * c.nv > 24 || c.mb > 12) fail("jit", "matmul_wc_dq: block too large for the registers");
+    }
+    const char *name() const override { return "jit:matmul_wc_dq:avx512_vnni"; }
+
+protected:
+    void generate() override {
+        preamble();
+        mov(r_w, ptr[rdi + offsetof(dq_call, w)]);
+        mov(r_param, ptr[rdi + offsetof(dq_call, params)]);
+        mov(q_base(0), ptr[rdi + offsetof(dq_call, q)]);
+        mov(r_sx, ptr[rdi + offsetof(dq_call, sx)]);
+        mov(r_sum, ptr[rdi + offsetof(dq_call, sumq)]);
+        mov(r_out, ptr[rdi + offsetof(dq_call, out)]);
+        mov(r_stride, c_.q_stride);
+        for (int j = 1; j < n_bases(); ++j) {
+            mov(q_base(j), q_base(j - 1));
+            for (int i = 0; i < 3; ++i) add(q_base(j), r_stride);
+        }
+        if (c_.four_bit) {
+            mov(ebx, 0x0F0F0F0F);
+            vpbroadcastd(vmask, ebx);
+        }
+        vxorps(vt0, vt0, vt0);
+        for (int m = 0; m < c_.mb; ++m)
+            for (int v = 0; v < c_.nv; ++v) vmovups(out_addr(m, v), vt0);
+        Label group_loop;
+        mov(r_group, c_.n_groups);
+        L(group_loop);
+        emit_group();
+        add(r_param, 2 * 64 * 4);
+        add(r_sx, c_.m_total * 4);
+        add(r_sum, c_.m_total * 4);
+        dec(r_group);
+        jnz(group_loop, T_NEAR);
+        postamble();
+    }
+
+private:
+    const Reg64 r_w = r8, r_param = r9, r_out = r11, r_cnt = rcx, r_group = rdx, r_sx = rax, r_sum = rbp,
+                r_stride = r14;
+    const Reg64 &q_base(int j) const {
+        static const Reg64 bases[4] = {r10, rsi, r12, r13};
+        return bases[j];
+    }
+    int n_bases() const { return (c_.mb + 2) / 3; }
+    const Zmm vmask = Zmm(31), vt0 = Zmm(30), vt1 = Zmm(29), vt2 = Zmm(28);
+    Zmm acc(int m, int v) const { return Zmm(m * c_.nv + v); }
+
+    int step_bytes() const { return 256; } // one k-quad / k-octet of a panel
+    int k_per_step() const { return c_.four_bit ? 8 : 4; }
+    Address out_addr(int m, int v) const { return ptr[r_out + (m * 64 + v * 16) * 4]; }
+    Address w_addr(int step, int v) const { return ptr[r_w + step * step_bytes() + v * 64]; }
+    RegExp q_at(int m, int disp) const {
+        const Reg64 &b = q_base(m / 3);
+        switch (m % 3) {
+        case 0: return b + disp;
+        case 1: return b + r_stride + disp;
+        default: return b + r_stride * 2 + disp;
+        }
+    }
+    void dot(const Zmm &a, const Zmm &w, int m, int disp) {
+        vpdpbusd(a, w, ptr_b[q_at(m, disp)], EvexEncoding);
+    }
+
+    void emit_step(int step) {
+        const int d0 = step * k_per_step();
+        for (int v = 0; v < c_.nv; ++v) {
+            vmovdqu32(vt0, w_addr(step, v));
+            if (!c_.four_bit) {
+                for (int m = 0; m < c_.mb; ++m) dot(acc(m, v), vt0, m, d0);
+                continue;
+            }
+            vpandd(vt1, vt0, vmask);
+            vpsrlw(vt0, vt0, 4);
+            vpandd(vt0, vt0, vmask);
+            for (int m = 0; m < c_.mb; ++m) dot(acc(m, v), vt1, m, d0);
+            for (int m = 0; m < c_.mb; ++m) dot(acc(m, v), vt0, m, d0 + 4);
+        }
+    }
+
+    void advance(int steps) {
+        add(r_w, steps * step_bytes());
+        for (int j = 0; j < n_bases(); ++j) add(q_base(j), steps * k_per_step());
+    }
+
+    void emit_group() {
+        for (int m = 0; m < c_.mb; ++m)
+            for (int v = 0; v < c_.nv; ++v) vpxord(acc(m, v), acc(m, v), acc(m, v));
+        const int unroll = 4;
+        const int64_t iters = c_.steps_per_group / unroll;
+        const int rem = static_cast<int>(c_.steps_per_group % unroll);
+        if (iters > 0) {
+            Label loop;
+            mov(r_cnt, iters);
+            L(loop);
+            for (int u = 0; u < unroll; ++u) emit_step(u);
+            advance(unroll);
+            dec(r_cnt);
+            jnz(loop, T_NEAR);
+        }
+        for (int u = 0; u < rem; ++u) emit_step(u);
+        if (rem) advance(rem);
+        // out += (f32(acc) − zp'·Σq) · (scale · sx)
+        for (int v = 0; v < c_.nv; ++v) {
+            vmovups(vt1, ptr[r_param + (64 + v * 16) * 4]); // zp'
+            for (int m = 0; m < c_.mb; ++m) {
+                const Zmm a = acc(m, v);
+                vcvtdq2ps(a, a);
+                vfnmadd231ps(a, vt1, ptr_b[r_sum + m * 4]);
+                vmovups(vt2, ptr[r_param + v * 16 * 4]);
+                vmulps(vt2, vt2, ptr_b[r_sx + m * 4]);
+                vmovups(vt0, out_addr(m, v));
+                vfmadd231ps(vt0, a, vt2);
+                vmovups(out_addr(m, v), vt0);
+            }
+        }
+    }
+
+    dq_config c_;
+};
+
+} // namespace
+} // namespace jit
+
+namespace impl {
+namespace {
+
+struct aligned_free {
+    void operator()(void *p) const { std::free(p); }
+};
+template <typename T>
+std::unique_ptr<T[], aligned_free> alloc_zeroed(size_t count) {
+    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
+    void *p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    return std::unique_ptr<T[], aligned_free>(static_cast<T *>(p));
+}
+
+bool is4(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
+bool is_signed(dtype dt) { return dt == dtype::s8 || dt == dtype::s4; }
+
+// Sizes: K is cut into groups; each group into steps of 4 (8-bit) or 8 (4-bit) k.
+struct dq_layout {
+    int64_t kstep = 4, gs = 0, ng = 1, steps_per_group = 0, kq = 0; // kq: padded K of q
+    int64_t n_panels = 0;
+    int64_t panel_bytes() const { return ng * steps_per_group * 256; }
+    int64_t panel_params() const { return ng * 128; }
+};
+
+dq_layout make_dq_layout(const matmul_desc &d) {
+    dq_layout l;
+    l.kstep = is4(d.wei_dt) ? 8 : 4;
+    l.gs = d.group_size();
+    l.ng = d.n_groups();
+    l.steps_per_group = (l.gs + l.kstep - 1) / l.kstep;
+    l.kq = l.ng * l.steps_per_group * l.kstep;
+    l.n_panels = (d.n + 63) / 64;
+    return l;
+}
+
+struct dq_packed : packed {
+    std::unique_ptr<uint8_t[], aligned_free> wei;
+    std::unique_ptr<float[], aligned_free> params;
+    std::vector<float> bias;
+};
+
+class dq_kernel : public matmul_kernel {
+public:
+    explicit dq_kernel(const matmul_desc &d) : d_(d), l_(make_dq_layout(d)) {
+        const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(true);
+        block_m_ = streaming ? static_cast<int>(d.m) : 12;
+        nv_ = streaming ? 4 : 2;
+        fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
+        for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
+            if (mb == 0 || mb > d.m || fns_[mb]) continue;
+            jit::dq_config c;
+            c.four_bit = is4(d.wei_dt);
+            c.mb = mb;
+            c.nv = nv_;
+            c.steps_per_group = l_.steps_per_group;
+            c.n_groups = l_.ng;
+            c.q_stride = l_.kq;
+            c.m_total = d.m;
+            gens_.push_back(std::make_unique<jit::dq_generator>(c));
+            gens_.back()->create();
+            fns_[mb] = gens_.back()->entry<jit::dq_fn>();
+        }
+    }
+
+    std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
+        check(w);
+        auto p = std::make_shared<dq_packed>();
+        p->wei = alloc_zeroed<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_zeroed<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
+        if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
+        const int64_t np = l_.n_panels;
+#pragma omp parallel for schedule(static) if (np > 1 && d_.n * d_.k > (1 << 20))
+        for (int64_t pi = 0; pi < np; ++pi) pack_panel(w, pi, *p);
+        return p;
+    }
+
+    void execute(const packed &pk, const float *x, float *y, int threads) const override {
+        const auto &p = static_cast<const dq_packed &>(pk);
+        const int64_t M = d_.m, N = d_.n;
+        const int nt_all = threads > 0 ? threads : omp_get_max_threads();
+        // Quantize X: q [M][kq], sx and Σq as [NG][M].
+        std::vector<int8_t> q(static_cast<size_t>(M * l_.kq), 0);
+        std::vector<float> sx(static_cast<size_t>(l_.ng * M)), sumq(static_cast<size_t>(l_.ng * M));
+#pragma omp parallel for num_threads(nt_all) schedule(static) if (M * d_.k > (1 << 16))
+        for (int64_t m = 0; m < M; ++m) quantize_row(x + m * d_.k, m, q.data(), sx.data(), sumq.data());
+
+        const int64_t part = nv_ * 16, parts = 64 / part;
+        const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
+        const int64_t per_panel = parts * m_blocks, items = l_.n_panels * per_panel;
+        const int nt = static_cast<int>(std::min<int64_t>(items, nt_all));
+        const float *bias = d_.with_bias ? p.bias.data() : nullptr;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t it = 0; it < items; ++it) {
+            const int64_t pi = it / per_panel, h = (it % per_panel) / m_blocks;
+            const int64_t m0 = (it % m_blocks) * block_m_, n0 = pi * 64 + h * part;
+            if (n0 >= N) continue;
+            const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
+            alignas(64) float out[12 * 64];
+            jit::dq_call call;
+            call.w = p.wei.get() + pi * l_.panel_bytes() + h * part * 4;
+            call.params = p.params.get() + pi * l_.panel_params() + h * part;
+            call.q = q.data() + m0 * l_.kq;
+            call.sx = sx.data() + m0;
+            call.sumq = sumq.data() + m0;
+            call.out = out;
+            fns_[mb](&call);
+            const int64_t cols = std::min<int64_t>(part, N - n0);
+            for (int m = 0; m < mb; ++m) {
+                float *yr = y + (m0 + m) * N + n0;
+                const float *o = out + m * 64;
+                for (int64_t c = 0; c < cols; ++c) yr[c] = bias ? o[c] + bias[n0 + c] : o[c];
+            }
+        }
+    }
+
+private:
+    void quantize_row(const float *xr, int64_t m, int8_t *q, float *sx, float *sumq) const {
+        for (int64_t g = 0; g < l_.ng; ++g) {
+            const float *xg = xr + g * l_.gs;
+            float amax = 0.f;
+            for (int64_t k = 0; k < l_.gs; ++k) amax = std::max(amax, std::fabs(xg[k]));
+            const float s = amax / 127.f;
+            const float inv = amax > 0.f ? 127.f / amax : 0.f;
+            int8_t *qg = q + m * l_.kq + g * l_.steps_per_group * l_.kstep;
+            int32_t sum = 0;
+            for (int64_t k = 0; k < l_.gs; ++k) {
+                const float r = std::nearbyint(xg[k] * inv);
+                const int32_t v = static_cast<int32_t>(std::min(127.f, std::max(-127.f, r)));
+                qg[k] = static_cast<int8_t>(v);
+                sum += v;
+            }
+            sx[g * d_.m + m] = s;
+            sumq[g * d_.m + m] = static_cast<float>(sum);
+        }
+    }
+
+    void check(const matmul_weights &w) const {
+        if (!w.wei) fail("wei", "is null");
+        if (!w.scale) fail("scale", "is null");
+        if (d_.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
+        if (d_.zp == matmul_desc::zp_kind::none) return;
+        if (!w.zp) fail("zp", "is null but a zero point is declared");
+        const int32_t lo = d_.wei_dt == dtype::u8 ? 0 : d_.wei_dt == dtype::s8 ? -128 : d_.wei_dt == dtype::u4 ? 0 : -8;
+        const int32_t hi = d_.wei_dt == dtype::u8 ? 255 : d_.wei_dt == dtype::s8 ? 127 : d_.wei_dt == dtype::u4 ? 15 : 7;
+        const int64_t count = d_.zp == matmul_desc::zp_kind::per_tensor ? 1 : d_.n * d_.n_groups();
+        for (int64_t i = 0; i < count; ++i)
+            if (w.zp[i] < lo || w.zp[i] > hi)
+                fail("zp", "value " + std::to_string(w.zp[i]) + " at " + std::to_string(i) + " is outside the " +
+                               to_string(d_.wei_dt) + " range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+
+    // Unsigned weight w' (signed types shifted by 128 / 8).
+    uint8_t wprime(const matmul_weights &w, int64_t i) const {
+        const int32_t shift = is_signed(d_.wei_dt) ? (is4(d_.wei_dt) ? 8 : 128) : 0;
+        return static_cast<uint8_t>(weight_at(w.wei, d_.wei_dt, i) + shift);
+    }
+
+    void pack_panel(const matmul_weights &w, int64_t pi, dq_packed &p) const {
+        const int64_t n0 = pi * 64, cols = std::min<int64_t>(64, d_.n - n0);
+        const int32_t shift = is_signed(d_.wei_dt) ? (is4(d_.wei_dt) ? 8 : 128) : 0;
+        uint8_t *dst = p.wei.get() + pi * l_.panel_bytes();
+        const bool fb = is4(d_.wei_dt);
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t n = n0 + c;
+            for (int64_t g = 0; g < l_.ng; ++g)
+                for (int64_t kk = 0; kk < l_.gs; ++kk) {
+                    const int64_t step = g * l_.steps_per_group + kk / l_.kstep, j = kk % l_.kstep;
+                    const uint8_t v = wprime(w, n * d_.k + g * l_.gs + kk);
+                    uint8_t &b = dst[step * 256 + c * 4 + (j % 4)];
+                    if (!fb) b = v;
+                    else b |= static_cast<uint8_t>(v << (j < 4 ? 0 : 4));
+                }
+        }
+        float *prm = p.params.get() + pi * l_.panel_params();
+        for (int64_t g = 0; g < l_.ng; ++g)
+            for (int64_t c = 0; c < cols; ++c) {
+                const int64_t n = n0 + c;
+                int32_t zp = 0;
+                if (d_.zp == matmul_desc::zp_kind::per_tensor) zp = w.zp[0];
+                if (d_.zp == matmul_desc::zp_kind::per_group) zp = w.zp[n * l_.ng + g];
+                prm[g * 128 + c] = w.scale[n * l_.ng + g];
+                prm[g * 128 + 64 + c] = static_cast<float>(zp + shift);
+            }
+    }
+
+    matmul_desc d_;
+    dq_layout l_;
+    int block_m_ = 1, nv_ = 4;
+    std::vector<std::unique_ptr<jit::jit_generator>> gens_;
+    std::vector<jit::dq_fn> fns_;
+};
+
+} // namespace
+
+matmul_entry matmul_wc_dq_entry() {
+    matmul_entry e;
+    e.name = "jit:matmul_wc_dq:avx512_vnni";
+    e.supports = [](const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) {
+        if (!h.dynamic_quantization) return reject(why, "dynamic quantization not requested (opt-in hint)");
+        if (!pl.avx512() || !pl.vnni()) return reject(why, "needs avx512_core_vnni, platform is " + pl.str());
+        if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
+        const int64_t gs = d.group_size();
+        if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
+        if (d.n_groups() > 1 && gs % (is4(d.wei_dt) ? 8 : 4) != 0)
+            return reject(why, "groups must be a multiple of 4 k (8-bit) or 8 k (4-bit)");
+        if (gs > 65536) return reject(why, "group longer than 65536 k could overflow the int32 sums");
+        if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !is4(d.wei_dt))
+            return reject(why, std::string("takes u8/s8/u4/s4 weights, got ") + to_string(d.wei_dt));
+        return true;
+    };
+    e.create = [](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<dq_kernel>(d);
+    };
+    return e;
+}
+
+} // namespace impl
+} // namespace qconv
