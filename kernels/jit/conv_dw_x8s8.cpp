@@ -48,7 +48,7 @@ public:
 private:
     void plan();
     int ur_w_for(int nb) const {
-        const int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
+        const int64_t mx = std::min(24, max_accumulators_dw(isa_, static_cast<int>(p_.desc.kw)) / nb);
         const int64_t ow = p_.desc.ow;
         if (ow <= mx) return static_cast<int>(ow);
         const int64_t calls = (ow + mx - 1) / mx;
@@ -77,7 +77,8 @@ void conv_dw_kernel::plan() {
     c_ = d.oc;
     cpad_ = rnd_up(c_, 16);
     nvec_ = rnd_up(c_, lanes_) / lanes_;
-    nb_big_ = static_cast<int>(std::min<int64_t>(max_oc_vectors(isa_), nvec_));
+    nb_big_ = static_cast<int>(std::min<int64_t>(
+        std::min(max_oc_vectors(isa_), max_accumulators_dw(isa_, static_cast<int>(d.kw))), nvec_));
     n_ob_ = (nvec_ + nb_big_ - 1) / nb_big_;
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
@@ -191,6 +192,12 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                     continue;
                 }
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c_;
+                if (!flip && cpad_ == c_) { // same layout: the whole valid run at once
+                    const int64_t run = std::min(d.iw - iw, cols_ - col);
+                    std::memcpy(px, x, static_cast<size_t>(run * c_));
+                    col += run - 1;
+                    continue;
+                }
                 if (flip)
                     for (int64_t c = 0; c < c_; ++c) px[c] = static_cast<uint8_t>(x[c] ^ flip);
                 else
@@ -265,7 +272,8 @@ bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, cons
     const conv_desc &d = p.desc;
     if (!pl.has(required(i))) return reject(why, std::string("needs ") + to_string(required(i)));
     if (!d.is_depthwise()) return reject(why, "not depthwise (needs groups == IC == OC)");
-    if (d.kh * d.kw > 121) return reject(why, "kernel larger than 11x11 (every tap is unrolled)");
+    if (d.kh * d.kw > 121 || max_accumulators_dw(i, static_cast<int>(d.kw)) < 1)
+        return reject(why, "kernel wider than the registers allow (every tap is unrolled)");
     // Everything else (types, zero points, post-ops) as the dense kernels.
     return conv_supports(i, false, p, a, pl, why);
 }

@@ -111,6 +111,8 @@ int oc_lanes(conv_isa i);
 int max_oc_vectors(conv_isa i);
 int max_accumulators(conv_isa i, int nb);
 int src_elem_bytes(conv_isa i);
+// Accumulator registers of the depthwise micro-kernel with KW weight registers.
+int max_accumulators_dw(conv_isa i, int kw);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);

@@ -16,6 +16,7 @@
 //   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries.
 // Loops: kh (runtime) → kw (unrolled) → ICg/4 (runtime) → [pair] → pixels
 // (unrolled) → OC vectors (unrolled).
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -40,6 +41,7 @@ int oc_lanes(conv_isa i) { return i == conv_isa::avx2 ? 8 : 16; }
 int max_oc_vectors(conv_isa i) { return i == conv_isa::avx2 ? 2 : 4; }
 int max_accumulators(conv_isa i, int nb) { return i == conv_isa::avx2 ? 16 - nb - 3 : 25; }
 int src_elem_bytes(conv_isa i) { return i == conv_isa::avx512_vnni ? 1 : 2; }
+int max_accumulators_dw(conv_isa i, int kw) { return std::min(25, (i == conv_isa::avx2 ? 16 : 32) - kw - 3); }
 
 struct conv_ukernel::gen : public jit_generator {
     explicit gen(const conv_ukernel_cfg &c)
@@ -149,25 +151,41 @@ struct conv_ukernel::gen : public jit_generator {
     // Depthwise: every tap unrolled; u8 → int32 (vpmovzxbd), weights int32
     // holding an s16 value, so the word products are x·w + 0·(sign word) =
     // x·w exactly: vpdpwssd (VNNI) or vpmaddwd + vpaddd.
+    // Each widened source vector (input column j of a kernel row) feeds every
+    // (pixel w, tap kw) with w·sw + kw·dw = j, so with stride 1 a load serves
+    // up to KW multiply-adds; the KW weights of (kh, vector b) stay in
+    // registers: acc 0..n−1, weights n..n+KW−1, then two sources and a temp.
     void emit_dw_body() {
         const int vb = lanes; // source bytes per vector
+        const int n_acc = cfg.ur_w * cfg.nb;
+        const int wb0 = n_acc, xr0 = n_acc + cfg.kw, tmp = xr0 + 2;
+        const int span = (cfg.ur_w - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
+        int flip = 0;
         for (int kh = 0; kh < cfg.kh; ++kh)
-            for (int kw = 0; kw < cfg.kw; ++kw) {
-                const int64_t woff = (static_cast<int64_t>(kh) * cfg.kw + kw) * cfg.dw_cpad * 4;
-                for (int b = 0; b < cfg.nb; ++b) {
-                    const Xbyak::Xmm wr = wreg(0);
-                    vload(wr, ptr[reg_wei + woff + b * vbytes]);
-                    for (int w = 0; w < cfg.ur_w; ++w) {
-                        const Xbyak::Xmm x = vreg(vnni ? 29 + (w & 1) : bcast0);
-                        const int64_t soff = kh * cfg.dh * cfg.row_stride +
-                                             (static_cast<int64_t>(w) * cfg.sw + kw * cfg.dw) * cfg.pix_stride + b * vb;
-                        vpmovzxbd(x, ptr[reg_src + soff]);
+            for (int b = 0; b < cfg.nb; ++b) {
+                for (int kw = 0; kw < cfg.kw; ++kw) {
+                    const int64_t woff = (static_cast<int64_t>(kh) * cfg.kw + kw) * cfg.dw_cpad * 4;
+                    vload(vreg(wb0 + kw), ptr[reg_wei + woff + b * vbytes]);
+                }
+                for (int j = 0; j < span; ++j) {
+                    bool used = false;
+                    for (int kw = 0; kw < cfg.kw && !used; ++kw) {
+                        const int r = j - kw * cfg.dw;
+                        used = r >= 0 && r % cfg.sw == 0 && r / cfg.sw < cfg.ur_w;
+                    }
+                    if (!used) continue;
+                    const Xbyak::Xmm x = vreg(xr0 + (flip++ & 1));
+                    vpmovzxbd(x, ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb]);
+                    for (int kw = 0; kw < cfg.kw; ++kw) {
+                        const int r = j - kw * cfg.dw;
+                        if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
+                        const int w = r / cfg.sw;
                         if (vnni) {
-                            vpdpwssd(Xbyak::Zmm(acc(w, b).getIdx()), Xbyak::Zmm(x.getIdx()), Xbyak::Zmm(wr.getIdx()));
+                            vpdpwssd(Xbyak::Zmm(acc(w, b).getIdx()), Xbyak::Zmm(x.getIdx()),
+                                     Xbyak::Zmm(wb0 + kw));
                         } else {
-                            const Xbyak::Xmm t = vreg(tmp0);
-                            vpmaddwd(t, x, wr);
-                            vpaddd(acc(w, b), acc(w, b), t);
+                            vpmaddwd(vreg(tmp), x, vreg(wb0 + kw));
+                            vpaddd(acc(w, b), acc(w, b), vreg(tmp));
                         }
                     }
                 }
@@ -443,8 +461,8 @@ struct conv_ukernel::gen : public jit_generator {
 };
 
 conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
-    if (cfg.nb < 1 || cfg.nb > max_oc_vectors(cfg.isa) || cfg.ur_w < 1 ||
-        cfg.ur_w * cfg.nb > max_accumulators(cfg.isa, cfg.nb))
+    const int max_acc = cfg.depthwise ? max_accumulators_dw(cfg.isa, cfg.kw) : max_accumulators(cfg.isa, cfg.nb);
+    if (cfg.nb < 1 || cfg.nb > max_oc_vectors(cfg.isa) || cfg.ur_w < 1 || cfg.ur_w * cfg.nb > max_acc)
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && cfg.isa != conv_isa::avx512_vnni) fail("xor_src", "only the VNNI kernel shifts in place");
     if (cfg.pipe && cfg.isa == conv_isa::avx2) fail("pipe", "the fused epilogue needs zmm registers");
