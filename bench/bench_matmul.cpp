@@ -7,7 +7,8 @@
 // (11008, 4096)} × weights u8/u4 × group 128 / per-OC, no zp, no bias.
 // Names:
 //   jit/<row>/<wei>/<g128|oc>/m<M>k<K>n<N>/<cold|hot>   our kernels (each
-//                                            supported JIT row, by table name)
+//                                            supported JIT row, by table name;
+//                                            the _dq row with dynamic quantization)
 //   sgemm/m<M>k<K>n<N>/<cold|hot>              dnnl_sgemm on deq(W) in f32
 //   dnnl_matmul/m<M>k<K>n<N>/<cold|hot>        dnnl::matmul, weights reordered
 //                                            once to the layout it prefers
@@ -293,7 +294,9 @@ void register_all() {
                         qconv::matmul_desc d = base;
                         d.wei_dt = wt, d.group = g;
                         for (const auto &e : qconv::impl::matmul_list()) {
-                            if (e.name.rfind("jit:", 0) != 0 || !e.supports(d, {}, plat, nullptr)) continue;
+                            qconv::matmul_hints h;
+                            h.dynamic_quantization = e.name.find("_dq") != std::string::npos;
+                            if (e.name.rfind("jit:", 0) != 0 || !e.supports(d, h, plat, nullptr)) continue;
                             const std::string name = "jit/" + e.name.substr(4) + "/" + qconv::to_string(wt) + "/" +
                                                      (g ? "g128/" : "oc/") + shape;
                             const qconv::impl::matmul_entry *ep = &e;
