@@ -341,3 +341,32 @@ TEST(JitConv, DepthwiseShapes) {
             if (HasFailure()) FAIL() << desc << " extreme";
         }
 }
+
+// Row-wise blocking (OW >= 16, and short rows with the pixel-list mode off)
+// next to the pixel-list mode that short rows use by default.
+TEST(JitConv, WideRowsAndRowWiseBlocking) {
+    require_avx2();
+    const std::vector<std::string> descs = {"mb1ic24ih5iw40oc70oh5ow40kh3kw3ph1pw1",
+                                            "mb2ic16ih4iw37oc20oh2ow18kh3kw3sh2sw2ph1pw1",
+                                            "mb1ic64ih9iw17oc64oh9ow17kh1kw1ph0",
+                                            "g2mb1ic8ih3iw30oc34oh3ow30kh1kw5ph0pw2"};
+    int i = 0;
+    for (const char *flat2d : {"1", "0"}) {
+        setenv("QCONV_JIT_CONV_FLAT2D", flat2d, 1);
+        for (const std::string &desc : descs)
+            for (const std::string &zp : {"none", "channel:random"}) {
+                ConvTester t;
+                // Seeds (hence scales, the cache key) differ per pass: no cached kernel is reused.
+                t.zp(zp).post_ops(i % 2 ? "fq:per_channel;sum" : "relu").dst(i % 3 ? dtype::u8 : dtype::f32).seed(700 + i);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) break;
+            }
+        for (const std::string &desc : {"mb1ic32ih7oc48oh7kh3ph1", "mb1ic32ih14oc20oh7kh3sh2ph1"}) {
+            ConvTester t;
+            t.zp("tensor:random").post_ops("scale_shift").seed(800 + i++);
+            run_all_rows(t, desc);
+        }
+    }
+    unsetenv("QCONV_JIT_CONV_FLAT2D");
+}

@@ -50,6 +50,8 @@ struct geometry {
     int64_t kh, kw, sh, sw, dh, dw, pt, pl;
     bool copy = false;     // build a padded source copy
     bool flat = false;     // 1x1 flattened into one row
+    bool flat2d = false;   // short rows: the OH·OW pixels as one list, blocks may span rows
+    int64_t ow_real = 0;   // OW (flat2d maps a pixel index p to (p / OW, p % OW))
     int nb_big;            // vector blocks per full OC block (≤ 4)
     int64_t n_ob;          // OC blocks per group
     int ur_w;              // pixels per micro-kernel call (full OC block)
@@ -72,14 +74,14 @@ private:
     // rows are long: the maximum is used.
     int ur_w_for(int nb, int64_t ow) const {
         const int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
-        if (g_.flat || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
+        if (g_.flat || g_.flat2d || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
         const int64_t calls = (ow + mx - 1) / mx;
         return static_cast<int>((ow + calls - 1) / calls);
     }
     template <typename T>
     void make_padded_source_t(const void *src, T *buf, int threads) const;
-    const conv_ukernel &ukernel(int ur_w, int nb, int last_n) const {
-        return *kernels_.at({ur_w, nb, fused_ ? last_n : 16});
+    const conv_ukernel &ukernel(int ur_w, int nb, int last_n, int start_col) const {
+        return *kernels_.at({ur_w, nb, fused_ ? last_n : 16, g_.flat2d ? start_col : -1});
     }
     void make_padded_source(const void *src, uint8_t *buf, int threads) const;
 
@@ -89,7 +91,8 @@ private:
     pipeline pipe_;
     geometry g_{};
     bool fused_ = false; // output pipeline inside the micro-kernels
-    std::map<std::tuple<int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    // (ur_w, nb, last_n, start column or −1) → micro-kernel
+    std::map<std::tuple<int, int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
 };
 
@@ -125,8 +128,14 @@ void conv_x8s8_kernel::plan() {
         g.cs = d.ic;
         g.pt = g.pl = 0;
     }
-    g.oh = g.flat ? 1 : d.oh;
-    g.ow = g.flat ? d.oh * d.ow : d.ow;
+    // Rows shorter than two register blocks waste the tail block of every
+    // row: run the image's pixels as one list (blocks cross row ends).
+    g.ow_real = d.ow;
+    // QCONV_JIT_CONV_FLAT2D=0 turns this off (tests, comparisons).
+    const char *f2 = std::getenv("QCONV_JIT_CONV_FLAT2D");
+    g.flat2d = !g.flat && d.oh > 1 && d.ow < 16 && !(f2 && std::strcmp(f2, "0") == 0);
+    g.oh = g.flat || g.flat2d ? 1 : d.oh;
+    g.ow = g.flat || g.flat2d ? d.oh * d.ow : d.ow;
     if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
     const int64_t nvec = g.ocg16 / g.lanes;
     int nb_max = max_oc_vectors(isa_);
@@ -158,9 +167,22 @@ void conv_x8s8_kernel::plan() {
         const int ur = ur_w_for(nb, g.ow);
         const int tail = static_cast<int>(g.ow % ur);
         const int last_n = fused_ ? ln : 16;
-        for (int u : {ur, tail}) {
-            if (u == 0 || kernels_.count({u, nb, last_n})) continue;
+        // Block starts: every multiple of ur (flat2d: one kernel per start column).
+        std::vector<std::pair<int, int>> starts; // (u, start column)
+        if (g.flat2d) {
+            for (int64_t p = 0; p < g.ow; p += ur)
+                starts.push_back({static_cast<int>(std::min<int64_t>(ur, g.ow - p)), static_cast<int>(p % d.ow)});
+        } else {
+            starts = {{ur, -1}, {tail, -1}};
+        }
+        for (const auto &[u, col0] : starts) {
+            if (u == 0 || kernels_.count({u, nb, last_n, col0})) continue;
             conv_ukernel_cfg c;
+            if (col0 >= 0)
+                for (int w = 0; w < u; ++w) {
+                    const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
+                    c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
+                }
             c.isa = isa_;
             c.ur_w = u;
             c.nb = nb;
@@ -175,7 +197,7 @@ void conv_x8s8_kernel::plan() {
             c.xor_src = !g.copy && p_.src_dt == dtype::s8;
             c.pipe = fused_ ? &pipe_ : nullptr;
             c.last_n = last_n;
-            kernels_[{u, nb, last_n}] = std::make_unique<conv_ukernel>(c);
+            kernels_[{u, nb, last_n, col0}] = std::make_unique<conv_ukernel>(c);
         }
     }
 
@@ -316,7 +338,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     const int64_t ur_b = ur_w_for(static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big), g.ow);
     int64_t chunk = ur_a / std::__gcd(ur_a, ur_b) * ur_b;
     while (chunk < 32) chunk *= 2;
-    chunk = g.flat ? std::min<int64_t>(g.ow, chunk) : g.ow;
+    chunk = g.flat || g.flat2d ? std::min<int64_t>(g.ow, chunk) : g.ow;
     const int64_t n_chunks = (g.ow + chunk - 1) / chunk;
     const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
     const int32_t *comp = pk.comp.data();
@@ -355,15 +377,23 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             call.c_off = (gr * g.ocg + oc0) * 4;
             for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
-                call.src = row + ow * g.sw * g.cs * g.es;
+                int col0 = -1;
+                if (g.flat2d) { // pixel index ow → (row, column) of the image
+                    const int64_t orow = ow / g.ow_real;
+                    col0 = static_cast<int>(ow % g.ow_real);
+                    call.src = view + ((n * g.ih_p + orow * g.sh) * g.iw_p * g.cs + col0 * g.sw * g.cs +
+                                       gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+                } else {
+                    call.src = row + ow * g.sw * g.cs * g.es;
+                }
                 const int64_t off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + gr * g.ocg + oc0;
                 if (fused_) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
-                    ukernel(u, nb, last_n).fn()(&call);
+                    ukernel(u, nb, last_n, col0).fn()(&call);
                     continue;
                 }
-                ukernel(u, nb, last_n).fn()(&call);
+                ukernel(u, nb, last_n, col0).fn()(&call);
                 tile t;
                 t.acc = acc;
                 t.acc_stride = nb * g.lanes;

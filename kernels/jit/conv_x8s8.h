@@ -60,6 +60,9 @@ struct conv_ukernel_cfg {
     int64_t row_stride = 0; // bytes between consecutive input rows
     int sw = 1, dh = 1, dw = 1;
     bool xor_src = false;   // s8 source read directly: x ^ 0x80 = x + 128
+    // Byte offset of each pixel's source from pixel 0's (empty: w·sw·pix_stride).
+    // Set when a pixel block spans output rows (short rows run as one list).
+    std::vector<int64_t> pix_off;
     // Fused output pipeline (zmm ISAs, no transcendental eltwise, at most
     // max_fused_full full-tensor binary operands): the kernel stores dst
     // itself instead of the int32 tile. `pipe` is owned by the conv kernel

@@ -98,7 +98,8 @@ struct conv_ukernel::gen : public jit_generator {
     }
 
     Xbyak::Address src_at(int w, int byte_off) const {
-        return ptr[reg_aux + w * cfg.sw * cfg.pix_stride + byte_off];
+        const int64_t off = cfg.pix_off.empty() ? w * cfg.sw * cfg.pix_stride : cfg.pix_off[w];
+        return ptr[reg_aux + off + byte_off];
     }
 
     void emit_ic_step_vnni() {
@@ -466,6 +467,8 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && cfg.isa != conv_isa::avx512_vnni) fail("xor_src", "only the VNNI kernel shifts in place");
     if (cfg.pipe && cfg.isa == conv_isa::avx2) fail("pipe", "the fused epilogue needs zmm registers");
+    if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
+        fail("pix_off", "needs one offset per pixel (dense kernels only)");
     gen_ = std::make_unique<gen>(cfg);
     gen_->create();
     fn_ = gen_->entry<conv_ukernel_fn>();
