@@ -56,6 +56,8 @@ struct wc_layout {
     int64_t steps_per_group = 0; // k-slices per group
     int64_t n_groups = 1;
     int64_t param_floats = 0;    // per panel per group
+    bool lut = false;            // 4-bit table lookup (matmul_wc_config::lut)
+    bool zp_vec = false;         // a zp vector follows each scale vector
     int64_t panel_bytes() const { return k_slices * panel; }
     int64_t panel_params() const { return n_groups * param_floats; }
 };
@@ -69,11 +71,14 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
     l.k_padded = fb ? 2 * l.k_slices : d.k;
     l.n_groups = d.n_groups();
     l.steps_per_group = l.n_groups == 1 ? l.k_slices : (fb ? d.group_size() / 2 : d.group_size());
-    l.param_floats = (d.zp == matmul_desc::zp_kind::none ? 1 : 2) * l.panel;
+    l.lut = zmm && fb && d.zp != matmul_desc::zp_kind::per_group;
+    l.zp_vec = d.zp != matmul_desc::zp_kind::none && !l.lut;
+    l.param_floats = (l.zp_vec ? 2 : 1) * l.panel;
     return l;
 }
 
 struct wc_packed : packed {
+    alignas(64) float lut[16] = {}; // f32(v − zp) per nibble value v (lut kernels)
     std::unique_ptr<uint8_t[], aligned_free> wei;
     std::unique_ptr<float[], aligned_free> params;
     std::vector<float> bias;
@@ -92,7 +97,8 @@ public:
             if (mb == 0 || mb > d.m || fns_[mb]) continue;
             matmul_wc_config c;
             c.wei_dt = d.wei_dt;
-            c.zp = d.zp != matmul_desc::zp_kind::none;
+            c.lut = l_.lut;
+            c.zp = l_.zp_vec;
             c.zmm = zmm;
             c.mb = mb;
             c.nv = nv_;
@@ -111,6 +117,9 @@ public:
         p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
         p->params = alloc_aligned<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
+        const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
+        for (int v = 0; v < 16; ++v)
+            p->lut[v] = static_cast<float>((d_.wei_dt == dtype::s4 && v >= 8 ? v - 16 : v) - zp);
         const int64_t np = l_.n_panels;
         const bool big = np > 1 && np * l_.panel_bytes() > (1 << 20);
 #pragma omp parallel for schedule(static) if (big)
@@ -152,6 +161,7 @@ public:
             call.params = p.params.get() + pi * l_.panel_params() + h * part;
             call.x = xs + m0 * l_.k_padded;
             call.out = out;
+            call.lut = p.lut;
             fns_[mb](&call);
             const int64_t cols = std::min<int64_t>(part, N - n0);
             for (int m = 0; m < mb; ++m) {
@@ -201,6 +211,7 @@ private:
             for (int64_t c = 0; c < cols; ++c) {
                 const int64_t n = n0 + c;
                 s[c] = w.scale[n * NG + g];
+                if (!l_.zp_vec) continue;
                 if (d_.zp == matmul_desc::zp_kind::per_tensor) s[P + c] = static_cast<float>(w.zp[0]);
                 if (d_.zp == matmul_desc::zp_kind::per_group) s[P + c] = static_cast<float>(w.zp[n * NG + g]);
             }

@@ -18,7 +18,8 @@
 //   for each group g:  part = Σ_{k in g} f32(w − zp) · x[m][k]   (f32 FMA)
 //                      out  = out + part · scale[g]              (once per group)
 // Decompression happens in registers (widen, nibble and/or shift, cvtdq2ps,
-// exact f32 zp subtraction). Small M uses the streaming shape (whole panel
+// exact f32 zp subtraction; for 4-bit on zmm without a per-column zero point
+// a vpermps table lookup of f32(v − zp) instead). Small M uses the streaming shape (whole panel
 // per call, memory bound: two accumulator sets to hide FMA latency when
 // mb <= 2, software prefetch); larger M the register-blocked shape (half a
 // panel, 12 rows (zmm) / 6 rows (ymm) per call), which reuses each
@@ -50,6 +51,7 @@ struct matmul_wc_call {
     const float *params;  // group 0 parameters of the panel: scale[W] (zp[W])
     const float *x;       // row 0 of the block, rows x_stride floats apart
     float *out;           // mb rows of W floats (overwritten)
+    const float *lut;     // lut kernels: f32(v − zp) for the 16 nibble values v
 };
 using matmul_wc_fn = void (*)(const matmul_wc_call *);
 
@@ -63,6 +65,10 @@ struct matmul_wc_config {
     int64_t n_groups = 1;
     int64_t x_stride = 0;      // floats between rows of x
     bool prefetch = false;     // software prefetch of the weight stream
+    // 4-bit on zmm without a per-column zp: one vpermps from a 16-entry table
+    // of f32(v − zp) replaces mask/shift + convert + subtract (vpermps reads
+    // only the low 4 bits of each index).
+    bool lut = false;
 
     int vlen() const { return zmm ? 16 : 8; }
     int panel() const { return 4 * vlen(); }     // columns per panel

@@ -19,6 +19,7 @@ public:
     static constexpr int vl = is_zmm ? 16 : 8;
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
+        if (c.lut && (!is_zmm || !c.four_bit() || c.zp)) fail("jit", "matmul_wc: lut needs zmm, 4-bit and no zp vector");
         if (c.sets() * c.mb * c.nv > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
@@ -74,7 +75,10 @@ private:
             mov(x_base(j), x_base(j - 1));
             for (int i = 0; i < 3; ++i) add(x_base(j), r_stride);
         }
-        if (c_.four_bit()) {
+        if (c_.lut) {
+            mov(rbx, ptr[r_arg + offsetof(matmul_wc_call, lut)]);
+            vmovups(vmask(), ptr[rbx]); // the table lives in the mask register
+        } else if (c_.four_bit()) {
             mov(ebx, 0x0F);
             if (is_zmm) {
                 vpbroadcastd(vmask(), ebx);
@@ -158,6 +162,14 @@ private:
             // 4-bit: low nibble = k, high nibble = k + 1.
             const int s1 = c_.sets() == 2 ? 1 : 0;
             widen(vt0(), w_addr(step, v));
+            if (c_.lut) {
+                vpermps(vt1(), vt0(), vmask());
+                for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 0));
+                vpsrld(vt0(), vt0(), 4);
+                vpermps(vt0(), vt0(), vmask());
+                for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 1));
+                continue;
+            }
             if (c_.wei_dt == dtype::u4) {
                 vand(vt1(), vt0(), vmask());
                 vpsrld(vt0(), vt0(), 4);
