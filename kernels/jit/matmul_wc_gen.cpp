@@ -222,7 +222,7 @@ private:
         }
     }
 
-    static constexpr int prefetch_distance = 2048;
+    static constexpr int prefetch_distance = 4096; // bytes ahead in the weight stream
     matmul_wc_config c_;
     std::string name_;
 };
