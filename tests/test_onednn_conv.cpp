@@ -306,6 +306,27 @@ TEST(OnednnBrgconv, OtherPostOpsAndDstZeroPoint) {
     EXPECT_GE(ran, 48);
 }
 
+// Per-OC PReLU maps to oneDNN's prelu post-op (weights arg); oneDNN 2.6 has it
+// in ref_int8 only, so the brgconv rows decline and `onednn:any` runs it.
+TEST(OnednnAny, PerChannelPreluPostOp) {
+    const conv_desc d = conv_desc::parse("mb1ic16ih5oc24kh3ph1");
+    const layer_data L = make_layer(d, dtype::u8, true, 41);
+    conv_problem p = L.base;
+    p.dst_dt = dtype::f32;
+    p.ops = parse_post_ops("prelu;relu:0.5", d.oc, 41);
+    for (bool legacy : {false, true}) {
+        const attr_set a = stock_attr(p, legacy);
+        const case_data c = make_case(p, 41);
+        const auto want = reference_dst(L, p, a, c.dst_init, c.args);
+        std::string why, info;
+        for (const selector &sel : brg_rows())
+            EXPECT_FALSE(impl::onednn::supports(sel, p, a, impl::host_platform(), &why)) << why;
+        std::vector<uint8_t> got;
+        ASSERT_TRUE(run_wrapper(selector::any(), L, p, a, c, &got, &why, &info)) << why;
+        EXPECT_EQ(first_diff(p, got, want), "") << info << " " << a.str();
+    }
+}
+
 // Full-tensor binary operands (runtime DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) |
 // DNNL_ARG_SRC_1): oneDNN 2.6 has no brgconv for them (the rows say so and
 // list what oneDNN offers); `onednn:any` runs them on its jit kernels, exactly.
