@@ -285,6 +285,22 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                     continue;
                 }
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
+                if (sizeof(T) == 1 && g.cs == 4 && g.icg < 4) {
+                    // One group of 1..3 channels (first layers): one dword per pixel.
+                    const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
+                    uint32_t fl = 0;
+                    for (int64_t ic = 0; ic < g.icg; ++ic) fl |= uint32_t(flip) << (8 * ic);
+                    for (int64_t k = 0; k < run; ++k) {
+                        const uint8_t *xk = x + k * g.icg;
+                        uint32_t v = xk[0];
+                        if (g.icg > 1) v |= uint32_t(xk[1]) << 8;
+                        if (g.icg > 2) v |= uint32_t(xk[2]) << 16;
+                        v ^= fl;
+                        std::memcpy(px + k * 4, &v, 4);
+                    }
+                    col += run - 1;
+                    continue;
+                }
                 if (sizeof(T) == 1 && !flip && g.icg4 == g.icg) {
                     // Same layout: the whole valid run of this row in one copy.
                     const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
