@@ -76,6 +76,7 @@ bool same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b));
 
 bool ConvTester::run(const std::string &impl) {
     build_problem();
+    p_.validate(); // a bad problem is the test's mistake: it throws, never skips
     const auto names = conv_implementations();
     if (impl != "auto" && std::find(names.begin(), names.end(), impl) == names.end()) {
         ADD_FAILURE() << "unknown implementation '" << impl << "'";
