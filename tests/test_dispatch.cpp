@@ -470,3 +470,37 @@ TEST(Verbose, SilentAtLevelZero) {
 
 } // namespace
 } // namespace qconv
+
+namespace qconv {
+namespace {
+
+// The tester's comparison can fail: one element off is reported with its
+// coordinates; the tolerance applies only after a transcendental eltwise.
+TEST(ConvTesterSelf, ComparisonCatchesOneElement) {
+    conv_problem p;
+    p.desc = conv_desc::parse("g1mb1ic4ih3oc5oh3kh1");
+    p.dst_dt = dtype::u8;
+    std::vector<uint8_t> want(p.desc.dst_elems(), 10), got = want;
+    std::string report;
+    EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 0);
+    got[1 * 3 * 5 + 0 * 5 + 2] = 11; // (oh1, ow0, oc2)
+    EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 1);
+    EXPECT_NE(report.find("[n0 oh1 ow0 oc2] got 11 want 10"), std::string::npos) << report;
+    p.ops = parse_post_ops("gelu_erf", p.desc.oc, 1);
+    EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 0); // integers within 1
+    got[0] = 12;
+    EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 1);
+
+    p.dst_dt = dtype::f32;
+    std::vector<float> fw(p.desc.dst_elems(), 100.f), fg = fw;
+    fg[1] = 100.0005f; // 5e-6 relative
+    EXPECT_EQ(test::compare_dst(p, fg.data(), fw.data(), 1e-5, &report), 0);
+    fg[1] = 100.01f;
+    EXPECT_EQ(test::compare_dst(p, fg.data(), fw.data(), 1e-5, &report), 1);
+    p.ops.clear(); // exact chain: any difference counts
+    fg[1] = 100.0005f;
+    EXPECT_EQ(test::compare_dst(p, fg.data(), fw.data(), 1e-5, &report), 1);
+}
+
+} // namespace
+} // namespace qconv

@@ -118,26 +118,33 @@ bool ConvTester::run(const std::string &impl) {
     ref::conv(p_, attrs.at(static_cast<size_t>(ran_attr_)), src.data(), wei.data(), bias_ ? bias.data() : nullptr,
               want_.data(), args);
 
-    const bool loose = has_transcendental(p_.ops);
-    const bool f32 = p_.dst_dt == dtype::f32;
-    int64_t bad = 0;
-    std::ostringstream report;
-    for (int64_t i = 0; i < d.dst_elems(); ++i) {
-        const float g = ref::load(p_.dst_dt, got_.data(), i), w = ref::load(p_.dst_dt, want_.data(), i);
-        bool ok = same(g, w);
-        if (!ok && loose) {
-            const double diff = std::fabs(static_cast<double>(g) - w);
-            ok = f32 ? diff <= tol_ * std::max(1.0, std::fabs(static_cast<double>(w))) : diff <= 1.0;
-        }
-        if (ok) continue;
-        if (++bad <= 10) report << "  " << where(d, i) << " got " << g << " want " << w << "\n";
-    }
+    std::string report;
+    const int64_t bad = compare_dst(p_, got_.data(), want_.data(), tol_, &report);
     EXPECT_EQ(bad, 0) << ran_impl_ << " attr[" << ran_attr_ << "] on " << d.str() << " dt=" << to_string(p_.src_dt)
                       << ":s8:" << to_string(p_.dst_dt) << " zp=" << to_string(p_.src_zp.effective_kind())
                       << " post_ops=" << to_string(p_.ops) << " data=" << testdata::to_string(data_)
                       << " seed=" << seed_ << ": " << bad << " of " << d.dst_elems() << " differ\n"
-                      << report.str();
+                      << report;
     return true;
+}
+
+int64_t compare_dst(const conv_problem &p, const void *got, const void *want, double rel_tol, std::string *report) {
+    const bool loose = has_transcendental(p.ops);
+    const bool f32 = p.dst_dt == dtype::f32;
+    int64_t bad = 0;
+    std::ostringstream out;
+    for (int64_t i = 0; i < p.desc.dst_elems(); ++i) {
+        const float g = ref::load(p.dst_dt, got, i), w = ref::load(p.dst_dt, want, i);
+        bool ok = same(g, w);
+        if (!ok && loose) {
+            const double diff = std::fabs(static_cast<double>(g) - w);
+            ok = f32 ? diff <= rel_tol * std::max(1.0, std::fabs(static_cast<double>(w))) : diff <= 1.0;
+        }
+        if (ok) continue;
+        if (++bad <= 10) out << "  " << where(p.desc, i) << " got " << g << " want " << w << "\n";
+    }
+    if (report) *report = out.str();
+    return bad;
 }
 
 } // namespace qconv::test

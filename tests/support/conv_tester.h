@@ -92,4 +92,11 @@ private:
 // Whether the chain holds an eltwise computed with exp/erf/tanh/log.
 bool has_transcendental(const qconv::post_ops &ops);
 
+// Compares two NHWC destinations of p.dst_dt with ConvTester's rule (equal
+// values; after a transcendental eltwise f32 within rel_tol·max(1,|want|) and
+// integers within 1). Returns the number of differing elements and writes the
+// first few, with their coordinates, to *report.
+int64_t compare_dst(const conv_problem &p, const void *got, const void *want, double rel_tol,
+                    std::string *report);
+
 } // namespace qconv::test
