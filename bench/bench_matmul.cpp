@@ -278,11 +278,13 @@ void bench_dram(benchmark::State &st) {
 }
 
 // ------------------------------------------------------------------ registration
+benchmark::internal::Benchmark *real_time(benchmark::internal::Benchmark *b) { return b->UseRealTime(); }
+
 void register_all() {
     const std::vector<int64_t> ms = {1, 4, 32, 128};
     const std::vector<std::pair<int64_t, int64_t>> kns = {{4096, 4096}, {4096, 11008}, {11008, 4096}};
     const qconv::impl::platform plat = qconv::impl::host_platform();
-    benchmark::RegisterBenchmark("dram_read", bench_dram)->UseRealTime()->MinTime(0.5);
+    real_time(benchmark::RegisterBenchmark("dram_read", bench_dram))->MinTime(0.5);
     for (int64_t m : ms)
         for (auto kn : kns)
             for (bool cold : {true, false}) {
@@ -300,17 +302,17 @@ void register_all() {
                             const std::string name = "jit/" + e.name.substr(4) + "/" + qconv::to_string(wt) + "/" +
                                                      (g ? "g128/" : "oc/") + shape;
                             const qconv::impl::matmul_entry *ep = &e;
-                            benchmark::RegisterBenchmark(name.c_str(), [ep, d, cold](benchmark::State &st) {
+                            real_time(benchmark::RegisterBenchmark(name.c_str(), [ep, d, cold](benchmark::State &st) {
                                 bench_jit(st, ep, d, cold);
-                            })->UseRealTime();
+                            }));
                         }
                     }
-                benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) {
+                real_time(benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) {
                     bench_sgemm(st, base, cold);
-                })->UseRealTime();
-                benchmark::RegisterBenchmark(("dnnl_matmul/" + shape).c_str(), [base, cold](benchmark::State &st) {
+                }));
+                real_time(benchmark::RegisterBenchmark(("dnnl_matmul/" + shape).c_str(), [base, cold](benchmark::State &st) {
                     bench_dnnl_matmul(st, base, cold);
-                })->UseRealTime();
+                }));
             }
 }
 
