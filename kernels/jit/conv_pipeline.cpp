@@ -26,6 +26,7 @@ pipeline pipeline::build(const conv_problem &p, const attr_set &a) {
     for (int64_t c = 0; c < oc; ++c) pp.scale[c] = p.scale(c);
     pp.with_bias = p.with_bias;
     pp.dst_zp = static_cast<float>(p.dst_zp);
+    pp.comp_is_zero = p.src_dt == dtype::u8 && a.zp == zp_mechanism::none;
     using K = lowered_op::kind;
     for (const lowered_op &op : a.ops) {
         pipeline_op q;

@@ -43,6 +43,9 @@ struct pipeline {
     bool with_bias = false;
     float dst_zp = 0.f;
     bool has_sum = false;
+    // comp[c] is 0 for every channel (u8 source without zero point): the
+    // fused epilogue skips the add.
+    bool comp_is_zero = false;
     std::vector<pipeline_op> ops;
 
     static pipeline build(const conv_problem &p, const attr_set &a);

@@ -294,18 +294,32 @@ struct conv_ukernel::gen : public jit_generator {
         const int64_t pix = pp.oc * dsz;
         for (int b = 0; b < cfg.nb; ++b) {
             // Per-vector parameters hoisted out of the pixel loop.
-            vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
             vmovups(zmm_scale, oc_arr(pp.scale, b));
             if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Xbyak::Zmm y(acc(w, b).getIdx());
-                vpaddd(y, y, zmm_comp);
+                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
                 vcvtdq2ps(y, y);
                 vmulps(y, y, zmm_scale);
                 if (pp.with_bias) vaddps(y, y, zmm_bias);
                 int full_i = 0;
-                for (const pipeline_op &op : pp.ops) emit_op(op, y, w, b, full_i, pix, dsz);
-                vaddps(y, y, cst(cidx(pp.dst_zp)));
+                // A ReLU (alpha 0) that ends the chain of an integer destination
+                // with dst_zp 0 is the store's own clamp at 0: y and max(y, 0)
+                // differ only in −0 / NaN, which both store as 0.
+                const bool int_dst = pp.dst_dt != dtype::f32;
+                const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
+                                       pp.ops.back().k == lowered_op::kind::eltwise &&
+                                       pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
+                for (size_t i = 0; i < pp.ops.size(); ++i) {
+                    if (relu_last && i + 1 == pp.ops.size()) {
+                        if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
+                        break;
+                    }
+                    emit_op(pp.ops[i], y, w, b, full_i, pix, dsz);
+                }
+                // + dst_zp; adding 0 only turns −0 into +0, invisible in integers.
+                if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(cidx(pp.dst_zp)));
                 emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), pp.dst_dt);
             }
         }
@@ -452,10 +466,18 @@ struct conv_ukernel::gen : public jit_generator {
             else vmovdqu32(a, y);
             return;
         }
-        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
-        vmaxps(y, y, cst(cidx(lo))); // y > lo ? y : lo (NaN → lo)
-        vminps(y, y, cst(cidx(hi)));
-        vcvtps2dq(y, y); // MXCSR: round half to even
+        if (dt == dtype::u8) {
+            // max(y, 0) (NaN → 0), convert (≥ 2^31 gives 0x80000000), then
+            // unsigned saturation: 255.5+ and 0x80000000 both store 255.
+            vmaxps(y, y, zmm_zero);
+            vcvtps2dq(y, y); // MXCSR: round half to even
+            if (tl) vpmovusdb(a | k1, y);
+            else vpmovusdb(a, y);
+            return;
+        }
+        vmaxps(y, y, cst(cidx(-128.f))); // NaN was zeroed above
+        vminps(y, y, cst(cidx(127.f)));
+        vcvtps2dq(y, y);
         if (tl) vpmovdb(a | k1, y);
         else vpmovdb(a, y);
     }
