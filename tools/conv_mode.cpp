@@ -192,9 +192,13 @@ int conv_mode(const std::vector<std::string> &args) {
     if (texts.empty()) throw usage_error("conv: no problem given (DESC... or --batch=FILE)");
     // Every descriptor is parsed before anything runs: bad input never runs half a batch.
     for (const auto &t : texts) {
-        conv_desc d = conv_desc::parse(t.text);
-        if (s.mb > 0) d.mb = s.mb;
-        d.validate();
+        try {
+            conv_desc d = conv_desc::parse(t.text);
+            if (s.mb > 0) d.mb = s.mb;
+            d.validate();
+        } catch (const qconv::error &e) {
+            throw usage_error(t.origin + ": " + e.what());
+        }
     }
     const std::vector<std::string> selected = selected_impls(co.impl, names);
     const std::vector<std::string> extra =
@@ -204,7 +208,12 @@ int conv_mode(const std::vector<std::string> &args) {
     totals tot;
     bool failed = false;
     for (size_t i = 0; i < texts.size(); ++i) {
-        const conv_case c = make_conv_case(texts[i], s, co.seed + static_cast<uint32_t>(i));
+        conv_case c;
+        try {
+            c = make_conv_case(texts[i], s, co.seed + static_cast<uint32_t>(i));
+        } catch (const qconv::error &e) {
+            throw usage_error(texts[i].origin + ": " + e.what());
+        }
         std::vector<run_result> runs;
         for (const auto &n : selected) runs.push_back(run_one(c, n, ctx));
         for (const auto &n : extra) {

@@ -75,6 +75,7 @@ const char *to_string(common_options::mode_kind m);
 struct problem_text {
     std::string text;  // one problem as written (comment stripped)
     int64_t count = 1; // `*N` at the end of its name: occurs N times
+    std::string origin; // "FILE:LINE" or "argument N", for error messages
 };
 // Positional words plus every --batch=FILE line, in order.
 std::vector<problem_text> collect_problems(const options &o);

@@ -153,14 +153,14 @@ std::vector<problem_text> read_batch_file(const std::string &path) {
         if (line.find_first_of(" \t") != std::string::npos)
             throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" +
                               line + "')");
-        out.push_back({line, multiplicity(line)});
+        out.push_back({line, multiplicity(line), path + ":" + std::to_string(lineno)});
     }
     return out;
 }
 
 std::vector<problem_text> collect_problems(const options &o) {
     std::vector<problem_text> out;
-    for (const auto &w : o.words()) out.push_back({w, multiplicity(w)});
+    for (const auto &w : o.words()) out.push_back({w, multiplicity(w), "problem '" + w + "'"});
     for (const auto &f : o.all("batch")) {
         auto b = read_batch_file(f);
         out.insert(out.end(), b.begin(), b.end());
