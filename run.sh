@@ -3,7 +3,9 @@
 # qconv-driver over ResNet-50 (mb1), u8:s8:u8 with a per-channel zero point and
 # a per-channel FakeQuantize, correctness + performance, every implementation
 # side by side; then the dispatcher's choice against oneDNN brgconv (ratio=) with a
-# per-tensor zero point. Extra arguments are passed to the driver (e.g. --threads=1).
+# per-tensor zero point; then the graph example (examples/ffn_u4.qg) without and with
+# the conv1x1 -> MatMul rewrite. Extra arguments are passed to the conv runs
+# (e.g. --threads=1).
 set -euo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
 
@@ -22,5 +24,7 @@ echo "== conv: ResNet-50 mb1, u8:s8:u8, per-tensor zp, ReLU: the dispatcher's ch
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
   --dt=u8:s8:u8 --zp=tensor:128 --post-ops=relu --mode=P --impl=auto "$@"
 
-# Further main jobs (e.g. the graph example of the conv1x1 → MatMul rewrite) follow here,
-# each one driver command with a heading line.
+echo "== graph: transformer feed-forward block (u4 weights, group 128) before/after the conv1x1 -> MatMul rewrite"
+"$driver" graph "$QCONV_ROOT/examples/ffn_u4.qg"
+
+# Further main jobs follow here, each one driver command with a heading line.
