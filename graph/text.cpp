@@ -3,6 +3,8 @@
 // input names are resolved — so forward references work and cycles and
 // dangling inputs are reported with their line.
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -265,13 +267,14 @@ pending parse_line(graph &g, const std::string &text, int line) {
             lx.next();
         }
     }
+    bool has_to = false;
     for (token t = lx.next(); t.k != token::end; t = lx.next()) {
         if (t.k != token::word) lx.err("expected an attribute, got '" + t.text + "'");
         lx.expect("=");
         parse_attr(lx, *n, t.text);
+        has_to |= t.text == "to";
     }
-    if (kind == op::Convert && n->attr.type == etype::f32 && text.find("to=") == std::string::npos)
-        lx.err("Convert needs to=<type>");
+    if (kind == op::Convert && !has_to) lx.err("Convert needs to=<type>");
     return p;
 }
 
@@ -294,6 +297,16 @@ std::string gen_args(const std::string &spec, std::vector<double> *out) {
         }
     }
     return name;
+}
+
+// Shortest text that reads back as the same float.
+std::string fmt_float(float v) {
+    char buf[64];
+    for (int prec = 6; prec <= 9; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+        if (static_cast<float>(std::strtod(buf, nullptr)) == v) break;
+    }
+    return buf;
 }
 
 std::string attrs_text(const node &n) {
@@ -418,7 +431,9 @@ std::string to_text(const graph &g) {
                 } else {
                     l += " [";
                     const int64_t cnt = elems_of(n->attr.shape);
-                    for (int64_t i = 0; i < cnt; ++i) l += (i ? ", " : "") + detail::fmt_double(n->value(i));
+                    const bool f32 = n->attr.type == etype::f32 || n->attr.type == etype::f16;
+                    for (int64_t i = 0; i < cnt; ++i)
+                        l += (i ? ", " : "") + (f32 ? fmt_float(static_cast<float>(n->value(i))) : detail::fmt_double(n->value(i)));
                     l += "]";
                 }
             }
