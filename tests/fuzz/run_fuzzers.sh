@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of tests/fuzz/ for SECONDS seconds each (default
+# 60) from its committed seed corpus (tests/fuzz/corpus/<name>/, read only;
+# new inputs go to a scratch corpus in the build folder) and prints the number
+# of executions per target. Exits non-zero on the first crash, leak, timeout
+# or failed property; the reproducer is left in $QCONV_FUZZ_BUILD/fuzz-artifacts/.
+#
+#   tests/fuzz/run_fuzzers.sh [SECONDS] [TARGET...]      e.g.  run_fuzzers.sh 600 fuzz_diff
+#
+# Build first (scripts/sanitize.sh does both):
+#   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DQCONV_BUILD_FUZZ=ON \
+#     -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF -DQCONV_SANITIZE=address,undefined
+#   cmake --build build-fuzz --target qconv_fuzzers
+# Reproduce a finding: build-fuzz/tests/fuzz/fuzz_diff build-fuzz/fuzz-artifacts/crash-...
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${QCONV_FUZZ_BUILD:-$root/build-fuzz}"
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_desc fuzz_options fuzz_graph fuzz_diff)
+
+# Tiny problems: one OpenMP thread, no spinning workers on the shared cores.
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+mkdir -p "$build/fuzz-artifacts" "$build/fuzz-corpus"
+status=0
+for t in "${targets[@]}"; do
+  bin="$build/tests/fuzz/$t"
+  seeds="$here/corpus/${t#fuzz_}"
+  [ -x "$bin" ] || { echo "run_fuzzers: $bin is missing (build the qconv_fuzzers target)" >&2; exit 2; }
+  work="$build/fuzz-corpus/$t"
+  mkdir -p "$work"
+  log="$build/fuzz-artifacts/$t.log"
+  max_len=4096
+  [ "$t" = fuzz_graph ] && max_len=8192
+  set +e
+  "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 -max_len=$max_len \
+    -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" "$work" "$seeds" >"$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  if [ $rc -ne 0 ]; then
+    echo "fuzz: $t FAILED (exit $rc) after ${runs:-?} executions; log $log"
+    grep -E 'ERROR|SUMMARY|fuzz_[a-z]+:|Test unit written' "$log" | head -20
+    status=1
+  else
+    echo "fuzz: $t executions=${runs:-?} seconds=$seconds corpus=$(ls "$work" | wc -l)"
+  fi
+done
+exit $status
