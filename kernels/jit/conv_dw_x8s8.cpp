@@ -54,9 +54,10 @@ private:
         const int64_t calls = (ow + mx - 1) / mx;
         return static_cast<int>((ow + calls - 1) / calls);
     }
-    const conv_ukernel &ukernel(int u, int nb, int last_n) const {
-        return *kernels_.at({u, nb, fused_ ? last_n : 16});
-    }
+    // Key: (u, nb, last_n, row mask, first valid column, end of valid columns).
+    using key_t = std::tuple<int, int, int, uint64_t, int, int>;
+    key_t key(int u, int nb, int last_n, int64_t oh, int64_t ow0) const;
+    const conv_ukernel &ukernel(const key_t &k) const { return *kernels_.at(k); }
 
     conv_isa isa_;
     conv_problem p_;
@@ -67,8 +68,14 @@ private:
     int nb_big_ = 1;
     int64_t n_ob_ = 1;
     bool fused_ = false;
+    // Direct mode: u8 source without zero point on zmm ISAs reads the source
+    // in place; taps in the padding are skipped (they would contribute 0).
+    bool direct_ = false;
     std::vector<uint8_t> pad_pixel_;
-    std::map<std::tuple<int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
+    // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
+    std::vector<conv_ukernel_fn> fns_[2];
+    int64_t n_blk_ = 0;
 };
 
 void conv_dw_kernel::plan() {
@@ -93,32 +100,57 @@ void conv_dw_kernel::plan() {
     fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
              !(env && std::strcmp(env, "0") == 0);
 
+    const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && isa_ != conv_isa::avx2 &&
+              d.kh <= 64 && !(dv && std::strcmp(dv, "0") == 0);
     const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
     const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * lanes_);
     const std::pair<int, int> blocks[2] = {{nb_big_, n_ob_ > 1 ? lanes_ : last_lanes}, {last_nb, last_lanes}};
     for (const auto &[nb, ln] : blocks) {
         const int ur = ur_w_for(nb);
-        const int tail = static_cast<int>(d.ow % ur);
-        const int last_n = fused_ ? ln : 16;
-        for (int u : {ur, tail}) {
-            if (u == 0 || kernels_.count({u, nb, last_n})) continue;
+        // Every (row class, block) that execute() will ask for.
+        std::vector<key_t> keys;
+        for (int64_t oh = 0; oh < (direct_ ? d.oh : 1); ++oh)
+            for (int64_t ow0 = 0; ow0 < d.ow; ow0 += ur)
+                keys.push_back(key(static_cast<int>(std::min<int64_t>(ur, d.ow - ow0)), nb, ln, oh, ow0));
+        for (const key_t &k : keys) {
+            if (kernels_.count(k)) continue;
+            const int u = std::get<0>(k), last_n = std::get<2>(k);
             conv_ukernel_cfg c;
+            c.dw_direct = direct_;
+            c.dw_row_mask = std::get<3>(k);
+            c.dw_col_lo = std::get<4>(k);
+            c.dw_col_hi = std::get<5>(k);
             c.isa = isa_;
             c.depthwise = true;
             c.ur_w = u;
             c.nb = nb;
             c.kh = static_cast<int>(d.kh);
             c.kw = static_cast<int>(d.kw);
-            c.pix_stride = cpad_;
-            c.row_stride = cols_ * cpad_;
+            c.pix_stride = direct_ ? c_ : cpad_;
+            c.row_stride = direct_ ? d.iw * c_ : cols_ * cpad_;
             c.sw = static_cast<int>(d.sw);
             c.dh = static_cast<int>(d.dh);
             c.dw = static_cast<int>(d.dw);
             c.dw_cpad = cpad_;
             c.pipe = fused_ ? &pipe_ : nullptr;
             c.last_n = last_n;
-            kernels_[{u, nb, last_n}] = std::make_unique<conv_ukernel>(c);
+            kernels_[k] = std::make_unique<conv_ukernel>(c);
         }
+    }
+    // Entry points per (block kind, row, pixel block): no lookup in execute().
+    for (int kind = 0; kind < 2; ++kind) {
+        const int nb = kind == 0 ? nb_big_ : last_nb;
+        const int ln = kind == 0 && n_ob_ > 1 ? lanes_ : last_lanes;
+        const int ur = ur_w_for(nb);
+        n_blk_ = (d.ow + ur - 1) / ur;
+        fns_[kind].clear();
+        for (int64_t oh = 0; oh < d.oh; ++oh)
+            for (int64_t bi = 0; bi < n_blk_; ++bi) {
+                const int64_t ow0 = bi * ur;
+                const int u = static_cast<int>(std::min<int64_t>(ur, d.ow - ow0));
+                fns_[kind].push_back(ukernel(key(u, nb, ln, direct_ ? oh : 0, ow0)).fn());
+            }
     }
     pad_pixel_.assign(static_cast<size_t>(cpad_), 0);
     for (int64_t c = 0; c < c_; ++c) {
@@ -129,6 +161,24 @@ void conv_dw_kernel::plan() {
             pad_pixel_[c] = 0x80;
         }
     }
+}
+
+conv_dw_kernel::key_t conv_dw_kernel::key(int u, int nb, int last_n, int64_t oh, int64_t ow0) const {
+    const conv_desc &d = p_.desc;
+    const int ln = fused_ || direct_ ? last_n : 16;
+    if (!direct_) return {u, nb, ln, ~uint64_t(0), 0, 1 << 30};
+    uint64_t mask = 0;
+    for (int64_t kh = 0; kh < d.kh; ++kh) {
+        const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
+        if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << kh;
+    }
+    const int64_t span = (u - 1) * d.sw + (d.kw - 1) * d.dw + 1;
+    const int64_t x0 = ow0 * d.sw - d.pl; // source column of j = 0
+    const int lo = static_cast<int>(std::max<int64_t>(0, -x0));
+    const int hi = static_cast<int>(std::min<int64_t>(span, d.iw - x0));
+    // Blocks that read no padding column share one kernel.
+    if (lo == 0 && hi == span) return {u, nb, ln, mask, 0, 1 << 30};
+    return {u, nb, ln, mask, lo, std::max(lo, hi)};
 }
 
 std::shared_ptr<const impl::packed> conv_dw_kernel::pack(const int8_t *wei, const float *bias) const {
@@ -175,12 +225,12 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     const auto &pk = dynamic_cast<const dw_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
-    // Padded u8 copy (s8 shifted by +128).
-    std::vector<uint8_t> buf(static_cast<size_t>(d.mb * rows_ * cols_ * cpad_ + 64));
+    // Padded u8 copy (s8 shifted by +128), unless the source is read in place.
+    std::vector<uint8_t> buf(direct_ ? 0 : static_cast<size_t>(d.mb * rows_ * cols_ * cpad_ + 64));
     const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00;
     const uint8_t *s = static_cast<const uint8_t *>(src);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
-    for (int64_t n = 0; n < d.mb; ++n)
+    for (int64_t n = 0; n < (direct_ ? 0 : d.mb); ++n)
         for (int64_t r = 0; r < rows_; ++r) {
             uint8_t *row = buf.data() + (n * rows_ + r) * cols_ * cpad_;
             const int64_t ih = r - d.pt;
@@ -220,7 +270,6 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
             const int64_t c0 = ob * nb_big_ * lanes_;
             const int nb = static_cast<int>(std::min<int64_t>(nb_big_, nvec_ - ob * nb_big_));
             const int nc = static_cast<int>(std::min<int64_t>(nb * lanes_, c_ - c0));
-            const int last_n = ob == n_ob_ - 1 ? static_cast<int>(c_ - (nvec_ - 1) * lanes_) : lanes_;
             const int ur = ur_w_for(nb);
             conv_call call{};
             call.wei = reinterpret_cast<const int8_t *>(pk.wei.data() + c0);
@@ -228,16 +277,22 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
             call.comp = pk.comp.data() + c0;
             call.bias = bias ? bias + c0 : nullptr;
             call.c_off = c0 * 4;
-            const uint8_t *row = buf.data() + (n * rows_ + oh * d.sh) * cols_ * cpad_ + c0;
             for (int64_t ow = 0; ow < d.ow; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, d.ow - ow));
-                call.src = row + ow * d.sw * cpad_;
+                if (direct_) {
+                    // Origin (oh·sh − pt, ow·sw − pl) may lie in the padding; the
+                    // kernel reads only offsets inside the image.
+                    const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw + ow * d.sw - d.pl) * c_ + c0;
+                    call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(s) + o);
+                } else {
+                    call.src = buf.data() + ((n * rows_ + oh * d.sh) * cols_ + ow * d.sw) * cpad_ + c0;
+                }
                 const int64_t off0 = ((n * d.oh + oh) * d.ow + ow) * c_ + c0;
                 if (fused_) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
                 }
-                ukernel(u, nb, last_n).fn()(&call);
+                fns_[ob == n_ob_ - 1 ? 1 : 0][oh * n_blk_ + ow / ur](&call);
                 if (fused_) continue;
                 tile t;
                 t.acc = acc;

@@ -391,6 +391,11 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
+            // Entry points of the full and the tail pixel block (row-wise
+            // blocking); the pixel-list mode picks by start column below.
+            const conv_ukernel_fn fn_full = g.flat2d ? nullptr : ukernel(ur, nb, last_n, -1).fn();
+            const int tail_u = static_cast<int>((ow_end - ck * chunk) % ur);
+            const conv_ukernel_fn fn_tail = g.flat2d || tail_u == 0 ? nullptr : ukernel(tail_u, nb, last_n, -1).fn();
             for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
                 int col0 = -1;
@@ -406,10 +411,11 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 if (fused_) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
-                    ukernel(u, nb, last_n, col0).fn()(&call);
+                    const conv_ukernel_fn fn = g.flat2d ? ukernel(u, nb, last_n, col0).fn() : u == ur ? fn_full : fn_tail;
+                    fn(&call);
                     continue;
                 }
-                ukernel(u, nb, last_n, col0).fn()(&call);
+                (g.flat2d ? ukernel(u, nb, last_n, col0).fn() : u == ur ? fn_full : fn_tail)(&call);
                 tile t;
                 t.acc = acc;
                 t.acc_stride = nb * g.lanes;

@@ -75,6 +75,13 @@ struct conv_ukernel_cfg {
     // tap unrolled; one widened multiply-add per (tap, pixel, vector).
     bool depthwise = false;
     int64_t dw_cpad = 0;
+    // Depthwise reading the unpadded source directly (u8, no zero point):
+    // kernel rows whose bit is clear and source columns outside
+    // [dw_col_lo, dw_col_hi) of the block are skipped (they read padding,
+    // which contributes 0); the last vector of a block loads last_n lanes.
+    bool dw_direct = false;
+    uint64_t dw_row_mask = ~uint64_t(0);
+    int dw_col_lo = 0, dw_col_hi = 1 << 30;
 };
 
 constexpr int max_fused_full = 4;

@@ -162,8 +162,14 @@ struct conv_ukernel::gen : public jit_generator {
         const int wb0 = n_acc, xr0 = n_acc + cfg.kw, tmp = xr0 + 2;
         const int span = (cfg.ur_w - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
         int flip = 0;
+        const bool src_tail = cfg.dw_direct && cfg.last_n < lanes;
+        if (src_tail) {
+            mov(eax, (1u << cfg.last_n) - 1u);
+            kmovw(k1, eax);
+        }
         for (int kh = 0; kh < cfg.kh; ++kh)
             for (int b = 0; b < cfg.nb; ++b) {
+                if (!((cfg.dw_row_mask >> kh) & 1u)) continue; // row in the padding
                 for (int kw = 0; kw < cfg.kw; ++kw) {
                     const int64_t woff = (static_cast<int64_t>(kh) * cfg.kw + kw) * cfg.dw_cpad * 4;
                     vload(vreg(wb0 + kw), ptr[reg_wei + woff + b * vbytes]);
@@ -174,9 +180,11 @@ struct conv_ukernel::gen : public jit_generator {
                         const int r = j - kw * cfg.dw;
                         used = r >= 0 && r % cfg.sw == 0 && r / cfg.sw < cfg.ur_w;
                     }
-                    if (!used) continue;
+                    if (!used || j < cfg.dw_col_lo || j >= cfg.dw_col_hi) continue; // column in the padding
                     const Xbyak::Xmm x = vreg(xr0 + (flip++ & 1));
-                    vpmovzxbd(x, ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb]);
+                    const Xbyak::Address sa = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb];
+                    if (src_tail && b == cfg.nb - 1) vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
+                    else vpmovzxbd(x, sa);
                     for (int kw = 0; kw < cfg.kw; ++kw) {
                         const int r = j - kw * cfg.dw;
                         if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
@@ -489,6 +497,8 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && cfg.isa != conv_isa::avx512_vnni) fail("xor_src", "only the VNNI kernel shifts in place");
     if (cfg.pipe && cfg.isa == conv_isa::avx2) fail("pipe", "the fused epilogue needs zmm registers");
+    if (cfg.dw_direct && (!cfg.depthwise || cfg.isa == conv_isa::avx2 || cfg.kh > 64))
+        fail("dw_direct", "needs the zmm depthwise kernel (masked loads) and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
         fail("pix_off", "needs one offset per pixel (dense kernels only)");
     gen_ = std::make_unique<gen>(cfg);
