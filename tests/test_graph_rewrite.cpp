@@ -252,11 +252,12 @@ TEST_P(Rewrite, StructureAndValues) {
         }
 }
 
+// The full product: activation × weight type × zp × bias × Convert × group-wise × Parameter weights.
 std::vector<case_t> matrix() {
     std::vector<case_t> r;
     for (act_kind a : {act_kind::transpose, act_kind::reshape, act_kind::direct})
         for (etype t : {etype::u4, etype::i4, etype::u8, etype::i8})
-            for (int bits = 0; bits < 16; ++bits) {
+            for (int bits = 0; bits < 32; ++bits) {
                 case_t c;
                 c.act = a;
                 c.wt = t;
@@ -264,18 +265,7 @@ std::vector<case_t> matrix() {
                 c.bias = bits & 2;
                 c.convert = bits & 4;
                 c.group = bits & 8;
-                c.wparam = false;
-                r.push_back(c);
-            }
-    // Parameter weights on a subset.
-    for (act_kind a : {act_kind::transpose, act_kind::reshape, act_kind::direct})
-        for (etype t : {etype::u4, etype::i8})
-            for (bool group : {false, true}) {
-                case_t c;
-                c.act = a;
-                c.wt = t;
-                c.group = group;
-                c.wparam = true;
+                c.wparam = bits & 16;
                 r.push_back(c);
             }
     return r;
@@ -528,6 +518,36 @@ TEST(RewriteFixup, ScalePerInputChannel) {
     ASSERT_TRUE(mm);
     EXPECT_EQ(mm->rt_info.at("origin"), "onnx:Conv_17"); // runtime info copied along
     expect_same_values(before, run(g, b.inputs));
+}
+
+// Scalar scale and zero point: per-tensor in the compressed MatMul.
+TEST(RewriteFixup, PerTensorScaleAndZeroPoint) {
+    auto g = parse("x = Parameter f32[2,3,5,64]\n"
+                   "a = Transpose(x) order=[0,3,1,2]\n"
+                   "q = Constant u8[24,64,1,1] random(1, 0, 255)\n"
+                   "qf = Convert(q) to=f32\n"
+                   "z = Constant u8[] [128]\n"
+                   "zf = Convert(z) to=f32\n"
+                   "d = Subtract(qf, zf)\n"
+                   "s = Constant f32[1] [0.0625]\n"
+                   "w = Multiply(s, d)\n"
+                   "c = Convolution(a, w)\n"
+                   "y = Transpose(c) order=[0,2,3,1]\n"
+                   "r = Result(y)\n");
+    tensor in = int_tensor({2, 3, 5, 64}, 5);
+    const auto before = run(*g, {in});
+    auto rec = run_passes(*g);
+    ASSERT_TRUE(rec[0].rewritten) << rec[0].reason;
+    compiled_graph cg(*g);
+    bool seen = false;
+    for (const auto &[id, impl] : cg.impls())
+        if (g->find(id)->kind == op::MatMul) {
+            seen = true;
+            EXPECT_NE(impl.find("per_oc zp:per_tensor"), std::string::npos) << impl;
+            EXPECT_EQ(impl.find("graph:"), std::string::npos) << impl;
+        }
+    EXPECT_TRUE(seen);
+    expect_same_values(before, cg.run({in}));
 }
 
 // The embedded example: both convolutions rewritten, the Transposes around
