@@ -70,9 +70,11 @@ int graph_mode(const std::vector<std::string> &args) {
     for (size_t r = 0; same_shape && r < yb.size(); ++r) {
         same_shape = yb[r].shape == ya[r].shape;
         for (size_t i = 0; same_shape && i < yb[r].data.size(); ++i) {
-            const double d = std::fabs(double(ya[r].data[i]) - yb[r].data[i]);
+            const double a = ya[r].data[i], b = yb[r].data[i];
+            // Equal values (also equal infinities) and NaN on both sides agree.
+            const double d = a == b || (std::isnan(a) && std::isnan(b)) ? 0.0 : std::fabs(a - b);
             max_abs = std::isnan(d) ? INFINITY : std::max(max_abs, d);
-            max_ref = std::max(max_ref, std::fabs(double(yb[r].data[i])));
+            if (std::isfinite(b)) max_ref = std::max(max_ref, std::fabs(b));
         }
     }
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
