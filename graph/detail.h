@@ -38,7 +38,12 @@ struct rng {
         return z ^ (z >> 31);
     }
     double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); } // [0,1)
-    int64_t integer(int64_t lo, int64_t hi) { return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1)); }
+    // Uniform in [lo, hi] (spans up to 2^64 − 1 computed in unsigned arithmetic).
+    int64_t integer(int64_t lo, int64_t hi) {
+        const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+        const uint64_t off = span ? next() % span : next();
+        return static_cast<int64_t>(static_cast<uint64_t>(lo) + off);
+    }
 };
 
 std::string fmt_double(double v);  // shortest text that parses back to the same double

@@ -62,6 +62,15 @@ int64_t elems_of(const shape_t &s) {
     return n;
 }
 
+void check_shape(const shape_t &s, const std::string &field) {
+    int64_t n = 1;
+    for (int64_t d : s) {
+        if (d <= 0) fail(field, "shape " + to_string(s) + " has a non-positive dimension");
+        if (d > max_elems / n) fail(field, "shape " + to_string(s) + " has more than 2^31 elements");
+        n *= d;
+    }
+}
+
 const char *to_string(op k) { return op_names[static_cast<int>(k)]; }
 op parse_op(const std::string &s, const std::string &field) {
     for (size_t i = 0; i < sizeof(op_names) / sizeof(op_names[0]); ++i)
@@ -136,7 +145,9 @@ double to_type(etype t, double v) {
     if (t == etype::f16) return round_f16(static_cast<float>(v));
     if (std::isnan(v)) return 0;
     const double r = std::nearbyint(v); // default rounding mode: half to even
-    return std::min<double>(std::max<double>(r, double(type_min(t))), double(type_max(t)));
+    // The largest double below 2^63 (double(INT64_MAX) rounds up to 2^63).
+    const double hi = t == etype::i64 ? 9223372036854774784.0 : double(type_max(t));
+    return std::min<double>(std::max<double>(r, double(type_min(t))), hi);
 }
 double load(etype t, const uint8_t *b, int64_t i) {
     switch (t) {
@@ -358,8 +369,11 @@ shape_t broadcast(const node &n, const shape_t &a, const shape_t &b) {
     return o;
 }
 void check_dims(const node &n, const shape_t &s, const char *what) {
-    for (int64_t d : s)
-        if (d <= 0) bad(n, std::string(what) + " " + to_string(s) + " has a non-positive dimension");
+    try {
+        check_shape(s, what);
+    } catch (const error &e) {
+        bad(n, e.what());
+    }
 }
 void infer_conv(node &n) {
     need_inputs(n, 2);
@@ -371,10 +385,12 @@ void infer_conv(node &n) {
     const auto &a = n.attr;
     for (const auto *v : {&a.strides, &a.dilations, &a.pads_begin, &a.pads_end})
         if (v->size() != 2) bad(n, "strides, dilations and pads need 2 values");
+    constexpr int64_t lim = int64_t(1) << 24;
     for (int i = 0; i < 2; ++i) {
-        if (a.strides[i] <= 0) bad(n, "strides must be positive");
-        if (a.dilations[i] <= 0) bad(n, "dilations must be positive");
-        if (a.pads_begin[i] < 0 || a.pads_end[i] < 0) bad(n, "pads must be non-negative");
+        if (a.strides[i] <= 0 || a.strides[i] > lim) bad(n, "strides must be in [1, 2^24]");
+        if (a.dilations[i] <= 0 || a.dilations[i] > lim) bad(n, "dilations must be in [1, 2^24]");
+        if (a.pads_begin[i] < 0 || a.pads_end[i] < 0 || a.pads_begin[i] > lim || a.pads_end[i] > lim)
+            bad(n, "pads must be in [0, 2^24]");
     }
     const int64_t G = grouped ? w[0] : 1;
     const int64_t oc = grouped ? w[0] * w[1] : w[0];
@@ -439,7 +455,8 @@ void infer_reshape(node &n) {
             infer_at = static_cast<int>(i);
             continue;
         }
-        if (o[i] <= 0) bad(n, "target shape " + to_string(n.attr.target) + " has an invalid dimension");
+        if (o[i] <= 0 || o[i] > max_elems) bad(n, "target shape " + to_string(n.attr.target) + " has an invalid dimension");
+        if (o[i] > max_elems / known) bad(n, "target shape " + to_string(n.attr.target) + " is too large");
         known *= o[i];
     }
     const int64_t total = elems_of(in);
@@ -516,6 +533,7 @@ void infer_node(node &n) {
         n.out_type = n.inputs[0]->out_type;
         break;
     }
+    check_dims(n, n.out_shape, "output");
 }
 
 } // namespace qconv::graph

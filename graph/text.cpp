@@ -200,6 +200,11 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
 void parse_typed_shape(lexer &lx, node &n) {
     n.attr.type = parse_etype(lx.word("an element type"), "line " + std::to_string(n.line));
     n.attr.shape = int_list(lx);
+    try {
+        check_shape(n.attr.shape, "shape");
+    } catch (const error &e) {
+        lx.err(e.what());
+    }
 }
 
 std::shared_ptr<constant_data> inline_values(lexer &lx, const node &n) {
@@ -339,6 +344,7 @@ std::string attrs_text(const node &n) {
 std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec) {
     std::vector<double> a;
     const std::string name = gen_args(spec, &a);
+    check_shape(s, "generator");
     const int64_t n = elems_of(s);
     auto d = std::make_shared<constant_data>();
     d->bytes.assign(storage_bytes(t, n), 0);
@@ -358,8 +364,11 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
         for (int64_t i = 0; i < n; ++i) detail::store(t, d->bytes.data(), i, a[0]);
     } else if (name == "random") {
         if (a.size() != 3) fail("generator", "random(seed, lo, hi) takes three arguments");
-        if (a[0] < 0 || a[0] != std::floor(a[0])) fail("generator", "random: seed must be a non-negative integer");
+        if (a[0] < 0 || a[0] != std::floor(a[0]) || a[0] > 9007199254740992.0)
+            fail("generator", "random: seed must be an integer in [0, 2^53]");
         if (a[1] > a[2]) fail("generator", "random: lo > hi");
+        if (integer && (std::fabs(a[1]) > 9007199254740992.0 || std::fabs(a[2]) > 9007199254740992.0))
+            fail("generator", "random: integer bounds must be within ±2^53");
         check_int(a[1]);
         check_int(a[2]);
         detail::rng r(static_cast<uint64_t>(a[0]));
@@ -371,8 +380,10 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
     } else if (name == "pow2") {
         if (a.size() != 3) fail("generator", "pow2(seed, emin, emax) takes three arguments");
         if (integer) fail("generator", "pow2 needs a floating-point type");
-        if (a[1] > a[2] || a[1] != std::floor(a[1]) || a[2] != std::floor(a[2]))
-            fail("generator", "pow2: emin, emax must be integers with emin <= emax");
+        if (a[1] > a[2] || a[1] != std::floor(a[1]) || a[2] != std::floor(a[2]) || a[1] < -200 || a[2] > 200)
+            fail("generator", "pow2: emin, emax must be integers in [-200, 200] with emin <= emax");
+        if (a[0] < 0 || a[0] != std::floor(a[0]) || a[0] > 9007199254740992.0)
+            fail("generator", "pow2: seed must be an integer in [0, 2^53]");
         detail::rng r(static_cast<uint64_t>(a[0]));
         for (int64_t i = 0; i < n; ++i) {
             const int e = static_cast<int>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])));

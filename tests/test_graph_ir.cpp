@@ -238,6 +238,17 @@ TEST(GraphText, BadFilesNameTheLine) {
         {"x = Parameter f32[2]\ny = Relu(x\n", "line 2:", "expected ','"},
         {"x = Parameter f32[2]\ny = Convert(x)\n", "line 2:", "to=<type>"},
         {"x = Parameter f32[0,2]\n", "line 1:", "non-positive"},
+        {"c = Constant u8[-1,4] fill(1)\n", "line 1:", "non-positive"},
+        {"x = Parameter f32[2,-3]\n", "line 1:", "non-positive"},
+        {"x = Parameter f32[4294967296,4294967296,4]\n", "line 1:", "more than 2^31 elements"},
+        {"c = Constant i8[4294967296,4294967296] fill(0)\n", "line 1:", "more than 2^31 elements"},
+        {"c = Constant f32[1048576,1048576] fill(0)\nr = Result(c)\n", "line 1:", "more than 2^31 elements"},
+        {"x = Parameter f32[65536,65536]\ny = Reshape(x) shape=[65536,65536,-1]\n", "line 1:", "2^31"},
+        {"x = Parameter f32[4,4]\ny = Reshape(x) shape=[4294967296,4294967296,-1]\n", "line 2:", "invalid dimension"},
+        {"x = Parameter f32[1,1,4,4]\nw = Constant f32[1,1,1,1] fill(1)\n"
+         "c = Convolution(x, w) dilations=[9223372036854775807,1]\n", "line 3:", "dilations"},
+        {"x = Constant i64[1] random(99999999999999999999, 0, 1)\n", "line 1:", "seed"},
+        {"x = Constant i64[1] random(1, -9223372036854775808, 9223372036854775807)\n", "line 1:", "2^53"},
     };
     for (const auto &c : cases) {
         const std::string e = error_of(c.text);

@@ -42,6 +42,11 @@ int64_t storage_bytes(etype t, int64_t elems);
 using shape_t = std::vector<int64_t>;
 std::string to_string(const shape_t &s);   // "[1,2,3]"
 int64_t elems_of(const shape_t &s);
+// Largest element count of any tensor in a graph (2^31).
+constexpr int64_t max_elems = int64_t(1) << 31;
+// Throws qconv::error(field, ...) unless every dim is positive and the element
+// count is at most max_elems.
+void check_shape(const shape_t &s, const std::string &field);
 
 enum class op {
     Parameter, Constant, Convert, Subtract, Multiply, Add, Reshape, Transpose,
