@@ -92,6 +92,10 @@ public:
         const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(zmm);
         block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
         nv_ = streaming ? 4 : 2;
+        // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
+        pc_ = streaming ? static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(zmm ? 4 : 3, (zmm ? 24 : 12) / (4 * d.m))))
+                        : 1;
+        n_calls_ = (l_.n_panels + pc_ - 1) / pc_;
         fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
         for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
             if (mb == 0 || mb > d.m || fns_[mb]) continue;
@@ -102,6 +106,9 @@ public:
             c.zmm = zmm;
             c.mb = mb;
             c.nv = nv_;
+            c.pc = pc_;
+            c.panel_bytes = l_.panel_bytes();
+            c.panel_params = l_.panel_params();
             c.steps_per_group = l_.steps_per_group;
             c.n_groups = l_.n_groups;
             c.x_stride = l_.k_padded;
@@ -114,8 +121,9 @@ public:
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_weights(w);
         auto p = std::make_shared<wc_packed>();
-        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
-        p->params = alloc_aligned<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
+        // Whole calls of pc_ panels; the extra panels stay zero (scale 0, never stored).
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes()));
+        p->params = alloc_aligned<float>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
         for (int v = 0; v < 16; ++v)
@@ -139,38 +147,41 @@ public:
             xs = xpad.data();
         }
         const int vl = zmm_ ? 16 : 8;
-        const int64_t part = nv_ * vl;             // columns per call
+        const int64_t part = nv_ * vl;             // columns of a panel per call
         const int64_t parts = P / part;            // calls per panel and row block
         const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
-        const int64_t per_panel = parts * m_blocks;
-        const int64_t items = l_.n_panels * per_panel;
+        const int64_t per_call = parts * m_blocks;
+        const int64_t items = n_calls_ * per_call;
         const int nt = static_cast<int>(std::min<int64_t>(items, threads > 0 ? threads : omp_get_max_threads()));
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
-        // Items in (panel, part, row block) order: a thread's consecutive items
-        // reuse the same weights from its cache.
+        // Items in (panel group, part, row block) order: a thread's consecutive
+        // items reuse the same weights from its cache.
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t it = 0; it < items; ++it) {
-            const int64_t pi = it / per_panel, h = (it % per_panel) / m_blocks;
+            const int64_t p0 = (it / per_call) * pc_, h = (it % per_call) / m_blocks;
             const int64_t m0 = (it % m_blocks) * block_m_;
-            const int64_t n0 = pi * P + h * part;
-            if (n0 >= N) continue;
+            if (p0 * P + h * part >= N) continue;
             const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
-            alignas(64) float out[12 * 64];
+            alignas(64) float out[16 * 64];
             matmul_wc_call call;
-            call.w = p.wei.get() + pi * l_.panel_bytes() + h * part;
-            call.params = p.params.get() + pi * l_.panel_params() + h * part;
+            call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part;
+            call.params = p.params.get() + p0 * l_.panel_params() + h * part;
             call.x = xs + m0 * l_.k_padded;
             call.out = out;
             call.lut = p.lut;
             fns_[mb](&call);
-            const int64_t cols = std::min<int64_t>(part, N - n0);
-            for (int m = 0; m < mb; ++m) {
-                float *yr = y + (m0 + m) * N + n0;
-                const float *o = out + m * P;
-                if (bias)
-                    for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
-                else
-                    std::memcpy(yr, o, cols * sizeof(float));
+            for (int j = 0; j < pc_; ++j) {
+                const int64_t n0 = (p0 + j) * P + h * part;
+                if (n0 >= N) break;
+                const int64_t cols = std::min<int64_t>(part, N - n0);
+                for (int m = 0; m < mb; ++m) {
+                    float *yr = y + (m0 + m) * N + n0;
+                    const float *o = out + (m * pc_ + j) * P;
+                    if (bias)
+                        for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
+                    else
+                        std::memcpy(yr, o, cols * sizeof(float));
+                }
             }
         }
     }
@@ -222,7 +233,9 @@ private:
     bool zmm_;
     wc_layout l_;
     int block_m_ = 1; // rows per call (the tail block has fewer)
-    int nv_ = 4;      // vectors per call
+    int nv_ = 4;      // vectors per panel and call
+    int pc_ = 1;      // panels per call
+    int64_t n_calls_ = 0; // panel groups (of pc_ panels)
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
     std::vector<matmul_wc_fn> fns_;
 };

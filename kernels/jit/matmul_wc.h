@@ -50,7 +50,7 @@ struct matmul_wc_call {
     const uint8_t *w;     // first k-slice of the panel
     const float *params;  // group 0 parameters of the panel: scale[W] (zp[W])
     const float *x;       // row 0 of the block, rows x_stride floats apart
-    float *out;           // mb rows of W floats (overwritten)
+    float *out;           // mb rows of pc·W floats (overwritten)
     const float *lut;     // lut kernels: f32(v − zp) for the 16 nibble values v
 };
 using matmul_wc_fn = void (*)(const matmul_wc_call *);
@@ -60,7 +60,10 @@ struct matmul_wc_config {
     bool zp = false;           // subtract the zp vector stored after scale
     bool zmm = true;           // register width: zmm (avx512) or ymm (avx2)
     int mb = 1;                // rows per call
-    int nv = 4;                // vectors (of vlen columns) per call: 4 = a panel, 2 = half
+    int nv = 4;                // vectors (of vlen columns) per panel: 4 = a panel, 2 = half
+    int pc = 1;                // panels per call (streaming: several weight streams at once)
+    int64_t panel_bytes = 0;   // distance between panels (pc > 1)
+    int64_t panel_params = 0;  // floats between the parameters of two panels (pc > 1)
     int64_t steps_per_group = 0; // k-slices (bytes per column) per group
     int64_t n_groups = 1;
     int64_t x_stride = 0;      // floats between rows of x
@@ -76,12 +79,14 @@ struct matmul_wc_config {
     // Accumulators available: zmm 28, ymm 12 (the rest are temporaries).
     int acc_budget() const { return zmm ? 28 : 12; }
     // Accumulator sets: two independent FMA chains for the streaming shapes.
-    int sets() const { return mb <= 2 && 2 * mb * nv <= acc_budget() ? 2 : 1; }
+    int vectors() const { return pc * nv; }
+    int sets() const { return mb <= 2 && 2 * mb * vectors() <= acc_budget() ? 2 : 1; }
     int64_t param_floats() const { return (zp ? 2 : 1) * panel(); } // per group
 };
 
 // The two kernel shapes. Streaming (M <= streaming_max_m): one call covers
-// a whole panel (nv = 4) for all M rows. Register-blocked (larger M): calls
+// pc whole panels (nv = 4) for all M rows; pc > 1 reads pc weight streams at
+// once (one stream per core does not reach the DRAM bandwidth). Register-blocked (larger M): calls
 // cover half a panel (nv = 2) for blocked_mb rows, so each decompressed
 // vector feeds blocked_mb FMAs (zmm: 12 rows x 2 vectors = 24 accumulators;
 // ymm: 6 x 2 = 12).

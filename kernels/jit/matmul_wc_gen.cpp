@@ -20,7 +20,8 @@ public:
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
         if (c.lut && (!is_zmm || !c.four_bit() || c.zp)) fail("jit", "matmul_wc: lut needs zmm, 4-bit and no zp vector");
-        if (c.sets() * c.mb * c.nv > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4))
+        if (c.sets() * c.mb * c.vectors() > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4) ||
+            (c.pc > 1 && c.nv != 4))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
         name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (is_zmm ? ":avx512" : ":avx2");
@@ -60,7 +61,7 @@ private:
     Vmm vt0() const { return Vmm(n_regs - 2); }
     Vmm vt1() const { return Vmm(n_regs - 3); }
     Vmm vxb() const { return Vmm(n_regs - 4); } // broadcast x (ymm only)
-    Vmm acc(int s, int m, int v) const { return Vmm((s * c_.mb + m) * c_.nv + v); }
+    Vmm acc(int s, int m, int v) const { return Vmm((s * c_.mb + m) * c_.vectors() + v); }
 
     int row_bytes() const { return c_.panel(); }    // bytes per k-slice of a panel
     int k_per_step() const { return c_.four_bit() ? 2 : 1; }
@@ -89,22 +90,28 @@ private:
         }
     }
 
-    Address out_addr(int m, int v) const { return ptr[r_out + (m * c_.panel() + v * vl) * 4]; }
-    Address scale_addr(int v) const { return ptr[r_param + v * vl * 4]; }
-    Address zp_addr(int v) const { return ptr[r_param + (c_.panel() + v * vl) * 4]; }
-    Address w_addr(int step, int v) const { return ptr[r_w + step * row_bytes() + v * vl]; }
+    // Vector v is vector v % nv of panel v / nv of the call.
+    Address out_addr(int m, int v) const {
+        return ptr[r_out + (m * c_.pc * c_.panel() + (v / c_.nv) * c_.panel() + (v % c_.nv) * vl) * 4];
+    }
+    int64_t param_off(int v) const { return ((v / c_.nv) * c_.panel_params + (v % c_.nv) * vl) * 4; }
+    Address scale_addr(int v) const { return ptr[r_param + param_off(v)]; }
+    Address zp_addr(int v) const { return ptr[r_param + param_off(v) + c_.panel() * 4]; }
+    Address w_addr(int step, int v) const {
+        return ptr[r_w + (v / c_.nv) * c_.panel_bytes + step * row_bytes() + (v % c_.nv) * vl];
+    }
     int x_disp(int step, int half) const { return (step * k_per_step() + half) * 4; }
 
     void zero_out() {
         vxorps(vt0(), vt0(), vt0());
         for (int m = 0; m < c_.mb; ++m)
-            for (int v = 0; v < c_.nv; ++v) vmovups(out_addr(m, v), vt0());
+            for (int v = 0; v < c_.vectors(); ++v) vmovups(out_addr(m, v), vt0());
     }
 
     void zero_accs() {
         for (int s = 0; s < c_.sets(); ++s)
             for (int m = 0; m < c_.mb; ++m)
-                for (int v = 0; v < c_.nv; ++v) vxorps(acc(s, m, v), acc(s, m, v), acc(s, m, v));
+                for (int v = 0; v < c_.vectors(); ++v) vxorps(acc(s, m, v), acc(s, m, v), acc(s, m, v));
     }
 
     // x[m][k] with k given as a byte displacement from the current bases.
@@ -151,8 +158,9 @@ private:
     void emit_step(int step, int parity) {
         const int s0 = c_.sets() == 2 ? parity : 0;
         if (c_.prefetch && (step * row_bytes()) % 64 == 0)
-            prefetcht0(ptr[r_w + step * row_bytes() + prefetch_distance]);
-        for (int v = 0; v < c_.nv; ++v) {
+            for (int j = 0; j < c_.pc; ++j)
+                prefetcht0(ptr[r_w + j * c_.panel_bytes + step * row_bytes() + prefetch_distance]);
+        for (int v = 0; v < c_.vectors(); ++v) {
             if (!c_.four_bit()) {
                 widen(vt0(), w_addr(step, v));
                 to_f32(vt0(), v);
@@ -211,8 +219,8 @@ private:
         }
         if (c_.sets() == 2)
             for (int m = 0; m < c_.mb; ++m)
-                for (int v = 0; v < c_.nv; ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));
-        for (int v = 0; v < c_.nv; ++v) {
+                for (int v = 0; v < c_.vectors(); ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));
+        for (int v = 0; v < c_.vectors(); ++v) {
             vmovups(vt1(), scale_addr(v));
             for (int m = 0; m < c_.mb; ++m) {
                 vmovups(vt0(), out_addr(m, v));
