@@ -11,6 +11,8 @@
 //                           decompressed to f32 per run, oneDNN conv created per run
 //   ffn_u4/after            after the rewrite: two compressed-MatMul primitives
 //                           (u4 weights stay compressed, 4 MB) + Gelu
+//   ffn_u4/after_dq         the same with the opt-in dynamic quantization of the
+//                           activations (int8 dot products; bounded error)
 //   ffn_u4_1token/*         the same with 1 token (the decode case, memory-bound)
 // After the benchmarks one summary line per token count gives the times, the
 // ratios (target ≥ 3× faster after) and the relative difference of the outputs
@@ -37,7 +39,7 @@ struct variant {
     std::string name;
     int64_t tokens = 0;
     std::unique_ptr<graph> before, after;
-    std::unique_ptr<compiled_graph> folded, unfolded, rewritten;
+    std::unique_ptr<compiled_graph> folded, unfolded, rewritten, rewritten_dq;
     std::vector<tensor> inputs;
     std::string impls;
 };
@@ -61,6 +63,9 @@ void setup(const std::string &path, const std::string &name, int64_t tokens) {
     v.folded = std::make_unique<compiled_graph>(*v.before);
     v.unfolded = std::make_unique<compiled_graph>(*v.before, compile_options{0, false});
     v.rewritten = std::make_unique<compiled_graph>(*v.after);
+    compile_options dq;
+    dq.dynamic_quantization = true;
+    v.rewritten_dq = std::make_unique<compiled_graph>(*v.after, dq);
     v.inputs = random_inputs(*v.before, 1);
     for (const auto &[id, impl] : v.folded->impls())
         if (v.before->find(id)->kind == op::Convolution) {
@@ -69,20 +74,27 @@ void setup(const std::string &path, const std::string &name, int64_t tokens) {
         }
     for (const auto &[id, impl] : v.rewritten->impls())
         if (v.after->find(id)->kind == op::MatMul) v.impls += "; after: " + impl;
+    for (const auto &[id, impl] : v.rewritten_dq->impls())
+        if (v.after->find(id)->kind == op::MatMul) v.impls += "; after_dq: " + impl;
 }
 
-enum class which { folded, unfolded, rewritten };
+enum class which { folded, unfolded, rewritten, rewritten_dq };
 
 void BM_graph(benchmark::State &state, std::string name, which w) {
     variant &v = variants()[name];
-    const compiled_graph &cg = w == which::folded ? *v.folded : w == which::unfolded ? *v.unfolded : *v.rewritten;
+    const compiled_graph &cg = w == which::folded     ? *v.folded
+                               : w == which::unfolded ? *v.unfolded
+                               : w == which::rewritten ? *v.rewritten
+                                                       : *v.rewritten_dq;
     for (auto _ : state) {
         auto y = cg.run(v.inputs);
         benchmark::DoNotOptimize(y.data());
     }
     const double flops = 2.0 * v.tokens * 1024 * 4096 * 2;
     state.counters["GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-    state.SetLabel(w == which::rewritten ? "compressed matmul" : "f32 conv");
+    state.SetLabel(w == which::rewritten      ? "compressed matmul"
+                   : w == which::rewritten_dq ? "compressed matmul, dynamic quantization"
+                                              : "f32 conv");
 }
 
 // Remembers each benchmark's real time per iteration (ms).
@@ -132,23 +144,27 @@ int main(int argc, char **argv) {
             ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
         benchmark::RegisterBenchmark((s + "/after").c_str(), BM_graph, s, which::rewritten)
             ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+        benchmark::RegisterBenchmark((s + "/after_dq").c_str(), BM_graph, s, which::rewritten_dq)
+            ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
     }
     recorder rep;
     benchmark::RunSpecifiedBenchmarks(&rep);
 
     for (auto &[name, v] : variants()) {
         const auto yb = v.folded->run(v.inputs), yu = v.unfolded->run(v.inputs), ya = v.rewritten->run(v.inputs);
+        const auto yq = v.rewritten_dq->run(v.inputs);
         const double rel = std::max(max_rel_diff(yb, ya), max_rel_diff(yu, ya));
+        const double rel_dq = max_rel_diff(yb, yq);
         auto t = [&](const char *k) {
             auto it = rep.ms.find(name + "/" + k);
             return it == rep.ms.end() ? 0.0 : it->second;
         };
-        const double b = t("before"), u = t("before_unfolded"), a = t("after");
-        const double r = a > 0 ? b / a : 0, ru = a > 0 ? u / a : 0;
+        const double b = t("before"), u = t("before_unfolded"), a = t("after"), q = t("after_dq");
+        const double r = a > 0 ? b / a : 0, ru = a > 0 ? u / a : 0, rq = q > 0 ? b / q : 0;
         std::printf("summary graph=%s tokens=%lld before_ms=%.3f before_unfolded_ms=%.3f after_ms=%.3f "
-                    "speedup=%.2f speedup_unfolded=%.2f max_rel_diff=%.3g speed_target_3x=%s accuracy_target=%s "
-                    "impl=\"%s\"\n",
-                    name.c_str(), static_cast<long long>(v.tokens), b, u, a, r, ru, rel,
+                    "after_dq_ms=%.3f speedup=%.2f speedup_unfolded=%.2f speedup_dq=%.2f max_rel_diff=%.3g "
+                    "max_rel_diff_dq=%.3g speed_target_3x=%s accuracy_target=%s impl=\"%s\"\n",
+                    name.c_str(), static_cast<long long>(v.tokens), b, u, a, q, r, ru, rq, rel, rel_dq,
                     r >= 3.0 ? "met" : ru >= 3.0 ? "met_vs_unfolded_only" : "missed", rel <= 1e-4 ? "met" : "missed",
                     v.impls.c_str());
     }

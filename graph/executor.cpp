@@ -281,27 +281,31 @@ struct compressed {
     std::vector<float> bias;            // N or empty
     std::shared_ptr<matmul> prim;       // built at compile time when Wq is a Constant
     std::string impl;                   // the row the dispatcher chose, and the problem
+    matmul_hints hints;
 };
 
 // Creates the primitive (constant weights) or a probe with zero weights
 // (weights from a Parameter: the primitive is then created per run; the
 // dispatcher's choice depends on the descriptor only). False when no row
 // takes the problem.
-bool create_primitive(compressed *c) {
+bool create_primitive(compressed *c, bool dq) {
     matmul_weights w;
     w.scale = c->scale.data();
     w.zp = c->zp.empty() ? nullptr : c->zp.data();
     w.bias = c->bias.empty() ? nullptr : c->bias.data();
     std::string name;
+    matmul_hints h;
+    h.dynamic_quantization = dq;
+    c->hints = h;
     try {
         if (c->wq->kind == op::Constant) {
             w.wei = c->wq->data->bytes.data();
-            c->prim = std::make_shared<matmul>(c->desc, w);
+            c->prim = std::make_shared<matmul>(c->desc, w, h);
             name = c->prim->impl_name();
         } else {
             const std::vector<uint8_t> zeros(c->desc.wei_bytes(), 0);
             w.wei = zeros.data();
-            name = matmul(c->desc, w).impl_name() + " (weights from a Parameter)";
+            name = matmul(c->desc, w, h).impl_name() + " (weights from a Parameter)";
         }
     } catch (const error &) {
         return false;
@@ -486,7 +490,7 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
     for (node *n : order) {
         compressed c;
         if (!recognize(*g, n, &c)) continue;
-        if (!create_primitive(&c)) continue; // e.g. a group size no row takes: runs unfused
+        if (!create_primitive(&c, opt.dynamic_quantization)) continue; // e.g. a group size no row takes: runs unfused
         // A chain node is absorbed only if nothing outside the chain reads it.
         std::set<const node *> inside(c.chain.begin(), c.chain.end());
         inside.insert(n);
@@ -616,7 +620,7 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
                 const auto bytes = pack_weights(wt, c.wq->out_type);
                 matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
                                  c.bias.empty() ? nullptr : c.bias.data()};
-                matmul(c.desc, w).execute(x.data.data(), y.data.data(), S.threads);
+                matmul(c.desc, w, c.hints).execute(x.data.data(), y.data.data(), S.threads);
             }
             continue;
         }

@@ -68,6 +68,7 @@ TEST(GraphDriver, RewritesAndMatches) {
     EXPECT_EQ(kv["rewritten"], "1/1");
     EXPECT_EQ(kv["status"], "ok");
     EXPECT_EQ(kv["max_abs_diff"], "0"); // pow2 scales, exact data: bit-identical
+    EXPECT_EQ(kv["tol"], "0.0001");
     for (const char *k : {"nodes_before", "nodes_after", "before_ms", "after_ms", "max_rel_diff"})
         EXPECT_TRUE(kv.count(k)) << k;
     // One impl line per node and phase; the MatMul runs on a compressed-MatMul row.
@@ -79,6 +80,27 @@ TEST(GraphDriver, RewritesAndMatches) {
     auto g = qconv::graph::load_file(saved);
     EXPECT_EQ(g->count_ops()["MatMul"], 1);
     EXPECT_EQ(g->count_ops()["Convolution"], 0);
+}
+
+// A bound no run can meet (the outputs differ by rounding) gives a mismatch and exit 1.
+TEST(GraphDriver, MismatchExitsOne) {
+    const std::string g = ::testing::TempDir() + "/rounding.qg";
+    std::ofstream(g) << "x = Parameter f32[1,1,3,64]\n"
+                        "t = Transpose(x) order=[0,3,1,2]\n"
+                        "q = Constant u8[32,64,1,1] random(1, 0, 255)\n"
+                        "qf = Convert(q) to=f32\n"
+                        "s = Constant f32[32,1,1,1] random(2, 0.001, 0.01)\n"
+                        "w = Multiply(qf, s)\n"
+                        "c = Convolution(t, w)\n"
+                        "y = Transpose(c) order=[0,2,3,1]\n"
+                        "r = Result(y)\n";
+    auto r = run_driver({"graph", g, "--reps=1"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    auto kv = fields(r.out, "op=graph");
+    if (kv["max_abs_diff"] == "0") GTEST_SKIP() << "both runs rounded identically";
+    r = run_driver({"graph", g, "--reps=1", "--tol=0"});
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_EQ(fields(r.out, "op=graph")["status"], "mismatch");
 }
 
 TEST(GraphDriver, ReportsWhyNotRewritten) {
@@ -100,6 +122,8 @@ TEST(GraphDriver, BadInput) {
     r = run_driver({"graph"});
     EXPECT_EQ(r.rc, 2);
     r = run_driver({"graph", examples + "linear_i8_reshape.qg", "--bogus=1"});
+    EXPECT_EQ(r.rc, 2);
+    r = run_driver({"graph", examples + "linear_i8_reshape.qg", "--tol=abc"});
     EXPECT_EQ(r.rc, 2);
 }
 

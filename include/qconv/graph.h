@@ -179,6 +179,9 @@ struct compile_options {
     // (a Convolution's decompression subgraph then becomes f32 weights). Off:
     // every node runs at every run() as the graph is written.
     bool fold_constants = true;
+    // Opt-in: compressed MatMuls quantize their activations per row to int8 at
+    // run time (qconv::matmul_hints::dynamic_quantization; bounded error).
+    bool dynamic_quantization = false;
 };
 
 class compiled_graph {
