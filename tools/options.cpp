@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <omp.h>
+#include <sys/stat.h>
 
 #include "qconv/types.h"
 #include "tools/driver.h"
@@ -132,6 +133,9 @@ static std::string trim(const std::string &s) {
 }
 
 std::vector<problem_text> read_batch_file(const std::string &path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) throw usage_error("--batch: cannot open '" + path + "'");
+    if (S_ISDIR(st.st_mode)) throw usage_error("--batch: '" + path + "' is a directory");
     std::ifstream in(path);
     if (!in) throw usage_error("--batch: cannot open '" + path + "'");
     std::vector<problem_text> out;
@@ -155,6 +159,7 @@ std::vector<problem_text> read_batch_file(const std::string &path) {
                               line + "')");
         out.push_back({line, multiplicity(line), path + ":" + std::to_string(lineno)});
     }
+    if (in.bad()) throw usage_error("--batch: error reading '" + path + "'");
     return out;
 }
 
