@@ -106,7 +106,15 @@ void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<i
     if (!acc) fail("acc", "is null");
     const std::vector<int32_t> zpv = zp_per_channel(d, mech == zp_mechanism::none ? std::vector<int32_t>{} : zp);
     const bool legacy = mech == zp_mechanism::legacy_per_channel;
-    if (legacy && p.src_dt != dtype::u8) fail("src_zp", "the per-channel (legacy) zero point needs a u8 source");
+    // The legacy mechanism pads with the zero-point values themselves, so each
+    // must be a value of the source type (u8 for per-channel zero points; an s8
+    // source reaches here when a per-tensor zero point is lowered to legacy).
+    if (legacy) {
+        const int32_t lo = p.src_dt == dtype::u8 ? 0 : -128, hi = p.src_dt == dtype::u8 ? 255 : 127;
+        for (int32_t z : zpv)
+            if (z < lo || z > hi)
+                fail("src_zp", "legacy zero point " + std::to_string(z) + " is not a " + to_string(p.src_dt) + " value");
+    }
     std::vector<int32_t> comp;
     if (legacy) comp = zp_compensation(d, wei, zpv);
 

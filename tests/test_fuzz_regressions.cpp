@@ -18,7 +18,7 @@ using namespace qconv;
 // ref::conv throws "src_zp: the per-channel (legacy) zero point needs a u8
 // source" at execute(). Same with `qconv-driver conv mb1ic4ih4oc4kh1
 // --dt=s8:s8:s32 --zp=tensor:3 --isa=avx2` (status=failed).
-TEST(FuzzRegression, DISABLED_S8SourceWithLegacyZeroPoint) {
+TEST(FuzzRegression, S8SourceWithLegacyZeroPoint) {
     test::ConvTester t;
     t.desc("mb1ic4ih4oc4kh1").src(dtype::s8).dst(dtype::s32).zp("tensor:3");
     EXPECT_NO_THROW(t.run("ref:conv"));
@@ -28,7 +28,7 @@ TEST(FuzzRegression, DISABLED_S8SourceWithLegacyZeroPoint) {
 // rows (onednn:brgconv_1x1:avx512_core_vnni, onednn:any) accept the chain and
 // differ from the reference in most elements, e.g. `qconv-driver conv
 // mb2ic16ih4oc16kh1 --post-ops="sum:1:3;sum" --impl=onednn:any` → mismatch.
-TEST(FuzzRegression, DISABLED_OnednnTwoSumsWithDifferentParameters) {
+TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
     for (const auto &row : impl::conv_list()) {
         if (row.name.rfind("onednn:", 0) != 0) continue;
         for (const char *zp : {"none", "tensor:3"}) {

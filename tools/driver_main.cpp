@@ -42,8 +42,13 @@ int main(int argc, char **argv) {
         usage(args.empty() ? std::cerr : std::cout);
         return args.empty() ? exit_bad_input : exit_ok;
     }
-    const std::string name = args[0];
-    args.erase(args.begin());
+    // Options before any mode word belong to the conv mode, as in
+    // `qconv-driver --impl=list` or `qconv-driver --batch=FILE`.
+    std::string name = "conv";
+    if (args[0].rfind("--", 0) != 0) {
+        name = args[0];
+        args.erase(args.begin());
+    }
     for (const auto &m : modes) {
         if (name != m.name) continue;
         try {

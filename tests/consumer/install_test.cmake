@@ -55,10 +55,10 @@ step("configure (CMake package)" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_D
 step("build (CMake package)" ${CMAKE_COMMAND} --build ${WORK_DIR}/cmake)
 step("run (CMake package)" ${WORK_DIR}/cmake/consumer)
 
-# 2. pkg-config. --define-prefix relocates the .pc file to where it was
-# installed (it was configured for CMAKE_INSTALL_PREFIX).
+# 2. pkg-config. qconv.pc derives its prefix from its own location
+# (${pcfiledir}), so the installed tree works wherever it was installed.
 step("configure (pkg-config)" ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir}
      ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/pkgconfig -DCMAKE_BUILD_TYPE=${CONFIG}
-     -DQCONV_CONSUMER_PKGCONFIG=ON -DPKG_CONFIG_ARGN=--define-prefix ${flags})
+     -DQCONV_CONSUMER_PKGCONFIG=ON ${flags})
 step("build (pkg-config)" ${CMAKE_COMMAND} --build ${WORK_DIR}/pkgconfig)
 step("run (pkg-config)" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${lib_dir} ${WORK_DIR}/pkgconfig/consumer)
