@@ -8,8 +8,15 @@
 // grouped convolutions with tiny groups; 1 vs 2 threads give identical bytes.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "kernels/jit/jit_base.h"
 
 #include "dispatch/impl.h"
 #include "qconv/qconv.h"
@@ -369,4 +376,74 @@ TEST(JitConv, WideRowsAndRowWiseBlocking) {
         }
     }
     unsetenv("QCONV_JIT_CONV_FLAT2D");
+}
+
+namespace {
+
+// A minimal generator: int f(int x) { return x + 42; }
+class add42 : public qconv::jit::jit_generator {
+public:
+    const char *name() const override { return "jit:test_add42"; }
+
+protected:
+    void generate() override {
+        lea(eax, ptr[rdi + 42]);
+        ret();
+    }
+};
+
+// Permissions ("r-xp", ...) of the mapping that holds address p.
+std::string mapping_perms(const void *p) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    while (std::getline(maps, line)) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {};
+        if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) == 3 && a >= lo && a < hi) return perms;
+    }
+    return "";
+}
+
+} // namespace
+
+// The JIT base: code runs, its pages are read+execute (never writable and
+// executable at once), QCONV_JIT_DUMP writes the code, QCONV_JIT_PROFILE
+// appends a perf map line.
+TEST(JitBase, ReadExecutePagesDumpAndPerfMap) {
+    const std::string map = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+    setenv("QCONV_JIT_DUMP", "1", 1);
+    setenv("QCONV_JIT_PROFILE", "1", 1);
+    add42 g;
+    g.create();
+    unsetenv("QCONV_JIT_DUMP");
+    unsetenv("QCONV_JIT_PROFILE");
+    ASSERT_TRUE(g.created());
+    EXPECT_EQ(g.entry<int (*)(int)>()(1), 43);
+    const std::string perms = mapping_perms(g.getCode());
+    ASSERT_EQ(perms.size(), 4u);
+    EXPECT_EQ(perms[0], 'r');
+    EXPECT_EQ(perms[1], '-') << perms; // not writable
+    EXPECT_EQ(perms[2], 'x') << perms;
+
+    // Dump: qconv_jit_<name>.<n>.bin in the working directory, the code bytes.
+    bool found = false;
+    for (int n = 0; n < 10000 && !found; ++n) {
+        const std::string f = "qconv_jit_jit_test_add42." + std::to_string(n) + ".bin";
+        std::ifstream in(f, std::ios::binary);
+        if (!in) continue;
+        std::stringstream ss;
+        ss << in.rdbuf();
+        const std::string bytes = ss.str();
+        found = bytes.size() == g.getSize() &&
+                std::equal(bytes.begin(), bytes.end(), reinterpret_cast<const char *>(g.getCode()));
+        std::remove(f.c_str());
+    }
+    EXPECT_TRUE(found);
+
+    std::ifstream pm(map);
+    std::string line, all;
+    while (std::getline(pm, line)) all += line + "\n";
+    EXPECT_NE(all.find("qconv_jit_jit_test_add42"), std::string::npos) << all;
+    std::remove(map.c_str());
 }
