@@ -229,40 +229,42 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     std::vector<uint8_t> buf(direct_ ? 0 : static_cast<size_t>(d.mb * rows_ * cols_ * cpad_ + 64));
     const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00;
     const uint8_t *s = static_cast<const uint8_t *>(src);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
-    for (int64_t n = 0; n < (direct_ ? 0 : d.mb); ++n)
-        for (int64_t r = 0; r < rows_; ++r) {
-            uint8_t *row = buf.data() + (n * rows_ + r) * cols_ * cpad_;
-            const int64_t ih = r - d.pt;
-            for (int64_t col = 0; col < cols_; ++col) {
-                uint8_t *px = row + col * cpad_;
-                const int64_t iw = col - d.pl;
-                if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                    std::memcpy(px, pad_pixel_.data(), static_cast<size_t>(cpad_));
-                    continue;
-                }
-                const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c_;
-                if (!flip && cpad_ == c_) { // same layout: the whole valid run at once
-                    const int64_t run = std::min(d.iw - iw, cols_ - col);
-                    std::memcpy(px, x, static_cast<size_t>(run * c_));
-                    col += run - 1;
-                    continue;
-                }
-                if (flip)
-                    for (int64_t c = 0; c < c_; ++c) px[c] = static_cast<uint8_t>(x[c] ^ flip);
-                else
-                    std::memcpy(px, x, static_cast<size_t>(c_));
-                std::memset(px + c_, 0, static_cast<size_t>(cpad_ - c_));
-            }
-        }
-
     const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
     const int64_t work = d.mb * d.oh * n_ob_;
     const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    // One parallel region: the source copy (unless in place), a barrier, the convolution.
 #pragma omp parallel num_threads(threads)
     {
+        if (!direct_) {
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t n = 0; n < d.mb; ++n)
+            for (int64_t r = 0; r < rows_; ++r) {
+                uint8_t *row = buf.data() + (n * rows_ + r) * cols_ * cpad_;
+                const int64_t ih = r - d.pt;
+                for (int64_t col = 0; col < cols_; ++col) {
+                    uint8_t *px = row + col * cpad_;
+                    const int64_t iw = col - d.pl;
+                    if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                        std::memcpy(px, pad_pixel_.data(), static_cast<size_t>(cpad_));
+                        continue;
+                    }
+                    const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c_;
+                    if (!flip && cpad_ == c_) { // same layout: the whole valid run at once
+                        const int64_t run = std::min(d.iw - iw, cols_ - col);
+                        std::memcpy(px, x, static_cast<size_t>(run * c_));
+                        col += run - 1;
+                        continue;
+                    }
+                    if (flip)
+                        for (int64_t c = 0; c < c_; ++c) px[c] = static_cast<uint8_t>(x[c] ^ flip);
+                    else
+                        std::memcpy(px, x, static_cast<size_t>(c_));
+                    std::memset(px + c_, 0, static_cast<size_t>(cpad_ - c_));
+                }
+            }
+        }
         alignas(64) int32_t acc[25 * 16 + 16];
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
             const int64_t ob = it % n_ob_;
             const int64_t oh = (it / n_ob_) % d.oh;

@@ -272,7 +272,8 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
     const geometry &g = g_;
     const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00; // s8 x → u8 x + 128
     const uint8_t *s = static_cast<const uint8_t *>(src);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+    // Work-shared inside execute()'s parallel region (implicit barrier at the end).
+#pragma omp for collapse(2) schedule(static)
     for (int64_t n = 0; n < g.mb; ++n)
         for (int64_t r = 0; r < g.cp_rows; ++r) {
             T *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
@@ -342,7 +343,6 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     if (g.copy) {
         padded = std::make_unique<aligned_buf<uint8_t>>(
             static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64));
-        make_padded_source(src, padded->p, threads);
         view = padded->p;
     }
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
@@ -364,10 +364,12 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     for (const auto &op : a_.ops)
         if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
 
+    // One parallel region: the source copy (if any), a barrier, the convolution.
 #pragma omp parallel num_threads(threads)
     {
+        if (g.copy) make_padded_source(src, padded->p, threads);
         alignas(64) int32_t acc[25 * 16 + 16];
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
             int64_t r = it;
             const int64_t ck = r % n_chunks; r /= n_chunks;
