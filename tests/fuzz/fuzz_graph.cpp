@@ -29,22 +29,14 @@ bool small_text(const std::string &s) {
     for (char c : s) lines += c == '\n';
     if (lines > 64) return false;
     double product = 1, cur = 0;
-    bool in_list = false, in_num = false, shape = false;
-    char prev = 0;
+    bool in_list = false, in_num = false;
     for (char c : s) {
-        const char before = prev;
-        prev = c;
         if (c == '[') {
             in_list = true;
             product = 1;
-            // A shape follows its type name directly ("u4[64,2]"); a value list follows a space.
-            shape = (before >= 'a' && before <= 'z') || (before >= '0' && before <= '9');
             continue;
         }
         if (!in_list) continue;
-        // Known finding (HostileGraph.DISABLED_NegativeAndZeroDimensions): a
-        // negative dimension in a Constant's shape escapes as std::length_error.
-        if (shape && c == '-') return false;
         if (c >= '0' && c <= '9') {
             cur = cur * 10 + (c - '0');
             in_num = true;
