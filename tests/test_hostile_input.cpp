@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -507,15 +508,21 @@ struct driver_result {
     std::string err;
 };
 driver_result run_driver(const std::vector<std::string> &args) {
-    const std::string err_path = ::testing::TempDir() + "hostile_driver_err.txt";
+    // One file per call and process: CTest runs these tests in parallel.
+    static int calls = 0;
+    const std::string err_path = ::testing::TempDir() + "hostile_driver_err_" + std::to_string(getpid()) + "_" +
+                                 std::to_string(++calls) + ".txt";
     std::string cmd = std::string("timeout 120 ") + QCONV_DRIVER;
     for (const auto &a : args) cmd += " '" + a + "'";
     cmd += " >/dev/null 2>" + err_path;
     const int status = std::system(cmd.c_str());
     driver_result r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err_path);
-    r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    {
+        std::ifstream in(err_path);
+        r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::remove(err_path.c_str());
     return r;
 }
 void expect_bad_input(const std::vector<std::string> &args, const std::string &detail) {
