@@ -1,7 +1,7 @@
 // Regression tests for what the fuzzers found (tests/fuzz/). Each test is the
 // minimal reproducer of one finding, named after it; a finding still open in
 // code owned elsewhere is DISABLED_ here (and skipped by fuzz_diff's
-// known_finding()) until its fix lands, then enabled.
+// known_finding()) until its fix lands, then enabled. All are fixed today.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,7 +17,8 @@ using namespace qconv;
 // legacy per-channel mechanism; ref:conv's supports() accepts it, then
 // ref::conv throws "src_zp: the per-channel (legacy) zero point needs a u8
 // source" at execute(). Same with `qconv-driver conv mb1ic4ih4oc4kh1
-// --dt=s8:s8:s32 --zp=tensor:3 --isa=avx2` (status=failed).
+// --dt=s8:s8:s32 --zp=tensor:3 --isa=avx2` (status=failed). Fixed: the
+// reference pads an s8 source with the zp too.
 TEST(FuzzRegression, S8SourceWithLegacyZeroPoint) {
     test::ConvTester t;
     t.desc("mb1ic4ih4oc4kh1").src(dtype::s8).dst(dtype::s32).zp("tensor:3");
@@ -28,6 +29,8 @@ TEST(FuzzRegression, S8SourceWithLegacyZeroPoint) {
 // rows (onednn:brgconv_1x1:avx512_core_vnni, onednn:any) accept the chain and
 // differ from the reference in most elements, e.g. `qconv-driver conv
 // mb2ic16ih4oc16kh1 --post-ops="sum:1:3;sum" --impl=onednn:any` → mismatch.
+// Fixed: the oneDNN rows refuse a second sum (each row either refuses, i.e.
+// the case is skipped, or must match).
 TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
     for (const auto &row : impl::conv_list()) {
         if (row.name.rfind("onednn:", 0) != 0) continue;
