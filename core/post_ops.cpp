@@ -314,13 +314,22 @@ bool lower_common(const post_op &p, int &full_index, std::vector<lowered_op> &ou
 }
 } // namespace
 
-std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32) {
+namespace {
+// Walks the chain: eltwise, binary, sum and dw_conv lower to themselves in
+// both forms; scale_shift, prelu and fake_quantize go through `form`.
+template <typename Form>
+std::vector<lowered_op> lower_with(const post_ops &ops, int64_t oc, Form form) {
     validate(ops, oc);
     std::vector<lowered_op> out;
     int full_index = 0;
-    for (size_t i = 0; i < ops.size(); ++i) {
-        const post_op &p = ops[i];
-        if (lower_common(p, full_index, out)) continue;
+    for (size_t i = 0; i < ops.size(); ++i)
+        if (!lower_common(ops[i], full_index, out)) form(ops[i], i + 1 == ops.size(), out);
+    return out;
+}
+} // namespace
+
+std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32) {
+    return lower_with(ops, oc, [&](const post_op &p, bool last, std::vector<lowered_op> &out) {
         if (p.k == post_op::kind::scale_shift) {
             lowered_op op = make(lk::depthwise_scale_shift);
             op.a = p.scale;
@@ -331,19 +340,13 @@ std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_i
             op.a = p.scale;
             out.push_back(op);
         } else if (p.k == post_op::kind::fake_quantize) {
-            out.push_back(quantization(p, i + 1 == ops.size(), dst_is_f32));
+            out.push_back(quantization(p, last, dst_is_f32));
         }
-    }
-    return out;
+    });
 }
 
 std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is_f32) {
-    validate(ops, oc);
-    std::vector<lowered_op> out;
-    int full_index = 0;
-    for (size_t i = 0; i < ops.size(); ++i) {
-        const post_op &p = ops[i];
-        if (lower_common(p, full_index, out)) continue;
+    return lower_with(ops, oc, [&](const post_op &p, bool last, std::vector<lowered_op> &out) {
         if (p.k == post_op::kind::scale_shift) {
             append_affine(out, p.scale, p.shift);
         } else if (p.k == post_op::kind::prelu) {
@@ -355,7 +358,7 @@ std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is
                 out.push_back(op);
             }
         } else if (p.k == post_op::kind::fake_quantize) {
-            const lowered_op q = quantization(p, i + 1 == ops.size(), dst_is_f32);
+            const lowered_op q = quantization(p, last, dst_is_f32);
             if (q.cl.size() == 1 && q.ch.size() == 1) {
                 out.push_back(eltwise_op(eltwise_alg::clip, q.cl[0], q.ch[0]));
             } else {
@@ -366,8 +369,7 @@ std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is
             if (q.round) out.push_back(eltwise_op(eltwise_alg::round, 0.f, 0.f));
             if (q.dequantize) append_affine(out, q.osc, q.osh);
         }
-    }
-    return out;
+    });
 }
 
 // ------------------------------------------------------------ attr sets

@@ -691,10 +691,16 @@ TEST(RefZeroPoint, BadInputs) {
     } catch (const qconv::error &e) {
         EXPECT_EQ(std::string(e.what()).rfind("src_zp", 0), 0u) << e.what();
     }
+    // An s8 source takes the legacy mechanism (a per-tensor zp lowered to it)
+    // with s8 zero points only; the result equals the stock mechanism's.
     conv_problem s8 = p;
     s8.src_dt = dtype::s8;
-    EXPECT_THROW(ref::conv_acc(s8, zp_mechanism::legacy_per_channel, {3}, t.x.data(), t.w.data(), acc.data()),
+    EXPECT_THROW(ref::conv_acc(s8, zp_mechanism::legacy_per_channel, {200}, t.x.data(), t.w.data(), acc.data()),
                  qconv::error);
+    std::vector<int32_t> stock(acc.size());
+    ref::conv_acc(s8, zp_mechanism::legacy_per_channel, {-3}, t.x.data(), t.w.data(), acc.data());
+    ref::conv_acc(s8, zp_mechanism::stock_per_tensor, {-3}, t.x.data(), t.w.data(), stock.data());
+    EXPECT_EQ(acc, stock);
     conv_problem f = p;
     f.src_dt = dtype::f32;
     EXPECT_THROW(ref::conv_acc(f, zp_mechanism::none, {}, t.x.data(), t.w.data(), acc.data()), qconv::error);
