@@ -389,11 +389,28 @@ bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
 }
 
 // ------------------------------------------------------------ the kernel
+dnnl::memory reorder_weights(const md_t &plain_md, const int8_t *plain, const md_t &to);
+
 struct onednn_packed : packed {
     std::vector<int8_t> plain;   // the plain weights (for a primitive of another layout)
     md_t wei_md;                 // layout of `wei`
     dnnl::memory wei;
     std::vector<float> bias;     // oneDNN bias (bias/scale) or the bias post-op operand
+
+    // The weights in layout `md`: a primitive planned for another thread count
+    // may want another blocking; each layout is reordered once and kept.
+    dnnl::memory weights_for(const md_t &plain_md, const md_t &md) const {
+        if (md == wei_md) return wei;
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto &e : other)
+            if (e.first == md) return e.second;
+        other.emplace_back(md, reorder_weights(plain_md, plain.data(), md));
+        return other.back().second;
+    }
+
+private:
+    mutable std::mutex mu;
+    mutable std::vector<std::pair<md_t, dnnl::memory>> other;
 };
 
 struct built {
@@ -452,8 +469,7 @@ public:
         std::unordered_map<int, dnnl::memory> m;
         m[DNNL_ARG_SRC] = dnnl::memory(r_.src_md, eng, const_cast<void *>(src));
         m[DNNL_ARG_DST] = dnnl::memory(r_.dst_md, eng, dst);
-        if (b->pd.weights_desc() == w.wei_md) m[DNNL_ARG_WEIGHTS] = w.wei;
-        else m[DNNL_ARG_WEIGHTS] = reorder_weights(r_.plain_wei_md, w.plain.data(), b->pd.weights_desc());
+        m[DNNL_ARG_WEIGHTS] = w.weights_for(r_.plain_wei_md, b->pd.weights_desc());
         if (r_.bias_arg)
             m[DNNL_ARG_BIAS] = dnnl::memory(md_t({p_.desc.oc}, dt_t::f32, tag_t::x), eng,
                                             const_cast<float *>(w.bias.data()));
