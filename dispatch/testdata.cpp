@@ -1,7 +1,10 @@
 // Test data generators (see testdata.h).
 #include "dispatch/testdata.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <random>
 #include <cstring>
 
 namespace qconv::testdata {
@@ -150,6 +153,91 @@ std::vector<uint8_t> make_dst(const conv_problem &p, uint32_t seed) {
         }
     }
     return v;
+}
+
+// ---------------------------------------------------------- compressed MatMul
+void weight_range(dtype dt, int32_t *lo, int32_t *hi) {
+    switch (dt) {
+    case dtype::u8: *lo = 0, *hi = 255; break;
+    case dtype::s8: *lo = -128, *hi = 127; break;
+    case dtype::u4: *lo = 0, *hi = 15; break;
+    case dtype::s4: *lo = -8, *hi = 7; break;
+    default: fail("wei_dt", std::string("not a compressed weight type: ") + to_string(dt));
+    }
+}
+
+void set_weight(std::vector<uint8_t> &w, dtype dt, int64_t i, int32_t v) {
+    if (bits_of(dt) == 8) {
+        w[static_cast<size_t>(i)] = static_cast<uint8_t>(v);
+        return;
+    }
+    uint8_t &b = w[static_cast<size_t>(i / 2)];
+    const int sh = 4 * static_cast<int>(i % 2);
+    b = static_cast<uint8_t>((b & ~(0xF << sh)) | ((v & 0xF) << sh));
+}
+
+matmul_weights matmul_data::weights() const {
+    matmul_weights w;
+    w.wei = wei.data();
+    w.scale = scale.data();
+    w.zp = zp.empty() ? nullptr : zp.data();
+    w.bias = d.with_bias ? bias.data() : nullptr;
+    return w;
+}
+
+matmul_data make_matmul_data(const matmul_desc &d, uint32_t seed) {
+    d.validate();
+    std::mt19937 gen(seed);
+    matmul_data c;
+    c.d = d;
+    int32_t lo, hi;
+    weight_range(d.wei_dt, &lo, &hi);
+    std::uniform_int_distribution<int32_t> wd(lo, hi);
+    c.wei.assign(static_cast<size_t>(d.wei_bytes()), 0);
+    for (int64_t i = 0; i < d.n * d.k; ++i) set_weight(c.wei, d.wei_dt, i, wd(gen));
+    std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.f, 1.f), bd(-2.f, 2.f);
+    c.scale.resize(static_cast<size_t>(d.scale_elems()));
+    for (auto &v : c.scale) v = sd(gen);
+    c.zp.resize(static_cast<size_t>(d.zp_elems()));
+    for (auto &v : c.zp) v = wd(gen);
+    c.bias.resize(static_cast<size_t>(d.n));
+    for (auto &v : c.bias) v = bd(gen);
+    c.x.resize(static_cast<size_t>(d.m * d.k));
+    for (auto &v : c.x) v = xd(gen);
+    return c;
+}
+
+std::vector<double> matmul_error_bound(const matmul_data &c, bool dynamic_quantization) {
+    const matmul_desc &d = c.d;
+    const int64_t gs = d.group_size(), ng = d.n_groups();
+    std::vector<double> half_step(static_cast<size_t>(d.m * ng), 0.0); // sx/2 per row and group
+    if (dynamic_quantization)
+        for (int64_t m = 0; m < d.m; ++m)
+            for (int64_t k = 0; k < d.k; ++k) {
+                double &h = half_step[static_cast<size_t>(m * ng + k / gs)];
+                h = std::max(h, std::fabs(double(c.x[static_cast<size_t>(m * d.k + k)])) / 127.0 / 2.0);
+            }
+    std::vector<double> bound(static_cast<size_t>(d.m * d.n));
+    std::vector<double> w(static_cast<size_t>(d.k)); // |deq(W)[n, k]|
+    for (int64_t n = 0; n < d.n; ++n) {
+        for (int64_t k = 0; k < d.k; ++k) {
+            const int64_t g = k / gs;
+            const int32_t zp = d.zp == matmul_desc::zp_kind::none ? 0
+                             : d.zp == matmul_desc::zp_kind::per_tensor ? c.zp[0]
+                                                                        : c.zp[static_cast<size_t>(n * ng + g)];
+            w[static_cast<size_t>(k)] = std::fabs(double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) *
+                                                  c.scale[static_cast<size_t>(n * ng + g)]);
+        }
+        for (int64_t m = 0; m < d.m; ++m) {
+            double mag = d.with_bias ? std::fabs(c.bias[static_cast<size_t>(n)]) : 0.0, q = 0.0;
+            for (int64_t k = 0; k < d.k; ++k) {
+                mag += w[static_cast<size_t>(k)] * std::fabs(c.x[static_cast<size_t>(m * d.k + k)]);
+                q += w[static_cast<size_t>(k)] * half_step[static_cast<size_t>(m * ng + k / gs)];
+            }
+            bound[static_cast<size_t>(m * d.n + n)] = 1e-5 * mag + q;
+        }
+    }
+    return bound;
 }
 
 } // namespace qconv::testdata

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "qconv/conv.h"
+#include "qconv/matmul.h"
 
 namespace qconv::testdata {
 
@@ -60,5 +61,29 @@ zero_point make_zp(const std::string &spec, int64_t ic, dtype src_dt, data_kind 
 std::vector<std::vector<float>> make_binary_tensors(const conv_problem &p, uint32_t seed);
 // Initial destination (what a sum post-op reads), bytes of p.dst_dt.
 std::vector<uint8_t> make_dst(const conv_problem &p, uint32_t seed);
+
+// ---------------------------------------------------------- compressed MatMul
+// Integer range of a weight type: u8 [0, 255], s8 [-128, 127], u4 [0, 15], s4 [-8, 7].
+void weight_range(dtype dt, int32_t *lo, int32_t *hi);
+// Sets element i of a packed weight tensor (u4/s4: element 2i in the low nibble of byte i).
+void set_weight(std::vector<uint8_t> &w, dtype dt, int64_t i, int32_t v);
+
+// A compressed-MatMul problem with its data: weights and zero points uniform
+// over the weight type's range, scales in [0.01, 0.1], bias in [-2, 2], x in
+// [-1, 1]. Real-valued, so f32 results are compared with matmul_error_bound().
+struct matmul_data {
+    matmul_desc d;
+    std::vector<uint8_t> wei;
+    std::vector<float> scale, bias, x;
+    std::vector<int32_t> zp;
+    matmul_weights weights() const;
+};
+matmul_data make_matmul_data(const matmul_desc &d, uint32_t seed);
+
+// Per-output bound on |y − ref::matmul| (docs/matmul_wc.md):
+//   1e-5 · (Σ_k |x·deq(W)| + |bias|)
+// and, with dynamic quantization, + Σ_k |deq(W)| · sx/2 where sx is the row's
+// int8 step in that group, max_{k in group} |x| / 127.
+std::vector<double> matmul_error_bound(const matmul_data &c, bool dynamic_quantization);
 
 } // namespace qconv::testdata

@@ -20,6 +20,7 @@
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/impl.h"
+#include "dispatch/testdata.h"
 #include "dispatch/platform.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
@@ -31,87 +32,8 @@ using zpk = matmul_desc::zp_kind;
 
 bool is_4bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
 
-void wrange(dtype dt, int *lo, int *hi) {
-    switch (dt) {
-    case dtype::u8: *lo = 0, *hi = 255; break;
-    case dtype::s8: *lo = -128, *hi = 127; break;
-    case dtype::u4: *lo = 0, *hi = 15; break;
-    default: *lo = -8, *hi = 7; break;
-    }
-}
-
-// A problem with owned data.
-struct case_data {
-    matmul_desc d;
-    std::vector<uint8_t> wei;
-    std::vector<float> scale, bias, x;
-    std::vector<int32_t> zp;
-
-    matmul_weights weights() const {
-        matmul_weights w;
-        w.wei = wei.data();
-        w.scale = scale.data();
-        w.zp = zp.empty() ? nullptr : zp.data();
-        w.bias = d.with_bias ? bias.data() : nullptr;
-        return w;
-    }
-};
-
-void set_element(std::vector<uint8_t> &w, dtype dt, int64_t i, int v) {
-    if (!is_4bit(dt)) {
-        w[i] = static_cast<uint8_t>(v);
-        return;
-    }
-    const int sh = 4 * (i % 2);
-    w[i / 2] = static_cast<uint8_t>((w[i / 2] & ~(0xF << sh)) | ((v & 0xF) << sh));
-}
-
-case_data make_case(const matmul_desc &d, uint32_t seed) {
-    std::mt19937 rng(seed);
-    case_data c;
-    c.d = d;
-    c.wei.assign(static_cast<size_t>(d.wei_bytes()), 0);
-    int lo, hi;
-    wrange(d.wei_dt, &lo, &hi);
-    std::uniform_int_distribution<int> wd(lo, hi);
-    for (int64_t i = 0; i < d.n * d.k; ++i) set_element(c.wei, d.wei_dt, i, wd(rng));
-    std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.f, 1.f), bd(-2.f, 2.f);
-    c.scale.resize(static_cast<size_t>(d.scale_elems()));
-    for (auto &s : c.scale) s = sd(rng);
-    c.zp.resize(static_cast<size_t>(d.zp_elems()));
-    for (auto &z : c.zp) z = wd(rng);
-    c.bias.resize(static_cast<size_t>(d.n));
-    for (auto &b : c.bias) b = bd(rng);
-    c.x.resize(static_cast<size_t>(d.m * d.k));
-    for (auto &v : c.x) v = xd(rng);
-    return c;
-}
-
-// Σ_k |x · deq(W)| + |bias| per output, in double. With dq, the bound of
-// dynamic quantization is returned instead (divided by 1e-5, so callers
-// multiply every bound by 1e-5): Σ_k |deq(W)|·sx[m,g]/2 · 1e5 + the f32 term,
-// sx[m,g] = max_{k in g} |x[m,k]| / 127 (kernels/jit/matmul_wc_dq.cpp).
-std::vector<double> magnitude(const case_data &c, bool dq = false) {
-    const matmul_desc &d = c.d;
-    const int64_t GS = d.group_size(), NG = d.n_groups();
-    std::vector<double> mag(static_cast<size_t>(d.m * d.n)), amax(static_cast<size_t>(d.m * NG), 0.0);
-    for (int64_t m = 0; m < d.m; ++m)
-        for (int64_t k = 0; k < d.k; ++k)
-            amax[m * NG + k / GS] = std::max(amax[m * NG + k / GS], double(std::fabs(c.x[m * d.k + k])));
-    for (int64_t n = 0; n < d.n; ++n)
-        for (int64_t m = 0; m < d.m; ++m) {
-            double s = d.with_bias ? std::fabs(c.bias[n]) : 0.0;
-            for (int64_t k = 0; k < d.k; ++k) {
-                const int64_t g = k / GS;
-                const int32_t zp = d.zp == zpk::none ? 0 : d.zp == zpk::per_tensor ? c.zp[0] : c.zp[n * NG + g];
-                const double w = double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) * c.scale[n * NG + g];
-                s += std::fabs(w * c.x[m * d.k + k]);
-                if (dq) s += std::fabs(w) * (amax[m * NG + g] / 127.0) / 2.0 * 1e5;
-            }
-            mag[m * d.n + n] = s;
-        }
-    return mag;
-}
+using case_data = testdata::matmul_data;
+case_data make_case(const matmul_desc &d, uint32_t seed) { return testdata::make_matmul_data(d, seed); }
 
 const impl::matmul_entry *find_row(const std::string &name) {
     for (const auto &e : impl::matmul_list())
@@ -160,10 +82,10 @@ void check_row(const std::string &row, const case_data &c) {
     kernel->execute(*packed, c.x.data(), y2.data(), 2);
     ASSERT_EQ(0, std::memcmp(y1.data(), y2.data(), ny * sizeof(float))) << "threads 1 and 2 differ";
 
-    const std::vector<double> mag = magnitude(c, is_dq_row(row));
+    const std::vector<double> bound = testdata::matmul_error_bound(c, is_dq_row(row));
     int bad = 0;
     for (size_t i = 0; i < ny && bad < 5; ++i) {
-        const double tol = 1e-5 * mag[i];
+        const double tol = bound[i];
         if (!(std::fabs(double(y1[i]) - double(ref[i])) <= tol)) {
             ++bad;
             ADD_FAILURE() << "m=" << i / c.d.n << " n=" << i % c.d.n << " got " << y1[i] << " ref " << ref[i]
@@ -247,9 +169,9 @@ TEST(MatmulJit, ExtremeValuesLongK) {
                     matmul_desc d;
                     d.m = 3, d.k = 4096, d.n = 37, d.wei_dt = dt, d.zp = z, d.group = 128;
                     case_data c = make_case(d, 7);
-                    int lo, hi;
-                    wrange(dt, &lo, &hi);
-                    for (int64_t i = 0; i < d.n * d.k; ++i) set_element(c.wei, dt, i, sign ? lo : hi);
+                    int32_t lo, hi;
+                    testdata::weight_range(dt, &lo, &hi);
+                    for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, dt, i, sign ? lo : hi);
                     for (auto &s : c.scale) s = 1.f;
                     for (auto &zv : c.zp) zv = sign ? hi : lo;
                     for (auto &v : c.x) v = 1.f;
@@ -334,7 +256,7 @@ TEST(MatmulJit, PublicApi) {
     const case_data c = make_case(d, 11);
     std::vector<float> ref(d.m * d.n), y(d.m * d.n);
     ref::matmul(d, c.weights(), c.x.data(), ref.data());
-    const std::vector<double> mag = magnitude(c);
+    const std::vector<double> bound = testdata::matmul_error_bound(c, false);
     // host_platform() honours QCONV_MAX_CPU_ISA (tests/cmake/matmul.cmake runs this capped at avx2).
     const impl::platform plat = impl::host_platform();
     for (const std::string name : {"auto", "jit:matmul_wc_x8:avx2", "jit:matmul_wc_x8:avx512"}) {
@@ -346,7 +268,7 @@ TEST(MatmulJit, PublicApi) {
             EXPECT_EQ(mm.impl_name(), plat.avx512() ? "jit:matmul_wc_x8:avx512" : "jit:matmul_wc_x8:avx2");
         }
         mm.execute(c.x.data(), y.data(), 2);
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * mag[i]) << name << " " << i;
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i]) << name << " " << i;
     }
 }
 

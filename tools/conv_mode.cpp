@@ -44,26 +44,6 @@ void print_list() {
     }
 }
 
-// The implementations to run: "auto", one name, a comma-separated list or "all".
-std::vector<std::string> selected_impls(const std::string &impl, const std::vector<std::string> &names) {
-    if (impl == "all") return names;
-    if (impl == "auto") return {"auto"};
-    std::vector<std::string> out;
-    size_t b = 0;
-    for (;;) {
-        const size_t e = impl.find(',', b);
-        const std::string n = impl.substr(b, e == std::string::npos ? std::string::npos : e - b);
-        if (n != "auto" && std::find(names.begin(), names.end(), n) == names.end()) {
-            std::string valid;
-            for (const auto &x : names) valid += " " + x;
-            throw usage_error("--impl: unknown implementation '" + n + "' (valid: auto all list" + valid + ")");
-        }
-        out.push_back(n);
-        if (e == std::string::npos) return out;
-        b = e + 1;
-    }
-}
-
 // Baseline implementations to add in P mode when none was selected.
 std::vector<std::string> baseline_impls(const conv_settings &s, const std::vector<std::string> &names,
                                         const std::vector<std::string> &selected) {

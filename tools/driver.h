@@ -70,6 +70,9 @@ struct common_options {
 // --threads (omp_set_num_threads).
 common_options parse_common(const options &o);
 const char *to_string(common_options::mode_kind m);
+// --impl: "auto", "all" (every name), one name or a comma-separated list;
+// an unknown name is a usage_error listing the valid ones.
+std::vector<std::string> selected_impls(const std::string &impl, const std::vector<std::string> &names);
 
 // --------------------------------------------------------------- batch files
 struct problem_text {

@@ -23,6 +23,7 @@
 
 #include "qconv/matmul.h"
 #include "reference/reference.h"
+#include "dispatch/testdata.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {
@@ -64,96 +65,24 @@ matmul_settings parse_settings(const options &o) {
     return s;
 }
 
-void wrange(dtype dt, int *lo, int *hi) {
-    switch (dt) {
-    case dtype::u8: *lo = 0, *hi = 255; break;
-    case dtype::s8: *lo = -128, *hi = 127; break;
-    case dtype::u4: *lo = 0, *hi = 15; break;
-    default: *lo = -8, *hi = 7; break;
-    }
-}
-
-struct matmul_case {
-    matmul_desc d;
-    std::vector<uint8_t> wei;
-    std::vector<float> scale, bias, x;
-    std::vector<int32_t> zp;
+// A problem of the batch with its data (dispatch/testdata.h) and its count (*N).
+struct matmul_case : testdata::matmul_data {
     int64_t count = 1;
-
-    matmul_weights weights() const {
-        matmul_weights w;
-        w.wei = wei.data();
-        w.scale = scale.data();
-        w.zp = zp.empty() ? nullptr : zp.data();
-        w.bias = bias.empty() ? nullptr : bias.data();
-        return w;
-    }
 };
 
 matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t seed) {
+    matmul_desc d = matmul_desc::parse(t.text);
+    d.wei_dt = s.wei;
+    d.group = s.group;
+    d.zp = s.zp;
+    d.with_bias = s.bias;
     matmul_case c;
-    c.d = matmul_desc::parse(t.text);
-    c.d.wei_dt = s.wei;
-    c.d.group = s.group;
-    c.d.zp = s.zp;
-    c.d.with_bias = s.bias;
-    c.d.validate();
+    static_cast<testdata::matmul_data &>(c) = testdata::make_matmul_data(d, seed);
     c.count = t.count;
-    std::mt19937 rng(seed);
-    int lo, hi;
-    wrange(s.wei, &lo, &hi);
-    std::uniform_int_distribution<int> wd(lo, hi);
-    c.wei.resize(static_cast<size_t>(c.d.wei_bytes()));
-    const bool four = s.wei == dtype::u4 || s.wei == dtype::s4;
-    for (auto &b : c.wei) b = four ? static_cast<uint8_t>((wd(rng) & 0xF) | (wd(rng) & 0xF) << 4) : static_cast<uint8_t>(wd(rng));
-    std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.f, 1.f), bd(-2.f, 2.f);
-    c.scale.resize(static_cast<size_t>(c.d.scale_elems()));
-    for (auto &v : c.scale) v = sd(rng);
-    c.zp.resize(static_cast<size_t>(c.d.zp_elems()));
-    for (auto &v : c.zp) v = wd(rng);
-    if (s.zp_per_oc)
-        for (int64_t n = 0; n < c.d.n; ++n)
-            for (int64_t g = 1; g < c.d.n_groups(); ++g) c.zp[n * c.d.n_groups() + g] = c.zp[n * c.d.n_groups()];
-    if (s.bias) {
-        c.bias.resize(static_cast<size_t>(c.d.n));
-        for (auto &v : c.bias) v = bd(rng);
-    }
-    c.x.resize(static_cast<size_t>(c.d.m * c.d.k));
-    for (auto &v : c.x) v = xd(rng);
+    if (s.zp_per_oc) // one zero point per output channel, repeated over its groups
+        for (int64_t n = 0; n < d.n; ++n)
+            for (int64_t g = 1; g < d.n_groups(); ++g) c.zp[n * d.n_groups() + g] = c.zp[n * d.n_groups()];
     return c;
-}
-
-// Per-element bound 1e-5 · (Σ_k |x·deq(W)| + |bias|); with dynamic
-// quantization plus Σ_k |deq(W)| · sx[m,g]/2, sx = max_{k in g} |x[m,k]| / 127.
-std::vector<double> bounds(const matmul_case &c, bool dq) {
-    const matmul_desc &d = c.d;
-    const int64_t gs = d.group_size(), ng = d.n_groups();
-    std::vector<double> half_sx(static_cast<size_t>(d.m * ng), 0.0);
-    if (dq)
-        for (int64_t m = 0; m < d.m; ++m)
-            for (int64_t k = 0; k < d.k; ++k) {
-                double &h = half_sx[m * ng + k / gs];
-                h = std::max(h, std::fabs(double(c.x[m * d.k + k])) / 127.0 / 2.0);
-            }
-    std::vector<double> b(static_cast<size_t>(d.m * d.n));
-    std::vector<double> w(static_cast<size_t>(d.k));
-    for (int64_t n = 0; n < d.n; ++n) {
-        for (int64_t k = 0; k < d.k; ++k) {
-            const int64_t g = k / gs;
-            const int32_t zp = d.zp == zpk::none ? 0 : d.zp == zpk::per_tensor ? c.zp[0] : c.zp[n * ng + g];
-            w[k] = std::fabs(double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) * c.scale[n * ng + g]);
-        }
-        for (int64_t m = 0; m < d.m; ++m) {
-            double s = d.with_bias ? std::fabs(c.bias[n]) : 0.0;
-            double q = 0.0;
-            for (int64_t k = 0; k < d.k; ++k) {
-                s += w[k] * std::fabs(c.x[m * d.k + k]);
-                if (dq) q += w[k] * half_sx[m * ng + k / gs];
-            }
-            b[m * d.n + n] = 1e-5 * s + q;
-        }
-    }
-    return b;
 }
 
 struct run_result {
@@ -207,24 +136,6 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     return r;
 }
 
-std::vector<std::string> selected_impls(const std::string &impl, const std::vector<std::string> &names) {
-    if (impl == "all") return names;
-    std::vector<std::string> out;
-    size_t b = 0;
-    for (;;) {
-        const size_t e = impl.find(',', b);
-        const std::string n = impl.substr(b, e == std::string::npos ? std::string::npos : e - b);
-        if (n != "auto" && std::find(names.begin(), names.end(), n) == names.end()) {
-            std::string valid;
-            for (const auto &x : names) valid += " " + x;
-            throw usage_error("--impl: unknown implementation '" + n + "' (valid: auto all list" + valid + ")");
-        }
-        out.push_back(n);
-        if (e == std::string::npos) return out;
-        b = e + 1;
-    }
-}
-
 } // namespace
 
 int matmul_mode(const std::vector<std::string> &args) {
@@ -253,7 +164,7 @@ int matmul_mode(const std::vector<std::string> &args) {
         if (co.correctness()) {
             ref.resize(static_cast<size_t>(c.d.m * c.d.n));
             ref::matmul(c.d, c.weights(), c.x.data(), ref.data());
-            bound = bounds(c, s.dq);
+            bound = testdata::matmul_error_bound(c, s.dq);
         }
         std::vector<run_result> runs;
         for (const auto &n : selected)

@@ -1,4 +1,5 @@
 // Command-line options of qconv-driver: parsing, the common options, batch files.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -171,6 +172,26 @@ std::vector<problem_text> collect_problems(const options &o) {
         out.insert(out.end(), b.begin(), b.end());
     }
     return out;
+}
+
+// The implementations to run: "auto", one name, a comma-separated list or "all".
+std::vector<std::string> selected_impls(const std::string &impl, const std::vector<std::string> &names) {
+    if (impl == "all") return names;
+    if (impl == "auto") return {"auto"};
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (;;) {
+        const size_t e = impl.find(',', b);
+        const std::string n = impl.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        if (n != "auto" && std::find(names.begin(), names.end(), n) == names.end()) {
+            std::string valid;
+            for (const auto &x : names) valid += " " + x;
+            throw usage_error("--impl: unknown implementation '" + n + "' (valid: auto all list" + valid + ")");
+        }
+        out.push_back(n);
+        if (e == std::string::npos) return out;
+        b = e + 1;
+    }
 }
 
 } // namespace qconv::driver
