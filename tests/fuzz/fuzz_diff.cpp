@@ -265,6 +265,13 @@ bool known_finding(const std::string &row, const conv_problem &p, const attr_set
     if (row.rfind("onednn:", 0) == 0 && p.dst_dt != dtype::f32)
         for (const auto &op : p.ops)
             if (op.k == post_op::kind::eltwise && op.alg == eltwise_alg::sqrt) return true;
+    // Open: FuzzRegression.DISABLED_OnednnSupportsThrowsDnnlError — with two
+    // per-tensor PReLUs (lowered to relu with negative alpha), the oneDNN rows'
+    // supports() lets dnnl::error "could not append an elementwise post-op"
+    // escape (kernels/onednn/brgconv.cpp, chain_builder::eltwise).
+    if (row.rfind("onednn:", 0) == 0)
+        for (const auto &op : p.ops)
+            if (op.k == post_op::kind::prelu && op.scale.size() == 1) return true;
     // Same row, same grouped shapes with a full-tensor binary post-op
     // (fuzz_diff-onednn_any-grouped-full-binary): the last channels are NaN.
     if (row == "onednn:any" && p.desc.g > 1 && !p.desc.is_depthwise()) {
@@ -294,8 +301,16 @@ void check_conv(const conv_case &c) {
 
     for (const auto &e : impl::conv_list()) {
         for (const attr_set &a : attrs) {
-            if (!e.supports(p, a, plat, nullptr)) continue;
             if (known_finding(e.name, p, a)) continue;
+            bool ok = false;
+            try {
+                ok = e.supports(p, a, plat, nullptr);
+            } catch (const std::exception &x) { // supports() must answer, not throw
+                std::fprintf(stderr, "fuzz_diff: %s supports() threw on attr[%d] (%s): %s\n  on %s\n", e.name.c_str(),
+                             a.id, a.str().c_str(), x.what(), describe(c).c_str());
+                std::abort();
+            }
+            if (!ok) continue;
             std::vector<uint8_t> want = c.dst0, got = c.dst0;
             // supports() said yes: neither the reference nor the row may refuse now.
             try {
