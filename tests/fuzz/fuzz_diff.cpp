@@ -275,8 +275,10 @@ bool known_finding(const std::string &row, const conv_problem &p, const attr_set
     // Same row, same grouped shapes with a full-tensor binary post-op
     // (fuzz_diff-onednn_any-grouped-full-binary): the last channels are NaN.
     if (row == "onednn:any" && p.desc.g > 1 && !p.desc.is_depthwise()) {
+        // ... and per-channel FakeQuantize (fuzz_diff-onednn_any-grouped-per_channel-fq).
         for (const auto &op : a.ops)
-            if (op.a.size() > 1 || op.b.size() > 1 || op.bcast == broadcast::full) return true;
+            for (const auto *v : {&op.a, &op.b, &op.cl, &op.ch, &op.isc, &op.ish, &op.osc, &op.osh})
+                if (v->size() > 1 || op.bcast == broadcast::full) return true;
     }
     return false;
 }
