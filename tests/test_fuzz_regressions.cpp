@@ -63,3 +63,17 @@ TEST(FuzzRegression, DISABLED_OnednnSupportsThrowsDnnlError) {
                             .run(row.name));
     }
 }
+
+// fuzz_diff: the AVX2 depthwise JIT kernel on a depthwise conv with large
+// padding and dilation differs from the reference, with or without zero
+// point, on random and extreme data: `qconv-driver conv
+// g33mb2ic33ih4iw4oc33oh4ow7kh3kw2sh2sw1ph5pw3dh1dw1 --impl=jit:conv_dw_x8s8:avx2`
+// → status=mismatch errors=59 (first at oh=1 ow=3). Open.
+TEST(FuzzRegression, DISABLED_JitDepthwiseAvx2WidePadding) {
+    test::ConvTester().desc("g33mb2ic33ih4iw4oc33oh4ow7kh3kw2sh2sw1ph5pw3dh1dw1").run("jit:conv_dw_x8s8:avx2");
+    test::ConvTester()
+        .desc("g33mb2ic33ih4iw4oc33oh4ow7kh3kw2sh2sw1ph5pw3dh1dw1")
+        .zp("channel:random")
+        .data("extreme")
+        .run("jit:conv_dw_x8s8:avx2");
+}
