@@ -75,7 +75,7 @@ private:
     std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
     // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
     std::vector<conv_ukernel_fn> fns_[2];
-    int64_t n_blk_ = 0;
+    int64_t n_blk_[2] = {0, 0}; // pixel blocks per row, per block kind (their widths differ)
 };
 
 void conv_dw_kernel::plan() {
@@ -143,10 +143,10 @@ void conv_dw_kernel::plan() {
         const int nb = kind == 0 ? nb_big_ : last_nb;
         const int ln = kind == 0 && n_ob_ > 1 ? lanes_ : last_lanes;
         const int ur = ur_w_for(nb);
-        n_blk_ = (d.ow + ur - 1) / ur;
+        n_blk_[kind] = (d.ow + ur - 1) / ur;
         fns_[kind].clear();
         for (int64_t oh = 0; oh < d.oh; ++oh)
-            for (int64_t bi = 0; bi < n_blk_; ++bi) {
+            for (int64_t bi = 0; bi < n_blk_[kind]; ++bi) {
                 const int64_t ow0 = bi * ur;
                 const int u = static_cast<int>(std::min<int64_t>(ur, d.ow - ow0));
                 fns_[kind].push_back(ukernel(key(u, nb, ln, direct_ ? oh : 0, ow0)).fn());
@@ -294,7 +294,8 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
                 }
-                fns_[ob == n_ob_ - 1 ? 1 : 0][oh * n_blk_ + ow / ur](&call);
+                const int kind = ob == n_ob_ - 1 ? 1 : 0;
+                fns_[kind][oh * n_blk_[kind] + ow / ur](&call);
                 if (fused_) continue;
                 tile t;
                 t.acc = acc;

@@ -271,10 +271,6 @@ bool known_finding(const std::string &row, const conv_problem &p, const attr_set
     // dilation (fuzz_diff-onednn_any-* in tests/fuzz/findings/). Skipped as a
     // whole until its wrapper is fixed; the brgconv rows stay fuzzed.
     if (row == "onednn:any") return true;
-    // Open: FuzzRegression.DISABLED_JitDepthwiseAvx2WidePadding —
-    // jit:conv_dw_x8s8:avx2 differs from the reference (e.g. 59 of 1848
-    // elements, got 1 want 255) on g33 ih4 iw4 kh3 kw2 ph5 pw3 dilation 2.
-    if (row == "jit:conv_dw_x8s8:avx2") return true;
     // Open: FuzzRegression.DISABLED_OnednnSupportsThrowsDnnlError — with two
     // per-tensor PReLUs (lowered to relu with negative alpha), the oneDNN rows'
     // supports() lets dnnl::error "could not append an elementwise post-op"
