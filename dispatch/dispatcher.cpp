@@ -1,6 +1,8 @@
 // The dispatcher and the primitive classes (see dispatcher.h).
 #include "dispatch/dispatcher.h"
 
+#include <unistd.h>
+
 #include "dispatch/attr_builder.h"
 #include "dispatch/cache.h"
 #include "dispatch/verbose.h"
@@ -143,11 +145,29 @@ int count_full_binary(const post_ops &ops) {
 }
 } // namespace
 
+namespace {
+// Every implementation keeps a packed copy of the weights. A descriptor can be
+// valid (each size within the limits) and still need more memory than the
+// machine has: refuse it here, before any allocation, rather than let
+// std::bad_alloc (or a sanitizer's allocation abort) surface from a kernel.
+void check_fits_in_memory(const conv_desc &d) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return;
+    const double limit = double(pages) * double(page);
+    const double bytes = double(d.wei_elems()) * 4; // packed copies are at most int32-wide per weight
+    if (bytes > limit)
+        fail("wei", "packing " + std::to_string(d.wei_elems()) + " weights needs about " +
+                        std::to_string(int64_t(bytes / double(1 << 30))) + " GiB, more than this machine's " +
+                        std::to_string(int64_t(limit / double(1 << 30))) + " GiB of memory");
+}
+} // namespace
+
 convolution::convolution(const conv_problem &p, const int8_t *weights, const float *bias, const conv_hints &hints) {
     const double t0 = impl::now_ms();
     p.validate();
     if (!weights) fail("weights", "null pointer");
     if (p.with_bias && !bias) fail("bias", "null pointer while with_bias is set");
+    check_fits_in_memory(p.desc);
 
     const impl::platform plat = impl::host_platform();
     const impl::conv_choice choice = impl::select_conv(p, plat, hints);

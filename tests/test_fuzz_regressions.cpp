@@ -46,8 +46,9 @@ TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
 // destination and a per-tensor zero point. The oneDNN rows' supports() throws
 // dnnl::error "could not append an elementwise post-op" (from
 // kernels/onednn/brgconv.cpp chain_builder::eltwise) instead of answering, so
-// creating the primitive lets a non-qconv exception escape. Open.
-TEST(FuzzRegression, DISABLED_OnednnSupportsThrowsDnnlError) {
+// creating the primitive lets a non-qconv exception escape. Fixed: the
+// wrapper's supports() turns a refusal by oneDNN into a reason.
+TEST(FuzzRegression, OnednnSupportsThrowsDnnlError) {
     const post_ops ops = {post_op::prelu({-2.f}), post_op::prelu({-1.f})};
     for (const auto &row : impl::conv_list()) {
         if (row.name.rfind("onednn:", 0) != 0) continue;

@@ -285,9 +285,9 @@ TEST(HostileConv, NegativeAndZeroSizes) {
 
 // 2^39 weight bytes: every dimension is valid, but the packed copy cannot be
 // allocated. The weights are a read-only, never-backed mapping of that size.
-// FINDING (open, dispatch/ or kernel pack): today std::bad_alloc escapes from
-// convolution's constructor. Enable when creation turns it into qconv::error.
-TEST(HostileConv, DISABLED_TerabyteWeightsAreAnError) {
+// Found by this test: std::bad_alloc escaped from convolution's constructor;
+// creation now checks the packed size against the machine's memory first.
+TEST(HostileConv, TerabyteWeightsAreAnError) {
     conv_problem p;
     p.desc = conv_desc::parse("mb1ic1048576ih1oc524288kh1");
     p.src_dt = dtype::u8;

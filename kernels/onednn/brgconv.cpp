@@ -565,8 +565,23 @@ bool parse_impl_info(const std::string &info, std::string *kind, isa *level) {
     return true;
 }
 
+bool supports_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+                      std::string *why);
+
+// supports() answers; it never throws: oneDNN refuses some attribute
+// combinations by throwing while the post-ops are built (e.g. two eltwise
+// relu with different negative slopes, found by fuzz_diff).
 bool supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
               std::string *why) {
+    try {
+        return supports_checked(sel, p, attr, plat, why);
+    } catch (const dnnl::error &e) {
+        return reject(why, std::string("oneDNN refuses the attributes: ") + e.what());
+    }
+}
+
+bool supports_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+                      std::string *why) {
     if (!sel.first && !plat.has(sel.level))
         return reject(why, "platform " + plat.str() + " is below " + to_string(sel.level));
     if (!attr_allowed(sel, attr, why)) return false;
@@ -578,7 +593,17 @@ bool supports(const selector &sel, const conv_problem &p, const attr_set &attr, 
     return true;
 }
 
+std::shared_ptr<const conv_kernel> create_checked(const selector &sel, const conv_problem &p, const attr_set &attr);
+
 std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr) {
+    try {
+        return create_checked(sel, p, attr);
+    } catch (const dnnl::error &e) {
+        fail("impl", sel.row_name() + ": oneDNN refuses the attributes: " + e.what());
+    }
+}
+
+std::shared_ptr<const conv_kernel> create_checked(const selector &sel, const conv_problem &p, const attr_set &attr) {
     std::string why;
     if (!attr_allowed(sel, attr, &why)) fail("impl", sel.row_name() + ": " + why);
     auto r = make_recipe(p, attr, &why);

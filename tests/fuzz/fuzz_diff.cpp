@@ -271,13 +271,6 @@ bool known_finding(const std::string &row, const conv_problem &p, const attr_set
     // dilation (fuzz_diff-onednn_any-* in tests/fuzz/findings/). Skipped as a
     // whole until its wrapper is fixed; the brgconv rows stay fuzzed.
     if (row == "onednn:any") return true;
-    // Open: FuzzRegression.DISABLED_OnednnSupportsThrowsDnnlError — with two
-    // per-tensor PReLUs (lowered to relu with negative alpha), the oneDNN rows'
-    // supports() lets dnnl::error "could not append an elementwise post-op"
-    // escape (kernels/onednn/brgconv.cpp, chain_builder::eltwise).
-    if (row.rfind("onednn:", 0) == 0)
-        for (const auto &op : p.ops)
-            if (op.k == post_op::kind::prelu && op.scale.size() == 1) return true;
     // Same row, same grouped shapes with a full-tensor binary post-op
     // (fuzz_diff-onednn_any-grouped-full-binary): the last channels are NaN.
     if (row == "onednn:any" && p.desc.g > 1 && !p.desc.is_depthwise()) {
