@@ -9,6 +9,7 @@
 #include <string>
 
 #include "qconv/qconv.h"
+#include "tests/support/expect_error.h"
 
 using namespace qconv;
 
@@ -17,18 +18,7 @@ namespace {
 // Runs f, which must throw qconv::error with a message starting with
 // "<field>:" and containing `detail` (if given).
 void expect_error(const std::function<void()> &f, const std::string &field, const std::string &detail = "") {
-    try {
-        f();
-        ADD_FAILURE() << "no error; expected one naming '" << field << "'";
-    } catch (const qconv::error &e) {
-        const std::string msg = e.what();
-        EXPECT_EQ(msg.rfind(field + ":", 0), 0u) << "message does not start with '" << field << ":': " << msg;
-        if (!detail.empty()) {
-            EXPECT_NE(msg.find(detail), std::string::npos) << "'" << detail << "' not in: " << msg;
-        }
-    } catch (const std::exception &e) {
-        ADD_FAILURE() << "wrong exception type (expected qconv::error): " << e.what();
-    }
+    test::expect_error_prefix(f, field + ":", detail);
 }
 
 struct bad_desc {

@@ -31,6 +31,7 @@
 #include "dispatch/testdata.h"
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
+#include "tests/support/expect_error.h"
 
 using namespace qconv;
 
@@ -38,18 +39,7 @@ namespace {
 
 // f must throw qconv::error starting with "<field>" and containing `detail`.
 void expect_error(const std::function<void()> &f, const std::string &field, const std::string &detail = "") {
-    try {
-        f();
-        ADD_FAILURE() << "no error; expected one naming '" << field << "'";
-    } catch (const qconv::error &e) {
-        const std::string msg = e.what();
-        EXPECT_EQ(msg.rfind(field, 0), 0u) << "message does not start with '" << field << "': " << msg;
-        if (!detail.empty()) {
-            EXPECT_NE(msg.find(detail), std::string::npos) << "'" << detail << "' not in: " << msg;
-        }
-    } catch (const std::exception &e) {
-        ADD_FAILURE() << "wrong exception type (expected qconv::error naming '" << field << "'): " << e.what();
-    }
+    test::expect_error_prefix(f, field, detail);
 }
 
 conv_problem small_problem(const std::string &desc = "mb1ic8ih5oc16kh3ph1") {

@@ -24,6 +24,7 @@
 #include "dispatch/platform.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
+#include "tests/support/expect_error.h"
 
 namespace qconv {
 namespace {
@@ -273,14 +274,6 @@ TEST(MatmulJit, PublicApi) {
 }
 
 // ------------------------------------------------------------ bad weights
-void expect_error_field(const std::function<void()> &fn, const std::string &field) {
-    try {
-        fn();
-        ADD_FAILURE() << "no error, expected one naming " << field;
-    } catch (const error &e) {
-        EXPECT_EQ(std::string(e.what()).rfind(field, 0), 0u) << e.what();
-    }
-}
 
 TEST(MatmulJit, BadWeightsAreErrors) {
     for (const std::string &row : jit_rows()) {
@@ -293,29 +286,29 @@ TEST(MatmulJit, BadWeightsAreErrors) {
         auto kern = find_row(row)->create(d, {}, impl::platform{impl::detected_isa()});
         matmul_weights w = c.weights();
         w.wei = nullptr;
-        expect_error_field([&] { kern->pack(w); }, "wei");
+        test::expect_error_prefix([&] { kern->pack(w); }, "wei");
         w = c.weights();
         w.scale = nullptr;
-        expect_error_field([&] { kern->pack(w); }, "scale");
+        test::expect_error_prefix([&] { kern->pack(w); }, "scale");
         w = c.weights();
         w.zp = nullptr;
-        expect_error_field([&] { kern->pack(w); }, "zp");
+        test::expect_error_prefix([&] { kern->pack(w); }, "zp");
         w = c.weights();
         w.bias = nullptr;
-        expect_error_field([&] { kern->pack(w); }, "bias");
+        test::expect_error_prefix([&] { kern->pack(w); }, "bias");
         std::vector<int32_t> bad_zp = c.zp;
         bad_zp[5] = x4 ? 16 : 128; // outside u4 / s8
         w = c.weights();
         w.zp = bad_zp.data();
-        expect_error_field([&] { kern->pack(w); }, "zp");
+        test::expect_error_prefix([&] { kern->pack(w); }, "zp");
         // The same through the public API.
         matmul_hints h;
         h.impl = row;
         h.dynamic_quantization = is_dq_row(row);
-        expect_error_field([&] { matmul(d, w, h); }, "zp");
+        test::expect_error_prefix([&] { matmul(d, w, h); }, "zp");
         w = c.weights();
         w.wei = nullptr;
-        expect_error_field([&] { matmul(d, w, h); }, "wei");
+        test::expect_error_prefix([&] { matmul(d, w, h); }, "wei");
     }
 }
 
