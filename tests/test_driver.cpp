@@ -22,29 +22,12 @@
 #include <vector>
 
 #include "qconv/conv_desc.h"
+#include "tests/support/run_driver.h"
 
 namespace {
 
-struct run_result {
-    int rc = -1;
-    std::string out;
-};
-
-// Runs the driver through the shell (arguments are single-quoted).
-run_result run_driver(const std::vector<std::string> &args) {
-    std::string cmd = QCONV_DRIVER;
-    for (const auto &a : args) cmd += " '" + a + "'";
-    cmd += " 2>/dev/null";
-    run_result r;
-    FILE *p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using run_result = qconv::test::driver_result;
+using qconv::test::run_driver;
 
 std::string make_temp_dir() {
     char tmpl[] = "/tmp/qconv_driver_test_XXXXXX";

@@ -12,33 +12,12 @@
 #include <vector>
 
 #include "qconv/graph.h"
+#include "tests/support/run_driver.h"
 
 namespace {
 
-struct run_result {
-    int rc = -1;
-    std::string out, err;
-};
-
-run_result run_driver(const std::vector<std::string> &args) {
-    const std::string err_file = ::testing::TempDir() + "/graph_driver_stderr.txt";
-    std::string cmd = QCONV_DRIVER;
-    for (const auto &a : args) cmd += " '" + a + "'";
-    cmd += " 2>" + err_file;
-    run_result r;
-    FILE *p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(err_file);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    r.err = ss.str();
-    return r;
-}
+using run_result = qconv::test::driver_result;
+using qconv::test::run_driver;
 
 // key=value fields of the first line starting with `prefix`.
 std::map<std::string, std::string> fields(const std::string &out, const std::string &prefix) {
