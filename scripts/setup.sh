@@ -11,6 +11,9 @@
 QCONV_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 QCONV_BUILD="${QCONV_BUILD:-$QCONV_ROOT/build}"
 QCONV_JOBS="${QCONV_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+# When ccache is installed (optional), let clones in other folders share its
+# objects: paths below the source tree are hashed relative to it.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$QCONV_ROOT}"
 
 # Why each package is needed: README.md, "Dependencies".
 QCONV_PACKAGES=(
