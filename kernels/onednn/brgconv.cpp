@@ -389,7 +389,6 @@ bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
 }
 
 // ------------------------------------------------------------ the kernel
-dnnl::memory reorder_weights(const md_t &plain_md, const int8_t *plain, const md_t &to);
 
 struct onednn_packed : packed {
     std::vector<int8_t> plain;   // the plain weights (for a primitive of another layout)
@@ -404,7 +403,7 @@ struct onednn_packed : packed {
         std::lock_guard<std::mutex> lock(mu);
         for (const auto &e : other)
             if (e.first == md) return e.second;
-        other.emplace_back(md, reorder_weights(plain_md, plain.data(), md));
+        other.emplace_back(md, reorder_to(plain_md, plain.data(), md));
         return other.back().second;
     }
 
@@ -417,16 +416,6 @@ struct built {
     pd_t pd;
     dnnl::convolution_forward prim;
 };
-
-dnnl::memory reorder_weights(const md_t &plain_md, const int8_t *plain, const md_t &to) {
-    const dnnl::engine &eng = cpu_engine();
-    dnnl::memory src(plain_md, eng, const_cast<int8_t *>(plain));
-    dnnl::memory dst(to, eng);
-    dnnl::stream s(eng);
-    dnnl::reorder(src, dst).execute(s, src, dst);
-    s.wait();
-    return dst;
-}
 
 class onednn_conv_kernel final : public conv_kernel {
 public:
@@ -449,7 +438,7 @@ public:
         w->plain.assign(wei, wei + d.wei_elems());
         const auto b = get(default_threads_);
         w->wei_md = b->pd.weights_desc();
-        w->wei = reorder_weights(r_.plain_wei_md, w->plain.data(), w->wei_md);
+        w->wei = reorder_to(r_.plain_wei_md, w->plain.data(), w->wei_md);
         if (p_.with_bias) {
             w->bias.assign(bias, bias + d.oc);
             if (r_.bias_arg)

@@ -51,16 +51,6 @@ private:
     mutable std::map<int, std::shared_ptr<const built>> by_threads_;
 };
 
-dnnl::memory reorder_to(const md_t &from_md, const void *from, const md_t &to) {
-    const dnnl::engine &eng = cpu_engine();
-    dnnl::memory src(from_md, eng, const_cast<void *>(from));
-    dnnl::memory dst(to, eng);
-    dnnl::stream s(eng);
-    dnnl::reorder(src, dst).execute(s, src, dst);
-    s.wait();
-    return dst;
-}
-
 dnnl::primitive_attr user_scratchpad() {
     dnnl::primitive_attr a;
     a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -80,50 +70,80 @@ void run(const B &b, std::unordered_map<int, dnnl::memory> &m, int threads) {
 
 } // namespace
 
-// ------------------------------------------------------------------ conv_f32
-struct conv_f32::state {
-    using pt = per_threads<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>;
-    conv_desc d;
-    md_t src_md, dst_md, plain_wei_md, bias_md;
+// One f32 primitive with weights given plain: the source/destination
+// descriptors, the plain weights (reordered once into the layout of the first
+// primitive, and again on demand for a primitive of another thread count that
+// wants another layout), the bias, and the primitives per thread count.
+template <class PD, class PRIM>
+struct f32_primitive {
+    using pt = per_threads<PD, PRIM>;
+    md_t src_md, dst_md, plain_w_md, bias_md;
     std::vector<float> plain, bias;
     std::unique_ptr<pt> prims;
-    md_t wei_md;
-    dnnl::memory wei;
+    md_t w_md;
+    dnnl::memory w;
+
+    void set_weights(const md_t &plain_md, const float *wei, const float *b, int64_t oc, const md_t &b_md) {
+        plain_w_md = plain_md;
+        plain.assign(wei, wei + plain_md.get_size() / sizeof(float));
+        if (b) {
+            bias.assign(b, b + oc);
+            bias_md = b_md;
+        }
+    }
+
+    void create(typename pt::make_fn make, const char *what) {
+        prims = std::make_unique<pt>(std::move(make));
+        try {
+            const auto b = prims->get(effective_threads(0));
+            w_md = b->pd.weights_desc();
+            w = reorder_to(plain_w_md, plain.data(), w_md);
+        } catch (const dnnl::error &e) {
+            fail(what, std::string("oneDNN cannot create it: ") + e.what());
+        }
+    }
+
+    void execute(const float *src, float *dst, int threads) const {
+        const int n = effective_threads(threads);
+        const auto b = prims->get(n);
+        const dnnl::engine &eng = cpu_engine();
+        std::unordered_map<int, dnnl::memory> m;
+        m[DNNL_ARG_SRC] = dnnl::memory(src_md, eng, const_cast<float *>(src));
+        m[DNNL_ARG_DST] = dnnl::memory(dst_md, eng, dst);
+        m[DNNL_ARG_WEIGHTS] =
+            b->pd.weights_desc() == w_md ? w : reorder_to(plain_w_md, plain.data(), b->pd.weights_desc());
+        if (!bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(bias.data()));
+        run(*b, m, n);
+    }
+
+    std::string impl_info() const { return prims->get(effective_threads(0))->pd.impl_info_str(); }
 };
+
+// ------------------------------------------------------------------ conv_f32
+struct conv_f32::state : f32_primitive<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward> {};
 
 conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias) : s_(std::make_unique<state>()) {
     d.validate();
     if (!wei) fail("wei", "is null");
     state &s = *s_;
-    s.d = d;
     s.src_md = md_t({d.mb, d.ic, d.ih, d.iw}, dt_t::f32, tag_t::nhwc);
     s.dst_md = md_t({d.mb, d.oc, d.oh, d.ow}, dt_t::f32, tag_t::nhwc);
     const bool grouped = d.g > 1;
     const dnnl::memory::dims wdims = grouped ? dnnl::memory::dims{d.g, d.ocg(), d.icg(), d.kh, d.kw}
                                              : dnnl::memory::dims{d.oc, d.ic, d.kh, d.kw};
-    s.plain_wei_md = md_t(wdims, dt_t::f32, grouped ? tag_t::goihw : tag_t::oihw);
-    s.plain.assign(wei, wei + d.wei_elems());
-    if (bias) {
-        s.bias.assign(bias, bias + d.oc);
-        s.bias_md = md_t({d.oc}, dt_t::f32, tag_t::x);
-    }
+    s.set_weights(md_t(wdims, dt_t::f32, grouped ? tag_t::goihw : tag_t::oihw), wei, bias, d.oc,
+                  md_t({d.oc}, dt_t::f32, tag_t::x));
     const md_t any_wei(wdims, dt_t::f32, tag_t::any);
-    const conv_desc dd = d;
     const md_t src_md = s.src_md, dst_md = s.dst_md, bias_md = s.bias_md;
-    s.prims = std::make_unique<state::pt>([=] {
-        const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference,
-                                                 dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
-                                                 dst_md, {dd.sh, dd.sw}, {dd.dh - 1, dd.dw - 1}, {dd.pt, dd.pl},
-                                                 {dd.pb, dd.pr});
-        return dnnl::convolution_forward::primitive_desc(cd, user_scratchpad(), cpu_engine());
-    });
-    try {
-        const auto b = s.prims->get(effective_threads(0));
-        s.wei_md = b->pd.weights_desc();
-        s.wei = reorder_to(s.plain_wei_md, s.plain.data(), s.wei_md);
-    } catch (const dnnl::error &e) {
-        fail("conv_f32", std::string("oneDNN cannot create it: ") + e.what());
-    }
+    s.create(
+        [=] {
+            const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
+                                                     dst_md, {d.sh, d.sw}, {d.dh - 1, d.dw - 1}, {d.pt, d.pl},
+                                                     {d.pb, d.pr});
+            return dnnl::convolution_forward::primitive_desc(cd, user_scratchpad(), cpu_engine());
+        },
+        "conv_f32");
 }
 
 conv_f32::~conv_f32() = default;
@@ -131,21 +151,10 @@ conv_f32::~conv_f32() = default;
 void conv_f32::execute(const float *src, float *dst, int threads) const {
     if (!src) fail("src", "is null");
     if (!dst) fail("dst", "is null");
-    const state &s = *s_;
-    const int n = effective_threads(threads);
-    const auto b = s.prims->get(n);
-    const dnnl::engine &eng = cpu_engine();
-    std::unordered_map<int, dnnl::memory> m;
-    m[DNNL_ARG_SRC] = dnnl::memory(s.src_md, eng, const_cast<float *>(src));
-    m[DNNL_ARG_DST] = dnnl::memory(s.dst_md, eng, dst);
-    m[DNNL_ARG_WEIGHTS] = b->pd.weights_desc() == s.wei_md
-                              ? s.wei
-                              : reorder_to(s.plain_wei_md, s.plain.data(), b->pd.weights_desc());
-    if (!s.bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(s.bias_md, eng, const_cast<float *>(s.bias.data()));
-    run(*b, m, n);
+    s_->execute(src, dst, threads);
 }
 
-std::string conv_f32::impl_info() const { return s_->prims->get(effective_threads(0))->pd.impl_info_str(); }
+std::string conv_f32::impl_info() const { return s_->impl_info(); }
 
 // --------------------------------------------------------------------- sgemm
 void sgemm(int64_t m, int64_t n, int64_t k, const float *x, const float *w, const float *bias, float *y,
@@ -161,40 +170,24 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float *x, const float *w, cons
 }
 
 // ----------------------------------------------------------------- matmul_f32
-struct matmul_f32::state {
-    using pt = per_threads<dnnl::matmul::primitive_desc, dnnl::matmul>;
-    md_t x_md, y_md, plain_w_md, bias_md;
-    std::vector<float> plain, bias;
-    std::unique_ptr<pt> prims;
-    md_t w_md;
-    dnnl::memory w;
-};
+struct matmul_f32::state : f32_primitive<dnnl::matmul::primitive_desc, dnnl::matmul> {};
 
 matmul_f32::matmul_f32(int64_t m, int64_t k, int64_t n, const float *w, const float *bias)
     : s_(std::make_unique<state>()) {
     if (m <= 0 || n <= 0 || k <= 0) fail("matmul_f32", "sizes must be positive");
     if (!w) fail("wei", "is null");
     state &s = *s_;
-    s.x_md = md_t({m, k}, dt_t::f32, tag_t::ab);
-    s.y_md = md_t({m, n}, dt_t::f32, tag_t::ab);
-    s.plain_w_md = md_t({k, n}, dt_t::f32, tag_t::ba); // W[N][K] row-major is Wᵀ[K][N] in "ba"
-    s.plain.assign(w, w + n * k);
-    if (bias) {
-        s.bias.assign(bias, bias + n);
-        s.bias_md = md_t({1, n}, dt_t::f32, tag_t::ab);
-    }
-    const md_t x_md = s.x_md, y_md = s.y_md, bias_md = s.bias_md, any_w({k, n}, dt_t::f32, tag_t::any);
-    s.prims = std::make_unique<state::pt>([=] {
-        const dnnl::matmul::desc md(x_md, any_w, bias_md, y_md);
-        return dnnl::matmul::primitive_desc(md, user_scratchpad(), cpu_engine());
-    });
-    try {
-        const auto b = s.prims->get(effective_threads(0));
-        s.w_md = b->pd.weights_desc();
-        s.w = reorder_to(s.plain_w_md, s.plain.data(), s.w_md);
-    } catch (const dnnl::error &e) {
-        fail("matmul_f32", std::string("oneDNN cannot create it: ") + e.what());
-    }
+    s.src_md = md_t({m, k}, dt_t::f32, tag_t::ab);
+    s.dst_md = md_t({m, n}, dt_t::f32, tag_t::ab);
+    // W[N][K] row-major is Wᵀ[K][N] in "ba".
+    s.set_weights(md_t({k, n}, dt_t::f32, tag_t::ba), w, bias, n, md_t({1, n}, dt_t::f32, tag_t::ab));
+    const md_t x_md = s.src_md, y_md = s.dst_md, bias_md = s.bias_md, any_w({k, n}, dt_t::f32, tag_t::any);
+    s.create(
+        [=] {
+            const dnnl::matmul::desc md(x_md, any_w, bias_md, y_md);
+            return dnnl::matmul::primitive_desc(md, user_scratchpad(), cpu_engine());
+        },
+        "matmul_f32");
 }
 
 matmul_f32::~matmul_f32() = default;
@@ -202,20 +195,10 @@ matmul_f32::~matmul_f32() = default;
 void matmul_f32::execute(const float *x, float *y, int threads) const {
     if (!x) fail("x", "is null");
     if (!y) fail("y", "is null");
-    const state &s = *s_;
-    const int n = effective_threads(threads);
-    const auto b = s.prims->get(n);
-    const dnnl::engine &eng = cpu_engine();
-    std::unordered_map<int, dnnl::memory> m;
-    m[DNNL_ARG_SRC] = dnnl::memory(s.x_md, eng, const_cast<float *>(x));
-    m[DNNL_ARG_DST] = dnnl::memory(s.y_md, eng, y);
-    m[DNNL_ARG_WEIGHTS] =
-        b->pd.weights_desc() == s.w_md ? s.w : reorder_to(s.plain_w_md, s.plain.data(), b->pd.weights_desc());
-    if (!s.bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(s.bias_md, eng, const_cast<float *>(s.bias.data()));
-    run(*b, m, n);
+    s_->execute(x, y, threads);
 }
 
-std::string matmul_f32::impl_info() const { return s_->prims->get(effective_threads(0))->pd.impl_info_str(); }
+std::string matmul_f32::impl_info() const { return s_->impl_info(); }
 
 // ------------------------------------------------------------- dequantize
 std::vector<float> dequantize(const matmul_desc &d, const matmul_weights &w) {

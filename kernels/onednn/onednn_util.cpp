@@ -75,4 +75,15 @@ dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {
     return dnnl::memory(md, cpu_engine(), need ? buf.get() : nullptr);
 }
 
+dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from,
+                        const dnnl::memory::desc &to) {
+    const dnnl::engine &eng = cpu_engine();
+    dnnl::memory src(from_md, eng, const_cast<void *>(from));
+    dnnl::memory dst(to, eng);
+    dnnl::stream s(eng);
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+    return dst;
+}
+
 } // namespace qconv::impl::onednn
