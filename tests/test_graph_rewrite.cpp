@@ -371,17 +371,33 @@ TEST(RewriteNegative, ZeroPointWithoutConvert) {
                      }),
                      "zero point is not Convert");
 }
-TEST(RewriteNegative, IsolatedConvolution) {
+using node_fn = std::function<node *(graph &, node *)>;
+
+// x (shape `xs`) → act(x) → Convolution(·, w) → out(conv) → Result, with the
+// decompressed weights of the default case unless `plain_weights`.
+negative chain(const shape_t &xs, const node_fn &act, const node_fn &out, bool plain_weights = false) {
     negative r;
     r.g = std::make_unique<graph>();
     graph &g = *r.g;
-    case_t c;
-    node *x = g.parameter(etype::f32, {N, IC, H, W}, "x");
-    r.in.push_back(int_tensor({N, IC, H, W}, 1));
-    node *conv = g.add(op::Convolution, {x, weights(g, c, &r.in)}, {}, "conv");
-    g.add(op::Result, {g.add(op::Relu, {conv}, {}, "relu")}, {}, "result");
+    node *x = g.parameter(etype::f32, xs, "x");
+    r.in.push_back(int_tensor(xs, 1));
+    node *w = plain_weights ? g.constant_f32({OC, IC, 1, 1}, std::vector<float>(OC * IC, 0.5f), "w")
+                            : weights(g, case_t{}, &r.in);
+    g.add(op::Result, {out(g, g.add(op::Convolution, {act(g, x), w}, {}, "conv"))}, {}, "result");
     g.infer();
-    expect_unchanged(std::move(r), "isolated");
+    return r;
+}
+
+node_fn transpose(std::vector<int64_t> o, const char *name) {
+    return [o, name](graph &g, node *in) { return g.add(op::Transpose, {in}, order(o), name); };
+}
+const node_fn to_nchw = transpose({0, 3, 1, 2}, "act");
+const node_fn to_nhwc = transpose({0, 2, 3, 1}, "out");
+
+TEST(RewriteNegative, IsolatedConvolution) {
+    expect_unchanged(chain({N, IC, H, W}, [](graph &, node *x) { return x; },
+                           [](graph &g, node *c) { return g.add(op::Relu, {c}, {}, "relu"); }),
+                     "isolated");
 }
 TEST(RewriteNegative, VetoedByCallback) {
     int calls = 0;
@@ -392,57 +408,21 @@ TEST(RewriteNegative, VetoedByCallback) {
     EXPECT_EQ(calls, 1);
 }
 TEST(RewriteNegative, ActivationTransposeWrongOrder) {
-    negative r;
-    r.g = std::make_unique<graph>();
-    graph &g = *r.g;
-    case_t c;
     // [N, W, H, IC] with order [0,3,2,1] gives [N, IC, H, W]: the right shape, the wrong order.
-    node *x = g.parameter(etype::f32, {N, W, H, IC}, "x");
-    r.in.push_back(int_tensor({N, W, H, IC}, 1));
-    node *act = g.add(op::Transpose, {x}, order({0, 3, 2, 1}), "act");
-    node *conv = g.add(op::Convolution, {act, weights(g, c, &r.in)}, {}, "conv");
-    g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 2, 3, 1}), "out")}, {}, "result");
-    g.infer();
-    expect_unchanged(std::move(r), "activation Transpose order [0,3,2,1]");
+    expect_unchanged(chain({N, W, H, IC}, transpose({0, 3, 2, 1}, "act"), to_nhwc),
+                     "activation Transpose order [0,3,2,1]");
 }
 TEST(RewriteNegative, OutputTransposeWrongOrder) {
-    negative r;
-    r.g = std::make_unique<graph>();
-    graph &g = *r.g;
-    case_t c;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
-    r.in.push_back(int_tensor({N, H, W, IC}, 1));
-    node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
-    node *conv = g.add(op::Convolution, {act, weights(g, c, &r.in)}, {}, "conv");
-    g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 3, 2, 1}), "out")}, {}, "result");
-    g.infer();
-    expect_unchanged(std::move(r), "output Transpose order [0,3,2,1]");
+    expect_unchanged(chain({N, H, W, IC}, to_nchw, transpose({0, 3, 2, 1}, "out")),
+                     "output Transpose order [0,3,2,1]");
 }
 TEST(RewriteNegative, ActivationReshapeNotRelayout) {
-    negative r;
-    r.g = std::make_unique<graph>();
-    graph &g = *r.g;
-    case_t c;
-    node *x = g.parameter(etype::f32, {N, H * W * IC}, "x");
-    r.in.push_back(int_tensor({N, H * W * IC}, 1));
-    node *act = g.add(op::Reshape, {x}, target({N, IC, H, W}), "act");
-    node *conv = g.add(op::Convolution, {act, weights(g, c, &r.in)}, {}, "conv");
-    g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 2, 3, 1}), "out")}, {}, "result");
-    g.infer();
-    expect_unchanged(std::move(r), "not a pure relayout");
+    const node_fn reshape = [](graph &g, node *x) { return g.add(op::Reshape, {x}, target({N, IC, H, W}), "act"); };
+    expect_unchanged(chain({N, H * W * IC}, reshape, to_nhwc), "not a pure relayout");
 }
 TEST(RewriteNegative, PlainF32Weights) {
-    negative r;
-    r.g = std::make_unique<graph>();
-    graph &g = *r.g;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
-    r.in.push_back(int_tensor({N, H, W, IC}, 1));
-    node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
-    node *w = g.constant_f32({OC, IC, 1, 1}, std::vector<float>(OC * IC, 0.5f), "w");
-    node *conv = g.add(op::Convolution, {act, w}, {}, "conv");
-    g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 2, 3, 1}), "out")}, {}, "result");
-    g.infer();
-    expect_unchanged(std::move(r), "not a decompression subgraph");
+    expect_unchanged(chain({N, H, W, IC}, to_nchw, to_nhwc, /*plain_weights=*/true),
+                     "not a decompression subgraph");
 }
 
 // ------------------------------------------ consumers that need a fix-up
