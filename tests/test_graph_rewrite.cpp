@@ -426,16 +426,22 @@ TEST(RewriteNegative, PlainF32Weights) {
 }
 
 // ------------------------------------------ consumers that need a fix-up
-// A Reshape consumer with H·W > 1 must see NCHW order (OpenVINO's bug fed it NHWC).
-TEST(RewriteFixup, ReshapeConsumerWithSpatialSeesNchw) {
+// x NHWC → Transpose → Convolution (default weights); the caller adds the consumers.
+built transposed_conv(node *&conv) {
     built b;
     b.g = std::make_unique<graph>();
     graph &g = *b.g;
-    case_t c;
     node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
     b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
-    node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
-    node *conv = g.add(op::Convolution, {act, weights(g, c, &b.inputs)}, {}, "conv");
+    conv = g.add(op::Convolution, {to_nchw(g, x), weights(g, case_t{}, &b.inputs)}, {}, "conv");
+    return b;
+}
+
+// A Reshape consumer with H·W > 1 must see NCHW order (OpenVINO's bug fed it NHWC).
+TEST(RewriteFixup, ReshapeConsumerWithSpatialSeesNchw) {
+    node *conv = nullptr;
+    built b = transposed_conv(conv);
+    graph &g = *b.g;
     node *r = g.add(op::Reshape, {conv}, target({N, OC * H * W}), "flatten");
     g.add(op::Result, {r}, {}, "result");
     g.infer();
@@ -452,14 +458,9 @@ TEST(RewriteFixup, ReshapeConsumerWithSpatialSeesNchw) {
 
 // The conv output read by two consumers: both see the values they saw before.
 TEST(RewriteFixup, TwoConsumers) {
-    built b;
-    b.g = std::make_unique<graph>();
+    node *conv = nullptr;
+    built b = transposed_conv(conv);
     graph &g = *b.g;
-    case_t c;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
-    b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
-    node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
-    node *conv = g.add(op::Convolution, {act, weights(g, c, &b.inputs)}, {}, "conv");
     g.add(op::Result, {g.add(op::Relu, {conv}, {}, "relu")}, {}, "r1");
     g.add(op::Result, {g.add(op::Transpose, {conv}, order({0, 2, 3, 1}), "t")}, {}, "r2");
     g.infer();
