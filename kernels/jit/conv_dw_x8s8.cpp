@@ -1,29 +1,41 @@
 // Depthwise int8 convolution (groups == IC == OC), any kernel size, stride,
 // padding and dilation, both zero-point kinds and every post-op.
 //
-// Design: the source is copied once per execution into a padded NHWC buffer
-// whose pixels hold the channels rounded up to 16 (padded taps: zp bytes,
-// 0x80 for s8 sources — i.e. 0 after the +128 shift — or 0; padded channels
-// 0). The same compensation argument as conv_x8s8.h makes this exact:
-// comp[c] = zp_compensation (legacy zp) − 128·Σw (s8 source), added in int32.
-// The micro-kernel (conv_ukernel in depthwise mode) keeps ur_w pixels × nb
-// channel vectors of int32 accumulators, unrolls every tap, widens the u8
-// source with vpmovzxbd and multiplies by int32-stored s16 weights with
-// vpdpwssd (VNNI) or vpmaddwd + vpaddd — exact, no int16 saturation — and
-// then runs the same fused output pipeline as the dense kernels (or stores
-// the int32 tile for the C++ pipeline on AVX2 / transcendental chains).
+// Two kernels share the source handling below:
+//  * avx512_vnni on CPUs with VBMI: the row kernel (dw_row_gen). The source
+//    stays u8 bytes: a block of up to 64 channels of a pixel is permuted once
+//    with vpermb and multiplied by byte-sparse weights with vpdpbusd, so one
+//    instruction does 16 exact u8·s8 multiply-adds straight into the int32
+//    vector of 16 consecutive channels; one call computes a whole output row
+//    (pixel blocks with the kernel-row weights in registers, runs of equal
+//    blocks as a loop) and ends with the fused output pipeline.
+//  * otherwise (avx512_core, avx2, VNNI without VBMI): conv_ukernel in
+//    depthwise mode, one call per pixel block: vpmovzxbd-widened source and
+//    int32-stored s16 weights, vpdpwssd (VNNI) or vpmaddwd + vpaddd.
+// Source: a u8 source without zero point is read in place on zmm ISAs (taps
+// in the padding are skipped: they would contribute exactly 0; the channel
+// tail is a masked load). Otherwise it is copied once per execution into a
+// padded NHWC buffer whose pixels hold the channels rounded up to 16 (padded
+// taps: zp bytes, 0x80 for s8 sources — i.e. 0 after the +128 shift — or 0;
+// padded channels 0). The same compensation argument as conv_x8s8.h makes
+// this exact: comp[c] = zp_compensation (legacy zp) − 128·Σw (s8 source),
+// added in int32.
 // Threads split (mb, row, channel block); results do not depend on them.
 #include <omp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
 
+#include <xbyak/xbyak_util.h>
+
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/jit_base.h"
 
 namespace qconv::jit {
 namespace {
@@ -31,15 +43,106 @@ namespace {
 int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 struct dw_packed : impl::packed {
-    std::vector<int32_t> wei;  // [kh][kw][cpad]
+    std::vector<int32_t> wei;  // conv_ukernel: [kh][kw][cpad]
+    std::vector<uint8_t> wei8; // row kernel: [block][kh][kw][vector][64]
     std::vector<int32_t> comp; // C + 16
     std::vector<float> bias;   // C + 16 (empty without bias)
 };
 
+// comp (legacy zp compensation, −128·Σw for s8 sources) and the padded bias.
+void fill_comp_bias(dw_packed &pk, const conv_problem &p, const attr_set &a, const int8_t *wei, const float *bias) {
+    const conv_desc &d = p.desc;
+    const int64_t c_ = d.oc;
+    pk.comp.assign(static_cast<size_t>(c_ + 16), 0);
+    if (a.zp == zp_mechanism::legacy_per_channel) {
+        const std::vector<int32_t> comp = zp_compensation(d, wei, a.zp_values);
+        std::copy(comp.begin(), comp.end(), pk.comp.begin());
+    }
+    if (p.src_dt == dtype::s8)
+        for (int64_t c = 0; c < c_; ++c) {
+            int32_t s = 0;
+            for (int64_t k = 0; k < d.kh * d.kw; ++k) s += wei[c * d.kh * d.kw + k];
+            pk.comp[c] += -128 * s;
+        }
+    if (p.with_bias) {
+        pk.bias.assign(static_cast<size_t>(c_ + 16), 0.f);
+        std::copy(bias, bias + c_, pk.bias.begin());
+    }
+}
+
+// Indices of the full-tensor binary operands, checked against exec_args.
+std::vector<int> full_operands(const attr_set &a, const exec_args &args) {
+    std::vector<int> full_idx;
+    for (const auto &op : a.ops)
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) {
+            if (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
+                !args.binary[op.full_index])
+                fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
+                                   " not passed in exec_args::binary");
+            full_idx.push_back(op.full_index);
+        }
+    return full_idx;
+}
+
+// The padded u8 copy of the source (s8 shifted by +128): rows × cols pixels
+// of cpad bytes per image.
+struct padded_copy {
+    int64_t rows = 0, cols = 0, cpad = 0, c = 0;
+    conv_desc d;
+    uint8_t flip = 0;
+    std::vector<uint8_t> pad_pixel;
+
+    padded_copy(const conv_problem &p, const attr_set &a) : d(p.desc) {
+        c = d.oc;
+        cpad = rnd_up(c, 16);
+        rows = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
+        cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
+        flip = p.src_dt == dtype::s8 ? 0x80 : 0x00;
+        pad_pixel.assign(static_cast<size_t>(cpad), 0);
+        for (int64_t ch = 0; ch < c; ++ch) {
+            if (a.zp == zp_mechanism::legacy_per_channel) {
+                const auto &z = a.zp_values;
+                pad_pixel[ch] = static_cast<uint8_t>(z.size() == 1 ? z[0] : z[ch]);
+            } else if (p.src_dt == dtype::s8) {
+                pad_pixel[ch] = 0x80;
+            }
+        }
+    }
+    size_t bytes(int64_t mb) const { return static_cast<size_t>(mb * rows * cols * cpad + 64); }
+    // Row nr = n · rows + r of the copy.
+    void row(const uint8_t *s, uint8_t *buf, int64_t nr) const {
+        const int64_t n = nr / rows, r = nr % rows;
+        uint8_t *out = buf + nr * cols * cpad;
+        const int64_t ih = r - d.pt;
+        for (int64_t col = 0; col < cols; ++col) {
+            uint8_t *px = out + col * cpad;
+            const int64_t iw = col - d.pl;
+            if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                std::memcpy(px, pad_pixel.data(), static_cast<size_t>(cpad));
+                continue;
+            }
+            const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c;
+            if (!flip && cpad == c) { // same layout: the whole valid run at once
+                const int64_t run = std::min(d.iw - iw, cols - col);
+                std::memcpy(px, x, static_cast<size_t>(run * c));
+                col += run - 1;
+                continue;
+            }
+            if (flip)
+                for (int64_t ch = 0; ch < c; ++ch) px[ch] = static_cast<uint8_t>(x[ch] ^ flip);
+            else
+                std::memcpy(px, x, static_cast<size_t>(c));
+            std::memset(px + c, 0, static_cast<size_t>(cpad - c));
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------
+// conv_ukernel path (avx512_core, avx2, VNNI without VBMI).
 class conv_dw_kernel : public impl::conv_kernel {
 public:
     conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a)
-        : isa_(isa), p_(p), a_(a), pipe_(pipeline::build(p, a)) {
+        : isa_(isa), p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a) {
         plan();
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
@@ -63,6 +166,7 @@ private:
     conv_problem p_;
     attr_set a_;
     pipeline pipe_;
+    padded_copy pc_;
     int lanes_ = 16;
     int64_t c_ = 0, cpad_ = 0, nvec_ = 0, rows_ = 0, cols_ = 0;
     int nb_big_ = 1;
@@ -71,7 +175,6 @@ private:
     // Direct mode: u8 source without zero point on zmm ISAs reads the source
     // in place; taps in the padding are skipped (they would contribute 0).
     bool direct_ = false;
-    std::vector<uint8_t> pad_pixel_;
     std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
     // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
     std::vector<conv_ukernel_fn> fns_[2];
@@ -152,15 +255,6 @@ void conv_dw_kernel::plan() {
                 fns_[kind].push_back(ukernel(key(u, nb, ln, direct_ ? oh : 0, ow0)).fn());
             }
     }
-    pad_pixel_.assign(static_cast<size_t>(cpad_), 0);
-    for (int64_t c = 0; c < c_; ++c) {
-        if (a_.zp == zp_mechanism::legacy_per_channel) {
-            const auto &z = a_.zp_values;
-            pad_pixel_[c] = static_cast<uint8_t>(z.size() == 1 ? z[0] : z[c]);
-        } else if (p_.src_dt == dtype::s8) {
-            pad_pixel_[c] = 0x80;
-        }
-    }
 }
 
 conv_dw_kernel::key_t conv_dw_kernel::key(int u, int nb, int last_n, int64_t oh, int64_t ow0) const {
@@ -191,21 +285,7 @@ std::shared_ptr<const impl::packed> conv_dw_kernel::pack(const int8_t *wei, cons
         for (int64_t kh = 0; kh < d.kh; ++kh)
             for (int64_t kw = 0; kw < d.kw; ++kw)
                 pk->wei[(kh * d.kw + kw) * cpad_ + c] = wei[(c * d.kh + kh) * d.kw + kw];
-    pk->comp.assign(static_cast<size_t>(c_ + 16), 0);
-    if (a_.zp == zp_mechanism::legacy_per_channel) {
-        const std::vector<int32_t> comp = zp_compensation(d, wei, a_.zp_values);
-        std::copy(comp.begin(), comp.end(), pk->comp.begin());
-    }
-    if (p_.src_dt == dtype::s8)
-        for (int64_t c = 0; c < c_; ++c) {
-            int32_t s = 0;
-            for (int64_t k = 0; k < d.kh * d.kw; ++k) s += wei[c * d.kh * d.kw + k];
-            pk->comp[c] += -128 * s;
-        }
-    if (p_.with_bias) {
-        pk->bias.assign(static_cast<size_t>(c_ + 16), 0.f);
-        std::copy(bias, bias + c_, pk->bias.begin());
-    }
+    fill_comp_bias(*pk, p_, a_, wei, bias);
     return pk;
 }
 
@@ -213,21 +293,12 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     const conv_desc &d = p_.desc;
     if (!src) fail("src", "is null");
     if (!dst) fail("dst", "is null");
-    std::vector<int> full_idx;
-    for (const auto &op : a_.ops)
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) {
-            if (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
-                !args.binary[op.full_index])
-                fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
-                                   " not passed in exec_args::binary");
-            full_idx.push_back(op.full_index);
-        }
+    const std::vector<int> full_idx = full_operands(a_, args);
     const auto &pk = dynamic_cast<const dw_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
     // Padded u8 copy (s8 shifted by +128), unless the source is read in place.
-    std::vector<uint8_t> buf(direct_ ? 0 : static_cast<size_t>(d.mb * rows_ * cols_ * cpad_ + 64));
-    const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00;
+    std::vector<uint8_t> buf(direct_ ? 0 : pc_.bytes(d.mb));
     const uint8_t *s = static_cast<const uint8_t *>(src);
     const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
     const int64_t work = d.mb * d.oh * n_ob_;
@@ -236,32 +307,8 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
 #pragma omp parallel num_threads(threads)
     {
         if (!direct_) {
-#pragma omp for collapse(2) schedule(static)
-        for (int64_t n = 0; n < d.mb; ++n)
-            for (int64_t r = 0; r < rows_; ++r) {
-                uint8_t *row = buf.data() + (n * rows_ + r) * cols_ * cpad_;
-                const int64_t ih = r - d.pt;
-                for (int64_t col = 0; col < cols_; ++col) {
-                    uint8_t *px = row + col * cpad_;
-                    const int64_t iw = col - d.pl;
-                    if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                        std::memcpy(px, pad_pixel_.data(), static_cast<size_t>(cpad_));
-                        continue;
-                    }
-                    const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c_;
-                    if (!flip && cpad_ == c_) { // same layout: the whole valid run at once
-                        const int64_t run = std::min(d.iw - iw, cols_ - col);
-                        std::memcpy(px, x, static_cast<size_t>(run * c_));
-                        col += run - 1;
-                        continue;
-                    }
-                    if (flip)
-                        for (int64_t c = 0; c < c_; ++c) px[c] = static_cast<uint8_t>(x[c] ^ flip);
-                    else
-                        std::memcpy(px, x, static_cast<size_t>(c_));
-                    std::memset(px + c_, 0, static_cast<size_t>(cpad_ - c_));
-                }
-            }
+#pragma omp for schedule(static)
+            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(s, buf.data(), nr);
         }
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
@@ -311,6 +358,626 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     }
 }
 
+// ---------------------------------------------------------------------------
+// Row kernel (avx512_vnni with VBMI): bytes in place, vpermb + vpdpbusd.
+//
+// A block of nb·16 channels (nb ≤ 4) of one source pixel is loaded as bytes
+// and permuted once (vpermb) so that dword i holds the bytes of channels
+// i, 16+i, 32+i, 48+i. Weight vector k of a tap holds w[16k+i] in byte k of
+// dword i and 0 in the other three bytes, so vpdpbusd(acc_k, x, w_k) adds
+// exactly x[16k+i]·w[16k+i] to lane i of acc_k: acc_k is the plain int32
+// vector of channels 16k..16k+15 (no output reordering), every product is an
+// exact u8·s8 product summed in int32, and one permuted source register feeds
+// nb accumulators for every tap that reads that column (KW·nb multiply-adds
+// per load at stride 1). One call computes a whole output row: blocks of ur
+// pixels, runs of identical blocks as a loop; the weights of a kernel row
+// (KW·nb registers) are loaded once per block and kernel row.
+//
+// Registers: acc (w, b) = zmm(w·nb + b), at most 25; weights below zmm29;
+// zmm29 = permutation index; zmm30/31 = sources. Epilogue: zmm25..31.
+struct dw_run {
+    int u = 1;            // pixels per block
+    int lo = 0, hi = 0;   // source columns of the block read (others: padding)
+    int count = 1;        // consecutive identical blocks
+};
+
+struct dw_row_cfg {
+    int nb = 4;         // channel vectors of this block
+    int nb_stride = 4;  // vectors per tap in the packed weights
+    int last_n = 16;    // valid lanes of the last vector
+    int kh = 1, kw = 1, sw = 1, dh = 1, dw = 1;
+    int64_t pix_stride = 0, row_stride = 0; // source bytes
+    uint64_t row_mask = ~uint64_t(0);       // kernel rows inside the image
+    std::vector<dw_run> runs;
+    const pipeline *pipe = nullptr; // fused epilogue; null: int32 rows to acc
+    int64_t acc_pix = 0;            // bytes between pixels of the int32 row
+};
+
+struct dw_call {
+    const uint8_t *src;  // source of output pixel 0, tap (0, 0), channel c0
+    const int8_t *wei;   // packed weights of the channel block
+    void *dst;           // dst element (pixel 0, c0) (fused)
+    int32_t *acc;        // int32 row (unfused)
+    const int32_t *comp; // comp + c0
+    const float *bias;   // bias + c0 (or null)
+    int64_t c_off;       // c0 · 4
+    const float *full[max_fused_full];
+};
+using dw_row_fn = void (*)(const dw_call *);
+
+int dw_max_acc(int nb, int kw) { return std::min(25, 29 - kw * nb); }
+
+class dw_row_gen : public jit_generator {
+public:
+    explicit dw_row_gen(const dw_row_cfg &c) : jit_generator(code_size(c)), cfg(c) {}
+    const char *name() const override { return "jit:conv_dw_x8s8:avx512_vnni:row"; }
+
+private:
+    static size_t code_size(const dw_row_cfg &c) {
+        size_t n = 16384;
+        const size_t ops = c.pipe ? c.pipe->ops.size() : 0;
+        for (const dw_run &r : c.runs) {
+            const size_t span = static_cast<size_t>((r.u - 1) * c.sw + (c.kw - 1) * c.dw + 1);
+            n += 12 * static_cast<size_t>(c.kh) * (c.kw * c.nb + span * (2 + c.kw * c.nb));
+            n += 12 * static_cast<size_t>(r.u * c.nb) * (24 + 10 * ops) + 1024;
+        }
+        return n;
+    }
+
+    dw_row_cfg cfg;
+    const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
+                       reg_coff = r11, reg_tmp = rax, reg_dst = rbx, reg_full = r12, reg_bias = r13, reg_comp = r14,
+                       reg_pbase = r15;
+    const Xbyak::Zmm zmm_idx = Xbyak::Zmm(29);
+    Xbyak::Label l_idx, l_const;
+    std::vector<float> consts_;
+
+    int nbytes() const { return 16 * (cfg.nb - 1) + cfg.last_n; }
+    int dsz() const {
+        const dtype t = cfg.pipe->dst_dt;
+        return t == dtype::f32 || t == dtype::s32 ? 4 : 1;
+    }
+    Xbyak::Zmm acc(int w, int b) const { return Xbyak::Zmm(w * cfg.nb + b); }
+    Xbyak::Zmm wreg(int k, int b) const { return Xbyak::Zmm(29 - cfg.kw * cfg.nb + k * cfg.nb + b); }
+
+    void generate() override {
+        preamble();
+        mov(reg_src, ptr[reg_args + offsetof(dw_call, src)]);
+        mov(reg_wei, ptr[reg_args + offsetof(dw_call, wei)]);
+        mov(reg_dst, ptr[reg_args + offsetof(dw_call, dst)]);
+        mov(reg_acc, ptr[reg_args + offsetof(dw_call, acc)]);
+        if (nbytes() < 64) {
+            mov(reg_tmp, (uint64_t(1) << nbytes()) - 1);
+            kmovq(k5, reg_tmp);
+        }
+        if (cfg.pipe) {
+            mov(reg_comp, ptr[reg_args + offsetof(dw_call, comp)]);
+            mov(reg_bias, ptr[reg_args + offsetof(dw_call, bias)]);
+            mov(reg_coff, ptr[reg_args + offsetof(dw_call, c_off)]);
+            mov(reg_pbase, reinterpret_cast<uintptr_t>(cfg.pipe->scale.data()));
+            add(reg_pbase, reg_coff);
+            xor_(reg_foff, reg_foff);
+            if (cfg.last_n < 16) {
+                mov(eax, (1u << cfg.last_n) - 1u);
+                kmovw(k1, eax);
+            }
+        }
+        for (const dw_run &r : cfg.runs) {
+            if (r.count == 1) {
+                emit_block(r);
+                continue;
+            }
+            Xbyak::Label l_loop;
+            mov(reg_cnt, r.count);
+            L(l_loop);
+            emit_block(r);
+            dec(reg_cnt);
+            jnz(l_loop, T_NEAR);
+        }
+        postamble();
+        emit_constants();
+    }
+
+    // One block of r.u pixels: accumulate, finish, advance the pointers.
+    void emit_block(const dw_run &r) {
+        for (int i = 0; i < r.u * cfg.nb; ++i) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        vmovdqu8(zmm_idx, ptr[rip + l_idx]);
+        const int span = (r.u - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
+        int flip = 0;
+        for (int kh = 0; kh < cfg.kh; ++kh) {
+            if (!((cfg.row_mask >> kh) & 1u)) continue; // kernel row in the padding
+            bool any = false;
+            for (int j = std::max(0, r.lo); j < std::min(span, r.hi) && !any; ++j) any = column_used(r, j);
+            if (!any) continue;
+            for (int k = 0; k < cfg.kw; ++k)
+                for (int b = 0; b < cfg.nb; ++b)
+                    vmovdqu8(wreg(k, b), ptr[reg_wei + ((kh * cfg.kw + k) * cfg.nb_stride + b) * 64]);
+            for (int j = 0; j < span; ++j) {
+                if (j < r.lo || j >= r.hi || !column_used(r, j)) continue;
+                const Xbyak::Zmm x(30 + (flip++ & 1));
+                const Xbyak::Address a = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride];
+                if (nbytes() < 64) {
+                    vmovdqu8(x | k5 | T_z, a);
+                    vpermb(x, zmm_idx, x);
+                } else {
+                    vpermb(x, zmm_idx, a);
+                }
+                for (int k = 0; k < cfg.kw; ++k) {
+                    const int q = j - k * cfg.dw;
+                    if (q < 0 || q % cfg.sw != 0 || q / cfg.sw >= r.u) continue;
+                    for (int b = 0; b < cfg.nb; ++b) vpdpbusd(acc(q / cfg.sw, b), x, wreg(k, b));
+                }
+            }
+        }
+        if (cfg.pipe) {
+            emit_epilogue(r.u);
+            add(reg_dst, r.u * cfg.pipe->oc * dsz());
+            if (has_full()) add(reg_foff, r.u * cfg.pipe->oc * 4);
+        } else {
+            for (int w = 0; w < r.u; ++w)
+                for (int b = 0; b < cfg.nb; ++b) vmovdqu32(ptr[reg_acc + w * cfg.acc_pix + b * 64], acc(w, b));
+            add(reg_acc, r.u * cfg.acc_pix);
+        }
+        add(reg_src, r.u * cfg.sw * cfg.pix_stride);
+    }
+
+    bool column_used(const dw_run &r, int j) const {
+        for (int k = 0; k < cfg.kw; ++k) {
+            const int q = j - k * cfg.dw;
+            if (q >= 0 && q % cfg.sw == 0 && q / cfg.sw < r.u) return true;
+        }
+        return false;
+    }
+    bool has_full() const {
+        for (const auto &op : cfg.pipe->ops)
+            if (op.k == lowered_op::kind::binary && op.full) return true;
+        return false;
+    }
+
+    void emit_constants() {
+        align(64);
+        L(l_idx);
+        for (int i = 0; i < 16; ++i)
+            for (int k = 0; k < 4; ++k) db(16 * k + i);
+        L(l_const);
+        for (float v : consts_) {
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            dd(bits);
+        }
+    }
+
+    // ------------------------------------------------------------ fused epilogue
+    // Same operations in the same order as ref::apply_pipeline (see
+    // conv_pipeline.h): float(acc + comp)·scale (+ bias) → post-ops → + dst_zp
+    // → store. zmm25..31 are free (weights, index and sources are dead);
+    // k1 = channel tail, k2/k3 scratch.
+    const Xbyak::Zmm zmm_comp = Xbyak::Zmm(26), zmm_scale = Xbyak::Zmm(27), zmm_bias = Xbyak::Zmm(28),
+                     zmm_zero = Xbyak::Zmm(29), zmm_u = Xbyak::Zmm(30), zmm_t = Xbyak::Zmm(31);
+    static constexpr int cmp_unord = 3, cmp_ord = 7, cmp_ngt_uq = 10, cmp_nge_uq = 9, cmp_ge_oq = 29;
+
+    int cidx(float v) {
+        for (size_t i = 0; i < consts_.size(); ++i)
+            if (std::memcmp(&consts_[i], &v, 4) == 0) return static_cast<int>(i);
+        consts_.push_back(v);
+        return static_cast<int>(consts_.size() - 1);
+    }
+    int cidx_bits(uint32_t bits) {
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return cidx(v);
+    }
+    Xbyak::Address cst(float v) { return ptr_b[rip + l_const + cidx(v) * 4]; }
+    Xbyak::Address cst_plain(float v) { return ptr[rip + l_const + cidx(v) * 4]; }
+
+    // Per-OC array of the pipeline at vector b: relative to reg_pbase
+    // (= scale + c0) when the distance fits a displacement.
+    Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
+        const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
+                             reinterpret_cast<intptr_t>(cfg.pipe->scale.data()) + b * 64;
+        if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
+            return ptr[reg_pbase + static_cast<int32_t>(diff)];
+        mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
+        add(reg_tmp, reg_coff);
+        return ptr[reg_tmp + b * 64];
+    }
+    bool tail(int b) const { return b == cfg.nb - 1 && cfg.last_n < 16; }
+
+    void emit_epilogue(int u) {
+        const pipeline &pp = *cfg.pipe;
+        vxorps(zmm_zero, zmm_zero, zmm_zero);
+        const int64_t pix = pp.oc * dsz();
+        const bool int_dst = pp.dst_dt != dtype::f32;
+        // A ReLU (alpha 0) ending the chain of an integer destination with
+        // dst_zp 0 is the store's own clamp at 0 (−0 / NaN both store 0).
+        const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
+                               pp.ops.back().k == lowered_op::kind::eltwise &&
+                               pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
+        for (int b = 0; b < cfg.nb; ++b) {
+            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+            vmovups(zmm_scale, oc_arr(pp.scale, b));
+            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
+            for (int w = 0; w < u; ++w) {
+                const Xbyak::Zmm y = acc(w, b);
+                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
+                vcvtdq2ps(y, y);
+                vmulps(y, y, zmm_scale);
+                if (pp.with_bias) vaddps(y, y, zmm_bias);
+                int full_i = 0;
+                for (size_t i = 0; i < pp.ops.size(); ++i) {
+                    if (relu_last && i + 1 == pp.ops.size()) {
+                        if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
+                        break;
+                    }
+                    emit_op(pp.ops[i], y, w, b, full_i, pix);
+                }
+                if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
+                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+            }
+        }
+    }
+
+    // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
+    void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max, const Xbyak::Zmm &t) {
+        if (is_max) vmaxps(t, y, v);
+        else vminps(t, y, v);
+        vcmpps(k2, v, v, cmp_unord);
+        vmovaps(t | k2, y);
+        vmovaps(y, t);
+    }
+
+    void emit_load_f32(const Xbyak::Zmm &v, const Xbyak::Address &a, bool tl, dtype dt) {
+        const Xbyak::Zmm vz = tl ? (v | k1 | T_z) : v;
+        switch (dt) {
+        case dtype::f32: vmovups(vz, a); break;
+        case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
+        case dtype::s8: vpmovsxbd(vz, a); vcvtdq2ps(v, v); break;
+        default: vpmovzxbd(vz, a); vcvtdq2ps(v, v); break;
+        }
+    }
+
+    void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix) {
+        using K = lowered_op::kind;
+        const Xbyak::Zmm &t = zmm_t, &u = zmm_u;
+        switch (op.k) {
+        case K::eltwise:
+            switch (op.alg) {
+            case eltwise_alg::relu:
+                vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
+                vmulps(y | k2, y, cst(op.alpha));
+                break;
+            case eltwise_alg::clip:
+                vbroadcastss(t, cst_plain(op.alpha));
+                emit_fmaxmin(y, t, true, u);
+                vbroadcastss(t, cst_plain(op.beta));
+                emit_fmaxmin(y, t, false, u);
+                break;
+            case eltwise_alg::linear:
+                vmulps(y, y, cst(op.alpha));
+                vaddps(y, y, cst(op.beta));
+                break;
+            case eltwise_alg::hardswish:
+                vdivps(u, y, cst(6.f));
+                vaddps(u, u, cst(0.5f));
+                vxorps(t, t, t);
+                emit_fmaxmin(u, t, true, Xbyak::Zmm(25));
+                vbroadcastss(t, cst_plain(1.f));
+                emit_fmaxmin(u, t, false, Xbyak::Zmm(25));
+                vmulps(y, y, u);
+                break;
+            case eltwise_alg::abs: vandps(y, y, cst(bits_float(0x7fffffffu))); break;
+            case eltwise_alg::sqrt: vsqrtps(y, y); break;
+            case eltwise_alg::square: vmulps(y, y, y); break;
+            case eltwise_alg::round: vrndscaleps(y, y, 0x08); break;
+            default: fail("post_ops", "transcendental eltwise is not fused");
+            }
+            break;
+        case K::binary: {
+            if (op.full) {
+                mov(reg_full, ptr[reg_args + offsetof(dw_call, full) + 8 * full_i]);
+                const Xbyak::Address a = ptr[reg_full + reg_foff + w * cfg.pipe->oc * 4 + b * 64];
+                if (tail(b)) vmovups(t | k1 | T_z, a);
+                else vmovups(t, a);
+                ++full_i;
+            } else {
+                vmovups(t, oc_arr(op.a, b));
+            }
+            switch (op.balg) {
+            case binary_alg::add: vaddps(y, y, t); break;
+            case binary_alg::sub: vsubps(y, y, t); break;
+            case binary_alg::mul: vmulps(y, y, t); break;
+            case binary_alg::div: vdivps(y, y, t); break;
+            case binary_alg::max: emit_fmaxmin(y, t, true, u); break;
+            case binary_alg::min: emit_fmaxmin(y, t, false, u); break;
+            }
+            break;
+        }
+        case K::prelu:
+        case K::depthwise_prelu:
+            vcmpps(k2, y, zmm_zero, cmp_nge_uq);
+            vmulps(y | k2, y, oc_arr(op.a, b));
+            break;
+        case K::sum:
+            emit_load_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), cfg.pipe->dst_dt);
+            vsubps(t, t, cst(op.sum_zp));
+            vmulps(t, t, cst(op.sum_scale));
+            vaddps(y, y, t);
+            break;
+        case K::depthwise_scale_shift:
+            vmulps(y, y, oc_arr(op.a, b));
+            vaddps(y, y, oc_arr(op.b, b));
+            break;
+        case K::quantization:
+            vmovups(t, oc_arr(op.q[0], b));
+            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
+            vmovups(t, oc_arr(op.q[1], b));
+            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
+            vmulps(y, y, oc_arr(op.q[2], b));
+            vaddps(y, y, oc_arr(op.q[3], b));
+            if (op.round) vrndscaleps(y, y, 0x08);
+            if (op.dequantize) {
+                vmulps(y, y, oc_arr(op.q[4], b));
+                vaddps(y, y, oc_arr(op.q[5], b));
+            }
+            break;
+        default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
+        }
+    }
+    static float bits_float(uint32_t bits) {
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return v;
+    }
+
+    // NaN → 0, round half to even (MXCSR / vrndscaleps), saturation.
+    void emit_store(const Xbyak::Zmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        const Xbyak::Zmm &t = zmm_t;
+        if (dt == dtype::f32) {
+            if (tl) vmovups(a | k1, y);
+            else vmovups(a, y);
+            return;
+        }
+        if (dt != dtype::u8) { // u8: vmaxps with 0 below turns NaN into 0
+            vcmpps(k2, y, y, cmp_ord);
+            vmovaps(y | k2 | T_z, y);
+        }
+        if (dt == dtype::s32) {
+            vrndscaleps(y, y, 0x08);
+            vcmpps(k3, y, cst(2147483648.f), cmp_ge_oq);
+            vcvtps2dq(y, y); // too large → INT_MIN, fixed below
+            vpbroadcastd(t, cst_plain(bits_float(0x7fffffffu)));
+            vmovdqa32(y | k3, t);
+            if (tl) vmovdqu32(a | k1, y);
+            else vmovdqu32(a, y);
+            return;
+        }
+        if (dt == dtype::u8) {
+            vmaxps(y, y, zmm_zero);
+            vcvtps2dq(y, y); // ≥ 2^31 gives 0x80000000: vpmovusdb stores 255
+            if (tl) vpmovusdb(a | k1, y);
+            else vpmovusdb(a, y);
+            return;
+        }
+        vmaxps(y, y, cst(-128.f));
+        vminps(y, y, cst(127.f));
+        vcvtps2dq(y, y);
+        if (tl) vpmovdb(a | k1, y);
+        else vpmovdb(a, y);
+    }
+};
+
+// Whether the row kernel can serve (KW·nb weight registers plus at least one
+// pixel of accumulators for one channel vector).
+bool row_kernel_available(const conv_desc &d) {
+    const char *env = std::getenv("QCONV_JIT_CONV_DW_ROW");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    static const bool vbmi = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VBMI);
+    return vbmi && dw_max_acc(1, static_cast<int>(d.kw)) >= 1;
+}
+
+class conv_dw_row_kernel : public impl::conv_kernel {
+public:
+    conv_dw_row_kernel(const conv_problem &p, const attr_set &a)
+        : p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a) {
+        plan();
+    }
+    std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
+    void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
+
+private:
+    void plan();
+    int ur_for(int nb) const {
+        const int64_t mx = dw_max_acc(nb, static_cast<int>(p_.desc.kw)) / nb;
+        const int64_t ow = p_.desc.ow;
+        if (ow <= mx) return static_cast<int>(ow);
+        const int64_t calls = (ow + mx - 1) / mx;
+        return static_cast<int>((ow + calls - 1) / calls);
+    }
+    uint64_t row_mask(int64_t oh) const;
+    std::vector<dw_run> row_runs(int ur) const;
+
+    conv_problem p_;
+    attr_set a_;
+    pipeline pipe_;
+    padded_copy pc_;
+    int64_t c_ = 0, nvec_ = 0;
+    int nb_big_ = 4;
+    int64_t n_ob_ = 1;
+    bool fused_ = false, direct_ = false;
+    std::vector<std::unique_ptr<dw_row_gen>> gens_;
+    std::vector<dw_row_fn> fns_[2]; // [block kind (0: full, 1: last)][row]
+};
+
+uint64_t conv_dw_row_kernel::row_mask(int64_t oh) const {
+    const conv_desc &d = p_.desc;
+    if (!direct_) return ~uint64_t(0);
+    uint64_t mask = 0;
+    for (int64_t kh = 0; kh < d.kh; ++kh) {
+        const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
+        if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << kh;
+    }
+    return mask;
+}
+
+// Blocks of one output row grouped into runs of equal width and column class.
+std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
+    const conv_desc &d = p_.desc;
+    std::vector<dw_run> runs;
+    for (int64_t ow0 = 0; ow0 < d.ow; ow0 += ur) {
+        dw_run r;
+        r.u = static_cast<int>(std::min<int64_t>(ur, d.ow - ow0));
+        const int64_t span = (r.u - 1) * d.sw + (d.kw - 1) * d.dw + 1;
+        r.lo = 0;
+        r.hi = 1 << 30;
+        if (direct_) {
+            const int64_t x0 = ow0 * d.sw - d.pl; // source column of the block's j = 0
+            const int lo = static_cast<int>(std::max<int64_t>(0, -x0));
+            const int hi = static_cast<int>(std::min<int64_t>(span, d.iw - x0));
+            if (!(lo == 0 && hi == span)) {
+                r.lo = lo;
+                r.hi = std::max(lo, hi);
+            }
+        }
+        if (!runs.empty() && runs.back().u == r.u && runs.back().lo == r.lo && runs.back().hi == r.hi)
+            ++runs.back().count;
+        else
+            runs.push_back(r);
+    }
+    return runs;
+}
+
+void conv_dw_row_kernel::plan() {
+    const conv_desc &d = p_.desc;
+    c_ = d.oc;
+    nvec_ = (c_ + 15) / 16;
+    nb_big_ = static_cast<int>(std::min<int64_t>(4, nvec_));
+    while (nb_big_ > 1 && dw_max_acc(nb_big_, static_cast<int>(d.kw)) < nb_big_) --nb_big_;
+    n_ob_ = (nvec_ + nb_big_ - 1) / nb_big_;
+    bool transcendental = false;
+    int n_full = 0;
+    for (const auto &op : a_.ops) {
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
+        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
+    }
+    const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
+    fused_ = !transcendental && n_full <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
+    const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && d.kh <= 64 &&
+              !(dv && std::strcmp(dv, "0") == 0);
+
+    const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
+    const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * 16);
+    std::map<std::pair<int, uint64_t>, dw_row_fn> made;
+    for (int kind = 0; kind < 2; ++kind) {
+        const int nb = kind == 0 ? nb_big_ : last_nb;
+        const int ln = kind == 0 && n_ob_ > 1 ? 16 : last_lanes;
+        const std::vector<dw_run> runs = row_runs(ur_for(nb));
+        fns_[kind].assign(static_cast<size_t>(d.oh), nullptr);
+        if (kind == 0 && n_ob_ == 1) continue; // every block is the last one
+        for (int64_t oh = 0; oh < d.oh; ++oh) {
+            const uint64_t mask = row_mask(oh);
+            auto it = made.find({kind, mask});
+            if (it == made.end()) {
+                dw_row_cfg c;
+                c.nb = nb;
+                c.nb_stride = nb_big_;
+                c.last_n = ln;
+                c.kh = static_cast<int>(d.kh);
+                c.kw = static_cast<int>(d.kw);
+                c.sw = static_cast<int>(d.sw);
+                c.dh = static_cast<int>(d.dh);
+                c.dw = static_cast<int>(d.dw);
+                c.pix_stride = direct_ ? c_ : pc_.cpad;
+                c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
+                c.row_mask = mask;
+                c.runs = runs;
+                c.pipe = fused_ ? &pipe_ : nullptr;
+                c.acc_pix = nb_big_ * 64;
+                gens_.push_back(std::make_unique<dw_row_gen>(c));
+                gens_.back()->create();
+                it = made.emplace(std::make_pair(kind, mask), gens_.back()->entry<dw_row_fn>()).first;
+            }
+            fns_[kind][oh] = it->second;
+        }
+    }
+}
+
+// Weights: per channel block, [kh][kw][vector k][64 bytes], w[c0 + 16k + i] in
+// byte 4i + k (the other bytes 0).
+std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, const float *bias) const {
+    const conv_desc &d = p_.desc;
+    if (!wei) fail("wei", "is null");
+    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+    auto pk = std::make_shared<dw_packed>();
+    const int64_t taps = d.kh * d.kw, blk_bytes = taps * nb_big_ * 64;
+    pk->wei8.assign(static_cast<size_t>(n_ob_ * blk_bytes), 0);
+    for (int64_t c = 0; c < c_; ++c) {
+        const int64_t ob = c / (nb_big_ * 16), r = c % (nb_big_ * 16), k = r / 16, i = r % 16;
+        for (int64_t t = 0; t < taps; ++t)
+            pk->wei8[static_cast<size_t>(ob * blk_bytes + (t * nb_big_ + k) * 64 + 4 * i + k)] = wei[c * taps + t];
+    }
+    fill_comp_bias(*pk, p_, a_, wei, bias);
+    return pk;
+}
+
+void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    if (!src) fail("src", "is null");
+    if (!dst) fail("dst", "is null");
+    const std::vector<int> full_idx = full_operands(a_, args);
+    const auto &pk = dynamic_cast<const dw_packed &>(w);
+    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
+    std::vector<uint8_t> buf(direct_ ? 0 : pc_.bytes(d.mb));
+    const uint8_t *s = static_cast<const uint8_t *>(src);
+    const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
+    const int64_t work = d.mb * d.oh * n_ob_;
+    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    const int64_t blk_bytes = d.kh * d.kw * nb_big_ * 64;
+#pragma omp parallel num_threads(threads)
+    {
+        if (!direct_) {
+#pragma omp for schedule(static)
+            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(s, buf.data(), nr);
+        }
+        std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_big_ * 16 + 16));
+#pragma omp for schedule(static) nowait
+        for (int64_t it = 0; it < work; ++it) {
+            const int64_t ob = it % n_ob_;
+            const int64_t oh = (it / n_ob_) % d.oh;
+            const int64_t n = it / n_ob_ / d.oh;
+            const int64_t c0 = ob * nb_big_ * 16;
+            dw_call call{};
+            if (direct_) {
+                // The row origin (oh·sh − pt, −pl) may lie in the padding; the
+                // kernel reads only offsets inside the image.
+                const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw - d.pl) * c_ + c0;
+                call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(s) + o);
+            } else {
+                call.src = buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
+            }
+            call.wei = reinterpret_cast<const int8_t *>(pk.wei8.data() + ob * blk_bytes);
+            call.comp = pk.comp.data() + c0;
+            call.bias = bias ? bias + c0 : nullptr;
+            call.c_off = c0 * 4;
+            call.acc = rowacc.data();
+            const int64_t off0 = (n * d.oh + oh) * d.ow * c_ + c0;
+            call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
+            for (size_t f = 0; f < full_idx.size() && f < max_fused_full; ++f)
+                call.full[f] = args.binary[full_idx[f]] + off0;
+            fns_[ob == n_ob_ - 1 ? 1 : 0][oh](&call);
+            if (fused_) continue;
+            tile t;
+            t.acc = rowacc.data();
+            t.acc_stride = nb_big_ * 16;
+            t.npix = static_cast<int>(d.ow);
+            t.c0 = c0;
+            t.nc = static_cast<int>(std::min<int64_t>(nb_big_ * 16, c_ - c0));
+            t.dst_off0 = off0;
+            run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
+        }
+    }
+}
+
 isa required(conv_isa i) {
     switch (i) {
     case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
@@ -337,6 +1004,7 @@ bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, cons
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(conv_isa i, const conv_problem &p, const attr_set &a) {
+    if (i == conv_isa::avx512_vnni && row_kernel_available(p.desc)) return std::make_shared<conv_dw_row_kernel>(p, a);
     return std::make_shared<conv_dw_kernel>(i, p, a);
 }
 
