@@ -206,6 +206,26 @@ TEST(MatmulJit, FourBitOddSizes) {
     }
 }
 
+// 4-bit without a per-column zp: per-OC K that is not a multiple of 8 (the
+// 8-k block layout pads K) and even groups that are not a multiple of 8 (the
+// 2-k layout), streaming and blocked shapes, with a tensor zp and without.
+TEST(MatmulJit, FourBitTableLayouts) {
+    for (const std::string &row : jit_rows()) {
+        if (row.find("_x4") == std::string::npos || !host_runs(row)) continue;
+        uint32_t seed = 11;
+        for (dtype dt : {dtype::u4, dtype::s4})
+            for (int64_t group : {0, 6, 24})
+                for (int64_t k : {group == 0 ? int64_t(37) : group * 5, group == 0 ? int64_t(8) : group})
+                    for (int64_t m : {1, 4, 13}) {
+                        matmul_desc d;
+                        d.m = m, d.k = k, d.n = 150, d.wei_dt = dt, d.group = group;
+                        d.zp = seed % 2 ? zpk::per_tensor : zpk::none;
+                        check_row(row, make_case(d, seed++));
+                        if (HasFatalFailure()) return;
+                    }
+    }
+}
+
 // ------------------------------------------------------------ dispatch
 TEST(MatmulJit, RowsAreListedBeforeTheReference) {
     const std::vector<std::string> rows = jit_rows();

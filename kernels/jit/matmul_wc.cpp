@@ -57,21 +57,37 @@ struct wc_layout {
     int64_t n_groups = 1;
     int64_t param_floats = 0;    // per panel per group
     bool lut = false;            // 4-bit table lookup (matmul_wc_config::lut)
+    bool lut8 = false;           // ... with the 8-k block layout (matmul_wc_config::lut8)
+    int col_bytes = 1;           // bytes per column and step
     bool zp_vec = false;         // a zp vector follows each scale vector
-    int64_t panel_bytes() const { return k_slices * panel; }
+    int64_t panel_bytes() const { return k_slices * panel; } // k_slices: bytes per column
     int64_t panel_params() const { return n_groups * param_floats; }
 };
+
+// Development switch (QCONV_MM_LUT8=0 turns the 8-k layout off).
+bool lut8_enabled() {
+    const char *e = std::getenv("QCONV_MM_LUT8");
+    return !e || std::atoi(e) != 0;
+}
+int64_t env_int(const char *name, int64_t def) {
+    const char *e = std::getenv(name);
+    return e ? std::atoll(e) : def;
+}
 
 wc_layout make_layout(const matmul_desc &d, bool zmm) {
     wc_layout l;
     l.panel = zmm ? 64 : 32;
     l.n_panels = (d.n + l.panel - 1) / l.panel;
     const bool fb = four_bit(d.wei_dt);
-    l.k_slices = fb ? (d.k + 1) / 2 : d.k;
-    l.k_padded = fb ? 2 * l.k_slices : d.k;
     l.n_groups = d.n_groups();
-    l.steps_per_group = l.n_groups == 1 ? l.k_slices : (fb ? d.group_size() / 2 : d.group_size());
     l.lut = zmm && fb && d.zp != matmul_desc::zp_kind::per_group;
+    l.lut8 = l.lut && (l.n_groups == 1 || d.group_size() % 8 == 0) && lut8_enabled();
+    l.col_bytes = l.lut8 ? 4 : 1;
+    // k per step: 8-bit 1, 4-bit 2, lut8 8; K is padded to whole steps.
+    const int64_t kps = l.lut8 ? 8 : fb ? 2 : 1;
+    l.k_padded = (d.k + kps - 1) / kps * kps;
+    l.k_slices = l.k_padded / kps * l.col_bytes;
+    l.steps_per_group = l.n_groups == 1 ? l.k_padded / kps : d.group_size() / kps;
     l.zp_vec = d.zp != matmul_desc::zp_kind::none && !l.lut;
     l.param_floats = (l.zp_vec ? 2 : 1) * l.panel;
     return l;
@@ -93,7 +109,7 @@ public:
         block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
         nv_ = streaming ? 4 : 2;
         // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
-        pc_ = streaming ? static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(zmm ? 4 : 3, (zmm ? 24 : 12) / (4 * d.m))))
+        pc_ = streaming ? static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(env_int("QCONV_MM_PC", zmm ? 4 : 3), (zmm ? 24 : 12) / (4 * d.m))))
                         : 1;
         n_calls_ = (l_.n_panels + pc_ - 1) / pc_;
         fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
@@ -102,6 +118,8 @@ public:
             matmul_wc_config c;
             c.wei_dt = d.wei_dt;
             c.lut = l_.lut;
+            c.lut8 = l_.lut8;
+            c.prefetch_distance = env_int("QCONV_MM_PFD", 4096);
             c.zp = l_.zp_vec;
             c.zmm = zmm;
             c.mb = mb;
@@ -122,7 +140,8 @@ public:
         check_weights(w);
         auto p = std::make_shared<wc_packed>();
         // Whole calls of pc_ panels; the extra panels stay zero (scale 0, never stored).
-        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes()));
+        // lut8 loads read up to 3 bytes past a vector's block: 64 bytes of slack.
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes() + 64));
         p->params = alloc_aligned<float>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
@@ -164,7 +183,7 @@ public:
             const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
             alignas(64) float out[16 * 64];
             matmul_wc_call call;
-            call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part;
+            call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part * l_.col_bytes;
             call.params = p.params.get() + p0 * l_.panel_params() + h * part;
             call.x = xs + m0 * l_.k_padded;
             call.out = out;
@@ -211,6 +230,12 @@ private:
             const int64_t base = (n0 + c) * K;
             if (!fb) {
                 for (int64_t k = 0; k < K; ++k) dst[k * P + c] = w.wei[base + k];
+            } else if (l_.lut8) {
+                // Block b of 8 k: 16-column vectors of 64 bytes, 4 bytes per column.
+                uint8_t *col = dst + (c / 16) * 64 + (c % 16) * 4;
+                for (int64_t k = 0; k < K; ++k)
+                    col[(k / 8) * 4 * P + (k % 8) / 2] |=
+                        static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));
             } else {
                 for (int64_t k = 0; k < K; ++k)
                     dst[(k / 2) * P + c] |= static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));

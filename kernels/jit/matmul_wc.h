@@ -72,6 +72,12 @@ struct matmul_wc_config {
     // of f32(v − zp) replaces mask/shift + convert + subtract (vpermps reads
     // only the low 4 bits of each index).
     bool lut = false;
+    // lut with the 8-k layout (see matmul_wc_lut8_block): each step is a block
+    // of 8 k, 4 bytes per column; the low nibbles of the four bytes come from
+    // four loads at byte offsets 0..3 (vpermps ignores the upper index bits),
+    // the high nibbles from one shift of each.
+    bool lut8 = false;
+    int64_t prefetch_distance = 4096; // bytes ahead in every weight stream
 
     int vlen() const { return zmm ? 16 : 8; }
     int panel() const { return 4 * vlen(); }     // columns per panel
@@ -82,6 +88,8 @@ struct matmul_wc_config {
     int vectors() const { return pc * nv; }
     int sets() const { return mb <= 2 && 2 * mb * vectors() <= acc_budget() ? 2 : 1; }
     int64_t param_floats() const { return (zp ? 2 : 1) * panel(); } // per group
+    int col_bytes() const { return lut8 ? 4 : 1; } // bytes per column and step
+    int k_per_step() const { return lut8 ? 8 : four_bit() ? 2 : 1; }
 };
 
 // The two kernel shapes. Streaming (M <= streaming_max_m): one call covers

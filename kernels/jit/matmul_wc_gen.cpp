@@ -20,6 +20,7 @@ public:
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
         if (c.lut && (!is_zmm || !c.four_bit() || c.zp)) fail("jit", "matmul_wc: lut needs zmm, 4-bit and no zp vector");
+        if (c.lut8 && !c.lut) fail("jit", "matmul_wc: lut8 needs lut");
         if (c.sets() * c.mb * c.vectors() > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4) ||
             (c.pc > 1 && c.nv != 4))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
@@ -63,8 +64,8 @@ private:
     Vmm vxb() const { return Vmm(n_regs - 4); } // broadcast x (ymm only)
     Vmm acc(int s, int m, int v) const { return Vmm((s * c_.mb + m) * c_.vectors() + v); }
 
-    int row_bytes() const { return c_.panel(); }    // bytes per k-slice of a panel
-    int k_per_step() const { return c_.four_bit() ? 2 : 1; }
+    int row_bytes() const { return c_.panel() * c_.col_bytes(); } // bytes per step of a panel
+    int k_per_step() const { return c_.k_per_step(); }
 
     void load_args() {
         mov(r_w, ptr[r_arg + offsetof(matmul_wc_call, w)]);
@@ -97,8 +98,8 @@ private:
     int64_t param_off(int v) const { return ((v / c_.nv) * c_.panel_params + (v % c_.nv) * vl) * 4; }
     Address scale_addr(int v) const { return ptr[r_param + param_off(v)]; }
     Address zp_addr(int v) const { return ptr[r_param + param_off(v) + c_.panel() * 4]; }
-    Address w_addr(int step, int v) const {
-        return ptr[r_w + (v / c_.nv) * c_.panel_bytes + step * row_bytes() + (v % c_.nv) * vl];
+    Address w_addr(int step, int v, int byte = 0) const {
+        return ptr[r_w + (v / c_.nv) * c_.panel_bytes + step * row_bytes() + (v % c_.nv) * vl * c_.col_bytes() + byte];
     }
     int x_disp(int step, int half) const { return (step * k_per_step() + half) * 4; }
 
@@ -154,12 +155,35 @@ private:
             vpand(d, a, b);
     }
 
-    // One k-slice (8-bit) or two (4-bit) of all mb rows and nv vectors.
+    // lut8: a block of 8 k. Lane c of the 64-byte load at byte offset j holds
+    // bytes j..j+3 of column c's block; its low 4 bits are k = 2j, after a
+    // shift by 4 they are k = 2j + 1 (vpermps reads only the low 4 bits).
+    void emit_step_lut8(int step) {
+        const int s1 = c_.sets() == 2 ? 1 : 0;
+        for (int v = 0; v < c_.vectors(); ++v)
+            for (int j = 0; j < 4; ++j) {
+                vmovdqu32(vt0(), w_addr(step, v, j));
+                vpermps(vt1(), vt0(), vmask());
+                for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 2 * j));
+                vpsrld(vt0(), vt0(), 4);
+                vpermps(vt0(), vt0(), vmask());
+                for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 2 * j + 1));
+            }
+    }
+
+    // One step of all mb rows and nv vectors: a k-slice (8-bit), two (4-bit)
+    // or a block of 8 k (lut8).
     void emit_step(int step, int parity) {
         const int s0 = c_.sets() == 2 ? parity : 0;
-        if (c_.prefetch && (step * row_bytes()) % 64 == 0)
-            for (int j = 0; j < c_.pc; ++j)
-                prefetcht0(ptr[r_w + j * c_.panel_bytes + step * row_bytes() + prefetch_distance]);
+        if (c_.prefetch)
+            for (int line = 0; line < row_bytes(); line += 64)
+                if ((step * row_bytes() + line) % 64 == 0)
+                    for (int j = 0; j < c_.pc; ++j)
+                        prefetcht0(ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + c_.prefetch_distance]);
+        if (c_.lut8) {
+            emit_step_lut8(step);
+            return;
+        }
         for (int v = 0; v < c_.vectors(); ++v) {
             if (!c_.four_bit()) {
                 widen(vt0(), w_addr(step, v));
@@ -201,7 +225,7 @@ private:
     // Σ over the group's k-slices, then out += part · scale.
     void emit_group() {
         zero_accs();
-        const int unroll = c_.four_bit() ? 4 : 8;
+        const int unroll = c_.lut8 ? 2 : c_.four_bit() ? 4 : 8;
         const int64_t iters = c_.steps_per_group / unroll;
         const int rem = static_cast<int>(c_.steps_per_group % unroll);
         if (iters > 0) {
@@ -230,7 +254,6 @@ private:
         }
     }
 
-    static constexpr int prefetch_distance = 4096; // bytes ahead in the weight stream
     matmul_wc_config c_;
     std::string name_;
 };
