@@ -51,6 +51,7 @@ struct geometry {
     bool copy = false;     // build a padded source copy
     bool flat = false;     // 1x1 flattened into one row
     bool flat2d = false;   // short rows: the OH·OW pixels as one list, blocks may span rows
+    bool taps_inner = false; // loop order ic4 → taps (weights packed [ic4][kh][kw])
     int64_t ow_real = 0;   // OW (flat2d maps a pixel index p to (p / OW, p % OW))
     int nb_big;            // vector blocks per full OC block (≤ 4)
     int64_t n_ob;          // OC blocks per group
@@ -73,7 +74,8 @@ private:
     // that a short row (e.g. OW = 7) is not split into 6 + 1. Flattened 1x1
     // rows are long: the maximum is used.
     int ur_w_for(int nb, int64_t ow) const {
-        const int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
+        int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
+        if (const char *e = std::getenv("QCONV_JIT_CONV_UR")) mx = std::max<int64_t>(1, std::min<int64_t>(mx, std::atoi(e)));
         if (g_.flat || g_.flat2d || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
         const int64_t calls = (ow + mx - 1) / mx;
         return static_cast<int>((ow + calls - 1) / calls);
@@ -94,6 +96,10 @@ private:
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
     std::map<std::tuple<int, int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
+    std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
+    bool pad_zero_ = true;            // every element of the padded pixel is 0
+    template <typename T>
+    void fill_padding(T *px, int64_t n) const; // n padded pixels
 };
 
 void conv_x8s8_kernel::plan() {
@@ -137,6 +143,14 @@ void conv_x8s8_kernel::plan() {
     g.oh = g.flat || g.flat2d ? 1 : d.oh;
     g.ow = g.flat || g.flat2d ? d.oh * d.ow : d.ow;
     if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
+    // Loop order: every tap unrolled inside one ICg/4 loop, when the taps
+    // are few enough for the code size and their displacements fit 32 bits.
+    {
+        const int64_t span = ((g.kh - 1) * g.dh * g.iw_p + (g.kw - 1) * g.dw + g.ow * g.sw) * g.cs * g.es;
+        const char *ti = std::getenv("QCONV_JIT_CONV_TAPS_INNER");
+        g.taps_inner = g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) &&
+                       !(ti && std::strcmp(ti, "0") == 0);
+    }
     const int64_t nvec = g.ocg16 / g.lanes;
     int nb_max = max_oc_vectors(isa_);
     if (const char *e = std::getenv("QCONV_JIT_CONV_NB")) nb_max = std::max(1, std::min(nb_max, std::atoi(e)));
@@ -197,6 +211,8 @@ void conv_x8s8_kernel::plan() {
             c.xor_src = !g.copy && p_.src_dt == dtype::s8;
             c.pipe = fused_ ? &pipe_ : nullptr;
             c.last_n = last_n;
+            c.taps_inner = g.taps_inner;
+
             kernels_[{u, nb, last_n, col0}] = std::make_unique<conv_ukernel>(c);
         }
     }
@@ -215,6 +231,8 @@ void conv_x8s8_kernel::plan() {
                 }
                 pad_pixel_[gr * g.icg4 + ic] = v;
             }
+    pad_bytes8_.assign(pad_pixel_.begin(), pad_pixel_.end());
+    pad_zero_ = std::all_of(pad_pixel_.begin(), pad_pixel_.end(), [](uint16_t v) { return v == 0; });
 }
 
 std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, const float *bias) const {
@@ -239,7 +257,8 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
                                 const int64_t oc = oc0 + o, ic = i4 * 4 + j;
                                 if (oc >= g.ocg || ic >= g.icg) continue;
                                 const int64_t src_i = (((gr * g.ocg + oc) * g.icg + ic) * g.kh + kh) * g.kw + kw;
-                                const int64_t step = (kh * g.kw + kw) * (g.icg4 / 4) + i4;
+                                const int64_t step = g.taps_inner ? i4 * g.kh * g.kw + kh * g.kw + kw
+                                                                  : (kh * g.kw + kw) * (g.icg4 / 4) + i4;
                                 if (g.wb == 1)
                                     blk[(step * width + o) * 4 + j] = wei[src_i];
                                 else // [step][pair][o][2]
@@ -267,6 +286,17 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
 }
 
 template <typename T>
+void conv_x8s8_kernel::fill_padding(T *px, int64_t n) const {
+    const size_t bytes = static_cast<size_t>(g_.cs) * sizeof(T);
+    if (pad_zero_) {
+        std::memset(px, 0, bytes * static_cast<size_t>(n));
+        return;
+    }
+    const uint8_t *pat = sizeof(T) == 1 ? pad_bytes8_.data() : reinterpret_cast<const uint8_t *>(pad_pixel_.data());
+    for (int64_t k = 0; k < n; ++k) std::memcpy(reinterpret_cast<uint8_t *>(px) + k * bytes, pat, bytes);
+}
+
+template <typename T>
 void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads) const {
     const conv_desc &d = p_.desc;
     const geometry &g = g_;
@@ -282,7 +312,12 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 T *px = row + col * g.cs;
                 const int64_t iw = col - d.pl;
                 if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                    for (int64_t i = 0; i < g.cs; ++i) px[i] = static_cast<T>(pad_pixel_[i]);
+                    // A run of padded pixels: whole row, or up to the first valid column.
+                    const int64_t run = ih < 0 || ih >= d.ih ? g.cp_cols - col
+                                        : iw < 0          ? std::min(-iw, g.cp_cols - col)
+                                                          : g.cp_cols - col;
+                    fill_padding(px, run);
+                    col += run - 1;
                     continue;
                 }
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
@@ -338,13 +373,19 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     const auto &pk = dynamic_cast<const jit_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
-    std::unique_ptr<aligned_buf<uint8_t>> padded;
+    // The padded copy lives in a buffer kept per calling thread and reused
+    // while it is large enough (no allocation and no fresh pages per call).
+    thread_local std::unique_ptr<aligned_buf<uint8_t>> padded;
     const uint8_t *view = static_cast<const uint8_t *>(src);
     if (g.copy) {
-        padded = std::make_unique<aligned_buf<uint8_t>>(
-            static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64));
+        const size_t need = static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64);
+        if (!padded || padded->n < need) {
+            padded.reset();
+            padded = std::make_unique<aligned_buf<uint8_t>>(need);
+        }
         view = padded->p;
     }
+    uint8_t *const pad_buf = g.copy ? padded->p : nullptr;
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     // Pixel chunks: whole rows, except flattened 1x1 rows which are split so
     // that there is enough parallel work. A chunk is a multiple of every
@@ -367,7 +408,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     // One parallel region: the source copy (if any), a barrier, the convolution.
 #pragma omp parallel num_threads(threads)
     {
-        if (g.copy) make_padded_source(src, padded->p, threads);
+        static const bool skipcp = std::getenv("QCONV_XX_SKIPCOPY") != nullptr;
+        if (g.copy && !skipcp) make_padded_source(src, pad_buf, threads);
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {

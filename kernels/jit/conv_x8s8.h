@@ -60,6 +60,10 @@ struct conv_ukernel_cfg {
     int64_t row_stride = 0; // bytes between consecutive input rows
     int sw = 1, dh = 1, dw = 1;
     bool xor_src = false;   // s8 source read directly: x ^ 0x80 = x + 128
+    // Loop order: false: kh → kw → ICg/4 (weights [kh][kw][ic4]...); true:
+    // ICg/4 → kh → kw with every tap unrolled (weights [ic4][kh][kw]...), so
+    // the reduction is one loop of ic4 iterations whatever the kernel size.
+    bool taps_inner = false;
     // Byte offset of each pixel's source from pixel 0's (empty: w·sw·pix_stride).
     // Set when a pixel block spans output rows (short rows run as one list).
     std::vector<int64_t> pix_off;

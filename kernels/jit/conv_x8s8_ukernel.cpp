@@ -99,11 +99,12 @@ struct conv_ukernel::gen : public jit_generator {
 
     Xbyak::Address src_at(int w, int byte_off) const {
         const int64_t off = cfg.pix_off.empty() ? w * cfg.sw * cfg.pix_stride : cfg.pix_off[w];
+        if (cfg.taps_inner) return ptr[reg_src + tap_off_ + off + byte_off];
         return ptr[reg_aux + off + byte_off];
     }
 
     void emit_ic_step_vnni() {
-        for (int b = 0; b < cfg.nb; ++b) vmovdqu32(wreg(b), ptr[reg_wei + b * 64]);
+        for (int b = 0; b < cfg.nb; ++b) vmovdqu32(wreg(b), ptr[reg_wei + wei_off_ + b * 64]);
         for (int w = 0; w < cfg.ur_w; ++w) {
             const Xbyak::Zmm s = (w & 1) ? zmm30 : zmm29;
             vpbroadcastd(s, src_at(w, 0));
@@ -115,7 +116,7 @@ struct conv_ukernel::gen : public jit_generator {
     // Widened path: two IC pairs per 4-IC step, vpmaddwd + vpaddd.
     void emit_ic_step_wide() {
         for (int pair = 0; pair < 2; ++pair) {
-            for (int b = 0; b < cfg.nb; ++b) vload(wreg(b), ptr[reg_wei + (pair * cfg.nb + b) * vbytes]);
+            for (int b = 0; b < cfg.nb; ++b) vload(wreg(b), ptr[reg_wei + wei_off_ + (pair * cfg.nb + b) * vbytes]);
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Xbyak::Xmm s = vreg(bcast0);
                 vpbroadcastd(s, src_at(w, pair * 4));
@@ -143,6 +144,30 @@ struct conv_ukernel::gen : public jit_generator {
             jnz(l_ic, T_NEAR);
         }
     }
+
+    // ICg/4 loop outside, every tap (kh, kw) unrolled inside: the source
+    // of tap (kh, kw) is a constant displacement from the step's base, the
+    // weights of one 4-IC step are [kh][kw][nb·wstep] bytes.
+    void emit_taps_inner_loop() {
+        const int es = src_elem_bytes(cfg.isa);
+        const int taps = cfg.kh * cfg.kw;
+        Xbyak::Label l_ic;
+        mov(reg_ic, cfg.ic4);
+        L(l_ic);
+        for (int t = 0; t < taps; ++t) {
+            const int kh = t / cfg.kw, kw = t % cfg.kw;
+            tap_off_ = kh * cfg.dh * cfg.row_stride + kw * cfg.dw * cfg.pix_stride;
+            wei_off_ = t * cfg.nb * wstep;
+            if (vnni) emit_ic_step_vnni();
+            else emit_ic_step_wide();
+        }
+        tap_off_ = wei_off_ = 0;
+        add(reg_src, 4 * es);
+        add(reg_wei, taps * cfg.nb * wstep);
+        dec(reg_ic);
+        jnz(l_ic, T_NEAR);
+    }
+    int64_t tap_off_ = 0, wei_off_ = 0;
 
     void emit_store_acc() {
         for (int w = 0; w < cfg.ur_w; ++w)
@@ -211,6 +236,11 @@ struct conv_ukernel::gen : public jit_generator {
             emit_finish();
             return;
         }
+        if (cfg.taps_inner) {
+            emit_taps_inner_loop();
+            emit_finish();
+            return;
+        }
         mov(reg_kh, cfg.kh);
         L(l_kh);
         emit_kw_loop();
@@ -261,6 +291,11 @@ struct conv_ukernel::gen : public jit_generator {
             std::memcpy(&b, &v, 4);
             dd(b);
         }
+        if (use_perm_) {
+            align(64);
+            L(l_perm);
+            for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
+        }
     }
 
     const Xbyak::Reg64 reg_dst = rbx, reg_tmp = rax, reg_full = r12, reg_bias = r13, reg_comp = r14;
@@ -299,6 +334,10 @@ struct conv_ukernel::gen : public jit_generator {
         }
         vxorps(zmm_zero, zmm_zero, zmm_zero);
         const int dsz = pp.dst_dt == dtype::f32 || pp.dst_dt == dtype::s32 ? 4 : 1;
+        // u8 destination with 4 full OC vectors: the 64 channels of a pixel
+        // are packed with saturating packs and stored as one vector.
+        const bool packed = pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
+        if (packed) vbroadcastss(zmm_255, cst_plain(cidx(255.f)));
         const int64_t pix = pp.oc * dsz;
         for (int b = 0; b < cfg.nb; ++b) {
             // Per-vector parameters hoisted out of the pixel loop.
@@ -309,8 +348,9 @@ struct conv_ukernel::gen : public jit_generator {
                 const Xbyak::Zmm y(acc(w, b).getIdx());
                 if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
                 vcvtdq2ps(y, y);
-                vmulps(y, y, zmm_scale);
-                if (pp.with_bias) vaddps(y, y, zmm_bias);
+                // acc·scale + bias with one rounding, as the reference's madd().
+                if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
+                else vmulps(y, y, zmm_scale);
                 int full_i = 0;
                 // A ReLU (alpha 0) that ends the chain of an integer destination
                 // with dst_zp 0 is the store's own clamp at 0: y and max(y, 0)
@@ -328,15 +368,43 @@ struct conv_ukernel::gen : public jit_generator {
                 }
                 // + dst_zp; adding 0 only turns −0 into +0, invisible in integers.
                 if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(cidx(pp.dst_zp)));
+                if (packed) {
+                    // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
+                    // negatives saturate to 0 in vpackusdw.
+                    vminps(y, zmm_255, y);
+                    vcvtps2dq(y, y);
+                    continue;
+                }
                 emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), pp.dst_dt);
             }
         }
+        if (packed) emit_store_u8_packed(pix);
         pop(r15);
         pop(r14);
         pop(r13);
         pop(r12);
         pop(rbx);
     }
+    // u8 store of 64 channels per pixel: the accumulators of pixel w hold
+    // int32 values ≤ 255 (or 0x80000000 for NaN / −large); vpackusdw
+    // saturates them to [0, 65535] ⊇ [0, 255], vpackuswb to bytes; the packs
+    // work per 128-bit lane, so dword 4·L + k of the result holds OC vector
+    // k's channels 4·L..4·L+3 and vpermd restores channel order.
+    Xbyak::Label l_perm;
+    bool use_perm_ = false;
+    void emit_store_u8_packed(int64_t pix) {
+        use_perm_ = true;
+        const Xbyak::Zmm perm(25), t0(30), t1(31);
+        vmovdqu32(perm, ptr[rip + l_perm]);
+        for (int w = 0; w < cfg.ur_w; ++w) {
+            vpackusdw(t0, Xbyak::Zmm(acc(w, 0).getIdx()), Xbyak::Zmm(acc(w, 1).getIdx()));
+            vpackusdw(t1, Xbyak::Zmm(acc(w, 2).getIdx()), Xbyak::Zmm(acc(w, 3).getIdx()));
+            vpackuswb(t0, t0, t1);
+            vpermd(t0, perm, t0);
+            vmovdqu8(ptr[reg_dst + w * pix], t0);
+        }
+    }
+    const Xbyak::Zmm zmm_255 = Xbyak::Zmm(24);
     // Epilogue registers (the weight registers are dead by then).
     const Xbyak::Zmm zmm_comp = Xbyak::Zmm(25), zmm_scale = Xbyak::Zmm(26), zmm_bias = Xbyak::Zmm(27),
                      zmm_zero = Xbyak::Zmm(28);
