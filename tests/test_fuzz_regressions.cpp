@@ -6,7 +6,9 @@
 
 #include <string>
 
+#include "dispatch/attr_builder.h"
 #include "dispatch/impl.h"
+#include "dispatch/platform.h"
 #include "qconv/qconv.h"
 #include "tests/support/conv_tester.h"
 
@@ -79,4 +81,77 @@ TEST(FuzzRegression, JitDepthwiseAvx2WidePadding) {
         .zp("channel:random")
         .data("extreme")
         .run("jit:conv_dw_x8s8:avx2");
+}
+
+// fuzz_diff (fuzz_diff-onednn_any-stock-zp-tail-channel): onednn:any with a
+// per-tensor source zero point on a conv whose windows cover padding, with an
+// OC tail (22 = 16 + 6). On an AMX machine oneDNN 2.6.3 picks
+// jit:avx512_core_amx_int8, which gets the last channel wrong (oc 21: 47
+// instead of 30). Fixed: onednn:any passes over that implementation when a
+// zero point is present (kernels/onednn/brgconv.cpp, known_wrong()); on other
+// machines oneDNN's first choice runs and must match as well.
+TEST(FuzzRegression, OnednnAnyStockZeroPointTailChannel) {
+    for (const char *data : {"random", "extreme"})
+        for (uint32_t seed : {1u, 2u, 3u}) {
+            SCOPED_TRACE(std::string(data) + " seed " + std::to_string(seed));
+            test::ConvTester()
+                .desc("mb1ic14ih5iw7oc22oh6ow3kh3kw1sh1sw3ph3pw0dh2dw1")
+                .dst(dtype::s8)
+                .zp("tensor:95")
+                .dst_zp(-4)
+                .data(data)
+                .seed(seed)
+                .run("onednn:any");
+        }
+}
+
+// fuzz_diff (fuzz_diff-onednn_any-grouped-per_oc-binary): onednn:any on a
+// grouped conv with a per-OC binary post-op. oneDNN 2.6.3 picks its
+// gemm-based convolution (x64:gemm_s8s8s32:jit), which reads the operand of
+// the second group at the first group's channels: `qconv-driver conv
+// g2mb1ic4ih5iw7oc54oh3ow7kh2kw1sh2sw1ph2pw0dh1dw0 --dt=s8:s8:f32
+// --post-ops="min:per_oc;relu;relu" --impl=onednn:any` → 66 errors. Fixed:
+// onednn:any passes over gemm implementations for grouped convs with
+// per-channel or full-tensor operands (kernels/onednn/brgconv.cpp).
+TEST(FuzzRegression, OnednnAnyGroupedPerChannelOperands) {
+    for (const char *ops : {"min:per_oc;relu;relu", "add:per_oc", "mul:full", "scale_shift:per_oc"}) {
+        SCOPED_TRACE(ops);
+        test::ConvTester()
+            .desc("g2mb1ic4ih5iw7oc54oh3ow7kh2kw1sh2sw1ph2pw0dh1dw0")
+            .src(dtype::s8)
+            .dst(dtype::f32)
+            .post_ops(ops)
+            .dst_zp(-4)
+            .run("onednn:any");
+    }
+}
+
+// fuzz_diff (fuzz_diff-onednn_any-nan-to-u8): sqrt of a negative value is
+// NaN; qconv stores NaN to an integer destination as 0 (docs/semantics.md),
+// oneDNN as whatever its conversion gives (13 here). Fixed: the oneDNN rows
+// refuse sqrt before an integer destination, so a JIT row or ref:conv runs it.
+TEST(FuzzRegression, OnednnSqrtBeforeIntegerDestination) {
+    conv_problem p;
+    p.desc = conv_desc::parse("mb1ic16ih4oc16kh1");
+    p.ops = parse_post_ops("linear:-1:0;sqrt", p.desc.oc);
+    conv_hints hints;
+    hints.enforce_brgconv = true;
+    const impl::platform plat = impl::host_platform();
+    int refused = 0;
+    for (const attr_set &a : impl::build_attrs(p, plat, hints))
+        for (const auto &row : impl::conv_list()) {
+            if (row.name.rfind("onednn:", 0) != 0) continue;
+            std::string why;
+            EXPECT_FALSE(row.supports(p, a, plat, &why)) << row.name;
+            if (why.find("sqrt before an integer destination") != std::string::npos) ++refused;
+        }
+    EXPECT_GT(refused, 0); // at least onednn:any answers with the reason
+    p.dst_dt = dtype::f32; // NaN is a value in f32: the oneDNN rows take it
+    bool taken = false;
+    for (const attr_set &a : impl::build_attrs(p, plat, hints))
+        for (const auto &row : impl::conv_list())
+            if (row.name == "onednn:any") taken = taken || row.supports(p, a, plat, nullptr);
+    EXPECT_TRUE(taken);
+    // auto runs it on a row that stores NaN as 0, like the reference.
+    test::ConvTester().desc("mb1ic16ih4oc16kh1").dst(dtype::u8).post_ops("linear:-1:0;sqrt").run("auto");
 }
