@@ -359,53 +359,64 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
 }
 
 // ---------------------------------------------------------------------------
-// Row kernel (avx512_vnni with VBMI): bytes in place, vpermb + vpdpbusd.
+// Row kernel (avx512_vnni with VBMI): u8 bytes in place, three kernel rows
+// per vpdpbusd.
 //
-// A block of nb·16 channels (nb ≤ 4) of one source pixel is loaded as bytes
-// and permuted once (vpermb) so that dword i holds the bytes of channels
-// i, 16+i, 32+i, 48+i. Weight vector k of a tap holds w[16k+i] in byte k of
-// dword i and 0 in the other three bytes, so vpdpbusd(acc_k, x, w_k) adds
-// exactly x[16k+i]·w[16k+i] to lane i of acc_k: acc_k is the plain int32
-// vector of channels 16k..16k+15 (no output reordering), every product is an
-// exact u8·s8 product summed in int32, and one permuted source register feeds
-// nb accumulators for every tap that reads that column (KW·nb multiply-adds
-// per load at stride 1). One call computes a whole output row: blocks of ur
-// pixels, runs of identical blocks as a loop; the weights of a kernel row
-// (KW·nb registers) are loaded once per block and kernel row.
+// The kernel rows are taken in chunks of up to 3. For a source column j, a
+// chunk and a vector of 16 channels, byte p of dword i of a register holds
+// the source byte of channel i in kernel row p of the chunk (built from the
+// rows' bytes by one vpermt2b and one merge-masked vpermb: 2 permutes for 3
+// rows); the weight register of tap column kw holds w[p][kw] of channel i
+// in the same byte and 0 in byte 3. vpdpbusd then adds the exact sum of the
+// 3 u8·s8 products to lane i: 3 taps of one channel per lane, and the built
+// register feeds every output pixel that reads column j (KW multiply-adds
+// at stride 1). Kernel rows in the padding are zeroed in the built register
+// (zero-masked permutes), columns in the padding are skipped.
+// One call computes whole output rows of a range of channel blocks (nb
+// vectors): per block, runs of identical pixel blocks as a loop, the weights
+// of the block in registers, the fused output pipeline at the end of each
+// pixel block.
 //
-// Registers: acc (w, b) = zmm(w·nb + b), at most 25; weights below zmm29;
-// zmm29 = permutation index; zmm30/31 = sources. Epilogue: zmm25..31.
+// Registers: acc (w, k) = zmm(w·nb + k), at most 25; then the weights
+// (chunks·KW·nb), the permutation index, two built sources and a temporary.
+// Masks: k5 = 16 source bytes, k6 = tail bytes, k7 = byte 2, k4 = bytes 0-1,
+// k3 = bytes 0 and 2, k2 = byte 0, k1 = byte 1 (k1-k3 reset per pixel block:
+// the epilogue uses k1 = store tail, k2/k3 = scratch).
 struct dw_run {
-    int u = 1;            // pixels per block
-    int lo = 0, hi = 0;   // source columns of the block read (others: padding)
-    int count = 1;        // consecutive identical blocks
+    int u = 1;          // pixels per block
+    int lo = 0, hi = 0; // source columns of the block read (others: padding)
+    int count = 1;      // consecutive identical blocks
 };
 
 struct dw_row_cfg {
-    int nb = 4;         // channel vectors of this block
-    int nb_stride = 4;  // vectors per tap in the packed weights
-    int last_n = 16;    // valid lanes of the last vector
+    int nb = 1;                             // channel vectors of a full block
+    int last_nb = 0, last_n = 16;           // tail block: vectors, lanes of its last vector (0: no tail)
     int kh = 1, kw = 1, sw = 1, dh = 1, dw = 1;
     int64_t pix_stride = 0, row_stride = 0; // source bytes
     uint64_t row_mask = ~uint64_t(0);       // kernel rows inside the image
+    int masked_kh = -1;                     // kernel row that reads the image's last row (masked loads)
     std::vector<dw_run> runs;
-    const pipeline *pipe = nullptr; // fused epilogue; null: int32 rows to acc
-    int64_t acc_pix = 0;            // bytes between pixels of the int32 row
+    const pipeline *pipe = nullptr;         // fused epilogue; null: int32 rows to acc
+    int64_t acc_pix = 0;                    // bytes between pixels of the int32 row
+    int64_t blk_wbytes = 0;                 // packed weight bytes per channel block
 };
 
 struct dw_call {
     const uint8_t *src;  // source of output pixel 0, tap (0, 0), channel c0
-    const int8_t *wei;   // packed weights of the channel block
+    const int8_t *wei;   // packed weights of the first channel block
     void *dst;           // dst element (pixel 0, c0) (fused)
     int32_t *acc;        // int32 row (unfused)
     const int32_t *comp; // comp + c0
     const float *bias;   // bias + c0 (or null)
     int64_t c_off;       // c0 · 4
     const float *full[max_fused_full];
+    int64_t n_full; // full channel blocks to compute
+    int64_t last;   // then the tail block too (1) or not (0)
 };
 using dw_row_fn = void (*)(const dw_call *);
 
-int dw_max_acc(int nb, int kw) { return std::min(25, 29 - kw * nb); }
+int dw_chunks(int kh) { return (kh + 2) / 3; }
+int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chunks(kh) * kw * nb); }
 
 class dw_row_gen : public jit_generator {
 public:
@@ -418,49 +429,114 @@ private:
         const size_t ops = c.pipe ? c.pipe->ops.size() : 0;
         for (const dw_run &r : c.runs) {
             const size_t span = static_cast<size_t>((r.u - 1) * c.sw + (c.kw - 1) * c.dw + 1);
-            n += 12 * static_cast<size_t>(c.kh) * (c.kw * c.nb + span * (2 + c.kw * c.nb));
+            n += 12 * static_cast<size_t>(dw_chunks(c.kh) * c.kw * c.nb) + 64;
+            n += 14 * span * static_cast<size_t>(dw_chunks(c.kh) * c.nb) * (4 + c.kw);
             n += 12 * static_cast<size_t>(r.u * c.nb) * (24 + 10 * ops) + 1024;
         }
-        return n;
+        return 2 * n;
     }
 
     dw_row_cfg cfg;
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
                        reg_coff = r11, reg_tmp = rax, reg_dst = rbx, reg_full = r12, reg_bias = r13, reg_comp = r14,
-                       reg_pbase = r15;
-    const Xbyak::Zmm zmm_idx = Xbyak::Zmm(29);
+                       reg_pbase = r15, reg_ch = rcx, reg_blk = rbp;
     Xbyak::Label l_idx, l_const;
     std::vector<float> consts_;
+    // Current channel block: vectors, lanes of the last vector.
+    int nbv_ = 1, lastn_ = 16;
 
-    int nbytes() const { return 16 * (cfg.nb - 1) + cfg.last_n; }
     int dsz() const {
         const dtype t = cfg.pipe->dst_dt;
         return t == dtype::f32 || t == dtype::s32 ? 4 : 1;
     }
-    Xbyak::Zmm acc(int w, int b) const { return Xbyak::Zmm(w * cfg.nb + b); }
-    Xbyak::Zmm wreg(int k, int b) const { return Xbyak::Zmm(29 - cfg.kw * cfg.nb + k * cfg.nb + b); }
+    Xbyak::Zmm acc(int w, int k) const { return Xbyak::Zmm(w * cfg.nb + k); }
+    int wbase() const { return 28 - dw_chunks(cfg.kh) * cfg.kw * cfg.nb; }
+    Xbyak::Zmm wreg(int ch, int kw, int k) const { return Xbyak::Zmm(wbase() + (ch * cfg.kw + kw) * cfg.nb + k); }
+    const Xbyak::Zmm zmm_idx = Xbyak::Zmm(28), zmm_tmp = Xbyak::Zmm(31);
+
+    // Valid rows (bit p: kernel row 3·ch + p inside the image) of chunk ch.
+    unsigned chunk_rows(int ch) const {
+        unsigned v = 0;
+        for (int p = 0; p < 3 && 3 * ch + p < cfg.kh; ++p)
+            if ((cfg.row_mask >> (3 * ch + p)) & 1u) v |= 1u << p;
+        return v;
+    }
+    static uint64_t byte_mask(unsigned pos) {
+        uint64_t m = 0;
+        for (int i = 0; i < 16; ++i)
+            for (int p = 0; p < 4; ++p)
+                if ((pos >> p) & 1u) m |= uint64_t(1) << (4 * i + p);
+        return m;
+    }
+    void set_mask(const Xbyak::Opmask &k, uint64_t m) {
+        mov(reg_tmp, m);
+        kmovq(k, reg_tmp);
+    }
+    // Masks k1..k3 (single rows 0, 1 and rows 0+2) if some chunk needs them.
+    void set_edge_masks() {
+        bool m0 = false, m1 = false, m02 = false;
+        for (int ch = 0; ch < dw_chunks(cfg.kh); ++ch) {
+            const unsigned v = chunk_rows(ch);
+            if (v == 5u) m02 = true;
+            else if (v != 7u && v != 3u && v != 0u) {
+                m0 = m0 || (v & 1u);
+                m1 = m1 || (v & 2u);
+            }
+        }
+        if (m0) set_mask(k2, byte_mask(1));
+        if (m1) set_mask(k1, byte_mask(2));
+        if (m02) set_mask(k3, byte_mask(5));
+    }
+    Xbyak::Opmask pos_mask(int p) const { return p == 0 ? k2 : p == 1 ? k1 : k7; }
 
     void generate() override {
         preamble();
-        mov(reg_src, ptr[reg_args + offsetof(dw_call, src)]);
+        set_mask(k5, 0xffff);
+        if (cfg.last_nb > 0) set_mask(k6, (uint64_t(1) << cfg.last_n) - 1);
+        set_mask(k7, byte_mask(4));
+        set_mask(k4, byte_mask(3));
         mov(reg_wei, ptr[reg_args + offsetof(dw_call, wei)]);
-        mov(reg_dst, ptr[reg_args + offsetof(dw_call, dst)]);
-        mov(reg_acc, ptr[reg_args + offsetof(dw_call, acc)]);
-        if (nbytes() < 64) {
-            mov(reg_tmp, (uint64_t(1) << nbytes()) - 1);
-            kmovq(k5, reg_tmp);
+        xor_(reg_ch, reg_ch);
+        Xbyak::Label l_full, l_tail, l_end;
+        mov(reg_blk, ptr[reg_args + offsetof(dw_call, n_full)]);
+        test(reg_blk, reg_blk);
+        jz(l_tail, T_NEAR);
+        L(l_full);
+        emit_channel_block(cfg.nb, 16);
+        dec(reg_blk);
+        jnz(l_full, T_NEAR);
+        L(l_tail);
+        if (cfg.last_nb > 0) {
+            cmp(qword[reg_args + offsetof(dw_call, last)], 0);
+            je(l_end, T_NEAR);
+            emit_channel_block(cfg.last_nb, cfg.last_n);
         }
+        L(l_end);
+        postamble();
+        emit_constants();
+    }
+
+    // One output row of one channel block (reg_ch: its channel offset).
+    void emit_channel_block(int nbv, int lastn) {
+        nbv_ = nbv;
+        lastn_ = lastn;
+        mov(reg_src, ptr[reg_args + offsetof(dw_call, src)]);
+        add(reg_src, reg_ch);
         if (cfg.pipe) {
+            mov(reg_dst, ptr[reg_args + offsetof(dw_call, dst)]);
+            if (dsz() == 4) lea(reg_dst, ptr[reg_dst + reg_ch * 4]);
+            else add(reg_dst, reg_ch);
             mov(reg_comp, ptr[reg_args + offsetof(dw_call, comp)]);
+            lea(reg_comp, ptr[reg_comp + reg_ch * 4]);
             mov(reg_bias, ptr[reg_args + offsetof(dw_call, bias)]);
+            lea(reg_bias, ptr[reg_bias + reg_ch * 4]);
             mov(reg_coff, ptr[reg_args + offsetof(dw_call, c_off)]);
+            lea(reg_coff, ptr[reg_coff + reg_ch * 4]);
             mov(reg_pbase, reinterpret_cast<uintptr_t>(cfg.pipe->scale.data()));
             add(reg_pbase, reg_coff);
-            xor_(reg_foff, reg_foff);
-            if (cfg.last_n < 16) {
-                mov(eax, (1u << cfg.last_n) - 1u);
-                kmovw(k1, eax);
-            }
+            lea(reg_foff, ptr[reg_ch * 4]);
+        } else {
+            mov(reg_acc, ptr[reg_args + offsetof(dw_call, acc)]);
         }
         for (const dw_run &r : cfg.runs) {
             if (r.count == 1) {
@@ -474,38 +550,85 @@ private:
             dec(reg_cnt);
             jnz(l_loop, T_NEAR);
         }
-        postamble();
-        emit_constants();
+        add(reg_wei, cfg.blk_wbytes);
+        add(reg_ch, cfg.nb * 16);
+    }
+
+    bool tap(const dw_run &r, int j, int kw, int *w) const {
+        const int q = j - kw * cfg.dw;
+        if (q < 0 || q % cfg.sw != 0 || q / cfg.sw >= r.u) return false;
+        *w = q / cfg.sw;
+        return true;
+    }
+
+    // Builds the source register of (chunk ch, column j, vector k).
+    void emit_build(const Xbyak::Zmm &x, int ch, int j, int k, unsigned v) {
+        const bool tl = k == nbv_ - 1 && lastn_ < 16;
+        auto addr = [&](int p) {
+            return ptr[reg_src + (3 * ch + p) * cfg.dh * cfg.row_stride + j * cfg.pix_stride + 16 * k];
+        };
+        auto masked = [&](int p) { return 3 * ch + p == cfg.masked_kh; };
+        auto load = [&](const Xbyak::Zmm &r, int p) {
+            if (masked(p)) vmovdqu8(r | (tl ? k6 : k5) | T_z, addr(p));
+            else vmovdqu8(r, addr(p));
+        };
+        // Second operand of a permute: memory, or a masked load of the last image row.
+        auto with_operand = [&](int p, auto f) {
+            if (!masked(p)) {
+                f(addr(p));
+            } else {
+                load(zmm_tmp, p);
+                f(zmm_tmp);
+            }
+        };
+        if (v == 7u) {
+            load(x, 0);
+            with_operand(1, [&](const Xbyak::Operand &o) { vpermt2b(x, zmm_idx, o); });
+            with_operand(2, [&](const Xbyak::Operand &o) { vpermb(x | k7, zmm_idx, o); });
+        } else if (v == 3u || v == 5u) {
+            load(x, 0);
+            const Xbyak::Opmask m = v == 3u ? k4 : k3;
+            with_operand(v == 3u ? 1 : 2, [&](const Xbyak::Operand &o) { vpermt2b(x | m | T_z, zmm_idx, o); });
+        } else {
+            bool first = true;
+            for (int p = 0; p < 3; ++p) {
+                if (!((v >> p) & 1u)) continue;
+                with_operand(p, [&](const Xbyak::Operand &o) {
+                    if (first) vpermb(x | pos_mask(p) | T_z, zmm_idx, o);
+                    else vpermb(x | pos_mask(p), zmm_idx, o);
+                });
+                first = false;
+            }
+        }
     }
 
     // One block of r.u pixels: accumulate, finish, advance the pointers.
     void emit_block(const dw_run &r) {
-        for (int i = 0; i < r.u * cfg.nb; ++i) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        const int nbv = nbv_;
+        for (int i = 0; i < r.u * cfg.nb; ++i)
+            if (i % cfg.nb < nbv) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        const int nch = dw_chunks(cfg.kh);
+        for (int ch = 0; ch < nch; ++ch)
+            for (int kw = 0; kw < cfg.kw; ++kw)
+                for (int k = 0; k < nbv; ++k)
+                    vmovdqu8(wreg(ch, kw, k), ptr[reg_wei + ((ch * cfg.kw + kw) * cfg.nb + k) * 64]);
         vmovdqu8(zmm_idx, ptr[rip + l_idx]);
+        set_edge_masks();
         const int span = (r.u - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
         int flip = 0;
-        for (int kh = 0; kh < cfg.kh; ++kh) {
-            if (!((cfg.row_mask >> kh) & 1u)) continue; // kernel row in the padding
-            bool any = false;
-            for (int j = std::max(0, r.lo); j < std::min(span, r.hi) && !any; ++j) any = column_used(r, j);
-            if (!any) continue;
-            for (int k = 0; k < cfg.kw; ++k)
-                for (int b = 0; b < cfg.nb; ++b)
-                    vmovdqu8(wreg(k, b), ptr[reg_wei + ((kh * cfg.kw + k) * cfg.nb_stride + b) * 64]);
-            for (int j = 0; j < span; ++j) {
-                if (j < r.lo || j >= r.hi || !column_used(r, j)) continue;
-                const Xbyak::Zmm x(30 + (flip++ & 1));
-                const Xbyak::Address a = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride];
-                if (nbytes() < 64) {
-                    vmovdqu8(x | k5 | T_z, a);
-                    vpermb(x, zmm_idx, x);
-                } else {
-                    vpermb(x, zmm_idx, a);
-                }
-                for (int k = 0; k < cfg.kw; ++k) {
-                    const int q = j - k * cfg.dw;
-                    if (q < 0 || q % cfg.sw != 0 || q / cfg.sw >= r.u) continue;
-                    for (int b = 0; b < cfg.nb; ++b) vpdpbusd(acc(q / cfg.sw, b), x, wreg(k, b));
+        for (int j = std::max(0, r.lo); j < std::min(span, r.hi); ++j) {
+            bool used = false;
+            int w = 0;
+            for (int kw = 0; kw < cfg.kw && !used; ++kw) used = tap(r, j, kw, &w);
+            if (!used) continue;
+            for (int ch = 0; ch < nch; ++ch) {
+                const unsigned v = chunk_rows(ch);
+                if (!v) continue;
+                for (int k = 0; k < nbv; ++k) {
+                    const Xbyak::Zmm x(29 + (flip++ & 1));
+                    emit_build(x, ch, j, k, v);
+                    for (int kw = 0; kw < cfg.kw; ++kw)
+                        if (tap(r, j, kw, &w)) vpdpbusd(acc(w, k), x, wreg(ch, kw, k));
                 }
             }
         }
@@ -515,30 +638,29 @@ private:
             if (has_full()) add(reg_foff, r.u * cfg.pipe->oc * 4);
         } else {
             for (int w = 0; w < r.u; ++w)
-                for (int b = 0; b < cfg.nb; ++b) vmovdqu32(ptr[reg_acc + w * cfg.acc_pix + b * 64], acc(w, b));
+                for (int k = 0; k < nbv; ++k) vmovdqu32(ptr[reg_acc + w * cfg.acc_pix + k * 64], acc(w, k));
             add(reg_acc, r.u * cfg.acc_pix);
         }
         add(reg_src, r.u * cfg.sw * cfg.pix_stride);
     }
 
-    bool column_used(const dw_run &r, int j) const {
-        for (int k = 0; k < cfg.kw; ++k) {
-            const int q = j - k * cfg.dw;
-            if (q >= 0 && q % cfg.sw == 0 && q / cfg.sw < r.u) return true;
-        }
-        return false;
-    }
     bool has_full() const {
         for (const auto &op : cfg.pipe->ops)
             if (op.k == lowered_op::kind::binary && op.full) return true;
         return false;
     }
 
+    // Permutation index: byte p of dword i selects byte i of the first table
+    // (p = 0, 3) or of the second (p = 1, 2; vpermb reads only the low 6 bits).
     void emit_constants() {
         align(64);
         L(l_idx);
-        for (int i = 0; i < 16; ++i)
-            for (int k = 0; k < 4; ++k) db(16 * k + i);
+        for (int i = 0; i < 16; ++i) {
+            db(i);
+            db(64 + i);
+            db(64 + i);
+            db(i);
+        }
         L(l_const);
         for (float v : consts_) {
             uint32_t bits;
@@ -546,10 +668,10 @@ private:
             dd(bits);
         }
     }
-
     // ------------------------------------------------------------ fused epilogue
     // Same operations in the same order as ref::apply_pipeline (see
-    // conv_pipeline.h): float(acc + comp)·scale (+ bias) → post-ops → + dst_zp
+    // conv_pipeline.h), every y·a + b a single-rounding vfmadd like the
+    // reference's madd(): float(acc + comp)·scale + bias → post-ops → + dst_zp
     // → store. zmm25..31 are free (weights, index and sources are dead);
     // k1 = channel tail, k2/k3 scratch.
     const Xbyak::Zmm zmm_comp = Xbyak::Zmm(26), zmm_scale = Xbyak::Zmm(27), zmm_bias = Xbyak::Zmm(28),
@@ -581,11 +703,15 @@ private:
         add(reg_tmp, reg_coff);
         return ptr[reg_tmp + b * 64];
     }
-    bool tail(int b) const { return b == cfg.nb - 1 && cfg.last_n < 16; }
+    bool tail(int b) const { return b == nbv_ - 1 && lastn_ < 16; }
 
     void emit_epilogue(int u) {
         const pipeline &pp = *cfg.pipe;
         vxorps(zmm_zero, zmm_zero, zmm_zero);
+        if (lastn_ < 16) {
+            mov(eax, (1u << lastn_) - 1u);
+            kmovw(k1, eax);
+        }
         const int64_t pix = pp.oc * dsz();
         const bool int_dst = pp.dst_dt != dtype::f32;
         // A ReLU (alpha 0) ending the chain of an integer destination with
@@ -593,7 +719,7 @@ private:
         const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
                                pp.ops.back().k == lowered_op::kind::eltwise &&
                                pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
-        for (int b = 0; b < cfg.nb; ++b) {
+        for (int b = 0; b < nbv_; ++b) {
             if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
             vmovups(zmm_scale, oc_arr(pp.scale, b));
             if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
@@ -601,8 +727,7 @@ private:
                 const Xbyak::Zmm y = acc(w, b);
                 if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
                 vcvtdq2ps(y, y);
-                vmulps(y, y, zmm_scale);
-                if (pp.with_bias) vaddps(y, y, zmm_bias);
+                vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero); // madd(acc, scale, bias or +0)
                 int full_i = 0;
                 for (size_t i = 0; i < pp.ops.size(); ++i) {
                     if (relu_last && i + 1 == pp.ops.size()) {
@@ -652,9 +777,9 @@ private:
                 vbroadcastss(t, cst_plain(op.beta));
                 emit_fmaxmin(y, t, false, u);
                 break;
-            case eltwise_alg::linear:
-                vmulps(y, y, cst(op.alpha));
-                vaddps(y, y, cst(op.beta));
+            case eltwise_alg::linear: // madd(y, alpha, beta)
+                vbroadcastss(t, cst_plain(op.alpha));
+                vfmadd213ps(y, t, cst(op.beta));
                 break;
             case eltwise_alg::hardswish:
                 vdivps(u, y, cst(6.f));
@@ -700,24 +825,23 @@ private:
         case K::sum:
             emit_load_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), cfg.pipe->dst_dt);
             vsubps(t, t, cst(op.sum_zp));
-            vmulps(t, t, cst(op.sum_scale));
-            vaddps(y, y, t);
+            vfmadd231ps(y, t, cst(op.sum_scale)); // madd(prev − zp, scale, y)
             break;
         case K::depthwise_scale_shift:
-            vmulps(y, y, oc_arr(op.a, b));
-            vaddps(y, y, oc_arr(op.b, b));
+            vmovups(t, oc_arr(op.a, b));
+            vfmadd213ps(y, t, oc_arr(op.b, b));
             break;
         case K::quantization:
             vmovups(t, oc_arr(op.q[0], b));
             vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
             vmovups(t, oc_arr(op.q[1], b));
             vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
-            vmulps(y, y, oc_arr(op.q[2], b));
-            vaddps(y, y, oc_arr(op.q[3], b));
+            vmovups(t, oc_arr(op.q[2], b));
+            vfmadd213ps(y, t, oc_arr(op.q[3], b));
             if (op.round) vrndscaleps(y, y, 0x08);
             if (op.dequantize) {
-                vmulps(y, y, oc_arr(op.q[4], b));
-                vaddps(y, y, oc_arr(op.q[5], b));
+                vmovups(t, oc_arr(op.q[4], b));
+                vfmadd213ps(y, t, oc_arr(op.q[5], b));
             }
             break;
         default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
@@ -766,13 +890,13 @@ private:
     }
 };
 
-// Whether the row kernel can serve (KW·nb weight registers plus at least one
-// pixel of accumulators for one channel vector).
+// Whether the row kernel can serve: VBMI (vpermb / vpermt2b), and the
+// weights of a 16-channel block plus one accumulator fit the registers.
 bool row_kernel_available(const conv_desc &d) {
     const char *env = std::getenv("QCONV_JIT_CONV_DW_ROW");
     if (env && std::strcmp(env, "0") == 0) return false;
     static const bool vbmi = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VBMI);
-    return vbmi && dw_max_acc(1, static_cast<int>(d.kw)) >= 1;
+    return vbmi && d.kh <= 64 && dw_max_acc(1, static_cast<int>(d.kh), static_cast<int>(d.kw)) >= 1;
 }
 
 class conv_dw_row_kernel : public impl::conv_kernel {
@@ -786,40 +910,45 @@ public:
 
 private:
     void plan();
+    int ur_max(int nb) const {
+        return dw_max_acc(nb, static_cast<int>(p_.desc.kh), static_cast<int>(p_.desc.kw)) / nb;
+    }
     int ur_for(int nb) const {
-        const int64_t mx = dw_max_acc(nb, static_cast<int>(p_.desc.kw)) / nb;
-        const int64_t ow = p_.desc.ow;
+        const int64_t mx = ur_max(nb), ow = p_.desc.ow;
         if (ow <= mx) return static_cast<int>(ow);
         const int64_t calls = (ow + mx - 1) / mx;
         return static_cast<int>((ow + calls - 1) / calls);
     }
-    uint64_t row_mask(int64_t oh) const;
+    std::pair<uint64_t, int> row_class(int64_t oh) const;
     std::vector<dw_run> row_runs(int ur) const;
 
     conv_problem p_;
     attr_set a_;
     pipeline pipe_;
     padded_copy pc_;
-    int64_t c_ = 0, nvec_ = 0;
-    int nb_big_ = 4;
-    int64_t n_ob_ = 1;
-    bool fused_ = false, direct_ = false;
+    int64_t c_ = 0;
+    int nb_ = 1;
+    int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
+    bool tail_ = false, fused_ = false, direct_ = false;
     std::vector<std::unique_ptr<dw_row_gen>> gens_;
-    std::vector<dw_row_fn> fns_[2]; // [block kind (0: full, 1: last)][row]
+    std::vector<dw_row_fn> fns_; // per output row
 };
 
-uint64_t conv_dw_row_kernel::row_mask(int64_t oh) const {
+// (kernel rows inside the image, kernel row reading the image's last row).
+std::pair<uint64_t, int> conv_dw_row_kernel::row_class(int64_t oh) const {
     const conv_desc &d = p_.desc;
-    if (!direct_) return ~uint64_t(0);
+    if (!direct_) return {~uint64_t(0), -1};
     uint64_t mask = 0;
+    int last = -1;
     for (int64_t kh = 0; kh < d.kh; ++kh) {
         const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
         if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << kh;
+        if (ih == d.ih - 1) last = static_cast<int>(kh);
     }
-    return mask;
+    return {mask, last};
 }
 
-// Blocks of one output row grouped into runs of equal width and column class.
+// Pixel blocks of one output row grouped into runs of equal width and column class.
 std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
     const conv_desc &d = p_.desc;
     std::vector<dw_run> runs;
@@ -849,72 +978,79 @@ std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
 void conv_dw_row_kernel::plan() {
     const conv_desc &d = p_.desc;
     c_ = d.oc;
-    nvec_ = (c_ + 15) / 16;
-    nb_big_ = static_cast<int>(std::min<int64_t>(4, nvec_));
-    while (nb_big_ > 1 && dw_max_acc(nb_big_, static_cast<int>(d.kw)) < nb_big_) --nb_big_;
-    n_ob_ = (nvec_ + nb_big_ - 1) / nb_big_;
+    // Widest channel block whose pixel block still covers the row (fewer
+    // passes over the row), else 16 channels with the longest pixel blocks.
+    nb_ = 1;
+    for (int nb : {4, 2})
+        if (ur_max(nb) >= d.ow && (c_ + 15) / 16 >= nb) {
+            nb_ = nb;
+            break;
+        }
+    n_full_ = c_ / (16 * nb_);
+    tail_ = c_ % (16 * nb_) != 0;
+    n_ob_ = n_full_ + (tail_ ? 1 : 0);
+    blk_wbytes_ = int64_t(dw_chunks(static_cast<int>(d.kh))) * d.kw * nb_ * 64;
     bool transcendental = false;
-    int n_full = 0;
+    int n_full_ops = 0;
     for (const auto &op : a_.ops) {
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full_ops;
         if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
     }
     const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
-    fused_ = !transcendental && n_full <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
+    fused_ = !transcendental && n_full_ops <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && d.kh <= 64 &&
-              !(dv && std::strcmp(dv, "0") == 0);
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !(dv && std::strcmp(dv, "0") == 0);
 
-    const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
-    const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * 16);
-    std::map<std::pair<int, uint64_t>, dw_row_fn> made;
-    for (int kind = 0; kind < 2; ++kind) {
-        const int nb = kind == 0 ? nb_big_ : last_nb;
-        const int ln = kind == 0 && n_ob_ > 1 ? 16 : last_lanes;
-        const std::vector<dw_run> runs = row_runs(ur_for(nb));
-        fns_[kind].assign(static_cast<size_t>(d.oh), nullptr);
-        if (kind == 0 && n_ob_ == 1) continue; // every block is the last one
-        for (int64_t oh = 0; oh < d.oh; ++oh) {
-            const uint64_t mask = row_mask(oh);
-            auto it = made.find({kind, mask});
-            if (it == made.end()) {
-                dw_row_cfg c;
-                c.nb = nb;
-                c.nb_stride = nb_big_;
-                c.last_n = ln;
-                c.kh = static_cast<int>(d.kh);
-                c.kw = static_cast<int>(d.kw);
-                c.sw = static_cast<int>(d.sw);
-                c.dh = static_cast<int>(d.dh);
-                c.dw = static_cast<int>(d.dw);
-                c.pix_stride = direct_ ? c_ : pc_.cpad;
-                c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
-                c.row_mask = mask;
-                c.runs = runs;
-                c.pipe = fused_ ? &pipe_ : nullptr;
-                c.acc_pix = nb_big_ * 64;
-                gens_.push_back(std::make_unique<dw_row_gen>(c));
-                gens_.back()->create();
-                it = made.emplace(std::make_pair(kind, mask), gens_.back()->entry<dw_row_fn>()).first;
-            }
-            fns_[kind][oh] = it->second;
+    const int rem = static_cast<int>(c_ - n_full_ * 16 * nb_);
+    const std::vector<dw_run> runs = row_runs(ur_for(nb_));
+    std::map<std::pair<uint64_t, int>, dw_row_fn> made;
+    fns_.assign(static_cast<size_t>(d.oh), nullptr);
+    for (int64_t oh = 0; oh < d.oh; ++oh) {
+        const auto cls = row_class(oh);
+        auto it = made.find(cls);
+        if (it == made.end()) {
+            dw_row_cfg c;
+            c.nb = nb_;
+            c.last_nb = tail_ ? (rem + 15) / 16 : 0;
+            c.last_n = tail_ ? rem - 16 * (c.last_nb - 1) : 16;
+            c.kh = static_cast<int>(d.kh);
+            c.kw = static_cast<int>(d.kw);
+            c.sw = static_cast<int>(d.sw);
+            c.dh = static_cast<int>(d.dh);
+            c.dw = static_cast<int>(d.dw);
+            c.pix_stride = direct_ ? c_ : pc_.cpad;
+            c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
+            c.row_mask = cls.first;
+            c.masked_kh = cls.second;
+            c.runs = runs;
+            c.pipe = fused_ ? &pipe_ : nullptr;
+            c.acc_pix = nb_ * 64;
+            c.blk_wbytes = blk_wbytes_;
+            gens_.push_back(std::make_unique<dw_row_gen>(c));
+            gens_.back()->create();
+            it = made.emplace(cls, gens_.back()->entry<dw_row_fn>()).first;
         }
+        fns_[oh] = it->second;
     }
 }
 
-// Weights: per channel block, [kh][kw][vector k][64 bytes], w[c0 + 16k + i] in
-// byte 4i + k (the other bytes 0).
+// Weights: per channel block, [chunk][kw][vector k][64 bytes]: dword i of
+// vector k holds w[c][3·chunk + p][kw] (c = c0 + 16k + i) in byte p (0..2),
+// 0 in byte 3 and for rows or channels beyond the kernel.
 std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, const float *bias) const {
     const conv_desc &d = p_.desc;
     if (!wei) fail("wei", "is null");
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
     auto pk = std::make_shared<dw_packed>();
-    const int64_t taps = d.kh * d.kw, blk_bytes = taps * nb_big_ * 64;
-    pk->wei8.assign(static_cast<size_t>(n_ob_ * blk_bytes), 0);
+    pk->wei8.assign(static_cast<size_t>(n_ob_ * blk_wbytes_), 0);
     for (int64_t c = 0; c < c_; ++c) {
-        const int64_t ob = c / (nb_big_ * 16), r = c % (nb_big_ * 16), k = r / 16, i = r % 16;
-        for (int64_t t = 0; t < taps; ++t)
-            pk->wei8[static_cast<size_t>(ob * blk_bytes + (t * nb_big_ + k) * 64 + 4 * i + k)] = wei[c * taps + t];
+        const int64_t ob = c / (nb_ * 16), r = c % (nb_ * 16), k = r / 16, i = r % 16;
+        for (int64_t kh = 0; kh < d.kh; ++kh)
+            for (int64_t kw = 0; kw < d.kw; ++kw) {
+                const int64_t ch = kh / 3, p = kh % 3;
+                const int64_t off = ob * blk_wbytes_ + ((ch * d.kw + kw) * nb_ + k) * 64 + 4 * i + p;
+                pk->wei8[static_cast<size_t>(off)] = static_cast<uint8_t>(wei[(c * d.kh + kh) * d.kw + kw]);
+            }
     }
     fill_comp_bias(*pk, p_, a_, wei, bias);
     return pk;
@@ -930,22 +1066,29 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     std::vector<uint8_t> buf(direct_ ? 0 : pc_.bytes(d.mb));
     const uint8_t *s = static_cast<const uint8_t *>(src);
     const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
-    const int64_t work = d.mb * d.oh * n_ob_;
     const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
-    const int64_t blk_bytes = d.kh * d.kw * nb_big_ * 64;
+    // Work: (image, row, group of channel blocks); one group per row unless
+    // the rows are too few for the threads. Unfused: one block per call.
+    int64_t groups = 1;
+    if (!fused_) groups = n_ob_;
+    else if (threads > 1) groups = std::min<int64_t>(n_ob_, (4 * threads + d.mb * d.oh - 1) / (d.mb * d.oh));
+    const int64_t per_group = (n_ob_ + groups - 1) / groups;
+    const int64_t work = d.mb * d.oh * groups;
 #pragma omp parallel num_threads(threads)
     {
         if (!direct_) {
 #pragma omp for schedule(static)
             for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(s, buf.data(), nr);
         }
-        std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_big_ * 16 + 16));
+        std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_ * 16 + 16));
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
-            const int64_t ob = it % n_ob_;
-            const int64_t oh = (it / n_ob_) % d.oh;
-            const int64_t n = it / n_ob_ / d.oh;
-            const int64_t c0 = ob * nb_big_ * 16;
+            const int64_t g = it % groups;
+            const int64_t oh = (it / groups) % d.oh;
+            const int64_t n = it / groups / d.oh;
+            const int64_t b0 = g * per_group, b1 = std::min(n_ob_, b0 + per_group);
+            if (b0 >= b1) continue;
+            const int64_t c0 = b0 * nb_ * 16;
             dw_call call{};
             if (direct_) {
                 // The row origin (oh·sh − pt, −pl) may lie in the padding; the
@@ -955,7 +1098,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             } else {
                 call.src = buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
             }
-            call.wei = reinterpret_cast<const int8_t *>(pk.wei8.data() + ob * blk_bytes);
+            call.wei = reinterpret_cast<const int8_t *>(pk.wei8.data() + b0 * blk_wbytes_);
             call.comp = pk.comp.data() + c0;
             call.bias = bias ? bias + c0 : nullptr;
             call.c_off = c0 * 4;
@@ -964,14 +1107,16 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
             for (size_t f = 0; f < full_idx.size() && f < max_fused_full; ++f)
                 call.full[f] = args.binary[full_idx[f]] + off0;
-            fns_[ob == n_ob_ - 1 ? 1 : 0][oh](&call);
+            call.n_full = std::max<int64_t>(0, std::min(b1, n_full_) - b0);
+            call.last = tail_ && b1 == n_ob_ ? 1 : 0;
+            fns_[oh](&call);
             if (fused_) continue;
             tile t;
             t.acc = rowacc.data();
-            t.acc_stride = nb_big_ * 16;
+            t.acc_stride = nb_ * 16;
             t.npix = static_cast<int>(d.ow);
             t.c0 = c0;
-            t.nc = static_cast<int>(std::min<int64_t>(nb_big_ * 16, c_ - c0));
+            t.nc = static_cast<int>(std::min<int64_t>(nb_ * 16, c_ - c0));
             t.dst_off0 = off0;
             run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
         }

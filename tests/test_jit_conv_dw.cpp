@@ -1,0 +1,136 @@
+// Exactness of the depthwise JIT kernels (jit:conv_dw_x8s8:*) on the shapes
+// that steer the avx512_vnni row kernel's code generation, against the
+// reference, through the dispatcher with the implementation forced by name.
+//
+// The row kernel (VBMI) packs three kernel rows per vpdpbusd and builds the
+// source registers with permutes; its generated code differs per channel
+// block width (16/32/64 channels and the tail block), per row class (kernel
+// rows in the padding, the kernel row that reads the image's last row with
+// masked loads), per pixel-block run (edge columns) and per kernel-row chunk
+// (KH > 3). Each shape below hits some of these; every one runs with both
+// zero-point kinds, u8 and s8 sources, every dst type and post-op chains
+// (fused epilogue, full-tensor operands, sum, and the unfused C++ pipeline
+// after a transcendental eltwise). The conv_ukernel path (forced with
+// QCONV_JIT_CONV_DW_ROW=0) runs the same cases on a sample.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "qconv/qconv.h"
+#include "tests/support/conv_tester.h"
+
+using qconv::dtype;
+using qconv::test::ConvTester;
+
+namespace {
+
+const char *const kRow = "jit:conv_dw_x8s8:avx512_vnni";
+
+bool have_vnni() { return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni; }
+
+const std::vector<std::string> &row_shapes() {
+    static const std::vector<std::string> s = {
+        "g16mb1ic16ih5iw9oc16oh5ow9kh3kw3ph1pw1",          // one 16-channel block
+        "g48mb2ic48ih6iw7oc48oh6ow7kh3ph1",                 // 32-channel blocks + a 16-channel tail, mb 2
+        "g70mb1ic70ih4oc70oh4kh3ph1",                       // 64-channel block + a 6-lane tail
+        "g33mb1ic33ih30iw30oc33oh15ow15kh3sh2ph1",          // stride 2, 1-lane tail
+        "g24mb1ic24ih9oc24oh9kh5ph2",                       // two kernel-row chunks (3 + 2)
+        "g20mb1ic20ih14iw10oc20kh7kw3dh1ph3pw1",            // 3 chunks, dilation
+        "g16mb1ic16ih3oc16kh3ph2",                          // padding wider than the image
+        "g40mb1ic40ih1iw5oc40oh1ow5kh3ph1",                 // one image row: middle kernel row masked
+        "g16mb1ic16ih3iw60oc16oh3ow60kh3ph1",               // edge / middle / edge pixel-block runs
+        "g64mb1ic64ih8iw8oc64kh3sh2ph0",                    // no padding, stride 2
+        "g17mb1ic17ih7iw9oc17oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1", // dilation, strides, 5-wide kernel rows
+    };
+    return s;
+}
+
+const std::vector<std::string> &chains() {
+    static const std::vector<std::string> c = {
+        "", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "sum;relu", "mul:full",
+        "clip:0:6", "gelu_erf", "prelu", "add:per_oc;linear:2:1", "hardswish", "sum:0.5;add:full",
+    };
+    return c;
+}
+
+} // namespace
+
+TEST(JitConvDw, RowKernelShapesZpChainsDst) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    int i = 0;
+    for (const std::string &desc : row_shapes())
+        for (const char *zp : {"none", "tensor:random", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && std::string(zp) != "none") continue; // zero points need a u8 source
+                ConvTester t;
+                t.desc(desc).src(src).zp(zp).post_ops(chains()[i % chains().size()]).dst(dsts[i % dsts.size()]);
+                t.seed(9000 + i).threads(1 + i % 2);
+                ++i;
+                EXPECT_TRUE(t.run(kRow)) << desc;
+                EXPECT_EQ(t.impl_name(), kRow);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src);
+            }
+}
+
+// Every chain on one padded shape with an odd channel count, u8 and f32 dst.
+TEST(JitConvDw, RowKernelEveryChain) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    int i = 0;
+    for (const std::string &ops : chains())
+        for (dtype dst : {dtype::u8, dtype::f32}) {
+            ConvTester t;
+            t.desc("g35mb1ic35ih6iw11oc35kh3ph1").post_ops(ops).dst(dst).seed(9500 + i++);
+            EXPECT_TRUE(t.run(kRow)) << ops;
+            if (HasFailure()) FAIL() << ops << " dst=" << qconv::to_string(dst);
+        }
+}
+
+// u8 255 / s8 −128 / 127 and zero points 0 / 255: int32 sums bit-exact.
+TEST(JitConvDw, RowKernelExtremeData) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    int i = 0;
+    for (const std::string &desc : {row_shapes()[2], row_shapes()[4], row_shapes()[5], row_shapes()[7]})
+        for (dtype src : {dtype::u8, dtype::s8})
+            for (const char *zp : {"none", "tensor:255", "tensor:0"}) {
+                if (src == dtype::s8 && std::string(zp) != "none") continue;
+                ConvTester t;
+                t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(9700 + i++);
+                EXPECT_TRUE(t.run(kRow)) << desc;
+                if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
+            }
+}
+
+// 1, 2 and 3 threads write the same bytes (work split over rows and channel-block groups).
+TEST(JitConvDw, RowKernelThreadCountDoesNotChangeBytes) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    for (const char *desc : {"g200mb1ic200ih3iw5oc200kh3ph1", "g96mb2ic96ih9oc96kh3sh2ph1"}) {
+        std::vector<uint8_t> first;
+        for (int threads : {1, 2, 3}) {
+            ConvTester t;
+            t.desc(desc).post_ops("relu").threads(threads).seed(9800);
+            EXPECT_TRUE(t.run(kRow)) << desc;
+            if (threads == 1) first = t.result();
+            else EXPECT_EQ(t.result(), first) << desc << " threads=" << threads;
+        }
+    }
+}
+
+// The conv_ukernel path on VNNI (CPUs without VBMI) on a sample of the same cases.
+TEST(JitConvDw, UkernelPathOnVnni) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    setenv("QCONV_JIT_CONV_DW_ROW", "0", 1);
+    int i = 0;
+    for (const std::string &desc : row_shapes())
+        for (const char *zp : {"none", "channel:random"}) {
+            ConvTester t;
+            // Seeds differ from the other tests: the kernel cache holds no row kernel for them.
+            t.desc(desc).zp(zp).post_ops(chains()[(i * 5) % chains().size()]).seed(9900 + i);
+            ++i;
+            EXPECT_TRUE(t.run(kRow)) << desc;
+            if (HasFailure()) break;
+        }
+    unsetenv("QCONV_JIT_CONV_DW_ROW");
+}
