@@ -60,7 +60,8 @@ struct wc_layout {
     bool lut8 = false;           // ... with the 8-k block layout (matmul_wc_config::lut8)
     int col_bytes = 1;           // bytes per column and step
     bool zp_vec = false;         // a zp vector follows each scale vector
-    int64_t panel_bytes() const { return k_slices * panel; } // k_slices: bytes per column
+    int64_t panel_pad = 0;       // bytes between two panels' weights
+    int64_t panel_bytes() const { return k_slices * panel + panel_pad; } // k_slices: bytes per column
     int64_t panel_params() const { return n_groups * param_floats; }
 };
 
@@ -88,6 +89,7 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
     l.k_padded = (d.k + kps - 1) / kps * kps;
     l.k_slices = l.k_padded / kps * l.col_bytes;
     l.steps_per_group = l.n_groups == 1 ? l.k_padded / kps : d.group_size() / kps;
+    l.panel_pad = env_int("QCONV_MM_PAD", 0);
     l.zp_vec = d.zp != matmul_desc::zp_kind::none && !l.lut;
     l.param_floats = (l.zp_vec ? 2 : 1) * l.panel;
     return l;

@@ -9,7 +9,12 @@
 //   4-bit: byte [kk][c] = W[n0+c][2kk] | W[n0+c][2kk+1] << 4 (ceil(K/2) slices)
 // so one 16-byte (zmm) / 8-byte (ymm) load, widened with vpmovzxbd/vpmovsxbd,
 // gives one K-slice of a vector of columns (4-bit: two K-slices, the low and
-// high nibbles). Per panel and group the parameters follow as f32 vectors:
+// high nibbles). 4-bit on zmm without a per-column zero point (the "lut8"
+// layout, groups a multiple of 8 or per-OC) stores blocks of 8 k instead:
+//   byte [b][v][c][j] = W[n0+16v+c][8b+2j] | W[n0+16v+c][8b+2j+1] << 4
+// (4 bytes per column, 64 bytes per vector of 16 columns), so a 64-byte load
+// at byte offset j puts k = 8b+2j in the low 4 bits of lane c, and one shift
+// by 4 puts k+1 there. Per panel and group the parameters follow as f32 vectors:
 // scale[W] and, if there is a zero point, zp[W]. Padding columns have weight
 // 0, zp 0 and scale 0 and are never stored.
 //
@@ -19,7 +24,9 @@
 //                      out  = out + part · scale[g]              (once per group)
 // Decompression happens in registers (widen, nibble and/or shift, cvtdq2ps,
 // exact f32 zp subtraction; for 4-bit on zmm without a per-column zero point
-// a vpermps table lookup of f32(v − zp) instead). Small M uses the streaming shape (whole panel
+// a vpermps table lookup of f32(v − zp) instead, which reads only the low 4
+// bits of each lane: with the lut8 layout 2.5 vector uops per 16 nibbles —
+// half a shift, a lookup, an FMA). Small M uses the streaming shape (whole panel
 // per call, memory bound: two accumulator sets to hide FMA latency when
 // mb <= 2, software prefetch); larger M the register-blocked shape (half a
 // panel, 12 rows (zmm) / 6 rows (ymm) per call), which reuses each

@@ -2,6 +2,7 @@
 // the register width (Xbyak::Ymm for avx2, Xbyak::Zmm for avx512). See
 // matmul_wc.h for the layout and the computation.
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -158,16 +159,32 @@ private:
     // lut8: a block of 8 k. Lane c of the 64-byte load at byte offset j holds
     // bytes j..j+3 of column c's block; its low 4 bits are k = 2j, after a
     // shift by 4 they are k = 2j + 1 (vpermps reads only the low 4 bits).
+    // One row: the block's 8 x values are broadcast once into registers
+    // (below the temporaries) when they fit beside the accumulators.
+    bool x_in_regs() const { return (!getenv("QCONV_MM_XREGS") || atoi(getenv("QCONV_MM_XREGS"))) && c_.lut8 && c_.mb == 1 && c_.sets() * c_.vectors() + 8 <= n_regs - 4; }
+    Vmm vx(int i) const { return Vmm(n_regs - 4 - i); }
+
+    void fma_lut8(const Vmm &a, const Vmm &w, int m, int step, int k) {
+        if (x_in_regs())
+            vfmadd231ps(a, w, vx(k));
+        else
+            fma_x(a, w, m, x_disp(step, k));
+    }
+
     void emit_step_lut8(int step) {
         const int s1 = c_.sets() == 2 ? 1 : 0;
+        if (x_in_regs())
+            for (int k = 0; k < 8; ++k) vbroadcastss(vx(k), ptr[x_at(0, x_disp(step, k))]);
+        // Vector outer (measured faster than byte offset outer, although a
+        // vector's 8 FMAs of the block form one chain).
         for (int v = 0; v < c_.vectors(); ++v)
             for (int j = 0; j < 4; ++j) {
                 vmovdqu32(vt0(), w_addr(step, v, j));
                 vpermps(vt1(), vt0(), vmask());
-                for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 2 * j));
+                for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(0, m, v), vt1(), m, step, 2 * j);
                 vpsrld(vt0(), vt0(), 4);
                 vpermps(vt0(), vt0(), vmask());
-                for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 2 * j + 1));
+                for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(s1, m, v), vt0(), m, step, 2 * j + 1);
             }
     }
 
@@ -178,8 +195,21 @@ private:
         if (c_.prefetch)
             for (int line = 0; line < row_bytes(); line += 64)
                 if ((step * row_bytes() + line) % 64 == 0)
-                    for (int j = 0; j < c_.pc; ++j)
-                        prefetcht0(ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + c_.prefetch_distance]);
+                    for (int j = 0; j < c_.pc; ++j) {
+                        const int kind = getenv("QCONV_MM_PFK") ? atoi(getenv("QCONV_MM_PFK")) : 0;
+                        const Address a = ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + c_.prefetch_distance];
+                        if (kind == 0) prefetcht0(a);
+                        if (kind == 1) prefetcht1(a);
+                        if (kind == 2) prefetcht2(a);
+                        if (kind == 3) prefetchnta(a);
+                        if (getenv("QCONV_MM_PFD2")) {
+                            const int k2 = getenv("QCONV_MM_PFK2") ? atoi(getenv("QCONV_MM_PFK2")) : 1;
+                            const Address a2 = ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + atoi(getenv("QCONV_MM_PFD2"))];
+                            if (k2 == 0) prefetcht0(a2);
+                            if (k2 == 1) prefetcht1(a2);
+                            if (k2 == 2) prefetcht2(a2);
+                        }
+                    }
         if (c_.lut8) {
             emit_step_lut8(step);
             return;
