@@ -440,7 +440,7 @@ private:
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
                        reg_coff = r11, reg_tmp = rax, reg_dst = rbx, reg_full = r12, reg_bias = r13, reg_comp = r14,
                        reg_pbase = r15, reg_ch = rcx, reg_blk = rbp;
-    Xbyak::Label l_idx, l_const;
+    Xbyak::Label l_idx, l_pack_idx, l_const;
     std::vector<float> consts_;
     // Current channel block: vectors, lanes of the last vector.
     int nbv_ = 1, lastn_ = 16;
@@ -661,6 +661,9 @@ private:
             db(64 + i);
             db(i);
         }
+        L(l_pack_idx); // dword 4q + L ← dword 4L + q
+        for (int q = 0; q < 4; ++q)
+            for (int l = 0; l < 4; ++l) dd(4 * l + q);
         L(l_const);
         for (float v : consts_) {
             uint32_t bits;
@@ -719,27 +722,70 @@ private:
         const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
                                pp.ops.back().k == lowered_op::kind::eltwise &&
                                pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
+        // u8 / s8: four pixels of a full vector are clamped and converted,
+        // then packed together (vpackus/ss + vpermd) and stored as 4 × 16 bytes.
+        const bool packable = pp.dst_dt == dtype::u8 || pp.dst_dt == dtype::s8;
         for (int b = 0; b < nbv_; ++b) {
             if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
             vmovups(zmm_scale, oc_arr(pp.scale, b));
             if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
-            for (int w = 0; w < u; ++w) {
-                const Xbyak::Zmm y = acc(w, b);
-                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
-                vcvtdq2ps(y, y);
-                vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero); // madd(acc, scale, bias or +0)
-                int full_i = 0;
-                for (size_t i = 0; i < pp.ops.size(); ++i) {
-                    if (relu_last && i + 1 == pp.ops.size()) {
-                        if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
-                        break;
+            for (int w = 0; w < u;) {
+                const int group = packable && !tail(b) && w + 4 <= u ? 4 : 1;
+                for (int q = 0; q < group; ++q) {
+                    const Xbyak::Zmm y = acc(w + q, b);
+                    if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
+                    vcvtdq2ps(y, y);
+                    vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero); // madd(acc, scale, bias or +0)
+                    int full_i = 0;
+                    for (size_t i = 0; i < pp.ops.size(); ++i) {
+                        if (relu_last && i + 1 == pp.ops.size()) {
+                            if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
+                            break;
+                        }
+                        emit_op(pp.ops[i], y, w + q, b, full_i, pix);
                     }
-                    emit_op(pp.ops[i], y, w, b, full_i, pix);
+                    if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
+                    if (group == 1) emit_store(y, ptr[reg_dst + (w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                    else emit_to_int8_range(y, pp.dst_dt);
                 }
-                if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
-                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                if (group == 4) emit_pack_store(w, b, pix, pp.dst_dt);
+                w += group;
             }
         }
+    }
+
+    // NaN → 0, clamp to the 8-bit range in f32, convert (round half to even):
+    // the packs below then never saturate.
+    void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt) {
+        if (dt == dtype::u8) {
+            vmaxps(y, y, zmm_zero); // NaN → 0
+            vminps(y, y, cst(255.f));
+        } else {
+            vcmpps(k2, y, y, cmp_ord);
+            vmovaps(y | k2 | T_z, y);
+            vmaxps(y, y, cst(-128.f));
+            vminps(y, y, cst(127.f));
+        }
+        vcvtps2dq(y, y);
+    }
+
+    // Pixels w..w+3 of vector b: int32 in the 8-bit range → 4 × 16 bytes.
+    void emit_pack_store(int w, int b, int64_t pix, dtype dt) {
+        const Xbyak::Zmm t = zmm_t, v = zmm_u, idx = Xbyak::Zmm(25);
+        if (dt == dtype::u8) {
+            vpackusdw(t, acc(w, b), acc(w + 1, b));
+            vpackusdw(v, acc(w + 2, b), acc(w + 3, b));
+            vpackuswb(t, t, v);
+        } else {
+            vpackssdw(t, acc(w, b), acc(w + 1, b));
+            vpackssdw(v, acc(w + 2, b), acc(w + 3, b));
+            vpacksswb(t, t, v);
+        }
+        // Lane L of the packs holds channels 4L..4L+3 of the four pixels.
+        vmovdqu32(idx, ptr[rip + l_pack_idx]);
+        vpermd(t, idx, t);
+        vmovdqu8(ptr[reg_dst + w * pix + b * 16], Xbyak::Xmm(t.getIdx()));
+        for (int q = 1; q < 4; ++q) vextracti32x4(ptr[reg_dst + (w + q) * pix + b * 16], t, q);
     }
 
     // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
