@@ -82,9 +82,6 @@ private:
     }
     template <typename T>
     void make_padded_source_t(const void *src, T *buf, int threads) const;
-    const conv_ukernel &ukernel(int ur_w, int nb, int last_n, int start_col) const {
-        return *kernels_.at({ur_w, nb, fused_ ? last_n : 16, g_.flat2d ? start_col : -1});
-    }
     void make_padded_source(const void *src, uint8_t *buf, int threads) const;
 
     conv_isa isa_;
@@ -95,6 +92,15 @@ private:
     bool fused_ = false; // output pipeline inside the micro-kernels
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
     std::map<std::tuple<int, int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    // Pixel blocks of a row (or of the pixel list) for one OC-block kind:
+    // block i covers [start[i], start[i+1]) and runs fn[i]; chunk c (one work
+    // item) covers blocks [chunk[c], chunk[c+1]).
+    struct block_plan {
+        std::vector<int64_t> start, chunk;
+        std::vector<conv_ukernel_fn> fn;
+    };
+    block_plan bp_[2]; // full OC block, last OC block
+    int64_t n_chunks_ = 1;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
     bool pad_zero_ = true;            // every element of the padded pixel is 0
@@ -172,48 +178,67 @@ void conv_x8s8_kernel::plan() {
         fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
                  !(env && std::strcmp(env, "0") == 0);
     }
-    // Micro-kernels: (ur_w, nb, valid lanes of the last vector) for the full
-    // and the last OC block, full and tail pixel block.
+    // Pixel blocks and micro-kernels, for the full OC block (kind 0) and the
+    // last one (kind 1). Row-wise blocking: ur-wide blocks and a tail, one
+    // chunk per row. One long pixel list (flattened 1x1, short rows): blocks
+    // balanced to ur and ur − 1 pixels (49 = 4·6 + 5·5, not 8·6 + 1: a tiny
+    // block still streams all the weights), grouped into chunks of ≥ 32
+    // pixels for the threads; flat2d compiles one kernel per start column.
     const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
     const int last_lanes = static_cast<int>(g.ocg - (nvec - 1) * g.lanes);
-    const std::pair<int, int> blocks[2] = {{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}, {last_nb, last_lanes}};
-    for (const auto &[nb, ln] : blocks) {
-        const int ur = ur_w_for(nb, g.ow);
-        const int tail = static_cast<int>(g.ow % ur);
-        const int last_n = fused_ ? ln : 16;
-        // Block starts: every multiple of ur (flat2d: one kernel per start column).
-        std::vector<std::pair<int, int>> starts; // (u, start column)
-        if (g.flat2d) {
-            for (int64_t p = 0; p < g.ow; p += ur)
-                starts.push_back({static_cast<int>(std::min<int64_t>(ur, g.ow - p)), static_cast<int>(p % d.ow)});
+    const std::pair<int, int> kinds[2] = {{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}, {last_nb, last_lanes}};
+    const bool list = g.flat || g.flat2d;
+    n_chunks_ = 1;
+    for (int k = 0; k < 2; ++k) {
+        const auto [nb, ln] = kinds[k];
+        block_plan &bp = bp_[k];
+        const int64_t ur = ur_w_for(nb, g.ow);
+        bp.start.clear();
+        if (list) {
+            const int64_t nblk = (g.ow + ur - 1) / ur, big = g.ow - nblk * (ur - 1);
+            for (int64_t i = 0, p = 0; i < nblk; p += i < big ? ur : ur - 1, ++i) bp.start.push_back(p);
         } else {
-            starts = {{ur, -1}, {tail, -1}};
+            for (int64_t p = 0; p < g.ow; p += ur) bp.start.push_back(p);
         }
-        for (const auto &[u, col0] : starts) {
-            if (u == 0 || kernels_.count({u, nb, last_n, col0})) continue;
-            conv_ukernel_cfg c;
-            if (col0 >= 0)
-                for (int w = 0; w < u; ++w) {
-                    const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
-                    c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
-                }
-            c.isa = isa_;
-            c.ur_w = u;
-            c.nb = nb;
-            c.kh = static_cast<int>(g.kh);
-            c.kw = static_cast<int>(g.kw);
-            c.ic4 = static_cast<int>(g.icg4 / 4);
-            c.pix_stride = g.cs * g.es;
-            c.row_stride = g.iw_p * g.cs * g.es;
-            c.sw = static_cast<int>(g.sw);
-            c.dh = static_cast<int>(g.dh);
-            c.dw = static_cast<int>(g.dw);
-            c.xor_src = !g.copy && p_.src_dt == dtype::s8;
-            c.pipe = fused_ ? &pipe_ : nullptr;
-            c.last_n = last_n;
-            c.taps_inner = g.taps_inner;
-
-            kernels_[{u, nb, last_n, col0}] = std::make_unique<conv_ukernel>(c);
+        const int64_t nblk = static_cast<int64_t>(bp.start.size());
+        bp.start.push_back(g.ow);
+        bp.chunk.assign(1, 0);
+        const int64_t n_ch = list ? std::max<int64_t>(1, g.ow / 32) : 1;
+        for (int64_t i = 1, c = 1; i < nblk; ++i)
+            if (bp.start[i] * n_ch >= c * g.ow) bp.chunk.push_back(i), ++c;
+        bp.chunk.push_back(nblk);
+        n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
+        const int last_n = fused_ ? ln : 16;
+        bp.fn.clear();
+        for (int64_t i = 0; i < nblk; ++i) {
+            const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
+            const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
+            auto &slot = kernels_[{u, nb, last_n, col0}];
+            if (!slot) {
+                conv_ukernel_cfg c;
+                if (col0 >= 0)
+                    for (int w = 0; w < u; ++w) {
+                        const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
+                        c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
+                    }
+                c.isa = isa_;
+                c.ur_w = u;
+                c.nb = nb;
+                c.kh = static_cast<int>(g.kh);
+                c.kw = static_cast<int>(g.kw);
+                c.ic4 = static_cast<int>(g.icg4 / 4);
+                c.pix_stride = g.cs * g.es;
+                c.row_stride = g.iw_p * g.cs * g.es;
+                c.sw = static_cast<int>(g.sw);
+                c.dh = static_cast<int>(g.dh);
+                c.dw = static_cast<int>(g.dw);
+                c.xor_src = !g.copy && p_.src_dt == dtype::s8;
+                c.pipe = fused_ ? &pipe_ : nullptr;
+                c.last_n = last_n;
+                c.taps_inner = g.taps_inner;
+                slot = std::make_unique<conv_ukernel>(c);
+            }
+            bp.fn.push_back(slot->fn());
         }
     }
 
@@ -387,16 +412,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     }
     uint8_t *const pad_buf = g.copy ? padded->p : nullptr;
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
-    // Pixel chunks: whole rows, except flattened 1x1 rows which are split so
-    // that there is enough parallel work. A chunk is a multiple of every
-    // micro-kernel width, so only the last chunk of a row has a pixel tail.
     const int64_t nvec = g.ocg16 / g.lanes;
-    const int64_t ur_a = ur_w_for(g.nb_big, g.ow);
-    const int64_t ur_b = ur_w_for(static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big), g.ow);
-    int64_t chunk = ur_a / std::__gcd(ur_a, ur_b) * ur_b;
-    while (chunk < 32) chunk *= 2;
-    chunk = g.flat || g.flat2d ? std::min<int64_t>(g.ow, chunk) : g.ow;
-    const int64_t n_chunks = (g.ow + chunk - 1) / chunk;
+    const int64_t n_chunks = n_chunks_;
     const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
     const int32_t *comp = pk.comp.data();
     const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
@@ -423,29 +440,22 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, nvec - ob * g.nb_big));
             const int nc = static_cast<int>(std::min<int64_t>(nb * g.lanes, g.ocg - oc0));
             const int8_t *wblk = pk.wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
-            const int ur = ur_w_for(nb, g.ow);
-            const int64_t ow_end = std::min(g.ow, (ck + 1) * chunk);
+            const bool last_block = ob == g.n_ob - 1;
+            const block_plan &bp = bp_[last_block ? 1 : 0];
+            if (ck + 1 >= static_cast<int64_t>(bp.chunk.size())) continue; // this kind has fewer chunks
             const uint8_t *row = view + ((n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
                                          gr * (g.copy ? g.icg4 : g.icg)) * g.es;
-            const bool last_block = ob == g.n_ob - 1;
-            const int last_n = last_block ? static_cast<int>(g.ocg - (nvec - 1) * g.lanes) : g.lanes;
             conv_call call{};
             call.wei = wblk;
             call.acc = acc;
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
-            // Entry points of the full and the tail pixel block (row-wise
-            // blocking); the pixel-list mode picks by start column below.
-            const conv_ukernel_fn fn_full = g.flat2d ? nullptr : ukernel(ur, nb, last_n, -1).fn();
-            const int tail_u = static_cast<int>((ow_end - ck * chunk) % ur);
-            const conv_ukernel_fn fn_tail = g.flat2d || tail_u == 0 ? nullptr : ukernel(tail_u, nb, last_n, -1).fn();
-            for (int64_t ow = ck * chunk; ow < ow_end; ow += ur) {
-                const int u = static_cast<int>(std::min<int64_t>(ur, ow_end - ow));
-                int col0 = -1;
+            for (int64_t i = bp.chunk[ck]; i < bp.chunk[ck + 1]; ++i) {
+                const int64_t ow = bp.start[i];
+                const int u = static_cast<int>(bp.start[i + 1] - ow);
                 if (g.flat2d) { // pixel index ow → (row, column) of the image
-                    const int64_t orow = ow / g.ow_real;
-                    col0 = static_cast<int>(ow % g.ow_real);
+                    const int64_t orow = ow / g.ow_real, col0 = ow % g.ow_real;
                     call.src = view + ((n * g.ih_p + orow * g.sh) * g.iw_p * g.cs + col0 * g.sw * g.cs +
                                        gr * (g.copy ? g.icg4 : g.icg)) * g.es;
                 } else {
@@ -455,11 +465,10 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 if (fused_) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
-                    const conv_ukernel_fn fn = g.flat2d ? ukernel(u, nb, last_n, col0).fn() : u == ur ? fn_full : fn_tail;
-                    fn(&call);
+                    bp.fn[i](&call);
                     continue;
                 }
-                (g.flat2d ? ukernel(u, nb, last_n, col0).fn() : u == ur ? fn_full : fn_tail)(&call);
+                bp.fn[i](&call);
                 tile t;
                 t.acc = acc;
                 t.acc_stride = nb * g.lanes;
