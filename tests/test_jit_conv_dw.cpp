@@ -134,3 +134,39 @@ TEST(JitConvDw, UkernelPathOnVnni) {
         }
     unsetenv("QCONV_JIT_CONV_DW_ROW");
 }
+
+// The byte-layout variant (chosen for strided rows) forced on every shape,
+// and forced off on the strided ones: u8 / s8 dst, chains without sum or
+// full-tensor operands (the variant's domain), both zero-point kinds.
+TEST(JitConvDw, NativeVariantForcedOnAndOff) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6",
+                                          "prelu", "add:per_oc;linear:2:1", "hardswish", "relu:0.5"};
+    int i = 0;
+    for (const char *mode : {"1", "0"}) {
+        setenv("QCONV_JIT_CONV_DW_NATIVE", mode, 1);
+        for (const std::string &desc : row_shapes())
+            for (const char *zp : {"none", "channel:random"})
+                for (dtype src : {dtype::u8, dtype::s8}) {
+                    if (src == dtype::s8 && std::string(zp) != "none") continue;
+                    ConvTester t;
+                    // Seeds differ per pass: no cached kernel of the other mode is reused.
+                    t.desc(desc).src(src).zp(zp).post_ops(ops[i % ops.size()]).dst(i % 3 ? dtype::u8 : dtype::s8);
+                    t.seed(10000 + i).threads(1 + i % 2);
+                    ++i;
+                    EXPECT_TRUE(t.run(kRow)) << desc;
+                    if (HasFailure()) break;
+                }
+        if (HasFailure()) break;
+    }
+    unsetenv("QCONV_JIT_CONV_DW_NATIVE");
+    // Extreme data through the native variant: s32 is not its domain, so u8
+    // dst with a unit scale and no bias keeps small sums exact.
+    setenv("QCONV_JIT_CONV_DW_NATIVE", "1", 1);
+    for (const std::string &desc : {row_shapes()[2], row_shapes()[3], row_shapes()[5]}) {
+        ConvTester t;
+        t.desc(desc).data("extreme").scales("none").bias(false).zp("tensor:255").seed(10500 + i++);
+        EXPECT_TRUE(t.run(kRow)) << desc;
+    }
+    unsetenv("QCONV_JIT_CONV_DW_NATIVE");
+}

@@ -47,7 +47,23 @@ struct dw_packed : impl::packed {
     std::vector<uint8_t> wei8; // row kernel: [block][kh][kw][vector][64]
     std::vector<int32_t> comp; // C + 16
     std::vector<float> bias;   // C + 16 (empty without bias)
+    // Native row kernel: comp and bias in its lane order.
+    std::vector<int32_t> comp_nat;
+    std::vector<float> bias_nat;
 };
+
+// Lane order of the native row kernel: position g·64 + 16q + i holds
+// channel g·64 + 4i + q (n: rounded up to 64, plus 16 of padding).
+template <typename T>
+std::vector<T> native_order(const std::vector<T> &v, int64_t c) {
+    if (v.empty()) return v;
+    std::vector<T> out(static_cast<size_t>(rnd_up(c, 64) + 16), T(0));
+    for (int64_t pos = 0; pos < rnd_up(c, 64); ++pos) {
+        const int64_t g = pos / 64, q = (pos % 64) / 16, i = pos % 16, ch = g * 64 + 4 * i + q;
+        if (ch < c && ch < static_cast<int64_t>(v.size())) out[static_cast<size_t>(pos)] = v[static_cast<size_t>(ch)];
+    }
+    return out;
+}
 
 // comp (legacy zp compensation, −128·Σw for s8 sources) and the padded bias.
 void fill_comp_bias(dw_packed &pk, const conv_problem &p, const attr_set &a, const int8_t *wei, const float *bias) {
@@ -399,6 +415,10 @@ struct dw_row_cfg {
     const pipeline *pipe = nullptr;         // fused epilogue; null: int32 rows to acc
     int64_t acc_pix = 0;                    // bytes between pixels of the int32 row
     int64_t blk_wbytes = 0;                 // packed weight bytes per channel block
+    // Byte layout (strided convolutions): 64-channel groups read as they are,
+    // lane i of accumulator q is channel 4i + q (see dw_native_note below).
+    bool native = false;
+    int tail_bytes = 0;                     // channels of the last group (native, 0: none)
 };
 
 struct dw_call {
@@ -415,7 +435,17 @@ struct dw_call {
 };
 using dw_row_fn = void (*)(const dw_call *);
 
+// Byte layout (native): a 64-byte source load holds 4 channels per dword;
+// weight register q of a tap holds w[4i + q] in byte q of dword i, so
+// vpdpbusd(acc_q, x, w_q) adds x·w of channel 4i + q to lane i, exactly. No
+// permutes at all (9 multiply-adds per 16 outputs of a 3x3 tap set instead
+// of 3 plus two permuted source builds per column), which wins when columns
+// are not shared (stride 2). The epilogue runs on the permuted lanes with
+// per-OC arrays permuted the same way and recombines the four accumulators
+// of a pixel into bytes (shift + or): u8 / s8 destinations without
+// position-dependent operands (sum, full-tensor binary).
 int dw_chunks(int kh) { return (kh + 2) / 3; }
+int dw_native_max_acc(int kw) { return std::min(25, 30 - 4 * kw); }
 int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chunks(kh) * kw * nb); }
 
 class dw_row_gen : public jit_generator {
@@ -492,7 +522,8 @@ private:
     void generate() override {
         preamble();
         set_mask(k5, 0xffff);
-        if (cfg.last_nb > 0) set_mask(k6, (uint64_t(1) << cfg.last_n) - 1);
+        if (cfg.native && cfg.tail_bytes > 0) set_mask(k6, (uint64_t(1) << cfg.tail_bytes) - 1);
+        else if (cfg.last_nb > 0) set_mask(k6, (uint64_t(1) << cfg.last_n) - 1);
         set_mask(k7, byte_mask(4));
         set_mask(k4, byte_mask(3));
         mov(reg_wei, ptr[reg_args + offsetof(dw_call, wei)]);
@@ -540,13 +571,15 @@ private:
         }
         for (const dw_run &r : cfg.runs) {
             if (r.count == 1) {
-                emit_block(r);
+                if (cfg.native) emit_block_native(r);
+                else emit_block(r);
                 continue;
             }
             Xbyak::Label l_loop;
             mov(reg_cnt, r.count);
             L(l_loop);
-            emit_block(r);
+            if (cfg.native) emit_block_native(r);
+            else emit_block(r);
             dec(reg_cnt);
             jnz(l_loop, T_NEAR);
         }
@@ -644,6 +677,83 @@ private:
         add(reg_src, r.u * cfg.sw * cfg.pix_stride);
     }
 
+    // Native: weights of one kernel row (KW · 4 registers) below zmm30,
+    // sources zmm30/31; the tail group loads its bytes masked (k6).
+    Xbyak::Zmm nwreg(int kw, int q) const { return Xbyak::Zmm(30 - 4 * cfg.kw + kw * 4 + q); }
+    void emit_block_native(const dw_run &r) {
+        const bool tl = lastn_ < 16; // the tail group (emit_channel_block(4, 0))
+        for (int i = 0; i < r.u * 4; ++i) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        const int span = (r.u - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
+        int flip = 0, w = 0;
+        for (int kh = 0; kh < cfg.kh; ++kh) {
+            if (!((cfg.row_mask >> kh) & 1u)) continue;
+            bool any = false;
+            for (int j = std::max(0, r.lo); j < std::min(span, r.hi) && !any; ++j)
+                for (int kw = 0; kw < cfg.kw && !any; ++kw) any = tap(r, j, kw, &w);
+            if (!any) continue;
+            for (int kw = 0; kw < cfg.kw; ++kw)
+                for (int q = 0; q < 4; ++q)
+                    vmovdqu8(nwreg(kw, q), ptr[reg_wei + ((kh * cfg.kw + kw) * 4 + q) * 64]);
+            for (int j = std::max(0, r.lo); j < std::min(span, r.hi); ++j) {
+                bool used = false;
+                for (int kw = 0; kw < cfg.kw && !used; ++kw) used = tap(r, j, kw, &w);
+                if (!used) continue;
+                const Xbyak::Zmm x(30 + (flip++ & 1));
+                const Xbyak::Address a = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride];
+                if (tl) vmovdqu8(x | k6 | T_z, a);
+                else vmovdqu8(x, a);
+                for (int kw = 0; kw < cfg.kw; ++kw)
+                    if (tap(r, j, kw, &w))
+                        for (int q = 0; q < 4; ++q) vpdpbusd(acc(w, q), x, nwreg(kw, q));
+            }
+        }
+        emit_epilogue_native(r.u, tl);
+        add(reg_dst, r.u * cfg.pipe->oc);
+        add(reg_src, r.u * cfg.sw * cfg.pix_stride);
+    }
+
+    // Pipeline per accumulator (permuted per-OC arrays), then bytes
+    // y0 | y1 << 8 | y2 << 16 | y3 << 24 = channels 4i..4i+3 in order.
+    void emit_epilogue_native(int u, bool tl) {
+        const pipeline &pp = *cfg.pipe;
+        vxorps(zmm_zero, zmm_zero, zmm_zero);
+        const bool relu_last = pp.dst_zp == 0.f && !pp.ops.empty() && pp.ops.back().k == lowered_op::kind::eltwise &&
+                               pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
+        for (int q = 0; q < 4; ++q) {
+            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + q * 64]);
+            vmovups(zmm_scale, oc_arr(pp.scale, q));
+            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + q * 64]);
+            for (int w = 0; w < u; ++w) {
+                const Xbyak::Zmm y = acc(w, q);
+                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
+                vcvtdq2ps(y, y);
+                vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero);
+                int full_i = 0;
+                for (size_t i = 0; i < pp.ops.size(); ++i) {
+                    if (relu_last && i + 1 == pp.ops.size()) { // u8: the clamp below does it
+                        if (pp.dst_dt == dtype::s8) vmaxps(y, y, zmm_zero);
+                        break;
+                    }
+                    emit_op(pp.ops[i], y, w, q, full_i, 0);
+                }
+                if (pp.dst_zp != 0.f) vaddps(y, y, cst(pp.dst_zp));
+                emit_to_int8_range(y, pp.dst_dt);
+            }
+        }
+        for (int w = 0; w < u; ++w) {
+            if (pp.dst_dt == dtype::s8)
+                for (int q = 0; q < 3; ++q) vpandd(acc(w, q), acc(w, q), cst(bits_float(0xffu)));
+            vpslld(acc(w, 1), acc(w, 1), 8);
+            vpslld(acc(w, 2), acc(w, 2), 16);
+            vpslld(acc(w, 3), acc(w, 3), 24);
+            vpternlogd(acc(w, 0), acc(w, 1), acc(w, 2), 0xfe); // a | b | c
+            vpord(acc(w, 0), acc(w, 0), acc(w, 3));
+            const Xbyak::Address a = ptr[reg_dst + w * pp.oc];
+            if (tl) vmovdqu8(a | k6, acc(w, 0));
+            else vmovdqu8(a, acc(w, 0));
+        }
+    }
+
     bool has_full() const {
         for (const auto &op : cfg.pipe->ops)
             if (op.k == lowered_op::kind::binary && op.full) return true;
@@ -706,7 +816,7 @@ private:
         add(reg_tmp, reg_coff);
         return ptr[reg_tmp + b * 64];
     }
-    bool tail(int b) const { return b == nbv_ - 1 && lastn_ < 16; }
+    bool tail(int b) const { return !cfg.native && b == nbv_ - 1 && lastn_ < 16; }
 
     void emit_epilogue(int u) {
         const pipeline &pp = *cfg.pipe;
@@ -957,8 +1067,10 @@ public:
 private:
     void plan();
     int ur_max(int nb) const {
+        if (native_) return dw_native_max_acc(static_cast<int>(p_.desc.kw)) / 4;
         return dw_max_acc(nb, static_cast<int>(p_.desc.kh), static_cast<int>(p_.desc.kw)) / nb;
     }
+    bool native_eligible() const;
     int ur_for(int nb) const {
         const int64_t mx = ur_max(nb), ow = p_.desc.ow;
         if (ow <= mx) return static_cast<int>(ow);
@@ -975,7 +1087,8 @@ private:
     int64_t c_ = 0;
     int nb_ = 1;
     int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
-    bool tail_ = false, fused_ = false, direct_ = false;
+    bool tail_ = false, fused_ = false, direct_ = false, native_ = false;
+    pipeline pipe_nat_; // pipe_ with per-OC arrays in the native lane order
     std::vector<std::unique_ptr<dw_row_gen>> gens_;
     std::vector<dw_row_fn> fns_; // per output row
 };
@@ -1021,21 +1134,24 @@ std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
     return runs;
 }
 
+// The byte-layout variant: strided rows (QCONV_JIT_CONV_DW_NATIVE=1: any
+// stride, =0: never), u8 / s8 dst, fused, no position-dependent operand.
+bool conv_dw_row_kernel::native_eligible() const {
+    const conv_desc &d = p_.desc;
+    const char *env = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    const bool forced = env && std::strcmp(env, "1") == 0;
+    if (!fused_ || (p_.dst_dt != dtype::u8 && p_.dst_dt != dtype::s8)) return false;
+    if (dw_native_max_acc(static_cast<int>(d.kw)) < 4) return false;
+    for (const auto &op : a_.ops)
+        if (op.k == lowered_op::kind::sum || (op.k == lowered_op::kind::binary && op.bcast == broadcast::full))
+            return false;
+    return forced || d.sw >= 2;
+}
+
 void conv_dw_row_kernel::plan() {
     const conv_desc &d = p_.desc;
     c_ = d.oc;
-    // Widest channel block whose pixel block still covers the row (fewer
-    // passes over the row), else 16 channels with the longest pixel blocks.
-    nb_ = 1;
-    for (int nb : {4, 2})
-        if (ur_max(nb) >= d.ow && (c_ + 15) / 16 >= nb) {
-            nb_ = nb;
-            break;
-        }
-    n_full_ = c_ / (16 * nb_);
-    tail_ = c_ % (16 * nb_) != 0;
-    n_ob_ = n_full_ + (tail_ ? 1 : 0);
-    blk_wbytes_ = int64_t(dw_chunks(static_cast<int>(d.kh))) * d.kw * nb_ * 64;
     bool transcendental = false;
     int n_full_ops = 0;
     for (const auto &op : a_.ops) {
@@ -1046,6 +1162,30 @@ void conv_dw_row_kernel::plan() {
     fused_ = !transcendental && n_full_ops <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
     direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !(dv && std::strcmp(dv, "0") == 0);
+    native_ = native_eligible();
+    // Native: 64-channel groups. Otherwise the widest channel block whose
+    // pixel block still covers the row (fewer passes over the row), else 16
+    // channels with the longest pixel blocks.
+    nb_ = native_ ? 4 : 1;
+    if (!native_)
+        for (int nb : {4, 2})
+            if (ur_max(nb) >= d.ow && (c_ + 15) / 16 >= nb) {
+                nb_ = nb;
+                break;
+            }
+    n_full_ = c_ / (16 * nb_);
+    tail_ = c_ % (16 * nb_) != 0;
+    n_ob_ = n_full_ + (tail_ ? 1 : 0);
+    blk_wbytes_ = native_ ? d.kh * d.kw * 4 * 64 : int64_t(dw_chunks(static_cast<int>(d.kh))) * d.kw * nb_ * 64;
+    if (native_) {
+        pipe_nat_ = pipe_;
+        pipe_nat_.scale = native_order(pipe_.scale, c_);
+        for (auto &op : pipe_nat_.ops) {
+            op.a = native_order(op.a, c_);
+            op.b = native_order(op.b, c_);
+            for (auto &v : op.q) v = native_order(v, c_);
+        }
+    }
 
     const int rem = static_cast<int>(c_ - n_full_ * 16 * nb_);
     const std::vector<dw_run> runs = row_runs(ur_for(nb_));
@@ -1057,8 +1197,10 @@ void conv_dw_row_kernel::plan() {
         if (it == made.end()) {
             dw_row_cfg c;
             c.nb = nb_;
-            c.last_nb = tail_ ? (rem + 15) / 16 : 0;
-            c.last_n = tail_ ? rem - 16 * (c.last_nb - 1) : 16;
+            c.last_nb = tail_ ? (native_ ? 4 : (rem + 15) / 16) : 0;
+            c.last_n = tail_ ? (native_ ? 0 : rem - 16 * (c.last_nb - 1)) : 16;
+            c.native = native_;
+            c.tail_bytes = native_ && tail_ ? rem : 0;
             c.kh = static_cast<int>(d.kh);
             c.kw = static_cast<int>(d.kw);
             c.sw = static_cast<int>(d.sw);
@@ -1069,7 +1211,7 @@ void conv_dw_row_kernel::plan() {
             c.row_mask = cls.first;
             c.masked_kh = cls.second;
             c.runs = runs;
-            c.pipe = fused_ ? &pipe_ : nullptr;
+            c.pipe = !fused_ ? nullptr : native_ ? &pipe_nat_ : &pipe_;
             c.acc_pix = nb_ * 64;
             c.blk_wbytes = blk_wbytes_;
             gens_.push_back(std::make_unique<dw_row_gen>(c));
@@ -1089,6 +1231,19 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
     auto pk = std::make_shared<dw_packed>();
     pk->wei8.assign(static_cast<size_t>(n_ob_ * blk_wbytes_), 0);
+    if (native_) {
+        // [group][kh][kw][q][64 bytes]: w[g·64 + 4i + q] in byte 4i + q of vector q.
+        for (int64_t c = 0; c < c_; ++c) {
+            const int64_t g = c / 64, r = c % 64, q = r % 4;
+            for (int64_t t = 0; t < d.kh * d.kw; ++t)
+                pk->wei8[static_cast<size_t>(g * blk_wbytes_ + (t * 4 + q) * 64 + r)] =
+                    static_cast<uint8_t>(wei[c * d.kh * d.kw + t]);
+        }
+        fill_comp_bias(*pk, p_, a_, wei, bias);
+        pk->comp_nat = native_order(pk->comp, c_);
+        pk->bias_nat = native_order(pk->bias, c_);
+        return pk;
+    }
     for (int64_t c = 0; c < c_; ++c) {
         const int64_t ob = c / (nb_ * 16), r = c % (nb_ * 16), k = r / 16, i = r % 16;
         for (int64_t kh = 0; kh < d.kh; ++kh)
@@ -1145,8 +1300,8 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 call.src = buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
             }
             call.wei = reinterpret_cast<const int8_t *>(pk.wei8.data() + b0 * blk_wbytes_);
-            call.comp = pk.comp.data() + c0;
-            call.bias = bias ? bias + c0 : nullptr;
+            call.comp = (native_ ? pk.comp_nat.data() : pk.comp.data()) + c0;
+            call.bias = bias ? (native_ ? pk.bias_nat.data() : bias) + c0 : nullptr;
             call.c_off = c0 * 4;
             call.acc = rowacc.data();
             const int64_t off0 = (n * d.oh + oh) * d.ow * c_ + c0;
