@@ -856,7 +856,7 @@ private:
                     }
                     if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
                     if (group == 1) emit_store(y, ptr[reg_dst + (w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
-                    else emit_to_int8_range(y, pp.dst_dt);
+                    else emit_to_int8_range(y, pp.dst_dt, true);
                 }
                 if (group == 4) emit_pack_store(w, b, pix, pp.dst_dt);
                 w += group;
@@ -864,10 +864,17 @@ private:
         }
     }
 
-    // NaN → 0, clamp to the 8-bit range in f32, convert (round half to even):
-    // the packs below then never saturate.
-    void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt) {
-        if (dt == dtype::u8) {
+    // NaN → 0, clamp to the 8-bit range in f32, convert (round half to even).
+    // u8 before the unsigned packs (packed = true): min(32767, y) (NaN stays
+    // NaN) and the conversion suffice — NaN and −∞ become INT_MIN, which the
+    // packs' saturation turns into 0 like every negative value, values in
+    // (255, 32767] become 255 (vpackuswb reads words as signed: the bound
+    // keeps them positive).
+    void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt, bool packed = false) {
+        if (dt == dtype::u8 && packed) {
+            vbroadcastss(zmm_t, cst_plain(32767.f));
+            vminps(y, zmm_t, y);
+        } else if (dt == dtype::u8) {
             vmaxps(y, y, zmm_zero); // NaN → 0
             vminps(y, y, cst(255.f));
         } else {
