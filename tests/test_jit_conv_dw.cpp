@@ -43,6 +43,9 @@ const std::vector<std::string> &row_shapes() {
         "g16mb1ic16ih3iw60oc16oh3ow60kh3ph1",               // edge / middle / edge pixel-block runs
         "g64mb1ic64ih8iw8oc64kh3sh2ph0",                    // no padding, stride 2
         "g17mb1ic17ih7iw9oc17oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1", // dilation, strides, 5-wide kernel rows
+        "g24mb1ic24ih2iw6oc24kh3ph1",                       // one row pair reading two image rows
+        "g50mb2ic50ih7iw4oc50kh3ph1",                       // row pairs + an odd last row, tail, mb 2
+        "g32mb1ic32ih6iw5oc32kh3kw5ph1pw2",                 // row pairs with 5-wide kernel rows
     };
     return s;
 }
@@ -170,4 +173,22 @@ TEST(JitConvDw, NativeVariantForcedOnAndOff) {
         EXPECT_TRUE(t.run(kRow)) << desc;
     }
     unsetenv("QCONV_JIT_CONV_DW_NATIVE");
+}
+
+// Row pairs (3-row kernels at stride 1 compute two output rows per build)
+// switched off: the single-row kernels on the same shapes.
+TEST(JitConvDw, RowPairsOff) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    setenv("QCONV_JIT_CONV_DW_PAIR", "0", 1);
+    int i = 0;
+    for (const std::string &desc : row_shapes())
+        for (const char *zp : {"none", "channel:random"}) {
+            ConvTester t;
+            t.desc(desc).zp(zp).post_ops(chains()[(i * 7) % chains().size()]).dst(i % 2 ? dtype::u8 : dtype::f32);
+            t.seed(11000 + i);
+            ++i;
+            EXPECT_TRUE(t.run(kRow)) << desc;
+            if (HasFailure()) break;
+        }
+    unsetenv("QCONV_JIT_CONV_DW_PAIR");
 }

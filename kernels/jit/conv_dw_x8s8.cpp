@@ -45,6 +45,7 @@ int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 struct dw_packed : impl::packed {
     std::vector<int32_t> wei;  // conv_ukernel: [kh][kw][cpad]
     std::vector<uint8_t> wei8; // row kernel: [block][kh][kw][vector][64]
+    std::vector<uint8_t> wei8_pair; // pair mode: [block][set][kw][64]
     std::vector<int32_t> comp; // C + 16
     std::vector<float> bias;   // C + 16 (empty without bias)
     // Native row kernel: comp and bias in its lane order.
@@ -419,6 +420,12 @@ struct dw_row_cfg {
     // lane i of accumulator q is channel 4i + q (see dw_native_note below).
     bool native = false;
     int tail_bytes = 0;                     // channels of the last group (native, 0: none)
+    // Pair mode (3-row kernels, stride 1, 16-channel blocks): output rows oh
+    // and oh + 1 from one build of source rows r..r+3 (row_mask bits 0..3,
+    // masked_kh: the one of them that is the image's last row); the second
+    // row's dst is row_pix pixels further.
+    bool pair = false;
+    int64_t row_pix = 0;
 };
 
 struct dw_call {
@@ -474,6 +481,9 @@ private:
     std::vector<float> consts_;
     // Current channel block: vectors, lanes of the last vector.
     int nbv_ = 1, lastn_ = 16;
+    // Epilogue of the second row of a pair: first accumulator, dst pixel offset.
+    int acc_base_ = 0;
+    int64_t pix_base_ = 0;
 
     int dsz() const {
         const dtype t = cfg.pipe->dst_dt;
@@ -571,15 +581,13 @@ private:
         }
         for (const dw_run &r : cfg.runs) {
             if (r.count == 1) {
-                if (cfg.native) emit_block_native(r);
-                else emit_block(r);
+                emit_any_block(r);
                 continue;
             }
             Xbyak::Label l_loop;
             mov(reg_cnt, r.count);
             L(l_loop);
-            if (cfg.native) emit_block_native(r);
-            else emit_block(r);
+            emit_any_block(r);
             dec(reg_cnt);
             jnz(l_loop, T_NEAR);
         }
@@ -674,6 +682,76 @@ private:
                 for (int k = 0; k < nbv; ++k) vmovdqu32(ptr[reg_acc + w * cfg.acc_pix + k * 64], acc(w, k));
             add(reg_acc, r.u * cfg.acc_pix);
         }
+        add(reg_src, r.u * cfg.sw * cfg.pix_stride);
+    }
+
+    void emit_any_block(const dw_run &r) {
+        if (cfg.native) emit_block_native(r);
+        else if (cfg.pair) emit_block_pair(r);
+        else emit_block(r);
+    }
+
+    // Pair: accumulators row 0 = zmm0..u−1, row 1 = zmm u..2u−1; weights
+    // A (w0, w1, w2, 0) and B (0, w0, w1, w2) per kernel column below zmm28.
+    Xbyak::Zmm pwreg(int set, int kw) const { return Xbyak::Zmm(28 - 2 * cfg.kw + set * cfg.kw + kw); }
+    void emit_block_pair(const dw_run &r) {
+        for (int i = 0; i < 2 * r.u; ++i) vpxord(Xbyak::Zmm(i), Xbyak::Zmm(i), Xbyak::Zmm(i));
+        for (int set = 0; set < 2; ++set)
+            for (int kw = 0; kw < cfg.kw; ++kw) vmovdqu8(pwreg(set, kw), ptr[reg_wei + (set * cfg.kw + kw) * 64]);
+        vmovdqu8(zmm_idx, ptr[rip + l_idx]);
+        const unsigned v = static_cast<unsigned>(cfg.row_mask & 15u);
+        if (v & 1u) set_mask(k2, byte_mask(1));
+        if (v & 2u) set_mask(k1, byte_mask(2));
+        if (v & 8u) set_mask(k3, byte_mask(8));
+        const bool tl = lastn_ < 16;
+        const int span = (r.u - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
+        int flip = 0, w = 0;
+        for (int j = std::max(0, r.lo); j < std::min(span, r.hi) && v; ++j) {
+            bool used = false;
+            for (int kw = 0; kw < cfg.kw && !used; ++kw) used = tap(r, j, kw, &w);
+            if (!used) continue;
+            const Xbyak::Zmm x(29 + (flip++ & 1));
+            auto addr = [&](int p) { return ptr[reg_src + p * cfg.row_stride + j * cfg.pix_stride]; };
+            auto with_operand = [&](int p, auto f) {
+                if (p != cfg.masked_kh) {
+                    f(addr(p));
+                } else {
+                    vmovdqu8(zmm_tmp | (tl ? k6 : k5) | T_z, addr(p));
+                    f(zmm_tmp);
+                }
+            };
+            auto pmask = [&](int p) { return p == 0 ? k2 : p == 1 ? k1 : p == 2 ? k7 : k3; };
+            if (v == 15u) {
+                if (cfg.masked_kh == 0) vmovdqu8(x | (tl ? k6 : k5) | T_z, addr(0));
+                else vmovdqu8(x, addr(0));
+                with_operand(1, [&](const Xbyak::Operand &o) { vpermt2b(x, zmm_idx, o); });
+                with_operand(2, [&](const Xbyak::Operand &o) { vpermb(x | k7, zmm_idx, o); });
+                with_operand(3, [&](const Xbyak::Operand &o) { vpermb(x | k3, zmm_idx, o); });
+            } else {
+                bool first = true;
+                for (int p = 0; p < 4; ++p) {
+                    if (!((v >> p) & 1u)) continue;
+                    with_operand(p, [&](const Xbyak::Operand &o) {
+                        if (first) vpermb(x | pmask(p) | T_z, zmm_idx, o);
+                        else vpermb(x | pmask(p), zmm_idx, o);
+                    });
+                    first = false;
+                }
+            }
+            for (int kw = 0; kw < cfg.kw; ++kw)
+                if (tap(r, j, kw, &w)) {
+                    vpdpbusd(Xbyak::Zmm(w), x, pwreg(0, kw));
+                    vpdpbusd(Xbyak::Zmm(r.u + w), x, pwreg(1, kw));
+                }
+        }
+        emit_epilogue(r.u);
+        acc_base_ = r.u;
+        pix_base_ = cfg.row_pix;
+        emit_epilogue(r.u);
+        acc_base_ = 0;
+        pix_base_ = 0;
+        add(reg_dst, r.u * cfg.pipe->oc * dsz());
+        if (has_full()) add(reg_foff, r.u * cfg.pipe->oc * 4);
         add(reg_src, r.u * cfg.sw * cfg.pix_stride);
     }
 
@@ -842,7 +920,7 @@ private:
             for (int w = 0; w < u;) {
                 const int group = packable && !tail(b) && w + 4 <= u ? 4 : 1;
                 for (int q = 0; q < group; ++q) {
-                    const Xbyak::Zmm y = acc(w + q, b);
+                    const Xbyak::Zmm y = acc(acc_base_ + w + q, b);
                     if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
                     vcvtdq2ps(y, y);
                     vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero); // madd(acc, scale, bias or +0)
@@ -852,13 +930,14 @@ private:
                             if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
                             break;
                         }
-                        emit_op(pp.ops[i], y, w + q, b, full_i, pix);
+                        emit_op(pp.ops[i], y, pix_base_ + w + q, b, full_i, pix);
                     }
                     if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
-                    if (group == 1) emit_store(y, ptr[reg_dst + (w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                    if (group == 1)
+                        emit_store(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
                     else emit_to_int8_range(y, pp.dst_dt, true);
                 }
-                if (group == 4) emit_pack_store(w, b, pix, pp.dst_dt);
+                if (group == 4) emit_pack_store(acc_base_ + w, pix_base_ + w, b, pix, pp.dst_dt);
                 w += group;
             }
         }
@@ -887,7 +966,7 @@ private:
     }
 
     // Pixels w..w+3 of vector b: int32 in the 8-bit range → 4 × 16 bytes.
-    void emit_pack_store(int w, int b, int64_t pix, dtype dt) {
+    void emit_pack_store(int w, int pw, int b, int64_t pix, dtype dt) {
         const Xbyak::Zmm t = zmm_t, v = zmm_u, idx = Xbyak::Zmm(25);
         if (dt == dtype::u8) {
             vpackusdw(t, acc(w, b), acc(w + 1, b));
@@ -901,8 +980,8 @@ private:
         // Lane L of the packs holds channels 4L..4L+3 of the four pixels.
         vmovdqu32(idx, ptr[rip + l_pack_idx]);
         vpermd(t, idx, t);
-        vmovdqu8(ptr[reg_dst + w * pix + b * 16], Xbyak::Xmm(t.getIdx()));
-        for (int q = 1; q < 4; ++q) vextracti32x4(ptr[reg_dst + (w + q) * pix + b * 16], t, q);
+        vmovdqu8(ptr[reg_dst + pw * pix + b * 16], Xbyak::Xmm(t.getIdx()));
+        for (int q = 1; q < 4; ++q) vextracti32x4(ptr[reg_dst + (pw + q) * pix + b * 16], t, q);
     }
 
     // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
@@ -1075,6 +1154,7 @@ private:
     void plan();
     int ur_max(int nb) const {
         if (native_) return dw_native_max_acc(static_cast<int>(p_.desc.kw)) / 4;
+        if (pair_) return std::min(25, 28 - 2 * static_cast<int>(p_.desc.kw)) / 2;
         return dw_max_acc(nb, static_cast<int>(p_.desc.kh), static_cast<int>(p_.desc.kw)) / nb;
     }
     bool native_eligible() const;
@@ -1094,7 +1174,9 @@ private:
     int64_t c_ = 0;
     int nb_ = 1;
     int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
-    bool tail_ = false, fused_ = false, direct_ = false, native_ = false;
+    bool tail_ = false, fused_ = false, direct_ = false, native_ = false, pair_ = false;
+    int64_t pair_wbytes_ = 0;
+    std::vector<dw_row_fn> fns_pair_; // per pair of output rows (2p, 2p + 1)
     pipeline pipe_nat_; // pipe_ with per-OC arrays in the native lane order
     std::vector<std::unique_ptr<dw_row_gen>> gens_;
     std::vector<dw_row_fn> fns_; // per output row
@@ -1170,11 +1252,16 @@ void conv_dw_row_kernel::plan() {
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
     direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !(dv && std::strcmp(dv, "0") == 0);
     native_ = native_eligible();
+    {
+        const char *pv = std::getenv("QCONV_JIT_CONV_DW_PAIR");
+        pair_ = fused_ && !native_ && d.kh == 3 && d.sh == 1 && d.dh == 1 && d.oh >= 2 &&
+                28 - 2 * d.kw >= 2 && !(pv && std::strcmp(pv, "0") == 0);
+    }
     // Native: 64-channel groups. Otherwise the widest channel block whose
     // pixel block still covers the row (fewer passes over the row), else 16
     // channels with the longest pixel blocks.
     nb_ = native_ ? 4 : 1;
-    if (!native_)
+    if (!native_ && !pair_)
         for (int nb : {4, 2})
             if (ur_max(nb) >= d.ow && (c_ + 15) / 16 >= nb) {
                 nb_ = nb;
@@ -1195,7 +1282,54 @@ void conv_dw_row_kernel::plan() {
     }
 
     const int rem = static_cast<int>(c_ - n_full_ * 16 * nb_);
+    const bool pair_save = pair_;
+    pair_ = false; // single-row blocking for the single-row kernels
     const std::vector<dw_run> runs = row_runs(ur_for(nb_));
+    pair_ = pair_save;
+    if (pair_) {
+        // 16-channel blocks; single-row kernels serve only an odd last row.
+        pair_wbytes_ = 2 * d.kw * 64;
+        const std::vector<dw_run> pruns = row_runs(ur_for(1));
+        std::map<std::pair<uint64_t, int>, dw_row_fn> pmade;
+        fns_pair_.assign(static_cast<size_t>(d.oh / 2), nullptr);
+        for (int64_t pr = 0; pr < d.oh / 2; ++pr) {
+            uint64_t mask = 15;
+            int last = -1;
+            if (direct_) {
+                mask = 0;
+                for (int p = 0; p < 4; ++p) {
+                    const int64_t ih = 2 * pr - d.pt + p;
+                    if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << p;
+                    if (ih == d.ih - 1) last = p;
+                }
+            }
+            auto it = pmade.find({mask, last});
+            if (it == pmade.end()) {
+                dw_row_cfg c;
+                c.nb = 1;
+                c.last_nb = tail_ ? 1 : 0;
+                c.last_n = tail_ ? rem : 16;
+                c.kh = 3;
+                c.kw = static_cast<int>(d.kw);
+                c.sw = 1;
+                c.dh = 1;
+                c.dw = static_cast<int>(d.dw);
+                c.pix_stride = direct_ ? c_ : pc_.cpad;
+                c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
+                c.row_mask = mask;
+                c.masked_kh = last;
+                c.runs.insert(c.runs.end(), pruns.begin(), pruns.end());
+                c.pipe = &pipe_;
+                c.blk_wbytes = pair_wbytes_;
+                c.pair = true;
+                c.row_pix = d.ow;
+                gens_.push_back(std::make_unique<dw_row_gen>(c));
+                gens_.back()->create();
+                it = pmade.emplace(std::make_pair(mask, last), gens_.back()->entry<dw_row_fn>()).first;
+            }
+            fns_pair_[pr] = it->second;
+        }
+    }
     std::map<std::pair<uint64_t, int>, dw_row_fn> made;
     fns_.assign(static_cast<size_t>(d.oh), nullptr);
     for (int64_t oh = 0; oh < d.oh; ++oh) {
@@ -1260,6 +1394,18 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
                 pk->wei8[static_cast<size_t>(off)] = static_cast<uint8_t>(wei[(c * d.kh + kh) * d.kw + kw]);
             }
     }
+    if (pair_) {
+        // [block][set][kw][64 bytes]: set 0 holds w[c][p][kw] in byte p of
+        // dword i (c = c0 + i), set 1 in byte p + 1.
+        pk->wei8_pair.assign(static_cast<size_t>(n_ob_ * pair_wbytes_), 0);
+        for (int64_t c = 0; c < c_; ++c)
+            for (int64_t set = 0; set < 2; ++set)
+                for (int64_t p = 0; p < 3; ++p)
+                    for (int64_t kw = 0; kw < d.kw; ++kw)
+                        pk->wei8_pair[static_cast<size_t>((c / 16) * pair_wbytes_ + (set * d.kw + kw) * 64 +
+                                                          4 * (c % 16) + p + set)] =
+                            static_cast<uint8_t>(wei[(c * d.kh + p) * d.kw + kw]);
+    }
     fill_comp_bias(*pk, p_, a_, wei, bias);
     return pk;
 }
@@ -1281,7 +1427,9 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     if (!fused_) groups = n_ob_;
     else if (threads > 1) groups = std::min<int64_t>(n_ob_, (4 * threads + d.mb * d.oh - 1) / (d.mb * d.oh));
     const int64_t per_group = (n_ob_ + groups - 1) / groups;
-    const int64_t work = d.mb * d.oh * groups;
+    // Row units: pairs of output rows (pair mode; an odd last row alone) or rows.
+    const int64_t units = pair_ ? (d.oh + 1) / 2 : d.oh;
+    const int64_t work = d.mb * units * groups;
 #pragma omp parallel num_threads(threads)
     {
         if (!direct_) {
@@ -1292,8 +1440,10 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
             const int64_t g = it % groups;
-            const int64_t oh = (it / groups) % d.oh;
-            const int64_t n = it / groups / d.oh;
+            const int64_t unit = (it / groups) % units;
+            const int64_t n = it / groups / units;
+            const int64_t oh = pair_ ? 2 * unit : unit;
+            const bool two = pair_ && oh + 1 < d.oh;
             const int64_t b0 = g * per_group, b1 = std::min(n_ob_, b0 + per_group);
             if (b0 >= b1) continue;
             const int64_t c0 = b0 * nb_ * 16;
@@ -1306,7 +1456,8 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             } else {
                 call.src = buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
             }
-            call.wei = reinterpret_cast<const int8_t *>(pk.wei8.data() + b0 * blk_wbytes_);
+            call.wei = reinterpret_cast<const int8_t *>(two ? pk.wei8_pair.data() + b0 * pair_wbytes_
+                                                            : pk.wei8.data() + b0 * blk_wbytes_);
             call.comp = (native_ ? pk.comp_nat.data() : pk.comp.data()) + c0;
             call.bias = bias ? (native_ ? pk.bias_nat.data() : bias) + c0 : nullptr;
             call.c_off = c0 * 4;
@@ -1317,7 +1468,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 call.full[f] = args.binary[full_idx[f]] + off0;
             call.n_full = std::max<int64_t>(0, std::min(b1, n_full_) - b0);
             call.last = tail_ && b1 == n_ob_ ? 1 : 0;
-            fns_[oh](&call);
+            (two ? fns_pair_[unit] : fns_[oh])(&call);
             if (fused_) continue;
             tile t;
             t.acc = rowacc.data();
