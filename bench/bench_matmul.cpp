@@ -18,7 +18,9 @@
 // "cold" rotates through copies of the (packed) weights whose total exceeds
 // 2x the L3 (read from sysfs), so every call streams its weights from DRAM
 // (a cyclic walk over twice the cache defeats its replacement policy);
-// "hot" reuses one copy. Counters: GB/s = weight bytes as stored per second
+// "hot" reuses one copy. The packed weights (matmul_wc.cpp), the sgemm
+// copies and the dram_read buffer all sit on huge-page-advised memory
+// (MADV_HUGEPAGE), so no side pays for 4 KB TLB misses alone. Counters: GB/s = weight bytes as stored per second
 // (compressed for jit, f32 for the peers; dram_read: bytes read), GFLOPS =
 // 2·M·K·N per second. Wall-clock time (OpenMP inside).
 //
@@ -29,6 +31,7 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -164,8 +167,25 @@ void bench_jit(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv::
 }
 
 // ------------------------------------------------------------------ peers
+// f32 weight copies on 2 MB aligned, huge-page-advised memory, like the
+// packed weights of the JIT rows (matmul_wc.cpp): the peer gets the same pages.
+struct huge_floats {
+    float *p = nullptr;
+    explicit huge_floats(const std::vector<float> &src) {
+        const size_t bytes = (src.size() * sizeof(float) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        p = static_cast<float *>(std::aligned_alloc(2u << 20, bytes));
+        if (!p) throw std::bad_alloc();
+        madvise(p, bytes, MADV_HUGEPAGE);
+        std::memcpy(p, src.data(), src.size() * sizeof(float));
+    }
+    huge_floats(const huge_floats &) = delete;
+    huge_floats &operator=(const huge_floats &) = delete;
+    ~huge_floats() { std::free(p); }
+    float *data() const { return p; }
+};
+
 struct sgemm_fixture : fixture {
-    std::vector<std::vector<float>> copies;
+    std::vector<std::unique_ptr<huge_floats>> copies;
     std::vector<float> x, y;
 };
 
@@ -173,9 +193,9 @@ void bench_sgemm(benchmark::State &st, qconv::matmul_desc d, bool cold) {
     auto &f = get_fixture<sgemm_fixture>("sgemm" + d.key() + (cold ? "c" : "h"), [&] {
         auto p = std::make_unique<sgemm_fixture>();
         const source src(d);
-        p->copies.push_back(src.dequantized());
+        const std::vector<float> w = src.dequantized();
         const int n = cold ? cold_copies(d.n * d.k * 4) : 1;
-        for (int i = 1; i < n; ++i) p->copies.push_back(p->copies[0]);
+        for (int i = 0; i < n; ++i) p->copies.push_back(std::make_unique<huge_floats>(w));
         p->x = src.x;
         p->y.assign(static_cast<size_t>(d.m * d.n), 0.f);
         return p;
@@ -183,7 +203,7 @@ void bench_sgemm(benchmark::State &st, qconv::matmul_desc d, bool cold) {
     size_t i = 0;
     for (auto _ : st) {
         // Row-major Y[M,N] = X[M,K] · W[N,K]ᵀ.
-        dnnl_sgemm('N', 'T', d.m, d.n, d.k, 1.f, f.x.data(), d.k, f.copies[i].data(), d.k, 0.f, f.y.data(), d.n);
+        dnnl_sgemm('N', 'T', d.m, d.n, d.k, 1.f, f.x.data(), d.k, f.copies[i]->data(), d.k, 0.f, f.y.data(), d.n);
         if (++i == f.copies.size()) i = 0;
         benchmark::DoNotOptimize(f.y.data());
     }
@@ -265,7 +285,9 @@ void bench_dram(benchmark::State &st) {
     auto &f = get_fixture<dram_fixture>("dram", [] {
         auto p = std::make_unique<dram_fixture>();
         p->bytes = (static_cast<size_t>(l3_bytes()) * 2 + slice - 1) / slice * slice;
-        p->buf = static_cast<uint8_t *>(std::aligned_alloc(4096, p->bytes));
+        p->buf = static_cast<uint8_t *>(std::aligned_alloc(2u << 20, p->bytes));
+        // Huge pages like the packed weights (matmul_wc.cpp), so the limit is not lowered by 4 KB pages.
+        madvise(p->buf, p->bytes, MADV_HUGEPAGE);
         for (size_t i = 0; i < p->bytes; i += 64) std::memset(p->buf + i, int(i >> 6), 64);
         return p;
     });

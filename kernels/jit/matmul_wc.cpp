@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include "dispatch/registry.h"
 
@@ -22,11 +23,17 @@ using jit::matmul_wc_fn;
 struct aligned_free {
     void operator()(void *p) const { std::free(p); }
 };
+// Buffers of 2 MB and more are 2 MB aligned and asked for transparent huge
+// pages: the weight streams then cross no 4 KB page boundaries in the TLB.
 template <typename T>
 std::unique_ptr<T[], aligned_free> alloc_aligned(size_t count) {
-    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
-    void *p = std::aligned_alloc(64, bytes);
+    constexpr size_t huge = size_t(2) << 20;
+    const bool big = count * sizeof(T) >= huge;
+    const size_t align = big ? huge : 64;
+    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + align - 1) / align * align);
+    void *p = std::aligned_alloc(align, bytes);
     if (!p) throw std::bad_alloc();
+    if (big) madvise(p, bytes, MADV_HUGEPAGE); // advice only: failure leaves 4 KB pages
     std::memset(p, 0, bytes);
     return std::unique_ptr<T[], aligned_free>(static_cast<T *>(p));
 }
@@ -60,20 +67,9 @@ struct wc_layout {
     bool lut8 = false;           // ... with the 8-k block layout (matmul_wc_config::lut8)
     int col_bytes = 1;           // bytes per column and step
     bool zp_vec = false;         // a zp vector follows each scale vector
-    int64_t panel_pad = 0;       // bytes between two panels' weights
-    int64_t panel_bytes() const { return k_slices * panel + panel_pad; } // k_slices: bytes per column
+    int64_t panel_bytes() const { return k_slices * panel; } // k_slices: bytes per column
     int64_t panel_params() const { return n_groups * param_floats; }
 };
-
-// Development switch (QCONV_MM_LUT8=0 turns the 8-k layout off).
-bool lut8_enabled() {
-    const char *e = std::getenv("QCONV_MM_LUT8");
-    return !e || std::atoi(e) != 0;
-}
-int64_t env_int(const char *name, int64_t def) {
-    const char *e = std::getenv(name);
-    return e ? std::atoll(e) : def;
-}
 
 wc_layout make_layout(const matmul_desc &d, bool zmm) {
     wc_layout l;
@@ -82,14 +78,13 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
     const bool fb = four_bit(d.wei_dt);
     l.n_groups = d.n_groups();
     l.lut = zmm && fb && d.zp != matmul_desc::zp_kind::per_group;
-    l.lut8 = l.lut && (l.n_groups == 1 || d.group_size() % 8 == 0) && lut8_enabled();
+    l.lut8 = l.lut && (l.n_groups == 1 || d.group_size() % 8 == 0);
     l.col_bytes = l.lut8 ? 4 : 1;
     // k per step: 8-bit 1, 4-bit 2, lut8 8; K is padded to whole steps.
     const int64_t kps = l.lut8 ? 8 : fb ? 2 : 1;
     l.k_padded = (d.k + kps - 1) / kps * kps;
     l.k_slices = l.k_padded / kps * l.col_bytes;
     l.steps_per_group = l.n_groups == 1 ? l.k_padded / kps : d.group_size() / kps;
-    l.panel_pad = env_int("QCONV_MM_PAD", 0);
     l.zp_vec = d.zp != matmul_desc::zp_kind::none && !l.lut;
     l.param_floats = (l.zp_vec ? 2 : 1) * l.panel;
     return l;
@@ -111,8 +106,7 @@ public:
         block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
         nv_ = streaming ? 4 : 2;
         // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
-        pc_ = streaming ? static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(env_int("QCONV_MM_PC", zmm ? 4 : 3), (zmm ? 24 : 12) / (4 * d.m))))
-                        : 1;
+        pc_ = streaming ? streams(d, zmm, l_) : 1;
         n_calls_ = (l_.n_panels + pc_ - 1) / pc_;
         fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
         for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
@@ -121,7 +115,6 @@ public:
             c.wei_dt = d.wei_dt;
             c.lut = l_.lut;
             c.lut8 = l_.lut8;
-            c.prefetch_distance = env_int("QCONV_MM_PFD", 4096);
             c.zp = l_.zp_vec;
             c.zmm = zmm;
             c.mb = mb;
@@ -136,6 +129,18 @@ public:
             gens_.push_back(jit::make_matmul_wc_generator(c));
             fns_[mb] = gens_.back()->entry<matmul_wc_fn>();
         }
+    }
+
+    // Panels per streaming call (weight streams per core): as many as ~24
+    // (zmm) / 12 (ymm) accumulators allow, at most 4 (zmm) / 3 (ymm). The
+    // lut8 kernels are bound by vector µops rather than by the memory, so
+    // for one row they read 2 panels: 8 accumulators in two sets (the low
+    // and high nibbles in independent FMA chains) beside the 8 x registers.
+    static int streams(const matmul_desc &d, bool zmm, const wc_layout &l) {
+        int most = zmm ? 4 : 3;
+        if (const char *e = std::getenv("QCONV_MM_PC")) most = std::atoi(e);
+        else if (l.lut8 && d.m == 1) most = 2;
+        return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(most, (zmm ? 24 : 12) / (4 * d.m))));
     }
 
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {

@@ -2,7 +2,6 @@
 // the register width (Xbyak::Ymm for avx2, Xbyak::Zmm for avx512). See
 // matmul_wc.h for the layout and the computation.
 #include <cstddef>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -161,7 +160,7 @@ private:
     // shift by 4 they are k = 2j + 1 (vpermps reads only the low 4 bits).
     // One row: the block's 8 x values are broadcast once into registers
     // (below the temporaries) when they fit beside the accumulators.
-    bool x_in_regs() const { return (!getenv("QCONV_MM_XREGS") || atoi(getenv("QCONV_MM_XREGS"))) && c_.lut8 && c_.mb == 1 && c_.sets() * c_.vectors() + 8 <= n_regs - 4; }
+    bool x_in_regs() const { return c_.lut8 && c_.mb == 1 && c_.sets() * c_.vectors() + 8 <= n_regs - 4; }
     Vmm vx(int i) const { return Vmm(n_regs - 4 - i); }
 
     void fma_lut8(const Vmm &a, const Vmm &w, int m, int step, int k) {
@@ -195,21 +194,8 @@ private:
         if (c_.prefetch)
             for (int line = 0; line < row_bytes(); line += 64)
                 if ((step * row_bytes() + line) % 64 == 0)
-                    for (int j = 0; j < c_.pc; ++j) {
-                        const int kind = getenv("QCONV_MM_PFK") ? atoi(getenv("QCONV_MM_PFK")) : 0;
-                        const Address a = ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + c_.prefetch_distance];
-                        if (kind == 0) prefetcht0(a);
-                        if (kind == 1) prefetcht1(a);
-                        if (kind == 2) prefetcht2(a);
-                        if (kind == 3) prefetchnta(a);
-                        if (getenv("QCONV_MM_PFD2")) {
-                            const int k2 = getenv("QCONV_MM_PFK2") ? atoi(getenv("QCONV_MM_PFK2")) : 1;
-                            const Address a2 = ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + atoi(getenv("QCONV_MM_PFD2"))];
-                            if (k2 == 0) prefetcht0(a2);
-                            if (k2 == 1) prefetcht1(a2);
-                            if (k2 == 2) prefetcht2(a2);
-                        }
-                    }
+                    for (int j = 0; j < c_.pc; ++j)
+                        prefetcht0(ptr[r_w + j * c_.panel_bytes + step * row_bytes() + line + c_.prefetch_distance]);
         if (c_.lut8) {
             emit_step_lut8(step);
             return;
