@@ -378,6 +378,43 @@ TEST(JitConv, WideRowsAndRowWiseBlocking) {
     unsetenv("QCONV_JIT_CONV_FLAT2D");
 }
 
+// Padded u8 sources without zero point are read in place by the VNNI rows
+// (padding taps skipped per pixel block); QCONV_JIT_CONV_DIRECT=0 forces the
+// padded copy. Both must equal the reference on every padding geometry:
+// row classes (top/bottom rows), left/right blocks, short rows run as one
+// pixel list, stride, dilation, asymmetric and bottom/right-only padding,
+// windows entirely in the padding, groups, mb > 1, extreme data.
+TEST(JitConv, DirectPaddedSourceMatchesReference) {
+    require_avx2();
+    const std::vector<std::string> descs = {
+        "mb1ic64ih20oc64oh20kh3ph1",                        // row-wise, 3 row classes
+        "mb2ic32ih7oc80oh7kh3ph1",                          // pixel list (flat2d), OC tail block
+        "mb1ic16ih9iw23oc32oh5ow12kh3kw3sh2sw2ph1pw1",      // strided
+        "mb1ic8ih7iw18oc20oh4ow18kh3kw5sh2sw1dh1dw1ph2pw3", // dilation, wide pads
+        "mb1ic4ih4iw19oc16oh4ow19kh3kw3ph0pw0",             // only bottom/right windows clipped
+        "mb1ic16ih2oc16oh2kh5ph2",                          // windows mostly outside
+        "mb1ic12ih1iw1oc16oh5ow5kh3kw3ph2pw2",              // all-padding windows
+        "g2mb1ic64ih6oc48oh6kh3ph1",                        // groups, ICg 32
+        "mb1ic256ih6oc256oh3kh3sh2ph1",                     // res4a_branch2b-like
+        "mb1ic128ih9oc64oh9kh7ph3",                         // 7x7, 49 taps
+    };
+    int i = 0;
+    for (const char *direct : {"1", "0"}) {
+        setenv("QCONV_JIT_CONV_DIRECT", direct, 1);
+        for (const std::string &desc : descs)
+            for (const std::string &ops : {"relu", "fq:per_channel;sum"}) {
+                ConvTester t;
+                // Seeds differ per pass (cache keys): no kernel of the other pass is reused.
+                t.post_ops(ops).dst(i % 3 == 0 ? dtype::f32 : i % 3 == 1 ? dtype::u8 : dtype::s8).seed(900 + i);
+                if (i % 4 == 3) t.data("extreme").post_ops("").scales("none").bias(false).dst(dtype::s32);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) break;
+            }
+    }
+    unsetenv("QCONV_JIT_CONV_DIRECT");
+}
+
 namespace {
 
 // A minimal generator: int f(int x) { return x + 42; }

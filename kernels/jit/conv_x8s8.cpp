@@ -3,6 +3,7 @@
 // (design in conv_x8s8.h).
 #include "kernels/jit/conv_x8s8.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -19,6 +20,25 @@ namespace qconv::jit {
 namespace {
 
 int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+// Three-channel pixels (first layers) widened to four bytes, the fourth 0,
+// XORed with `flip` (0x80 per channel for s8 sources): four pixels per
+// 16-byte shuffle while 18 source bytes remain (the load never passes the
+// run), the rest one by one. Every CPU the kernels run on has SSSE3.
+__attribute__((target("ssse3"))) void widen3to4(const uint8_t *x, uint8_t *o, int64_t n, uint8_t flip) {
+    const __m128i shuf = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    const __m128i fl = _mm_set1_epi32(static_cast<int>(uint32_t(flip) * 0x010101u));
+    int64_t k = 0;
+    for (; k + 6 <= n; k += 4) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 3 * k));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(o + 4 * k), _mm_xor_si128(_mm_shuffle_epi8(v, shuf), fl));
+    }
+    for (; k < n; ++k) {
+        const uint32_t v = (uint32_t(x[3 * k]) | uint32_t(x[3 * k + 1]) << 8 | uint32_t(x[3 * k + 2]) << 16) ^
+                           (uint32_t(flip) * 0x010101u);
+        std::memcpy(o + 4 * k, &v, 4);
+    }
+}
 
 template <typename T>
 struct aligned_buf {
@@ -47,11 +67,12 @@ struct geometry {
     int64_t ih_p, iw_p;    // source view rows/cols as iterated (padded copy or original)
     int64_t cp_rows, cp_cols; // rows/cols of the padded copy
     int64_t cs;            // bytes per source pixel in the view
-    int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl; // pt, pl: 0 unless direct (view origin)
     bool copy = false;     // build a padded source copy
     bool flat = false;     // 1x1 flattened into one row
     bool flat2d = false;   // short rows: the OH·OW pixels as one list, blocks may span rows
     bool taps_inner = false; // loop order ic4 → taps (weights packed [ic4][kh][kw])
+    bool direct = false;   // padded convolution read in place, padding taps skipped
     int64_t ow_real = 0;   // OW (flat2d maps a pixel index p to (p / OW, p % OW))
     int nb_big;            // vector blocks per full OC block (≤ 4)
     int64_t n_ob;          // OC blocks per group
@@ -91,14 +112,16 @@ private:
     geometry g_{};
     bool fused_ = false; // output pipeline inside the micro-kernels
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
-    std::map<std::tuple<int, int, int, int>, std::unique_ptr<conv_ukernel>> kernels_;
+    // (+ valid-tap masks per pixel in direct mode)
+    std::map<std::tuple<int, int, int, int, std::vector<uint64_t>>, std::unique_ptr<conv_ukernel>> kernels_;
     // Pixel blocks of a row (or of the pixel list) for one OC-block kind:
     // block i covers [start[i], start[i+1]) and runs fn[i]; chunk c (one work
     // item) covers blocks [chunk[c], chunk[c+1]).
     struct block_plan {
         std::vector<int64_t> start, chunk;
-        std::vector<conv_ukernel_fn> fn;
+        std::vector<std::vector<conv_ukernel_fn>> fn; // [row class][block]
     };
+    std::vector<int> row_cls_; // row class of each iterated output row (direct mode)
     block_plan bp_[2]; // full OC block, last OC block
     int64_t n_chunks_ = 1;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
@@ -127,6 +150,19 @@ void conv_x8s8_kernel::plan() {
     const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
     const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
     g.copy = padded || g.icg4 != g.icg || g.es != 1;
+    // Direct mode: a padded u8 source without zero point is read in place;
+    // the micro-kernel of each pixel block skips the (pixel, tap) pairs that
+    // fall into the padding (they would contribute w·0 = 0), so the result
+    // is the same and there is no copy (and fewer multiply-adds). Needs the
+    // VNNI byte layout, ICg a multiple of 4 and the taps-inner loop.
+    {
+        const char *dv = std::getenv("QCONV_JIT_CONV_DIRECT");
+        const int64_t span = ((d.kh * d.dh + 8 * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
+        g.direct = padded && isa_ == conv_isa::avx512_vnni && p_.src_dt == dtype::u8 &&
+                   a_.zp == zp_mechanism::none && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
+                   span < (int64_t(1) << 30) && !(dv && std::strcmp(dv, "0") == 0);
+        if (g.direct) g.copy = false;
+    }
     g.flat = d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw;
     g.cp_rows = rows;
     g.cp_cols = cols;
@@ -138,8 +174,9 @@ void conv_x8s8_kernel::plan() {
         g.ih_p = d.ih;
         g.iw_p = d.iw;
         g.cs = d.ic;
-        g.pt = g.pl = 0;
     }
+    // Origin of the view: the padded copy starts at (−pt, −pl) already.
+    if (!g.direct) g.pt = g.pl = 0;
     // Rows shorter than two register blocks waste the tail block of every
     // row: run the image's pixels as one list (blocks cross row ends).
     g.ow_real = d.ow;
@@ -154,8 +191,8 @@ void conv_x8s8_kernel::plan() {
     {
         const int64_t span = ((g.kh - 1) * g.dh * g.iw_p + (g.kw - 1) * g.dw + g.ow * g.sw) * g.cs * g.es;
         const char *ti = std::getenv("QCONV_JIT_CONV_TAPS_INNER");
-        g.taps_inner = g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) &&
-                       !(ti && std::strcmp(ti, "0") == 0);
+        g.taps_inner = g.direct || (g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) &&
+                                    !(ti && std::strcmp(ti, "0") == 0));
     }
     const int64_t nvec = g.ocg16 / g.lanes;
     int nb_max = max_oc_vectors(isa_);
@@ -189,6 +226,33 @@ void conv_x8s8_kernel::plan() {
     const std::pair<int, int> kinds[2] = {{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}, {last_nb, last_lanes}};
     const bool list = g.flat || g.flat2d;
     n_chunks_ = 1;
+    // Direct mode, row-wise blocking: rows whose valid kernel rows are the
+    // same share micro-kernels (row class); otherwise one class.
+    std::vector<uint64_t> cls_mask; // valid kernel rows of each class
+    row_cls_.assign(static_cast<size_t>(g.oh), 0);
+    if (g.direct && !list) {
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+            uint64_t m = 0;
+            for (int64_t kh = 0; kh < g.kh; ++kh) {
+                const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+                if (ih >= 0 && ih < d.ih) m |= uint64_t(1) << kh;
+            }
+            const auto it = std::find(cls_mask.begin(), cls_mask.end(), m);
+            row_cls_[oh] = static_cast<int>(it - cls_mask.begin());
+            if (it == cls_mask.end()) cls_mask.push_back(m);
+        }
+    }
+    const int n_cls = std::max<int>(1, static_cast<int>(cls_mask.size()));
+    // Valid taps (bit kh·KW + kw) of output pixel (oh, ow).
+    auto tap_bits = [&](int64_t oh, int64_t ow) {
+        uint64_t m = 0;
+        for (int64_t kh = 0; kh < g.kh; ++kh)
+            for (int64_t kw = 0; kw < g.kw; ++kw) {
+                const int64_t ih = oh * g.sh - g.pt + kh * g.dh, iw = ow * g.sw - g.pl + kw * g.dw;
+                if (ih >= 0 && ih < d.ih && iw >= 0 && iw < d.iw) m |= uint64_t(1) << (kh * g.kw + kw);
+            }
+        return m;
+    };
     for (int k = 0; k < 2; ++k) {
         const auto [nb, ln] = kinds[k];
         block_plan &bp = bp_[k];
@@ -209,11 +273,24 @@ void conv_x8s8_kernel::plan() {
         bp.chunk.push_back(nblk);
         n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
         const int last_n = fused_ ? ln : 16;
-        bp.fn.clear();
+        bp.fn.assign(static_cast<size_t>(n_cls), {});
+        for (int cl = 0; cl < n_cls; ++cl)
         for (int64_t i = 0; i < nblk; ++i) {
             const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
             const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
-            auto &slot = kernels_[{u, nb, last_n, col0}];
+            std::vector<uint64_t> masks; // direct mode: valid taps per pixel
+            if (g.direct) {
+                // A representative row of the class (row-wise) or the block's own pixels (list).
+                int64_t oh_r = 0;
+                if (!list) oh_r = std::find(row_cls_.begin(), row_cls_.end(), cl) - row_cls_.begin();
+                for (int w = 0; w < u; ++w) {
+                    const int64_t p = bp.start[i] + w;
+                    masks.push_back(list ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
+                }
+                const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+                if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
+            }
+            auto &slot = kernels_[{u, nb, last_n, col0, masks}];
             if (!slot) {
                 conv_ukernel_cfg c;
                 if (col0 >= 0)
@@ -236,9 +313,10 @@ void conv_x8s8_kernel::plan() {
                 c.pipe = fused_ ? &pipe_ : nullptr;
                 c.last_n = last_n;
                 c.taps_inner = g.taps_inner;
+                c.tap_mask = masks;
                 slot = std::make_unique<conv_ukernel>(c);
             }
-            bp.fn.push_back(slot->fn());
+            bp.fn[cl].push_back(slot->fn());
         }
     }
 
@@ -349,6 +427,11 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 if (sizeof(T) == 1 && g.cs == 4 && g.icg < 4) {
                     // One group of 1..3 channels (first layers): one dword per pixel.
                     const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
+                    if (g.icg == 3) {
+                        widen3to4(x, reinterpret_cast<uint8_t *>(px), run, flip);
+                        col += run - 1;
+                        continue;
+                    }
                     uint32_t fl = 0;
                     for (int64_t ic = 0; ic < g.icg; ++ic) fl |= uint32_t(flip) << (8 * ic);
                     for (int64_t k = 0; k < run; ++k) {
@@ -425,8 +508,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     // One parallel region: the source copy (if any), a barrier, the convolution.
 #pragma omp parallel num_threads(threads)
     {
-        static const bool skipcp = std::getenv("QCONV_XX_SKIPCOPY") != nullptr;
-        if (g.copy && !skipcp) make_padded_source(src, pad_buf, threads);
+        if (g.copy) make_padded_source(src, pad_buf, threads);
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
@@ -443,8 +525,12 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const bool last_block = ob == g.n_ob - 1;
             const block_plan &bp = bp_[last_block ? 1 : 0];
             if (ck + 1 >= static_cast<int64_t>(bp.chunk.size())) continue; // this kind has fewer chunks
-            const uint8_t *row = view + ((n * g.ih_p + oh * g.sh) * g.iw_p * g.cs +
-                                         gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+            // Byte offset of output row oh's tap (0, 0) source; direct mode
+            // starts at (−pt, −pl), so offsets may point before the buffer
+            // (those taps are never read).
+            const int64_t row_off = ((n * g.ih_p + oh * g.sh - g.pt) * g.iw_p * g.cs - g.pl * g.cs +
+                                     gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+            const auto *fns = bp.fn[static_cast<size_t>(row_cls_[oh])].data();
             conv_call call{};
             call.wei = wblk;
             call.acc = acc;
@@ -454,21 +540,23 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             for (int64_t i = bp.chunk[ck]; i < bp.chunk[ck + 1]; ++i) {
                 const int64_t ow = bp.start[i];
                 const int u = static_cast<int>(bp.start[i + 1] - ow);
+                int64_t src_off;
                 if (g.flat2d) { // pixel index ow → (row, column) of the image
                     const int64_t orow = ow / g.ow_real, col0 = ow % g.ow_real;
-                    call.src = view + ((n * g.ih_p + orow * g.sh) * g.iw_p * g.cs + col0 * g.sw * g.cs +
-                                       gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+                    src_off = ((n * g.ih_p + orow * g.sh - g.pt) * g.iw_p * g.cs + (col0 * g.sw - g.pl) * g.cs +
+                               gr * (g.copy ? g.icg4 : g.icg)) * g.es;
                 } else {
-                    call.src = row + ow * g.sw * g.cs * g.es;
+                    src_off = row_off + ow * g.sw * g.cs * g.es;
                 }
+                call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(view) + src_off);
                 const int64_t off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + gr * g.ocg + oc0;
                 if (fused_) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
-                    bp.fn[i](&call);
+                    fns[i](&call);
                     continue;
                 }
-                bp.fn[i](&call);
+                fns[i](&call);
                 tile t;
                 t.acc = acc;
                 t.acc_stride = nb * g.lanes;

@@ -2,12 +2,16 @@
 // accumulation micro-kernel and a vectorised output pipeline.
 //
 // Design
-//  * Source NHWC. When the convolution has padding, or ICg is not a multiple
-//    of 4, execute() first builds a padded copy of the source with every
-//    group's channels rounded up to 4: padded pixels hold the zero-point bytes
-//    (legacy per-channel zp), 0x80 (s8 source, i.e. 0 after the +128 shift)
-//    or 0; padded channels hold 0 (their weights are 0). The micro-kernel
-//    then needs no boundary logic at all.
+//  * Source NHWC. A padded u8 source without zero point (VNNI, ICg a
+//    multiple of 4) is read in place ("direct"): each pixel block's
+//    micro-kernel knows which (pixel, tap) pairs fall into the padding and
+//    skips them (they would add w·0). Otherwise, when the convolution has
+//    padding, or ICg is not a multiple of 4, or the ISA widens the source,
+//    execute() first builds a padded copy of the source (in a buffer kept
+//    per calling thread) with every group's channels rounded up to 4: padded
+//    pixels hold the zero-point bytes (legacy per-channel zp), 0x80 (s8
+//    source, i.e. 0 after the +128 shift) or 0; padded channels hold 0
+//    (their weights are 0). The micro-kernel then needs no boundary logic.
 //  * Exactness of the padding scheme: the kernel sums w·x over *all* taps of
 //    the padded source, and comp[c] (int32, computed once at pack()) is added:
 //      legacy zp: comp = zp_compensation() = −Σ_all w·zp, so a padded tap
@@ -19,14 +23,18 @@
 //  * Weights are packed at pack() per (group, OC block of nb vectors) as
 //    [kh][kw][ICg/4][oc lanes·nb][4 ic] bytes, the vpdpbusd operand layout
 //    (VNNI), or pre-widened to s16 as [kh][kw][ICg/4][pair][oc][2] for the
-//    vpmaddwd variants (avx512_core, avx2; their source copy is u16).
+//    vpmaddwd variants (avx512_core, avx2; their source copy is u16). With
+//    up to 64 taps the order is [ICg/4][kh][kw]...: the micro-kernel runs
+//    one ICg/4 loop with every tap unrolled inside (partial sums stay in
+//    registers over the whole KH·KW·ICg reduction).
 //    OCg is padded to the lane count and ICg to 4 with zeros.
 //  * The micro-kernel computes ur_w output pixels × nb·16 channels in
 //    registers and writes the int32 tile; the output pipeline (DESIGN §3:
 //    acc·scale + bias → lowered post-ops in order → + dst_zp → store with
 //    round-half-to-even and saturation) then runs on that tile in L1.
 //  * 1x1 stride-1 unpadded convolutions are run as one long row (a GEMM
-//    with rows = output pixels).
+//    with rows = output pixels), short rows (OW < 16) as one pixel list;
+//    such lists are cut into balanced blocks of ur_w and ur_w − 1 pixels.
 //  * Threads split (mb, group, OC block, row, row chunk); every output is
 //    computed by the same code whatever the thread count, so results are
 //    identical for any number of threads.
@@ -64,6 +72,11 @@ struct conv_ukernel_cfg {
     // ICg/4 → kh → kw with every tap unrolled (weights [ic4][kh][kw]...), so
     // the reduction is one loop of ic4 iterations whatever the kernel size.
     bool taps_inner = false;
+    // Valid taps per pixel (bit kh·kw_count + kw), taps-inner VNNI only:
+    // a (pixel, tap) pair whose bit is clear is skipped (it reads padding of
+    // an in-place source, contributing 0); a tap no pixel uses loads nothing.
+    // Empty: every tap of every pixel is read.
+    std::vector<uint64_t> tap_mask;
     // Byte offset of each pixel's source from pixel 0's (empty: w·sw·pix_stride).
     // Set when a pixel block spans output rows (short rows run as one list).
     std::vector<int64_t> pix_off;

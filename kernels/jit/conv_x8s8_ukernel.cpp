@@ -15,7 +15,12 @@
 //        (and zmm31 = 0x80 bytes for the in-kernel s8 shift, VNNI only);
 //   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries.
 // Loops: kh (runtime) → kw (unrolled) → ICg/4 (runtime) → [pair] → pixels
-// (unrolled) → OC vectors (unrolled).
+// (unrolled) → OC vectors (unrolled); with taps_inner: ICg/4 (runtime) →
+// every tap (unrolled) → ..., where a tap_mask drops (pixel, tap) pairs that
+// read padding (direct mode).
+// Fused epilogue: acc·scale + bias as one vfmadd (the reference's madd);
+// u8 destinations with 4 full OC vectors store each pixel's 64 channels
+// with vpackusdw / vpackuswb / vpermd instead of four vpmovusdb.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -105,8 +110,9 @@ struct conv_ukernel::gen : public jit_generator {
 
     void emit_ic_step_vnni() {
         for (int b = 0; b < cfg.nb; ++b) vmovdqu32(wreg(b), ptr[reg_wei + wei_off_ + b * 64]);
-        for (int w = 0; w < cfg.ur_w; ++w) {
-            const Xbyak::Zmm s = (w & 1) ? zmm30 : zmm29;
+        for (int w = 0, k = 0; w < cfg.ur_w; ++w) {
+            if (!pixel_reads(w)) continue;
+            const Xbyak::Zmm s = (k++ & 1) ? zmm30 : zmm29;
             vpbroadcastd(s, src_at(w, 0));
             if (cfg.xor_src) vpxord(s, s, zmm31);
             for (int b = 0; b < cfg.nb; ++b) vpdpbusd(Xbyak::Zmm(acc(w, b).getIdx()), s, Xbyak::Zmm(wreg(b).getIdx()));
@@ -158,16 +164,25 @@ struct conv_ukernel::gen : public jit_generator {
             const int kh = t / cfg.kw, kw = t % cfg.kw;
             tap_off_ = kh * cfg.dh * cfg.row_stride + kw * cfg.dw * cfg.pix_stride;
             wei_off_ = t * cfg.nb * wstep;
+            tap_ = t;
+            if (!cfg.tap_mask.empty() &&
+                std::none_of(cfg.tap_mask.begin(), cfg.tap_mask.end(), [t](uint64_t m) { return (m >> t) & 1u; }))
+                continue; // every pixel of the block reads padding here
             if (vnni) emit_ic_step_vnni();
             else emit_ic_step_wide();
         }
         tap_off_ = wei_off_ = 0;
+        tap_ = -1;
         add(reg_src, 4 * es);
         add(reg_wei, taps * cfg.nb * wstep);
         dec(reg_ic);
         jnz(l_ic, T_NEAR);
     }
     int64_t tap_off_ = 0, wei_off_ = 0;
+    int tap_ = -1; // tap being emitted (taps-inner loop)
+    bool pixel_reads(int w) const {
+        return cfg.tap_mask.empty() || tap_ < 0 || ((cfg.tap_mask[w] >> tap_) & 1u);
+    }
 
     void emit_store_acc() {
         for (int w = 0; w < cfg.ur_w; ++w)
@@ -569,6 +584,9 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
         fail("dw_direct", "needs the zmm depthwise kernel (masked loads) and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
         fail("pix_off", "needs one offset per pixel (dense kernels only)");
+    if (!cfg.tap_mask.empty() && (cfg.isa != conv_isa::avx512_vnni || !cfg.taps_inner || cfg.depthwise ||
+                                  static_cast<int>(cfg.tap_mask.size()) != cfg.ur_w || cfg.kh * cfg.kw > 64))
+        fail("tap_mask", "needs the VNNI taps-inner kernel and one mask per pixel");
     gen_ = std::make_unique<gen>(cfg);
     gen_->create();
     fn_ = gen_->entry<conv_ukernel_fn>();
