@@ -3,24 +3,28 @@
 //
 // Two kernels share the source handling below:
 //  * avx512_vnni on CPUs with VBMI: the row kernel (dw_row_gen). The source
-//    stays u8 bytes: a block of up to 64 channels of a pixel is permuted once
-//    with vpermb and multiplied by byte-sparse weights with vpdpbusd, so one
-//    instruction does 16 exact u8·s8 multiply-adds straight into the int32
-//    vector of 16 consecutive channels; one call computes a whole output row
-//    (pixel blocks with the kernel-row weights in registers, runs of equal
-//    blocks as a loop) and ends with the fused output pipeline.
+//    stays u8 bytes and vpdpbusd multiplies them by byte-sparse s8 weights
+//    (exact u8·s8 products summed in int32). One call computes whole output
+//    rows (or a pair of rows) of a range of channel blocks: pixel blocks
+//    with the weights in registers, runs of equal blocks as a loop, the fused
+//    output pipeline (single-rounding vfmadd like the reference's madd) at
+//    the end of each block. Variants: kernel-row chunks (three kernel rows
+//    per dword, built with vpermt2b + vpermb), row pairs (four source rows
+//    feed two output rows at stride 1) and the byte layout (strided rows:
+//    64 channels used as loaded, lanes 4i + q, no permutes).
 //  * otherwise (avx512_core, avx2, VNNI without VBMI): conv_ukernel in
 //    depthwise mode, one call per pixel block: vpmovzxbd-widened source and
 //    int32-stored s16 weights, vpdpwssd (VNNI) or vpmaddwd + vpaddd.
 // Source: a u8 source without zero point is read in place on zmm ISAs (taps
-// in the padding are skipped: they would contribute exactly 0; the channel
-// tail is a masked load). Otherwise it is copied once per execution into a
+// in the padding are skipped or zeroed: they would contribute exactly 0; the
+// channel tail and the image's last row are masked loads). Otherwise it is copied once per execution into a
 // padded NHWC buffer whose pixels hold the channels rounded up to 16 (padded
 // taps: zp bytes, 0x80 for s8 sources — i.e. 0 after the +128 shift — or 0;
 // padded channels 0). The same compensation argument as conv_x8s8.h makes
 // this exact: comp[c] = zp_compensation (legacy zp) − 128·Σw (s8 source),
 // added in int32.
-// Threads split (mb, row, channel block); results do not depend on them.
+// Threads split (mb, row or row pair, channel blocks); results do not depend
+// on them.
 #include <omp.h>
 
 #include <algorithm>
@@ -397,8 +401,10 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
 // Registers: acc (w, k) = zmm(w·nb + k), at most 25; then the weights
 // (chunks·KW·nb), the permutation index, two built sources and a temporary.
 // Masks: k5 = 16 source bytes, k6 = tail bytes, k7 = byte 2, k4 = bytes 0-1,
-// k3 = bytes 0 and 2, k2 = byte 0, k1 = byte 1 (k1-k3 reset per pixel block:
-// the epilogue uses k1 = store tail, k2/k3 = scratch).
+// k3 = bytes 0 and 2 (row pairs: byte 3), k2 = byte 0, k1 = byte 1 (k1-k3
+// reset per pixel block: the epilogue uses k1 = store tail, k2/k3 = scratch).
+// The row-pair and byte-layout variants are described at their cfg fields
+// and emit functions.
 struct dw_run {
     int u = 1;          // pixels per block
     int lo = 0, hi = 0; // source columns of the block read (others: padding)
