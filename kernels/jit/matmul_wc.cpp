@@ -103,6 +103,7 @@ public:
         // Streaming: one block of all M rows over whole panels. Blocked:
         // blocks of blocked_mb rows (and one tail block) over half panels.
         const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(zmm);
+        streaming_ = streaming;
         block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
         nv_ = streaming ? 4 : 2;
         // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
@@ -126,6 +127,7 @@ public:
             c.n_groups = l_.n_groups;
             c.x_stride = l_.k_padded;
             c.prefetch = streaming;
+            c.x_packed = !streaming;
             gens_.push_back(jit::make_matmul_wc_generator(c));
             fns_[mb] = gens_.back()->entry<matmul_wc_fn>();
         }
@@ -137,9 +139,7 @@ public:
     // for one row they read 2 panels: 8 accumulators in two sets (the low
     // and high nibbles in independent FMA chains) beside the 8 x registers.
     static int streams(const matmul_desc &d, bool zmm, const wc_layout &l) {
-        int most = zmm ? 4 : 3;
-        if (const char *e = std::getenv("QCONV_MM_PC")) most = std::atoi(e);
-        else if (l.lut8 && d.m == 1) most = 2;
+        const int most = l.lut8 && d.m == 1 ? 2 : zmm ? 4 : 3;
         return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(most, (zmm ? 24 : 12) / (4 * d.m))));
     }
 
@@ -167,10 +167,30 @@ public:
         // 4-bit weights with odd K read one x column past K: give them a zero.
         std::vector<float> xpad;
         const float *xs = x;
-        if (l_.k_padded != K) {
+        if (l_.k_padded != K && streaming_) {
             xpad.assign(static_cast<size_t>(M * l_.k_padded), 0.f);
             for (int64_t m = 0; m < M; ++m) std::memcpy(&xpad[m * l_.k_padded], x + m * K, K * sizeof(float));
             xs = xpad.data();
+        }
+        // Blocked shape: each row block's x packed k-major (x[k][m]), the
+        // block of rows m0.. at xs + m0·k_padded.
+        const int max_threads = threads > 0 ? threads : omp_get_max_threads();
+        std::vector<float> xt;
+        if (!streaming_) {
+            const int64_t Kp = l_.k_padded;
+            xt.assign(static_cast<size_t>(M * Kp), 0.f); // k >= K stays 0
+            const int64_t n_blocks = (M + block_m_ - 1) / block_m_;
+            float *xtp = xt.data();
+#pragma omp parallel for num_threads(static_cast<int>(std::min<int64_t>(n_blocks, max_threads))) schedule(static)
+            for (int64_t b = 0; b < n_blocks; ++b) {
+                const int64_t m0 = b * block_m_, mb = std::min<int64_t>(block_m_, M - m0);
+                float *dst = xtp + m0 * Kp;
+                for (int64_t m = 0; m < mb; ++m) {
+                    const float *src = x + (m0 + m) * K;
+                    for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
+                }
+            }
+            xs = xtp;
         }
         const int vl = zmm_ ? 16 : 8;
         const int64_t part = nv_ * vl;             // columns of a panel per call
@@ -178,7 +198,7 @@ public:
         const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
         const int64_t per_call = parts * m_blocks;
         const int64_t items = n_calls_ * per_call;
-        const int nt = static_cast<int>(std::min<int64_t>(items, threads > 0 ? threads : omp_get_max_threads()));
+        const int nt = static_cast<int>(std::min<int64_t>(items, max_threads));
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
         // Items in (panel group, part, row block) order: a thread's consecutive
         // items reuse the same weights from its cache.
@@ -264,6 +284,7 @@ private:
     matmul_desc d_;
     bool zmm_;
     wc_layout l_;
+    bool streaming_ = true; // streaming shape (else register-blocked, x packed k-major)
     int block_m_ = 1; // rows per call (the tail block has fewer)
     int nv_ = 4;      // vectors per panel and call
     int pc_ = 1;      // panels per call

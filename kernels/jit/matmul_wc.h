@@ -74,6 +74,9 @@ struct matmul_wc_config {
     int64_t steps_per_group = 0; // k-slices (bytes per column) per group
     int64_t n_groups = 1;
     int64_t x_stride = 0;      // floats between rows of x
+    // x of the block packed k-major (x[k][m], mb floats per k) by the driver:
+    // one sequential stream and plain displacements instead of mb row streams.
+    bool x_packed = false;
     bool prefetch = false;     // software prefetch of the weight stream
     // 4-bit on zmm without a per-column zp: one vpermps from a 16-entry table
     // of f32(v − zp) replaces mask/shift + convert + subtract (vpermps reads

@@ -55,7 +55,7 @@ private:
         static const Reg64 bases[4] = {r10, rsi, r12, r13};
         return bases[j];
     }
-    int n_bases() const { return (c_.mb + 2) / 3; }
+    int n_bases() const { return c_.x_packed ? 1 : (c_.mb + 2) / 3; }
     // Vector registers: accumulators from 0 up, temporaries at the top.
     static constexpr int n_regs = is_zmm ? 32 : 16;
     Vmm vmask() const { return Vmm(n_regs - 1); }
@@ -117,6 +117,7 @@ private:
 
     // x[m][k] with k given as a byte displacement from the current bases.
     RegExp x_at(int m, int disp) const {
+        if (c_.x_packed) return x_base(0) + (disp / 4 * c_.mb + m) * 4; // x[k][m], one stream
         const Reg64 &b = x_base(m / 3);
         switch (m % 3) {
         case 0: return b + disp;
@@ -235,7 +236,8 @@ private:
 
     void advance(int steps) {
         add(r_w, steps * row_bytes());
-        for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * 4);
+        const int x_row = c_.x_packed ? c_.mb : 1; // floats per k
+        for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * 4 * x_row);
     }
 
     // Σ over the group's k-slices, then out += part · scale.
