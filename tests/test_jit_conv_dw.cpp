@@ -145,7 +145,8 @@ TEST(JitConvDw, UkernelPathOnVnni) {
 TEST(JitConvDw, NativeVariantForcedOnAndOff) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
     const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6",
-                                          "prelu", "add:per_oc;linear:2:1", "hardswish", "relu:0.5"};
+                                          "prelu", "add:per_oc;linear:2:1", "hardswish", "relu:0.5", "sqrt",
+                                          "linear:1073741824:0", "linear:-4294967296:0;abs"};
     int i = 0;
     for (const char *mode : {"1", "0"}) {
         setenv("QCONV_JIT_CONV_DW_NATIVE", mode, 1);

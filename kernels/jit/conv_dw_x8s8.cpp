@@ -483,7 +483,7 @@ private:
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
                        reg_coff = r11, reg_tmp = rax, reg_dst = rbx, reg_full = r12, reg_bias = r13, reg_comp = r14,
                        reg_pbase = r15, reg_ch = rcx, reg_blk = rbp;
-    Xbyak::Label l_idx, l_pack_idx, l_const;
+    Xbyak::Label l_idx, l_pack_idx, l_nat_shuf, l_const;
     std::vector<float> consts_;
     // Current channel block: vectors, lanes of the last vector.
     int nbv_ = 1, lastn_ = 16;
@@ -821,8 +821,23 @@ private:
                     emit_op(pp.ops[i], y, w, q, full_i, 0);
                 }
                 if (pp.dst_zp != 0.f) vaddps(y, y, cst(pp.dst_zp));
-                emit_to_int8_range(y, pp.dst_dt);
+                emit_to_int8_range(y, pp.dst_dt, pp.dst_dt == dtype::u8);
             }
+        }
+        if (pp.dst_dt == dtype::u8) {
+            // Unsigned packs (they saturate: see emit_to_int8_range), then
+            // within each 16-byte lane byte 4m + q ← byte 4q + m.
+            vmovdqu8(Xbyak::Zmm(25), ptr[rip + l_nat_shuf]);
+            for (int w = 0; w < u; ++w) {
+                vpackusdw(zmm_t, acc(w, 0), acc(w, 1));
+                vpackusdw(zmm_u, acc(w, 2), acc(w, 3));
+                vpackuswb(zmm_t, zmm_t, zmm_u);
+                vpshufb(zmm_t, zmm_t, Xbyak::Zmm(25));
+                const Xbyak::Address a = ptr[reg_dst + w * pp.oc];
+                if (tl) vmovdqu8(a | k6, zmm_t);
+                else vmovdqu8(a, zmm_t);
+            }
+            return;
         }
         for (int w = 0; w < u; ++w) {
             if (pp.dst_dt == dtype::s8)
@@ -855,6 +870,10 @@ private:
             db(64 + i);
             db(i);
         }
+        L(l_nat_shuf); // per 16-byte lane: byte 4m + q ← byte 4q + m
+        for (int lane = 0; lane < 4; ++lane)
+            for (int m = 0; m < 4; ++m)
+                for (int q = 0; q < 4; ++q) db(4 * q + m);
         L(l_pack_idx); // dword 4q + L ← dword 4L + q
         for (int q = 0; q < 4; ++q)
             for (int l = 0; l < 4; ++l) dd(4 * l + q);
