@@ -378,12 +378,14 @@ TEST(JitConv, WideRowsAndRowWiseBlocking) {
     unsetenv("QCONV_JIT_CONV_FLAT2D");
 }
 
-// Padded u8 sources without zero point are read in place by the VNNI rows
-// (padding taps skipped per pixel block); QCONV_JIT_CONV_DIRECT=0 forces the
+// Padded sources are read in place by the VNNI rows (padding taps skipped
+// per pixel block; with a zero point or an s8 source a per-pixel correction
+// row adds the skipped taps' Σ w·v); QCONV_JIT_CONV_DIRECT=0 forces the
 // padded copy. Both must equal the reference on every padding geometry:
 // row classes (top/bottom rows), left/right blocks, short rows run as one
 // pixel list, stride, dilation, asymmetric and bottom/right-only padding,
-// windows entirely in the padding, groups, mb > 1, extreme data.
+// windows entirely in the padding, groups, mb > 1, extreme data; no zp,
+// per-tensor and per-channel zp, s8 sources.
 TEST(JitConv, DirectPaddedSourceMatchesReference) {
     require_avx2();
     const std::vector<std::string> descs = {
@@ -407,6 +409,13 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
                 // Seeds differ per pass (cache keys): no kernel of the other pass is reused.
                 t.post_ops(ops).dst(i % 3 == 0 ? dtype::f32 : i % 3 == 1 ? dtype::u8 : dtype::s8).seed(900 + i);
                 if (i % 4 == 3) t.data("extreme").post_ops("").scales("none").bias(false).dst(dtype::s32);
+                // Source kinds in turn: u8 without zp, per-channel zp, per-tensor zp, s8.
+                switch (i % 5) {
+                case 1: t.zp("channel:random"); break;
+                case 2: t.zp(i % 4 == 3 ? "tensor:255" : "tensor:random"); break;
+                case 4: t.src(dtype::s8); break;
+                default: break;
+                }
                 ++i;
                 run_all_rows(t, desc);
                 if (HasFailure()) break;

@@ -56,6 +56,7 @@ struct jit_packed : impl::packed {
     explicit jit_packed(size_t bytes) : wei(bytes) {}
     aligned_buf<int8_t> wei;
     std::vector<int32_t> comp; // OC + padding
+    std::vector<int32_t> corr; // direct mode: [mask][OC + padding] = Σ over the mask's missing taps of w·v
     std::vector<float> bias;   // OC + padding (empty without bias)
 };
 
@@ -122,6 +123,7 @@ private:
         std::vector<std::vector<conv_ukernel_fn>> fn; // [row class][block]
     };
     std::vector<int> row_cls_; // row class of each iterated output row (direct mode)
+    std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
     block_plan bp_[2]; // full OC block, last OC block
     int64_t n_chunks_ = 1;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
@@ -158,8 +160,7 @@ void conv_x8s8_kernel::plan() {
     {
         const char *dv = std::getenv("QCONV_JIT_CONV_DIRECT");
         const int64_t span = ((d.kh * d.dh + 8 * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
-        g.direct = padded && isa_ == conv_isa::avx512_vnni && p_.src_dt == dtype::u8 &&
-                   a_.zp == zp_mechanism::none && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
+        g.direct = padded && isa_ == conv_isa::avx512_vnni && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
                    span < (int64_t(1) << 30) && !(dv && std::strcmp(dv, "0") == 0);
         if (g.direct) g.copy = false;
     }
@@ -215,6 +216,24 @@ void conv_x8s8_kernel::plan() {
         fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
                  !(env && std::strcmp(env, "0") == 0);
     }
+    // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
+    // Direct mode: the value a skipped tap stands for (see corr in pack()).
+    pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
+    if (g.copy || g.direct)
+        for (int64_t gr = 0; gr < g.g; ++gr)
+            for (int64_t ic = 0; ic < g.icg; ++ic) {
+                uint16_t v = 0;
+                if (a_.zp == zp_mechanism::legacy_per_channel) {
+                    const auto &z = a_.zp_values;
+                    v = static_cast<uint16_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
+                } else if (p_.src_dt == dtype::s8) {
+                    v = 0x80;
+                }
+                pad_pixel_[gr * g.icg4 + ic] = v;
+            }
+    pad_bytes8_.assign(pad_pixel_.begin(), pad_pixel_.end());
+    pad_zero_ = std::all_of(pad_pixel_.begin(), pad_pixel_.end(), [](uint16_t v) { return v == 0; });
+
     // Pixel blocks and micro-kernels, for the full OC block (kind 0) and the
     // last one (kind 1). Row-wise blocking: ur-wide blocks and a tail, one
     // chunk per row. One long pixel list (flattened 1x1, short rows): blocks
@@ -289,6 +308,13 @@ void conv_x8s8_kernel::plan() {
                 }
                 const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
                 if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
+                // Zero point / s8 source: a skipped tap must still add w·v (v = the
+                // padded value): per-pixel correction rows, one per distinct mask.
+                if (!pad_zero_)
+                    for (uint64_t m : masks) {
+                        if (m == all || std::count(corr_masks_.begin(), corr_masks_.end(), m)) continue;
+                        corr_masks_.push_back(m);
+                    }
             }
             auto &slot = kernels_[{u, nb, last_n, col0, masks}];
             if (!slot) {
@@ -314,28 +340,19 @@ void conv_x8s8_kernel::plan() {
                 c.last_n = last_n;
                 c.taps_inner = g.taps_inner;
                 c.tap_mask = masks;
+                if (!pad_zero_ && !masks.empty()) {
+                    const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+                    for (uint64_t m : masks)
+                        c.tap_corr.push_back(m == all ? -1 : static_cast<int>(std::find(corr_masks_.begin(),
+                                                               corr_masks_.end(), m) - corr_masks_.begin()));
+                    c.corr_stride = (d.oc + 16) * 4;
+                }
                 slot = std::make_unique<conv_ukernel>(c);
             }
             bp.fn[cl].push_back(slot->fn());
         }
     }
 
-    // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
-    pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
-    if (g.copy)
-        for (int64_t gr = 0; gr < g.g; ++gr)
-            for (int64_t ic = 0; ic < g.icg; ++ic) {
-                uint16_t v = 0;
-                if (a_.zp == zp_mechanism::legacy_per_channel) {
-                    const auto &z = a_.zp_values;
-                    v = static_cast<uint16_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
-                } else if (p_.src_dt == dtype::s8) {
-                    v = 0x80;
-                }
-                pad_pixel_[gr * g.icg4 + ic] = v;
-            }
-    pad_bytes8_.assign(pad_pixel_.begin(), pad_pixel_.end());
-    pad_zero_ = std::all_of(pad_pixel_.begin(), pad_pixel_.end(), [](uint16_t v) { return v == 0; });
 }
 
 std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, const float *bias) const {
@@ -380,6 +397,27 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
             for (int64_t i = 0; i < k; ++i) s += wei[oc * k + i];
             pk->comp[oc] += -128 * s;
         }
+    }
+    if (!corr_masks_.empty()) {
+        // tz[oc][t] = Σ_ic w·v over tap t (uint32: int32 wrap-around, like the kernel's sums).
+        const int64_t taps = g.kh * g.kw, stride = d.oc + 16;
+        std::vector<uint32_t> tz(static_cast<size_t>(d.oc * taps), 0);
+        for (int64_t oc = 0; oc < d.oc; ++oc) {
+            const int64_t gr = oc / g.ocg;
+            for (int64_t ic = 0; ic < g.icg; ++ic) {
+                const uint32_t v = pad_pixel_[gr * g.icg4 + ic];
+                for (int64_t t = 0; t < taps; ++t)
+                    tz[oc * taps + t] += static_cast<uint32_t>(static_cast<int32_t>(wei[(oc * g.icg + ic) * taps + t])) * v;
+            }
+        }
+        pk->corr.assign(static_cast<size_t>(corr_masks_.size() * stride), 0);
+        for (size_t m = 0; m < corr_masks_.size(); ++m)
+            for (int64_t oc = 0; oc < d.oc; ++oc) {
+                uint32_t c = 0;
+                for (int64_t t = 0; t < taps; ++t)
+                    if (!((corr_masks_[m] >> t) & 1u)) c += tz[oc * taps + t];
+                pk->corr[m * stride + oc] = static_cast<int32_t>(c);
+            }
     }
     if (p_.with_bias) {
         pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
@@ -537,6 +575,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
+            call.corr = pk.corr.empty() ? nullptr : pk.corr.data();
             for (int64_t i = bp.chunk[ck]; i < bp.chunk[ck + 1]; ++i) {
                 const int64_t ow = bp.start[i];
                 const int u = static_cast<int>(bp.start[i + 1] - ow);

@@ -77,6 +77,11 @@ struct conv_ukernel_cfg {
     // an in-place source, contributing 0); a tap no pixel uses loads nothing.
     // Empty: every tap of every pixel is read.
     std::vector<uint64_t> tap_mask;
+    // Per pixel: row of conv_call::corr added to its accumulators after the
+    // reduction (the skipped taps' Σ w·v for a zero point or an s8 source),
+    // or −1; corr_stride: bytes per row. Empty: no correction.
+    std::vector<int> tap_corr;
+    int64_t corr_stride = 0;
     // Byte offset of each pixel's source from pixel 0's (empty: w·sw·pix_stride).
     // Set when a pixel block spans output rows (short rows run as one list).
     std::vector<int64_t> pix_off;
@@ -113,6 +118,7 @@ struct conv_call {
     const float *bias;     // bias + c0 (or null)
     int64_t c_off;         // c0 · 4: byte offset into the pipeline's per-OC arrays
     const float *full[max_fused_full]; // full binary operands at (pixel 0, c0)
+    const int32_t *corr;   // direct-mode correction rows (row 0, channel 0), or null
 };
 using conv_ukernel_fn = void (*)(const conv_call *);
 

@@ -178,6 +178,19 @@ struct conv_ukernel::gen : public jit_generator {
         dec(reg_ic);
         jnz(l_ic, T_NEAR);
     }
+    // acc(w, ·) += corr row tap_corr[w] at channel c0 (rax: row 0 at c0).
+    void emit_tap_corr() {
+        if (cfg.tap_corr.empty()) return;
+        mov(rax, ptr[reg_args + offsetof(conv_call, corr)]);
+        add(rax, ptr[reg_args + offsetof(conv_call, c_off)]);
+        for (int w = 0; w < cfg.ur_w; ++w) {
+            if (cfg.tap_corr[w] < 0) continue;
+            for (int b = 0; b < cfg.nb; ++b) {
+                const Xbyak::Zmm a(acc(w, b).getIdx());
+                vpaddd(a, a, ptr[rax + cfg.tap_corr[w] * cfg.corr_stride + b * 64]);
+            }
+        }
+    }
     int64_t tap_off_ = 0, wei_off_ = 0;
     int tap_ = -1; // tap being emitted (taps-inner loop)
     bool pixel_reads(int w) const {
@@ -253,6 +266,7 @@ struct conv_ukernel::gen : public jit_generator {
         }
         if (cfg.taps_inner) {
             emit_taps_inner_loop();
+            emit_tap_corr();
             emit_finish();
             return;
         }
@@ -587,6 +601,11 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
     if (!cfg.tap_mask.empty() && (cfg.isa != conv_isa::avx512_vnni || !cfg.taps_inner || cfg.depthwise ||
                                   static_cast<int>(cfg.tap_mask.size()) != cfg.ur_w || cfg.kh * cfg.kw > 64))
         fail("tap_mask", "needs the VNNI taps-inner kernel and one mask per pixel");
+    if (!cfg.tap_corr.empty() && (cfg.tap_mask.size() != cfg.tap_corr.size() || cfg.corr_stride <= 0))
+        fail("tap_corr", "needs one entry per pixel of a tap mask and a row stride");
+    for (int r : cfg.tap_corr)
+        if (r >= 0 && (r * cfg.corr_stride + cfg.nb * 64 >= (int64_t(1) << 31)))
+            fail("tap_corr", "correction table too large for 32-bit displacements");
     gen_ = std::make_unique<gen>(cfg);
     gen_->create();
     fn_ = gen_->entry<conv_ukernel_fn>();
