@@ -401,8 +401,10 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
         "mb1ic128ih9oc64oh9kh7ph3",                         // 7x7, 49 taps
     };
     int i = 0;
-    for (const char *direct : {"1", "0"}) {
-        setenv("QCONV_JIT_CONV_DIRECT", direct, 1);
+    // Passes: direct + fused epilogue, padded copy, direct + C++ pipeline (int32 tiles).
+    for (const char *direct : {"1", "0", "unfused"}) {
+        setenv("QCONV_JIT_CONV_DIRECT", std::string(direct) == "0" ? "0" : "1", 1);
+        if (std::string(direct) == "unfused") setenv("QCONV_JIT_CONV_FUSED", "0", 1);
         for (const std::string &desc : descs)
             for (const std::string &ops : {"relu", "fq:per_channel;sum"}) {
                 ConvTester t;
@@ -422,6 +424,7 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
             }
     }
     unsetenv("QCONV_JIT_CONV_DIRECT");
+    unsetenv("QCONV_JIT_CONV_FUSED");
 }
 
 namespace {
