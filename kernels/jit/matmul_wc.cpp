@@ -77,7 +77,9 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
     l.n_panels = (d.n + l.panel - 1) / l.panel;
     const bool fb = four_bit(d.wei_dt);
     l.n_groups = d.n_groups();
-    l.lut = zmm && fb && d.zp != matmul_desc::zp_kind::per_group;
+    // Table kernels for every 4-bit zmm case: f32(v − zp) for a tensor zp,
+    // the identity and a zp vector subtraction for a per-column zp.
+    l.lut = zmm && fb;
     l.lut8 = l.lut && (l.n_groups == 1 || d.group_size() % 8 == 0);
     l.col_bytes = l.lut8 ? 4 : 1;
     // k per step: 8-bit 1, 4-bit 2, lut8 8; K is padded to whole steps.
@@ -85,7 +87,7 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
     l.k_padded = (d.k + kps - 1) / kps * kps;
     l.k_slices = l.k_padded / kps * l.col_bytes;
     l.steps_per_group = l.n_groups == 1 ? l.k_padded / kps : d.group_size() / kps;
-    l.zp_vec = d.zp != matmul_desc::zp_kind::none && !l.lut;
+    l.zp_vec = l.lut ? d.zp == matmul_desc::zp_kind::per_group : d.zp != matmul_desc::zp_kind::none;
     l.param_floats = (l.zp_vec ? 2 : 1) * l.panel;
     return l;
 }

@@ -30,7 +30,10 @@
 // per call, memory bound: two accumulator sets to hide FMA latency when
 // mb <= 2, software prefetch); larger M the register-blocked shape (half a
 // panel, 12 rows (zmm) / 6 rows (ymm) per call), which reuses each
-// decompressed vector for every row of the block. The C++ driver splits the (panel, row-block)
+// decompressed vector for every row of the block and reads x packed k-major
+// by the driver (x[k][m]: one sequential stream, plain displacements). The
+// driver puts packed weights of 2 MB and more on huge pages (MADV_HUGEPAGE).
+// The C++ driver splits the (panel, row-block)
 // grid over OpenMP threads; each output element is produced by exactly one
 // call with a fixed summation order, so results do not depend on the thread
 // count (K is never split).

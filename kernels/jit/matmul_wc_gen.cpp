@@ -19,7 +19,7 @@ public:
     static constexpr int vl = is_zmm ? 16 : 8;
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
-        if (c.lut && (!is_zmm || !c.four_bit() || c.zp)) fail("jit", "matmul_wc: lut needs zmm, 4-bit and no zp vector");
+        if (c.lut && (!is_zmm || !c.four_bit())) fail("jit", "matmul_wc: lut needs zmm and 4-bit weights");
         if (c.lut8 && !c.lut) fail("jit", "matmul_wc: lut8 needs lut");
         if (c.sets() * c.mb * c.vectors() > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4) ||
             (c.pc > 1 && c.nv != 4))
@@ -171,6 +171,13 @@ private:
             fma_x(a, w, m, x_disp(step, k));
     }
 
+    // dst = table[index & 15] (vpermps), minus the per-column zero point if
+    // there is one (the table is then the identity; exact small integers).
+    void lookup(const Vmm &dst, const Vmm &index, int v) {
+        vpermps(dst, index, vmask());
+        if (c_.zp) vsubps(dst, dst, zp_addr(v));
+    }
+
     void emit_step_lut8(int step) {
         const int s1 = c_.sets() == 2 ? 1 : 0;
         if (x_in_regs())
@@ -180,10 +187,10 @@ private:
         for (int v = 0; v < c_.vectors(); ++v)
             for (int j = 0; j < 4; ++j) {
                 vmovdqu32(vt0(), w_addr(step, v, j));
-                vpermps(vt1(), vt0(), vmask());
+                lookup(vt1(), vt0(), v);
                 for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(0, m, v), vt1(), m, step, 2 * j);
                 vpsrld(vt0(), vt0(), 4);
-                vpermps(vt0(), vt0(), vmask());
+                lookup(vt0(), vt0(), v);
                 for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(s1, m, v), vt0(), m, step, 2 * j + 1);
             }
     }
@@ -212,10 +219,10 @@ private:
             const int s1 = c_.sets() == 2 ? 1 : 0;
             widen(vt0(), w_addr(step, v));
             if (c_.lut) {
-                vpermps(vt1(), vt0(), vmask());
+                lookup(vt1(), vt0(), v);
                 for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 0));
                 vpsrld(vt0(), vt0(), 4);
-                vpermps(vt0(), vt0(), vmask());
+                lookup(vt0(), vt0(), v);
                 for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 1));
                 continue;
             }
