@@ -2,10 +2,12 @@
 // accumulation micro-kernel and a vectorised output pipeline.
 //
 // Design
-//  * Source NHWC. A padded u8 source without zero point (VNNI, ICg a
-//    multiple of 4) is read in place ("direct"): each pixel block's
-//    micro-kernel knows which (pixel, tap) pairs fall into the padding and
-//    skips them (they would add w·0). Otherwise, when the convolution has
+//  * Source NHWC. A padded source on VNNI (ICg a multiple of 4, ≤ 64 taps)
+//    is read in place ("direct"): each pixel block's micro-kernel knows
+//    which (pixel, tap) pairs fall into the padding and skips them; with a
+//    zero point or an s8 source the skipped taps' Σ w·v (v = zp or 128) is
+//    added back per pixel from correction rows computed at pack(), so the
+//    int32 sums equal the padded copy's. Otherwise, when the convolution has
 //    padding, or ICg is not a multiple of 4, or the ISA widens the source,
 //    execute() first builds a padded copy of the source (in a buffer kept
 //    per calling thread) with every group's channels rounded up to 4: padded
