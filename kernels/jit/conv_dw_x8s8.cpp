@@ -475,8 +475,10 @@ private:
             n += 12 * static_cast<size_t>(dw_chunks(c.kh) * c.kw * c.nb) + 64;
             n += 14 * span * static_cast<size_t>(dw_chunks(c.kh) * c.nb) * (4 + c.kw);
             n += 12 * static_cast<size_t>(r.u * c.nb) * (24 + 10 * ops) + 1024;
+            if (c.native) n += 12 * static_cast<size_t>(c.kh * c.kw * 4) + 10 * span * static_cast<size_t>(c.kh);
         }
-        return 2 * n;
+        // Full and tail channel blocks; row pairs emit two epilogues per block.
+        return (c.pair ? 4 : 2) * n;
     }
 
     dw_row_cfg cfg;
