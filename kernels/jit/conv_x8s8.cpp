@@ -152,14 +152,17 @@ void conv_x8s8_kernel::plan() {
     const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
     const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
     g.copy = padded || g.icg4 != g.icg || g.es != 1;
-    // Direct mode: a padded u8 source without zero point is read in place;
-    // the micro-kernel of each pixel block skips the (pixel, tap) pairs that
-    // fall into the padding (they would contribute w·0 = 0), so the result
-    // is the same and there is no copy (and fewer multiply-adds). Needs the
-    // VNNI byte layout, ICg a multiple of 4 and the taps-inner loop.
+    // Direct mode: a padded source is read in place; the micro-kernel of
+    // each pixel block skips the (pixel, tap) pairs that fall into the
+    // padding (no zp, u8: they would contribute w·0 = 0; zero point or s8
+    // source: per-pixel correction rows add their w·v back, see pack()), so
+    // the int32 sums equal the padded copy's, without the copy and with fewer
+    // multiply-adds. Needs the VNNI byte layout, ICg a multiple of 4 and the
+    // taps-inner loop; displacements (a block of ≤ 24 pixels spans at most
+    // 24 / OW + 2 output rows) must fit 32 bits.
     {
         const char *dv = std::getenv("QCONV_JIT_CONV_DIRECT");
-        const int64_t span = ((d.kh * d.dh + 8 * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
+        const int64_t span = ((d.kh * d.dh + (24 / d.ow + 2) * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
         g.direct = padded && isa_ == conv_isa::avx512_vnni && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
                    span < (int64_t(1) << 30) && !(dv && std::strcmp(dv, "0") == 0);
         if (g.direct) g.copy = false;
