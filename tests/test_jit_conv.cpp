@@ -399,6 +399,7 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
         "g2mb1ic64ih6oc48oh6kh3ph1",                        // groups, ICg 32
         "mb1ic256ih6oc256oh3kh3sh2ph1",                     // res4a_branch2b-like
         "mb1ic128ih9oc64oh9kh7ph3",                         // 7x7, 49 taps
+        "mb1ic16ih30iw1oc16oh30ow1kh3kw1ph1pw0",            // one column: blocks span up to 24 rows
     };
     int i = 0;
     // Passes: direct + fused epilogue, padded copy, direct + C++ pipeline (int32 tiles).

@@ -239,8 +239,8 @@ void conv_x8s8_kernel::plan() {
 
     // Pixel blocks and micro-kernels, for the full OC block (kind 0) and the
     // last one (kind 1). Row-wise blocking: ur-wide blocks and a tail, one
-    // chunk per row. One long pixel list (flattened 1x1, short rows): blocks
-    // balanced to ur and ur − 1 pixels (49 = 4·6 + 5·5, not 8·6 + 1: a tiny
+    // chunk per row. One long pixel list (flattened 1x1, short rows): the
+    // fewest blocks, balanced (49 = 4·6 + 5·5, not 8·6 + 1: a tiny
     // block still streams all the weights), grouped into chunks of ≥ 32
     // pixels for the threads; flat2d compiles one kernel per start column.
     const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
@@ -281,8 +281,9 @@ void conv_x8s8_kernel::plan() {
         const int64_t ur = ur_w_for(nb, g.ow);
         bp.start.clear();
         if (list) {
-            const int64_t nblk = (g.ow + ur - 1) / ur, big = g.ow - nblk * (ur - 1);
-            for (int64_t i = 0, p = 0; i < nblk; p += i < big ? ur : ur - 1, ++i) bp.start.push_back(p);
+            // nblk = ⌈ow / ur⌉ blocks, sizes differing by at most one (≤ ur).
+            const int64_t nblk = (g.ow + ur - 1) / ur, base = g.ow / nblk, big = g.ow % nblk;
+            for (int64_t i = 0, p = 0; i < nblk; p += i < big ? base + 1 : base, ++i) bp.start.push_back(p);
         } else {
             for (int64_t p = 0; p < g.ow; p += ur) bp.start.push_back(p);
         }
