@@ -36,7 +36,8 @@
 //    round-half-to-even and saturation) then runs on that tile in L1.
 //  * 1x1 stride-1 unpadded convolutions are run as one long row (a GEMM
 //    with rows = output pixels), short rows (OW < 16) as one pixel list;
-//    such lists are cut into balanced blocks of ur_w and ur_w − 1 pixels.
+//    such lists are cut into the fewest blocks of ≤ ur_w pixels, sizes
+//    differing by at most one.
 //  * Threads split (mb, group, OC block, row, row chunk); every output is
 //    computed by the same code whatever the thread count, so results are
 //    identical for any number of threads.
