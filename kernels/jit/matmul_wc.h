@@ -9,8 +9,8 @@
 //   4-bit: byte [kk][c] = W[n0+c][2kk] | W[n0+c][2kk+1] << 4 (ceil(K/2) slices)
 // so one 16-byte (zmm) / 8-byte (ymm) load, widened with vpmovzxbd/vpmovsxbd,
 // gives one K-slice of a vector of columns (4-bit: two K-slices, the low and
-// high nibbles). 4-bit on zmm without a per-column zero point (the "lut8"
-// layout, groups a multiple of 8 or per-OC) stores blocks of 8 k instead:
+// high nibbles). 4-bit on zmm (the "lut8" layout, groups a multiple of 8 or
+// per-OC) stores blocks of 8 k instead:
 //   byte [b][v][c][j] = W[n0+16v+c][8b+2j] | W[n0+16v+c][8b+2j+1] << 4
 // (4 bytes per column, 64 bytes per vector of 16 columns), so a 64-byte load
 // at byte offset j puts k = 8b+2j in the low 4 bits of lane c, and one shift
@@ -23,10 +23,11 @@
 //   for each group g:  part = Σ_{k in g} f32(w − zp) · x[m][k]   (f32 FMA)
 //                      out  = out + part · scale[g]              (once per group)
 // Decompression happens in registers (widen, nibble and/or shift, cvtdq2ps,
-// exact f32 zp subtraction; for 4-bit on zmm without a per-column zero point
-// a vpermps table lookup of f32(v − zp) instead, which reads only the low 4
-// bits of each lane: with the lut8 layout 2.5 vector uops per 16 nibbles —
-// half a shift, a lookup, an FMA). Small M uses the streaming shape (whole panel
+// exact f32 zp subtraction; for 4-bit on zmm a vpermps table lookup instead,
+// which reads only the low 4 bits of each lane: of f32(v − zp) without a zero
+// point or with a tensor one — with the lut8 layout 2.5 vector uops per 16
+// nibbles: half a shift, a lookup, an FMA — or of f32(v) followed by the exact
+// subtraction of a per-column zp vector). Small M uses the streaming shape (whole panel
 // per call, memory bound: two accumulator sets to hide FMA latency when
 // mb <= 2, software prefetch); larger M the register-blocked shape (half a
 // panel, 12 rows (zmm) / 6 rows (ymm) per call), which reuses each
@@ -81,11 +82,11 @@ struct matmul_wc_config {
     // one sequential stream and plain displacements instead of mb row streams.
     bool x_packed = false;
     bool prefetch = false;     // software prefetch of the weight stream
-    // 4-bit on zmm without a per-column zp: one vpermps from a 16-entry table
-    // of f32(v − zp) replaces mask/shift + convert + subtract (vpermps reads
-    // only the low 4 bits of each index).
+    // 4-bit on zmm: one vpermps from a 16-entry table of f32(v − zp) (per-column
+    // zp: f32(v), then the zp vector is subtracted) replaces mask/shift +
+    // convert (vpermps reads only the low 4 bits of each index).
     bool lut = false;
-    // lut with the 8-k layout (see matmul_wc_lut8_block): each step is a block
+    // lut with the 8-k layout (see the layout above): each step is a block
     // of 8 k, 4 bytes per column; the low nibbles of the four bytes come from
     // four loads at byte offsets 0..3 (vpermps ignores the upper index bits),
     // the high nibbles from one shift of each.
