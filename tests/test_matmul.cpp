@@ -206,9 +206,9 @@ TEST(MatmulJit, FourBitOddSizes) {
     }
 }
 
-// 4-bit without a per-column zp: per-OC K that is not a multiple of 8 (the
-// 8-k block layout pads K) and even groups that are not a multiple of 8 (the
-// 2-k layout), streaming and blocked shapes, with a tensor zp and without.
+// 4-bit table kernels: per-OC K that is not a multiple of 8 (the 8-k block
+// layout pads K) and even groups that are not a multiple of 8 (the 2-k
+// layout), streaming and blocked shapes, every zero-point kind.
 TEST(MatmulJit, FourBitTableLayouts) {
     for (const std::string &row : jit_rows()) {
         if (row.find("_x4") == std::string::npos || !host_runs(row)) continue;
@@ -219,7 +219,7 @@ TEST(MatmulJit, FourBitTableLayouts) {
                     for (int64_t m : {1, 4, 13}) {
                         matmul_desc d;
                         d.m = m, d.k = k, d.n = 150, d.wei_dt = dt, d.group = group;
-                        d.zp = seed % 2 ? zpk::per_tensor : zpk::none;
+                        d.zp = seed % 3 == 0 ? zpk::none : seed % 3 == 1 ? zpk::per_tensor : zpk::per_group;
                         check_row(row, make_case(d, seed++));
                         if (HasFatalFailure()) return;
                     }
