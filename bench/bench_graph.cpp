@@ -16,12 +16,20 @@
 //   ffn_u4_1token/*         the same with 1 token (the decode case, memory-bound)
 // After the benchmarks one summary line per token count gives the times, the
 // ratios (target ≥ 3× faster after) and the relative difference of the outputs
-// (target ≤ 1e-4, as max|after − before| / max|before|).
+// (target ≤ 1e-4, as max|after − before| / max|before|). The binary also
+// measures the f32 FMA peak of one thread (back-to-back independent
+// vfmadd231ps zmm, ymm without AVX-512) and prints, per token count, the
+// GFLOPS of both runs as a share of it and `f32_bound_speedup`: before_ms over
+// the time the FFN's multiply-adds take at that peak, i.e. the largest ratio
+// any f32 kernel could reach on this run's machine and thread count.
 //
 //   bench_graph [--graph=FILE] [google benchmark flags]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +37,9 @@
 #include <memory>
 #include <string>
 
+#include "kernels/jit/jit_base.h"
 #include "qconv/graph.h"
+#include "qconv/qconv.h"
 
 namespace {
 
@@ -122,6 +132,58 @@ double max_rel_diff(const std::vector<tensor> &ref, const std::vector<tensor> &g
     return max_ref > 0 ? max_abs / max_ref : 0;
 }
 
+// ----------------------------------------------------------- f32 peak
+// 12 independent accumulators: enough to cover the FMA latency on two ports.
+class fma_peak_loop : public qconv::jit::jit_generator {
+public:
+    explicit fma_peak_loop(bool zmm) : zmm_(zmm) {}
+    const char *name() const override { return zmm_ ? "bench:fma_peak_zmm" : "bench:fma_peak_ymm"; }
+
+protected:
+    void generate() override {
+        Xbyak::Label loop;
+        for (int i = 0; i < 14; ++i) vxorps(Xbyak::Ymm(i), Xbyak::Ymm(i), Xbyak::Ymm(i));
+        L(loop);
+        for (int i = 0; i < 12; ++i) {
+            if (zmm_) vfmadd231ps(Xbyak::Zmm(i), Xbyak::Zmm(12), Xbyak::Zmm(13));
+            else vfmadd231ps(Xbyak::Ymm(i), Xbyak::Ymm(12), Xbyak::Ymm(13));
+        }
+        dec(rdi);
+        jnz(loop, T_NEAR);
+        vzeroupper();
+        ret();
+    }
+
+private:
+    bool zmm_;
+};
+
+// GFLOPS of one thread at the f32 FMA peak (best of 5), 0 below AVX2.
+double measure_fma_peak_gflops() {
+    const qconv::isa level = qconv::max_cpu_isa();
+    if (level < qconv::isa::avx2) return 0.0;
+    const bool zmm = level >= qconv::isa::avx512_core;
+    fma_peak_loop g(zmm);
+    g.create();
+    auto fn = g.entry<void (*)(int64_t)>();
+    const int64_t iters = 4000000;
+    double best = 0.0;
+    for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn(iters);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, iters * 12.0 * (zmm ? 16 : 8) * 2 / s * 1e-9);
+    }
+    return best;
+}
+
+// Threads the graph runs with: OpenMP's default, OMP_NUM_THREADS or one per CPU.
+int run_threads() {
+    const char *env = std::getenv("OMP_NUM_THREADS");
+    const int n = env ? std::atoi(env) : 0;
+    return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -147,8 +209,11 @@ int main(int argc, char **argv) {
         benchmark::RegisterBenchmark((s + "/after_dq").c_str(), BM_graph, s, which::rewritten_dq)
             ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
     }
+    const double peak = measure_fma_peak_gflops();
+    std::printf("f32 FMA peak: %.1f GFLOPS per thread\n", peak);
     recorder rep;
     benchmark::RunSpecifiedBenchmarks(&rep);
+    const int threads = run_threads();
 
     for (auto &[name, v] : variants()) {
         const auto yb = v.folded->run(v.inputs), yu = v.unfolded->run(v.inputs), ya = v.rewritten->run(v.inputs);
@@ -161,10 +226,16 @@ int main(int argc, char **argv) {
         };
         const double b = t("before"), u = t("before_unfolded"), a = t("after"), q = t("after_dq");
         const double r = a > 0 ? b / a : 0, ru = a > 0 ? u / a : 0, rq = q > 0 ? b / q : 0;
-        std::printf("summary graph=%s tokens=%lld before_ms=%.3f before_unfolded_ms=%.3f after_ms=%.3f "
-                    "after_dq_ms=%.3f speedup=%.2f speedup_unfolded=%.2f speedup_dq=%.2f max_rel_diff=%.3g "
+        // The FFN's multiply-adds at the f32 FMA peak of all threads.
+        const double gflop = 2.0 * v.tokens * 1024 * 4096 * 2 * 1e-9;
+        const double peak_ms = peak > 0 ? gflop / (peak * threads) * 1e3 : 0;
+        const auto pct = [&](double ms) { return ms > 0 && peak_ms > 0 ? 100.0 * peak_ms / ms : 0.0; };
+        std::printf("summary graph=%s tokens=%lld threads=%d before_ms=%.3f before_unfolded_ms=%.3f after_ms=%.3f "
+                    "after_dq_ms=%.3f speedup=%.2f speedup_unfolded=%.2f speedup_dq=%.2f fma_peak_gflops=%.1f "
+                    "before_pct_peak=%.0f after_pct_peak=%.0f f32_bound_speedup=%.2f max_rel_diff=%.3g "
                     "max_rel_diff_dq=%.3g speed_target_3x=%s accuracy_target=%s impl=\"%s\"\n",
-                    name.c_str(), static_cast<long long>(v.tokens), b, u, a, q, r, ru, rq, rel, rel_dq,
+                    name.c_str(), static_cast<long long>(v.tokens), threads, b, u, a, q, r, ru, rq, peak * threads,
+                    pct(b), pct(a), peak_ms > 0 ? b / peak_ms : 0.0, rel, rel_dq,
                     r >= 3.0 ? "met" : ru >= 3.0 ? "met_vs_unfolded_only" : "missed", rel <= 1e-4 ? "met" : "missed",
                     v.impls.c_str());
     }
