@@ -3,15 +3,14 @@
 #include "kernels/jit/matmul_wc.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include <omp.h>
-#include <sys/mman.h>
 
 #include "dispatch/registry.h"
+#include "kernels/jit/matmul_wc_common.h"
 
 namespace qconv::impl {
 namespace {
@@ -20,39 +19,10 @@ using jit::matmul_wc_call;
 using jit::matmul_wc_config;
 using jit::matmul_wc_fn;
 
-struct aligned_free {
-    void operator()(void *p) const { std::free(p); }
-};
-// Buffers of 2 MB and more are 2 MB aligned and asked for transparent huge
-// pages: the weight streams then cross no 4 KB page boundaries in the TLB.
-template <typename T>
-std::unique_ptr<T[], aligned_free> alloc_aligned(size_t count) {
-    constexpr size_t huge = size_t(2) << 20;
-    const bool big = count * sizeof(T) >= huge;
-    const size_t align = big ? huge : 64;
-    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + align - 1) / align * align);
-    void *p = std::aligned_alloc(align, bytes);
-    if (!p) throw std::bad_alloc();
-    if (big) madvise(p, bytes, MADV_HUGEPAGE); // advice only: failure leaves 4 KB pages
-    std::memset(p, 0, bytes);
-    return std::unique_ptr<T[], aligned_free>(static_cast<T *>(p));
-}
-
-bool four_bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
-
 // Raw bits of element i (a byte, or a nibble for 4-bit types).
 uint8_t raw_element(const uint8_t *w, dtype dt, int64_t i) {
     if (!four_bit(dt)) return w[i];
     return (w[i / 2] >> (4 * (i % 2))) & 0xF;
-}
-
-void zp_range(dtype dt, int32_t *lo, int32_t *hi) {
-    switch (dt) {
-    case dtype::u8: *lo = 0, *hi = 255; break;
-    case dtype::s8: *lo = -128, *hi = 127; break;
-    case dtype::u4: *lo = 0, *hi = 15; break;
-    default: *lo = -8, *hi = 7; break;
-    }
 }
 
 // Sizes of the packed layout for a descriptor and register width.
@@ -94,8 +64,8 @@ wc_layout make_layout(const matmul_desc &d, bool zmm) {
 
 struct wc_packed : packed {
     alignas(64) float lut[16] = {}; // f32(v − zp) per nibble value v (lut kernels)
-    std::unique_ptr<uint8_t[], aligned_free> wei;
-    std::unique_ptr<float[], aligned_free> params;
+    aligned_buffer<uint8_t> wei;
+    aligned_buffer<float> params;
     std::vector<float> bias;
 };
 
@@ -146,12 +116,12 @@ public:
     }
 
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
-        check_weights(w);
+        check_wc_weights(d_, w);
         auto p = std::make_shared<wc_packed>();
         // Whole calls of pc_ panels; the extra panels stay zero (scale 0, never stored).
         // lut8 loads read up to 3 bytes past a vector's block: 64 bytes of slack.
-        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes() + 64));
-        p->params = alloc_aligned<float>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_params()));
+        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes() + 64));
+        p->params = alloc_wc_buffer<float>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
         for (int v = 0; v < 16; ++v)
@@ -235,21 +205,6 @@ public:
     }
 
 private:
-    void check_weights(const matmul_weights &w) const {
-        if (!w.wei) fail("wei", "is null");
-        if (!w.scale) fail("scale", "is null");
-        if (d_.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
-        if (d_.zp == matmul_desc::zp_kind::none) return;
-        if (!w.zp) fail("zp", "is null but a zero point is declared");
-        int32_t lo, hi;
-        zp_range(d_.wei_dt, &lo, &hi);
-        const int64_t count = d_.zp == matmul_desc::zp_kind::per_tensor ? 1 : d_.n * d_.n_groups();
-        for (int64_t i = 0; i < count; ++i)
-            if (w.zp[i] < lo || w.zp[i] > hi)
-                fail("zp", "value " + std::to_string(w.zp[i]) + " at " + std::to_string(i) + " is outside the " +
-                               to_string(d_.wei_dt) + " range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
-
     void pack_panel(const matmul_weights &w, int64_t pi, wc_packed &p) const {
         const int64_t P = l_.panel, K = d_.k, NG = l_.n_groups;
         const int64_t n0 = pi * P, cols = std::min<int64_t>(P, d_.n - n0);

@@ -25,14 +25,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include <omp.h>
 
 #include "kernels/jit/matmul_wc.h"
+#include "kernels/jit/matmul_wc_common.h"
 
 namespace qconv {
 namespace jit {
@@ -189,19 +188,6 @@ private:
 namespace impl {
 namespace {
 
-struct aligned_free {
-    void operator()(void *p) const { std::free(p); }
-};
-template <typename T>
-std::unique_ptr<T[], aligned_free> alloc_zeroed(size_t count) {
-    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + 63) / 64 * 64);
-    void *p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    return std::unique_ptr<T[], aligned_free>(static_cast<T *>(p));
-}
-
-bool is4(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
 bool is_signed(dtype dt) { return dt == dtype::s8 || dt == dtype::s4; }
 
 // Sizes: K is cut into groups; each group into steps of 4 (8-bit) or 8 (4-bit) k.
@@ -214,7 +200,7 @@ struct dq_layout {
 
 dq_layout make_dq_layout(const matmul_desc &d) {
     dq_layout l;
-    l.kstep = is4(d.wei_dt) ? 8 : 4;
+    l.kstep = four_bit(d.wei_dt) ? 8 : 4;
     l.gs = d.group_size();
     l.ng = d.n_groups();
     l.steps_per_group = (l.gs + l.kstep - 1) / l.kstep;
@@ -224,8 +210,8 @@ dq_layout make_dq_layout(const matmul_desc &d) {
 }
 
 struct dq_packed : packed {
-    std::unique_ptr<uint8_t[], aligned_free> wei;
-    std::unique_ptr<float[], aligned_free> params;
+    aligned_buffer<uint8_t> wei;
+    aligned_buffer<float> params;
     std::vector<float> bias;
 };
 
@@ -239,7 +225,7 @@ public:
         for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
             if (mb == 0 || mb > d.m || fns_[mb]) continue;
             jit::dq_config c;
-            c.four_bit = is4(d.wei_dt);
+            c.four_bit = four_bit(d.wei_dt);
             c.mb = mb;
             c.nv = nv_;
             c.steps_per_group = l_.steps_per_group;
@@ -253,10 +239,10 @@ public:
     }
 
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
-        check(w);
+        check_wc_weights(d_, w);
         auto p = std::make_shared<dq_packed>();
-        p->wei = alloc_zeroed<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
-        p->params = alloc_zeroed<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
+        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_wc_buffer<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int64_t np = l_.n_panels;
 #pragma omp parallel for schedule(static) if (np > 1 && d_.n * d_.k > (1 << 20))
@@ -324,32 +310,17 @@ private:
         }
     }
 
-    void check(const matmul_weights &w) const {
-        if (!w.wei) fail("wei", "is null");
-        if (!w.scale) fail("scale", "is null");
-        if (d_.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
-        if (d_.zp == matmul_desc::zp_kind::none) return;
-        if (!w.zp) fail("zp", "is null but a zero point is declared");
-        const int32_t lo = d_.wei_dt == dtype::u8 ? 0 : d_.wei_dt == dtype::s8 ? -128 : d_.wei_dt == dtype::u4 ? 0 : -8;
-        const int32_t hi = d_.wei_dt == dtype::u8 ? 255 : d_.wei_dt == dtype::s8 ? 127 : d_.wei_dt == dtype::u4 ? 15 : 7;
-        const int64_t count = d_.zp == matmul_desc::zp_kind::per_tensor ? 1 : d_.n * d_.n_groups();
-        for (int64_t i = 0; i < count; ++i)
-            if (w.zp[i] < lo || w.zp[i] > hi)
-                fail("zp", "value " + std::to_string(w.zp[i]) + " at " + std::to_string(i) + " is outside the " +
-                               to_string(d_.wei_dt) + " range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
-
     // Unsigned weight w' (signed types shifted by 128 / 8).
     uint8_t wprime(const matmul_weights &w, int64_t i) const {
-        const int32_t shift = is_signed(d_.wei_dt) ? (is4(d_.wei_dt) ? 8 : 128) : 0;
+        const int32_t shift = is_signed(d_.wei_dt) ? (four_bit(d_.wei_dt) ? 8 : 128) : 0;
         return static_cast<uint8_t>(weight_at(w.wei, d_.wei_dt, i) + shift);
     }
 
     void pack_panel(const matmul_weights &w, int64_t pi, dq_packed &p) const {
         const int64_t n0 = pi * 64, cols = std::min<int64_t>(64, d_.n - n0);
-        const int32_t shift = is_signed(d_.wei_dt) ? (is4(d_.wei_dt) ? 8 : 128) : 0;
+        const int32_t shift = is_signed(d_.wei_dt) ? (four_bit(d_.wei_dt) ? 8 : 128) : 0;
         uint8_t *dst = p.wei.get() + pi * l_.panel_bytes();
-        const bool fb = is4(d_.wei_dt);
+        const bool fb = four_bit(d_.wei_dt);
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t n = n0 + c;
             for (int64_t g = 0; g < l_.ng; ++g)
@@ -391,10 +362,10 @@ matmul_entry matmul_wc_dq_entry() {
         if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
         const int64_t gs = d.group_size();
         if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
-        if (d.n_groups() > 1 && gs % (is4(d.wei_dt) ? 8 : 4) != 0)
+        if (d.n_groups() > 1 && gs % (four_bit(d.wei_dt) ? 8 : 4) != 0)
             return reject(why, "groups must be a multiple of 4 k (8-bit) or 8 k (4-bit)");
         if (gs > 65536) return reject(why, "group longer than 65536 k could overflow the int32 sums");
-        if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !is4(d.wei_dt))
+        if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !four_bit(d.wei_dt))
             return reject(why, std::string("takes u8/s8/u4/s4 weights, got ") + to_string(d.wei_dt));
         return true;
     };
