@@ -6,7 +6,13 @@
 // weights and parameters (2 MB aligned and advised onto transparent huge
 // pages from 2 MB on, so a weight stream crosses no 4 KB TLB pages), the
 // 4-bit test and the validation of matmul_weights against a descriptor.
-
+//
+// Generator side (qconv::jit): how a kernel addresses the rows of its block of
+// activations. Rows are a fixed number of bytes apart, held in one stride
+// register; row m = 3j + i is [row_base(j) + stride·i + disp] (i = 0, 1, 2:
+// the SIB scale covers it), so four base registers reach twelve rows and
+// the loop advances only the bases. The unrolled step loop over a group's
+// k-steps is shared as well.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include <sys/mman.h>
 
 #include "dispatch/impl.h"
+#include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
 
 namespace qconv::impl {
@@ -75,3 +82,55 @@ inline void check_wc_weights(const matmul_desc &d, const matmul_weights &w) {
 }
 
 } // namespace qconv::impl
+
+namespace qconv::jit {
+
+// Base register j of the rows 3j .. 3j+2.
+inline const Xbyak::Reg64 &row_base(int j) {
+    static const Xbyak::Reg64 bases[4] = {Xbyak::util::r10, Xbyak::util::rsi, Xbyak::util::r12, Xbyak::util::r13};
+    return bases[j];
+}
+// Base registers for rows rows.
+inline int row_bases_for(int rows) { return (rows + 2) / 3; }
+
+// Row m at byte displacement disp.
+inline Xbyak::RegExp row_at(int m, const Xbyak::Reg64 &stride, int disp) {
+    const Xbyak::Reg64 &b = row_base(m / 3);
+    switch (m % 3) {
+    case 0: return b + disp;
+    case 1: return b + stride + disp;
+    default: return b + stride * 2 + disp;
+    }
+}
+
+// With row_base(0) and stride loaded: row_base(j) = row_base(j − 1) + 3·stride.
+inline void emit_row_bases(jit_generator &g, const Xbyak::Reg64 &stride, int n_bases) {
+    for (int j = 1; j < n_bases; ++j) {
+        g.mov(row_base(j), row_base(j - 1));
+        for (int i = 0; i < 3; ++i) g.add(row_base(j), stride);
+    }
+}
+
+// steps k-steps unrolled by unroll: a loop (counter cnt) of step(0..unroll−1)
+// then advance(unroll), followed by the remaining steps and advance(rem).
+template <typename Step, typename Advance>
+void emit_unrolled_steps(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t steps, int unroll, Step step,
+                         Advance advance) {
+    const int64_t iters = steps / unroll;
+    const int rem = static_cast<int>(steps % unroll);
+    if (iters > 0) {
+        Xbyak::Label loop;
+        g.mov(cnt, iters);
+        g.L(loop);
+        for (int u = 0; u < unroll; ++u) step(u);
+        advance(unroll);
+        g.dec(cnt);
+        g.jnz(loop, Xbyak::CodeGenerator::T_NEAR);
+    }
+    if (rem > 0) {
+        for (int u = 0; u < rem; ++u) step(u);
+        advance(rem);
+    }
+}
+
+} // namespace qconv::jit

@@ -75,10 +75,7 @@ protected:
         mov(r_sum, ptr[rdi + offsetof(dq_call, sumq)]);
         mov(r_out, ptr[rdi + offsetof(dq_call, out)]);
         mov(r_stride, c_.q_stride);
-        for (int j = 1; j < n_bases(); ++j) {
-            mov(q_base(j), q_base(j - 1));
-            for (int i = 0; i < 3; ++i) add(q_base(j), r_stride);
-        }
+        emit_row_bases(*this, r_stride, n_bases());
         if (c_.four_bit) {
             mov(ebx, 0x0F0F0F0F);
             vpbroadcastd(vmask, ebx);
@@ -101,11 +98,9 @@ protected:
 private:
     const Reg64 r_w = r8, r_param = r9, r_out = r11, r_cnt = rcx, r_group = rdx, r_sx = rax, r_sum = rbp,
                 r_stride = r14;
-    const Reg64 &q_base(int j) const {
-        static const Reg64 bases[4] = {r10, rsi, r12, r13};
-        return bases[j];
-    }
-    int n_bases() const { return (c_.mb + 2) / 3; }
+    // q rows: row_at() of matmul_wc_common.h, r_stride = one row.
+    const Reg64 &q_base(int j) const { return row_base(j); }
+    int n_bases() const { return row_bases_for(c_.mb); }
     const Zmm vmask = Zmm(31), vt0 = Zmm(30), vt1 = Zmm(29), vt2 = Zmm(28);
     Zmm acc(int m, int v) const { return Zmm(m * c_.nv + v); }
 
@@ -113,16 +108,8 @@ private:
     int k_per_step() const { return c_.four_bit ? 8 : 4; }
     Address out_addr(int m, int v) const { return ptr[r_out + (m * 64 + v * 16) * 4]; }
     Address w_addr(int step, int v) const { return ptr[r_w + step * step_bytes() + v * 64]; }
-    RegExp q_at(int m, int disp) const {
-        const Reg64 &b = q_base(m / 3);
-        switch (m % 3) {
-        case 0: return b + disp;
-        case 1: return b + r_stride + disp;
-        default: return b + r_stride * 2 + disp;
-        }
-    }
     void dot(const Zmm &a, const Zmm &w, int m, int disp) {
-        vpdpbusd(a, w, ptr_b[q_at(m, disp)], EvexEncoding);
+        vpdpbusd(a, w, ptr_b[row_at(m, r_stride, disp)], EvexEncoding);
     }
 
     void emit_step(int step) {
@@ -149,20 +136,9 @@ private:
     void emit_group() {
         for (int m = 0; m < c_.mb; ++m)
             for (int v = 0; v < c_.nv; ++v) vpxord(acc(m, v), acc(m, v), acc(m, v));
-        const int unroll = 4;
-        const int64_t iters = c_.steps_per_group / unroll;
-        const int rem = static_cast<int>(c_.steps_per_group % unroll);
-        if (iters > 0) {
-            Label loop;
-            mov(r_cnt, iters);
-            L(loop);
-            for (int u = 0; u < unroll; ++u) emit_step(u);
-            advance(unroll);
-            dec(r_cnt);
-            jnz(loop, T_NEAR);
-        }
-        for (int u = 0; u < rem; ++u) emit_step(u);
-        if (rem) advance(rem);
+        emit_unrolled_steps(
+            *this, r_cnt, c_.steps_per_group, 4, [this](int u) { emit_step(u); },
+            [this](int steps) { advance(steps); });
         // out += (f32(acc) − zp'·Σq) · (scale · sx)
         for (int v = 0; v < c_.nv; ++v) {
             vmovups(vt1, ptr[r_param + (64 + v * 16) * 4]); // zp'

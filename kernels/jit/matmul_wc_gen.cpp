@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/jit/matmul_wc.h"
+#include "kernels/jit/matmul_wc_common.h"
 
 namespace qconv::jit {
 namespace {
@@ -49,13 +50,10 @@ protected:
 private:
     // ---- registers
     const Reg64 r_arg = rdi, r_w = r8, r_param = r9, r_out = r11, r_cnt = rcx, r_group = rdx;
-    // x rows: row m = 3j + i is [x_base(j) + r_stride·i + disp], r_stride = one row.
+    // x rows: row_at() of matmul_wc_common.h, r_stride = one row; packed x: one stream.
     const Reg64 r_stride = r14;
-    const Reg64 &x_base(int j) const {
-        static const Reg64 bases[4] = {r10, rsi, r12, r13};
-        return bases[j];
-    }
-    int n_bases() const { return c_.x_packed ? 1 : (c_.mb + 2) / 3; }
+    const Reg64 &x_base(int j) const { return row_base(j); }
+    int n_bases() const { return c_.x_packed ? 1 : row_bases_for(c_.mb); }
     // Vector registers: accumulators from 0 up, temporaries at the top.
     static constexpr int n_regs = is_zmm ? 32 : 16;
     Vmm vmask() const { return Vmm(n_regs - 1); }
@@ -73,10 +71,7 @@ private:
         mov(x_base(0), ptr[r_arg + offsetof(matmul_wc_call, x)]);
         mov(r_out, ptr[r_arg + offsetof(matmul_wc_call, out)]);
         mov(r_stride, c_.x_stride * 4);
-        for (int j = 1; j < n_bases(); ++j) {
-            mov(x_base(j), x_base(j - 1));
-            for (int i = 0; i < 3; ++i) add(x_base(j), r_stride);
-        }
+        emit_row_bases(*this, r_stride, n_bases());
         if (c_.lut) {
             mov(rbx, ptr[r_arg + offsetof(matmul_wc_call, lut)]);
             vmovups(vmask(), ptr[rbx]); // the table lives in the mask register
@@ -118,12 +113,7 @@ private:
     // x[m][k] with k given as a byte displacement from the current bases.
     RegExp x_at(int m, int disp) const {
         if (c_.x_packed) return x_base(0) + (disp / 4 * c_.mb + m) * 4; // x[k][m], one stream
-        const Reg64 &b = x_base(m / 3);
-        switch (m % 3) {
-        case 0: return b + disp;
-        case 1: return b + r_stride + disp;
-        default: return b + r_stride * 2 + disp;
-        }
+        return row_at(m, r_stride, disp);
     }
 
     // acc += w · x[m][k].
@@ -251,21 +241,9 @@ private:
     void emit_group() {
         zero_accs();
         const int unroll = c_.lut8 ? 2 : c_.four_bit() ? 4 : 8;
-        const int64_t iters = c_.steps_per_group / unroll;
-        const int rem = static_cast<int>(c_.steps_per_group % unroll);
-        if (iters > 0) {
-            Label loop;
-            mov(r_cnt, iters);
-            L(loop);
-            for (int u = 0; u < unroll; ++u) emit_step(u, u & 1);
-            advance(unroll);
-            dec(r_cnt);
-            jnz(loop, T_NEAR);
-        }
-        if (rem > 0) {
-            for (int u = 0; u < rem; ++u) emit_step(u, u & 1);
-            advance(rem);
-        }
+        emit_unrolled_steps(
+            *this, r_cnt, c_.steps_per_group, unroll, [this](int u) { emit_step(u, u & 1); },
+            [this](int steps) { advance(steps); });
         if (c_.sets() == 2)
             for (int m = 0; m < c_.mb; ++m)
                 for (int v = 0; v < c_.vectors(); ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));
