@@ -37,6 +37,7 @@
 
 #include <xbyak/xbyak_util.h>
 
+#include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/jit/jit_base.h"
@@ -461,9 +462,10 @@ int dw_chunks(int kh) { return (kh + 2) / 3; }
 int dw_native_max_acc(int kw) { return std::min(25, 30 - 4 * kw); }
 int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chunks(kh) * kw * nb); }
 
-class dw_row_gen : public jit_generator {
+// Fused epilogue registers: zmm26..29 comp, scale, bias, zero; zmm25 spare.
+class dw_row_gen : public conv_epilogue_gen {
 public:
-    explicit dw_row_gen(const dw_row_cfg &c) : jit_generator(code_size(c)), cfg(c) {}
+    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(code_size(c), c.pipe, 26, 25, true), cfg(c) {}
     const char *name() const override { return "jit:conv_dw_x8s8:avx512_vnni:row"; }
 
 private:
@@ -482,21 +484,16 @@ private:
     }
 
     dw_row_cfg cfg;
+    // Epilogue registers (rax, rbx, r11..r15) are conv_epilogue_gen's.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
-                       reg_coff = r11, reg_tmp = rax, reg_dst = rbx, reg_full = r12, reg_bias = r13, reg_comp = r14,
-                       reg_pbase = r15, reg_ch = rcx, reg_blk = rbp;
-    Xbyak::Label l_idx, l_pack_idx, l_nat_shuf, l_const;
-    std::vector<float> consts_;
+                       reg_ch = rcx, reg_blk = rbp;
+    Xbyak::Label l_idx, l_pack_idx, l_nat_shuf;
     // Current channel block: vectors, lanes of the last vector.
     int nbv_ = 1, lastn_ = 16;
     // Epilogue of the second row of a pair: first accumulator, dst pixel offset.
     int acc_base_ = 0;
     int64_t pix_base_ = 0;
 
-    int dsz() const {
-        const dtype t = cfg.pipe->dst_dt;
-        return t == dtype::f32 || t == dtype::s32 ? 4 : 1;
-    }
     Xbyak::Zmm acc(int w, int k) const { return Xbyak::Zmm(w * cfg.nb + k); }
     int wbase() const { return 28 - dw_chunks(cfg.kh) * cfg.kw * cfg.nb; }
     Xbyak::Zmm wreg(int ch, int kw, int k) const { return Xbyak::Zmm(wbase() + (ch * cfg.kw + kw) * cfg.nb + k); }
@@ -803,26 +800,11 @@ private:
     void emit_epilogue_native(int u, bool tl) {
         const pipeline &pp = *cfg.pipe;
         vxorps(zmm_zero, zmm_zero, zmm_zero);
-        const bool relu_last = pp.dst_zp == 0.f && !pp.ops.empty() && pp.ops.back().k == lowered_op::kind::eltwise &&
-                               pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
         for (int q = 0; q < 4; ++q) {
-            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + q * 64]);
-            vmovups(zmm_scale, oc_arr(pp.scale, q));
-            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + q * 64]);
+            emit_load_params(q);
             for (int w = 0; w < u; ++w) {
                 const Xbyak::Zmm y = acc(w, q);
-                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
-                vcvtdq2ps(y, y);
-                vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero);
-                int full_i = 0;
-                for (size_t i = 0; i < pp.ops.size(); ++i) {
-                    if (relu_last && i + 1 == pp.ops.size()) { // u8: the clamp below does it
-                        if (pp.dst_dt == dtype::s8) vmaxps(y, y, zmm_zero);
-                        break;
-                    }
-                    emit_op(pp.ops[i], y, w, q, full_i, 0);
-                }
-                if (pp.dst_zp != 0.f) vaddps(y, y, cst(pp.dst_zp));
+                emit_pixel_pipeline(y, w, q, 0); // u8 / s8 only: no sum, no full-tensor operand
                 emit_to_int8_range(y, pp.dst_dt, pp.dst_dt == dtype::u8);
             }
         }
@@ -879,49 +861,17 @@ private:
         L(l_pack_idx); // dword 4q + L ← dword 4L + q
         for (int q = 0; q < 4; ++q)
             for (int l = 0; l < 4; ++l) dd(4 * l + q);
-        L(l_const);
-        for (float v : consts_) {
-            uint32_t bits;
-            std::memcpy(&bits, &v, 4);
-            dd(bits);
-        }
+        emit_const_pool();
     }
     // ------------------------------------------------------------ fused epilogue
-    // Same operations in the same order as ref::apply_pipeline (see
-    // conv_pipeline.h), every y·a + b a single-rounding vfmadd like the
-    // reference's madd(): float(acc + comp)·scale + bias → post-ops → + dst_zp
-    // → store. zmm25..31 are free (weights, index and sources are dead);
-    // k1 = channel tail, k2/k3 scratch.
-    const Xbyak::Zmm zmm_comp = Xbyak::Zmm(26), zmm_scale = Xbyak::Zmm(27), zmm_bias = Xbyak::Zmm(28),
-                     zmm_zero = Xbyak::Zmm(29), zmm_u = Xbyak::Zmm(30), zmm_t = Xbyak::Zmm(31);
-    static constexpr int cmp_unord = 3, cmp_ord = 7, cmp_ngt_uq = 10, cmp_nge_uq = 9, cmp_ge_oq = 29;
-
-    int cidx(float v) {
-        for (size_t i = 0; i < consts_.size(); ++i)
-            if (std::memcmp(&consts_[i], &v, 4) == 0) return static_cast<int>(i);
-        consts_.push_back(v);
-        return static_cast<int>(consts_.size() - 1);
+    // The pipeline itself is conv_epilogue_gen's (single-rounding vfmadd for
+    // every y·a + b, like the reference's madd()); here the pixel grouping and
+    // the packed 8-bit stores. k1 = channel tail, k2/k3 scratch.
+    bool tail(int b) const override { return !cfg.native && b == nbv_ - 1 && lastn_ < 16; }
+    Xbyak::Address full_operand(int i, int w, int b) override {
+        mov(reg_full, ptr[reg_args + offsetof(dw_call, full) + 8 * i]);
+        return ptr[reg_full + reg_foff + w * cfg.pipe->oc * 4 + b * 64];
     }
-    int cidx_bits(uint32_t bits) {
-        float v;
-        std::memcpy(&v, &bits, 4);
-        return cidx(v);
-    }
-    Xbyak::Address cst(float v) { return ptr_b[rip + l_const + cidx(v) * 4]; }
-    Xbyak::Address cst_plain(float v) { return ptr[rip + l_const + cidx(v) * 4]; }
-
-    // Per-OC array of the pipeline at vector b: relative to reg_pbase
-    // (= scale + c0) when the distance fits a displacement.
-    Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
-        const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
-                             reinterpret_cast<intptr_t>(cfg.pipe->scale.data()) + b * 64;
-        if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
-            return ptr[reg_pbase + static_cast<int32_t>(diff)];
-        mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
-        add(reg_tmp, reg_coff);
-        return ptr[reg_tmp + b * 64];
-    }
-    bool tail(int b) const { return !cfg.native && b == nbv_ - 1 && lastn_ < 16; }
 
     void emit_epilogue(int u) {
         const pipeline &pp = *cfg.pipe;
@@ -931,35 +881,16 @@ private:
             kmovw(k1, eax);
         }
         const int64_t pix = pp.oc * dsz();
-        const bool int_dst = pp.dst_dt != dtype::f32;
-        // A ReLU (alpha 0) ending the chain of an integer destination with
-        // dst_zp 0 is the store's own clamp at 0 (−0 / NaN both store 0).
-        const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
-                               pp.ops.back().k == lowered_op::kind::eltwise &&
-                               pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
         // u8 / s8: four pixels of a full vector are clamped and converted,
         // then packed together (vpackus/ss + vpermd) and stored as 4 × 16 bytes.
         const bool packable = pp.dst_dt == dtype::u8 || pp.dst_dt == dtype::s8;
         for (int b = 0; b < nbv_; ++b) {
-            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
-            vmovups(zmm_scale, oc_arr(pp.scale, b));
-            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
+            emit_load_params(b);
             for (int w = 0; w < u;) {
                 const int group = packable && !tail(b) && w + 4 <= u ? 4 : 1;
                 for (int q = 0; q < group; ++q) {
                     const Xbyak::Zmm y = acc(acc_base_ + w + q, b);
-                    if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
-                    vcvtdq2ps(y, y);
-                    vfmadd213ps(y, zmm_scale, pp.with_bias ? zmm_bias : zmm_zero); // madd(acc, scale, bias or +0)
-                    int full_i = 0;
-                    for (size_t i = 0; i < pp.ops.size(); ++i) {
-                        if (relu_last && i + 1 == pp.ops.size()) {
-                            if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
-                            break;
-                        }
-                        emit_op(pp.ops[i], y, pix_base_ + w + q, b, full_i, pix);
-                    }
-                    if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
+                    emit_pixel_pipeline(y, pix_base_ + w + q, b, pix);
                     if (group == 1)
                         emit_store(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
                     else emit_to_int8_range(y, pp.dst_dt, true);
@@ -1011,152 +942,6 @@ private:
         for (int q = 1; q < 4; ++q) vextracti32x4(ptr[reg_dst + (pw + q) * pix + b * 16], t, q);
     }
 
-    // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
-    void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max, const Xbyak::Zmm &t) {
-        if (is_max) vmaxps(t, y, v);
-        else vminps(t, y, v);
-        vcmpps(k2, v, v, cmp_unord);
-        vmovaps(t | k2, y);
-        vmovaps(y, t);
-    }
-
-    void emit_load_f32(const Xbyak::Zmm &v, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Zmm vz = tl ? (v | k1 | T_z) : v;
-        switch (dt) {
-        case dtype::f32: vmovups(vz, a); break;
-        case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
-        case dtype::s8: vpmovsxbd(vz, a); vcvtdq2ps(v, v); break;
-        default: vpmovzxbd(vz, a); vcvtdq2ps(v, v); break;
-        }
-    }
-
-    void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix) {
-        using K = lowered_op::kind;
-        const Xbyak::Zmm &t = zmm_t, &u = zmm_u;
-        switch (op.k) {
-        case K::eltwise:
-            switch (op.alg) {
-            case eltwise_alg::relu:
-                vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
-                vmulps(y | k2, y, cst(op.alpha));
-                break;
-            case eltwise_alg::clip:
-                vbroadcastss(t, cst_plain(op.alpha));
-                emit_fmaxmin(y, t, true, u);
-                vbroadcastss(t, cst_plain(op.beta));
-                emit_fmaxmin(y, t, false, u);
-                break;
-            case eltwise_alg::linear: // madd(y, alpha, beta)
-                vbroadcastss(t, cst_plain(op.alpha));
-                vfmadd213ps(y, t, cst(op.beta));
-                break;
-            case eltwise_alg::hardswish:
-                vdivps(u, y, cst(6.f));
-                vaddps(u, u, cst(0.5f));
-                vxorps(t, t, t);
-                emit_fmaxmin(u, t, true, Xbyak::Zmm(25));
-                vbroadcastss(t, cst_plain(1.f));
-                emit_fmaxmin(u, t, false, Xbyak::Zmm(25));
-                vmulps(y, y, u);
-                break;
-            case eltwise_alg::abs: vandps(y, y, cst(bits_float(0x7fffffffu))); break;
-            case eltwise_alg::sqrt: vsqrtps(y, y); break;
-            case eltwise_alg::square: vmulps(y, y, y); break;
-            case eltwise_alg::round: vrndscaleps(y, y, 0x08); break;
-            default: fail("post_ops", "transcendental eltwise is not fused");
-            }
-            break;
-        case K::binary: {
-            if (op.full) {
-                mov(reg_full, ptr[reg_args + offsetof(dw_call, full) + 8 * full_i]);
-                const Xbyak::Address a = ptr[reg_full + reg_foff + w * cfg.pipe->oc * 4 + b * 64];
-                if (tail(b)) vmovups(t | k1 | T_z, a);
-                else vmovups(t, a);
-                ++full_i;
-            } else {
-                vmovups(t, oc_arr(op.a, b));
-            }
-            switch (op.balg) {
-            case binary_alg::add: vaddps(y, y, t); break;
-            case binary_alg::sub: vsubps(y, y, t); break;
-            case binary_alg::mul: vmulps(y, y, t); break;
-            case binary_alg::div: vdivps(y, y, t); break;
-            case binary_alg::max: emit_fmaxmin(y, t, true, u); break;
-            case binary_alg::min: emit_fmaxmin(y, t, false, u); break;
-            }
-            break;
-        }
-        case K::prelu:
-        case K::depthwise_prelu:
-            vcmpps(k2, y, zmm_zero, cmp_nge_uq);
-            vmulps(y | k2, y, oc_arr(op.a, b));
-            break;
-        case K::sum:
-            emit_load_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), cfg.pipe->dst_dt);
-            vsubps(t, t, cst(op.sum_zp));
-            vfmadd231ps(y, t, cst(op.sum_scale)); // madd(prev − zp, scale, y)
-            break;
-        case K::depthwise_scale_shift:
-            vmovups(t, oc_arr(op.a, b));
-            vfmadd213ps(y, t, oc_arr(op.b, b));
-            break;
-        case K::quantization:
-            vmovups(t, oc_arr(op.q[0], b));
-            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
-            vmovups(t, oc_arr(op.q[1], b));
-            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
-            vmovups(t, oc_arr(op.q[2], b));
-            vfmadd213ps(y, t, oc_arr(op.q[3], b));
-            if (op.round) vrndscaleps(y, y, 0x08);
-            if (op.dequantize) {
-                vmovups(t, oc_arr(op.q[4], b));
-                vfmadd213ps(y, t, oc_arr(op.q[5], b));
-            }
-            break;
-        default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
-        }
-    }
-    static float bits_float(uint32_t bits) {
-        float v;
-        std::memcpy(&v, &bits, 4);
-        return v;
-    }
-
-    // NaN → 0, round half to even (MXCSR / vrndscaleps), saturation.
-    void emit_store(const Xbyak::Zmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Zmm &t = zmm_t;
-        if (dt == dtype::f32) {
-            if (tl) vmovups(a | k1, y);
-            else vmovups(a, y);
-            return;
-        }
-        if (dt != dtype::u8) { // u8: vmaxps with 0 below turns NaN into 0
-            vcmpps(k2, y, y, cmp_ord);
-            vmovaps(y | k2 | T_z, y);
-        }
-        if (dt == dtype::s32) {
-            vrndscaleps(y, y, 0x08);
-            vcmpps(k3, y, cst(2147483648.f), cmp_ge_oq);
-            vcvtps2dq(y, y); // too large → INT_MIN, fixed below
-            vpbroadcastd(t, cst_plain(bits_float(0x7fffffffu)));
-            vmovdqa32(y | k3, t);
-            if (tl) vmovdqu32(a | k1, y);
-            else vmovdqu32(a, y);
-            return;
-        }
-        if (dt == dtype::u8) {
-            vmaxps(y, y, zmm_zero);
-            vcvtps2dq(y, y); // ≥ 2^31 gives 0x80000000: vpmovusdb stores 255
-            if (tl) vpmovusdb(a | k1, y);
-            else vpmovusdb(a, y);
-            return;
-        }
-        vmaxps(y, y, cst(-128.f));
-        vminps(y, y, cst(127.f));
-        vcvtps2dq(y, y);
-        if (tl) vpmovdb(a | k1, y);
-        else vpmovdb(a, y);
-    }
 };
 
 // Whether the row kernel can serve: VBMI (vpermb / vpermt2b), and the

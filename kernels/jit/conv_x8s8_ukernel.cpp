@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/jit/jit_base.h"
@@ -48,9 +49,11 @@ int max_accumulators(conv_isa i, int nb) { return i == conv_isa::avx2 ? 16 - nb 
 int src_elem_bytes(conv_isa i) { return i == conv_isa::avx512_vnni ? 1 : 2; }
 int max_accumulators_dw(conv_isa i, int kw) { return std::min(25, (i == conv_isa::avx2 ? 16 : 32) - kw - 3); }
 
-struct conv_ukernel::gen : public jit_generator {
+// Fused epilogue registers: zmm25..28 comp, scale, bias, zero; zmm29 spare
+// (the weight and broadcast registers are dead by then).
+struct conv_ukernel::gen : public conv_epilogue_gen {
     explicit gen(const conv_ukernel_cfg &c)
-        : jit_generator(64 * 1024 + 512 * c.kw * c.ur_w * c.nb), cfg(c) {
+        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, false), cfg(c) {
         name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) +
                 "x" + std::to_string(c.nb);
         vnni = c.isa == conv_isa::avx512_vnni;
@@ -73,7 +76,7 @@ struct conv_ukernel::gen : public jit_generator {
 
     // rdi: conv_call *; loop registers; epilogue pointers.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
-    const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10, reg_coff = r11;
+    const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10; // reg_coff = r11 (epilogue)
 
     Xbyak::Xmm vreg(int i) const {
         if (zmm_) return Xbyak::Zmm(i);
@@ -294,32 +297,11 @@ struct conv_ukernel::gen : public jit_generator {
     }
 
     // ------------------------------------------------------------ fused epilogue
-    // Order and semantics exactly as ref::apply_pipeline (see conv_pipeline.h).
-    // Registers: accumulators hold y; zmm25..31 are free (weights/broadcasts
-    // are dead), k1 = tail mask, k2..k4 scratch.
-    Xbyak::Label l_const;
-    std::vector<float> consts_;
-    int cidx(float v) {
-        for (size_t i = 0; i < consts_.size(); ++i)
-            if (std::memcmp(&consts_[i], &v, 4) == 0) return static_cast<int>(i);
-        consts_.push_back(v);
-        return static_cast<int>(consts_.size() - 1);
-    }
-    int cidx_bits(uint32_t bits) {
-        float v;
-        std::memcpy(&v, &bits, 4);
-        return cidx(v);
-    }
-    Xbyak::Address cst(int idx) { return ptr_b[rip + l_const + idx * 4]; }      // {1to16} operand
-    Xbyak::Address cst_plain(int idx) { return ptr[rip + l_const + idx * 4]; } // scalar load
+    // The pipeline itself is conv_epilogue_gen's; here the call's pointers,
+    // the tail mask and the u8 packed store. Accumulators hold y.
     void emit_constants() {
         align(64);
-        L(l_const);
-        for (float v : consts_) {
-            uint32_t b;
-            std::memcpy(&b, &v, 4);
-            dd(b);
-        }
+        emit_const_pool();
         if (use_perm_) {
             align(64);
             L(l_perm);
@@ -327,22 +309,11 @@ struct conv_ukernel::gen : public jit_generator {
         }
     }
 
-    const Xbyak::Reg64 reg_dst = rbx, reg_tmp = rax, reg_full = r12, reg_bias = r13, reg_comp = r14;
-
-    // Address of a per-OC array of the pipeline at vector b of this tile:
-    // relative to reg_pbase (= scale + c0) when the distance fits a 32-bit
-    // displacement, else through reg_tmp.
-    const Xbyak::Reg64 reg_pbase = r15;
-    Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
-        const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
-                             reinterpret_cast<intptr_t>(cfg.pipe->scale.data()) + b * 64;
-        if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
-            return ptr[reg_pbase + static_cast<int32_t>(diff)];
-        mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
-        add(reg_tmp, reg_coff);
-        return ptr[reg_tmp + b * 64];
+    bool tail(int b) const override { return b == cfg.nb - 1 && cfg.last_n < 16; }
+    Xbyak::Address full_operand(int i, int w, int b) override {
+        mov(reg_full, ptr[reg_args + offsetof(conv_call, full) + 8 * i]);
+        return ptr[reg_full + w * cfg.pipe->oc * 4 + b * 64];
     }
-    bool tail(int b) const { return b == cfg.nb - 1 && cfg.last_n < 16; }
 
     void emit_epilogue() {
         const pipeline &pp = *cfg.pipe;
@@ -362,41 +333,16 @@ struct conv_ukernel::gen : public jit_generator {
             kmovw(k1, eax);
         }
         vxorps(zmm_zero, zmm_zero, zmm_zero);
-        const int dsz = pp.dst_dt == dtype::f32 || pp.dst_dt == dtype::s32 ? 4 : 1;
         // u8 destination with 4 full OC vectors: the 64 channels of a pixel
         // are packed with saturating packs and stored as one vector.
         const bool packed = pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
-        if (packed) vbroadcastss(zmm_255, cst_plain(cidx(255.f)));
-        const int64_t pix = pp.oc * dsz;
+        if (packed) vbroadcastss(zmm_255, cst_plain(255.f));
+        const int64_t pix = pp.oc * dsz();
         for (int b = 0; b < cfg.nb; ++b) {
-            // Per-vector parameters hoisted out of the pixel loop.
-            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
-            vmovups(zmm_scale, oc_arr(pp.scale, b));
-            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
+            emit_load_params(b);
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Xbyak::Zmm y(acc(w, b).getIdx());
-                if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
-                vcvtdq2ps(y, y);
-                // acc·scale + bias with one rounding, as the reference's madd().
-                if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
-                else vmulps(y, y, zmm_scale);
-                int full_i = 0;
-                // A ReLU (alpha 0) that ends the chain of an integer destination
-                // with dst_zp 0 is the store's own clamp at 0: y and max(y, 0)
-                // differ only in −0 / NaN, which both store as 0.
-                const bool int_dst = pp.dst_dt != dtype::f32;
-                const bool relu_last = int_dst && pp.dst_zp == 0.f && !pp.ops.empty() &&
-                                       pp.ops.back().k == lowered_op::kind::eltwise &&
-                                       pp.ops.back().alg == eltwise_alg::relu && pp.ops.back().alpha == 0.f;
-                for (size_t i = 0; i < pp.ops.size(); ++i) {
-                    if (relu_last && i + 1 == pp.ops.size()) {
-                        if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
-                        break;
-                    }
-                    emit_op(pp.ops[i], y, w, b, full_i, pix, dsz);
-                }
-                // + dst_zp; adding 0 only turns −0 into +0, invisible in integers.
-                if (!(int_dst && pp.dst_zp == 0.f)) vaddps(y, y, cst(cidx(pp.dst_zp)));
+                emit_pixel_pipeline(y, w, b, pix);
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
@@ -404,7 +350,7 @@ struct conv_ukernel::gen : public jit_generator {
                     vcvtps2dq(y, y);
                     continue;
                 }
-                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), pp.dst_dt);
+                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
             }
         }
         if (packed) emit_store_u8_packed(pix);
@@ -434,158 +380,6 @@ struct conv_ukernel::gen : public jit_generator {
         }
     }
     const Xbyak::Zmm zmm_255 = Xbyak::Zmm(24);
-    // Epilogue registers (the weight registers are dead by then).
-    const Xbyak::Zmm zmm_comp = Xbyak::Zmm(25), zmm_scale = Xbyak::Zmm(26), zmm_bias = Xbyak::Zmm(27),
-                     zmm_zero = Xbyak::Zmm(28);
-
-    // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
-    void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max) {
-        const Xbyak::Zmm t(30);
-        if (is_max) vmaxps(t, y, v);
-        else vminps(t, y, v);
-        vcmpps(k2, v, v, _CMP_UNORD_Q_);
-        vmovaps(t | k2, y);
-        vmovaps(y, t);
-    }
-    static constexpr int _CMP_UNORD_Q_ = 3, _CMP_ORD_Q_ = 7, _CMP_NGT_UQ_ = 10, _CMP_NGE_UQ_ = 9,
-                         _CMP_GE_OQ_ = 29;
-
-    void emit_load_dst_f32(const Xbyak::Zmm &v, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Zmm vz = tl ? (v | k1 | T_z) : v;
-        switch (dt) {
-        case dtype::f32: vmovups(vz, a); break;
-        case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
-        case dtype::s8: vpmovsxbd(vz, a); vcvtdq2ps(v, v); break;
-        default: vpmovzxbd(vz, a); vcvtdq2ps(v, v); break;
-        }
-    }
-
-    void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix, int dsz) {
-        using K = lowered_op::kind;
-        const Xbyak::Zmm t(31), u(29);
-        switch (op.k) {
-        case K::eltwise:
-            switch (op.alg) {
-            case eltwise_alg::relu:
-                vcmpps(k2, y, zmm_zero, _CMP_NGT_UQ_);
-                vmulps(y | k2, y, cst(cidx(op.alpha)));
-                break;
-            case eltwise_alg::clip:
-                vbroadcastss(t, cst_plain(cidx(op.alpha)));
-                emit_fmaxmin(y, t, true);
-                vbroadcastss(t, cst_plain(cidx(op.beta)));
-                emit_fmaxmin(y, t, false);
-                break;
-            case eltwise_alg::linear:
-                vmulps(y, y, cst(cidx(op.alpha)));
-                vaddps(y, y, cst(cidx(op.beta)));
-                break;
-            case eltwise_alg::hardswish:
-                vdivps(u, y, cst(cidx(6.f)));
-                vaddps(u, u, cst(cidx(0.5f)));
-                vxorps(t, t, t);
-                emit_fmaxmin(u, t, true);
-                vbroadcastss(t, cst_plain(cidx(1.f)));
-                emit_fmaxmin(u, t, false);
-                vmulps(y, y, u);
-                break;
-            case eltwise_alg::abs: vandps(y, y, cst(cidx_bits(0x7fffffffu))); break;
-            case eltwise_alg::sqrt: vsqrtps(y, y); break;
-            case eltwise_alg::square: vmulps(y, y, y); break;
-            case eltwise_alg::round: vrndscaleps(y, y, 0x08); break;
-            default: fail("post_ops", "transcendental eltwise is not fused");
-            }
-            break;
-        case K::binary: {
-            if (op.full) {
-                mov(reg_full, ptr[reg_args + offsetof(conv_call, full) + 8 * full_i]);
-                const Xbyak::Address a = ptr[reg_full + w * pp_oc() * 4 + b * 64];
-                if (tail(b)) vmovups(t | k1 | T_z, a);
-                else vmovups(t, a);
-                ++full_i;
-            } else {
-                vmovups(t, oc_arr(op.a, b));
-            }
-            switch (op.balg) {
-            case binary_alg::add: vaddps(y, y, t); break;
-            case binary_alg::sub: vsubps(y, y, t); break;
-            case binary_alg::mul: vmulps(y, y, t); break;
-            case binary_alg::div: vdivps(y, y, t); break;
-            case binary_alg::max: emit_fmaxmin(y, t, true); break;
-            case binary_alg::min: emit_fmaxmin(y, t, false); break;
-            }
-            break;
-        }
-        case K::prelu:
-        case K::depthwise_prelu:
-            vcmpps(k2, y, zmm_zero, _CMP_NGE_UQ_);
-            vmulps(y | k2, y, oc_arr(op.a, b));
-            break;
-        case K::sum:
-            emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz], tail(b), cfg.pipe->dst_dt);
-            vsubps(t, t, cst(cidx(op.sum_zp)));
-            vmulps(t, t, cst(cidx(op.sum_scale)));
-            vaddps(y, y, t);
-            break;
-        case K::depthwise_scale_shift:
-            vmulps(y, y, oc_arr(op.a, b));
-            vaddps(y, y, oc_arr(op.b, b));
-            break;
-        case K::quantization:
-            vmovups(t, oc_arr(op.q[0], b));
-            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
-            vmovups(t, oc_arr(op.q[1], b));
-            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
-            vmulps(y, y, oc_arr(op.q[2], b));
-            vaddps(y, y, oc_arr(op.q[3], b));
-            if (op.round) vrndscaleps(y, y, 0x08);
-            if (op.dequantize) {
-                vmulps(y, y, oc_arr(op.q[4], b));
-                vaddps(y, y, oc_arr(op.q[5], b));
-            }
-            break;
-        default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
-        }
-    }
-    int64_t pp_oc() const { return cfg.pipe->oc; }
-
-    void emit_store(const Xbyak::Zmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Zmm t(31);
-        if (dt == dtype::f32) {
-            if (tl) vmovups(a | k1, y);
-            else vmovups(a, y);
-            return;
-        }
-        // NaN → 0 (for u8 the vmaxps with 0 below already returns 0 for NaN).
-        if (dt != dtype::u8) {
-            vcmpps(k2, y, y, _CMP_ORD_Q_);
-            vmovaps(y | k2 | T_z, y);
-        }
-        if (dt == dtype::s32) {
-            vrndscaleps(y, y, 0x08);
-            vcmpps(k3, y, cst(cidx(2147483648.f)), _CMP_GE_OQ_);
-            vcvtps2dq(y, y); // too large → INT_MIN, fixed below
-            vpbroadcastd(t, cst_plain(cidx_bits(0x7fffffffu)));
-            vmovdqa32(y | k3, t);
-            if (tl) vmovdqu32(a | k1, y);
-            else vmovdqu32(a, y);
-            return;
-        }
-        if (dt == dtype::u8) {
-            // max(y, 0) (NaN → 0), convert (≥ 2^31 gives 0x80000000), then
-            // unsigned saturation: 255.5+ and 0x80000000 both store 255.
-            vmaxps(y, y, zmm_zero);
-            vcvtps2dq(y, y); // MXCSR: round half to even
-            if (tl) vpmovusdb(a | k1, y);
-            else vpmovusdb(a, y);
-            return;
-        }
-        vmaxps(y, y, cst(cidx(-128.f))); // NaN was zeroed above
-        vminps(y, y, cst(cidx(127.f)));
-        vcvtps2dq(y, y);
-        if (tl) vpmovdb(a | k1, y);
-        else vpmovdb(a, y);
-    }
 };
 
 conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
