@@ -258,10 +258,8 @@ bool wc_supports(const matmul_desc &d, const matmul_hints &h, const platform &pl
     if (x4 && !fb) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
     if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
         return reject(why, std::string("takes u8/s8 weights, got ") + to_string(d.wei_dt));
-    if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
-    const int64_t gs = d.group_size();
-    if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
-    if (fb && d.n_groups() > 1 && gs % 2 != 0)
+    if (!wc_shape_ok(d, why)) return false;
+    if (fb && d.n_groups() > 1 && d.group_size() % 2 != 0)
         return reject(why, "4-bit groups must have an even size (a byte holds two k)");
     return true;
 }

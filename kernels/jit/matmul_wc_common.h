@@ -11,8 +11,8 @@
 // activations. Rows are a fixed number of bytes apart, held in one stride
 // register; row m = 3j + i is [row_base(j) + stride·i + disp] (i = 0, 1, 2:
 // the SIB scale covers it), so four base registers reach twelve rows and
-// the loop advances only the bases. The unrolled step loop over a group's
-// k-steps is shared as well.
+// the loop advances only the bases. The counted loops (over the groups, and
+// the unrolled one over a group's k-steps) are shared as well.
 #pragma once
 
 #include <algorithm>
@@ -81,6 +81,14 @@ inline void check_wc_weights(const matmul_desc &d, const matmul_weights &w) {
                            to_string(d.wei_dt) + " range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
+// Shape checks common to every row: positive sizes, groups dividing K.
+inline bool wc_shape_ok(const matmul_desc &d, std::string *why) {
+    if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
+    const int64_t gs = d.group_size();
+    if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
+    return true;
+}
+
 } // namespace qconv::impl
 
 namespace qconv::jit {
@@ -111,6 +119,17 @@ inline void emit_row_bases(jit_generator &g, const Xbyak::Reg64 &stride, int n_b
     }
 }
 
+// body() emitted once and run iters (>= 1) times, counting cnt down.
+template <typename Body>
+void emit_counted_loop(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t iters, Body body) {
+    Xbyak::Label loop;
+    g.mov(cnt, iters);
+    g.L(loop);
+    body();
+    g.dec(cnt);
+    g.jnz(loop, Xbyak::CodeGenerator::T_NEAR);
+}
+
 // steps k-steps unrolled by unroll: a loop (counter cnt) of step(0..unroll−1)
 // then advance(unroll), followed by the remaining steps and advance(rem).
 template <typename Step, typename Advance>
@@ -118,15 +137,11 @@ void emit_unrolled_steps(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t step
                          Advance advance) {
     const int64_t iters = steps / unroll;
     const int rem = static_cast<int>(steps % unroll);
-    if (iters > 0) {
-        Xbyak::Label loop;
-        g.mov(cnt, iters);
-        g.L(loop);
-        for (int u = 0; u < unroll; ++u) step(u);
-        advance(unroll);
-        g.dec(cnt);
-        g.jnz(loop, Xbyak::CodeGenerator::T_NEAR);
-    }
+    if (iters > 0)
+        emit_counted_loop(g, cnt, iters, [&] {
+            for (int u = 0; u < unroll; ++u) step(u);
+            advance(unroll);
+        });
     if (rem > 0) {
         for (int u = 0; u < rem; ++u) step(u);
         advance(rem);

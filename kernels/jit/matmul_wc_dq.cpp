@@ -83,15 +83,12 @@ protected:
         vxorps(vt0, vt0, vt0);
         for (int m = 0; m < c_.mb; ++m)
             for (int v = 0; v < c_.nv; ++v) vmovups(out_addr(m, v), vt0);
-        Label group_loop;
-        mov(r_group, c_.n_groups);
-        L(group_loop);
-        emit_group();
-        add(r_param, 2 * 64 * 4);
-        add(r_sx, c_.m_total * 4);
-        add(r_sum, c_.m_total * 4);
-        dec(r_group);
-        jnz(group_loop, T_NEAR);
+        emit_counted_loop(*this, r_group, c_.n_groups, [this] {
+            emit_group();
+            add(r_param, 2 * 64 * 4);
+            add(r_sx, c_.m_total * 4);
+            add(r_sum, c_.m_total * 4);
+        });
         postamble();
     }
 
@@ -335,9 +332,8 @@ matmul_entry matmul_wc_dq_entry() {
     e.supports = [](const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) {
         if (!h.dynamic_quantization) return reject(why, "dynamic quantization not requested (opt-in hint)");
         if (!pl.avx512() || !pl.vnni()) return reject(why, "needs avx512_core_vnni, platform is " + pl.str());
-        if (d.m <= 0 || d.k <= 0 || d.n <= 0) return reject(why, "m, k and n must be positive");
+        if (!wc_shape_ok(d, why)) return false;
         const int64_t gs = d.group_size();
-        if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
         if (d.n_groups() > 1 && gs % (four_bit(d.wei_dt) ? 8 : 4) != 0)
             return reject(why, "groups must be a multiple of 4 k (8-bit) or 8 k (4-bit)");
         if (gs > 65536) return reject(why, "group longer than 65536 k could overflow the int32 sums");

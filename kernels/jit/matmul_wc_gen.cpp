@@ -35,15 +35,10 @@ protected:
         preamble();
         load_args();
         zero_out();
-        Label group_loop;
-        mov(r_group, c_.n_groups);
-        L(group_loop);
-        {
+        emit_counted_loop(*this, r_group, c_.n_groups, [this] {
             emit_group();
             add(r_param, c_.param_floats() * 4);
-            dec(r_group);
-            jnz(group_loop, T_NEAR);
-        }
+        });
         postamble();
     }
 
