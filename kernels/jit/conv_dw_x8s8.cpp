@@ -215,15 +215,7 @@ void conv_dw_kernel::plan() {
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
 
-    int n_full = 0;
-    bool transcendental = false;
-    for (const auto &op : a_.ops) {
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
-        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
-    }
-    const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
-    fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
-             !(env && std::strcmp(env, "0") == 0);
+    fused_ = isa_ != conv_isa::avx2 && pipeline_fusable(a_);
 
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
     direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && isa_ != conv_isa::avx2 &&
@@ -1053,14 +1045,7 @@ bool conv_dw_row_kernel::native_eligible() const {
 void conv_dw_row_kernel::plan() {
     const conv_desc &d = p_.desc;
     c_ = d.oc;
-    bool transcendental = false;
-    int n_full_ops = 0;
-    for (const auto &op : a_.ops) {
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full_ops;
-        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
-    }
-    const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
-    fused_ = !transcendental && n_full_ops <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
+    fused_ = pipeline_fusable(a_);
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
     direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !(dv && std::strcmp(dv, "0") == 0);
     native_ = native_eligible();

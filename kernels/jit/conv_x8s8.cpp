@@ -204,21 +204,8 @@ void conv_x8s8_kernel::plan() {
     g.nb_big = static_cast<int>(std::min<int64_t>(nb_max, nvec));
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
-    // The output pipeline is fused into zmm micro-kernels unless the chain
-    // has a transcendental eltwise (computed by eltwise_ref in C++) or more
-    // full-tensor operands than a call carries. QCONV_JIT_CONV_FUSED=0 turns
-    // fusion off (debugging, comparisons).
-    {
-        int n_full = 0;
-        bool transcendental = false;
-        for (const auto &op : a_.ops) {
-            if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
-            if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
-        }
-        const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
-        fused_ = isa_ != conv_isa::avx2 && !transcendental && n_full <= max_fused_full &&
-                 !(env && std::strcmp(env, "0") == 0);
-    }
+    // The output pipeline is fused into zmm micro-kernels when it can be.
+    fused_ = isa_ != conv_isa::avx2 && pipeline_fusable(a_);
     // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
     // Direct mode: the value a skipped tap stands for (see corr in pack()).
     pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
@@ -624,6 +611,17 @@ isa required_isa(conv_isa i) {
 }
 
 } // namespace
+
+bool pipeline_fusable(const attr_set &a) {
+    int n_full = 0;
+    bool transcendental = false;
+    for (const auto &op : a.ops) {
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
+        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
+    }
+    const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
+    return !transcendental && n_full <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
+}
 
 std::string conv_impl_name(conv_isa i, bool only_1x1) {
     return std::string(only_1x1 ? "jit:conv_x8s8_1x1:" : "jit:conv_x8s8:") + to_string(i);

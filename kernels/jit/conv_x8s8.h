@@ -111,6 +111,12 @@ struct conv_ukernel_cfg {
 
 constexpr int max_fused_full = 4;
 
+// Whether the output pipeline of `a` can be fused into a zmm kernel: no
+// transcendental eltwise (those are computed by eltwise_ref in C++), at most
+// max_fused_full full-tensor operands (what a call carries), and fusion not
+// turned off by QCONV_JIT_CONV_FUSED=0 (debugging, comparisons).
+bool pipeline_fusable(const attr_set &a);
+
 // Arguments of one micro-kernel call.
 struct conv_call {
     const uint8_t *src;    // input pixel of output pixel 0, tap (0, 0), channel g·ICg
