@@ -1279,15 +1279,6 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     }
 }
 
-isa required(conv_isa i) {
-    switch (i) {
-    case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
-    case conv_isa::avx512_core: return isa::avx512_core;
-    case conv_isa::avx2: return isa::avx2;
-    }
-    return isa::avx512_core_amx;
-}
-
 } // namespace
 
 std::string conv_dw_impl_name(conv_isa i) { return std::string("jit:conv_dw_x8s8:") + to_string(i); }
@@ -1296,7 +1287,7 @@ bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, cons
                       std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
-    if (!pl.has(required(i))) return reject(why, std::string("needs ") + to_string(required(i)));
+    if (!pl.has(required_isa(i))) return reject(why, std::string("needs ") + to_string(required_isa(i)));
     if (!d.is_depthwise()) return reject(why, "not depthwise (needs groups == IC == OC)");
     if (d.kh * d.kw > 121 || max_accumulators_dw(i, static_cast<int>(d.kw)) < 1)
         return reject(why, "kernel wider than the registers allow (every tap is unrolled)");

@@ -601,6 +601,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     }
 }
 
+} // namespace
+
 isa required_isa(conv_isa i) {
     switch (i) {
     case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
@@ -609,8 +611,6 @@ isa required_isa(conv_isa i) {
     }
     return isa::avx512_core_amx;
 }
-
-} // namespace
 
 bool pipeline_fusable(const attr_set &a) {
     int n_full = 0;

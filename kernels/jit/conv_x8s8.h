@@ -155,6 +155,8 @@ int max_accumulators(conv_isa i, int nb);
 int src_elem_bytes(conv_isa i);
 // Accumulator registers of the depthwise micro-kernel with KW weight registers.
 int max_accumulators_dw(conv_isa i, int kw);
+// The platform ISA a variant's instructions need.
+isa required_isa(conv_isa i);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);
