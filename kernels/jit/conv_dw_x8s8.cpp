@@ -159,6 +159,41 @@ struct padded_copy {
     }
 };
 
+// pack()'s argument checks, then an empty packed set.
+std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, const float *bias) {
+    if (!wei) fail("wei", "is null");
+    if (p.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+    return std::make_shared<dw_packed>();
+}
+
+// What both kernels' execute() start from: the checked arguments, the
+// full-tensor operands, the thread count and the buffer of the padded u8
+// copy (s8 shifted by +128; empty when the source is read in place).
+struct dw_exec {
+    const uint8_t *src;
+    std::vector<int> full_idx;
+    const dw_packed &pk;
+    int threads;
+    std::vector<uint8_t> buf;
+    int64_t dst_bytes;
+    const float *bias; // padded bias or null
+
+    dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool direct, const impl::packed &w,
+            const void *s, const void *dst, const exec_args &args)
+        : src(static_cast<const uint8_t *>(s)), full_idx(checked_full_operands(a, s, dst, args)),
+          pk(dynamic_cast<const dw_packed &>(w)), threads(args.threads > 0 ? args.threads : omp_get_max_threads()),
+          buf(direct ? 0 : pc.bytes(p.desc.mb)), dst_bytes(p.dst_dt == dtype::f32 || p.dst_dt == dtype::s32 ? 4 : 1),
+          bias(p.with_bias ? pk.bias.data() : nullptr) {}
+
+private:
+    static std::vector<int> checked_full_operands(const attr_set &a, const void *s, const void *dst,
+                                                  const exec_args &args) {
+        if (!s) fail("src", "is null");
+        if (!dst) fail("dst", "is null");
+        return full_operands(a, args);
+    }
+};
+
 // ---------------------------------------------------------------------------
 // conv_ukernel path (avx512_core, avx2, VNNI without VBMI).
 class conv_dw_kernel : public impl::conv_kernel {
@@ -291,9 +326,7 @@ conv_dw_kernel::key_t conv_dw_kernel::key(int u, int nb, int last_n, int64_t oh,
 
 std::shared_ptr<const impl::packed> conv_dw_kernel::pack(const int8_t *wei, const float *bias) const {
     const conv_desc &d = p_.desc;
-    if (!wei) fail("wei", "is null");
-    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
-    auto pk = std::make_shared<dw_packed>();
+    auto pk = new_packed(p_, wei, bias);
     pk->wei.assign(static_cast<size_t>(d.kh * d.kw * cpad_), 0);
     for (int64_t c = 0; c < c_; ++c)
         for (int64_t kh = 0; kh < d.kh; ++kh)
@@ -305,24 +338,14 @@ std::shared_ptr<const impl::packed> conv_dw_kernel::pack(const int8_t *wei, cons
 
 void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    if (!src) fail("src", "is null");
-    if (!dst) fail("dst", "is null");
-    const std::vector<int> full_idx = full_operands(a_, args);
-    const auto &pk = dynamic_cast<const dw_packed &>(w);
-    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
-
-    // Padded u8 copy (s8 shifted by +128), unless the source is read in place.
-    std::vector<uint8_t> buf(direct_ ? 0 : pc_.bytes(d.mb));
-    const uint8_t *s = static_cast<const uint8_t *>(src);
-    const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
+    dw_exec e(p_, a_, pc_, direct_, w, src, dst, args);
     const int64_t work = d.mb * d.oh * n_ob_;
-    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
     // One parallel region: the source copy (unless in place), a barrier, the convolution.
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(e.threads)
     {
         if (!direct_) {
 #pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(s, buf.data(), nr);
+            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(e.src, e.buf.data(), nr);
         }
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
@@ -335,10 +358,10 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
             const int nc = static_cast<int>(std::min<int64_t>(nb * lanes_, c_ - c0));
             const int ur = ur_w_for(nb);
             conv_call call{};
-            call.wei = reinterpret_cast<const int8_t *>(pk.wei.data() + c0);
+            call.wei = reinterpret_cast<const int8_t *>(e.pk.wei.data() + c0);
             call.acc = acc;
-            call.comp = pk.comp.data() + c0;
-            call.bias = bias ? bias + c0 : nullptr;
+            call.comp = e.pk.comp.data() + c0;
+            call.bias = e.bias ? e.bias + c0 : nullptr;
             call.c_off = c0 * 4;
             for (int64_t ow = 0; ow < d.ow; ow += ur) {
                 const int u = static_cast<int>(std::min<int64_t>(ur, d.ow - ow));
@@ -346,14 +369,14 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                     // Origin (oh·sh − pt, ow·sw − pl) may lie in the padding; the
                     // kernel reads only offsets inside the image.
                     const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw + ow * d.sw - d.pl) * c_ + c0;
-                    call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(s) + o);
+                    call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
                 } else {
-                    call.src = buf.data() + ((n * rows_ + oh * d.sh) * cols_ + ow * d.sw) * cpad_ + c0;
+                    call.src = e.buf.data() + ((n * rows_ + oh * d.sh) * cols_ + ow * d.sw) * cpad_ + c0;
                 }
                 const int64_t off0 = ((n * d.oh + oh) * d.ow + ow) * c_ + c0;
                 if (fused_) {
-                    call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
-                    for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
+                    call.dst = static_cast<uint8_t *>(dst) + off0 * e.dst_bytes;
+                    for (size_t f = 0; f < e.full_idx.size(); ++f) call.full[f] = args.binary[e.full_idx[f]] + off0;
                 }
                 const int kind = ob == n_ob_ - 1 ? 1 : 0;
                 fns_[kind][oh * n_blk_[kind] + ow / ur](&call);
@@ -365,8 +388,8 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                 t.c0 = c0;
                 t.nc = nc;
                 t.dst_off0 = off0;
-                if (isa_ == conv_isa::avx2) run_pipeline_avx2(pipe_, t, pk.comp.data(), bias, dst, args);
-                else run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
+                if (isa_ == conv_isa::avx2) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
+                else run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
             }
         }
     }
@@ -1165,9 +1188,7 @@ void conv_dw_row_kernel::plan() {
 // 0 in byte 3 and for rows or channels beyond the kernel.
 std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, const float *bias) const {
     const conv_desc &d = p_.desc;
-    if (!wei) fail("wei", "is null");
-    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
-    auto pk = std::make_shared<dw_packed>();
+    auto pk = new_packed(p_, wei, bias);
     pk->wei8.assign(static_cast<size_t>(n_ob_ * blk_wbytes_), 0);
     if (native_) {
         // [group][kh][kw][q][64 bytes]: w[g·64 + 4i + q] in byte 4i + q of vector q.
@@ -1209,29 +1230,21 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
 
 void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    if (!src) fail("src", "is null");
-    if (!dst) fail("dst", "is null");
-    const std::vector<int> full_idx = full_operands(a_, args);
-    const auto &pk = dynamic_cast<const dw_packed &>(w);
-    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
-    std::vector<uint8_t> buf(direct_ ? 0 : pc_.bytes(d.mb));
-    const uint8_t *s = static_cast<const uint8_t *>(src);
-    const int64_t dst_bytes = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
-    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    dw_exec e(p_, a_, pc_, direct_, w, src, dst, args);
     // Work: (image, row, group of channel blocks); one group per row unless
     // the rows are too few for the threads. Unfused: one block per call.
     int64_t groups = 1;
     if (!fused_) groups = n_ob_;
-    else if (threads > 1) groups = std::min<int64_t>(n_ob_, (4 * threads + d.mb * d.oh - 1) / (d.mb * d.oh));
+    else if (e.threads > 1) groups = std::min<int64_t>(n_ob_, (4 * e.threads + d.mb * d.oh - 1) / (d.mb * d.oh));
     const int64_t per_group = (n_ob_ + groups - 1) / groups;
     // Row units: pairs of output rows (pair mode; an odd last row alone) or rows.
     const int64_t units = pair_ ? (d.oh + 1) / 2 : d.oh;
     const int64_t work = d.mb * units * groups;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(e.threads)
     {
         if (!direct_) {
 #pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(s, buf.data(), nr);
+            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf.data(), nr);
         }
         std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_ * 16 + 16));
 #pragma omp for schedule(static) nowait
@@ -1249,20 +1262,20 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 // The row origin (oh·sh − pt, −pl) may lie in the padding; the
                 // kernel reads only offsets inside the image.
                 const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw - d.pl) * c_ + c0;
-                call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(s) + o);
+                call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
             } else {
-                call.src = buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
+                call.src = e.buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
             }
-            call.wei = reinterpret_cast<const int8_t *>(two ? pk.wei8_pair.data() + b0 * pair_wbytes_
-                                                            : pk.wei8.data() + b0 * blk_wbytes_);
-            call.comp = (native_ ? pk.comp_nat.data() : pk.comp.data()) + c0;
-            call.bias = bias ? (native_ ? pk.bias_nat.data() : bias) + c0 : nullptr;
+            call.wei = reinterpret_cast<const int8_t *>(two ? e.pk.wei8_pair.data() + b0 * pair_wbytes_
+                                                            : e.pk.wei8.data() + b0 * blk_wbytes_);
+            call.comp = (native_ ? e.pk.comp_nat.data() : e.pk.comp.data()) + c0;
+            call.bias = e.bias ? (native_ ? e.pk.bias_nat.data() : e.bias) + c0 : nullptr;
             call.c_off = c0 * 4;
             call.acc = rowacc.data();
             const int64_t off0 = (n * d.oh + oh) * d.ow * c_ + c0;
-            call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
-            for (size_t f = 0; f < full_idx.size() && f < max_fused_full; ++f)
-                call.full[f] = args.binary[full_idx[f]] + off0;
+            call.dst = static_cast<uint8_t *>(dst) + off0 * e.dst_bytes;
+            for (size_t f = 0; f < e.full_idx.size() && f < max_fused_full; ++f)
+                call.full[f] = args.binary[e.full_idx[f]] + off0;
             call.n_full = std::max<int64_t>(0, std::min(b1, n_full_) - b0);
             call.last = tail_ && b1 == n_ob_ ? 1 : 0;
             (two ? fns_pair_[unit] : fns_[oh])(&call);
@@ -1274,7 +1287,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             t.c0 = c0;
             t.nc = static_cast<int>(std::min<int64_t>(nb_ * 16, c_ - c0));
             t.dst_off0 = off0;
-            run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
+            run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
         }
     }
 }
