@@ -300,6 +300,49 @@ TEST(JitConv, UnfusedPipelineMatches) {
     unsetenv("QCONV_JIT_CONV_FUSED");
 }
 
+// Real-valued parameters (scales, biases, slopes, FakeQuantize ranges that are
+// not powers of two): every y·a + b of the pipeline must be one rounding like
+// the reference's madd(), so the JIT rows give the reference's bits on any
+// data — f32 destinations included (a multiply then an add differs in the last
+// bit, and a vmulps without bias stores −0 where madd gives +0). Fused
+// micro-kernel and depthwise row kernel, and the C++ pipeline (unfused).
+TEST(JitConv, RealValuedPipelineIsBitExact) {
+    require_avx2();
+    std::vector<float> scales(48);
+    for (size_t c = 0; c < scales.size(); ++c) scales[c] = (c % 3 ? 1.f : -1.f) * (0.013f + 0.0071f * float(c));
+    std::vector<float> a(48), b(48), lo(48), hi(48), olo(48), ohi(48);
+    for (size_t c = 0; c < a.size(); ++c) {
+        a[c] = 0.37f + 0.011f * float(c);
+        b[c] = -1.3f + 0.093f * float(c);
+        lo[c] = -5.1f - 0.1f * float(c);
+        hi[c] = 7.3f + 0.07f * float(c);
+        olo[c] = -3.3f;
+        ohi[c] = 9.7f + 0.01f * float(c);
+    }
+    const qconv::post_ops chains[] = {
+        {qconv::post_op::eltwise(qconv::eltwise_alg::linear, 0.71f, -0.29f), qconv::post_op::sum(0.37f, 2)},
+        {qconv::post_op::scale_shift_op(a, b), qconv::post_op::prelu(a)},
+        {qconv::post_op::fake_quantize(255, lo, hi, olo, ohi)},
+        {qconv::post_op::fake_quantize(17, lo, hi, olo, ohi), qconv::post_op::scale_shift_op(a, b)},
+    };
+    int i = 0;
+    for (const char *fused : {"1", "0"}) {
+        setenv("QCONV_JIT_CONV_FUSED", fused, 1);
+        for (const std::string &desc : {"mb1ic19ih5oc48oh5kh3ph1", "mb1ic64ih4oc48oh4kh1ph0", "g48mb1ic48ih6oc48oh6kh3ph1"})
+            for (const auto &ops : chains)
+                for (dtype dst : {dtype::f32, dtype::u8, dtype::s32})
+                    for (bool bias : {true, false}) {
+                        ConvTester t;
+                        t.scales(scales).bias(bias).post_ops(ops).dst(dst).data("extreme").seed(700 + i++);
+                        t.tolerance(0);
+                        if (i % 2) t.zp("channel:random");
+                        run_all_rows(t, desc);
+                        if (HasFailure()) break;
+                    }
+    }
+    unsetenv("QCONV_JIT_CONV_FUSED");
+}
+
 TEST(JitConv, DepthwiseRejectsDense) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("g2mb1ic4ih5oc4oh5kh3ph1");

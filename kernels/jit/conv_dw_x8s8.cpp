@@ -480,7 +480,7 @@ int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chunks(kh) 
 // Fused epilogue registers: zmm26..29 comp, scale, bias, zero; zmm25 spare.
 class dw_row_gen : public conv_epilogue_gen {
 public:
-    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(code_size(c), c.pipe, 26, 25, true), cfg(c) {}
+    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(code_size(c), c.pipe, 26, 25), cfg(c) {}
     const char *name() const override { return "jit:conv_dw_x8s8:avx512_vnni:row"; }
 
 private:

@@ -13,9 +13,8 @@
 // scratch. The kernel says which vectors are channel tails and where its
 // full-tensor operands are.
 //
-// fused_madd: every y·a + b of the post-ops is one vfmadd (the reference's
-// madd()); otherwise a rounded product then a rounded sum (the micro-kernel's
-// long-standing form, identical for the exact default test data).
+// Every y·a + b of the pipeline is one vfmadd: the reference's madd(), one
+// rounding, so the results are the reference's bits on any data.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +29,9 @@ namespace qconv::jit {
 class conv_epilogue_gen : public jit_generator {
 protected:
     // param_reg0: zmm of comp, then scale, bias and zero; spare: one more free zmm.
-    conv_epilogue_gen(size_t code_size, const pipeline *pipe, int param_reg0, int spare, bool fused_madd)
+    conv_epilogue_gen(size_t code_size, const pipeline *pipe, int param_reg0, int spare)
         : jit_generator(code_size), zmm_comp(param_reg0), zmm_scale(param_reg0 + 1), zmm_bias(param_reg0 + 2),
-          zmm_zero(param_reg0 + 3), zmm_spare(spare), epi_pipe_(pipe), fused_madd_(fused_madd) {}
+          zmm_zero(param_reg0 + 3), zmm_spare(spare), epi_pipe_(pipe) {}
 
     // Whether OC vector b of the current tile is a masked (k1) channel tail.
     virtual bool tail(int b) const = 0;
@@ -118,8 +117,7 @@ protected:
         if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
         vcvtdq2ps(y, y);
         if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
-        else if (fused_madd_) vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0)
-        else vmulps(y, y, zmm_scale);
+        else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
         const bool relu_last = relu_is_store_clamp();
         int full_i = 0;
         for (size_t i = 0; i < pp.ops.size(); ++i) {
@@ -153,15 +151,10 @@ protected:
         }
     }
 
-    // y = y·a[c] + b[c] over per-OC arrays a, b (see fused_madd).
+    // y = madd(y, a[c], b[c]) over per-OC arrays a, b.
     void emit_madd_oc(const Xbyak::Zmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
-        if (fused_madd_) {
-            vmovups(zmm_t, oc_arr(a, b));
-            vfmadd213ps(y, zmm_t, oc_arr(bv, b));
-        } else {
-            vmulps(y, y, oc_arr(a, b));
-            vaddps(y, y, oc_arr(bv, b));
-        }
+        vmovups(zmm_t, oc_arr(a, b));
+        vfmadd213ps(y, zmm_t, oc_arr(bv, b));
     }
 
     void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix) {
@@ -181,13 +174,8 @@ protected:
                 emit_fmaxmin(y, t, false, u);
                 break;
             case eltwise_alg::linear: // madd(y, alpha, beta)
-                if (fused_madd_) {
-                    vbroadcastss(t, cst_plain(op.alpha));
-                    vfmadd213ps(y, t, cst(op.beta));
-                } else {
-                    vmulps(y, y, cst(op.alpha));
-                    vaddps(y, y, cst(op.beta));
-                }
+                vbroadcastss(t, cst_plain(op.alpha));
+                vfmadd213ps(y, t, cst(op.beta));
                 break;
             case eltwise_alg::hardswish:
                 vdivps(u, y, cst(6.f));
@@ -231,12 +219,7 @@ protected:
         case K::sum: // madd(prev − zp, scale, y)
             emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), epi_pipe_->dst_dt);
             vsubps(t, t, cst(op.sum_zp));
-            if (fused_madd_) {
-                vfmadd231ps(y, t, cst(op.sum_scale));
-            } else {
-                vmulps(t, t, cst(op.sum_scale));
-                vaddps(y, y, t);
-            }
+            vfmadd231ps(y, t, cst(op.sum_scale));
             break;
         case K::depthwise_scale_shift: emit_madd_oc(y, op.a, op.b, b); break;
         case K::quantization:
@@ -293,7 +276,6 @@ protected:
 
 private:
     const pipeline *epi_pipe_;
-    bool fused_madd_;
 };
 
 } // namespace qconv::jit

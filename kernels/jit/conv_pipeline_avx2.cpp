@@ -11,7 +11,7 @@
 #include "kernels/jit/conv_pipeline.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 
 namespace qconv::jit {
 namespace {
@@ -37,6 +37,7 @@ struct v256 {
     static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
     static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
     static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+    static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); } // a·b + c, one rounding
     static vec div(vec a, vec b) { return _mm256_div_ps(a, b); }
     static vec sqrt(vec a) { return _mm256_sqrt_ps(a); }
     static vec abs(vec a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }

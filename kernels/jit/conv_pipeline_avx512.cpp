@@ -36,6 +36,7 @@ struct v512 {
     static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
     static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
     static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+    static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); } // a·b + c, one rounding
     static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
     static vec sqrt(vec a) { return _mm512_sqrt_ps(a); }
     static vec abs(vec a) { return _mm512_abs_ps(a); }

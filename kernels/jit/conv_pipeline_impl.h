@@ -15,7 +15,7 @@ typename V::vec eltwise_v(const pipeline_op &op, typename V::vec x) {
     switch (op.alg) {
     case eltwise_alg::relu: return V::select(V::gt(x, V::zero()), x, V::mul(x, al));
     case eltwise_alg::clip: return V::fmin(V::fmax(x, al), be);
-    case eltwise_alg::linear: return V::add(V::mul(x, al), be);
+    case eltwise_alg::linear: return V::fmadd(x, al, be);
     case eltwise_alg::hardswish: {
         vec t = V::add(V::div(x, V::set1(6.f)), V::set1(0.5f));
         t = V::fmin(V::fmax(t, V::zero()), V::set1(1.f));
@@ -64,8 +64,8 @@ void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, cons
         const vec zp = V::set1(pp.dst_zp);
         for (int i = 0; i < t.npix; ++i) {
             const int64_t off = t.dst_off0 + i * pp.oc + jc;
-            vec y = V::mul(V::cvt(V::iadd(V::iload(t.acc + i * t.acc_stride + jc), cmp)), sc);
-            if (pp.with_bias) y = V::add(y, bi);
+            // madd(acc, scale, bias or +0): one rounding, +0 for a zero product.
+            vec y = V::fmadd(V::cvt(V::iadd(V::iload(t.acc + i * t.acc_stride + jc), cmp)), sc, bi);
             vec prev = V::zero();
             if (pp.has_sum) prev = V::load_dst(pp.dst_dt, dst, off, n);
             for (const pipeline_op &op : pp.ops) {
@@ -83,20 +83,20 @@ void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, cons
                     break;
                 case K::sum: {
                     const vec d = V::sub(prev, V::set1(op.sum_zp));
-                    y = V::add(y, V::mul(V::set1(op.sum_scale), d));
+                    y = V::fmadd(d, V::set1(op.sum_scale), y);
                     break;
                 }
                 case K::depthwise_scale_shift:
-                    y = V::add(V::mul(y, V::load(op.a.data() + c)), V::load(op.b.data() + c));
+                    y = V::fmadd(y, V::load(op.a.data() + c), V::load(op.b.data() + c));
                     break;
                 case K::quantization:
                     // std::min(std::max(y, cl), ch) == minps(ch, maxps(cl, y)), NaN y kept.
                     y = V::max_raw(V::load(op.q[0].data() + c), y);
                     y = V::min_raw(V::load(op.q[1].data() + c), y);
-                    y = V::add(V::mul(y, V::load(op.q[2].data() + c)), V::load(op.q[3].data() + c));
+                    y = V::fmadd(y, V::load(op.q[2].data() + c), V::load(op.q[3].data() + c));
                     if (op.round) y = V::rne(y);
                     if (op.dequantize)
-                        y = V::add(V::mul(y, V::load(op.q[4].data() + c)), V::load(op.q[5].data() + c));
+                        y = V::fmadd(y, V::load(op.q[4].data() + c), V::load(op.q[5].data() + c));
                     break;
                 default: break;
                 }

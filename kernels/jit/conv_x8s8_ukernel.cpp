@@ -53,7 +53,7 @@ int max_accumulators_dw(conv_isa i, int kw) { return std::min(25, (i == conv_isa
 // (the weight and broadcast registers are dead by then).
 struct conv_ukernel::gen : public conv_epilogue_gen {
     explicit gen(const conv_ukernel_cfg &c)
-        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, false), cfg(c) {
+        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
         name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) +
                 "x" + std::to_string(c.nb);
         vnni = c.isa == conv_isa::avx512_vnni;
