@@ -193,3 +193,23 @@ TEST(JitConvDw, RowPairsOff) {
         }
     unsetenv("QCONV_JIT_CONV_DW_PAIR");
 }
+
+// fuzz_diff: the row kernel on a 3x3 depthwise conv with stride 1 along H and
+// a stride of 2 or 3 along W, s32/f32 destination (u8/s8 take the byte-layout
+// variant): row pairs were planned for any W stride and summed the wrong
+// source columns (`qconv-driver conv g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1
+// --dt=u8:s8:s32 --impl=jit:conv_dw_x8s8:avx512_vnni` → mismatch). Fixed: row
+// pairs only for sw == 1; the other W strides run single rows.
+TEST(JitConvDw, RowKernelStrideAlongWidthOnly) {
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    int i = 0;
+    for (const char *desc : {"g8mb2ic8ih9iw4oc8oh10ow3kh3kw3sh1sw3ph1pw4dh0dw1", "g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1",
+                             "g8mb1ic8ih9iw7oc8oh10ow4kh3kw2sh1sw2ph1pw1", "g24mb1ic24ih9iw12oc24oh10ow4kh3kw3sh1sw3ph1pw1"})
+        for (dtype dst : {dtype::s32, dtype::f32, dtype::u8})
+            for (const char *zp : {"none", "tensor:8", "channel:random"}) {
+                ConvTester t;
+                t.desc(desc).zp(zp).post_ops(i % 2 ? "min:per_oc;round" : "relu").dst(dst).dst_zp(dst == dtype::u8 ? 4 : -4).seed(12000 + i++);
+                EXPECT_TRUE(t.run(kRow)) << desc;
+                if (HasFailure()) return;
+            }
+}

@@ -1074,7 +1074,7 @@ void conv_dw_row_kernel::plan() {
     native_ = native_eligible();
     {
         const char *pv = std::getenv("QCONV_JIT_CONV_DW_PAIR");
-        pair_ = fused_ && !native_ && d.kh == 3 && d.sh == 1 && d.dh == 1 && d.oh >= 2 &&
+        pair_ = fused_ && !native_ && d.kh == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.oh >= 2 &&
                 28 - 2 * d.kw >= 2 && !(pv && std::strcmp(pv, "0") == 0);
     }
     // Native: 64-channel groups. Otherwise the widest channel block whose
