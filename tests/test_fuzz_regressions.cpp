@@ -155,3 +155,31 @@ TEST(FuzzRegression, OnednnSqrtBeforeIntegerDestination) {
     // auto runs it on a row that stores NaN as 0, like the reference.
     test::ConvTester().desc("mb1ic16ih4oc16kh1").dst(dtype::u8).post_ops("linear:-1:0;sqrt").run("auto");
 }
+
+// fuzz_diff (fuzz_diff-onednn_any-create-fails): oneDNN 2.6.3 offers a
+// descriptor for this grouped, W-dilated conv with a FakeQuantize chain whose
+// primitive it then fails to create ("could not create a primitive"), so
+// onednn:any accepted the problem in supports() and failed in create().
+// Fixed: the selection creates the primitive and steps to oneDNN's next
+// implementation when that fails (kernels/onednn/brgconv.cpp, creatable()).
+TEST(FuzzRegression, OnednnAnyAcceptsOnlyCreatablePrimitives) {
+    const char *desc = "g3mb2ic24ih4iw9oc48oh1ow12kh2kw3sh3sw1ph0pw3dh0dw2";
+    conv_problem p;
+    p.desc = conv_desc::parse(desc);
+    p.src_dt = dtype::s8;
+    p.dst_dt = dtype::f32;
+    p.ops = parse_post_ops("fq:per_tensor", p.desc.oc);
+    p.dst_zp = 4;
+    const impl::platform plat = impl::host_platform();
+    const std::vector<int8_t> wei(static_cast<size_t>(p.desc.wei_elems()), 1);
+    int accepted = 0;
+    for (const attr_set &a : impl::build_attrs(p, plat, conv_hints{}))
+        for (const auto &row : impl::conv_list()) {
+            if (row.name != "onednn:any" || !row.supports(p, a, plat, nullptr)) continue;
+            ++accepted;
+            EXPECT_NO_THROW(row.create(p, a, plat)) << "attr[" << a.id << "]";
+        }
+    EXPECT_GT(accepted, 0); // oneDNN has implementations that can run it
+    EXPECT_TRUE(test::ConvTester().desc(desc).src(dtype::s8).dst(dtype::f32).post_ops("fq:per_tensor").dst_zp(4).run(
+        "onednn:any"));
+}

@@ -381,6 +381,20 @@ bool accepts(const selector &sel, const std::string &info, const recipe &r) {
     return parse_impl_info(info, &kind, &level) && kind == sel.kind && level == sel.level;
 }
 
+// oneDNN 2.6.3 can offer a descriptor whose primitive it then fails to
+// create (a grouped conv with a dilated kernel and a FakeQuantize chain:
+// "could not create a primitive"); the selection steps past it to the next
+// implementation. Creation goes through oneDNN's primitive cache, so the
+// kernel's own creation of the same descriptor later is a cache hit.
+bool creatable(const pd_t &pd) {
+    try {
+        dnnl::convolution_forward prim(pd);
+        return true;
+    } catch (const dnnl::error &) {
+        return false;
+    }
+}
+
 // Creates the primitive descriptor positioned on the selector's
 // implementation, with oneDNN planning for `threads` threads.
 std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads, std::string *why) {
@@ -393,7 +407,11 @@ std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads,
             if (!*pd) return;
             do {
                 const std::string info = pd->impl_info_str();
-                if (accepts(sel, info, r)) return;
+                if (accepts(sel, info, r)) {
+                    if (creatable(*pd)) return;
+                    offered += (offered.empty() ? "" : ", ") + info + " (its primitive cannot be created)";
+                    continue;
+                }
                 offered += (offered.empty() ? "" : ", ") + info;
             } while (pd->next_impl());
             pd.reset();

@@ -321,13 +321,6 @@ void check_conv(const conv_case &c) {
     const int64_t n = p.desc.dst_elems();
 
     for (const auto &e : impl::conv_list()) {
-        // Open: the peer onednn:any (never chosen by "auto") can accept a
-        // primitive descriptor whose primitive oneDNN then fails to create
-        // (g3 ic24 oc48 kh2 kw3 dw2, s8 → f32, fq:per_tensor, dst_zp 4: "could
-        // not create a primitive" at create()). Skipped until supports() and
-        // create() step past such implementations; its fixed findings are
-        // regression tests (tests/test_fuzz_regressions.cpp).
-        if (e.name == "onednn:any") continue;
         for (const attr_set &a : attrs) {
             bool ok = false;
             try {
