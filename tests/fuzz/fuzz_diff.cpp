@@ -301,6 +301,14 @@ std::string describe(const conv_case &c) {
 // "saturated": equal to within one f32 ulp at the top of the range.
 bool s32_saturated(float v) { return v >= 2147483520.f || v <= -2147483648.f; }
 
+bool peer_enabled() {
+    static const bool on = [] {
+        const char *v = std::getenv("QCONV_FUZZ_PEER");
+        return v && std::string(v) == "1";
+    }();
+    return on;
+}
+
 void check_conv(const conv_case &c) {
     const conv_problem &p = c.p;
     const impl::platform plat = impl::host_platform();
@@ -321,6 +329,13 @@ void check_conv(const conv_case &c) {
     const int64_t n = p.desc.dst_elems();
 
     for (const auto &e : impl::conv_list()) {
+        // The peer onednn:any (never chosen by "auto") runs on request only:
+        // QCONV_FUZZ_PEER=1. Once in ~26 000 executions oneDNN 2.6.3 crashed
+        // inside dnnl_primitive_create for one of its non-brgconv
+        // implementations (a read past a heap block; the saved input does not
+        // reproduce it alone), which must not fail a CI run. Its fixed
+        // findings are regression tests (tests/test_fuzz_regressions.cpp).
+        if (e.name == "onednn:any" && !peer_enabled()) continue;
         for (const attr_set &a : attrs) {
             bool ok = false;
             try {
