@@ -15,6 +15,9 @@
 //   dram_read                                  a read-only loop (8 streams per
 //                                            thread) over a buffer larger than
 //                                            the L3: the limit
+//   share/<row>/<wei>/<g128|oc>/m1k<K>n<N>/cold  M = 1: the limit, our kernel
+//                                            and dnnl_sgemm timed in turns in
+//                                            one loop (counters share, vs_sgemm)
 // "cold" rotates through copies of the (packed) weights whose total exceeds
 // 2x the L3 (read from sysfs), so every call streams its weights from DRAM
 // (a cyclic walk over twice the cache defeats its replacement policy);
@@ -34,6 +37,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -308,6 +312,78 @@ void bench_dram(benchmark::State &st) {
     st.counters["GB/s"] = benchmark::Counter(double(slice) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// ------------------------------------------------------------------ interleaved
+// share/<row>/<wei>/<g128|oc>/m<M>k<K>n<N>/cold: the limit, our kernel and
+// dnnl_sgemm measured in turns inside one loop, so all three see the same
+// state of the shared memory system (run one after the other, the limit moves
+// by ±20 % between benchmarks here). Each iteration reads one 64 MB f32 copy
+// with the dram_read loop, runs our kernel on the next cold packed copy, then
+// dnnl_sgemm on another f32 copy (copies cycled, total > 2x the L3).
+// Counters: GB/s (ours, compressed bytes), dram_GB/s, share = GB/s ÷ dram_GB/s,
+// sgemm_GB/s (f32 bytes), vs_sgemm = sgemm time ÷ our time. The time reported
+// is our kernel's (manual time).
+struct share_fixture : fixture {
+    std::shared_ptr<const qconv::impl::matmul_kernel> kernel;
+    std::vector<std::shared_ptr<const qconv::impl::packed>> copies;
+    std::vector<std::unique_ptr<huge_floats>> f32;
+    std::vector<float> x, y;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void bench_share(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv::matmul_desc d) {
+    auto &f = get_fixture<share_fixture>("share" + e->name + d.key(), [&] {
+        auto p = std::make_unique<share_fixture>();
+        const source src(d);
+        const qconv::impl::platform plat = qconv::impl::host_platform();
+        p->kernel = e->create(d, {}, plat);
+        for (int i = 0, n = cold_copies(d.wei_bytes()); i < n; ++i) p->copies.push_back(p->kernel->pack(src.weights()));
+        const std::vector<float> w = src.dequantized();
+        for (int i = 0, n = std::max(3, cold_copies(d.n * d.k * 4)); i < n; ++i)
+            p->f32.push_back(std::make_unique<huge_floats>(w));
+        p->x = src.x;
+        p->y.assign(static_cast<size_t>(d.m * d.n), 0.f);
+        return p;
+    });
+    const int nt = threads();
+    const size_t f32_bytes = static_cast<size_t>(d.n * d.k * 4);
+    const size_t part = f32_bytes / nt / 4096 * 4096;
+    size_t ik = 0, ib = 0;
+    double t_dram = 0, t_ours = 0, t_sgemm = 0;
+    uint64_t sink = 0;
+    for (auto _ : st) {
+        const uint8_t *base = reinterpret_cast<const uint8_t *>(f.f32[ib]->data());
+        ib = (ib + 1) % f.f32.size();
+        auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(nt) reduction(^ : sink) schedule(static)
+        for (int t = 0; t < nt; ++t) sink ^= read_avx2(base + t * part, part);
+        t_dram += seconds_since(t0);
+
+        t0 = std::chrono::steady_clock::now();
+        f.kernel->execute(*f.copies[ik], f.x.data(), f.y.data(), nt);
+        const double t = seconds_since(t0);
+        t_ours += t;
+        st.SetIterationTime(t);
+        ik = (ik + 1) % f.copies.size();
+
+        t0 = std::chrono::steady_clock::now();
+        dnnl_sgemm('N', 'T', d.m, d.n, d.k, 1.f, f.x.data(), d.k, f.f32[ib]->data(), d.k, 0.f, f.y.data(), d.n);
+        t_sgemm += seconds_since(t0);
+        ib = (ib + 1) % f.f32.size();
+        benchmark::DoNotOptimize(f.y.data());
+    }
+    benchmark::DoNotOptimize(sink);
+    const double it = double(st.iterations());
+    const double ours = it * double(d.wei_bytes()) / t_ours * 1e-9, dram = it * double(part * nt) / t_dram * 1e-9;
+    st.counters["GB/s"] = ours;
+    st.counters["dram_GB/s"] = dram;
+    st.counters["share"] = ours / dram;
+    st.counters["sgemm_GB/s"] = it * double(f32_bytes) / t_sgemm * 1e-9;
+    st.counters["vs_sgemm"] = t_sgemm / t_ours;
+}
+
 // ------------------------------------------------------------------ registration
 benchmark::internal::Benchmark *real_time(benchmark::internal::Benchmark *b) { return b->UseRealTime(); }
 
@@ -336,6 +412,11 @@ void register_all() {
                             real_time(benchmark::RegisterBenchmark(name.c_str(), [ep, d, cold](benchmark::State &st) {
                                 bench_jit(st, ep, d, cold);
                             }));
+                            if (cold && m == 1 && !h.dynamic_quantization)
+                                benchmark::RegisterBenchmark(("share/" + name.substr(4)).c_str(),
+                                                             [ep, d](benchmark::State &st) { bench_share(st, ep, d); })
+                                    ->UseManualTime()
+                                    ->MinTime(1.0);
                         }
                     }
                 real_time(benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) {
@@ -361,7 +442,7 @@ int main(int argc, char **argv) {
         if (a.rfind("--benchmark_filter=", 0) == 0) has_filter = true;
         args.push_back(argv[i]);
     }
-    static char default_filter[] = "--benchmark_filter=^dram_read|m1k4096n4096/cold|m32k4096n4096/cold";
+    static char default_filter[] = "--benchmark_filter=^dram_read|^share/.*/m1k4096n4096/|m1k4096n4096/cold|m32k4096n4096/cold";
     if (!has_filter) args.push_back(default_filter);
     if (g_threads > 0) omp_set_num_threads(g_threads);
     int n = static_cast<int>(args.size());
