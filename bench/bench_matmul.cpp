@@ -319,7 +319,8 @@ void bench_dram(benchmark::State &st) {
 // by ±20 % between benchmarks here). Each iteration reads one 64 MB f32 copy
 // with the dram_read loop, runs our kernel on the next cold packed copy, then
 // dnnl_sgemm on another f32 copy (copies cycled, total > 2x the L3).
-// Counters: GB/s (ours, compressed bytes), dram_GB/s, share = GB/s ÷ dram_GB/s,
+// Counters: GB/s (ours, compressed weight values), dram_GB/s, share = GB/s ÷
+// dram_GB/s, share_with_params (the f32 scales and zero points counted too),
 // sgemm_GB/s (f32 bytes), vs_sgemm = sgemm time ÷ our time. The time reported
 // is our kernel's (manual time).
 struct share_fixture : fixture {
@@ -380,6 +381,10 @@ void bench_share(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv
     st.counters["GB/s"] = ours;
     st.counters["dram_GB/s"] = dram;
     st.counters["share"] = ours / dram;
+    // The same with the scales and zero points the kernel streams beside the
+    // weight values (f32 each: 1/32 more bytes for u4 with groups of 128).
+    const double params = 4.0 * double(d.scale_elems() + d.zp_elems());
+    st.counters["share_with_params"] = ours * (double(d.wei_bytes()) + params) / double(d.wei_bytes()) / dram;
     st.counters["sgemm_GB/s"] = it * double(f32_bytes) / t_sgemm * 1e-9;
     st.counters["vs_sgemm"] = t_sgemm / t_ours;
 }
