@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include "kernels/jit/matmul_wc.h"
@@ -46,6 +47,7 @@ struct dq_call {
     const float *sx;       // [NG][M] per row scale of q, at row 0 of the block
     const float *sumq;     // [NG][M] Σ q over the group, at row 0 of the block
     float *out;            // mb rows of 64 floats
+    uintptr_t pf;          // blocked shape: weights of a later panel, prefetched to L2 (pf_lines per step)
 };
 using dq_fn = void (*)(const dq_call *);
 
@@ -56,6 +58,7 @@ struct dq_config {
     int64_t n_groups = 1;
     int64_t q_stride = 0;        // bytes between rows of q
     int64_t m_total = 1;         // rows of sx/sumq per group
+    int pf_lines = 0;            // lines of dq_call::pf prefetched per step (0: none)
 };
 
 class dq_generator : public jit_generator {
@@ -74,6 +77,7 @@ protected:
         mov(r_sx, ptr[rdi + offsetof(dq_call, sx)]);
         mov(r_sum, ptr[rdi + offsetof(dq_call, sumq)]);
         mov(r_out, ptr[rdi + offsetof(dq_call, out)]);
+        if (c_.pf_lines) mov(r_pf, ptr[rdi + offsetof(dq_call, pf)]);
         mov(r_stride, c_.q_stride);
         emit_row_bases(*this, r_stride, n_bases());
         if (c_.four_bit) {
@@ -94,7 +98,7 @@ protected:
 
 private:
     const Reg64 r_w = r8, r_param = r9, r_out = r11, r_cnt = rcx, r_group = rdx, r_sx = rax, r_sum = rbp,
-                r_stride = r14;
+                r_stride = r14, r_pf = r15;
     // q rows: row_at() of matmul_wc_common.h, r_stride = one row.
     const Reg64 &q_base(int j) const { return row_base(j); }
     int n_bases() const { return row_bases_for(c_.mb); }
@@ -111,6 +115,7 @@ private:
 
     void emit_step(int step) {
         const int d0 = step * k_per_step();
+        for (int i = 0; i < c_.pf_lines; ++i) prefetcht1(ptr[r_pf + (step * c_.pf_lines + i) * 64]);
         for (int v = 0; v < c_.nv; ++v) {
             vmovdqu32(vt0, w_addr(step, v));
             if (!c_.four_bit) {
@@ -127,6 +132,7 @@ private:
 
     void advance(int steps) {
         add(r_w, steps * step_bytes());
+        if (c_.pf_lines) add(r_pf, steps * c_.pf_lines * 64);
         for (int j = 0; j < n_bases(); ++j) add(q_base(j), steps * k_per_step());
     }
 
@@ -188,12 +194,60 @@ struct dq_packed : packed {
     std::vector<float> bias;
 };
 
+// The quantization of X in AVX-512 (the row runs on VNNI machines only),
+// 16 values at a time with masked tails; the same arithmetic as the scalar
+// definition: amax = max |x| (NaN ignored), q = clamp(rne(x · inv), ±127)
+// (NaN → −127, as std::max(−127, NaN) gives), Σ q.
+// (GCC 12's intrinsic headers trip -Wmaybe-uninitialized on their own
+// _mm512_undefined_ps(); GCC bug 105593.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+__attribute__((target("avx512f,avx512bw"))) float abs_max(const float *x, int64_t n) {
+    __m512 m = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + k));
+        m = _mm512_max_ps(a, m); // a NaN lane keeps m (the second operand)
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, m);
+    float r = 0.f;
+    for (float v : lanes) r = std::max(r, v);
+    return r;
+}
+
+__attribute__((target("avx512f,avx512bw"))) int32_t quantize(const float *x, int64_t n, float inv, int8_t *q) {
+    const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n; k += 16) {
+        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+        __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + k), vinv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi); // max(NaN, −127) = −127
+        const __m512i v = _mm512_cvtps_epi32(r);
+        _mm512_mask_cvtepi32_storeu_epi8(q + k, live, v);
+        sum = _mm512_add_epi32(sum, v); // masked-off lanes loaded 0 → q = 0
+    }
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, sum);
+    int32_t r = 0;
+    for (int32_t v : lanes) r += v;
+    return r;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 class dq_kernel : public matmul_kernel {
 public:
     explicit dq_kernel(const matmul_desc &d) : d_(d), l_(make_dq_layout(d)) {
         const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(true);
         block_m_ = streaming ? static_cast<int>(d.m) : 12;
         nv_ = streaming ? 4 : 2;
+        pf_lines_ = streaming ? 0 : pf_lines(d);
         fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
         for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
             if (mb == 0 || mb > d.m || fns_[mb]) continue;
@@ -205,10 +259,23 @@ public:
             c.n_groups = l_.ng;
             c.q_stride = l_.kq;
             c.m_total = d.m;
+            c.pf_lines = streaming ? 0 : pf_lines(d);
             gens_.push_back(std::make_unique<jit::dq_generator>(c));
             gens_.back()->create();
             fns_[mb] = gens_.back()->entry<jit::dq_fn>();
         }
+    }
+
+    // Blocked shape: a thread runs the calls of one panel (two halves × the
+    // row blocks) from L2 after the first has brought its weights in; each
+    // call also prefetches its share of the thread's next panel into L2
+    // (prefetcht1), so that panel's first call does not wait on memory alone.
+    // Lines per step so that the calls of a panel cover a whole panel.
+    int64_t calls_per_panel(const matmul_desc &d) const { return 2 * ((d.m + 11) / 12); }
+    int pf_lines(const matmul_desc &d) const {
+        const int64_t lines = l_.panel_bytes() / 64, steps = l_.ng * l_.steps_per_group;
+        const int64_t per_call = (lines + calls_per_panel(d) - 1) / calls_per_panel(d);
+        return static_cast<int>(std::min<int64_t>(4, (per_call + steps - 1) / steps));
     }
 
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
@@ -252,6 +319,11 @@ public:
             call.sx = sx.data() + m0;
             call.sumq = sumq.data() + m0;
             call.out = out;
+            // The part of panel pi + 1 this call prefetches (past the last
+            // panel the addresses are only hints: prefetches do not fault).
+            const int64_t region = int64_t(pf_lines_) * 64 * l_.ng * l_.steps_per_group;
+            call.pf = reinterpret_cast<uintptr_t>(p.wei.get()) + uintptr_t((pi + 1) * l_.panel_bytes() +
+                                                                           (it % per_panel) * region);
             fns_[mb](&call);
             const int64_t cols = std::min<int64_t>(part, N - n0);
             for (int m = 0; m < mb; ++m) {
@@ -266,18 +338,11 @@ private:
     void quantize_row(const float *xr, int64_t m, int8_t *q, float *sx, float *sumq) const {
         for (int64_t g = 0; g < l_.ng; ++g) {
             const float *xg = xr + g * l_.gs;
-            float amax = 0.f;
-            for (int64_t k = 0; k < l_.gs; ++k) amax = std::max(amax, std::fabs(xg[k]));
+            const float amax = abs_max(xg, l_.gs);
             const float s = amax / 127.f;
             const float inv = amax > 0.f ? 127.f / amax : 0.f;
             int8_t *qg = q + m * l_.kq + g * l_.steps_per_group * l_.kstep;
-            int32_t sum = 0;
-            for (int64_t k = 0; k < l_.gs; ++k) {
-                const float r = std::nearbyint(xg[k] * inv);
-                const int32_t v = static_cast<int32_t>(std::min(127.f, std::max(-127.f, r)));
-                qg[k] = static_cast<int8_t>(v);
-                sum += v;
-            }
+            const int32_t sum = quantize(xg, l_.gs, inv, qg);
             sx[g * d_.m + m] = s;
             sumq[g * d_.m + m] = static_cast<float>(sum);
         }
@@ -319,7 +384,7 @@ private:
 
     matmul_desc d_;
     dq_layout l_;
-    int block_m_ = 1, nv_ = 4;
+    int block_m_ = 1, nv_ = 4, pf_lines_ = 0;
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
     std::vector<jit::dq_fn> fns_;
 };
