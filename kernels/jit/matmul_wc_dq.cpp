@@ -247,7 +247,7 @@ public:
         const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(true);
         block_m_ = streaming ? static_cast<int>(d.m) : 12;
         nv_ = streaming ? 4 : 2;
-        pf_lines_ = streaming ? 0 : pf_lines(d);
+        pf_lines_ = streaming ? 0 : pf_lines();
         fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
         for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
             if (mb == 0 || mb > d.m || fns_[mb]) continue;
@@ -259,7 +259,7 @@ public:
             c.n_groups = l_.ng;
             c.q_stride = l_.kq;
             c.m_total = d.m;
-            c.pf_lines = streaming ? 0 : pf_lines(d);
+            c.pf_lines = pf_lines_;
             gens_.push_back(std::make_unique<jit::dq_generator>(c));
             gens_.back()->create();
             fns_[mb] = gens_.back()->entry<jit::dq_fn>();
@@ -271,10 +271,10 @@ public:
     // call also prefetches its share of the thread's next panel into L2
     // (prefetcht1), so that panel's first call does not wait on memory alone.
     // Lines per step so that the calls of a panel cover a whole panel.
-    int64_t calls_per_panel(const matmul_desc &d) const { return 2 * ((d.m + 11) / 12); }
-    int pf_lines(const matmul_desc &d) const {
+    int pf_lines() const {
+        const int64_t calls = 2 * ((d_.m + block_m_ - 1) / block_m_); // two halves × the row blocks
         const int64_t lines = l_.panel_bytes() / 64, steps = l_.ng * l_.steps_per_group;
-        const int64_t per_call = (lines + calls_per_panel(d) - 1) / calls_per_panel(d);
+        const int64_t per_call = (lines + calls - 1) / calls;
         return static_cast<int>(std::min<int64_t>(4, (per_call + steps - 1) / steps));
     }
 
