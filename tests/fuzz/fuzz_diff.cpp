@@ -26,7 +26,9 @@
 //     longer exact, so integers may differ by 1 and f32 by a relative 1e-5;
 //     the chain then holds only ops that do not amplify a rounding difference
 //     (relu, clip, linear with power-of-two alpha, abs);
-//   * MatMul: |y − y_ref| <= 1e-5 · (Σ|x·deq(w)| + |bias|) (tests/test_matmul.cpp).
+//   * MatMul: |y − y_ref| <= 1e-5 · (Σ|x·deq(w)| + |bias|) (tests/test_matmul.cpp);
+//     the dynamic-quantization row (run with its opt-in hint) within that plus
+//     Σ_k |deq(w)|·sx/2, the quantization of X (docs/matmul_wc.md).
 // A violation prints the problem, the row and the first differences, then aborts.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -444,15 +446,44 @@ std::vector<double> magnitude(const matmul_case &c) {
     return mag;
 }
 
+// The dynamic-quantization row's extra allowance (docs/matmul_wc.md):
+// Σ_k |deq(W)[n,k]| · sx[m, g(k)] / 2 with sx[m, g] = max_{k in g} |x[m,k]| / 127
+// over the weights' groups (per-OC: the whole row).
+std::vector<double> dq_slack(const matmul_case &c) {
+    const matmul_desc &d = c.d;
+    const int64_t gs = d.group_size(), ng = d.n_groups();
+    std::vector<double> slack(size_t(d.m * d.n));
+    for (int64_t m = 0; m < d.m; ++m)
+        for (int64_t n = 0; n < d.n; ++n) {
+            double s = 0.0;
+            for (int64_t g = 0; g < ng; ++g) {
+                double amax = 0.0, wsum = 0.0;
+                const int32_t z = c.zp.empty() ? 0 : c.zp.size() == 1 ? c.zp[0] : c.zp[size_t(n * ng + g)];
+                for (int64_t k = g * gs; k < (g + 1) * gs; ++k) {
+                    amax = std::max(amax, std::fabs(double(c.x[size_t(m * d.k + k)])));
+                    wsum += std::fabs(double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - z));
+                }
+                s += wsum * std::fabs(double(c.scale[size_t(n * ng + g)])) * amax / 127.0 / 2.0;
+            }
+            slack[size_t(m * d.n + n)] = s;
+        }
+    return slack;
+}
+
 void check_matmul(const matmul_case &c) {
     const impl::platform plat = impl::host_platform();
     const size_t ny = size_t(c.d.m * c.d.n);
     std::vector<float> want(ny);
     ref::matmul(c.d, c.w(), c.x.data(), want.data());
-    const std::vector<double> mag = magnitude(c);
+    const std::vector<double> mag = magnitude(c), slack = dq_slack(c);
+    // Every row without the dynamic-quantization hint, then the rows that
+    // quantize X with it (the others ignore the hint and were run already).
+    for (const bool dq : {false, true})
     for (const auto &e : impl::matmul_list()) {
-        const matmul_hints h;
-        if (!e.supports(c.d, h, plat, nullptr)) continue;
+        matmul_hints h;
+        h.dynamic_quantization = dq;
+        const bool quantizes = e.name.find("_dq") != std::string::npos;
+        if (dq != quantizes || !e.supports(c.d, h, plat, nullptr)) continue;
         std::vector<float> got(ny, -1.f);
         try {
             const auto kernel = e.create(c.d, h, plat);
@@ -465,11 +496,12 @@ void check_matmul(const matmul_case &c) {
         }
         for (size_t i = 0; i < ny; ++i) {
             const double diff = std::fabs(double(got[i]) - double(want[i]));
-            if (diff <= 1e-5 * mag[i]) continue;
+            const double bound = 1e-5 * mag[i] + (dq ? slack[i] : 0.0);
+            if (diff <= bound) continue;
             std::fprintf(stderr, "fuzz_diff: %s differs from ref:matmul on %s wei=%s group=%lld zp=%s bias=%d: "
                                  "y[%zu] got %g want %g (bound %g)\n",
                          e.name.c_str(), c.d.str().c_str(), to_string(c.d.wei_dt), (long long)c.d.group,
-                         to_string(c.d.zp), int(c.d.with_bias), i, double(got[i]), double(want[i]), 1e-5 * mag[i]);
+                         to_string(c.d.zp), int(c.d.with_bias), i, double(got[i]), double(want[i]), bound);
             std::abort();
         }
     }
