@@ -427,6 +427,11 @@ bool build_matmul(FuzzedDataProvider &in, matmul_case &c) {
     return true;
 }
 
+// The zero point of group g (index n·NG + g) of a case: none, per tensor or per group.
+int32_t zp_at(const matmul_case &c, int64_t g) {
+    return c.zp.empty() ? 0 : c.zp.size() == 1 ? c.zp[0] : c.zp[size_t(g)];
+}
+
 // Σ_k |x·deq(w)| + |bias| per output: the scale of the allowed f32 difference.
 std::vector<double> magnitude(const matmul_case &c) {
     const matmul_desc &d = c.d;
@@ -437,7 +442,7 @@ std::vector<double> magnitude(const matmul_case &c) {
             double s = d.with_bias ? std::fabs(double(c.bias[size_t(n)])) : 0.0;
             for (int64_t k = 0; k < d.k; ++k) {
                 const int64_t g = n * d.n_groups() + k / gs;
-                const int32_t z = c.zp.empty() ? 0 : c.zp.size() == 1 ? c.zp[0] : c.zp[size_t(g)];
+                const int32_t z = zp_at(c, g);
                 const double deq = double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - z) * c.scale[size_t(g)];
                 s += std::fabs(double(c.x[size_t(m * d.k + k)]) * deq);
             }
@@ -458,7 +463,7 @@ std::vector<double> dq_slack(const matmul_case &c) {
             double s = 0.0;
             for (int64_t g = 0; g < ng; ++g) {
                 double amax = 0.0, wsum = 0.0;
-                const int32_t z = c.zp.empty() ? 0 : c.zp.size() == 1 ? c.zp[0] : c.zp[size_t(n * ng + g)];
+                const int32_t z = zp_at(c, n * ng + g);
                 for (int64_t k = g * gs; k < (g + 1) * gs; ++k) {
                     amax = std::max(amax, std::fabs(double(c.x[size_t(m * d.k + k)])));
                     wsum += std::fabs(double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - z));
