@@ -18,10 +18,10 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$QCONV_ROOT}"
 # Why each package is needed: README.md, "Dependencies".
 QCONV_PACKAGES=(
   cmake g++ make pkg-config
-  libxbyak-dev libdnnl-dev libcpu-features-dev
+  libxbyak-dev libdnnl-dev ocl-icd-opencl-dev libcpu-features-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  gnuplot-nox
+  gnuplot-nox strace
 )
 
 qconv_install_deps() {
