@@ -214,6 +214,7 @@ void convolution::execute(const void *src, void *dst, const exec_args &args) con
 
 const std::string &convolution::impl_name() const { return p_->name; }
 int convolution::attr_id() const { return p_->attr_id; }
+bool convolution::exact() const { return p_->kernel->exact(); }
 const conv_problem &convolution::problem() const { return p_->problem; }
 
 std::vector<std::string> conv_implementations() {

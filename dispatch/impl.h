@@ -33,6 +33,10 @@ public:
     virtual std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const = 0;
     // Thread-safe: may run concurrently on different buffers.
     virtual void execute(const packed &w, const void *src, void *dst, const exec_args &args) const = 0;
+    // Whether the kernel returns the reference's int32 sums for every input.
+    // qconv's own kernels do; a oneDNN peer may run an implementation that
+    // saturates 16-bit partial sums or halves s8-source weights below VNNI.
+    virtual bool exact() const { return true; }
 };
 
 struct conv_entry {

@@ -295,15 +295,17 @@ TEST(OnednnBrgconv, LegacyOpsInAttr1AreConverted) {
 TEST(OnednnBrgconv, OtherPostOpsAndDstZeroPoint) {
     const std::vector<std::string> chains = {"mul:per_tensor", "sub:per_oc;min:per_oc", "div:per_tensor",
                                              "sum:0.5:3",      "clip:0:6;linear:2:1",   "abs;square"};
-    int ran = 0;
+    // Whether oneDNN offers brgconv for the 3x3 s8 case depends on the CPU
+    // (its heuristics); the 1x1 u8 case has a brgconv row wherever brgconv exists.
+    int ran = 0, ran_1x1 = 0;
     uint32_t seed = 200;
     for (const auto &chain : chains)
         for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
             ran += run_small({"mb2ic32ih6oc40oh6kh3ph1", chain, dtype::s8, dst, false, false, 0}, ++seed);
-            ran += run_small({"mb1ic48ih5oc16kh1", chain, dtype::u8, dst, true, false, -3}, ++seed);
+            ran_1x1 += run_small({"mb1ic48ih5oc16kh1", chain, dtype::u8, dst, true, false, -3}, ++seed) > 0;
         }
-    if (ran == 0) GTEST_SKIP() << "no brgconv here";
-    EXPECT_GE(ran, 48);
+    if (ran + ran_1x1 == 0) GTEST_SKIP() << "no brgconv here";
+    EXPECT_EQ(ran_1x1, 24) << "every 1x1 case has a brgconv row";
 }
 
 // Per-OC PReLU maps to oneDNN's prelu post-op (weights arg); oneDNN 2.6 has it

@@ -23,6 +23,7 @@ struct run_result {
     std::string requested;   // "auto" or a name
     std::string impl;        // the implementation that ran (name when unimplemented)
     int attr = -1;
+    bool exact = true;       // false: a peer known to saturate (never a baseline)
     std::string status;      // ok | mismatch | unimplemented | failed
     std::string why;
     int64_t errors = 0;
@@ -64,10 +65,11 @@ std::vector<std::string> baseline_impls(const conv_settings &s, const std::vecto
 }
 
 // The baseline time of one problem: an explicit --baseline, else the fastest
-// brgconv entry that passed, else onednn:any.
+// brgconv entry that passed, else onednn:any — never a run of a kernel known
+// to be inexact (exact=0), whose speed comes from saturating arithmetic.
 double baseline_ms(const std::vector<run_result> &runs, const conv_settings &s) {
     double best = -1;
-    auto ok = [](const run_result &r) { return r.status == "ok" && r.ms > 0; };
+    auto ok = [](const run_result &r) { return r.status == "ok" && r.ms > 0 && r.exact; };
     for (const auto &r : runs) {
         if (!ok(r) || r.requested == "auto") continue; // only runs forced by name
         const bool cand = s.baseline == "auto" ? is_baseline_candidate(r.impl) : r.impl == s.baseline;
@@ -101,6 +103,7 @@ run_result run_one(const conv_case &c, const std::string &requested, conv_run_co
     }
     r.impl = conv->impl_name();
     r.attr = conv->attr_id();
+    r.exact = conv->exact();
     const exec_args args = c.args(ctx.co.threads);
 
     std::vector<uint8_t> dst = c.dst_init;
@@ -145,6 +148,7 @@ out_line make_line(const conv_case &c, const conv_settings &s, const run_result 
     if (s.data == data_kind::extreme) l.add("data", "extreme");
     l.add("status", r.status);
     if (r.attr >= 0) l.add_int("attr", r.attr);
+    if (!r.exact) l.add("exact", "0");
     if (r.errors) l.add_int("errors", r.errors);
     if (perf && r.ms > 0) {
         l.add("ms", r.ms, 4).add("gops", c.p.desc.ops() / (r.ms * 1e6), 2);

@@ -73,6 +73,10 @@ public:
     const std::string &impl_name() const;
     int attr_id() const;
     const conv_problem &problem() const;
+    // Whether the implementation returns the reference's bits for every
+    // input. Always true for what "auto" picks; false for a peer forced by
+    // name that runs a saturating oneDNN kernel (below VNNI).
+    bool exact() const;
 
 private:
     std::unique_ptr<impl::conv_primitive> p_;

@@ -281,6 +281,8 @@ struct recipe {
     int32_t src_zp_value = 0;
     md_t src_md, dst_md, plain_wei_md;
     bool grouped = false;
+    conv_desc shape;        // the problem's geometry (known_wrong() reads it)
+    bool binary_ops = false; // the oneDNN chain has a binary post-op
 };
 
 md_t weights_md(const conv_desc &d, tag_t tag) {
@@ -335,7 +337,7 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
                                  weights_md(d, tag_t::any), bias_md, dst_md, {d.sh, d.sw},
                                  {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr}),
                              dnnl::primitive_attr(), {}, bias_arg, bias_post_op, false, 0, src_md, dst_md,
-                             weights_md(d, tag_t::undef)});
+                             weights_md(d, tag_t::undef), d.g > 1, d, false});
             dnnl::primitive_attr &a = r->attr;
             a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
             if (p.scales.size() > 1) a.set_output_scales(1 << 1, p.scales);
@@ -350,32 +352,55 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
         why, "oneDNN rejects the descriptor");
     if (!ok) return std::nullopt;
     r->operands = chain.take_operands();
-    r->grouped = d.g > 1;
+    r->binary_ops = !r->operands.empty();
     return r;
 }
 
 // ------------------------------------------------------------ selection
 using pd_t = dnnl::convolution_forward::primitive_desc;
 
-// Implementations of oneDNN 2.6.3 that compute some problems wrong; the
-// `onednn:any` peer passes over them to oneDNN's next choice (fuzz_diff
-// findings, tests/test_fuzz_regressions.cpp):
+// Implementations of oneDNN 2.6.3 that compute some problems wrong. Every
+// row passes over them (a brgconv row then has no implementation; the
+// `onednn:any` peer takes oneDNN's next choice); docs/dispatch.md lists them
+// with the reproducers, tests/test_fuzz_regressions.cpp and the wrapped-row
+// sweep (tests/test_onednn_sweep.cpp) check each refusal:
 //   - `jit:avx512_core_amx_int8` with a source zero point: the last channels
 //     of an OC tail are wrong where the window covers padding (ic14 oc22 kh3
 //     dh2 ph3: oc 21 off by 17);
 //   - `gemm_*` on a grouped convolution with per-channel or full-tensor post-op
 //     operands: the operands of the second and later groups are read at the
-//     wrong channel offset (g2 oc54, binary min per OC: 147 of 1134 wrong).
-bool known_wrong(const std::string &info, const recipe &r) {
-    if (r.src_zp && info.find("avx512_core_amx_int8") != std::string::npos) return true;
+//     wrong channel offset (g2 oc54, binary min per OC: 147 of 1134 wrong);
+//   - brgconv on AMX with a stride larger than the kernel along H or W: wrong
+//     results that change with the thread count (mb1ic228ih19oc4kh2sh3: 9 of
+//     24 wrong at 1 thread) and heap corruption (mb1ic72ih30iw25oc18kh1kw7sh2sw3,
+//     `malloc(): corrupted top size`). Reported for IC >= 96 on an AMX Xeon;
+//     refused for every IC, since the boundary in IC was not swept on AMX;
+//   - `jit_uni_int8` (avx2, avx2_vnni, sse41) on a depthwise convolution
+//     whose group count is not a multiple of 8, with binary post-ops: the
+//     tail channels are wrong (g7 ic7 oc7 kh3 ph1, add per-tensor: 227 of 448
+//     wrong; G = 1..33 on avx2: wrong for G % 8 >= 2; sse41 also for G = 6).
+// The reason `info` computes (r) wrong, or "" when it is not known to.
+std::string known_wrong(const std::string &info, const recipe &r) {
+    const conv_desc &d = r.shape;
+    if (r.src_zp && info.find("avx512_core_amx_int8") != std::string::npos)
+        return "oneDNN 2.6 computes OC tails over padding wrong with a source zero point";
     if (r.grouped && info.find("gemm") != std::string::npos)
         for (const operand &o : r.operands)
-            if (o.from != operand::source::values || o.values.size() > 1) return true;
-    return false;
+            if (o.from != operand::source::values || o.values.size() > 1)
+                return "oneDNN 2.6 reads per-channel post-op operands of later groups at the wrong offset";
+    if ((d.sh > d.kh || d.sw > d.kw) && info.rfind("brg", 0) == 0 && info.find("amx") != std::string::npos)
+        return "oneDNN 2.6 brgconv on AMX is wrong (and corrupts the heap) with a stride larger than the kernel";
+    if (d.is_depthwise() && d.g % 8 != 0 && r.binary_ops && info.rfind("jit_uni_int8:", 0) == 0)
+        return "oneDNN 2.6 jit_uni_int8 applies binary post-ops to depthwise channel tails (G % 8 != 0) wrongly";
+    return "";
 }
 
-bool accepts(const selector &sel, const std::string &info, const recipe &r) {
-    if (sel.first) return !known_wrong(info, r);
+// Whether the row takes oneDNN's implementation `info`; *wrong is set when
+// it is refused as known wrong.
+bool accepts(const selector &sel, const std::string &info, const recipe &r, std::string *wrong) {
+    *wrong = known_wrong(info, r);
+    if (!wrong->empty()) return false;
+    if (sel.first) return true;
     std::string kind;
     isa level;
     return parse_impl_info(info, &kind, &level) && kind == sel.kind && level == sel.level;
@@ -407,12 +432,13 @@ std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads,
             if (!*pd) return;
             do {
                 const std::string info = pd->impl_info_str();
-                if (accepts(sel, info, r)) {
+                std::string wrong;
+                if (accepts(sel, info, r, &wrong)) {
                     if (creatable(*pd)) return;
                     offered += (offered.empty() ? "" : ", ") + info + " (its primitive cannot be created)";
                     continue;
                 }
-                offered += (offered.empty() ? "" : ", ") + info;
+                offered += (offered.empty() ? "" : ", ") + info + (wrong.empty() ? "" : " (refused: " + wrong + ")");
             } while (pd->next_impl());
             pd.reset();
         },
@@ -432,6 +458,26 @@ bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
     if (!sel.first && attr.id == 0 && attr.has_legacy_ops())
         return reject(why, "attr[0] carries legacy post-ops (the JIT kernels' set); brgconv takes them only in attr[1]");
     return true;
+}
+
+// Whether oneDNN's implementation `info` forms exact int32 sums: VNNI-class
+// instructions (vpdpbusd, AMX tiles) and the reference do; below VNNI,
+// oneDNN's int8 kernels multiply with vpmaddubsw (16-bit saturation) and
+// halve the weights of an s8 source. Its gemm follows the ISA it runs on.
+bool exact_impl(const std::string &info) {
+    if (info.rfind("ref", 0) == 0) return true;
+    std::string kind;
+    isa level = isa::sse41;
+    if (parse_impl_info(info, &kind, &level))
+        return level == isa::avx2_vnni || level >= isa::avx512_core_vnni;
+    if (info.find("gemm") == std::string::npos) return false;
+    switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2_vnni:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx: return true;
+    default: return false;
+    }
 }
 
 // ------------------------------------------------------------ the kernel
@@ -470,11 +516,13 @@ public:
         threads_guard guard(threads);
         auto b = std::make_shared<built>(built{pd, dnnl::convolution_forward(pd)});
         info_ = b->pd.impl_info_str();
+        exact_ = exact_impl(info_);
         default_threads_ = threads;
         by_threads_[threads] = std::move(b);
     }
 
     const std::string &info() const { return info_; }
+    bool exact() const override { return exact_; }
 
     std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const override {
         if (!wei) fail("wei", "is null");
@@ -558,6 +606,7 @@ private:
     conv_problem p_;
     recipe r_;
     std::string info_;
+    bool exact_ = true;
     int default_threads_ = 1;
     mutable std::mutex mu_;
     mutable std::map<int, std::shared_ptr<const built>> by_threads_;
