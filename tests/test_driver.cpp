@@ -305,9 +305,69 @@ TEST(Driver, DumpHasNoZpOrBiasFilesWhenAbsent) {
     EXPECT_EQ(kv["impl"], "ref:conv");
     EXPECT_EQ(kv["dt"], "u8:s8:u8");
     EXPECT_EQ(kv["zp"], "none");
+    EXPECT_EQ(kv["data"], "random");
     EXPECT_EQ(kv["desc"], "g1mb1ic4ih3iw3oc2oh3ow3kh3kw3sh1sw1ph1pw1dh0dw0");
     recompute_and_check(dir + "/0000");
     std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(Driver, DumpRecordsTheDataMode) {
+    const std::string dir = make_temp_dir();
+    const run_result r =
+        run_driver({"conv", "mb1ic4ih3oc2oh3kh3ph1", "--impl=ref:conv", "--data=extreme", "--dump=" + dir});
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(read_problem(dir + "/0000/problem.txt")["data"], "extreme");
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+// The weight value of element (n, k) of a dumped W ([N][K], 4-bit two per byte).
+int weight_at(const std::vector<uint8_t> &w, const std::string &type, int64_t k_total, int64_t n, int64_t k) {
+    const int64_t i = n * k_total + k;
+    if (type == "u8") return w[i];
+    if (type == "s8") return static_cast<int8_t>(w[i]);
+    const int nib = (w[i / 2] >> (4 * (i % 2))) & 0xF;
+    return type == "u4" ? nib : (nib >= 8 ? nib - 16 : nib);
+}
+
+// matmul --dump: every folder recomputed with a double-precision loop from
+// its own files, within the documented bound.
+TEST(Driver, MatmulDumpRecomputed) {
+    for (const char *wei : {"u4", "s8"}) {
+        const std::string dir = make_temp_dir();
+        const run_result r = run_driver({"matmul", "--impl=all", std::string("--wei=") + wei, "--group=32",
+                                         "--zp=per_group", "--bias", "--dump=" + dir, "m3k64n40", "m1k96n17"});
+        ASSERT_EQ(r.rc, 0) << r.out << r.err;
+        const auto folders = dump_folders(dir);
+        EXPECT_GE(folders.size(), 2u) << r.out;
+        for (const auto &f : folders) {
+            auto kv = read_problem(f + "/problem.txt");
+            const int64_t M = std::stoll(kv.at("m")), K = std::stoll(kv.at("k")), N = std::stoll(kv.at("n"));
+            const int64_t G = std::stoll(kv.at("group")), NG = K / G;
+            EXPECT_EQ(kv.at("wei"), wei);
+            const auto x = read_array<float>(f + "/x.bin");
+            const auto w = read_array<uint8_t>(f + "/w.bin");
+            const auto scale = read_array<float>(f + "/scale.bin");
+            const auto zp = read_array<int32_t>(f + "/zp.bin");
+            const auto bias = read_array<float>(f + "/bias.bin");
+            const auto y = read_array<float>(f + "/y.bin");
+            ASSERT_EQ(x.size(), size_t(M * K));
+            ASSERT_EQ(scale.size(), size_t(N * NG));
+            ASSERT_EQ(zp.size(), size_t(N * NG));
+            ASSERT_EQ(y.size(), size_t(M * N));
+            EXPECT_EQ(read_array<float>(f + "/y_ref.bin").size(), y.size());
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) {
+                    double acc = bias[n], mag = std::fabs(bias[n]);
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double deq = double(weight_at(w, wei, K, n, k) - zp[n * NG + k / G]) * scale[n * NG + k / G];
+                        acc += x[m * K + k] * deq;
+                        mag += std::fabs(x[m * K + k] * deq);
+                    }
+                    EXPECT_NEAR(y[m * N + n], acc, 1e-5 * mag + 1e-30) << f << " (" << kv.at("impl") << ") m=" << m << " n=" << n;
+                }
+        }
+        if (!::testing::Test::HasFailure()) std::system(("rm -rf '" + dir + "'").c_str());
+    }
 }
 
 TEST(Driver, OutputLinesAreKeyValue) {

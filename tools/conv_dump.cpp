@@ -2,7 +2,8 @@
 // implementation, enough to recompute the result with nothing but a loop.
 //
 //   problem.txt  key=value lines: desc (fully spelled benchdnn text), dt, zp,
-//                post_ops, impl, attr, status, seed, the shape as separate keys
+//                post_ops, impl, attr, status, seed, data (random: compare bit
+//                for bit; extreme: integers may differ by 1, README), the shape as separate keys
 //                (pads top/left/bottom/right, dilation 1 = dense), scale,
 //                bias, dst_zp, post_op_count and post_op<i>=<kind> k=v... lines
 //   src.bin      NHWC, source type          wei.bin   s8 [G·OCg][ICg][KH][KW]
@@ -114,7 +115,8 @@ void dump_run(const std::string &root, int index, const conv_case &c, const conv
       << "impl=" << impl << "\n"
       << "attr=" << attr_id << "\n"
       << "status=" << status << "\n"
-      << "seed=" << c.seed << "\n";
+      << "seed=" << c.seed << "\n"
+      << "data=" << (s.data == data_kind::extreme ? "extreme" : "random") << "\n";
     const std::pair<const char *, int64_t> shape[] = {
         {"mb", d.mb}, {"g", d.g},   {"ic", d.ic}, {"ih", d.ih}, {"iw", d.iw}, {"oc", d.oc},
         {"oh", d.oh}, {"ow", d.ow}, {"kh", d.kh}, {"kw", d.kw}, {"sh", d.sh}, {"sw", d.sw},

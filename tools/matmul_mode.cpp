@@ -14,8 +14,21 @@
 // Output: one line per implementation: op=matmul impl= desc= wei= group= zp=
 // bias= status= [errors=] [ms= gflops= gbps= (compressed weight bytes per
 // second) ratio= (against the first implementation listed) reps=] [why=].
+//
+// --dump=DIR writes DIR/NNNN/ per run, enough to judge it alone:
+//   problem.txt  key=value lines: desc, m k n, wei, group (0: per OC), zp kind,
+//                bias, dq, impl, status, seed, and the comparison bound
+//                (bound=1e-5*(sum|x*deq(w)|+|bias|), plus the dq term with dq=1)
+//   x.bin        f32 [M][K]                 w.bin     W as given to the API: [N][K]
+//                                                     bytes, 4-bit types two per
+//                                                     byte (element 2i low nibble)
+//   scale.bin    f32 [N][K/G]               zp.bin    s32, 1 or [N][K/G] (with a zp)
+//   bias.bin     f32 [N] (with bias)        y.bin     f32 [M][N], the implementation's
+//   y_ref.bin    f32 [M][N], the reference's (in C mode)
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -90,7 +103,42 @@ struct run_result {
     int64_t errors = 0;
     double ms = -1;
     int reps = 0;
+    std::vector<float> y; // the first execution's output
 };
+
+template <typename T>
+void write_vec(const std::string &path, const std::vector<T> &v) {
+    write_file(path, v.data(), v.size() * sizeof(T));
+}
+
+void dump_run(const std::string &root, int index, const matmul_case &c, const matmul_settings &s, uint32_t seed,
+              const run_result &r, const std::vector<float> *ref) {
+    char num[16];
+    std::snprintf(num, sizeof num, "%04d", index);
+    const std::string dir = root + "/" + num;
+    make_dirs(dir);
+    const matmul_desc &d = c.d;
+    std::ofstream t(dir + "/problem.txt");
+    t << "desc=" << d.str() << "\n"
+      << "m=" << d.m << "\nk=" << d.k << "\nn=" << d.n << "\n"
+      << "wei=" << to_string(d.wei_dt) << "\n"
+      << "group=" << d.group << "\n"
+      << "zp=" << s.zp_text << "\n"
+      << "bias=" << (d.with_bias ? 1 : 0) << "\n"
+      << "dq=" << (s.dq ? 1 : 0) << "\n"
+      << "impl=" << r.impl << "\n"
+      << "status=" << r.status << "\n"
+      << "seed=" << seed << "\n"
+      << "bound=1e-5*(sum|x*deq(w)|+|bias|)" << (s.dq ? "+sum|deq(w)|*sx/2" : "") << "\n";
+    if (!t) throw usage_error("--dump: cannot write '" + dir + "/problem.txt'");
+    write_vec(dir + "/x.bin", c.x);
+    write_vec(dir + "/w.bin", c.wei);
+    write_vec(dir + "/scale.bin", c.scale);
+    if (!c.zp.empty()) write_vec(dir + "/zp.bin", c.zp);
+    if (d.with_bias) write_vec(dir + "/bias.bin", c.bias);
+    if (!r.y.empty()) write_vec(dir + "/y.bin", r.y);
+    if (ref) write_vec(dir + "/y_ref.bin", *ref);
+}
 
 run_result run_one(const matmul_case &c, const std::string &name, const common_options &co, const matmul_settings &s,
                    const std::vector<float> *ref, const std::vector<double> *bound) {
@@ -117,6 +165,7 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
         return r;
     }
     r.status = "ok";
+    if (!co.dump_dir.empty()) r.y = y;
     if (ref) {
         for (size_t i = 0; i < y.size(); ++i) {
             if (std::fabs(double(y[i]) - double((*ref)[i])) <= (*bound)[i]) continue;
@@ -158,7 +207,9 @@ int matmul_mode(const std::vector<std::string> &args) {
 
     totals tot;
     bool failed = false;
-    for (const matmul_case &c : cases) {
+    int dump_index = 0;
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const matmul_case &c = cases[ci];
         std::vector<float> ref;
         std::vector<double> bound;
         if (co.correctness()) {
@@ -171,6 +222,9 @@ int matmul_mode(const std::vector<std::string> &args) {
             runs.push_back(run_one(c, n, co, s, co.correctness() ? &ref : nullptr, &bound));
         const double base = runs.empty() ? -1 : runs.front().ms;
         for (const auto &r : runs) {
+            if (!co.dump_dir.empty() && r.status != "unimplemented")
+                dump_run(co.dump_dir, dump_index++, c, s, co.seed + static_cast<uint32_t>(ci), r,
+                         co.correctness() ? &ref : nullptr);
             out_line l;
             l.add("op", "matmul").add("impl", r.impl).add("desc", c.d.str()).add("wei", to_string(c.d.wei_dt));
             l.add("group", s.group_text).add("zp", s.zp_text).add("bias", s.bias ? "1" : "0");
