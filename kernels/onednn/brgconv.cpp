@@ -370,6 +370,9 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //   - `gemm_*` on a grouped convolution with per-channel or full-tensor post-op
 //     operands: the operands of the second and later groups are read at the
 //     wrong channel offset (g2 oc54, binary min per OC: 147 of 1134 wrong);
+//   - `gemm_*` on a grouped convolution with a source zero point (the
+//     wrapped-row sweep: g4 ic32 ih18 oc8 kh1 s4 with zp 9, 27 of 200 wrong;
+//     other grouped shapes pass, so the rule is wider than the finding);
 //   - brgconv on AMX with a stride larger than the kernel along H or W: wrong
 //     results that change with the thread count (mb1ic228ih19oc4kh2sh3: 9 of
 //     24 wrong at 1 thread) and heap corruption (mb1ic72ih30iw25oc18kh1kw7sh2sw3,
@@ -384,6 +387,8 @@ std::string known_wrong(const std::string &info, const recipe &r) {
     const conv_desc &d = r.shape;
     if (r.src_zp && info.find("avx512_core_amx_int8") != std::string::npos)
         return "oneDNN 2.6 computes OC tails over padding wrong with a source zero point";
+    if (r.grouped && r.src_zp && info.find("gemm") != std::string::npos)
+        return "oneDNN 2.6 gemm convolution is wrong on some grouped problems with a source zero point";
     if (r.grouped && info.find("gemm") != std::string::npos)
         for (const operand &o : r.operands)
             if (o.from != operand::source::values || o.values.size() > 1)
