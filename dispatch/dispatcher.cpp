@@ -1,6 +1,10 @@
 // The dispatcher and the primitive classes (see dispatcher.h).
 #include "dispatch/dispatcher.h"
 
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include "dispatch/attr_builder.h"
@@ -223,6 +227,33 @@ std::vector<std::string> conv_implementations() {
     return names;
 }
 
+namespace {
+// docs/semantics.md §7: every dequantized weight f32(w − zp)·scale must be
+// finite for every w of the type. The fused kernels apply the scale once per
+// group sum, so an overflowing product would give them a finite result where
+// the definition gives inf/NaN; such scales are refused here instead (the
+// graph executor then runs the decompression unfused, as written).
+void check_dequantized_range(const matmul_desc &d, const matmul_weights &w) {
+    int64_t lo = 0, hi = 255;
+    switch (d.wei_dt) {
+    case dtype::s8: lo = -128, hi = 127; break;
+    case dtype::u4: lo = 0, hi = 15; break;
+    case dtype::s4: lo = -8, hi = 7; break;
+    default: break;
+    }
+    const int64_t ng = d.n_groups();
+    for (int64_t i = 0; i < d.scale_elems(); ++i) {
+        const float s = w.scale[i];
+        const int64_t zp = d.zp == matmul_desc::zp_kind::none ? 0 : w.zp[d.zp_elems() == 1 ? 0 : i];
+        const double widest = double(std::max(std::llabs(hi - zp), std::llabs(lo - zp)));
+        if (!std::isfinite(s) || std::fabs(double(s)) * widest > double(FLT_MAX))
+            fail("scale", "value " + std::to_string(s) + " at n=" + std::to_string(i / ng) + " group " +
+                              std::to_string(i % ng) + ": (w - zp)*scale is not finite for every weight of type " +
+                              to_string(d.wei_dt));
+    }
+}
+} // namespace
+
 matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints &hints) {
     const double t0 = impl::now_ms();
     d.validate();
@@ -230,6 +261,7 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     if (!w.scale) fail("scale", "null pointer");
     if (d.zp_elems() > 0 && !w.zp) fail("zp", "null pointer while a zero point is declared");
     if (d.with_bias && !w.bias) fail("bias", "null pointer while with_bias is set");
+    check_dequantized_range(d, w);
 
     const impl::platform plat = impl::host_platform();
     const impl::matmul_choice choice = impl::select_matmul(d, hints, plat);

@@ -531,6 +531,37 @@ TEST(RewriteFixup, PerTensorScaleAndZeroPoint) {
     expect_same_values(before, cg.run({in}));
 }
 
+// docs/semantics.md §7: scales whose dequantized weights overflow f32 are
+// refused by the compressed MatMul, so the executor runs the decompression
+// as written and the rewritten graph gives the original's inf/NaN (a fused
+// kernel would apply the scale to the group sum and stay finite).
+TEST(RewriteFixup, OverflowingScalesKeepTheOriginalInfinities) {
+    auto g = parse("x = Parameter f32[1,1,4,64]\n"
+                   "a = Transpose(x) order=[0,3,1,2]\n"
+                   "q = Constant u8[8,64,1,1] random(3, 0, 255)\n"
+                   "qf = Convert(q) to=f32\n"
+                   "s = Constant f32[8,1,1,1] [3e36,3e36,3e36,3e36,1e30,1e30,1e30,1e30]\n"
+                   "w = Multiply(qf, s)\n"
+                   "c = Convolution(a, w)\n"
+                   "y = Transpose(c) order=[0,2,3,1]\n"
+                   "r = Result(y)\n");
+    tensor in = int_tensor({1, 1, 4, 64}, 7);
+    const auto before = run(*g, {in});
+    size_t non_finite = 0;
+    for (float v : before[0].data) non_finite += !std::isfinite(v);
+    ASSERT_GT(non_finite, 0u) << "the original graph overflows";
+    auto rec = run_passes(*g);
+    ASSERT_TRUE(rec[0].rewritten) << rec[0].reason;
+    const auto after = run(*g, {in});
+    ASSERT_EQ(after[0].data.size(), before[0].data.size());
+    for (size_t i = 0; i < after[0].data.size(); ++i) {
+        const float b = before[0].data[i], a = after[0].data[i];
+        if (std::isnan(b)) EXPECT_TRUE(std::isnan(a)) << i;
+        else if (std::isinf(b)) EXPECT_EQ(a, b) << i;
+        else EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << i;
+    }
+}
+
 // The embedded example: both convolutions rewritten, the Transposes around
 // the Gelu cancel, and the values agree within f32 rounding.
 TEST(RewriteExample, FfnU4) {

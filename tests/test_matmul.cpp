@@ -332,5 +332,38 @@ TEST(MatmulJit, BadWeightsAreErrors) {
     }
 }
 
+// docs/semantics.md §7: (w − zp)·scale must be finite for every weight of the
+// type; a scale that breaks it is bad input naming `scale`, on every row.
+TEST(MatmulApi, ScalesWhoseDequantizedWeightsOverflowAreRejected) {
+    matmul_desc d;
+    d.m = 2, d.k = 64, d.n = 4, d.wei_dt = dtype::u8, d.zp = zpk::per_tensor;
+    const case_data c = make_case(d, 3);
+    const int32_t zp = 0;
+    for (float bad : {2e36f, -2e36f, INFINITY, NAN}) {
+        std::vector<float> scale(c.scale);
+        scale[2] = bad; // 255 · 2e36 > FLT_MAX
+        matmul_weights w = c.weights();
+        w.scale = scale.data();
+        w.zp = &zp;
+        SCOPED_TRACE(bad);
+        test::expect_error_prefix([&] { matmul(d, w); }, "scale");
+    }
+    // A large scale whose dequantized weights (and their sum over K) stay
+    // finite is accepted and matches the reference.
+    std::vector<float> scale(c.scale);
+    scale[1] = 1e34f;
+    matmul_weights w = c.weights();
+    w.scale = scale.data();
+    w.zp = &zp;
+    const matmul mm(d, w);
+    std::vector<float> y(size_t(d.m * d.n)), want(y.size());
+    mm.execute(c.x.data(), y.data(), 1);
+    ref::matmul(d, w, c.x.data(), want.data());
+    for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(want[i]));
+        EXPECT_NEAR(y[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-6) << mm.impl_name() << " " << i;
+    }
+}
+
 } // namespace
 } // namespace qconv
