@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,8 +19,11 @@
 
 #include "kernels/jit/jit_base.h"
 
+#include "dispatch/attr_builder.h"
 #include "dispatch/impl.h"
+#include "dispatch/testdata.h"
 #include "qconv/qconv.h"
+#include "reference/reference.h"
 #include "tests/support/conv_tester.h"
 
 using qconv::dtype;
@@ -469,6 +473,230 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
     }
     unsetenv("QCONV_JIT_CONV_DIRECT");
     unsetenv("QCONV_JIT_CONV_FUSED");
+}
+
+// An s8 source with a per-tensor zero point (attr[0] carries it as a legacy
+// vector of IC equal values): padded taps hold the byte zp + 128 and comp =
+// −Σ w·(zp + 128). Zero points −128 (padding byte 0, comp 0), 127, small
+// random ones and −1; symmetric / asymmetric padding, all-padding windows,
+// 1x1 and 3x3, stride 2, dilation, groups, OC/IC tails, every dst type, a
+// FakeQuantize chain; passes: default (direct mode on VNNI), padded copy,
+// direct with the C++ pipeline.
+TEST(JitConv, S8SourceTensorZeroPoint) {
+    require_avx2();
+    const std::vector<std::string> descs = {
+        "mb1ic64ih7oc64oh7kh3ph1",                          // 3x3, symmetric padding
+        "mb1ic17ih6oc33oh6kh3ph1",                          // IC / OC tails (padded copy)
+        "mb2ic64ih4oc65oh4kh1ph0",                          // 1x1, OC tail
+        "mb1ic32ih5oc48oh7kh1ph1",                          // 1x1 with padding: border pixels all padding
+        "mb1ic16ih9iw23oc32oh5ow12kh3kw3sh2sw2ph1pw1",      // stride 2
+        "mb1ic8ih7iw18oc20oh4ow18kh3kw5sh2sw1dh1dw1ph2pw3", // dilation, asymmetric pads
+        "mb1ic4ih4iw19oc16oh4ow19kh3kw3ph0pw0",             // only bottom/right windows clipped
+        "mb1ic12ih1iw1oc16oh5ow5kh3kw3ph2pw2",              // all-padding windows
+        "g2mb1ic6ih5oc4oh5kh3ph1",                          // groups, ICg 3
+        "g2mb1ic64ih6oc48oh6kh3ph1",                        // groups, ICg 32
+        "mb1ic3ih9oc32oh5kh3sh2ph1",                        // first layer, 3 channels
+        "mb1ic24ih5iw40oc70oh5ow40kh3kw3ph1pw1",            // wide rows (row-wise blocking)
+    };
+    const std::vector<std::string> zps = {"tensor:-128", "tensor:127", "tensor:random", "tensor:-1"};
+    const std::vector<std::string> chains = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "sum;relu"};
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    int i = 0;
+    for (const char *pass : {"direct", "copy", "unfused"}) {
+        setenv("QCONV_JIT_CONV_DIRECT", std::string(pass) == "copy" ? "0" : "1", 1);
+        if (std::string(pass) == "unfused") setenv("QCONV_JIT_CONV_FUSED", "0", 1);
+        for (const std::string &desc : descs)
+            for (const std::string &zp : zps) {
+                ConvTester t;
+                // Seeds differ per pass (cache keys): no kernel of another pass is reused.
+                t.src(dtype::s8).zp(zp).post_ops(chains[i % chains.size()]).dst(dsts[i % dsts.size()]).seed(1300 + i);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) break;
+            }
+        if (HasFailure()) break;
+    }
+    unsetenv("QCONV_JIT_CONV_DIRECT");
+    unsetenv("QCONV_JIT_CONV_FUSED");
+    if (HasFailure()) return;
+    // The dispatcher serves the case with a JIT row (the driver's ref:conv fallback before).
+    ConvTester t;
+    t.desc("mb1ic64ih7oc64oh7kh3ph1").src(dtype::s8).zp("tensor:7");
+    ASSERT_TRUE(t.run("auto"));
+    EXPECT_EQ(t.impl_name().rfind("jit:conv_x8s8", 0), 0u) << t.impl_name();
+}
+
+// s8 −128/127 sources, weights −128/127 over IC·KH·KW up to 4608, zero points
+// −128 and 127: the int32 sums (s32, no scale) and saturating u8 / f32 stores.
+TEST(JitConv, S8SourceTensorZeroPointExtremeData) {
+    require_avx2();
+    const std::vector<std::string> descs = {"mb1ic64ih3oc17oh3kh1ph0", "mb1ic512ih5oc64oh5kh3ph1",
+                                            "mb1ic1000ih2oc65oh2kh1ph0", "mb1ic3ih4oc3oh4kh3ph1",
+                                            "mb1ic16ih2oc16oh2kh5ph2"};
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string &zp : {"tensor:-128", "tensor:127", "tensor:random"})
+            for (dtype dst : {dtype::s32, dtype::u8, dtype::f32}) {
+                ConvTester t;
+                t.src(dtype::s8).dst(dst).zp(zp).data("extreme").scales("none").bias(false).seed(1500 + i++);
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp;
+            }
+}
+
+namespace {
+
+// Σ over taps inside the image of w·(x − zp[ic]) in int64: the definition
+// (docs/semantics.md §2), independent of either zero-point mechanism.
+std::vector<int64_t> naive_acc(const qconv::conv_desc &d, const int8_t *x, const int8_t *w,
+                               const std::vector<int32_t> &zp) {
+    std::vector<int64_t> acc(static_cast<size_t>(d.dst_elems()), 0);
+    const int64_t icg = d.icg(), ocg = d.ocg();
+    for (int64_t n = 0; n < d.mb; ++n)
+        for (int64_t oh = 0; oh < d.oh; ++oh)
+            for (int64_t ow = 0; ow < d.ow; ++ow)
+                for (int64_t oc = 0; oc < d.oc; ++oc) {
+                    const int64_t g = oc / ocg;
+                    int64_t s = 0;
+                    for (int64_t kh = 0; kh < d.kh; ++kh)
+                        for (int64_t kw = 0; kw < d.kw; ++kw) {
+                            const int64_t ih = oh * d.sh - d.pt + kh * d.dh, iw = ow * d.sw - d.pl + kw * d.dw;
+                            if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) continue;
+                            for (int64_t ic = 0; ic < icg; ++ic) {
+                                const int64_t c = g * icg + ic;
+                                s += int64_t(w[((oc * icg + ic) * d.kh + kh) * d.kw + kw]) *
+                                     (int64_t(x[((n * d.ih + ih) * d.iw + iw) * d.ic + c]) - zp[static_cast<size_t>(c)]);
+                            }
+                        }
+                    acc[static_cast<size_t>(((n * d.oh + oh) * d.ow + ow) * d.oc + oc)] = s;
+                }
+    return acc;
+}
+
+} // namespace
+
+// Kernel level: the legacy mechanism with an s8 source and a per-channel
+// vector of s8 values (the API takes per-channel zero points for u8 sources
+// only; the kernels take any legacy vector of source values). Every JIT row
+// this CPU has, direct mode and padded copy, created and executed directly;
+// the s32 sums against the int64 definition and every dst type (with a
+// FakeQuantize chain) against ref::conv with the same attribute set.
+TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
+    require_avx2();
+    const std::vector<std::string> descs = {"mb1ic64ih7oc64oh7kh3ph1", "mb1ic17ih6oc33oh6kh3ph1",
+                                            "mb2ic64ih4oc65oh4kh1ph0", "mb1ic8ih7iw18oc20oh4ow18kh3kw5sh2sw1dh1dw1ph2pw3",
+                                            "mb1ic12ih1iw1oc16oh5ow5kh3kw3ph2pw2", "g2mb1ic64ih6oc48oh6kh3ph1",
+                                            "g24mb1ic24ih9oc24oh9kh5ph2", "mb1ic512ih5oc64oh5kh3ph1"};
+    const std::vector<dtype> dsts = {dtype::s32, dtype::u8, dtype::s8, dtype::f32};
+    const auto plat = qconv::impl::host_platform();
+    int i = 0, ran = 0;
+    for (const char *direct : {"1", "0"}) {
+        setenv("QCONV_JIT_CONV_DIRECT", direct, 1);
+        for (const std::string &desc : descs)
+            for (const auto kind : {qconv::testdata::data_kind::random, qconv::testdata::data_kind::extreme})
+                for (size_t k = 0; k < dsts.size(); ++k) {
+                    const uint32_t seed = 1700 + i++;
+                    const bool sums = k == 0; // s32, no scale, no bias, no post-op: dst = the sums
+                    qconv::conv_problem p;
+                    p.desc = qconv::conv_desc::parse(desc);
+                    p.src_dt = dtype::s8;
+                    p.dst_dt = dsts[k];
+                    p.with_bias = !sums;
+                    if (!sums) p.scales = qconv::testdata::make_scales(p.desc.oc, false, seed);
+                    if (!sums) p.ops = qconv::parse_post_ops("scale_shift;fq:per_channel", p.desc.oc, seed);
+                    p.validate();
+                    qconv::attr_set a = qconv::impl::build_attrs(p, plat, {}).at(0);
+                    a.zp = qconv::zp_mechanism::legacy_per_channel;
+                    a.zp_values.resize(static_cast<size_t>(p.desc.ic));
+                    qconv::testdata::rng r(seed);
+                    for (auto &z : a.zp_values) z = r.uniform(-128, 127);
+                    a.zp_values[0] = -128;
+                    a.zp_values[p.desc.ic - 1] = 127;
+                    const auto src = qconv::testdata::make_src(p, kind, seed);
+                    const auto wei = qconv::testdata::make_weights(p.desc, kind, seed);
+                    const auto bias = qconv::testdata::make_bias(p.desc, seed);
+                    const auto dst0 = qconv::testdata::make_dst(p, seed);
+                    std::vector<uint8_t> want = dst0;
+                    qconv::exec_args args;
+                    qconv::ref::conv(p, a, src.data(), wei.data(), p.with_bias ? bias.data() : nullptr, want.data(), args);
+                    std::vector<int64_t> exact;
+                    if (sums)
+                        exact = naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
+                    for (const auto &e : qconv::impl::conv_list()) {
+                        if (e.name.rfind("jit:conv_", 0) != 0 || !isa_ok(e.name) || !row_takes(e.name, desc)) continue;
+                        std::string why;
+                        if (!e.supports(p, a, plat, &why)) {
+                            ADD_FAILURE() << e.name << " refuses " << desc << ": " << why;
+                            break;
+                        }
+                        const auto kernel = e.create(p, a, plat);
+                        const auto packed = kernel->pack(wei.data(), p.with_bias ? bias.data() : nullptr);
+                        std::vector<uint8_t> got = dst0;
+                        kernel->execute(*packed, src.data(), got.data(), args);
+                        ++ran;
+                        std::string report;
+                        EXPECT_EQ(qconv::test::compare_dst(p, got.data(), want.data(), 0, &report), 0)
+                            << e.name << " " << desc << " dst=" << qconv::to_string(p.dst_dt) << " data="
+                            << qconv::testdata::to_string(kind) << " direct=" << direct << "\n" << report;
+                        if (sums) {
+                            const int32_t *g32 = reinterpret_cast<const int32_t *>(got.data());
+                            int64_t bad = 0;
+                            // Stored through f32 (acc·1 + 0), like every s32 destination.
+                            for (size_t j = 0; j < exact.size(); ++j)
+                                if (std::llabs(exact[j]) < (int64_t(1) << 30) &&
+                                    g32[j] != static_cast<int32_t>(static_cast<float>(exact[j])))
+                                    ++bad;
+                            EXPECT_EQ(bad, 0) << e.name << " " << desc << ": sums differ from the definition";
+                        }
+                        if (HasFailure()) break;
+                    }
+                    if (HasFailure()) break;
+                }
+    }
+    unsetenv("QCONV_JIT_CONV_DIRECT");
+    EXPECT_GT(ran, 0);
+}
+
+// The legacy zero point's range follows the source type: a padded tap holds
+// it as a source value.
+TEST(JitConv, LegacyZpRangePerSourceType) {
+    qconv::conv_problem p;
+    p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
+    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    struct rc { dtype src; std::vector<int32_t> zp; const char *why; };
+    const rc cases[] = {
+        {dtype::s8, {-128}, nullptr}, {dtype::s8, {127}, nullptr}, {dtype::u8, {0}, nullptr}, {dtype::u8, {255}, nullptr},
+        {dtype::s8, {128}, "[-128, 127] (s8 source)"}, {dtype::s8, {-129}, "[-128, 127] (s8 source)"},
+        {dtype::u8, {-1}, "[0, 255] (u8 source)"}, {dtype::u8, {256}, "[0, 255] (u8 source)"},
+    };
+    int rows = 0;
+    for (const auto &e : qconv::impl::conv_list()) {
+        if (e.name.rfind("jit:conv_", 0) != 0 || is_1x1_row(e.name)) continue;
+        const bool dw = is_dw_row(e.name);
+        ++rows;
+        for (const rc &c : cases) {
+            qconv::conv_problem q = p;
+            if (dw) q.desc = qconv::conv_desc::parse("g16mb1ic16ih5oc16oh5kh3ph1");
+            q.src_dt = c.src;
+            qconv::attr_set a;
+            a.zp = qconv::zp_mechanism::legacy_per_channel;
+            a.zp_values.assign(static_cast<size_t>(q.desc.ic), c.src == dtype::u8 ? 5 : -5);
+            a.zp_values[3] = c.zp[0]; // a per-channel vector with one value at the limit, then the value alone
+            for (const auto &zv : {a.zp_values, c.zp}) {
+                qconv::attr_set b = a;
+                b.zp_values = zv;
+                std::string why;
+                const bool ok = e.supports(q, b, vnni, &why);
+                if (!c.why) {
+                    EXPECT_TRUE(ok) << e.name << " " << qconv::to_string(c.src) << " zp " << c.zp[0] << ": " << why;
+                } else {
+                    EXPECT_FALSE(ok) << e.name << " " << qconv::to_string(c.src) << " zp " << c.zp[0];
+                    EXPECT_NE(why.find(c.why), std::string::npos) << e.name << ": " << why;
+                }
+            }
+        }
+    }
+    EXPECT_GE(rows, 5);
 }
 
 namespace {

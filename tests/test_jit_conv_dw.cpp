@@ -68,7 +68,8 @@ TEST(JitConvDw, RowKernelShapesZpChainsDst) {
     for (const std::string &desc : row_shapes())
         for (const char *zp : {"none", "tensor:random", "channel:random"})
             for (dtype src : {dtype::u8, dtype::s8}) {
-                if (src == dtype::s8 && std::string(zp) != "none") continue; // zero points need a u8 source
+                // Per-channel zero points need a u8 source; s8 takes per-tensor ones (padding byte zp + 128).
+                if (src == dtype::s8 && std::string(zp) == "channel:random") continue;
                 ConvTester t;
                 t.desc(desc).src(src).zp(zp).post_ops(chains()[i % chains().size()]).dst(dsts[i % dsts.size()]);
                 t.seed(9000 + i).threads(1 + i % 2);
@@ -92,14 +93,15 @@ TEST(JitConvDw, RowKernelEveryChain) {
         }
 }
 
-// u8 255 / s8 −128 / 127 and zero points 0 / 255: int32 sums bit-exact.
+// u8 255 / s8 −128 / 127 and zero points 0 / 255 (u8), −128 / 127 (s8): int32 sums bit-exact.
 TEST(JitConvDw, RowKernelExtremeData) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
     int i = 0;
     for (const std::string &desc : {row_shapes()[2], row_shapes()[4], row_shapes()[5], row_shapes()[7]})
         for (dtype src : {dtype::u8, dtype::s8})
-            for (const char *zp : {"none", "tensor:255", "tensor:0"}) {
-                if (src == dtype::s8 && std::string(zp) != "none") continue;
+            for (int zk = 0; zk < 3; ++zk) {
+                const char *zp = zk == 0 ? "none" : src == dtype::u8 ? (zk == 1 ? "tensor:255" : "tensor:0")
+                                                                     : (zk == 1 ? "tensor:-128" : "tensor:127");
                 ConvTester t;
                 t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(9700 + i++);
                 EXPECT_TRUE(t.run(kRow)) << desc;
@@ -151,9 +153,11 @@ TEST(JitConvDw, NativeVariantForcedOnAndOff) {
     for (const char *mode : {"1", "0"}) {
         setenv("QCONV_JIT_CONV_DW_NATIVE", mode, 1);
         for (const std::string &desc : row_shapes())
-            for (const char *zp : {"none", "channel:random"})
+            for (const char *zp : {"none", "channel:random", "tensor:random"})
                 for (dtype src : {dtype::u8, dtype::s8}) {
-                    if (src == dtype::s8 && std::string(zp) != "none") continue;
+                    // Per-channel zero points need a u8 source; tensor:random runs with s8 only.
+                    if (src == dtype::s8 ? std::string(zp) == "channel:random" : std::string(zp) == "tensor:random")
+                        continue;
                     ConvTester t;
                     // Seeds differ per pass: no cached kernel of the other mode is reused.
                     t.desc(desc).src(src).zp(zp).post_ops(ops[i % ops.size()]).dst(i % 3 ? dtype::u8 : dtype::s8);
@@ -212,4 +216,62 @@ TEST(JitConvDw, RowKernelStrideAlongWidthOnly) {
                 EXPECT_TRUE(t.run(kRow)) << desc;
                 if (HasFailure()) return;
             }
+}
+
+// An s8 source with a per-tensor zero point on every depthwise path: padded
+// taps hold zp + 128 (the source is copied, shifted by +128) and comp =
+// −Σ w·(zp + 128). The row kernel (default, byte-layout variant forced,
+// row pairs off), the conv_ukernel path on VNNI, and the avx512_core / avx2
+// rows; QCONV_JIT_CONV_DW_DIRECT=1 (in-place reading stays u8-only) and 0.
+// Zero points −128 (padding byte 0, comp 0), 127, −1 and random; extreme
+// data on a sample; every dst type; a FakeQuantize chain.
+TEST(JitConvDw, S8SourceTensorZeroPoint) {
+    if (qconv::max_cpu_isa() < qconv::isa::avx2) GTEST_SKIP() << "no AVX2";
+    struct pass { const char *name, *env, *value; };
+    const pass passes[] = {{"row", nullptr, nullptr},
+                           {"native", "QCONV_JIT_CONV_DW_NATIVE", "1"},
+                           {"no-pairs", "QCONV_JIT_CONV_DW_PAIR", "0"},
+                           {"ukernel", "QCONV_JIT_CONV_DW_ROW", "0"},
+                           {"direct-off", "QCONV_JIT_CONV_DW_DIRECT", "0"}};
+    const std::vector<std::string> rows = {kRow, "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2"};
+    const std::vector<std::string> zps = {"tensor:-128", "tensor:127", "tensor:-1", "tensor:random"};
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6"};
+    int i = 0, ran = 0;
+    setenv("QCONV_JIT_CONV_DW_DIRECT", "1", 1);
+    for (const pass &ps : passes) {
+        if (ps.env) setenv(ps.env, ps.value, 1);
+        const bool native = std::string(ps.name) == "native";
+        for (const std::string &row : rows) {
+            const bool vnni = row == kRow;
+            if (vnni ? !have_vnni() : row.find("avx512_core") != std::string::npos
+                                          ? qconv::max_cpu_isa() < qconv::isa::avx512_core
+                                          : false)
+                continue;
+            // The env switches steer the VNNI row's kernels; the other rows run once.
+            if (!vnni && std::string(ps.name) != "row" && std::string(ps.name) != "direct-off") continue;
+            for (size_t k = 0; k < row_shapes().size(); ++k) {
+                const std::string &desc = row_shapes()[k];
+                const std::string &zp = zps[i % zps.size()];
+                ConvTester t;
+                // Seeds differ per pass and row: no cached kernel of another pass is reused.
+                t.desc(desc).src(dtype::s8).zp(zp).post_ops(ops[i % ops.size()]);
+                // The byte-layout variant's domain: u8 / s8 dst, no sum / full operands.
+                t.dst(native ? (i % 2 ? dtype::u8 : dtype::s8) : dsts[i % dsts.size()]);
+                if (i % 5 == 4 && !native)
+                    t.data("extreme").scales("none").bias(false).post_ops("").dst(dtype::s32);
+                t.seed(13000 + i).threads(1 + i % 2);
+                ++i;
+                EXPECT_TRUE(t.run(row)) << desc;
+                EXPECT_EQ(t.impl_name(), row);
+                ++ran;
+                if (HasFailure()) break;
+            }
+            if (HasFailure()) break;
+        }
+        if (ps.env) unsetenv(ps.env);
+        if (HasFailure()) break;
+    }
+    unsetenv("QCONV_JIT_CONV_DW_DIRECT");
+    EXPECT_GT(ran, 0);
 }

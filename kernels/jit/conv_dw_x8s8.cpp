@@ -18,11 +18,11 @@
 // Source: a u8 source without zero point is read in place on zmm ISAs (taps
 // in the padding are skipped or zeroed: they would contribute exactly 0; the
 // channel tail and the image's last row are masked loads). Otherwise it is copied once per execution into a
-// padded NHWC buffer whose pixels hold the channels rounded up to 16 (padded
-// taps: zp bytes, 0x80 for s8 sources — i.e. 0 after the +128 shift — or 0;
-// padded channels 0). The same compensation argument as conv_x8s8.h makes
-// this exact: comp[c] = zp_compensation (legacy zp) − 128·Σw (s8 source),
-// added in int32.
+// padded NHWC buffer whose pixels hold the channels rounded up to 16 (s8
+// shifted by +128; padded taps: pad_byte() = zp + shift, i.e. zp + 128 for
+// s8 sources and 0x80 without a zero point; padded channels 0). The same
+// compensation argument as conv_x8s8.h makes this exact:
+// comp[c] = conv_comp() = −Σ w·(zp + shift), added in int32.
 // Threads split (mb, row or row pair, channel blocks); results do not depend
 // on them.
 #include <omp.h>
@@ -71,21 +71,10 @@ std::vector<T> native_order(const std::vector<T> &v, int64_t c) {
     return out;
 }
 
-// comp (legacy zp compensation, −128·Σw for s8 sources) and the padded bias.
+// comp (conv_comp: −Σ w·(zp + shift)) and the padded bias.
 void fill_comp_bias(dw_packed &pk, const conv_problem &p, const attr_set &a, const int8_t *wei, const float *bias) {
-    const conv_desc &d = p.desc;
-    const int64_t c_ = d.oc;
-    pk.comp.assign(static_cast<size_t>(c_ + 16), 0);
-    if (a.zp == zp_mechanism::legacy_per_channel) {
-        const std::vector<int32_t> comp = zp_compensation(d, wei, a.zp_values);
-        std::copy(comp.begin(), comp.end(), pk.comp.begin());
-    }
-    if (p.src_dt == dtype::s8)
-        for (int64_t c = 0; c < c_; ++c) {
-            int32_t s = 0;
-            for (int64_t k = 0; k < d.kh * d.kw; ++k) s += wei[c * d.kh * d.kw + k];
-            pk.comp[c] += -128 * s;
-        }
+    const int64_t c_ = p.desc.oc;
+    pk.comp = conv_comp(p, a, wei, 16);
     if (p.with_bias) {
         pk.bias.assign(static_cast<size_t>(c_ + 16), 0.f);
         std::copy(bias, bias + c_, pk.bias.begin());
@@ -121,14 +110,7 @@ struct padded_copy {
         cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
         flip = p.src_dt == dtype::s8 ? 0x80 : 0x00;
         pad_pixel.assign(static_cast<size_t>(cpad), 0);
-        for (int64_t ch = 0; ch < c; ++ch) {
-            if (a.zp == zp_mechanism::legacy_per_channel) {
-                const auto &z = a.zp_values;
-                pad_pixel[ch] = static_cast<uint8_t>(z.size() == 1 ? z[0] : z[ch]);
-            } else if (p.src_dt == dtype::s8) {
-                pad_pixel[ch] = 0x80;
-            }
-        }
+        for (int64_t ch = 0; ch < c; ++ch) pad_pixel[ch] = pad_byte(p, a, ch);
     }
     size_t bytes(int64_t mb) const { return static_cast<size_t>(mb * rows * cols * cpad + 64); }
     // Row nr = n · rows + r of the copy.

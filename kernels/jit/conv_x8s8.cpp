@@ -212,14 +212,7 @@ void conv_x8s8_kernel::plan() {
     if (g.copy || g.direct)
         for (int64_t gr = 0; gr < g.g; ++gr)
             for (int64_t ic = 0; ic < g.icg; ++ic) {
-                uint16_t v = 0;
-                if (a_.zp == zp_mechanism::legacy_per_channel) {
-                    const auto &z = a_.zp_values;
-                    v = static_cast<uint16_t>(z.size() == 1 ? z[0] : z[gr * g.icg + ic]);
-                } else if (p_.src_dt == dtype::s8) {
-                    v = 0x80;
-                }
-                pad_pixel_[gr * g.icg4 + ic] = v;
+                pad_pixel_[gr * g.icg4 + ic] = pad_byte(p_, a_, gr * g.icg + ic);
             }
     pad_bytes8_.assign(pad_pixel_.begin(), pad_pixel_.end());
     pad_zero_ = std::all_of(pad_pixel_.begin(), pad_pixel_.end(), [](uint16_t v) { return v == 0; });
@@ -376,19 +369,7 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
                                     blk16[((step * 2 + j / 2) * width + o) * 2 + j % 2] = wei[src_i];
                             }
         }
-    pk->comp.assign(static_cast<size_t>(d.oc + 16), 0);
-    if (a_.zp == zp_mechanism::legacy_per_channel) {
-        const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
-        std::copy(c.begin(), c.end(), pk->comp.begin());
-    }
-    if (p_.src_dt == dtype::s8) {
-        const int64_t k = g.icg * g.kh * g.kw;
-        for (int64_t oc = 0; oc < d.oc; ++oc) {
-            int32_t s = 0;
-            for (int64_t i = 0; i < k; ++i) s += wei[oc * k + i];
-            pk->comp[oc] += -128 * s;
-        }
-    }
+    pk->comp = conv_comp(p_, a_, wei, 16);
     if (!corr_masks_.empty()) {
         // tz[oc][t] = Σ_ic w·v over tap t (uint32: int32 wrap-around, like the kernel's sums).
         const int64_t taps = g.kh * g.kw, stride = d.oc + 16;
@@ -623,6 +604,37 @@ bool pipeline_fusable(const attr_set &a) {
     return !transcendental && n_full <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
 }
 
+uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic) {
+    const int32_t shift = p.src_dt == dtype::s8 ? 128 : 0;
+    int32_t zp = 0;
+    if (a.zp == zp_mechanism::legacy_per_channel) {
+        const auto &z = a.zp_values;
+        zp = z.size() == 1 ? z[0] : z[static_cast<size_t>(ic)];
+    }
+    return static_cast<uint8_t>(zp + shift); // 0..255 after conv_supports' range check
+}
+
+std::vector<int32_t> conv_comp(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra) {
+    const conv_desc &d = p.desc;
+    std::vector<int32_t> comp(static_cast<size_t>(d.oc + extra), 0);
+    // −Σ w·zp: the one place it is computed.
+    if (a.zp == zp_mechanism::legacy_per_channel) {
+        const std::vector<int32_t> c = zp_compensation(d, wei, a.zp_values);
+        std::copy(c.begin(), c.end(), comp.begin());
+    }
+    // −Σ w·shift, added in uint32 (int32 wrap-around, like the kernels' sums).
+    if (p.src_dt == dtype::s8) {
+        const int64_t k = d.icg() * d.kh * d.kw;
+        for (int64_t oc = 0; oc < d.oc; ++oc) {
+            uint32_t s = 0;
+            for (int64_t i = 0; i < k; ++i) s += static_cast<uint32_t>(static_cast<int32_t>(wei[oc * k + i]));
+            comp[static_cast<size_t>(oc)] =
+                static_cast<int32_t>(static_cast<uint32_t>(comp[static_cast<size_t>(oc)]) - 128u * s);
+        }
+    }
+    return comp;
+}
+
 std::string conv_impl_name(conv_isa i, bool only_1x1) {
     return std::string(only_1x1 ? "jit:conv_x8s8_1x1:" : "jit:conv_x8s8:") + to_string(i);
 }
@@ -640,13 +652,18 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
     case zp_mechanism::none: break;
     case zp_mechanism::stock_per_tensor:
         return reject(why, "stock per-tensor zero point is served as legacy per-channel (attr[0])");
-    case zp_mechanism::legacy_per_channel:
-        if (p.src_dt != dtype::u8) return reject(why, "legacy per-channel zero point needs a u8 source");
+    case zp_mechanism::legacy_per_channel: {
+        // Padded taps hold the zero point as a source value (pad_byte).
         if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != d.ic)
             return reject(why, "legacy zero point needs 1 or IC values");
+        const bool u8 = p.src_dt == dtype::u8;
+        const int32_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
         for (int32_t z : a.zp_values)
-            if (z < 0 || z > 255) return reject(why, "legacy zero point outside [0, 255]");
+            if (z < lo || z > hi)
+                return reject(why, u8 ? "legacy zero point outside [0, 255] (u8 source)"
+                                      : "legacy zero point outside [-128, 127] (s8 source)");
         break;
+    }
     }
     for (const lowered_op &op : a.ops) {
         switch (op.k) {

@@ -5,21 +5,21 @@
 //  * Source NHWC. A padded source on VNNI (ICg a multiple of 4, ≤ 64 taps)
 //    is read in place ("direct"): each pixel block's micro-kernel knows
 //    which (pixel, tap) pairs fall into the padding and skips them; with a
-//    zero point or an s8 source the skipped taps' Σ w·v (v = zp or 128) is
+//    zero point or an s8 source the skipped taps' Σ w·v (v = zp + shift) is
 //    added back per pixel from correction rows computed at pack(), so the
 //    int32 sums equal the padded copy's. Otherwise, when the convolution has
 //    padding, or ICg is not a multiple of 4, or the ISA widens the source,
 //    execute() first builds a padded copy of the source (in a buffer kept
 //    per calling thread) with every group's channels rounded up to 4: padded
-//    pixels hold the zero-point bytes (legacy per-channel zp), 0x80 (s8
-//    source, i.e. 0 after the +128 shift) or 0; padded channels hold 0
-//    (their weights are 0). The micro-kernel then needs no boundary logic.
-//  * Exactness of the padding scheme: the kernel sums w·x over *all* taps of
-//    the padded source, and comp[c] (int32, computed once at pack()) is added:
-//      legacy zp: comp = zp_compensation() = −Σ_all w·zp, so a padded tap
-//                 contributes w·zp − w·zp = 0 and a valid tap w·(x − zp);
-//      s8 source: x is read as x+128 (u8) and comp = −128·Σ_all w, padded
-//                 taps read 128, so they contribute 0, valid taps w·x.
+//    pixels hold pad_byte() = zp + shift (shift = 128 for an s8 source, 0
+//    for u8; zp 0 without a zero point); padded channels hold 0 (their
+//    weights are 0). The micro-kernel then needs no boundary logic.
+//  * Exactness of the padding scheme: the kernel sums w·(x + shift) over
+//    *all* taps of the padded source (an s8 x is read as the u8 x + 128),
+//    and comp[c] = conv_comp() = −Σ_all w·(zp + shift) (int32, computed once
+//    at pack(): zp_compensation() plus −128·Σw for s8) is added, so a padded
+//    tap contributes w·(zp + shift) − w·(zp + shift) = 0 and a valid tap
+//    w·(x − zp), for u8 and s8 sources, with or without a zero point.
 //    Sums are int32 with wrap-around, so the result equals the reference's
 //    int32 value whenever that value is representable.
 //  * Weights are packed at pack() per (group, OC block of nb vectors) as
@@ -160,6 +160,17 @@ isa required_isa(conv_isa i);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);
+
+// The kernels read an s8 source as x + 128 (x ^ 0x80, u8) and a u8 source
+// as is: shift = 128 or 0. A padded tap of input channel ic holds
+// pad_byte = zp[ic] + shift (legacy zero point; shift without one), and
+// conv_comp() = −Σ over all taps of w·(zp + shift) (int32 wrap-around), so a
+// valid tap contributes w·(x + shift) − w·(zp + shift) = w·(x − zp) and a
+// padded tap 0. conv_comp's zero-point part is qconv::zp_compensation().
+// Both families (dense and depthwise) use these two.
+uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic);
+// OC + extra entries, the extra ones 0.
+std::vector<int32_t> conv_comp(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra);
 
 // Whether the JIT conv kernel family can run (problem, attr) on `isa`.
 bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a,
