@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The package check of continuous integration: configure + build must read no
+# file of a Debian package that the install list (scripts/setup.sh,
+# QCONV_PACKAGES) does not bring in, directly or through its Depends.
+#
+#   1. configures and builds a Release tree in a temporary folder under
+#      `strace -f`, recording every file opened or executed;
+#   2. maps each file to the package that owns it (dpkg's file lists, with the
+#      /usr-merged aliases /bin, /lib, ... resolved);
+#   3. computes the closure of the install list over Depends and Pre-Depends
+#      (`apt-cache depends --recurse`, no Recommends or Suggests) and adds the
+#      packages every Debian system has (Essential: yes, Priority: required);
+#   4. fails, naming each package and one file it was read for, when a package
+#      outside that set was read.
+#
+# A fresh machine installs exactly the list, so a package read here but not in
+# the closure is one a fresh machine may lack (libdnnl-dev only recommends
+# ocl-icd-opencl-dev, which its CMake config needs).
+#
+# Environment: QCONV_CHECK_BUILD (build folder, default a temporary one),
+# QCONV_CHECK_TARGETS (targets to build, default all), QCONV_JOBS.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+
+qconv_install_deps
+
+work="$(mktemp -d /tmp/qconv_check_packages.XXXXXX)"
+build="${QCONV_CHECK_BUILD:-$work/build}"
+trap 'rm -rf "$work"' EXIT
+
+# ---------------------------------------------------------------- 1. trace
+targets=()
+for t in ${QCONV_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
+start=$(date +%s)
+strace -f -qq -e trace=open,openat,execve -e signal=none -o "$work/trace" \
+  bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+           cmake --build "$2" -j"$3" "${@:4}" >/dev/null' _ \
+  "$QCONV_ROOT" "$build" "$QCONV_JOBS" "${targets[@]}"
+
+# Files that exist, opened successfully (return value >= 0) or executed.
+grep -v ' = -1 ' "$work/trace" |
+  sed -n 's/.*\(openat([^"]*\|open(\|execve(\)"\([^"]*\)".*/\2/p' |
+  grep '^/' | sort -u | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done >"$work/files"
+
+# ---------------------------------------------------------------- 2. owners
+# dpkg's lists name files as installed (/lib/...); the build may open them
+# through the /usr merge (/usr/lib/...) or a symlink, so each file is looked up
+# as opened and as its canonical path, and each listed path under both names.
+tr '\n' '\0' <"$work/files" | xargs -0 realpath -m -- >"$work/real"
+paste "$work/files" "$work/real" >"$work/paths"
+awk -F'\t' '
+  FNR == 1 { pkg = FILENAME; sub(".*/", "", pkg); sub("\\.list$", "", pkg); sub(":.*", "", pkg) }
+  FILENAME != paths {
+    owner[$0] = pkg
+    if ($0 ~ "^/(bin|sbin|lib|lib32|lib64|libx32)/") owner["/usr" $0] = pkg
+    else if ($0 ~ "^/usr/(bin|sbin|lib|lib32|lib64|libx32)/") owner[substr($0, 5)] = pkg
+    next
+  }
+  { o = ($1 in owner) ? owner[$1] : (($2 in owner) ? owner[$2] : "")
+    if (o != "") print o "\t" $1 }' paths="$work/paths" /var/lib/dpkg/info/*.list "$work/paths" >"$work/owned"
+
+# ---------------------------------------------------------------- 3. closure
+apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+  --no-replaces --no-enhances "${QCONV_PACKAGES[@]}" 2>/dev/null |
+  sed -n 's/^\([a-z0-9][^ <>:]*\).*/\1/p; s/^ *[|]\{0,1\}\(Pre\)\{0,1\}Depends: \([a-z0-9][^ <>:]*\).*/\2/p' |
+  sort -u >"$work/closure"
+dpkg-query -W -f='${Package} ${Essential} ${Priority}\n' |
+  awk '$2 == "yes" || $3 == "required" { print $1 }' >>"$work/closure"
+printf '%s\n' "${QCONV_PACKAGES[@]}" >>"$work/closure"
+sort -u -o "$work/closure" "$work/closure"
+
+# ---------------------------------------------------------------- 4. verdict
+sort -u -k1,1 "$work/owned" >"$work/by_package"
+missing="$(join -t $'\t' -v1 "$work/by_package" "$work/closure" || true)"
+read_pkgs=$(cut -f1 "$work/by_package" | sort -u | wc -l)
+echo "check_packages: $(wc -l <"$work/files") files read from $read_pkgs packages in $(( $(date +%s) - start )) s;" \
+     "the install list brings in $(wc -l <"$work/closure") packages"
+if [ -n "$missing" ]; then
+  echo "check_packages: FAILED: configure + build read files of packages the install list does not bring in:" >&2
+  while IFS=$'\t' read -r pkg f; do echo "  $pkg  (e.g. $f)" >&2; done <<<"$missing"
+  echo "check_packages: add them to QCONV_PACKAGES in scripts/setup.sh (and say why in README.md)" >&2
+  exit 1
+fi
+echo "check_packages: every package read is in the install list's closure"
