@@ -40,7 +40,7 @@ strace -f -qq -e trace=open,openat,execve -e signal=none -o "$work/trace" \
 # Files that exist, opened successfully (return value >= 0) or executed.
 grep -v ' = -1 ' "$work/trace" |
   sed -n 's/.*\(openat([^"]*\|open(\|execve(\)"\([^"]*\)".*/\2/p' |
-  grep '^/' | sort -u | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done >"$work/files"
+  grep '^/' | sort -u | while IFS= read -r f; do if [ -f "$f" ]; then printf '%s\n' "$f"; fi; done >"$work/files"
 
 # ---------------------------------------------------------------- 2. owners
 # dpkg's lists name files as installed (/lib/...); the build may open them
@@ -67,6 +67,9 @@ apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-br
 dpkg-query -W -f='${Package} ${Essential} ${Priority}\n' |
   awk '$2 == "yes" || $3 == "required" { print $1 }' >>"$work/closure"
 printf '%s\n' "${QCONV_PACKAGES[@]}" >>"$work/closure"
+# Read when present, harmless when absent (not needed by the build):
+#   locales  /usr/share/locale/locale.alias, read by every gettext program.
+printf '%s\n' locales >>"$work/closure"
 sort -u -o "$work/closure" "$work/closure"
 
 # ---------------------------------------------------------------- 4. verdict
