@@ -34,6 +34,7 @@ struct row {
     bool enforce;        // conv_hints::enforce_brgconv
     std::vector<expect_set> sets;
 };
+void PrintTo(const row &r, std::ostream *os) { *os << r.name << " (" << to_string(r.level) << ", zp " << r.zp << ", '" << r.ops << "')"; }
 
 // Chains: "relu" needs no binary post-op in stock form; "relu;fq:per_channel"
 // (and scale_shift, prelu) does.

@@ -170,6 +170,7 @@ struct decision {
     const char *impl;
     int attr;
 };
+void PrintTo(const decision &d, std::ostream *os) { *os << d.name << " -> " << d.impl << " attr[" << d.attr << "]"; }
 constexpr const char *nob = "relu";
 constexpr const char *bin = "fq:per_channel;relu";
 
@@ -249,6 +250,7 @@ struct real_case {
     const char *ops;
     bool enforce;
 };
+void PrintTo(const real_case &c, std::ostream *os) { *os << c.name << " (" << to_string(c.level) << ", zp " << c.zp << ", '" << c.ops << "')"; }
 
 std::vector<real_case> real_cases() {
     std::vector<real_case> v;

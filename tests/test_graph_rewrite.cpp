@@ -27,6 +27,7 @@ std::string str(const case_t &c) {
     return std::string(name(c.act)) + (c.zp ? "_zp" : "") + (c.bias ? "_bias" : "") + (c.convert ? "_cvt" : "") +
            (c.wparam ? "_wparam" : "_wconst") + (c.group ? "_group" : "_peroc") + "_" + to_string(c.wt);
 }
+void PrintTo(const case_t &c, std::ostream *os) { *os << str(c); }
 
 constexpr int64_t N = 2, H = 2, W = 3, IC = 64, OC = 24, GS = 16, NG = IC / GS;
 

@@ -104,8 +104,9 @@ struct sweep_param {
     bool bias;
 };
 
-std::string param_name(const testing::TestParamInfo<sweep_param> &info) {
-    const sweep_param &p = info.param;
+// "matmul_wc_x8_avx512_u8_g128_zp_per_group_bias": the test name and the
+// parameter as ctest lists it.
+std::string describe(const sweep_param &p) {
     std::string s = p.row.substr(p.row.find(':') + 1);
     for (char &ch : s)
         if (ch == ':') ch = '_';
@@ -113,6 +114,8 @@ std::string param_name(const testing::TestParamInfo<sweep_param> &info) {
          to_string(p.zp) + (p.bias ? "_bias" : "");
     return s;
 }
+void PrintTo(const sweep_param &p, std::ostream *os) { *os << describe(p); }
+std::string param_name(const testing::TestParamInfo<sweep_param> &info) { return describe(info.param); }
 
 std::vector<sweep_param> sweep_params() {
     std::vector<sweep_param> v;
