@@ -1,9 +1,14 @@
 // The dispatcher and the primitive classes (see dispatcher.h).
 #include "dispatch/dispatcher.h"
 
+#include <omp.h>
+
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 
 #include <unistd.h>
 
@@ -79,6 +84,30 @@ conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_
     return select_conv_in(conv_list(), build_attrs(p, plat, hints), p, plat, hints, rejections);
 }
 
+std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
+                                        const conv_problem &p, const platform &plat) {
+    std::vector<conv_choice> out;
+    for (const auto &e : list) {
+        if (e.peer) continue;
+        for (size_t a = 0; a < attrs.size(); ++a)
+            if (e.supports(p, attrs[a], plat, nullptr)) {
+                out.push_back({&e, e.name, static_cast<int>(a), attrs[a]});
+                break;
+            }
+    }
+    return out;
+}
+
+bool tuned_dispatch(const conv_hints &hints) {
+    static const bool env = [] {
+        const char *v = std::getenv("QCONV_DISPATCH");
+        if (!v || !*v || std::strcmp(v, "default") == 0) return false;
+        if (std::strcmp(v, "tune") == 0) return true;
+        fail("QCONV_DISPATCH", std::string("unknown value '") + v + "' (valid: default, tune)");
+    }();
+    return hints.tune || env;
+}
+
 matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
                                const matmul_hints &hints, const platform &plat,
                                std::vector<std::string> *rejections) {
@@ -141,6 +170,8 @@ std::string ms_str(double ms) {
     return buf;
 }
 
+bool is_auto_impl(const std::string &impl) { return impl.empty() || impl == "auto"; }
+
 int count_full_binary(const post_ops &ops) {
     int n = 0;
     for (const auto &op : ops)
@@ -166,6 +197,56 @@ void check_fits_in_memory(const conv_desc &d) {
 }
 } // namespace
 
+namespace {
+// Tuned dispatch: the winner per (problem, platform, thread count), decided
+// once per process by timing every accepting row.
+std::mutex tuned_mu;
+std::map<std::string, std::string> tuned_winner;
+
+impl::conv_choice tuned_choice(const conv_problem &p, const impl::platform &plat, const conv_hints &hints,
+                               const int8_t *weights, const float *bias) {
+    const std::vector<attr_set> attrs = impl::build_attrs(p, plat, hints);
+    const std::vector<impl::conv_choice> cands = impl::accepting_conv(impl::conv_list(), attrs, p, plat);
+    if (cands.size() <= 1) return impl::select_conv(p, plat, hints);
+    const std::string key = p.key() + "|" + plat.str() + "|t" + std::to_string(omp_get_max_threads());
+    std::lock_guard<std::mutex> lock(tuned_mu); // one problem tuned at a time: timings do not overlap
+    const auto known = tuned_winner.find(key);
+    if (known != tuned_winner.end())
+        for (const auto &c : cands)
+            if (c.name == known->second) return c;
+
+    // Data of the problem's shape: a byte ramp as the source, zeros elsewhere.
+    const conv_desc &d = p.desc;
+    std::vector<uint8_t> src(static_cast<size_t>(d.src_elems()));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+    std::vector<uint8_t> dst(static_cast<size_t>(d.dst_elems()) * 4);
+    std::vector<float> full(static_cast<size_t>(d.dst_elems()), 0.f);
+    exec_args args;
+    args.binary.assign(static_cast<size_t>(count_full_binary(p.ops)), full.data());
+
+    size_t win = 0;
+    double best = 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        bool hit = false;
+        const auto kernel = impl::cached_conv_kernel(*cands[i].entry, p, cands[i].attr, plat, &hit);
+        const auto packed = kernel->pack(weights, p.with_bias ? bias : nullptr);
+        kernel->execute(*packed, src.data(), dst.data(), args); // warm-up
+        double ms = 1e30;
+        for (int rep = 0; rep < 3; ++rep) {
+            const double t0 = impl::now_ms();
+            kernel->execute(*packed, src.data(), dst.data(), args);
+            ms = std::min(ms, impl::now_ms() - t0);
+        }
+        if (verbose_level() >= 2)
+            verbose_print("tune," + cands[i].name + ",attr[" + std::to_string(cands[i].attr_id) + "]," +
+                          impl::verbose_problem(p) + "," + ms_str(ms));
+        if (i == 0 || ms < best) best = ms, win = i;
+    }
+    tuned_winner[key] = cands[win].name;
+    return cands[win];
+}
+} // namespace
+
 convolution::convolution(const conv_problem &p, const int8_t *weights, const float *bias, const conv_hints &hints) {
     const double t0 = impl::now_ms();
     p.validate();
@@ -174,7 +255,9 @@ convolution::convolution(const conv_problem &p, const int8_t *weights, const flo
     check_fits_in_memory(p.desc);
 
     const impl::platform plat = impl::host_platform();
-    const impl::conv_choice choice = impl::select_conv(p, plat, hints);
+    const impl::conv_choice choice = is_auto_impl(hints.impl) && impl::tuned_dispatch(hints)
+                                         ? tuned_choice(p, plat, hints, weights, bias)
+                                         : impl::select_conv(p, plat, hints);
     auto prim = std::make_unique<impl::conv_primitive>();
     prim->problem = p;
     prim->name = choice.name;

@@ -38,6 +38,12 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
 // Decision on conv_list() with build_attrs(p, plat, hints).
 conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
                         std::vector<std::string> *rejections = nullptr);
+// Every (entry, first accepting attr set) that "auto" could pick, in table
+// order (peers left out); the tuned mode times them.
+std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
+                                        const conv_problem &p, const platform &plat);
+// Whether tuned dispatch is on: conv_hints::tune or QCONV_DISPATCH=tune (read once).
+bool tuned_dispatch(const conv_hints &hints);
 
 struct matmul_choice {
     const matmul_entry *entry = nullptr;

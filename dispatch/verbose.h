@@ -2,8 +2,10 @@
 //   1  one line per primitive creation and per execution:
 //        qconv_verbose,create,<cache_hit|cache_miss>,<impl>,attr[<id>],<problem>,<ms>
 //        qconv_verbose,exec,<impl>,<problem>,<ms>
-//   2  also every rejected candidate of the dispatcher:
+//   2  also every rejected candidate of the dispatcher, and in the tuned
+//      mode (docs/dispatch.md) every timed candidate:
 //        qconv_verbose,skip,<impl>,attr[<id>],<reason>
+//        qconv_verbose,tune,<impl>,attr[<id>],<problem>,<ms>
 // Lines go to stderr, whole (one write under a lock).
 #pragma once
 

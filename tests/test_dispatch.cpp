@@ -458,6 +458,57 @@ TEST(Verbose, CreateExecAndSkipLines) {
     EXPECT_NE(err.find("qconv_verbose,skip,model:brgconv,attr[0],legacy zero point\n"), std::string::npos) << err;
 }
 
+// Tuned dispatch: every accepting row is timed once (a `tune` line each at
+// verbose level 2), the winner is one of them, matches the reference, and
+// is reused for the same problem without timing again.
+TEST(TunedDispatch, TimesEveryAcceptingRowOnceAndKeepsTheWinner) {
+    const int saved = impl::verbose_level();
+    impl::set_verbose_level(2);
+    conv_problem p = problem("none", "relu");
+    p.desc = conv_desc::parse("mb1ic64ih14oc64kh1");
+    p.scales.assign(size_t(p.desc.oc), 0.5f);
+    const auto w = testdata::make_weights(p.desc, testdata::data_kind::random, 1);
+    const auto src = testdata::make_src(p, testdata::data_kind::random, 1);
+    conv_hints h;
+    h.tune = true;
+    const platform plat = impl::host_platform();
+    const auto cands = impl::accepting_conv(impl::conv_list(), impl::build_attrs(p, plat, h), p, plat);
+    ASSERT_FALSE(cands.empty());
+
+    ::testing::internal::CaptureStderr();
+    std::string first, second;
+    std::vector<uint8_t> got(size_t(p.desc.dst_elems()));
+    {
+        convolution a(p, w.data(), nullptr, h);
+        first = a.impl_name();
+        a.execute(src.data(), got.data());
+        convolution b(p, w.data(), nullptr, h);
+        second = b.impl_name();
+    }
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    impl::set_verbose_level(saved);
+
+    EXPECT_EQ(first, second);
+    bool listed = false;
+    size_t tune_lines = 0;
+    for (const auto &c : cands) {
+        listed = listed || c.name == first;
+        const bool timed = err.find("qconv_verbose,tune," + c.name + ",") != std::string::npos;
+        EXPECT_TRUE(timed || cands.size() == 1) << c.name << " was not timed:\n" << err;
+        tune_lines += timed;
+    }
+    EXPECT_TRUE(listed) << first;
+    // Timed once: the second creation reuses the winner.
+    size_t count = 0;
+    for (size_t at = err.find(",tune,"); at != std::string::npos; at = err.find(",tune,", at + 1)) ++count;
+    EXPECT_EQ(count, tune_lines) << err;
+
+    std::vector<uint8_t> want(got.size());
+    convolution r(p, w.data(), nullptr, with_impl("ref:conv"));
+    r.execute(src.data(), want.data());
+    EXPECT_EQ(got, want) << first;
+}
+
 TEST(Verbose, SilentAtLevelZero) {
     const int saved = impl::verbose_level();
     impl::set_verbose_level(0);

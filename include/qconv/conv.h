@@ -54,6 +54,12 @@ struct conv_hints {
     bool enforce_brgconv = false;
     // "auto" or an implementation name (see implementations()).
     std::string impl = "auto";
+    // Tuned dispatch (also QCONV_DISPATCH=tune): every row that accepts the
+    // problem is timed once at creation on data of its shape and the fastest
+    // is kept for this problem in the process (docs/dispatch.md). Every row
+    // "auto" may pick is exact, so the choice changes the speed, never the
+    // result. Off by default: dispatch stays deterministic.
+    bool tune = false;
 };
 
 namespace impl { class conv_primitive; }
