@@ -32,10 +32,14 @@ trap 'rm -rf "$work"' EXIT
 targets=()
 for t in ${QCONV_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
 start=$(date +%s)
-strace -f -qq -e trace=open,openat,execve -e signal=none -o "$work/trace" \
-  bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-           cmake --build "$2" -j"$3" "${@:4}" >/dev/null' _ \
-  "$QCONV_ROOT" "$build" "$QCONV_JOBS" "${targets[@]}"
+if ! strace -f -qq -e trace=open,openat,execve -e signal=none -o "$work/trace" \
+  bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release &&
+           cmake --build "$2" -j"$3" "${@:4}"' _ \
+  "$QCONV_ROOT" "$build" "$QCONV_JOBS" "${targets[@]}" >"$work/build.log" 2>&1; then
+  tail -n 40 "$work/build.log" >&2
+  echo "check_packages: FAILED: configure or build failed (above)" >&2
+  exit 1
+fi
 
 # Files that exist, opened successfully (return value >= 0) or executed.
 grep -v ' = -1 ' "$work/trace" |
