@@ -243,7 +243,7 @@ int matmul_mode(const std::vector<std::string> &args) {
             failed = failed || r.status == "mismatch" || r.status == "failed";
         }
     }
-    tot.print("matmul", co.performance());
+    for (const auto &l : tot.lines("matmul", co.performance())) l.print();
     return failed ? exit_fail : exit_ok;
 }
 
