@@ -35,7 +35,7 @@ namespace qconv::driver {
 
 namespace {
 
-constexpr size_t reason_width = 70; // first reasons are cut to keep lines near 120 columns
+constexpr size_t line_width = 120; // summary lines are cut to this width (the log has them whole)
 
 bool is_onednn(const std::string &impl) { return impl.rfind("onednn:", 0) == 0; }
 bool ran(const report_run &r) { return r.status != "unimplemented"; }
@@ -68,6 +68,19 @@ bool problem_exact(const report_problem &p, int shown, int base) {
         if (r.status == "mismatch" || r.status == "failed") return false;
     if (shown >= 0 && !p.runs[shown].exact) return false;
     return base < 0 || p.runs[base].exact;
+}
+
+// The dispatcher's "impl: 'X' does not support this problem on ISA: X attr[0]: why"
+// without what the line already says: "attr[0]: why".
+std::string short_reason(const std::string &why, const std::string &impl) {
+    std::string r = why;
+    const auto at = r.find("does not support this problem");
+    if (at != std::string::npos) {
+        const auto colon = r.find(": ", at);
+        r = colon == std::string::npos ? r : r.substr(colon + 2);
+    }
+    if (r.rfind(impl + " ", 0) == 0) r = r.substr(impl.size() + 1);
+    return r;
 }
 
 std::string layer_name(const std::string &name) {
@@ -183,12 +196,15 @@ void print_troubles(const std::vector<report_problem> &problems) {
             else if (!r.exact) kind = "inexact (exact=0)";
             if (kind.empty()) continue;
             trouble &t = by[k][kind];
-            if (!t.count++) t.first = layer_name(p.layer) + (r.why.empty() ? "" : ": " + r.why);
+            if (!t.count++) t.first = layer_name(p.layer) + ": " + short_reason(r.why, r.impl);
         }
     for (const auto &k : order)
-        for (const auto &[kind, t] : by[k])
-            std::printf("%s: %s on %d of %d problems (first: %s)\n", k.c_str(), kind.c_str(), t.count, tried[k],
-                        cut(t.first, reason_width).c_str());
+        for (const auto &[kind, t] : by[k]) {
+            std::string l = k + ": " + kind + " on " + std::to_string(t.count) + " of " + std::to_string(tried[k]) +
+                            " problems (first reason: " + t.first;
+            l = cut(l, line_width - 1) + ")";
+            std::printf("%s\n", l.c_str());
+        }
 }
 
 // GOPS per layer (rows) and implementation (columns) for bench/plot.sh.
