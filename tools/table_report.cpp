@@ -90,8 +90,8 @@ std::string layer_name(const std::string &name) {
 
 // One summary line per implementation and kind of trouble, first reason kept.
 struct trouble {
-    int count = 0, of = 0;
-    std::string first;
+    int count = 0;
+    std::string first, layer;
 };
 
 std::string quote(const std::string &s) {
@@ -196,12 +196,13 @@ void print_troubles(const std::vector<report_problem> &problems) {
             else if (!r.exact) kind = "inexact (exact=0)";
             if (kind.empty()) continue;
             trouble &t = by[k][kind];
-            if (!t.count++) t.first = layer_name(p.layer) + ": " + short_reason(r.why, r.impl);
+            if (!t.count++) t.first = short_reason(r.why, r.impl), t.layer = layer_name(p.layer);
         }
     for (const auto &k : order)
         for (const auto &[kind, t] : by[k]) {
+            // The layer is named only when the reason may not hold for all.
             std::string l = k + ": " + kind + " on " + std::to_string(t.count) + " of " + std::to_string(tried[k]) +
-                            " problems (first reason: " + t.first;
+                            " problems (first reason: " + (t.count < tried[k] ? t.layer + ": " : "") + t.first;
             l = cut(l, line_width - 1) + ")";
             std::printf("%s\n", l.c_str());
         }
@@ -268,7 +269,8 @@ void report::finish(bool performance, int threads) {
         row.own = q >= 0 ? p.runs[q].impl : "(none ran)";
         const double ms = q >= 0 ? p.runs[q].ms : -1, bms = b >= 0 ? p.runs[b].ms : -1;
         row.own_ms = fmt(ms, 4);
-        row.gops = ms > 0 ? format_double(p.ops / (ms * 1e6), 0) : "-";
+        const double gops = ms > 0 ? p.ops / (ms * 1e6) : -1;
+        row.gops = fmt(gops, gops < 100 ? 1 : 0);
         row.peak = ms > 0 && peak.gops > 0 ? format_double(100 * p.ops / (ms * 1e6) / peak.gops, 1) : "-";
         row.base = b >= 0 ? (is_onednn(p.runs[b].impl) ? p.runs[b].impl.substr(7) : p.runs[b].impl) : "-";
         row.base_ms = fmt(bms, 4);
@@ -283,10 +285,10 @@ void report::finish(bool performance, int threads) {
     print_rows(rows);
     print_troubles(problems_);
     if (performance && own_ms > 0) {
-        std::printf("total (layers weighted by *N): qconv %.3f ms, %.0f GOPS, %.1f%% of peak", own_ms,
+        std::printf("total (layers weighted by *N): qconv %.4f ms, %.0f GOPS, %.1f%% of peak", own_ms,
                     own_ops / (own_ms * 1e6), 100 * own_ops / (own_ms * 1e6) / peak.gops);
         if (pair_own > 0)
-            std::printf("; oneDNN %.3f ms; ratio %.2f on %d of %zu layers", pair_base, pair_base / pair_own, pairs,
+            std::printf("; oneDNN %.4f ms; ratio %.2f on %d of %zu layers", pair_base, pair_base / pair_own, pairs,
                         problems_.size());
         std::printf("; exact %s\n", all_exact ? "✓" : "✗");
     } else {
