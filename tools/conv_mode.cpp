@@ -180,7 +180,7 @@ int conv_mode(const std::vector<std::string> &args) {
     const common_options co = parse_common(o);
     const conv_settings s = parse_conv_settings(o);
     const std::vector<problem_text> texts = collect_problems(o);
-    report rep(o, "conv");
+    report rep(o, "conv", true, "the ratio= baseline");
     o.check_all_used();
 
     const std::vector<std::string> names = conv_implementations();

@@ -159,7 +159,9 @@ struct report_problem {
 // a terminal, and at the end a table to stdout whose last line names DIR.
 class report {
 public:
-    report(const options &o, const std::string &op);
+    // int8_peak: the table has a %peak column (the int8 multiply-add peak);
+    // baseline: what the problems' baseline run is, for the table's header.
+    report(const options &o, const std::string &op, bool int8_peak, const std::string &baseline);
     ~report();
     bool table() const { return table_; }
     void line(const out_line &l);
@@ -169,8 +171,8 @@ public:
     void finish(bool performance, int threads);
 
 private:
-    std::string op_, dir_;
-    bool table_ = false;
+    std::string op_, baseline_, dir_;
+    bool table_ = false, int8_peak_ = false;
     bool progress_shown_ = false;
     std::FILE *log_ = nullptr;
     std::vector<report_problem> problems_;

@@ -71,7 +71,7 @@ bool problem_exact(const report_problem &p, int shown, int base) {
 }
 
 // The dispatcher's "impl: 'X' does not support this problem on ISA: X attr[0]: why"
-// without what the line already says: "attr[0]: why".
+// without what the line already says: "attr[0]: why" ("why" for matmul's "X -: why").
 std::string short_reason(const std::string &why, const std::string &impl) {
     std::string r = why;
     const auto at = r.find("does not support this problem");
@@ -80,6 +80,7 @@ std::string short_reason(const std::string &why, const std::string &impl) {
         r = colon == std::string::npos ? r : r.substr(colon + 2);
     }
     if (r.rfind(impl + " ", 0) == 0) r = r.substr(impl.size() + 1);
+    if (r.rfind("-: ", 0) == 0) r = r.substr(3); // no attribute set (matmul)
     return r;
 }
 
@@ -125,7 +126,8 @@ std::string new_report_dir() {
 
 } // namespace
 
-report::report(const options &o, const std::string &op) : op_(op) {
+report::report(const options &o, const std::string &op, bool int8_peak, const std::string &baseline)
+    : op_(op), baseline_(baseline), int8_peak_(int8_peak) {
     const std::string format = o.get("report", "kv");
     if (format != "kv" && format != "table")
         throw usage_error("--report: expected kv or table (got '" + format + "')");
@@ -250,12 +252,12 @@ void report::finish(bool performance, int threads) {
     if (progress_shown_) std::fprintf(stderr, "\r\033[K");
     if (!table_) return;
     if (!log_) open_log();
-    const peak_info peak = performance ? measure_int8_peak(threads) : peak_info{};
+    const peak_info peak = performance && int8_peak_ ? measure_int8_peak(threads) : peak_info{};
 
     std::printf("op=%s: %zu problems. qconv row: auto's pick, or the fastest exact run of the implementations asked "
-                "for;\noneDNN row: the ratio= baseline; ratio = oneDNN ms / qconv ms (above 1: qconv is faster).\n",
-                op_.c_str(), problems_.size());
-    if (performance)
+                "for;\noneDNN row: %s; ratio = oneDNN ms / qconv ms (above 1: qconv is faster).\n",
+                op_.c_str(), problems_.size(), baseline_.c_str());
+    if (peak.gops > 0)
         std::printf("%%peak: of the measured int8 peak, %.0f GOPS (%s, %d thread%s).\n", peak.gops, peak.what.c_str(),
                     peak.threads, peak.threads == 1 ? "" : "s");
     std::vector<table_row> rows{{"layer", "qconv row", "ms", "GOPS", "%peak", "oneDNN row", "ms", "ratio", "exact"}};
@@ -285,8 +287,8 @@ void report::finish(bool performance, int threads) {
     print_rows(rows);
     print_troubles(problems_);
     if (performance && own_ms > 0) {
-        std::printf("total (layers weighted by *N): qconv %.4f ms, %.0f GOPS, %.1f%% of peak", own_ms,
-                    own_ops / (own_ms * 1e6), 100 * own_ops / (own_ms * 1e6) / peak.gops);
+        std::printf("total (layers weighted by *N): qconv %.4f ms, %.0f GOPS", own_ms, own_ops / (own_ms * 1e6));
+        if (peak.gops > 0) std::printf(", %.1f%% of peak", 100 * own_ops / (own_ms * 1e6) / peak.gops);
         if (pair_own > 0)
             std::printf("; oneDNN %.4f ms; ratio %.2f on %d of %zu layers", pair_base, pair_base / pair_own, pairs,
                         problems_.size());

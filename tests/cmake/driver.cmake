@@ -109,6 +109,12 @@ qconv_driver_test(report_table 0
   FILE ${report_dir}/conv.log FILE_MATCH "^op=conv impl=.* status=ok .*impl=jit:conv_dw_x8s8:avx2 total=1 problems=2 ok=0 mismatch=0 unimplemented=2"
   ARGS conv mb2ic16ih10oc32oh10kh3ph1n"dense3x3" g1mb1ic17ih9iw7oc5oh5ow4kh3kw3sh2sw2ph1pw1n"odd_strided"
        --mode=CP --impl=all --reps=2 --budget-ms=1 --report=table --report-dir=${report_dir})
+qconv_driver_test(matmul_report_table 0
+  OUT "layer +qconv row .*m1k96n37 .*m5k96n70 .*jit:matmul_wc_x8:avx2: unimplemented on 2 of 2 problems [(]first reason: takes u8/s8 weights.*total .*raw log: ${report_dir}/matmul.log "
+  FORBID "op=matmul impl="
+  FILE ${report_dir}/matmul.log FILE_MATCH "^op=matmul impl=.* status=ok "
+  ARGS matmul m1k96n37 m5k96n70 --wei=s4 --group=32 --zp=per_group
+       --mode=CP --impl=all --reps=2 --budget-ms=1 --report=table --report-dir=${report_dir})
 
 qconv_driver_test(bad_option 2 ERR "unknown option --bogus" ARGS conv --bogus=1 mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(bad_desc 2 ERR "ic" ARGS conv mb1ic0ih4oc4oh4kh1ph0)
