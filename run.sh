@@ -4,8 +4,10 @@
 # a per-channel FakeQuantize, correctness + performance, every implementation
 # side by side; then the dispatcher's choice against oneDNN brgconv (ratio=) with a
 # per-tensor zero point; then the graph example (examples/ffn_u4.qg) without and with
-# the conv1x1 -> MatMul rewrite. Extra arguments are passed to the conv runs
-# (e.g. --threads=1).
+# the conv1x1 -> MatMul rewrite. The conv jobs print a table (--report=table):
+# one row per layer, unimplemented runs collapsed to one line per implementation,
+# totals, and last the folder (build/reports/<timestamp>/) with the raw key=value
+# log and a plot. Extra arguments are passed to the conv runs (e.g. --threads=1).
 set -euo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
 
@@ -18,11 +20,11 @@ driver="$QCONV_BUILD/qconv-driver"
 echo "== conv: ResNet-50 mb1, u8:s8:u8, per-channel zp, FakeQuantize per channel, all implementations"
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
   --dt=u8:s8:u8 --zp=channel:random --post-ops=fq:per_channel \
-  --mode=CP --impl=all "$@"
+  --mode=CP --impl=all --report=table "$@"
 
-echo "== conv: ResNet-50 mb1, u8:s8:u8, per-tensor zp, ReLU: the dispatcher's choice against oneDNN brgconv"
+echo "== conv: ResNet-50 mb1, u8:s8:u8, per-tensor zp, ReLU: the dispatcher's choice against oneDNN brgconv (ratio)"
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \
-  --dt=u8:s8:u8 --zp=tensor:128 --post-ops=relu --mode=P --impl=auto "$@"
+  --dt=u8:s8:u8 --zp=tensor:128 --post-ops=relu --mode=P --impl=auto --report=table "$@"
 
 echo "== graph: transformer feed-forward block (u4 weights, group 128) before/after the conv1x1 -> MatMul rewrite"
 "$driver" graph "$QCONV_ROOT/examples/ffn_u4.qg"

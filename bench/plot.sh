@@ -4,15 +4,21 @@
 #   build/bench/bench_conv --benchmark_format=json > conv.json
 #   bench/plot.sh conv.json conv.png
 # Benchmark names are "<impl>/<layer>"; the GOPS counter is plotted.
+# A .tsv input is already the table to plot (header "layer<TAB>impl...", one
+# row of GOPS per layer, '-' when missing): qconv-driver --report=table writes
+# one next to its log.
 set -euo pipefail
-in=${1:?usage: plot.sh RESULT.json OUT.png}
-out=${2:-${in%.json}.png}
+in=${1:?usage: plot.sh RESULT.json|RESULT.tsv OUT.png}
+out=${2:-${in%.*}.png}
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # One row per layer, one column per implementation (missing cells are '-').
 # The JSON is read with awk: Google Benchmark writes one field per line.
+if [[ $in == *.tsv ]]; then
+  cp "$in" "$tmp/data.tsv"
+else
 awk -F'"' '
   /"name":/     { name = $4 }
   /"run_type":/ { type = $4 }
@@ -27,6 +33,7 @@ awk -F'"' '
         for (l = 1; l <= nl; l++) { printf "%s", layers[l]
           for (i = 1; i <= ni; i++) { k = impls[i] SUBSEP layers[l]; printf "\t%s", (k in g) ? g[k] : "-" }
           print "" } }' "$in" > "$tmp/data.tsv"
+fi
 ncol=$(head -1 "$tmp/data.tsv" | awk -F'\t' '{print NF}')
 gnuplot <<GP
 set terminal pngcairo size 1600,700 noenhanced

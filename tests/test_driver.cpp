@@ -386,6 +386,77 @@ TEST(Driver, OutputLinesAreKeyValue) {
         << line;
 }
 
+std::vector<std::string> lines_of(const std::string &text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+bool starts_with(const std::string &s, const std::string &prefix) { return s.rfind(prefix, 0) == 0; }
+
+// --report=table on a dense and a depthwise layer, every implementation: a
+// header, one row per layer, the depthwise rows collapsed as unimplemented on
+// the dense layer, totals, and the raw key=value log named on the last line.
+TEST(Driver, ReportTable) {
+    const std::string dir = make_temp_dir();
+    ASSERT_FALSE(dir.empty());
+    const run_result r = run_driver({"conv", "mb1ic16ih8oc16oh8kh3ph1n\"net:dense*2\"",
+                                     "g16mb1ic16ih8oc16oh8kh3ph1n\"net:depthwise\"", "--impl=all", "--mode=CP",
+                                     "--reps=2", "--budget-ms=1", "--report=table", "--report-dir=" + dir + "/rep"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find("op=conv impl="), std::string::npos) << "key=value lines on stdout:\n" << r.out;
+    const std::vector<std::string> lines = lines_of(r.out);
+    ASSERT_GE(lines.size(), 6u) << r.out;
+
+    int header = 0, dense = 0, depthwise = 0, collapsed = 0, total = 0;
+    for (const auto &l : lines) {
+        if (starts_with(l, "layer ")) {
+            ++header;
+            for (const char *col : {"qconv row", "ms", "GOPS", "%peak", "oneDNN row", "ratio", "exact"})
+                EXPECT_NE(l.find(col), std::string::npos) << col << " missing in the header: " << l;
+        }
+        const bool row = starts_with(l, "dense*2 ") || starts_with(l, "depthwise ");
+        if (row) {
+            EXPECT_NE(l.find("✓"), std::string::npos) << l;
+        }
+        dense += starts_with(l, "dense*2 ");
+        depthwise += starts_with(l, "depthwise ");
+        if (starts_with(l, "jit:conv_dw_x8s8:avx2: unimplemented on ")) {
+            ++collapsed;
+            EXPECT_NE(l.find(" of 2 problems (first reason: "), std::string::npos) << l;
+            EXPECT_LE(l.size(), 120u) << l;
+        }
+        if (starts_with(l, "total (layers weighted by *N): qconv ")) ++total;
+    }
+    EXPECT_EQ(header, 1) << r.out;
+    EXPECT_EQ(dense, 1) << r.out;
+    EXPECT_EQ(depthwise, 1) << r.out;
+    EXPECT_EQ(collapsed, 1) << r.out;
+    EXPECT_EQ(total, 1) << r.out;
+
+    const std::string last = lines.back(), prefix = "raw log: ";
+    ASSERT_TRUE(starts_with(last, prefix)) << last;
+    const std::string log = last.substr(prefix.size(), last.find(' ', prefix.size()) - prefix.size());
+    EXPECT_EQ(log, dir + "/rep/conv.log");
+    const std::vector<std::string> logged = lines_of([&] {
+        std::ifstream f(log);
+        std::ostringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    }());
+    ASSERT_FALSE(logged.empty()) << log;
+    int runs = 0, totals = 0;
+    for (const auto &l : logged) {
+        EXPECT_TRUE(starts_with(l, "op=conv impl=")) << l;
+        if (l.find(" total=1 ") != std::string::npos) ++totals;
+        else if (l.find("n\"net:dense*2\" ") != std::string::npos) ++runs;
+    }
+    EXPECT_GT(runs, 1);
+    EXPECT_GT(totals, 1);
+    if (!::testing::Test::HasFailure()) std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 TEST(Driver, ExitStatuses) {
     EXPECT_EQ(run_driver({"conv", "--impl=list"}).rc, 0);
     EXPECT_NE(run_driver({"conv", "--impl=list"}).out.find("impl=ref:conv"), std::string::npos);
@@ -395,6 +466,7 @@ TEST(Driver, ExitStatuses) {
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--zp=channel"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--threads=-1"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--mb=x"}).rc, 2);
+    EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--report=html"}).rc, 2);
     EXPECT_EQ(run_driver({}).rc, 2);
 }
 

@@ -8,6 +8,8 @@
 // can be on every line. In P mode the baseline runs even when not selected
 // (--baseline=none to skip; such added runs are shown only when they ran). After the last problem a total line per
 // implementation sums the times, weighting each layer by its `*N` count.
+// With --report=table the lines go to a log and a table is printed instead
+// (tools/table_report.cpp).
 #include <algorithm>
 #include <memory>
 
@@ -64,20 +66,22 @@ std::vector<std::string> baseline_impls(const conv_settings &s, const std::vecto
     return extra;
 }
 
-// The baseline time of one problem: an explicit --baseline, else the fastest
+// The baseline run of one problem: an explicit --baseline, else the fastest
 // brgconv entry that passed, else onednn:any — never a run of a kernel known
 // to be inexact (exact=0), whose speed comes from saturating arithmetic.
-double baseline_ms(const std::vector<run_result> &runs, const conv_settings &s) {
-    double best = -1;
+// Returns its index in `runs`, -1 when there is none.
+int baseline_run(const std::vector<run_result> &runs, const conv_settings &s) {
+    int best = -1;
     auto ok = [](const run_result &r) { return r.status == "ok" && r.ms > 0 && r.exact; };
-    for (const auto &r : runs) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const run_result &r = runs[i];
         if (!ok(r) || r.requested == "auto") continue; // only runs forced by name
         const bool cand = s.baseline == "auto" ? is_baseline_candidate(r.impl) : r.impl == s.baseline;
-        if (cand && (best < 0 || r.ms < best)) best = r.ms;
+        if (cand && (best < 0 || r.ms < runs[best].ms)) best = static_cast<int>(i);
     }
     if (best < 0 && s.baseline == "auto")
-        for (const auto &r : runs)
-            if (ok(r) && r.requested == "onednn:any") best = r.ms;
+        for (size_t i = 0; i < runs.size(); ++i)
+            if (ok(runs[i]) && runs[i].requested == "onednn:any") best = static_cast<int>(i);
     return best;
 }
 
@@ -159,6 +163,16 @@ out_line make_line(const conv_case &c, const conv_settings &s, const run_result 
     return l;
 }
 
+report_problem to_report(const conv_case &c, const std::vector<run_result> &runs, int baseline) {
+    report_problem p;
+    p.layer = c.p.desc.name.empty() ? c.p.desc.str() : c.p.desc.name;
+    p.ops = c.p.desc.ops();
+    p.count = c.count;
+    p.baseline = baseline;
+    for (const auto &r : runs) p.runs.push_back({r.impl, r.requested == "auto", r.status, r.exact, r.ms, r.why});
+    return p;
+}
+
 } // namespace
 
 int conv_mode(const std::vector<std::string> &args) {
@@ -166,6 +180,7 @@ int conv_mode(const std::vector<std::string> &args) {
     const common_options co = parse_common(o);
     const conv_settings s = parse_conv_settings(o);
     const std::vector<problem_text> texts = collect_problems(o);
+    report rep(o, "conv", true, "the ratio= baseline");
     o.check_all_used();
 
     const std::vector<std::string> names = conv_implementations();
@@ -198,6 +213,7 @@ int conv_mode(const std::vector<std::string> &args) {
         } catch (const qconv::error &e) {
             throw usage_error(texts[i].origin + ": " + e.what());
         }
+        rep.progress(i + 1, texts.size(), c.p.desc.name.empty() ? c.text : c.p.desc.name);
         std::vector<run_result> runs;
         for (const auto &n : selected) runs.push_back(run_one(c, n, ctx));
         for (const auto &n : extra) {
@@ -205,15 +221,18 @@ int conv_mode(const std::vector<std::string> &args) {
             run_result r = run_one(c, n, ctx);
             if (r.status != "unimplemented") runs.push_back(std::move(r));
         }
-        const double base = co.performance() ? baseline_ms(runs, s) : -1;
+        const int base_run = co.performance() ? baseline_run(runs, s) : -1;
+        const double base = base_run >= 0 ? runs[base_run].ms : -1;
         for (const auto &r : runs) {
-            make_line(c, s, r, base, co.performance()).print();
+            rep.line(make_line(c, s, r, base, co.performance()));
             const std::string key = r.requested == "auto" ? "auto" : r.impl;
             tot.add(key, r.status, c.p.desc.ops(), r.ms, base, c.count);
             failed = failed || r.status == "mismatch" || r.status == "failed";
         }
+        rep.add(to_report(c, runs, base_run));
     }
-    tot.print("conv", co.performance());
+    for (const auto &l : tot.lines("conv", co.performance())) rep.line(l);
+    rep.finish(co.performance(), co.threads);
     return failed ? exit_fail : exit_ok;
 }
 

@@ -9,11 +9,15 @@
 //   - measure(): median time over repetitions, bounded by a time budget;
 //   - batch files: '#' comments, one problem per line, `*N` in a name counts
 //     the layer N times in totals;
+//   - report: where results go — key=value lines on stdout (the default, for
+//     scripts) or, with --report=table, a table for a person with the lines
+//     in a log file (tools/table_report.cpp);
 //   - the exit codes: 0 all passed, 1 a mismatch or failure, 2 bad input.
 // Modes reach implementations only through the public API (include/qconv).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <random>
@@ -118,7 +122,7 @@ public:
     void add(const std::string &impl, const std::string &status, double ops, double ms,
              double baseline_ms, int64_t count);
     // One line per implementation: op=<op> impl=... total=1 ...
-    void print(const std::string &op, bool performance) const;
+    std::vector<out_line> lines(const std::string &op, bool performance) const;
 
 private:
     struct acc {
@@ -128,6 +132,60 @@ private:
     std::vector<std::string> order_;
     std::map<std::string, acc> by_impl_;
 };
+
+// ----------------------------------------------------------------- reports
+// One run of one problem, as the table sees it.
+struct report_run {
+    std::string impl;        // the implementation that ran (the name asked for when unimplemented)
+    bool automatic = false;  // requested as "auto"
+    std::string status;      // ok | mismatch | unimplemented | failed
+    bool exact = true;       // false: a peer known to be inexact (exact=0)
+    double ms = -1;          // < 0: not measured
+    std::string why;
+};
+
+// One problem (layer) with every run, and which run is the ratio= baseline.
+struct report_problem {
+    std::string layer;       // the name n"...", else the descriptor
+    double ops = 0;          // operations of one run
+    int64_t count = 1;       // `*N`
+    std::vector<report_run> runs;
+    int baseline = -1;       // index into runs, -1: none
+};
+
+// Where a mode's results go. --report=kv (default): key=value lines on stdout.
+// --report=table: the lines go to DIR/<op>.log (--report-dir=DIR, default
+// <driver's folder>/reports/<timestamp>), a progress line to stderr when it is
+// a terminal, and at the end a table to stdout whose last line names DIR.
+class report {
+public:
+    // int8_peak: the table has a %peak column (the int8 multiply-add peak);
+    // baseline: what the problems' baseline run is, for the table's header.
+    report(const options &o, const std::string &op, bool int8_peak, const std::string &baseline);
+    ~report();
+    bool table() const { return table_; }
+    void line(const out_line &l);
+    void progress(size_t done, size_t total, const std::string &layer);
+    void add(report_problem p);
+    // Prints the table (table mode only); `performance`: the runs were timed.
+    void finish(bool performance, int threads);
+
+private:
+    std::string op_, baseline_, dir_;
+    bool table_ = false, int8_peak_ = false;
+    bool progress_shown_ = false;
+    std::FILE *log_ = nullptr;
+    std::vector<report_problem> problems_;
+    void open_log();
+};
+
+// The int8 multiply-add peak of this CPU at qconv's ISA level (tools/peak.cpp).
+struct peak_info {
+    double gops = 0;
+    int threads = 1;
+    std::string what;        // the instructions and ISA level measured
+};
+peak_info measure_int8_peak(int threads);
 
 // ------------------------------------------------------------------ modes
 // A mode gets the arguments after its name and returns the exit status.

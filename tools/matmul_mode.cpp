@@ -185,6 +185,23 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     return r;
 }
 
+// The table's view of a problem: its oneDNN row is the fastest oneDNN run
+// that matched (the key=value lines' ratio= compares with the first run).
+report_problem to_report(const matmul_case &c, const std::vector<run_result> &runs) {
+    report_problem p;
+    p.layer = c.d.str();
+    p.ops = c.d.flops();
+    p.count = c.count;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const run_result &r = runs[i];
+        p.runs.push_back({r.impl, r.requested == "auto", r.status, true, r.ms, r.why});
+        const bool onednn = r.requested != "auto" && r.impl.rfind("onednn:", 0) == 0;
+        if (onednn && r.status == "ok" && r.ms > 0 && (p.baseline < 0 || r.ms < runs[p.baseline].ms))
+            p.baseline = static_cast<int>(i);
+    }
+    return p;
+}
+
 } // namespace
 
 int matmul_mode(const std::vector<std::string> &args) {
@@ -192,6 +209,7 @@ int matmul_mode(const std::vector<std::string> &args) {
     const common_options co = parse_common(o);
     const matmul_settings s = parse_settings(o);
     const std::vector<problem_text> texts = collect_problems(o);
+    report rep(o, "matmul", false, "the fastest oneDNN run that matched");
     o.check_all_used();
 
     const std::vector<std::string> names = matmul_implementations();
@@ -210,6 +228,7 @@ int matmul_mode(const std::vector<std::string> &args) {
     int dump_index = 0;
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const matmul_case &c = cases[ci];
+        rep.progress(ci + 1, cases.size(), c.d.str());
         std::vector<float> ref;
         std::vector<double> bound;
         if (co.correctness()) {
@@ -238,12 +257,14 @@ int matmul_mode(const std::vector<std::string> &args) {
                 l.add_int("reps", r.reps);
             }
             if (!r.why.empty()) l.why(r.why);
-            l.print();
+            rep.line(l);
             tot.add(r.requested == "auto" ? "auto" : r.impl, r.status, c.d.flops(), r.ms, base, c.count);
             failed = failed || r.status == "mismatch" || r.status == "failed";
         }
+        rep.add(to_report(c, runs));
     }
-    tot.print("matmul", co.performance());
+    for (const auto &l : tot.lines("matmul", co.performance())) rep.line(l);
+    rep.finish(co.performance(), co.threads);
     return failed ? exit_fail : exit_ok;
 }
 

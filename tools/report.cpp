@@ -84,7 +84,8 @@ void totals::add(const std::string &impl, const std::string &status, double ops,
     }
 }
 
-void totals::print(const std::string &op, bool performance) const {
+std::vector<out_line> totals::lines(const std::string &op, bool performance) const {
+    std::vector<out_line> out;
     for (const auto &name : order_) {
         const acc &a = by_impl_.at(name);
         out_line l;
@@ -94,8 +95,9 @@ void totals::print(const std::string &op, bool performance) const {
             l.add("ms", a.ms, 4).add("gops", a.ops / (a.ms * 1e6), 2);
             if (a.own_ms_with_base > 0) l.add("ratio", a.base_ms / a.own_ms_with_base, 3);
         }
-        l.print();
+        out.push_back(l);
     }
+    return out;
 }
 
 void make_dirs(const std::string &path) {

@@ -1,7 +1,9 @@
 # CTest cases that run qconv-driver and check its exit status and output:
 # the implementation list, a small batch in correctness mode on every
 # implementation (several data types, zero points and post-ops, default and
-# extreme data), a CP run, and bad input (exit status 2, message on stderr).
+# extreme data), a CP run, the --report=table format (the table on stdout,
+# the key=value lines in the log it names) and bad input (exit status 2,
+# message on stderr).
 # The dump + independent recomputation is in tests/test_driver.cpp.
 set(QCONV_DRIVER_TEST_DIR ${CMAKE_CURRENT_BINARY_DIR}/driver_tests)
 file(MAKE_DIRECTORY ${QCONV_DRIVER_TEST_DIR})
@@ -21,7 +23,8 @@ mb1ic3ih1oc4oh1kh3ph1n"one_pixel"
 
 # expect.cmake: runs the command after `--`, checks the exit status
 # (EXPECT_RC) and optional regular expressions on stdout (EXPECT_OUT,
-# FORBID_OUT) and stderr (EXPECT_ERR).
+# FORBID_OUT) and stderr (EXPECT_ERR); with EXPECT_FILE, that file must be
+# written by the command (it is removed first) and match EXPECT_FILE_MATCH.
 file(WRITE ${QCONV_DRIVER_TEST_DIR}/expect.cmake [=[
 set(cmd)
 set(seen_dashes OFF)
@@ -33,6 +36,9 @@ foreach(i RANGE ${last})
     set(seen_dashes ON)
   endif()
 endforeach()
+if(DEFINED EXPECT_FILE)
+  file(REMOVE "${EXPECT_FILE}")
+endif()
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("command: ${cmd}\nexit status: ${rc}\nstdout:\n${out}\nstderr:\n${err}")
 if(NOT "${rc}" STREQUAL "${EXPECT_RC}")
@@ -47,11 +53,21 @@ endif()
 if(DEFINED EXPECT_ERR AND NOT err MATCHES "${EXPECT_ERR}")
   message(FATAL_ERROR "stderr does not match '${EXPECT_ERR}'")
 endif()
+if(DEFINED EXPECT_FILE)
+  if(NOT EXISTS "${EXPECT_FILE}")
+    message(FATAL_ERROR "${EXPECT_FILE} was not written")
+  endif()
+  file(READ "${EXPECT_FILE}" content)
+  if(NOT content MATCHES "${EXPECT_FILE_MATCH}")
+    message(FATAL_ERROR "${EXPECT_FILE} does not match '${EXPECT_FILE_MATCH}'")
+  endif()
+endif()
 ]=])
 
-# qconv_driver_test(NAME RC [OUT regex] [FORBID regex] [ERR regex] ARGS driver args...)
+# qconv_driver_test(NAME RC [OUT regex] [FORBID regex] [ERR regex] [FILE path FILE_MATCH regex]
+#                   ARGS driver args...)
 function(qconv_driver_test name rc)
-  cmake_parse_arguments(T "" "OUT;FORBID;ERR" "ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "OUT;FORBID;ERR;FILE;FILE_MATCH" "ARGS" ${ARGN})
   set(defs -DEXPECT_RC=${rc})
   if(DEFINED T_OUT)
     list(APPEND defs "-DEXPECT_OUT=${T_OUT}")
@@ -61,6 +77,9 @@ function(qconv_driver_test name rc)
   endif()
   if(DEFINED T_ERR)
     list(APPEND defs "-DEXPECT_ERR=${T_ERR}")
+  endif()
+  if(DEFINED T_FILE)
+    list(APPEND defs "-DEXPECT_FILE=${T_FILE}" "-DEXPECT_FILE_MATCH=${T_FILE_MATCH}")
   endif()
   add_test(NAME driver_${name}
     COMMAND ${CMAKE_COMMAND} ${defs} -P ${QCONV_DRIVER_TEST_DIR}/expect.cmake -- $<TARGET_FILE:qconv-driver> ${T_ARGS})
@@ -81,6 +100,21 @@ qconv_driver_test(batch_s32_scale_shift 0 OUT "status=ok" FORBID ${no_failure}
   ARGS conv ${batch} --mode=C --impl=all --dt=u8:s8:s32 --post-ops=scale_shift --scales=tensor)
 qconv_driver_test(batch_auto_cp 0 OUT "impl=auto total=1 problems=7 ok=7 .*ms=[0-9.]+ gops=" FORBID ${no_failure}
   ARGS conv ${batch} --mode=CP --impl=auto --reps=2 --budget-ms=1 --zp=channel:random --post-ops=fq:per_tensor)
+# The table: header, one row per layer, the depthwise rows collapsed on the
+# dense layers, totals, and the raw log named on the last line.
+set(report_dir ${QCONV_DRIVER_TEST_DIR}/report)
+qconv_driver_test(report_table 0
+  OUT "layer +qconv row +ms +GOPS +%peak [|] oneDNN row +ms +ratio +exact.*dense3x3 .*odd_strided .*jit:conv_dw_x8s8:avx2: unimplemented on [12] of 2 problems [(]first reason: .*total [(]layers weighted by [*]N[)]: qconv [0-9.]+ ms.*raw log: ${report_dir}/conv.log "
+  FORBID "op=conv impl="
+  FILE ${report_dir}/conv.log FILE_MATCH "^op=conv impl=.* status=ok .*impl=jit:conv_dw_x8s8:avx2 total=1 problems=2 ok=0 mismatch=0 unimplemented=2"
+  ARGS conv mb2ic16ih10oc32oh10kh3ph1n"dense3x3" g1mb1ic17ih9iw7oc5oh5ow4kh3kw3sh2sw2ph1pw1n"odd_strided"
+       --mode=CP --impl=all --reps=2 --budget-ms=1 --report=table --report-dir=${report_dir})
+qconv_driver_test(matmul_report_table 0
+  OUT "layer +qconv row .*m1k96n37 .*m5k96n70 .*jit:matmul_wc_x8:avx2: unimplemented on 2 of 2 problems [(]first reason: takes u8/s8 weights.*total .*raw log: ${report_dir}/matmul.log "
+  FORBID "op=matmul impl="
+  FILE ${report_dir}/matmul.log FILE_MATCH "^op=matmul impl=.* status=ok "
+  ARGS matmul m1k96n37 m5k96n70 --wei=s4 --group=32 --zp=per_group
+       --mode=CP --impl=all --reps=2 --budget-ms=1 --report=table --report-dir=${report_dir})
 
 qconv_driver_test(bad_option 2 ERR "unknown option --bogus" ARGS conv --bogus=1 mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(bad_desc 2 ERR "ic" ARGS conv mb1ic0ih4oc4oh4kh1ph0)
@@ -91,5 +125,6 @@ qconv_driver_test(bad_post_op 2 ERR "post_ops" ARGS conv --post-ops=nosuchop mb1
 qconv_driver_test(bad_zp_for_s8 2 ERR "zp" ARGS conv --dt=s8:s8:u8 --zp=channel:random mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(bad_isa 2 ERR "isa" ARGS conv --isa=avx9000 mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(missing_batch 2 ERR "cannot open" ARGS conv --batch=${QCONV_DRIVER_TEST_DIR}/no_such_file)
+qconv_driver_test(bad_report 2 ERR "--report: expected kv or table" ARGS conv --report=html mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(no_problem 2 ERR "no problem" ARGS conv --mode=C)
 qconv_driver_test(unknown_mode 2 ERR "unknown mode" ARGS deconv mb1ic4ih4oc4oh4kh1ph0)
