@@ -250,7 +250,7 @@ void conv_dw_kernel::plan() {
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
 
-    fused_ = !is_ymm(isa_) && pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_);
 
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
     direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !is_ymm(isa_) &&

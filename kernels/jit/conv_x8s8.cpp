@@ -205,7 +205,7 @@ void conv_x8s8_kernel::plan() {
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
     // The output pipeline is fused into zmm micro-kernels when it can be.
-    fused_ = !is_ymm(isa_) && pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_);
     // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
     // Direct mode: the value a skipped tap stands for (see corr in pack()).
     pad_pixel_.assign(static_cast<size_t>(g.cs), 0);

@@ -48,22 +48,23 @@ const char *to_string(conv_isa i) {
 
 int oc_lanes(conv_isa i) { return is_ymm(i) ? 8 : 16; }
 int max_oc_vectors(conv_isa i) { return is_ymm(i) ? 2 : 4; }
+// ymm: at most 12 accumulators, so that the fused epilogue has ymm12..15.
 int max_accumulators(conv_isa i, int nb) {
     if (!is_ymm(i)) return 25;
-    return 16 - nb - (is_vnni(i) ? 2 : 3); // weights, bcast, 0x80 / two temporaries
+    return std::min(12, 16 - nb - (is_vnni(i) ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
 }
 int src_elem_bytes(conv_isa i) { return is_vnni(i) ? 1 : 2; }
 int max_accumulators_dw(conv_isa i, int kw) {
     // KW weights, two sources, a temporary (not with vpdpwssd on ymm).
-    if (is_ymm(i)) return 16 - kw - (is_vnni(i) ? 2 : 3);
+    if (is_ymm(i)) return std::min(12, 16 - kw - (is_vnni(i) ? 2 : 3));
     return std::min(25, 32 - kw - 3);
 }
 
 // Fused epilogue registers: zmm25..28 comp, scale, bias, zero; zmm29 spare
-// (the weight and broadcast registers are dead by then).
+// (the weight and broadcast registers are dead by then); ymm: ymm12..15.
 struct conv_ukernel::gen : public conv_epilogue_gen {
     explicit gen(const conv_ukernel_cfg &c)
-        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
+        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, is_ymm(c.isa)), cfg(c) {
         name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) +
                 "x" + std::to_string(c.nb);
         vnni = is_vnni(c.isa);
@@ -335,10 +336,11 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         }
     }
 
-    bool tail(int b) const override { return b == cfg.nb - 1 && cfg.last_n < 16; }
+    bool tail(int b) const override { return b == cfg.nb - 1 && cfg.last_n < lanes; }
+    int tail_lanes() const override { return cfg.last_n; }
     Xbyak::Address full_operand(int i, int w, int b) override {
         mov(reg_full, ptr[reg_args + offsetof(conv_call, full) + 8 * i]);
-        return ptr[reg_full + w * cfg.pipe->oc * 4 + b * 64];
+        return ptr[reg_full + w * cfg.pipe->oc * 4 + b * vbytes];
     }
 
     void emit_epilogue() {
@@ -354,20 +356,20 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         mov(reg_coff, ptr[reg_args + offsetof(conv_call, c_off)]);
         mov(reg_pbase, reinterpret_cast<uintptr_t>(pp.scale.data()));
         add(reg_pbase, reg_coff);
-        if (cfg.last_n < 16) {
+        if (zmm_ && cfg.last_n < 16) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
-        vxorps(zmm_zero, zmm_zero, zmm_zero);
+        if (zmm_) vxorps(zmm_zero, zmm_zero, zmm_zero);
         // u8 destination with 4 full OC vectors: the 64 channels of a pixel
         // are packed with saturating packs and stored as one vector.
-        const bool packed = pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
+        const bool packed = zmm_ && pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
         if (packed) vbroadcastss(zmm_255, cst_plain(255.f));
         const int64_t pix = pp.oc * dsz();
         for (int b = 0; b < cfg.nb; ++b) {
             emit_load_params(b);
             for (int w = 0; w < cfg.ur_w; ++w) {
-                const Xbyak::Zmm y(acc(w, b).getIdx());
+                const Xbyak::Xmm y = acc(w, b);
                 emit_pixel_pipeline(y, w, b, pix);
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
@@ -376,7 +378,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                     vcvtps2dq(y, y);
                     continue;
                 }
-                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                emit_store(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
             }
         }
         if (packed) emit_store_u8_packed(pix);
@@ -413,7 +415,7 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
     if (cfg.nb < 1 || cfg.nb > max_oc_vectors(cfg.isa) || cfg.ur_w < 1 || cfg.ur_w * cfg.nb > max_acc)
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && !is_vnni(cfg.isa)) fail("xor_src", "only the VNNI kernels shift in place");
-    if (cfg.pipe && is_ymm(cfg.isa)) fail("pipe", "the fused epilogue needs zmm registers");
+    if (cfg.pipe && is_ymm(cfg.isa) && cfg.ur_w * cfg.nb > 12) fail("pipe", "the ymm epilogue needs ymm12..15");
     if (cfg.dw_direct && (!cfg.depthwise || is_ymm(cfg.isa) || cfg.kh > 64))
         fail("dw_direct", "needs the zmm depthwise kernel (masked loads) and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
