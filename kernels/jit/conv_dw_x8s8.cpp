@@ -229,8 +229,9 @@ private:
     int nb_big_ = 1;
     int64_t n_ob_ = 1;
     bool fused_ = false;
-    // Direct mode: u8 source without zero point on zmm ISAs reads the source
-    // in place; taps in the padding are skipped (they would contribute 0).
+    // Direct mode: a u8 source without zero point is read in place; taps in
+    // the padding are skipped (they would contribute 0); the channel tail is
+    // a masked load (zmm) or byte inserts (ymm), nothing is read past it.
     bool direct_ = false;
     std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
     // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
@@ -253,7 +254,7 @@ void conv_dw_kernel::plan() {
     fused_ = pipeline_fusable(a_);
 
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !is_ymm(isa_) &&
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none &&
               d.kh <= 64 && !(dv && std::strcmp(dv, "0") == 0);
     const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
     const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * lanes_);

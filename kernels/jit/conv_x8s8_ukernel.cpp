@@ -247,7 +247,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         const int span = (cfg.ur_w - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
         int flip = 0;
         const bool src_tail = cfg.dw_direct && cfg.last_n < lanes;
-        if (src_tail) {
+        if (src_tail && zmm_) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
@@ -267,8 +267,17 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                     if (!used || j < cfg.dw_col_lo || j >= cfg.dw_col_hi) continue; // column in the padding
                     const Xbyak::Xmm x = vreg(xr0 + (flip++ & 1));
                     const Xbyak::Address sa = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb];
-                    if (src_tail && b == cfg.nb - 1) vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
-                    else vpmovzxbd(x, sa);
+                    if (src_tail && b == cfg.nb - 1 && zmm_) {
+                        vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
+                    } else if (src_tail && b == cfg.nb - 1) { // ymm: last_n bytes, nothing read past them
+                        const Xbyak::Xmm xx(x.getIdx());
+                        lea(rax, sa);
+                        vpxor(xx, xx, xx);
+                        for (int i = 0; i < cfg.last_n; ++i) vpinsrb(xx, xx, ptr[rax + i], i);
+                        vpmovzxbd(x, xx);
+                    } else {
+                        vpmovzxbd(x, sa);
+                    }
                     for (int kw = 0; kw < cfg.kw; ++kw) {
                         const int r = j - kw * cfg.dw;
                         if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
@@ -332,7 +341,10 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         if (use_perm_) {
             align(64);
             L(l_perm);
-            for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
+            if (zmm_)
+                for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
+            else
+                for (uint32_t j : {0u, 4u, 1u, 5u, 2u, 6u, 3u, 7u}) dd(j);
         }
     }
 
@@ -363,8 +375,15 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         if (zmm_) vxorps(zmm_zero, zmm_zero, zmm_zero);
         // u8 destination with 4 full OC vectors: the 64 channels of a pixel
         // are packed with saturating packs and stored as one vector.
-        const bool packed = zmm_ && pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
-        if (packed) vbroadcastss(zmm_255, cst_plain(255.f));
+        // ymm: 2 full OC vectors, 16 channels per store (255 in ymm15, reloaded
+        // after each pixel when a binary max / min uses that register).
+        const bool packed = pp.dst_dt == dtype::u8 && cfg.last_n == lanes &&
+                            (zmm_ ? cfg.nb == 4 && cfg.ur_w * cfg.nb <= 24 : cfg.nb == 2);
+        const bool spare_used = std::any_of(pp.ops.begin(), pp.ops.end(), [](const pipeline_op &op) {
+            return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
+        });
+        const Xbyak::Xmm r255 = zmm_ ? Xbyak::Xmm(zmm_255) : v_spare();
+        if (packed) vbroadcastss(r255, cst_plain(255.f));
         const int64_t pix = pp.oc * dsz();
         for (int b = 0; b < cfg.nb; ++b) {
             emit_load_params(b);
@@ -374,14 +393,16 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
-                    vminps(y, zmm_255, y);
+                    if (!zmm_ && spare_used) vbroadcastss(r255, cst_plain(255.f));
+                    vminps(y, r255, y);
                     vcvtps2dq(y, y);
                     continue;
                 }
                 emit_store(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
             }
         }
-        if (packed) emit_store_u8_packed(pix);
+        if (packed && zmm_) emit_store_u8_packed(pix);
+        if (packed && !zmm_) emit_store_u8_packed_ymm(pix);
         pop(r15);
         pop(r14);
         pop(r13);
@@ -407,6 +428,20 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
             vmovdqu8(ptr[reg_dst + w * pix], t0);
         }
     }
+    // ymm: 16 channels per pixel from 2 OC vectors; after the packs dword
+    // 4·L + k holds vector k's channels 4·L..4·L+3, vpermd [0, 4, 1, 5]
+    // puts the 16 bytes in order in the low half.
+    void emit_store_u8_packed_ymm(int64_t pix) {
+        use_perm_ = true;
+        const Xbyak::Ymm perm(v_u().getIdx()), t0(v_t().getIdx());
+        vmovdqu(perm, ptr[rip + l_perm]);
+        for (int w = 0; w < cfg.ur_w; ++w) {
+            vpackusdw(t0, Xbyak::Ymm(acc(w, 0).getIdx()), Xbyak::Ymm(acc(w, 1).getIdx()));
+            vpackuswb(t0, t0, t0);
+            vpermd(t0, perm, t0);
+            vmovdqu(ptr[reg_dst + w * pix], Xbyak::Xmm(t0.getIdx()));
+        }
+    }
     const Xbyak::Zmm zmm_255 = Xbyak::Zmm(24);
 };
 
@@ -416,8 +451,8 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
         fail("ur_w", "register blocking out of range");
     if (cfg.xor_src && !is_vnni(cfg.isa)) fail("xor_src", "only the VNNI kernels shift in place");
     if (cfg.pipe && is_ymm(cfg.isa) && cfg.ur_w * cfg.nb > 12) fail("pipe", "the ymm epilogue needs ymm12..15");
-    if (cfg.dw_direct && (!cfg.depthwise || is_ymm(cfg.isa) || cfg.kh > 64))
-        fail("dw_direct", "needs the zmm depthwise kernel (masked loads) and at most 64 kernel rows");
+    if (cfg.dw_direct && (!cfg.depthwise || cfg.kh > 64))
+        fail("dw_direct", "needs the depthwise kernel and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
         fail("pix_off", "needs one offset per pixel (dense kernels only)");
     if (!cfg.tap_mask.empty() && (!is_vnni(cfg.isa) || !cfg.taps_inner || cfg.depthwise ||
