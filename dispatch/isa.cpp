@@ -108,7 +108,16 @@ isa detected_isa() {
     return level;
 }
 
-platform host_platform() { return platform{max_cpu_isa()}; }
+bool detected_avx_vnni() {
+    // AVX-VNNI is VEX-encoded ymm: it needs the AVX state (checked by the avx2 level).
+    static const bool v = detected_isa() >= isa::avx2 && cpu_has_avx_vnni();
+    return v;
+}
+
+platform host_platform() {
+    const isa level = max_cpu_isa();
+    return platform{level, level >= isa::avx2_vnni && detected_avx_vnni()};
+}
 
 } // namespace impl
 } // namespace qconv

@@ -62,6 +62,35 @@ TEST(Isa, DetectionMatchesCpuinfo) {
     }
 }
 
+// AVX-VNNI is a feature of its own: not implied by AVX-512 VNNI (Zen 4 lacks it).
+TEST(Isa, AvxVnniIsDetectedApartFromTheLevel) {
+    const auto flags = cpuinfo_flags();
+    if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
+    const bool expected = flags.count("avx_vnni") && flags.count("avx2");
+    EXPECT_EQ(impl::detected_avx_vnni(), expected);
+    set_max_cpu_isa(isa::avx512_core_amx);
+    EXPECT_EQ(impl::host_platform().avx_vnni, expected);
+    // The platform's vnni() means some VNNI the level or the feature allows.
+    EXPECT_EQ(impl::host_platform().vnni(), expected || impl::detected_isa() >= isa::avx512_core_vnni);
+}
+
+TEST(Isa, CapBelowAvx2VnniClearsAvxVnni) {
+    const bool detected = impl::detected_avx_vnni();
+    set_max_cpu_isa(isa::avx2_vnni);
+    EXPECT_EQ(impl::host_platform().avx_vnni, detected);
+    EXPECT_EQ(impl::host_platform().level, impl::detected_isa() < isa::avx2_vnni ? impl::detected_isa() : isa::avx2_vnni);
+    EXPECT_FALSE(impl::host_platform().avx512());
+    set_max_cpu_isa(isa::avx2);
+    EXPECT_FALSE(impl::host_platform().avx_vnni);
+    EXPECT_FALSE(impl::host_platform().vnni());
+    set_max_cpu_isa(isa::avx512_core_amx);
+    EXPECT_EQ(impl::host_platform().avx_vnni, detected);
+    // Simulated platforms: no AVX-VNNI unless said.
+    EXPECT_FALSE(impl::platform{isa::avx2_vnni}.avx_vnni);
+    EXPECT_TRUE((impl::platform{isa::avx2_vnni, true}.vnni()));
+    EXPECT_FALSE(impl::platform{isa::avx2_vnni}.vnni());
+}
+
 TEST(Isa, DetectionIsStable) {
     const isa a = impl::detected_isa();
     EXPECT_EQ(impl::detected_isa(), a);
@@ -100,7 +129,7 @@ TEST(IsaChild, Report) {
     std::ofstream f(out);
     try {
         const isa level = max_cpu_isa();
-        f << "isa " << to_string(level) << "\n";
+        f << "isa " << to_string(level) << (impl::host_platform().avx_vnni ? " avx_vnni" : "") << "\n";
     } catch (const error &e) {
         f << "error " << e.what() << "\n";
     }
@@ -131,10 +160,14 @@ std::string run_child(const std::string &value) {
 
 TEST(Isa, EnvironmentCapIsHonoured) {
     const isa detected = impl::detected_isa();
+    const std::string vnni = impl::detected_avx_vnni() ? " avx_vnni" : "";
     const isa want = detected < isa::avx2 ? detected : isa::avx2;
     EXPECT_EQ(run_child("avx2"), std::string("isa ") + to_string(want));
+    // avx2_vnni selects exactly that level; AVX-VNNI stays if the CPU has it.
+    const isa want_vnni = detected < isa::avx2_vnni ? detected : isa::avx2_vnni;
+    EXPECT_EQ(run_child("avx2_vnni"), std::string("isa ") + to_string(want_vnni) + vnni);
     const isa want512 = detected < isa::avx512_core ? detected : isa::avx512_core;
-    EXPECT_EQ(run_child("AVX512_CORE"), std::string("isa ") + to_string(want512));
+    EXPECT_EQ(run_child("AVX512_CORE"), std::string("isa ") + to_string(want512) + vnni);
 }
 
 TEST(Isa, EnvironmentCapUnknownNameIsAnError) {

@@ -43,7 +43,11 @@ std::vector<std::string> jit_rows() {
 bool is_1x1_row(const std::string &name) { return name.find("_1x1:") != std::string::npos; }
 bool is_dw_row(const std::string &name) { return name.rfind("jit:conv_dw_", 0) == 0; }
 
+// AVX-VNNI is a feature of its own (platform::avx_vnni), not a level.
+bool have_avx_vnni() { return qconv::impl::host_platform().avx_vnni; }
+
 bool isa_ok(const std::string &row) {
+    if (row.find("avx2_vnni") != std::string::npos) return have_avx_vnni();
     if (row.find("avx512_vnni") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni;
     if (row.find("avx512_core") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core;
     if (row.find("avx2") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx2;
@@ -78,13 +82,13 @@ bool row_takes(const std::string &row, const std::string &desc) {
 }
 
 // Runs one case on every JIT row that can take it; returns how many ran.
-// With sample > 0, the rows below VNNI take only every sample-th case (their
+// With sample > 0, the rows without VNNI take only every sample-th case (their
 // code differs from the VNNI rows only in the micro-kernel).
 int run_all_rows(ConvTester t, const std::string &desc, int sample = 0, int index = 0) {
     int ran = 0;
     for (const std::string &row : jit_rows()) {
         if (!isa_ok(row) || !row_takes(row, desc)) continue;
-        if (sample > 0 && row.find("avx512_vnni") == std::string::npos && index % sample != 0) continue;
+        if (sample > 0 && row.find("_vnni") == std::string::npos && index % sample != 0) continue;
         ConvTester c = t;
         c.desc(desc);
         EXPECT_TRUE(c.run(row)) << row << " skipped " << desc;
@@ -105,8 +109,9 @@ void require_avx2() {
 TEST(JitConv, RowsArePresentAndNamed) {
     const auto rows = jit_rows();
     ASSERT_GE(rows.size(), 7u);
-    for (const char *n : {"jit:conv_dw_x8s8:avx512_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2",
-                          "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2"})
+    for (const char *n : {"jit:conv_dw_x8s8:avx512_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2_vnni",
+                          "jit:conv_dw_x8s8:avx2", "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2_vnni",
+                          "jit:conv_x8s8:avx2"})
         EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end()) << n;
     EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8_1x1:avx512_vnni"), rows.end());
     EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_vnni"), rows.end());
@@ -245,13 +250,82 @@ TEST(JitConv, ThreadCountDoesNotChangeBytes) {
     for (const std::string &desc : {"mb2ic64ih7oc96oh7kh3ph1", "mb1ic256ih14oc128oh14kh1ph0"})
         for (const std::string &row : jit_rows()) {
             if (!isa_ok(row) || !row_takes(row, desc)) continue;
-            ConvTester a, b;
+            ConvTester a;
             a.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(1);
-            b.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(2);
             ASSERT_TRUE(a.run(row));
-            ASSERT_TRUE(b.run(row));
-            EXPECT_EQ(a.result(), b.result()) << row << " " << desc;
+            for (int threads : {2, 3}) {
+                ConvTester b;
+                b.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(threads);
+                ASSERT_TRUE(b.run(row));
+                EXPECT_EQ(a.result(), b.result()) << row << " " << desc << " threads=" << threads;
+            }
         }
+}
+
+// The AVX-VNNI rows (vpdpbusd ymm) on their own, every case on both rows:
+// u8 255 × s8 −128 over IC·KH·KW up to 4608 (int32 sums near 2^27 per tap
+// group), OC tails (1..7 lanes of the last ymm vector, odd vector counts), IC
+// tails (ICg % 4: padded copy) and ICg % 4 == 0 (source read in place, s8
+// shifted in the kernel, padded taps skipped with correction rows), both
+// zero-point kinds, post-op chains, every dst type, 1/2/3 threads.
+TEST(JitConv, AvxVnniRowsExact) {
+    if (!have_avx_vnni())
+        GTEST_SKIP() << "no AVX-VNNI on this CPU (or QCONV_MAX_CPU_ISA below avx2_vnni): "
+                     << qconv::impl::host_platform().str();
+    const char *rows[] = {"jit:conv_x8s8:avx2_vnni", "jit:conv_dw_x8s8:avx2_vnni"};
+    const std::vector<std::string> extreme = {"mb1ic512ih5oc65oh5kh3ph1", "mb1ic1024ih3oc9oh3kh1ph0",
+                                              "mb1ic3ih6oc24oh3kh7sh2ph3", "g72mb1ic72ih5oc72oh5kh3ph1",
+                                              "mb1ic516ih4iw5oc17oh4ow5kh3kw3ph1pw1"};
+    int i = 0;
+    for (const std::string &desc : extreme)
+        for (const std::string &zp : {"none", "tensor:255", "tensor:0", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && zp != "none") continue;
+                ConvTester t;
+                t.desc(desc).src(src).dst(dtype::s32).zp(zp).data("extreme").scales("none").bias(false);
+                t.seed(20000 + i++);
+                const char *row = rows[qconv::conv_desc::parse(desc).is_depthwise() ? 1 : 0];
+                EXPECT_TRUE(t.run(row)) << desc;
+                EXPECT_EQ(t.impl_name(), row);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src);
+            }
+    const std::vector<std::string> shapes = {
+        "mb1ic13ih6oc1oh6kh3ph1",           // OC 1, ICg % 4 = 1
+        "mb2ic8ih5oc7oh5kh3ph1",            // OC 7: one ymm tail, padded source read in place
+        "mb1ic32ih9iw11oc23oh9ow11kh3kw3ph1pw1", // 2 + 1 vectors (+ 7-lane tail), in place
+        "mb1ic64ih8oc40oh4kh3sh2ph1",       // stride 2, 5 vectors
+        "g4mb1ic68ih5oc36oh3kh3sh2ph1",     // ICg 17, OCg 9
+        "mb1ic16ih7oc16oh7kh5ph2dh1",       // dilation, kernel windows mostly in the padding
+        "mb1ic4ih1oc16oh5kh1ph2",           // all-padding windows
+        "mb1ic256ih14oc24oh14kh1ph0",       // 1x1 as one pixel list
+        "mb1ic64ih3iw30oc16oh3ow30kh1ph0",  // 1x1 long rows
+        "g24mb2ic24ih9iw7oc24oh9ow7kh3kw3ph1pw1", // depthwise, 8 + 16 channels
+        "g13mb1ic13ih6oc13oh3kh5sh2ph2",    // depthwise, 5-lane tail, stride 2
+    };
+    const std::vector<std::string> chains = {
+        "", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "sum;relu", "mul:full", "clip:0:6",
+        "gelu_erf", "prelu", "add:per_oc;linear:2:1", "hardswish", "sum:0.5;add:full", "sqrt",
+        "linear:1073741824:0", "linear:-4294967296:0;abs"};
+    const dtype dsts[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    for (const std::string &desc : shapes)
+        for (const std::string &zp : {"none", "tensor:random", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && zp != "none") continue;
+                const char *row = rows[qconv::conv_desc::parse(desc).is_depthwise() ? 1 : 0];
+                std::vector<uint8_t> first;
+                for (int threads : {1, 2, 3}) {
+                    ConvTester t;
+                    t.desc(desc).src(src).zp(zp).post_ops(chains[i % chains.size()]).dst(dsts[i % 4]);
+                    t.seed(21000 + i).threads(threads);
+                    EXPECT_TRUE(t.run(row)) << desc;
+                    EXPECT_EQ(t.impl_name(), row);
+                    if (threads == 1) first = t.result();
+                    else EXPECT_EQ(t.result(), first) << desc << " threads=" << threads;
+                    if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src)
+                                             << " ops=" << chains[i % chains.size()] << " threads=" << threads;
+                }
+                ++i;
+            }
 }
 
 TEST(JitConv, AutoPicksJitForLegacyZpAndPostOps) {
@@ -347,10 +421,48 @@ TEST(JitConv, RealValuedPipelineIsBitExact) {
     unsetenv("QCONV_JIT_CONV_FUSED");
 }
 
+// AVX-VNNI is its own feature: the avx2_vnni rows need platform::avx_vnni,
+// whatever the level (Zen 4: AVX-512 VNNI without AVX-VNNI), and take the
+// problems the avx512_vnni rows take where it is present.
+TEST(JitConv, AvxVnniRowsNeedTheFeature) {
+    qconv::conv_problem p;
+    p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
+    qconv::conv_problem pdw;
+    pdw.desc = qconv::conv_desc::parse("g16mb1ic16ih5oc16oh5kh3ph1");
+    const qconv::impl::platform zen4{qconv::isa::avx512_core_bf16, false};
+    const qconv::impl::platform capped_no_feature{qconv::isa::avx2_vnni, false};
+    const qconv::impl::platform adl{qconv::isa::avx2_vnni, true};
+    const qconv::impl::platform zen5{qconv::isa::avx512_core_bf16, true};
+    const qconv::impl::platform avx2{qconv::isa::avx2, false};
+    int n = 0;
+    for (const auto &e : qconv::impl::conv_list()) {
+        if (e.name.find(":avx2_vnni") == std::string::npos) continue;
+        ++n;
+        const qconv::conv_problem &q = is_dw_row(e.name) ? pdw : p;
+        for (const auto &pl : {zen4, capped_no_feature, avx2}) {
+            std::string why;
+            EXPECT_FALSE(e.supports(q, qconv::attr_set{}, pl, &why)) << e.name << " on " << pl.str();
+            EXPECT_NE(why.find("AVX-VNNI"), std::string::npos) << why;
+        }
+        for (const auto &pl : {adl, zen5}) {
+            std::string why;
+            EXPECT_TRUE(e.supports(q, qconv::attr_set{}, pl, &why)) << e.name << ": " << why;
+        }
+    }
+    EXPECT_EQ(n, 2);
+    // Under the cap the ymm VNNI rows come before the avx2 rows; above it the zmm rows stay first.
+    const auto rows = jit_rows();
+    auto at = [&](const char *n) { return std::find(rows.begin(), rows.end(), n) - rows.begin(); };
+    EXPECT_LT(at("jit:conv_x8s8:avx512_core"), at("jit:conv_x8s8:avx2_vnni"));
+    EXPECT_LT(at("jit:conv_x8s8:avx2_vnni"), at("jit:conv_x8s8:avx2"));
+    EXPECT_LT(at("jit:conv_dw_x8s8:avx512_core"), at("jit:conv_dw_x8s8:avx2_vnni"));
+    EXPECT_LT(at("jit:conv_dw_x8s8:avx2_vnni"), at("jit:conv_dw_x8s8:avx2"));
+}
+
 TEST(JitConv, DepthwiseRejectsDense) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("g2mb1ic4ih5oc4oh5kh3ph1");
-    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni, true};
     for (const auto &e : qconv::impl::conv_list()) {
         if (!is_dw_row(e.name)) continue;
         std::string why;

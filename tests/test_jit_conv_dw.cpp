@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/platform.h"
 #include "qconv/qconv.h"
 #include "tests/support/conv_tester.h"
 
@@ -29,6 +30,13 @@ namespace {
 const char *const kRow = "jit:conv_dw_x8s8:avx512_vnni";
 
 bool have_vnni() { return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni; }
+
+// The AVX-VNNI row (ymm, conv_ukernel in depthwise mode with vpdpwssd).
+const char *const kRowAvxVnni = "jit:conv_dw_x8s8:avx2_vnni";
+bool have_avx_vnni() { return qconv::impl::host_platform().avx_vnni; }
+std::string no_avx_vnni() {
+    return "no AVX-VNNI on this CPU (or QCONV_MAX_CPU_ISA below avx2_vnni): " + qconv::impl::host_platform().str();
+}
 
 const std::vector<std::string> &row_shapes() {
     static const std::vector<std::string> s = {
@@ -233,7 +241,7 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
                            {"no-pairs", "QCONV_JIT_CONV_DW_PAIR", "0"},
                            {"ukernel", "QCONV_JIT_CONV_DW_ROW", "0"},
                            {"direct-off", "QCONV_JIT_CONV_DW_DIRECT", "0"}};
-    const std::vector<std::string> rows = {kRow, "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2"};
+    const std::vector<std::string> rows = {kRow, "jit:conv_dw_x8s8:avx512_core", kRowAvxVnni, "jit:conv_dw_x8s8:avx2"};
     const std::vector<std::string> zps = {"tensor:-128", "tensor:127", "tensor:-1", "tensor:random"};
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6"};
@@ -246,7 +254,7 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
             const bool vnni = row == kRow;
             if (vnni ? !have_vnni() : row.find("avx512_core") != std::string::npos
                                           ? qconv::max_cpu_isa() < qconv::isa::avx512_core
-                                          : false)
+                                          : row == kRowAvxVnni && !have_avx_vnni())
                 continue;
             // The env switches steer the VNNI row's kernels; the other rows run once.
             if (!vnni && std::string(ps.name) != "row" && std::string(ps.name) != "direct-off") continue;
@@ -274,4 +282,54 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
     }
     unsetenv("QCONV_JIT_CONV_DW_DIRECT");
     EXPECT_GT(ran, 0);
+}
+
+// ---- jit:conv_dw_x8s8:avx2_vnni: the same shapes, zero points, sources,
+// chains and dst types as the row kernel (ymm: 8-channel vectors, tails of
+// 1..7 lanes, always a padded copy), extreme data and thread counts.
+TEST(JitConvDw, AvxVnniShapesZpChainsDst) {
+    if (!have_avx_vnni()) GTEST_SKIP() << no_avx_vnni();
+    const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    int i = 0;
+    for (const std::string &desc : row_shapes())
+        for (const char *zp : {"none", "tensor:random", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && std::string(zp) == "channel:random") continue; // per-channel zp: u8 only
+                ConvTester t;
+                t.desc(desc).src(src).zp(zp).post_ops(chains()[(i * 3) % chains().size()]).dst(dsts[i % dsts.size()]);
+                t.seed(13000 + i).threads(1 + i % 2);
+                ++i;
+                EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
+                EXPECT_EQ(t.impl_name(), kRowAvxVnni);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src);
+            }
+}
+
+TEST(JitConvDw, AvxVnniExtremeData) {
+    if (!have_avx_vnni()) GTEST_SKIP() << no_avx_vnni();
+    int i = 0;
+    for (const std::string &desc : {row_shapes()[2], row_shapes()[4], row_shapes()[5], row_shapes()[7],
+                                    std::string("g19mb1ic19ih13iw13oc19kh11kw11ph5pw5")})
+        for (dtype src : {dtype::u8, dtype::s8})
+            for (const char *zp : {"none", "tensor:255", "tensor:0", "channel:random"}) {
+                if (src == dtype::s8 && std::string(zp) != "none") continue;
+                ConvTester t;
+                t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(13500 + i++);
+                EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
+                if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
+            }
+}
+
+TEST(JitConvDw, AvxVnniThreadCountDoesNotChangeBytes) {
+    if (!have_avx_vnni()) GTEST_SKIP() << no_avx_vnni();
+    for (const char *desc : {"g200mb1ic200ih3iw5oc200kh3ph1", "g96mb2ic96ih9oc96kh3sh2ph1"}) {
+        std::vector<uint8_t> first;
+        for (int threads : {1, 2, 3}) {
+            ConvTester t;
+            t.desc(desc).zp("channel:random").post_ops("fq:per_channel;sum").threads(threads).seed(13800);
+            EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
+            if (threads == 1) first = t.result();
+            else EXPECT_EQ(t.result(), first) << desc << " threads=" << threads;
+        }
+    }
 }

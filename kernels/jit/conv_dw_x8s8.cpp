@@ -211,8 +211,9 @@ private:
     int nb_big_ = 1;
     int64_t n_ob_ = 1;
     bool fused_ = false;
-    // Direct mode: u8 source without zero point on zmm ISAs reads the source
-    // in place; taps in the padding are skipped (they would contribute 0).
+    // Direct mode: a u8 source without zero point is read in place; taps in
+    // the padding are skipped (they would contribute 0); the channel tail is
+    // a masked load (zmm) or byte inserts (ymm), nothing is read past it.
     bool direct_ = false;
     std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
     // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
@@ -232,10 +233,10 @@ void conv_dw_kernel::plan() {
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
 
-    fused_ = isa_ != conv_isa::avx2 && pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_);
 
     const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && isa_ != conv_isa::avx2 &&
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none &&
               d.kh <= 64 && !(dv && std::strcmp(dv, "0") == 0);
     const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
     const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * lanes_);
@@ -370,7 +371,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                 t.c0 = c0;
                 t.nc = nc;
                 t.dst_off0 = off0;
-                if (isa_ == conv_isa::avx2) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
+                if (is_ymm(isa_)) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
                 else run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
             }
         }
@@ -1282,7 +1283,7 @@ bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, cons
                       std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
-    if (!pl.has(required_isa(i))) return reject(why, std::string("needs ") + to_string(required_isa(i)));
+    if (!isa_supported(i, pl, why)) return false;
     if (!d.is_depthwise()) return reject(why, "not depthwise (needs groups == IC == OC)");
     if (d.kh * d.kw > 121 || max_accumulators_dw(i, static_cast<int>(d.kw)) < 1)
         return reject(why, "kernel wider than the registers allow (every tap is unrolled)");

@@ -15,6 +15,13 @@
 //
 // Every y·a + b of the pipeline is one vfmadd: the reference's madd(), one
 // rounding, so the results are the reference's bits on any data.
+//
+// ymm mode (the avx2 / avx2_vnni kernels; AVX2 + FMA instructions only, VEX,
+// registers 0..15, no mask registers): scale in ymm12, scratch ymm13/14/15;
+// comp, bias and the constants are memory operands (the pool holds every
+// constant as a whole 32-byte vector); masked operations become compare +
+// vblendvps; channel tails use vmaskmovps (4-byte elements) or byte
+// inserts / extracts (u8, s8). The kernel keeps at most 12 accumulators.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +36,11 @@ namespace qconv::jit {
 class conv_epilogue_gen : public jit_generator {
 protected:
     // param_reg0: zmm of comp, then scale, bias and zero; spare: one more free zmm.
-    conv_epilogue_gen(size_t code_size, const pipeline *pipe, int param_reg0, int spare)
-        : jit_generator(code_size), zmm_comp(param_reg0), zmm_scale(param_reg0 + 1), zmm_bias(param_reg0 + 2),
-          zmm_zero(param_reg0 + 3), zmm_spare(spare), epi_pipe_(pipe) {}
+    // ymm: registers 12..15 (param_reg0 and spare are ignored).
+    conv_epilogue_gen(size_t code_size, const pipeline *pipe, int param_reg0, int spare, bool ymm = false)
+        : jit_generator(code_size), ymm_(ymm), zmm_comp(ymm ? 12 : param_reg0), zmm_scale(ymm ? 12 : param_reg0 + 1),
+          zmm_bias(ymm ? 12 : param_reg0 + 2), zmm_zero(ymm ? 12 : param_reg0 + 3), zmm_spare(ymm ? 15 : spare),
+          zmm_u(ymm ? 14 : 30), zmm_t(ymm ? 13 : 31), epi_pipe_(pipe) {}
 
     // Whether OC vector b of the current tile is a masked (k1) channel tail.
     virtual bool tail(int b) const = 0;
@@ -39,10 +48,23 @@ protected:
     // the address of its vector (pixel w, OC vector b).
     virtual Xbyak::Address full_operand(int i, int w, int b) = 0;
 
+    // Lanes of the channel tail (ymm mode: byte tails are stored lane by lane).
+    virtual int tail_lanes() const { return 16; }
+
+    const bool ymm_;
     const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13,
                        reg_comp = r14, reg_pbase = r15;
+    // The zmm registers (zmm mode); their indices name the ymm registers in ymm mode.
     const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
-    const Xbyak::Zmm zmm_u = Xbyak::Zmm(30), zmm_t = Xbyak::Zmm(31);
+    const Xbyak::Zmm zmm_u, zmm_t;
+    // The same registers at the mode's width.
+    Xbyak::Xmm vr(int i) const { return ymm_ ? Xbyak::Xmm(Xbyak::Ymm(i)) : Xbyak::Xmm(Xbyak::Zmm(i)); }
+    Xbyak::Xmm v_t() const { return vr(zmm_t.getIdx()); }
+    Xbyak::Xmm v_u() const { return vr(zmm_u.getIdx()); }
+    Xbyak::Xmm v_spare() const { return vr(zmm_spare.getIdx()); }
+    Xbyak::Xmm v_scale() const { return vr(zmm_scale.getIdx()); }
+    int vec_bytes() const { return ymm_ ? 32 : 64; }
+    int vec_lanes() const { return ymm_ ? 8 : 16; }
     static constexpr int cmp_unord = 3, cmp_ord = 7, cmp_ngt_uq = 10, cmp_nge_uq = 9, cmp_ge_oq = 29;
 
     // Destination element bytes.
@@ -65,15 +87,30 @@ protected:
         std::memcpy(&v, &bits, 4);
         return v;
     }
-    Xbyak::Address cst(float v) { return ptr_b[rip + l_const + cidx(v) * 4]; }       // {1to16} operand
-    Xbyak::Address cst_plain(float v) { return ptr[rip + l_const + cidx(v) * 4]; } // scalar load
+    // {1to16} operand (zmm) or a whole 32-byte vector (ymm).
+    Xbyak::Address cst(float v) {
+        if (ymm_) return ptr[rip + l_const + cidx(v) * 32];
+        return ptr_b[rip + l_const + cidx(v) * 4];
+    }
+    Xbyak::Address cst_plain(float v) { return ptr[rip + l_const + cidx(v) * (ymm_ ? 32 : 4)]; } // scalar load
+    // ymm: lanes 0..tail_lanes()−1 all ones (vmaskmovps), loaded into m.
+    Xbyak::Label l_tmask;
+    bool use_tmask_ = false;
+    void load_tail_mask(const Xbyak::Xmm &m) {
+        use_tmask_ = true;
+        vmovups(m, ptr[rip + l_tmask]);
+    }
     // The pool itself (after the code; the caller aligns it).
     void emit_const_pool() {
         L(l_const);
         for (float v : consts_) {
             uint32_t bits;
             std::memcpy(&bits, &v, 4);
-            dd(bits);
+            for (int i = 0; i < (ymm_ ? 8 : 1); ++i) dd(bits);
+        }
+        if (use_tmask_) {
+            L(l_tmask);
+            for (int i = 0; i < 8; ++i) dd(i < tail_lanes() ? 0xffffffffu : 0u);
         }
     }
 
@@ -82,18 +119,22 @@ protected:
     // displacement, else through reg_tmp (so use one such address at a time).
     Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
         const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
-                             reinterpret_cast<intptr_t>(epi_pipe_->scale.data()) + b * 64;
+                             reinterpret_cast<intptr_t>(epi_pipe_->scale.data()) + b * vec_bytes();
         if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
             return ptr[reg_pbase + static_cast<int32_t>(diff)];
         mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
         add(reg_tmp, reg_coff);
-        return ptr[reg_tmp + b * 64];
+        return ptr[reg_tmp + b * vec_bytes()];
     }
 
     // ------------------------------------------------------------ pipeline
     // comp, scale and bias of OC vector b, hoisted out of the pixel loop.
     void emit_load_params(int b) {
         const pipeline &pp = *epi_pipe_;
+        if (ymm_) { // comp and bias are memory operands
+            vmovups(v_scale(), oc_arr(pp.scale, b));
+            return;
+        }
         if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
         vmovups(zmm_scale, oc_arr(pp.scale, b));
         if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
@@ -112,17 +153,27 @@ protected:
     // Accumulator y (pixel w, OC vector b; zmm_zero = 0 and the vector's
     // parameters loaded) → the value to store: acc·scale + bias with one
     // rounding, the post-ops, + dst_zp. pix: dst bytes between pixels.
-    void emit_pixel_pipeline(const Xbyak::Zmm &y, int w, int b, int64_t pix) {
+    void emit_pixel_pipeline(const Xbyak::Xmm &y, int w, int b, int64_t pix) {
         const pipeline &pp = *epi_pipe_;
-        if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
-        vcvtdq2ps(y, y);
-        if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
-        else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
+        if (ymm_) {
+            if (!pp.comp_is_zero) vpaddd(y, y, ptr[reg_comp + b * 32]);
+            vcvtdq2ps(y, y);
+            if (pp.with_bias) vfmadd213ps(y, v_scale(), ptr[reg_bias + b * 32]);
+            else vfmadd213ps(y, v_scale(), cst(0.f));
+        } else {
+            if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
+            vcvtdq2ps(y, y);
+            if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
+            else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
+        }
         const bool relu_last = relu_is_store_clamp();
         int full_i = 0;
         for (size_t i = 0; i < pp.ops.size(); ++i) {
             if (relu_last && i + 1 == pp.ops.size()) {
-                if (pp.dst_dt != dtype::u8) vmaxps(y, y, zmm_zero); // u8: the store clamps
+                if (pp.dst_dt != dtype::u8) { // u8: the store clamps
+                    if (ymm_) vmaxps(y, y, cst(0.f));
+                    else vmaxps(y, y, zmm_zero);
+                }
                 break;
             }
             emit_op(pp.ops[i], y, w, b, full_i, pix);
@@ -132,17 +183,53 @@ protected:
     }
 
     // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
-    void emit_fmaxmin(const Xbyak::Zmm &y, const Xbyak::Zmm &v, bool is_max, const Xbyak::Zmm &t) {
+    // ymm: t2 receives the NaN mask of v.
+    void emit_fmaxmin(const Xbyak::Xmm &y, const Xbyak::Xmm &v, bool is_max, const Xbyak::Xmm &t,
+                      const Xbyak::Xmm *t2 = nullptr) {
         if (is_max) vmaxps(t, y, v);
         else vminps(t, y, v);
+        if (ymm_) {
+            vcmpps(*t2, v, v, cmp_unord);
+            vblendvps(y, t, y, *t2); // v NaN ? y : max/min
+            return;
+        }
         vcmpps(k2, v, v, cmp_unord);
         vmovaps(t | k2, y);
         vmovaps(y, t);
     }
+    // y = fmax(y, c) / fmin(y, c) for a constant c: one vmaxps / vminps with
+    // c second (returned when y is NaN); a NaN c leaves y.
+    void emit_fmaxmin_const(const Xbyak::Xmm &y, float c, bool is_max) {
+        if (c != c) return;
+        if (is_max) vmaxps(y, y, cst(c));
+        else vminps(y, y, cst(c));
+    }
 
     // v = float(destination vector at a) (the sum post-op's previous value).
-    void emit_load_dst_f32(const Xbyak::Zmm &v, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Zmm vz = tl ? (v | k1 | T_z) : v;
+    // ymm tails: m is clobbered (the lane mask).
+    void emit_load_dst_f32(const Xbyak::Xmm &v, const Xbyak::Address &a, bool tl, dtype dt, const Xbyak::Xmm &m) {
+        if (ymm_) {
+            const bool four = dt == dtype::f32 || dt == dtype::s32;
+            if (!tl) {
+                if (dt == dtype::f32) vmovups(v, a);
+                else if (dt == dtype::s32) vmovdqu(v, a);
+                else if (dt == dtype::s8) vpmovsxbd(v, a);
+                else vpmovzxbd(v, a);
+            } else if (four) {
+                load_tail_mask(m);
+                vmaskmovps(v, m, a);
+            } else { // bytes lane by lane (nothing read past the tail)
+                const Xbyak::Xmm xv(v.getIdx());
+                lea(reg_tmp, a);
+                vpxor(xv, xv, xv);
+                for (int i = 0; i < tail_lanes(); ++i) vpinsrb(xv, xv, ptr[reg_tmp + i], i);
+                if (dt == dtype::s8) vpmovsxbd(v, xv);
+                else vpmovzxbd(v, xv);
+            }
+            if (dt != dtype::f32) vcvtdq2ps(v, v);
+            return;
+        }
+        const Xbyak::Xmm vz = tl ? (v | k1 | T_z) : v;
         switch (dt) {
         case dtype::f32: vmovups(vz, a); break;
         case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
@@ -152,22 +239,33 @@ protected:
     }
 
     // y = madd(y, a[c], b[c]) over per-OC arrays a, b.
-    void emit_madd_oc(const Xbyak::Zmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
-        vmovups(zmm_t, oc_arr(a, b));
-        vfmadd213ps(y, zmm_t, oc_arr(bv, b));
+    void emit_madd_oc(const Xbyak::Xmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
+        vmovups(v_t(), oc_arr(a, b));
+        vfmadd213ps(y, v_t(), oc_arr(bv, b));
     }
 
-    void emit_op(const pipeline_op &op, const Xbyak::Zmm &y, int w, int b, int &full_i, int64_t pix) {
+    void emit_op(const pipeline_op &op, const Xbyak::Xmm &y, int w, int b, int &full_i, int64_t pix) {
         using K = lowered_op::kind;
-        const Xbyak::Zmm &t = zmm_t, &u = zmm_u;
+        const Xbyak::Xmm t = v_t(), u = v_u(), sp = v_spare();
         switch (op.k) {
         case K::eltwise:
             switch (op.alg) {
             case eltwise_alg::relu:
+                if (ymm_) {
+                    vmulps(t, y, cst(op.alpha));
+                    vcmpps(u, y, cst(0.f), cmp_ngt_uq);
+                    vblendvps(y, y, t, u);
+                    break;
+                }
                 vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
                 vmulps(y | k2, y, cst(op.alpha));
                 break;
             case eltwise_alg::clip:
+                if (ymm_) {
+                    emit_fmaxmin_const(y, op.alpha, true);
+                    emit_fmaxmin_const(y, op.beta, false);
+                    break;
+                }
                 vbroadcastss(t, cst_plain(op.alpha));
                 emit_fmaxmin(y, t, true, u);
                 vbroadcastss(t, cst_plain(op.beta));
@@ -180,6 +278,12 @@ protected:
             case eltwise_alg::hardswish:
                 vdivps(u, y, cst(6.f));
                 vaddps(u, u, cst(0.5f));
+                if (ymm_) {
+                    emit_fmaxmin_const(u, 0.f, true);
+                    emit_fmaxmin_const(u, 1.f, false);
+                    vmulps(y, y, u);
+                    break;
+                }
                 vxorps(t, t, t);
                 emit_fmaxmin(u, t, true, zmm_spare);
                 vbroadcastss(t, cst_plain(1.f));
@@ -189,15 +293,21 @@ protected:
             case eltwise_alg::abs: vandps(y, y, cst(bits_float(0x7fffffffu))); break;
             case eltwise_alg::sqrt: vsqrtps(y, y); break;
             case eltwise_alg::square: vmulps(y, y, y); break;
-            case eltwise_alg::round: vrndscaleps(y, y, 0x08); break;
+            case eltwise_alg::round: emit_round(y); break;
             default: fail("post_ops", "transcendental eltwise is not fused");
             }
             break;
         case K::binary: {
             if (op.full) {
                 const Xbyak::Address a = full_operand(full_i++, w, b);
-                if (tail(b)) vmovups(t | k1 | T_z, a);
-                else vmovups(t, a);
+                if (ymm_ && tail(b)) {
+                    load_tail_mask(u);
+                    vmaskmovps(t, u, a);
+                } else if (tail(b)) {
+                    vmovups(t | k1 | T_z, a);
+                } else {
+                    vmovups(t, a);
+                }
             } else {
                 vmovups(t, oc_arr(op.a, b));
             }
@@ -206,18 +316,24 @@ protected:
             case binary_alg::sub: vsubps(y, y, t); break;
             case binary_alg::mul: vmulps(y, y, t); break;
             case binary_alg::div: vdivps(y, y, t); break;
-            case binary_alg::max: emit_fmaxmin(y, t, true, u); break;
-            case binary_alg::min: emit_fmaxmin(y, t, false, u); break;
+            case binary_alg::max: emit_fmaxmin(y, t, true, u, &sp); break;
+            case binary_alg::min: emit_fmaxmin(y, t, false, u, &sp); break;
             }
             break;
         }
         case K::prelu:
         case K::depthwise_prelu:
+            if (ymm_) {
+                vmulps(t, y, oc_arr(op.a, b));
+                vcmpps(u, y, cst(0.f), cmp_nge_uq);
+                vblendvps(y, y, t, u);
+                break;
+            }
             vcmpps(k2, y, zmm_zero, cmp_nge_uq);
             vmulps(y | k2, y, oc_arr(op.a, b));
             break;
         case K::sum: // madd(prev − zp, scale, y)
-            emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), epi_pipe_->dst_dt);
+            emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * vec_lanes() * dsz()], tail(b), epi_pipe_->dst_dt, u);
             vsubps(t, t, cst(op.sum_zp));
             vfmadd231ps(y, t, cst(op.sum_scale));
             break;
@@ -228,16 +344,73 @@ protected:
             vmovups(t, oc_arr(op.q[1], b));
             vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
             emit_madd_oc(y, op.q[2], op.q[3], b);
-            if (op.round) vrndscaleps(y, y, 0x08);
+            if (op.round) emit_round(y);
             if (op.dequantize) emit_madd_oc(y, op.q[4], op.q[5], b);
             break;
         default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
         }
     }
 
+    // Round half to even.
+    void emit_round(const Xbyak::Xmm &y) {
+        if (ymm_) vroundps(y, y, 0x08);
+        else vrndscaleps(y, y, 0x08);
+    }
+
+    // ymm store: the same conversions as below without mask registers; u8 /
+    // s8 values clamped to their range in float, converted (MXCSR: round half
+    // to even) and packed (exact: the values fit).
+    void emit_store_ymm(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        const Xbyak::Xmm t = v_t();
+        if (dt == dtype::f32) {
+            if (tl) {
+                load_tail_mask(t);
+                vmaskmovps(a, t, y);
+            } else {
+                vmovups(a, y);
+            }
+            return;
+        }
+        if (dt != dtype::u8) { // NaN → 0 (u8: vmaxps with 0 below)
+            vcmpps(t, y, y, cmp_ord);
+            vandps(y, y, t);
+        }
+        if (dt == dtype::s32) {
+            vroundps(y, y, 0x08);
+            vcmpps(t, y, cst(2147483648.f), cmp_ge_oq);
+            vcvtps2dq(y, y); // too large → INT_MIN, replaced below
+            vblendvps(y, y, cst(bits_float(0x7fffffffu)), t);
+            if (tl) {
+                load_tail_mask(t);
+                vmaskmovps(a, t, y);
+            } else {
+                vmovdqu(a, y);
+            }
+            return;
+        }
+        vmaxps(y, y, cst(dt == dtype::u8 ? 0.f : -128.f));
+        vminps(y, y, cst(dt == dtype::u8 ? 255.f : 127.f));
+        vcvtps2dq(y, y);
+        const Xbyak::Xmm xy(y.getIdx()), xt(t.getIdx());
+        vextracti128(xt, Xbyak::Ymm(y.getIdx()), 1);
+        vpackssdw(xy, xy, xt);
+        if (dt == dtype::u8) vpackuswb(xy, xy, xy);
+        else vpacksswb(xy, xy, xy);
+        if (!tl) {
+            vmovq(a, xy);
+            return;
+        }
+        lea(reg_tmp, a);
+        for (int i = 0; i < tail_lanes(); ++i) vpextrb(ptr[reg_tmp + i], xy, i);
+    }
+
     // Store y at a: f32 as is; s32 / s8 / u8: NaN → 0, round half to even
     // (MXCSR / vrndscaleps), saturate. tl: channel tail (k1).
-    void emit_store(const Xbyak::Zmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+    void emit_store(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        if (ymm_) {
+            emit_store_ymm(y, a, tl, dt);
+            return;
+        }
         const Xbyak::Zmm &t = zmm_t;
         if (dt == dtype::f32) {
             if (tl) vmovups(a | k1, y);

@@ -163,7 +163,7 @@ void conv_x8s8_kernel::plan() {
     {
         const char *dv = std::getenv("QCONV_JIT_CONV_DIRECT");
         const int64_t span = ((d.kh * d.dh + (24 / d.ow + 2) * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
-        g.direct = padded && isa_ == conv_isa::avx512_vnni && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
+        g.direct = padded && is_vnni(isa_) && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
                    span < (int64_t(1) << 30) && !(dv && std::strcmp(dv, "0") == 0);
         if (g.direct) g.copy = false;
     }
@@ -205,7 +205,7 @@ void conv_x8s8_kernel::plan() {
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
     // The output pipeline is fused into zmm micro-kernels when it can be.
-    fused_ = isa_ != conv_isa::avx2 && pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_);
     // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
     // Direct mode: the value a skipped tap stands for (see corr in pack()).
     pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
@@ -575,7 +575,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 t.c0 = gr * g.ocg + oc0;
                 t.nc = nc;
                 t.dst_off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + t.c0;
-                if (isa_ == conv_isa::avx2) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
+                if (is_ymm(isa_)) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
                 else run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
             }
         }
@@ -589,8 +589,18 @@ isa required_isa(conv_isa i) {
     case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
     case conv_isa::avx512_core: return isa::avx512_core;
     case conv_isa::avx2: return isa::avx2;
+    case conv_isa::avx2_vnni: return isa::avx2_vnni;
     }
     return isa::avx512_core_amx;
+}
+
+bool isa_supported(conv_isa i, const impl::platform &pl, std::string *why) {
+    // AVX-VNNI is not implied by the level (an AVX-512 VNNI CPU may lack it).
+    if (i == conv_isa::avx2_vnni ? !(pl.has(isa::avx2) && pl.avx_vnni) : !pl.has(required_isa(i)))
+        return impl::reject(why, std::string("needs ") + (i == conv_isa::avx2_vnni ? "AVX-VNNI (avx2_vnni)"
+                                                                                   : to_string(required_isa(i))) +
+                                     ", platform is " + pl.str() + (pl.avx_vnni ? " with AVX-VNNI" : ""));
+    return true;
 }
 
 bool pipeline_fusable(const attr_set &a) {
@@ -643,7 +653,7 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
                    const impl::platform &pl, std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
-    if (!pl.has(required_isa(i))) return reject(why, std::string("needs ") + to_string(required_isa(i)));
+    if (!isa_supported(i, pl, why)) return false;
     if (only_1x1 && (d.kh != 1 || d.kw != 1)) return reject(why, "kernel is not 1x1");
     if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
     if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
@@ -692,10 +702,12 @@ std::vector<conv_entry> jit_conv_entries() {
     using jit::conv_isa;
     const std::pair<conv_isa, bool> table[] = {
         {conv_isa::avx512_vnni, true}, {conv_isa::avx512_vnni, false},
-        {conv_isa::avx512_core, false}, {conv_isa::avx2, false}};
+        {conv_isa::avx512_core, false}, {conv_isa::avx2_vnni, false}, {conv_isa::avx2, false}};
     std::vector<conv_entry> rows;
     // Depthwise rows first: for groups == IC == OC they beat the dense kernels.
-    for (conv_isa i : {conv_isa::avx512_vnni, conv_isa::avx512_core, conv_isa::avx2}) {
+    // zmm rows before ymm rows: under a cap at avx2_vnni or below (or on a CPU
+    // without AVX-512) the first ymm row that the platform has is chosen.
+    for (conv_isa i : {conv_isa::avx512_vnni, conv_isa::avx512_core, conv_isa::avx2_vnni, conv_isa::avx2}) {
         conv_entry e;
         e.name = jit::conv_dw_impl_name(i);
         e.supports = [i](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {

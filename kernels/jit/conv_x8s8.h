@@ -57,8 +57,14 @@ enum class conv_isa {
     avx512_vnni, // vpdpbusd zmm
     avx512_core, // zmm: widen to int16, vpmaddwd (exact)
     avx2,        // ymm: widen to int16, vpmaddwd (exact)
+    avx2_vnni,   // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
 };
 const char *to_string(conv_isa i);
+// Register facts: ymm (16 registers, 8 OC lanes, no mask registers) or zmm
+// (32 registers, 16 lanes); u8 bytes multiplied by vpdpbusd (VNNI) or
+// widened to u16 for vpmaddwd.
+inline bool is_ymm(conv_isa i) { return i == conv_isa::avx2 || i == conv_isa::avx2_vnni; }
+inline bool is_vnni(conv_isa i) { return i == conv_isa::avx512_vnni || i == conv_isa::avx2_vnni; }
 
 // Compile-time configuration of one micro-kernel.
 struct conv_ukernel_cfg {
@@ -155,8 +161,11 @@ int max_accumulators(conv_isa i, int nb);
 int src_elem_bytes(conv_isa i);
 // Accumulator registers of the depthwise micro-kernel with KW weight registers.
 int max_accumulators_dw(conv_isa i, int kw);
-// The platform ISA a variant's instructions need.
+// The platform ISA a variant's instructions need (avx2_vnni: avx2 and the
+// separate AVX-VNNI feature, see isa_supported).
 isa required_isa(conv_isa i);
+// Whether platform `pl` can run variant i; otherwise *why says what is missing.
+bool isa_supported(conv_isa i, const impl::platform &pl, std::string *why);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);

@@ -1,8 +1,9 @@
 // The accumulation micro-kernel of the int8 conv family (see conv_x8s8.h),
-// one template for three register widths / instruction families.
+// one template for four register widths / instruction families.
 //
-// avx512_vnni (zmm, 16 OC lanes): source u8 bytes, weights [ic4][oc][4] s8;
-//   one vpdpbusd per (pixel, OC vector) and 4-IC step.
+// avx512_vnni (zmm, 16 OC lanes) / avx2_vnni (ymm, 8 OC lanes, VEX-encoded
+//   vpdpbusd of AVX-VNNI): source u8 bytes, weights [ic4][oc][4] s8; one
+//   vpdpbusd per (pixel, OC vector) and 4-IC step.
 // avx512_core (zmm) / avx2 (ymm, 8 OC lanes): exact without VNNI. The source
 //   copy holds u16 values (0..255) and the weights are pre-widened to s16 at
 //   packing as [ic4][pair][oc][2]; vpmaddwd multiplies one IC pair and adds
@@ -13,7 +14,8 @@
 // then the broadcast source and the temporaries:
 //   zmm: acc 0..24, weights 25..28, bcast 29/30 (VNNI) or 29 + tmp 30/31
 //        (and zmm31 = 0x80 bytes for the in-kernel s8 shift, VNNI only);
-//   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries.
+//   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries (avx2);
+//        acc 0..(15 − nb − 2), weights, bcast, ymm15 = 0x80 bytes (avx2_vnni).
 // Loops: kh (runtime) → kw (unrolled) → ICg/4 (runtime) → [pair] → pixels
 // (unrolled) → OC vectors (unrolled); with taps_inner: ICg/4 (runtime) →
 // every tap (unrolled) → ..., where a tap_mask drops (pixel, tap) pairs that
@@ -39,40 +41,50 @@ const char *to_string(conv_isa i) {
     case conv_isa::avx512_vnni: return "avx512_vnni";
     case conv_isa::avx512_core: return "avx512_core";
     case conv_isa::avx2: return "avx2";
+    case conv_isa::avx2_vnni: return "avx2_vnni";
     }
     return "?";
 }
 
-int oc_lanes(conv_isa i) { return i == conv_isa::avx2 ? 8 : 16; }
-int max_oc_vectors(conv_isa i) { return i == conv_isa::avx2 ? 2 : 4; }
-int max_accumulators(conv_isa i, int nb) { return i == conv_isa::avx2 ? 16 - nb - 3 : 25; }
-int src_elem_bytes(conv_isa i) { return i == conv_isa::avx512_vnni ? 1 : 2; }
-int max_accumulators_dw(conv_isa i, int kw) { return std::min(25, (i == conv_isa::avx2 ? 16 : 32) - kw - 3); }
+int oc_lanes(conv_isa i) { return is_ymm(i) ? 8 : 16; }
+int max_oc_vectors(conv_isa i) { return is_ymm(i) ? 2 : 4; }
+// ymm: at most 12 accumulators, so that the fused epilogue has ymm12..15.
+int max_accumulators(conv_isa i, int nb) {
+    if (!is_ymm(i)) return 25;
+    return std::min(12, 16 - nb - (is_vnni(i) ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
+}
+int src_elem_bytes(conv_isa i) { return is_vnni(i) ? 1 : 2; }
+int max_accumulators_dw(conv_isa i, int kw) {
+    // KW weights, two sources, a temporary (not with vpdpwssd on ymm).
+    if (is_ymm(i)) return std::min(12, 16 - kw - (is_vnni(i) ? 2 : 3));
+    return std::min(25, 32 - kw - 3);
+}
 
 // Fused epilogue registers: zmm25..28 comp, scale, bias, zero; zmm29 spare
-// (the weight and broadcast registers are dead by then).
+// (the weight and broadcast registers are dead by then); ymm: ymm12..15.
 struct conv_ukernel::gen : public conv_epilogue_gen {
     explicit gen(const conv_ukernel_cfg &c)
-        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
+        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, is_ymm(c.isa)), cfg(c) {
         name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) +
                 "x" + std::to_string(c.nb);
-        vnni = c.isa == conv_isa::avx512_vnni;
-        zmm_ = c.isa != conv_isa::avx2;
+        vnni = is_vnni(c.isa);
+        zmm_ = !is_ymm(c.isa);
         vbytes = zmm_ ? 64 : 32;
         lanes = oc_lanes(c.isa);
         const int n_acc = cfg.ur_w * cfg.nb;
         wbase = zmm_ ? 25 : n_acc;
         bcast0 = zmm_ ? 29 : wbase + cfg.nb;
         tmp0 = zmm_ ? 30 : bcast0 + 1;
+        x80 = zmm_ ? 31 : 15;
         // Bytes of weights per 4-IC step and OC vector.
-        wstep = vnni ? 64 : lanes * 8;
+        wstep = vnni ? lanes * 4 : lanes * 8;
     }
     const char *name() const override { return name_.c_str(); }
 
     conv_ukernel_cfg cfg;
     std::string name_;
     bool vnni = true, zmm_ = true;
-    int vbytes = 64, lanes = 16, wbase = 25, bcast0 = 29, tmp0 = 30, wstep = 64;
+    int vbytes = 64, lanes = 16, wbase = 25, bcast0 = 29, tmp0 = 30, x80 = 31, wstep = 64;
 
     // rdi: conv_call *; loop registers; epilogue pointers.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
@@ -101,8 +113,22 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         }
         if (cfg.xor_src) {
             mov(eax, 0x80808080u);
-            vpbroadcastd(zmm31, eax);
+            if (zmm_) {
+                vpbroadcastd(Xbyak::Zmm(x80), eax);
+            } else { // no GPR broadcast without AVX-512
+                vmovd(Xbyak::Xmm(x80), eax);
+                vpbroadcastd(Xbyak::Ymm(x80), Xbyak::Xmm(x80));
+            }
         }
+    }
+    // acc += u8 s · s8 w, four products per lane (EVEX on zmm, VEX on ymm).
+    void dpbusd(const Xbyak::Xmm &a, const Xbyak::Xmm &s, const Xbyak::Xmm &w) {
+        if (zmm_) vpdpbusd(Xbyak::Zmm(a.getIdx()), Xbyak::Zmm(s.getIdx()), Xbyak::Zmm(w.getIdx()));
+        else vpdpbusd(Xbyak::Ymm(a.getIdx()), Xbyak::Ymm(s.getIdx()), Xbyak::Ymm(w.getIdx()), Xbyak::VexEncoding);
+    }
+    void dpwssd(const Xbyak::Xmm &a, const Xbyak::Xmm &s, const Xbyak::Xmm &w) {
+        if (zmm_) vpdpwssd(Xbyak::Zmm(a.getIdx()), Xbyak::Zmm(s.getIdx()), Xbyak::Zmm(w.getIdx()));
+        else vpdpwssd(Xbyak::Ymm(a.getIdx()), Xbyak::Ymm(s.getIdx()), Xbyak::Ymm(w.getIdx()), Xbyak::VexEncoding);
     }
 
     Xbyak::Address src_at(int w, int byte_off) const {
@@ -112,13 +138,17 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     }
 
     void emit_ic_step_vnni() {
-        for (int b = 0; b < cfg.nb; ++b) vmovdqu32(wreg(b), ptr[reg_wei + wei_off_ + b * 64]);
+        for (int b = 0; b < cfg.nb; ++b) vload(wreg(b), ptr[reg_wei + wei_off_ + b * vbytes]);
         for (int w = 0, k = 0; w < cfg.ur_w; ++w) {
             if (!pixel_reads(w)) continue;
-            const Xbyak::Zmm s = (k++ & 1) ? zmm30 : zmm29;
+            // zmm: alternate zmm29 / zmm30; ymm: one register (renamed).
+            const Xbyak::Xmm s = vreg(zmm_ && (k++ & 1) ? 30 : bcast0);
             vpbroadcastd(s, src_at(w, 0));
-            if (cfg.xor_src) vpxord(s, s, zmm31);
-            for (int b = 0; b < cfg.nb; ++b) vpdpbusd(Xbyak::Zmm(acc(w, b).getIdx()), s, Xbyak::Zmm(wreg(b).getIdx()));
+            if (cfg.xor_src) {
+                if (zmm_) vpxord(s, s, vreg(x80));
+                else vpxor(s, s, vreg(x80));
+            }
+            for (int b = 0; b < cfg.nb; ++b) dpbusd(acc(w, b), s, wreg(b));
         }
     }
 
@@ -188,10 +218,8 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         add(rax, ptr[reg_args + offsetof(conv_call, c_off)]);
         for (int w = 0; w < cfg.ur_w; ++w) {
             if (cfg.tap_corr[w] < 0) continue;
-            for (int b = 0; b < cfg.nb; ++b) {
-                const Xbyak::Zmm a(acc(w, b).getIdx());
-                vpaddd(a, a, ptr[rax + cfg.tap_corr[w] * cfg.corr_stride + b * 64]);
-            }
+            for (int b = 0; b < cfg.nb; ++b)
+                vpaddd(acc(w, b), acc(w, b), ptr[rax + cfg.tap_corr[w] * cfg.corr_stride + b * vbytes]);
         }
     }
     int64_t tap_off_ = 0, wei_off_ = 0;
@@ -219,7 +247,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         const int span = (cfg.ur_w - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
         int flip = 0;
         const bool src_tail = cfg.dw_direct && cfg.last_n < lanes;
-        if (src_tail) {
+        if (src_tail && zmm_) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
@@ -239,15 +267,23 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                     if (!used || j < cfg.dw_col_lo || j >= cfg.dw_col_hi) continue; // column in the padding
                     const Xbyak::Xmm x = vreg(xr0 + (flip++ & 1));
                     const Xbyak::Address sa = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb];
-                    if (src_tail && b == cfg.nb - 1) vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
-                    else vpmovzxbd(x, sa);
+                    if (src_tail && b == cfg.nb - 1 && zmm_) {
+                        vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
+                    } else if (src_tail && b == cfg.nb - 1) { // ymm: last_n bytes, nothing read past them
+                        const Xbyak::Xmm xx(x.getIdx());
+                        lea(rax, sa);
+                        vpxor(xx, xx, xx);
+                        for (int i = 0; i < cfg.last_n; ++i) vpinsrb(xx, xx, ptr[rax + i], i);
+                        vpmovzxbd(x, xx);
+                    } else {
+                        vpmovzxbd(x, sa);
+                    }
                     for (int kw = 0; kw < cfg.kw; ++kw) {
                         const int r = j - kw * cfg.dw;
                         if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
                         const int w = r / cfg.sw;
                         if (vnni) {
-                            vpdpwssd(Xbyak::Zmm(acc(w, b).getIdx()), Xbyak::Zmm(x.getIdx()),
-                                     Xbyak::Zmm(wb0 + kw));
+                            dpwssd(acc(w, b), x, vreg(wb0 + kw));
                         } else {
                             vpmaddwd(vreg(tmp), x, vreg(wb0 + kw));
                             vpaddd(acc(w, b), acc(w, b), vreg(tmp));
@@ -305,14 +341,18 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         if (use_perm_) {
             align(64);
             L(l_perm);
-            for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
+            if (zmm_)
+                for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
+            else
+                for (uint32_t j : {0u, 4u, 1u, 5u, 2u, 6u, 3u, 7u}) dd(j);
         }
     }
 
-    bool tail(int b) const override { return b == cfg.nb - 1 && cfg.last_n < 16; }
+    bool tail(int b) const override { return b == cfg.nb - 1 && cfg.last_n < lanes; }
+    int tail_lanes() const override { return cfg.last_n; }
     Xbyak::Address full_operand(int i, int w, int b) override {
         mov(reg_full, ptr[reg_args + offsetof(conv_call, full) + 8 * i]);
-        return ptr[reg_full + w * cfg.pipe->oc * 4 + b * 64];
+        return ptr[reg_full + w * cfg.pipe->oc * 4 + b * vbytes];
     }
 
     void emit_epilogue() {
@@ -328,32 +368,41 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         mov(reg_coff, ptr[reg_args + offsetof(conv_call, c_off)]);
         mov(reg_pbase, reinterpret_cast<uintptr_t>(pp.scale.data()));
         add(reg_pbase, reg_coff);
-        if (cfg.last_n < 16) {
+        if (zmm_ && cfg.last_n < 16) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
-        vxorps(zmm_zero, zmm_zero, zmm_zero);
+        if (zmm_) vxorps(zmm_zero, zmm_zero, zmm_zero);
         // u8 destination with 4 full OC vectors: the 64 channels of a pixel
         // are packed with saturating packs and stored as one vector.
-        const bool packed = pp.dst_dt == dtype::u8 && cfg.nb == 4 && cfg.last_n == 16 && cfg.ur_w * cfg.nb <= 24;
-        if (packed) vbroadcastss(zmm_255, cst_plain(255.f));
+        // ymm: 2 full OC vectors, 16 channels per store (255 in ymm15, reloaded
+        // after each pixel when a binary max / min uses that register).
+        const bool packed = pp.dst_dt == dtype::u8 && cfg.last_n == lanes &&
+                            (zmm_ ? cfg.nb == 4 && cfg.ur_w * cfg.nb <= 24 : cfg.nb == 2);
+        const bool spare_used = std::any_of(pp.ops.begin(), pp.ops.end(), [](const pipeline_op &op) {
+            return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
+        });
+        const Xbyak::Xmm r255 = zmm_ ? Xbyak::Xmm(zmm_255) : v_spare();
+        if (packed) vbroadcastss(r255, cst_plain(255.f));
         const int64_t pix = pp.oc * dsz();
         for (int b = 0; b < cfg.nb; ++b) {
             emit_load_params(b);
             for (int w = 0; w < cfg.ur_w; ++w) {
-                const Xbyak::Zmm y(acc(w, b).getIdx());
+                const Xbyak::Xmm y = acc(w, b);
                 emit_pixel_pipeline(y, w, b, pix);
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
-                    vminps(y, zmm_255, y);
+                    if (!zmm_ && spare_used) vbroadcastss(r255, cst_plain(255.f));
+                    vminps(y, r255, y);
                     vcvtps2dq(y, y);
                     continue;
                 }
-                emit_store(y, ptr[reg_dst + w * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                emit_store(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
             }
         }
-        if (packed) emit_store_u8_packed(pix);
+        if (packed && zmm_) emit_store_u8_packed(pix);
+        if (packed && !zmm_) emit_store_u8_packed_ymm(pix);
         pop(r15);
         pop(r14);
         pop(r13);
@@ -379,6 +428,20 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
             vmovdqu8(ptr[reg_dst + w * pix], t0);
         }
     }
+    // ymm: 16 channels per pixel from 2 OC vectors; after the packs dword
+    // 4·L + k holds vector k's channels 4·L..4·L+3, vpermd [0, 4, 1, 5]
+    // puts the 16 bytes in order in the low half.
+    void emit_store_u8_packed_ymm(int64_t pix) {
+        use_perm_ = true;
+        const Xbyak::Ymm perm(v_u().getIdx()), t0(v_t().getIdx());
+        vmovdqu(perm, ptr[rip + l_perm]);
+        for (int w = 0; w < cfg.ur_w; ++w) {
+            vpackusdw(t0, Xbyak::Ymm(acc(w, 0).getIdx()), Xbyak::Ymm(acc(w, 1).getIdx()));
+            vpackuswb(t0, t0, t0);
+            vpermd(t0, perm, t0);
+            vmovdqu(ptr[reg_dst + w * pix], Xbyak::Xmm(t0.getIdx()));
+        }
+    }
     const Xbyak::Zmm zmm_255 = Xbyak::Zmm(24);
 };
 
@@ -386,13 +449,13 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
     const int max_acc = cfg.depthwise ? max_accumulators_dw(cfg.isa, cfg.kw) : max_accumulators(cfg.isa, cfg.nb);
     if (cfg.nb < 1 || cfg.nb > max_oc_vectors(cfg.isa) || cfg.ur_w < 1 || cfg.ur_w * cfg.nb > max_acc)
         fail("ur_w", "register blocking out of range");
-    if (cfg.xor_src && cfg.isa != conv_isa::avx512_vnni) fail("xor_src", "only the VNNI kernel shifts in place");
-    if (cfg.pipe && cfg.isa == conv_isa::avx2) fail("pipe", "the fused epilogue needs zmm registers");
-    if (cfg.dw_direct && (!cfg.depthwise || cfg.isa == conv_isa::avx2 || cfg.kh > 64))
-        fail("dw_direct", "needs the zmm depthwise kernel (masked loads) and at most 64 kernel rows");
+    if (cfg.xor_src && !is_vnni(cfg.isa)) fail("xor_src", "only the VNNI kernels shift in place");
+    if (cfg.pipe && is_ymm(cfg.isa) && cfg.ur_w * cfg.nb > 12) fail("pipe", "the ymm epilogue needs ymm12..15");
+    if (cfg.dw_direct && (!cfg.depthwise || cfg.kh > 64))
+        fail("dw_direct", "needs the depthwise kernel and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
         fail("pix_off", "needs one offset per pixel (dense kernels only)");
-    if (!cfg.tap_mask.empty() && (cfg.isa != conv_isa::avx512_vnni || !cfg.taps_inner || cfg.depthwise ||
+    if (!cfg.tap_mask.empty() && (!is_vnni(cfg.isa) || !cfg.taps_inner || cfg.depthwise ||
                                   static_cast<int>(cfg.tap_mask.size()) != cfg.ur_w || cfg.kh * cfg.kw > 64))
         fail("tap_mask", "needs the VNNI taps-inner kernel and one mask per pixel");
     if (!cfg.tap_corr.empty() && (cfg.tap_mask.size() != cfg.tap_corr.size() || cfg.corr_stride <= 0))
