@@ -313,9 +313,11 @@ std::vector<std::string> conv_implementations() {
 namespace {
 // docs/semantics.md §7: every dequantized weight f32(w − zp)·scale must be
 // finite for every w of the type. The fused kernels apply the scale once per
-// group sum, so an overflowing product would give them a finite result where
-// the definition gives inf/NaN; such scales are refused here instead (the
-// graph executor then runs the decompression unfused, as written).
+// group sum, so an infinite or overflowing scale would give them other values
+// than the definition (finite where it gives inf, or inf where w == zp gives
+// NaN); such scales are refused here instead (the graph executor then runs
+// the decompression unfused, as written). A NaN scale is data: it makes its
+// outputs NaN in both forms.
 void check_dequantized_range(const matmul_desc &d, const matmul_weights &w) {
     int64_t lo = 0, hi = 255;
     switch (d.wei_dt) {
@@ -329,7 +331,8 @@ void check_dequantized_range(const matmul_desc &d, const matmul_weights &w) {
         const float s = w.scale[i];
         const int64_t zp = d.zp == matmul_desc::zp_kind::none ? 0 : w.zp[d.zp_elems() == 1 ? 0 : i];
         const double widest = double(std::max(std::llabs(hi - zp), std::llabs(lo - zp)));
-        if (!std::isfinite(s) || std::fabs(double(s)) * widest > double(FLT_MAX))
+        if (std::isnan(s)) continue;
+        if (std::isinf(s) || std::fabs(double(s)) * widest > double(FLT_MAX))
             fail("scale", "value " + std::to_string(s) + " at n=" + std::to_string(i / ng) + " group " +
                               std::to_string(i % ng) + ": (w - zp)*scale is not finite for every weight of type " +
                               to_string(d.wei_dt));

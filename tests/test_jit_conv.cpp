@@ -774,7 +774,8 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
 TEST(JitConv, LegacyZpRangePerSourceType) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
-    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    // A simulated AVX-512 VNNI platform with AVX-VNNI: every row applies.
+    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni, true};
     struct rc { dtype src; std::vector<int32_t> zp; const char *why; };
     const rc cases[] = {
         {dtype::s8, {-128}, nullptr}, {dtype::s8, {127}, nullptr}, {dtype::u8, {0}, nullptr}, {dtype::u8, {255}, nullptr},
