@@ -63,6 +63,12 @@ second_set decide_second(const conv_problem &p, const platform &plat, const conv
 
 bool brgconv_platform(const platform &plat) { return plat.has(isa::avx512_core_vnni); }
 
+std::vector<attr_set> build_attrs_for_peer(const conv_problem &p, const platform &plat, const conv_hints &hints) {
+    std::vector<attr_set> sets = build_attrs(p, plat, hints);
+    if (sets.size() == 1 && !has_dw_conv(p.ops)) sets.push_back(stock_set(p, p.dst_dt == dtype::f32, false));
+    return sets;
+}
+
 std::vector<attr_set> build_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints) {
     const bool dst_f32 = p.dst_dt == dtype::f32;
     std::vector<attr_set> sets;

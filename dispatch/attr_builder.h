@@ -30,6 +30,12 @@ namespace qconv::impl {
 
 std::vector<attr_set> build_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints);
 
+// For a peer forced by name (a comparison, never "auto"): build_attrs() plus,
+// when it has none, the stock set (attr[1]: per-tensor zp as oneDNN's runtime
+// zero point, stock post-ops), so that oneDNN can be measured on a problem
+// the seed's tables give only to the JIT kernels (a per-tensor zp below VNNI).
+std::vector<attr_set> build_attrs_for_peer(const conv_problem &p, const platform &plat, const conv_hints &hints);
+
 // Whether oneDNN brgconv exists at this level (AVX-512 with VNNI or above).
 bool brgconv_platform(const platform &plat);
 

@@ -81,7 +81,9 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
 
 conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
                         std::vector<std::string> *rejections) {
-    return select_conv_in(conv_list(), build_attrs(p, plat, hints), p, plat, hints, rejections);
+    const bool forced_peer = !is_auto(hints.impl) && find_entry(conv_list(), hints.impl)->peer;
+    return select_conv_in(conv_list(), forced_peer ? build_attrs_for_peer(p, plat, hints) : build_attrs(p, plat, hints),
+                          p, plat, hints, rejections);
 }
 
 std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,

@@ -168,5 +168,26 @@ TEST(AttrBuilder, AmxPerTensorWorkaroundSharesLegacyOps) {
     }
 }
 
+// A peer forced by name may be measured on what the seed's tables give only to
+// the JIT kernels: below VNNI a per-tensor zp gets a stock attr[1] too (the
+// seed's cells, for "auto", stay as they are).
+TEST(AttrBuilder, ForcedPeerGetsTheStockSet) {
+    conv_problem p;
+    p.desc = conv_desc::parse("mb1ic16ih6oc8kh3ph1");
+    p.src_zp = zero_point::tensor(3);
+    p.ops = parse_post_ops("relu", p.desc.oc);
+    const platform avx2{isa::avx2};
+    ASSERT_EQ(impl::build_attrs(p, avx2, {}).size(), 1u);
+    const auto sets = impl::build_attrs_for_peer(p, avx2, {});
+    ASSERT_EQ(sets.size(), 2u);
+    EXPECT_EQ(sets[0].zp, zp_mechanism::legacy_per_channel);
+    EXPECT_EQ(sets[1].id, 1);
+    EXPECT_EQ(sets[1].zp, zp_mechanism::stock_per_tensor);
+    EXPECT_EQ(sets[1].zp_values, std::vector<int32_t>{3});
+    // Where the tables already give two sets, the peer sees the same two.
+    const platform amx{isa::avx512_core_amx};
+    EXPECT_EQ(impl::build_attrs_for_peer(p, amx, {}).size(), impl::build_attrs(p, amx, {}).size());
+}
+
 } // namespace
 } // namespace qconv
