@@ -153,7 +153,7 @@ void bench_jit(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv::
         auto p = std::make_unique<jit_fixture>();
         const source src(d);
         const qconv::impl::platform plat = qconv::impl::host_platform();
-        p->kernel = e->create(d, {}, plat);
+        p->kernel = e->create(d, {}, *e->supports(d, {}, plat, nullptr));
         const int n = cold ? cold_copies(d.wei_bytes()) : 1;
         for (int i = 0; i < n; ++i) p->copies.push_back(p->kernel->pack(src.weights()));
         p->x = src.x;
@@ -345,7 +345,7 @@ void bench_share(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv
         auto p = std::make_unique<share_fixture>();
         const source src(d);
         const qconv::impl::platform plat = qconv::impl::host_platform();
-        p->kernel = e->create(d, {}, plat);
+        p->kernel = e->create(d, {}, *e->supports(d, {}, plat, nullptr));
         for (int i = 0, n = cold_copies(d.wei_bytes()); i < n; ++i) p->copies.push_back(p->kernel->pack(src.weights()));
         const std::vector<float> w = src.dequantized();
         for (int i = 0, n = std::max(3, cold_copies(d.n * d.k * 4)); i < n; ++i)

@@ -410,24 +410,4 @@ std::string attr_set::str() const {
     return s;
 }
 
-// ------------------------------------------------------------ compensation
-std::vector<int32_t> zp_compensation(const conv_desc &d, const int8_t *wei, const std::vector<int32_t> &zp) {
-    if (zp.size() != 1 && static_cast<int64_t>(zp.size()) != d.ic)
-        fail("zp", "expected 1 or " + std::to_string(d.ic) + " values, got " + std::to_string(zp.size()));
-    const int64_t icg = d.icg(), ocg = d.ocg(), khw = d.kh * d.kw;
-    std::vector<int32_t> comp(static_cast<size_t>(d.oc));
-    for (int64_t c = 0; c < d.oc; ++c) {
-        const int64_t g = c / ocg;
-        int64_t sum = 0;
-        for (int64_t ic = 0; ic < icg; ++ic) {
-            const int64_t z = zp.size() == 1 ? zp[0] : zp[static_cast<size_t>(g * icg + ic)];
-            const int8_t *w = wei + (c * icg + ic) * khw;
-            for (int64_t k = 0; k < khw; ++k) sum += static_cast<int64_t>(w[k]) * z;
-        }
-        if (sum > INT32_MAX || -sum > INT32_MAX) fail("zp", "compensation overflows int32 for oc " + std::to_string(c));
-        comp[static_cast<size_t>(c)] = static_cast<int32_t>(-sum);
-    }
-    return comp;
-}
-
 } // namespace qconv

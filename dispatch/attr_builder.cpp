@@ -50,7 +50,7 @@ second_set decide_second(const conv_problem &p, const platform &plat, const conv
     const zero_point::kind zp = p.src_zp.effective_kind();
     const bool binary = needs_binary(p.ops);
     if (zp == zero_point::kind::per_channel) return {}; // legacy only: no brgconv takes it
-    if (plat.amx()) {
+    if (plat.has(cpu_feature::amx_int8)) {
         if (zp == zero_point::kind::per_tensor) return {true, binary}; // WR: legacy post-ops + stock zp
         return {binary, false};                                        // brgconv-amx with binary post-ops
     }
@@ -61,11 +61,14 @@ second_set decide_second(const conv_problem &p, const platform &plat, const conv
 
 } // namespace
 
-bool brgconv_platform(const platform &plat) { return plat.has(isa::avx512_core_vnni); }
+bool brgconv_platform(const platform &plat) { return plat.has(cpu_feature::avx512_core_vnni); }
 
 std::vector<attr_set> build_attrs_for_peer(const conv_problem &p, const platform &plat, const conv_hints &hints) {
     std::vector<attr_set> sets = build_attrs(p, plat, hints);
-    if (sets.size() == 1 && !has_dw_conv(p.ops)) sets.push_back(stock_set(p, p.dst_dt == dtype::f32, false));
+    // The stock set can carry no per-channel zero point.
+    const bool per_channel = p.src_zp.effective_kind() == zero_point::kind::per_channel;
+    if (sets.size() == 1 && !per_channel && !has_dw_conv(p.ops))
+        sets.push_back(stock_set(p, p.dst_dt == dtype::f32, false));
     return sets;
 }
 

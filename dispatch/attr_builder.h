@@ -1,6 +1,6 @@
 // The attr builder: from a problem's logical post-op chain and source zero
 // point, the platform and the hints, to the one or two attribute sets the
-// dispatcher offers to the implementations (DESIGN §5, the seed's tables).
+// dispatcher offers to the implementations (docs/semantics.md §6, the seed's tables).
 //
 //   attr[0]  legacy post-ops and/or the legacy per-channel zero point
 //            (padding with the zp bytes + precomputed compensation) — served
@@ -31,9 +31,10 @@ namespace qconv::impl {
 std::vector<attr_set> build_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints);
 
 // For a peer forced by name (a comparison, never "auto"): build_attrs() plus,
-// when it has none, the stock set (attr[1]: per-tensor zp as oneDNN's runtime
-// zero point, stock post-ops), so that oneDNN can be measured on a problem
-// the seed's tables give only to the JIT kernels (a per-tensor zp below VNNI).
+// when it has none and the zero point is not per-channel, the stock set
+// (attr[1]: per-tensor zp as oneDNN's runtime zero point, stock post-ops), so
+// that oneDNN can be measured on a problem the seed's tables give only to the
+// JIT kernels (a per-tensor zp below VNNI).
 std::vector<attr_set> build_attrs_for_peer(const conv_problem &p, const platform &plat, const conv_hints &hints);
 
 // Whether oneDNN brgconv exists at this level (AVX-512 with VNNI or above).

@@ -1,31 +1,56 @@
-// The conv implementation table, in dispatch order (best first, reference
-// last). The rows come from the kernel families (dispatch/registry.h):
-//
-//   1. oneDNN brgconv rows           onednn_conv_entries()  (+ `onednn:any` peer)
-//   2. JIT rows                      jit_conv_entries()
-//   3. the reference                 ref_conv_entries()     `ref:conv`
-//
-// The dispatcher walks entries in this order and, for each entry, the attr
-// sets in order (attr[0] then attr[1]); the first accepted pair wins.
-#include "dispatch/registry.h"
+// The conv implementation table, in dispatch order: the dispatcher walks the
+// rows top to bottom and, for each row, the attribute sets (attr[0] then
+// attr[1]); the first row that accepts a set wins. A row needs its declared
+// CPU features (the row constructor says which), peers run only when forced
+// by name, the reference is last. docs/dispatch.md gives the ordering rules
+// and the measurements behind them, and how a row is added.
+#include "dispatch/rows.h"
+#include "kernels/jit/conv_x8s8.h"
+#include "kernels/onednn/onednn_conv.h"
 
 namespace qconv::impl {
 
-// Weak defaults: replaced by the definitions in kernels/onednn/ and
-// kernels/jit/ once those exist in the library.
-__attribute__((weak)) std::vector<conv_entry> onednn_conv_entries() { return {}; }
-__attribute__((weak)) std::vector<conv_entry> jit_conv_entries() { return {}; }
-
 namespace {
+using jit::conv_isa;
+
 std::vector<conv_entry> build_conv_list() {
-    std::vector<conv_entry> list;
-    auto append = [&list](std::vector<conv_entry> rows) {
-        for (auto &r : rows) list.push_back(std::move(r));
+    return {
+        // AMX: oneDNN's brgconv where it takes the problem (no zero point in
+        // attr[0]; a stride beyond the kernel is refused as wrong), then its AMX
+        // JIT convolution for what brgconv refuses (conv1: IC 3).
+        onednn::brgconv_row("onednn:brgconv_1x1:avx512_core_amx", "brgconv_1x1", isa::avx512_core_amx),
+        onednn::brgconv_row("onednn:brgconv:avx512_core_amx", "brgconv", isa::avx512_core_amx),
+        onednn::jit_row("onednn:jit:avx512_core_amx", isa::avx512_core_amx),
+
+        // Depthwise (groups == IC == OC): the row kernel (VNNI + VBMI), then
+        // the micro-kernel rows; they beat every dense row on these problems.
+        jit::conv_dw_rows_row("jit:conv_dw_x8s8_rows:avx512_core_vnni"),
+        jit::conv_dw_row("jit:conv_dw_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni),
+
+        // AVX-512 VNNI: qconv's kernels ahead of brgconv (measured faster on
+        // ResNet-50, MobileNet and the 1x1 list, and they take every zero
+        // point and post-op in attr[0]); brgconv stays for what they refuse.
+        jit::conv_row("jit:conv_x8s8_1x1:avx512_core_vnni", conv_isa::avx512_core_vnni, true),
+        jit::conv_row("jit:conv_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni, false),
+        onednn::brgconv_row("onednn:brgconv_1x1:avx512_core_vnni", "brgconv_1x1", isa::avx512_core_vnni),
+        onednn::brgconv_row("onednn:brgconv:avx512_core_vnni", "brgconv", isa::avx512_core_vnni),
+
+        // Without AVX-512 VNNI, on a CPU that has both AVX-512 and AVX-VNNI
+        // (Zen 5 under a cap at avx512_core): depthwise is faster on zmm
+        // (vpmaddwd, 16 channels; 1.6x), dense on ymm vpdpbusd (1.05-1.3x,
+        // conv1 3.5x).
+        jit::conv_dw_row("jit:conv_dw_x8s8:avx512_core", conv_isa::avx512_core),
+        jit::conv_dw_row("jit:conv_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
+        jit::conv_row("jit:conv_x8s8:avx2_vnni", conv_isa::avx2_vnni, false),
+        jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core, false),
+        jit::conv_dw_row("jit:conv_dw_x8s8:avx2", conv_isa::avx2),
+        jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2, false),
+
+        // Peer: whatever oneDNN picks first (known-wrong implementations passed over).
+        onednn::any_row(),
+        // The reference: always last.
+        ref_conv_row(),
     };
-    append(onednn_conv_entries()); // ---- rows: oneDNN brgconv (top), onednn:any peer
-    append(jit_conv_entries());    // ---- rows: JIT kernels (between brgconv and ref)
-    append(ref_conv_entries());    // ---- the reference: always last
-    return list;
 }
 } // namespace
 

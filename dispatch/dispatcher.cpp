@@ -51,7 +51,38 @@ bool is_auto(const std::string &impl) { return impl.empty() || impl == "auto"; }
 
 } // namespace
 
+// ------------------------------------------------------------------ entries
+
+namespace {
+// The row's feature check, then its own decision.
+template <class Entry, class... Args>
+plan_ptr decide_on(const Entry &e, const platform &pl, std::string *why, const Args &...args) {
+    if (!pl.has_all(e.needs)) {
+        reject(why, "needs " + e.needs.str() + "; platform " + pl.str() + " lacks " + pl.features.missing(e.needs));
+        return nullptr;
+    }
+    return e.decide(args..., pl, why);
+}
+} // namespace
+
+plan_ptr conv_entry::supports(const conv_problem &p, const attr_set &attr, const platform &pl, std::string *why) const {
+    return decide_on(*this, pl, why, p, attr);
+}
+
+plan_ptr matmul_entry::supports(const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) const {
+    return decide_on(*this, pl, why, d, h);
+}
+
 // ------------------------------------------------------------------ select
+
+namespace {
+// The plan of an accepted candidate, at verbose level 2.
+void note_plan(const std::string &name, int attr_id, const plan &pl) {
+    if (verbose_level() < 2) return;
+    const std::string attr = attr_id >= 0 ? "attr[" + std::to_string(attr_id) + "]" : "-";
+    verbose_print("plan," + name + "," + attr + "," + pl.str());
+}
+} // namespace
 
 conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
                            const conv_problem &p, const platform &plat, const conv_hints &hints,
@@ -67,9 +98,10 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
         }
         for (size_t a = 0; a < attrs.size(); ++a) {
             std::string why;
-            if (e.supports(p, attrs[a], plat, &why)) {
+            if (plan_ptr pl = e.supports(p, attrs[a], plat, &why)) {
+                note_plan(e.name, static_cast<int>(a), *pl);
                 if (rejections) *rejections = std::move(skipped);
-                return {&e, e.name, static_cast<int>(a), attrs[a]};
+                return {&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)};
             }
             note_skip(skipped, e.name, static_cast<int>(a), why);
         }
@@ -92,8 +124,8 @@ std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, con
     for (const auto &e : list) {
         if (e.peer) continue;
         for (size_t a = 0; a < attrs.size(); ++a)
-            if (e.supports(p, attrs[a], plat, nullptr)) {
-                out.push_back({&e, e.name, static_cast<int>(a), attrs[a]});
+            if (plan_ptr pl = e.supports(p, attrs[a], plat, nullptr)) {
+                out.push_back({&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)});
                 break;
             }
     }
@@ -123,9 +155,10 @@ matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matm
             continue;
         }
         std::string why;
-        if (e.supports(d, hints, plat, &why)) {
+        if (plan_ptr pl = e.supports(d, hints, plat, &why)) {
+            note_plan(e.name, -1, *pl);
             if (rejections) *rejections = std::move(skipped);
-            return {&e, e.name};
+            return {&e, e.name, std::move(pl)};
         }
         note_skip(skipped, e.name, -1, why);
     }
@@ -141,20 +174,20 @@ matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, con
 
 // ------------------------------------------------------------------- cache
 
-std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_entry &e, const conv_problem &p,
-                                                      const attr_set &attr, const platform &plat, bool *hit) {
-    const std::string key = "conv|" + p.key() + "|" + std::to_string(attr.id) + ":" + attr.str() + "|" +
-                            plat.str() + "|" + e.name;
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p,
+                                                      const platform &plat, bool *hit) {
+    const std::string key = "conv|" + p.key() + "|" + std::to_string(c.attr.id) + ":" + c.attr.str() + "|" +
+                            plat.key() + "|" + c.name + "|" + c.plan->str();
     return kernel_cache::global().get_or_create_as<conv_kernel>(
-        key, [&] { return e.create(p, attr, plat); }, hit);
+        key, [&] { return c.entry->create(p, c.attr, *c.plan); }, hit);
 }
 
-std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_entry &e, const matmul_desc &d,
+std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_choice &c, const matmul_desc &d,
                                                           const matmul_hints &h, const platform &plat, bool *hit) {
     const std::string key = "matmul|" + d.key() + "|dq=" + std::to_string(h.dynamic_quantization) + "|" +
-                            plat.str() + "|" + e.name;
+                            plat.key() + "|" + c.name + "|" + c.plan->str();
     return kernel_cache::global().get_or_create_as<matmul_kernel>(
-        key, [&] { return e.create(d, h, plat); }, hit);
+        key, [&] { return c.entry->create(d, h, *c.plan); }, hit);
 }
 
 } // namespace qconv::impl
@@ -230,7 +263,7 @@ impl::conv_choice tuned_choice(const conv_problem &p, const impl::platform &plat
     double best = 0;
     for (size_t i = 0; i < cands.size(); ++i) {
         bool hit = false;
-        const auto kernel = impl::cached_conv_kernel(*cands[i].entry, p, cands[i].attr, plat, &hit);
+        const auto kernel = impl::cached_conv_kernel(cands[i], p, plat, &hit);
         const auto packed = kernel->pack(weights, p.with_bias ? bias : nullptr);
         kernel->execute(*packed, src.data(), dst.data(), args); // warm-up
         double ms = 1e30;
@@ -266,7 +299,7 @@ convolution::convolution(const conv_problem &p, const int8_t *weights, const flo
     prim->attr_id = choice.attr_id;
     prim->attr = choice.attr;
     bool hit = false;
-    prim->kernel = impl::cached_conv_kernel(*choice.entry, p, choice.attr, plat, &hit);
+    prim->kernel = impl::cached_conv_kernel(choice, p, plat, &hit);
     prim->weights = prim->kernel->pack(weights, p.with_bias ? bias : nullptr);
     if (verbose_level() >= 1) {
         prim->verbose_desc = impl::verbose_problem(p);
@@ -357,7 +390,7 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     prim->desc = d;
     prim->name = choice.name;
     bool hit = false;
-    prim->kernel = impl::cached_matmul_kernel(*choice.entry, d, hints, plat, &hit);
+    prim->kernel = impl::cached_matmul_kernel(choice, d, hints, plat, &hit);
     prim->weights = prim->kernel->pack(w);
     if (verbose_level() >= 1) {
         prim->verbose_desc = impl::verbose_problem(d, hints);

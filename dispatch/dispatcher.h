@@ -29,6 +29,7 @@ struct conv_choice {
     std::string name;   // entry->name
     int attr_id = -1;   // index into the attr sets
     attr_set attr;
+    plan_ptr plan;      // what the entry decided (create() consumes it)
 };
 
 // Decision on `list` with the given attribute sets.
@@ -48,6 +49,7 @@ bool tuned_dispatch(const conv_hints &hints);
 struct matmul_choice {
     const matmul_entry *entry = nullptr;
     std::string name;
+    plan_ptr plan;
 };
 matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
                                const matmul_hints &hints, const platform &plat,
@@ -77,12 +79,12 @@ public:
     std::shared_ptr<const packed> weights;
 };
 
-// The kernel for (problem, attr, platform level, entry) from the global
-// kernel cache, created on a miss. *hit tells which.
-std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_entry &e, const conv_problem &p,
-                                                      const attr_set &attr, const platform &plat,
-                                                      bool *hit = nullptr);
-std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_entry &e, const matmul_desc &d,
+// The kernel for (problem, attr, platform, entry, plan) from the global
+// kernel cache, created from the plan on a miss. *hit tells which. The plan's
+// str() is part of the key: it carries the tuning knobs the plan was made with.
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p,
+                                                      const platform &plat, bool *hit = nullptr);
+std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_choice &c, const matmul_desc &d,
                                                           const matmul_hints &h, const platform &plat,
                                                           bool *hit = nullptr);
 

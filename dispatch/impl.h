@@ -1,13 +1,16 @@
-// The implementation interface and the ordered implementation lists.
+// The implementation interface.
 //
-// An implementation list is a table of entries, best first and the reference
-// last (dispatch/conv_list.cpp, dispatch/matmul_list.cpp). Each entry has a
-// name that carries its configuration ("jit:conv_x8s8_1x1:avx512_vnni"),
-// supports(), which accepts or says in one line why not, and create(), which
-// builds a weight-independent kernel (cached by the dispatcher). The kernel
-// packs weights into its own layout once per primitive and executes.
-// Tests and benchmarks iterate the tables, so a new row is tested and
-// benchmarked without further registration.
+// An implementation table is an ordered list of rows, best first and the
+// reference last, written out in dispatch/conv_list.cpp and
+// dispatch/matmul_list.cpp. A row has a name that carries its configuration
+// in oneDNN's ISA vocabulary ("jit:conv_x8s8_1x1:avx512_core_vnni"), the CPU
+// features its instructions need, supports() — which refuses with a one-line
+// reason or returns a plan, everything the row decided for the problem (the
+// analogue of oneDNN's primitive descriptor) — and create(), which builds a
+// weight-independent kernel from that plan without deciding again (cached by
+// the dispatcher). The kernel packs weights into its own layout once per
+// primitive and executes. Tests and benchmarks iterate the tables, so a new
+// row is tested and benchmarked without further registration.
 #pragma once
 
 #include <functional>
@@ -21,6 +24,15 @@
 #include "qconv/post_ops.h"
 
 namespace qconv::impl {
+
+// What a row decided in supports(). str() is a short description
+// (QCONV_VERBOSE=2, the kernel cache key); rows with nothing to decide use
+// the base class.
+struct plan {
+    virtual ~plan() = default;
+    virtual std::string str() const { return "-"; }
+};
+using plan_ptr = std::shared_ptr<const plan>;
 
 // Weights (and anything derived from them) in an implementation's layout.
 struct packed {
@@ -40,10 +52,26 @@ public:
 };
 
 struct conv_entry {
+    using decide_fn = std::function<plan_ptr(const conv_problem &, const attr_set &, const platform &, std::string *)>;
+    using build_fn =
+        std::function<std::shared_ptr<const conv_kernel>(const conv_problem &, const attr_set &, const plan &)>;
     std::string name;
+    feature_set needs; // CPU features the row's code uses
     bool peer = false; // runs when forced by name (driver, benchmarks), never chosen by "auto"
-    std::function<bool(const conv_problem &, const attr_set &, const platform &, std::string *why)> supports;
-    std::function<std::shared_ptr<const conv_kernel>(const conv_problem &, const attr_set &, const platform &)> create;
+    // What tests and benchmarks select rows by (never by parsing names):
+    std::string family;          // "jit", "onednn" or "ref"
+    bool only_1x1 = false;       // takes 1x1 kernels only
+    bool only_depthwise = false; // takes groups == IC == OC only
+    decide_fn decide;  // the row's own checks (needs already satisfied)
+    build_fn build;
+
+    // The plan for (p, attr) on `pl`, or null with the reason in *why (the
+    // missing features first).
+    plan_ptr supports(const conv_problem &p, const attr_set &attr, const platform &pl, std::string *why) const;
+    // The kernel for a plan supports() returned.
+    std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set &attr, const plan &pl) const {
+        return build(p, attr, pl);
+    }
 };
 // Best first, reference last.
 const std::vector<conv_entry> &conv_list();
@@ -56,10 +84,21 @@ public:
 };
 
 struct matmul_entry {
+    using decide_fn = std::function<plan_ptr(const matmul_desc &, const matmul_hints &, const platform &, std::string *)>;
+    using build_fn = std::function<std::shared_ptr<const matmul_kernel>(const matmul_desc &, const matmul_hints &, const plan &)>;
     std::string name;
+    feature_set needs;
     bool peer = false;
-    std::function<bool(const matmul_desc &, const matmul_hints &, const platform &, std::string *why)> supports;
-    std::function<std::shared_ptr<const matmul_kernel>(const matmul_desc &, const matmul_hints &, const platform &)> create;
+    std::string family;                // "jit", "onednn" or "ref"
+    int weight_bits = 0;               // 8: u8/s8 only, 4: u4/s4 only, 0: any
+    bool dynamic_quantization = false; // runs only with the opt-in hint
+    decide_fn decide;
+    build_fn build;
+
+    plan_ptr supports(const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) const;
+    std::shared_ptr<const matmul_kernel> create(const matmul_desc &d, const matmul_hints &h, const plan &pl) const {
+        return build(d, h, pl);
+    }
 };
 const std::vector<matmul_entry> &matmul_list();
 
@@ -67,6 +106,16 @@ const std::vector<matmul_entry> &matmul_list();
 inline bool reject(std::string *why, const std::string &reason) {
     if (why) *why = reason;
     return false;
+}
+
+// A plan with nothing to decide, for rows whose supports() is a yes/no.
+inline plan_ptr plain_plan() { return std::make_shared<plan>(); }
+// decide functions from a yes/no check: the plain plan when it accepts.
+template <class Check>
+auto decide_by(Check check) {
+    return [check](const auto &a, const auto &b, const platform &pl, std::string *why) -> plan_ptr {
+        return check(a, b, pl, why) ? plain_plan() : nullptr;
+    };
 }
 
 } // namespace qconv::impl

@@ -1,15 +1,17 @@
 // ISA detection and the ISA cap.
 //
-// detected_isa() asks cpu_features (which also checks that the OS enables the
-// AVX / AVX-512 / AMX register state in XCR0) once per process. Two things it
-// does not know are read here: AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX bit 4) and
+// detected_features() asks cpu_features (which also checks that the OS enables
+// the AVX / AVX-512 / AMX register state in XCR0) once per process; the level
+// is the highest step of the ladder whose features are all there. Two things
+// cpu_features 0.7 does not know are read here: AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX bit 4) and
 // whether AMX may actually be used — that needs a non-zero tile palette
 // (CPUID leaf 0x1D) and, on Linux, the permission to use the XTILEDATA state
 // (arch_prctl ARCH_REQ_XCOMP_PERM, verified with ARCH_GET_XCOMP_PERM). Any
 // failure along the AMX path means "no AMX"; nothing here can crash.
 //
 // The cap (QCONV_MAX_CPU_ISA, read once, or set_max_cpu_isa()) only lowers
-// the level the dispatcher sees; max_cpu_isa() = min(detected, cap).
+// the level the dispatcher sees, max_cpu_isa() = min(detected, cap), and
+// keeps the features that level allows (cap_allows()).
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -63,17 +65,37 @@ bool os_grants_amx() {
 #endif
 }
 
-isa detect() {
+// Every feature the CPU and OS support. cpu_features 0.7 checks XCR0 for
+// the AVX, AVX-512 and AMX state; it lacks AVX-VNNI (leaf 7 subleaf 1) and
+// the AMX palette and permission, read above.
+impl::feature_set detect_features() {
+    using impl::cpu_feature;
     const cpu_features::X86Features f = cpu_features::GetX86Info().features;
     // Bitfields are signed 1-bit ints (-1 when set): test for truth only.
-    const bool avx2 = f.avx2 && f.fma3;
-    const bool avx512_core = f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
-    if (!avx2) return isa::sse41;
-    if (!avx512_core) return cpu_has_avx_vnni() ? isa::avx2_vnni : isa::avx2;
-    if (!f.avx512vnni) return isa::avx512_core;
-    if (!f.avx512_bf16) return isa::avx512_core_vnni;
-    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && os_grants_amx()) return isa::avx512_core_amx;
-    return isa::avx512_core_bf16;
+    impl::feature_set s;
+    if (!(f.avx2 && f.fma3)) return s;
+    s.add(cpu_feature::avx2);
+    if (cpu_has_avx_vnni()) s.add(cpu_feature::avx2_vnni);
+    if (!(f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl)) return s;
+    s.add(cpu_feature::avx512_core);
+    if (f.avx512vnni) s.add(cpu_feature::avx512_core_vnni);
+    if (f.avx512vbmi) s.add(cpu_feature::avx512_vbmi);
+    if (f.avx512_bf16) s.add(cpu_feature::avx512_bf16);
+    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && os_grants_amx()) {
+        s.add(cpu_feature::amx_int8);
+        if (f.amx_bf16) s.add(cpu_feature::amx_bf16);
+    }
+    return s;
+}
+
+// The highest level of the ladder whose features are all present.
+isa level_of(const impl::feature_set &s) {
+    isa best = isa::sse41;
+    for (isa l : {isa::avx2, isa::avx2_vnni, isa::avx512_core, isa::avx512_core_vnni, isa::avx512_core_bf16,
+                  isa::avx512_core_amx})
+        if (s.contains(impl::level_features(l)) && (l != isa::avx2_vnni || !s.has(impl::cpu_feature::avx512_core)))
+            best = l;
+    return best;
 }
 
 constexpr int no_cap = static_cast<int>(isa::avx512_core_amx);
@@ -103,20 +125,81 @@ void set_max_cpu_isa(isa cap) { api_cap.store(static_cast<int>(cap), std::memory
 
 namespace impl {
 
+const char *to_string(cpu_feature f) {
+    switch (f) {
+    case cpu_feature::avx2: return "avx2";
+    case cpu_feature::avx2_vnni: return "avx2_vnni";
+    case cpu_feature::avx512_core: return "avx512_core";
+    case cpu_feature::avx512_core_vnni: return "avx512_core_vnni";
+    case cpu_feature::avx512_vbmi: return "avx512_vbmi";
+    case cpu_feature::avx512_bf16: return "avx512_bf16";
+    case cpu_feature::amx_int8: return "amx_int8";
+    case cpu_feature::amx_bf16: return "amx_bf16";
+    }
+    return "?";
+}
+
+namespace {
+constexpr cpu_feature all_features[] = {cpu_feature::avx2,        cpu_feature::avx2_vnni,   cpu_feature::avx512_core,
+                                        cpu_feature::avx512_core_vnni, cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16,
+                                        cpu_feature::amx_int8,    cpu_feature::amx_bf16};
+} // namespace
+
+std::string feature_set::str() const {
+    std::string s;
+    for (cpu_feature f : all_features)
+        if (has(f)) s += (s.empty() ? "" : "+") + std::string(to_string(f));
+    return s.empty() ? "none" : s;
+}
+
+std::string feature_set::missing(const feature_set &needed) const {
+    feature_set m;
+    for (cpu_feature f : all_features)
+        if (needed.has(f) && !has(f)) m.add(f);
+    return m.str();
+}
+
+feature_set level_features(isa level) {
+    feature_set s;
+    if (level >= isa::avx2) s.add(cpu_feature::avx2);
+    if (level == isa::avx2_vnni) s.add(cpu_feature::avx2_vnni);
+    if (level >= isa::avx512_core) s.add(cpu_feature::avx512_core);
+    if (level >= isa::avx512_core_vnni) s.add(cpu_feature::avx512_core_vnni);
+    if (level >= isa::avx512_core_bf16) s.add(cpu_feature::avx512_bf16);
+    if (level >= isa::avx512_core_amx) s.add(cpu_feature::amx_int8), s.add(cpu_feature::amx_bf16);
+    return s;
+}
+
+bool cap_allows(isa level, cpu_feature f) {
+    switch (f) {
+    case cpu_feature::avx2: return level >= isa::avx2;
+    case cpu_feature::avx2_vnni: return level >= isa::avx2_vnni;
+    case cpu_feature::avx512_core: return level >= isa::avx512_core;
+    case cpu_feature::avx512_core_vnni:
+    case cpu_feature::avx512_vbmi: return level >= isa::avx512_core_vnni;
+    case cpu_feature::avx512_bf16: return level >= isa::avx512_core_bf16;
+    case cpu_feature::amx_int8:
+    case cpu_feature::amx_bf16: return level >= isa::avx512_core_amx;
+    }
+    return false;
+}
+
+feature_set detected_features() {
+    static const feature_set s = detect_features();
+    return s;
+}
+
 isa detected_isa() {
-    static const isa level = detect();
+    static const isa level = level_of(detected_features());
     return level;
 }
 
-bool detected_avx_vnni() {
-    // AVX-VNNI is VEX-encoded ymm: it needs the AVX state (checked by the avx2 level).
-    static const bool v = detected_isa() >= isa::avx2 && cpu_has_avx_vnni();
-    return v;
-}
-
 platform host_platform() {
-    const isa level = max_cpu_isa();
-    return platform{level, level >= isa::avx2_vnni && detected_avx_vnni()};
+    platform p;
+    p.level = max_cpu_isa();
+    for (cpu_feature f : all_features)
+        if (detected_features().has(f) && cap_allows(p.level, f)) p.features.add(f);
+    return p;
 }
 
 } // namespace impl

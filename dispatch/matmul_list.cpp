@@ -1,27 +1,25 @@
-// The weight-compressed MatMul implementation table, in dispatch order (best
-// first, reference last); rows come from the kernel families
-// (dispatch/registry.h):
-//
-//   1. JIT rows                      jit_matmul_entries()
-//   2. oneDNN rows (peers)           onednn_matmul_entries()
-//   3. the reference                 ref_matmul_entries()   `ref:matmul`
-#include "dispatch/registry.h"
+// The weight-compressed MatMul implementation table, in dispatch order (see
+// dispatch/conv_list.cpp for how a table is read; docs/dispatch.md).
+#include "dispatch/rows.h"
 
 namespace qconv::impl {
 
-__attribute__((weak)) std::vector<matmul_entry> jit_matmul_entries() { return {}; }
-__attribute__((weak)) std::vector<matmul_entry> onednn_matmul_entries() { return {}; }
-
 namespace {
 std::vector<matmul_entry> build_matmul_list() {
-    std::vector<matmul_entry> list;
-    auto append = [&list](std::vector<matmul_entry> rows) {
-        for (auto &r : rows) list.push_back(std::move(r));
+    return {
+        // Opt-in dynamic quantization of X (matmul_hints::dynamic_quantization).
+        matmul_wc_dq_row("jit:matmul_wc_dq:avx512_core_vnni"),
+        // f32 accuracy: decompression into FMAs, zmm then ymm.
+        matmul_wc_row("jit:matmul_wc_x8:avx512_core", true, false),
+        matmul_wc_row("jit:matmul_wc_x4:avx512_core", true, true),
+        matmul_wc_row("jit:matmul_wc_x8:avx2", false, false),
+        matmul_wc_row("jit:matmul_wc_x4:avx2", false, true),
+        // Peers: oneDNN f32 on weights dequantized at pack time.
+        onednn_f32_row("onednn:matmul_f32:dequantized", true),
+        onednn_f32_row("onednn:sgemm_f32:dequantized", false),
+        // The reference: always last.
+        ref_matmul_row(),
     };
-    append(jit_matmul_entries());    // ---- rows: JIT compressed-weight kernels
-    append(onednn_matmul_entries()); // ---- rows: oneDNN (peers for benchmarks)
-    append(ref_matmul_entries());    // ---- the reference: always last
-    return list;
 }
 } // namespace
 

@@ -4,7 +4,7 @@
 // executes), and "pack" by copying the weights and bias.
 #include <cstring>
 
-#include "dispatch/registry.h"
+#include "dispatch/rows.h"
 #include "reference/reference.h"
 
 namespace qconv::impl {
@@ -81,24 +81,26 @@ private:
 
 } // namespace
 
-std::vector<conv_entry> ref_conv_entries() {
+conv_entry ref_conv_row() {
     conv_entry e;
     e.name = "ref:conv";
-    e.supports = ref_conv_supports;
-    e.create = [](const conv_problem &p, const attr_set &attr, const platform &) -> std::shared_ptr<const conv_kernel> {
+    e.family = "ref";
+    e.decide = decide_by(ref_conv_supports);
+    e.build = [](const conv_problem &p, const attr_set &attr, const plan &) -> std::shared_ptr<const conv_kernel> {
         return std::make_shared<ref_conv_kernel>(p, attr);
     };
-    return {e};
+    return e;
 }
 
-std::vector<matmul_entry> ref_matmul_entries() {
+matmul_entry ref_matmul_row() {
     matmul_entry e;
     e.name = "ref:matmul";
-    e.supports = [](const matmul_desc &, const matmul_hints &, const platform &, std::string *) { return true; };
-    e.create = [](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+    e.family = "ref";
+    e.decide = [](const matmul_desc &, const matmul_hints &, const platform &, std::string *) { return plain_plan(); };
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<ref_matmul_kernel>(d);
     };
-    return {e};
+    return e;
 }
 
 } // namespace qconv::impl

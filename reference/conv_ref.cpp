@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compensation.h"
 #include "reference/reference.h"
 
 #ifdef _OPENMP

@@ -184,6 +184,11 @@ TEST(AttrBuilder, ForcedPeerGetsTheStockSet) {
     EXPECT_EQ(sets[1].id, 1);
     EXPECT_EQ(sets[1].zp, zp_mechanism::stock_per_tensor);
     EXPECT_EQ(sets[1].zp_values, std::vector<int32_t>{3});
+    // A per-channel zero point has no stock form: no second set.
+    conv_problem pc = p;
+    pc.src_zp = zero_point::channel({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+    EXPECT_EQ(impl::build_attrs_for_peer(pc, avx2, {}).size(), 1u);
+    EXPECT_EQ(impl::build_attrs_for_peer(pc, platform{isa::avx512_core_vnni}, {}).size(), 1u);
     // Where the tables already give two sets, the peer sees the same two.
     const platform amx{isa::avx512_core_amx};
     EXPECT_EQ(impl::build_attrs_for_peer(p, amx, {}).size(), impl::build_attrs(p, amx, {}).size());

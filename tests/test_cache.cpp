@@ -143,7 +143,7 @@ TEST(PrimitiveCache, ThreadsCreatingTheSamePrimitiveShareOneKernel) {
     std::vector<std::shared_ptr<const impl::conv_kernel>> kernels(n);
     std::vector<std::thread> threads;
     for (int i = 0; i < n; ++i)
-        threads.emplace_back([&, i] { kernels[i] = impl::cached_conv_kernel(*choice.entry, p, choice.attr, plat); });
+        threads.emplace_back([&, i] { kernels[i] = impl::cached_conv_kernel(choice, p, plat); });
     for (auto &t : threads) t.join();
     for (int i = 0; i < n; ++i) EXPECT_EQ(kernels[i].get(), kernels[0].get()) << choice.name << " thread " << i;
     EXPECT_EQ(kernel_cache::global().stats().misses, 1u);

@@ -39,8 +39,8 @@ conv_entry model(const std::string &name,
     conv_entry e;
     e.name = name;
     e.peer = peer;
-    e.supports = std::move(s);
-    e.create = [](const conv_problem &, const attr_set &, const platform &) -> std::shared_ptr<const impl::conv_kernel> {
+    e.decide = impl::decide_by(std::move(s));
+    e.build = [](const conv_problem &, const attr_set &, const impl::plan &) -> std::shared_ptr<const impl::conv_kernel> {
         return nullptr;
     };
     return e;
@@ -49,14 +49,14 @@ conv_entry model(const std::string &name,
 // brgconv as the seed describes it: stock zero point only, no legacy post-ops,
 // AVX-512 VNNI and up.
 bool brg_supports(const conv_problem &, const attr_set &a, const platform &pl, std::string *why) {
-    if (!pl.has(isa::avx512_core_vnni)) return impl::reject(why, "needs avx512_core_vnni");
+    if (!pl.has(impl::cpu_feature::avx512_core_vnni)) return impl::reject(why, "needs avx512_core_vnni");
     if (a.zp == zp_mechanism::legacy_per_channel) return impl::reject(why, "legacy zero point");
     if (a.has_legacy_ops()) return impl::reject(why, "legacy post-ops");
     return true;
 }
 // The JIT kernels: the legacy mechanisms (attr[0]), any ISA from AVX2.
 bool jit_supports(const conv_problem &, const attr_set &a, const platform &pl, std::string *why) {
-    if (!pl.has(isa::avx2)) return impl::reject(why, "needs avx2");
+    if (!pl.has(impl::cpu_feature::avx2)) return impl::reject(why, "needs avx2");
     if (a.zp == zp_mechanism::stock_per_tensor) return impl::reject(why, "stock zero point");
     if (a.has_binary_ops()) return impl::reject(why, "binary post-ops");
     return true;
@@ -308,15 +308,15 @@ TEST_P(RealTable, ChoiceFollowsTheSeed) {
     // The seed's rules, whatever rows exist.
     const bool per_channel = std::string(rc.zp).rfind("channel", 0) == 0;
     const bool binary = std::string(rc.ops) == bin;
-    if (per_channel || !pl.has(isa::avx512_core_vnni)) {
+    if (per_channel || !pl.has(impl::cpu_feature::avx512_core_vnni)) {
         EXPECT_EQ(c.attr_id, 0);
         EXPECT_FALSE(is_brgconv(c.name));
     }
-    if (!pl.amx() && binary && !rc.enforce) {
+    if (!pl.has(impl::cpu_feature::amx_int8) && binary && !rc.enforce) {
         EXPECT_FALSE(is_brgconv(c.name));
     }
     if (c.attr_id == 1) {
-        EXPECT_TRUE(pl.has(isa::avx512_core_vnni));
+        EXPECT_TRUE(pl.has(impl::cpu_feature::avx512_core_vnni));
     }
 }
 

@@ -64,31 +64,54 @@ TEST(Isa, DetectionMatchesCpuinfo) {
 
 // AVX-VNNI is a feature of its own: not implied by AVX-512 VNNI (Zen 4 lacks it).
 TEST(Isa, AvxVnniIsDetectedApartFromTheLevel) {
+    using impl::cpu_feature;
     const auto flags = cpuinfo_flags();
     if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
     const bool expected = flags.count("avx_vnni") && flags.count("avx2");
-    EXPECT_EQ(impl::detected_avx_vnni(), expected);
+    EXPECT_EQ(impl::detected_features().has(cpu_feature::avx2_vnni), expected);
     set_max_cpu_isa(isa::avx512_core_amx);
-    EXPECT_EQ(impl::host_platform().avx_vnni, expected);
-    // The platform's vnni() means some VNNI the level or the feature allows.
-    EXPECT_EQ(impl::host_platform().vnni(), expected || impl::detected_isa() >= isa::avx512_core_vnni);
+    EXPECT_EQ(impl::host_platform().has(cpu_feature::avx2_vnni), expected);
 }
 
-TEST(Isa, CapBelowAvx2VnniClearsAvxVnni) {
-    const bool detected = impl::detected_avx_vnni();
+// Every feature cpu_features and CPUID report is in the detected set, and
+// only those (the flags Linux prints for each).
+TEST(Isa, FeaturesFollowCpuinfo) {
+    using impl::cpu_feature;
+    const auto flags = cpuinfo_flags();
+    if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
+    const impl::feature_set f = impl::detected_features();
+    const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") && flags.count("avx512vl");
+    EXPECT_EQ(f.has(cpu_feature::avx2), flags.count("avx2") && flags.count("fma"));
+    EXPECT_EQ(f.has(cpu_feature::avx512_core), avx512);
+    EXPECT_EQ(f.has(cpu_feature::avx512_core_vnni), avx512 && flags.count("avx512_vnni"));
+    EXPECT_EQ(f.has(cpu_feature::avx512_vbmi), avx512 && flags.count("avx512vbmi"));
+    EXPECT_EQ(f.has(cpu_feature::avx512_bf16), avx512 && flags.count("avx512_bf16"));
+    if (!flags.count("amx_int8")) EXPECT_FALSE(f.has(cpu_feature::amx_int8));
+}
+
+TEST(Isa, CapClearsTheFeaturesAboveIt) {
+    using impl::cpu_feature;
+    const bool detected = impl::detected_features().has(cpu_feature::avx2_vnni);
     set_max_cpu_isa(isa::avx2_vnni);
-    EXPECT_EQ(impl::host_platform().avx_vnni, detected);
+    EXPECT_EQ(impl::host_platform().has(cpu_feature::avx2_vnni), detected);
     EXPECT_EQ(impl::host_platform().level, impl::detected_isa() < isa::avx2_vnni ? impl::detected_isa() : isa::avx2_vnni);
-    EXPECT_FALSE(impl::host_platform().avx512());
+    EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx512_core));
     set_max_cpu_isa(isa::avx2);
-    EXPECT_FALSE(impl::host_platform().avx_vnni);
-    EXPECT_FALSE(impl::host_platform().vnni());
+    EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx2_vnni));
+    set_max_cpu_isa(isa::avx512_core);
+    EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx512_core_vnni));
+    EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx512_vbmi));
     set_max_cpu_isa(isa::avx512_core_amx);
-    EXPECT_EQ(impl::host_platform().avx_vnni, detected);
-    // Simulated platforms: no AVX-VNNI unless said.
-    EXPECT_FALSE(impl::platform{isa::avx2_vnni}.avx_vnni);
-    EXPECT_TRUE((impl::platform{isa::avx2_vnni, true}.vnni()));
-    EXPECT_FALSE(impl::platform{isa::avx2_vnni}.vnni());
+    EXPECT_EQ(impl::host_platform().features.bits(), impl::detected_features().bits());
+    // Simulated platforms: the level's features; AVX-VNNI and VBMI only when said.
+    EXPECT_FALSE(impl::platform{isa::avx512_core_vnni}.has(cpu_feature::avx2_vnni));
+    EXPECT_FALSE(impl::platform{isa::avx2_vnni}.has(cpu_feature::avx2_vnni));
+    EXPECT_TRUE((impl::platform{isa::avx2_vnni, true}.has(cpu_feature::avx2_vnni)));
+    EXPECT_TRUE((impl::platform{isa::avx512_core, true}.has(cpu_feature::avx2_vnni)));
+    EXPECT_FALSE(impl::platform{isa::avx512_core_bf16}.has(cpu_feature::avx512_vbmi));
+    EXPECT_TRUE(impl::platform{isa::avx512_core_vnni}.with(cpu_feature::avx512_vbmi).has(cpu_feature::avx512_vbmi));
+    EXPECT_EQ(impl::platform{isa::avx512_core_amx}.key(),
+              "avx512_core_amx:avx2+avx512_core+avx512_core_vnni+avx512_bf16+amx_int8+amx_bf16");
 }
 
 TEST(Isa, DetectionIsStable) {
@@ -101,7 +124,7 @@ TEST(Isa, SetMaxCpuIsaCapsAndRestores) {
     set_max_cpu_isa(isa::avx2);
     EXPECT_EQ(max_cpu_isa(), detected < isa::avx2 ? detected : isa::avx2);
     EXPECT_EQ(impl::host_platform().level, max_cpu_isa());
-    EXPECT_FALSE(impl::host_platform().avx512());
+    EXPECT_FALSE(impl::host_platform().has(impl::cpu_feature::avx512_core));
     set_max_cpu_isa(isa::avx512_core);
     EXPECT_EQ(max_cpu_isa(), detected < isa::avx512_core ? detected : isa::avx512_core);
     // A cap above the CPU never raises the level.
@@ -129,7 +152,7 @@ TEST(IsaChild, Report) {
     std::ofstream f(out);
     try {
         const isa level = max_cpu_isa();
-        f << "isa " << to_string(level) << (impl::host_platform().avx_vnni ? " avx_vnni" : "") << "\n";
+        f << "isa " << to_string(level) << (impl::host_platform().has(impl::cpu_feature::avx2_vnni) ? " avx_vnni" : "") << "\n";
     } catch (const error &e) {
         f << "error " << e.what() << "\n";
     }
@@ -160,7 +183,7 @@ std::string run_child(const std::string &value) {
 
 TEST(Isa, EnvironmentCapIsHonoured) {
     const isa detected = impl::detected_isa();
-    const std::string vnni = impl::detected_avx_vnni() ? " avx_vnni" : "";
+    const std::string vnni = impl::detected_features().has(impl::cpu_feature::avx2_vnni) ? " avx_vnni" : "";
     const isa want = detected < isa::avx2 ? detected : isa::avx2;
     EXPECT_EQ(run_child("avx2"), std::string("isa ") + to_string(want));
     // avx2_vnni selects exactly that level; AVX-VNNI stays if the CPU has it.

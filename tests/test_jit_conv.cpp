@@ -31,27 +31,34 @@ using qconv::test::ConvTester;
 
 namespace {
 
-// Dense rows (jit:conv_x8s8*) and depthwise rows (jit:conv_dw_x8s8:*).
+using qconv::impl::cpu_feature;
+
+const qconv::impl::conv_entry &row_entry(const std::string &name) {
+    for (const auto &e : qconv::impl::conv_list())
+        if (e.name == name) return e;
+    throw std::runtime_error("no row " + name);
+}
+
+// The JIT rows, dense and depthwise (selected by their declared family).
 std::vector<std::string> jit_rows() {
     std::vector<std::string> r;
     for (const auto &e : qconv::impl::conv_list())
-        if (e.name.rfind("jit:conv_x8s8", 0) == 0 || e.name.rfind("jit:conv_dw_x8s8", 0) == 0)
-            r.push_back(e.name);
+        if (e.family == "jit") r.push_back(e.name);
     return r;
 }
 
-bool is_1x1_row(const std::string &name) { return name.find("_1x1:") != std::string::npos; }
-bool is_dw_row(const std::string &name) { return name.rfind("jit:conv_dw_", 0) == 0; }
+bool is_1x1_row(const std::string &name) { return row_entry(name).only_1x1; }
+bool is_dw_row(const std::string &name) { return row_entry(name).only_depthwise; }
 
-// AVX-VNNI is a feature of its own (platform::avx_vnni), not a level.
-bool have_avx_vnni() { return qconv::impl::host_platform().avx_vnni; }
+// AVX-VNNI is a feature of its own, not a level.
+bool have_avx_vnni() { return qconv::impl::host_platform().has(cpu_feature::avx2_vnni); }
 
-bool isa_ok(const std::string &row) {
-    if (row.find("avx2_vnni") != std::string::npos) return have_avx_vnni();
-    if (row.find("avx512_vnni") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni;
-    if (row.find("avx512_core") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx512_core;
-    if (row.find("avx2") != std::string::npos) return qconv::max_cpu_isa() >= qconv::isa::avx2;
-    return false;
+// Whether this CPU (under the cap) has every feature the row declares.
+bool isa_ok(const std::string &row) { return qconv::impl::host_platform().has_all(row_entry(row).needs); }
+// Whether the row runs VNNI instructions (the rows the sampled sweeps always run).
+bool is_vnni_row(const std::string &row) {
+    const auto &n = row_entry(row).needs;
+    return n.has(cpu_feature::avx512_core_vnni) || n.has(cpu_feature::avx2_vnni);
 }
 
 // ResNet-50 and MobileNet layers at reduced spatial size (channels kept).
@@ -88,7 +95,7 @@ int run_all_rows(ConvTester t, const std::string &desc, int sample = 0, int inde
     int ran = 0;
     for (const std::string &row : jit_rows()) {
         if (!isa_ok(row) || !row_takes(row, desc)) continue;
-        if (sample > 0 && row.find("_vnni") == std::string::npos && index % sample != 0) continue;
+        if (sample > 0 && !is_vnni_row(row) && index % sample != 0) continue;
         ConvTester c = t;
         c.desc(desc);
         EXPECT_TRUE(c.run(row)) << row << " skipped " << desc;
@@ -109,12 +116,12 @@ void require_avx2() {
 TEST(JitConv, RowsArePresentAndNamed) {
     const auto rows = jit_rows();
     ASSERT_GE(rows.size(), 7u);
-    for (const char *n : {"jit:conv_dw_x8s8:avx512_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2_vnni",
+    for (const char *n : {"jit:conv_dw_x8s8:avx512_core_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2_vnni",
                           "jit:conv_dw_x8s8:avx2", "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2_vnni",
                           "jit:conv_x8s8:avx2"})
         EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end()) << n;
-    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8_1x1:avx512_vnni"), rows.end());
-    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_vnni"), rows.end());
+    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8_1x1:avx512_core_vnni"), rows.end());
+    EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_core_vnni"), rows.end());
 }
 
 TEST(JitConv, RejectsWithReasons) {
@@ -125,7 +132,7 @@ TEST(JitConv, RejectsWithReasons) {
     qconv::impl::platform avx2{qconv::isa::avx2};
     qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.name.rfind("jit:conv_x8s8", 0) != 0 || e.name.find("avx512_vnni") == std::string::npos) continue;
+        if (e.family != "jit" || e.only_depthwise || !e.needs.has(cpu_feature::avx512_core_vnni)) continue;
         // (depthwise rows: see DepthwiseRejectsDense)
         why.clear();
         EXPECT_FALSE(e.supports(p, a, avx2, &why)) << e.name;
@@ -423,7 +430,7 @@ TEST(JitConv, RealValuedPipelineIsBitExact) {
 
 // AVX-VNNI is its own feature: the avx2_vnni rows need platform::avx_vnni,
 // whatever the level (Zen 4: AVX-512 VNNI without AVX-VNNI), and take the
-// problems the avx512_vnni rows take where it is present.
+// problems the avx512_core_vnni rows take where it is present.
 TEST(JitConv, AvxVnniRowsNeedTheFeature) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
@@ -436,13 +443,13 @@ TEST(JitConv, AvxVnniRowsNeedTheFeature) {
     const qconv::impl::platform avx2{qconv::isa::avx2, false};
     int n = 0;
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.name.find(":avx2_vnni") == std::string::npos) continue;
+        if (!e.needs.has(cpu_feature::avx2_vnni)) continue;
         ++n;
         const qconv::conv_problem &q = is_dw_row(e.name) ? pdw : p;
         for (const auto &pl : {zen4, capped_no_feature, avx2}) {
             std::string why;
             EXPECT_FALSE(e.supports(q, qconv::attr_set{}, pl, &why)) << e.name << " on " << pl.str();
-            EXPECT_NE(why.find("AVX-VNNI"), std::string::npos) << why;
+            EXPECT_NE(why.find("lacks avx2_vnni"), std::string::npos) << why;
         }
         for (const auto &pl : {adl, zen5}) {
             std::string why;
@@ -450,10 +457,13 @@ TEST(JitConv, AvxVnniRowsNeedTheFeature) {
         }
     }
     EXPECT_EQ(n, 2);
-    // Under the cap the ymm VNNI rows come before the avx2 rows; above it the zmm rows stay first.
+    // The order measured on a CPU with AVX-512 and AVX-VNNI (docs/dispatch.md):
+    // dense ymm VNNI before zmm without VNNI, depthwise zmm first; the ymm
+    // VNNI rows before the avx2 rows; the AVX-512 VNNI rows before all.
     const auto rows = jit_rows();
     auto at = [&](const char *n) { return std::find(rows.begin(), rows.end(), n) - rows.begin(); };
-    EXPECT_LT(at("jit:conv_x8s8:avx512_core"), at("jit:conv_x8s8:avx2_vnni"));
+    EXPECT_LT(at("jit:conv_x8s8:avx512_core_vnni"), at("jit:conv_x8s8:avx2_vnni"));
+    EXPECT_LT(at("jit:conv_x8s8:avx2_vnni"), at("jit:conv_x8s8:avx512_core"));
     EXPECT_LT(at("jit:conv_x8s8:avx2_vnni"), at("jit:conv_x8s8:avx2"));
     EXPECT_LT(at("jit:conv_dw_x8s8:avx512_core"), at("jit:conv_dw_x8s8:avx2_vnni"));
     EXPECT_LT(at("jit:conv_dw_x8s8:avx2_vnni"), at("jit:conv_dw_x8s8:avx2"));
@@ -462,7 +472,7 @@ TEST(JitConv, AvxVnniRowsNeedTheFeature) {
 TEST(JitConv, DepthwiseRejectsDense) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("g2mb1ic4ih5oc4oh5kh3ph1");
-    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni, true};
+    const auto vnni = qconv::impl::platform{qconv::isa::avx512_core_vnni, true}.with(cpu_feature::avx512_vbmi);
     for (const auto &e : qconv::impl::conv_list()) {
         if (!is_dw_row(e.name)) continue;
         std::string why;
@@ -735,13 +745,14 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                     if (sums)
                         exact = naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
                     for (const auto &e : qconv::impl::conv_list()) {
-                        if (e.name.rfind("jit:conv_", 0) != 0 || !isa_ok(e.name) || !row_takes(e.name, desc)) continue;
+                        if (e.family != "jit" || !isa_ok(e.name) || !row_takes(e.name, desc)) continue;
                         std::string why;
-                        if (!e.supports(p, a, plat, &why)) {
+                        const qconv::impl::plan_ptr plan = e.supports(p, a, plat, &why);
+                        if (!plan) {
                             ADD_FAILURE() << e.name << " refuses " << desc << ": " << why;
                             break;
                         }
-                        const auto kernel = e.create(p, a, plat);
+                        const auto kernel = e.create(p, a, *plan);
                         const auto packed = kernel->pack(wei.data(), p.with_bias ? bias.data() : nullptr);
                         std::vector<uint8_t> got = dst0;
                         kernel->execute(*packed, src.data(), got.data(), args);
@@ -774,8 +785,8 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
 TEST(JitConv, LegacyZpRangePerSourceType) {
     qconv::conv_problem p;
     p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
-    // A simulated AVX-512 VNNI platform with AVX-VNNI: every row applies.
-    qconv::impl::platform vnni{qconv::isa::avx512_core_vnni, true};
+    // A simulated AVX-512 VNNI platform with AVX-VNNI and VBMI: every row applies.
+    const auto vnni = qconv::impl::platform{qconv::isa::avx512_core_vnni, true}.with(cpu_feature::avx512_vbmi);
     struct rc { dtype src; std::vector<int32_t> zp; const char *why; };
     const rc cases[] = {
         {dtype::s8, {-128}, nullptr}, {dtype::s8, {127}, nullptr}, {dtype::u8, {0}, nullptr}, {dtype::u8, {255}, nullptr},
@@ -784,7 +795,7 @@ TEST(JitConv, LegacyZpRangePerSourceType) {
     };
     int rows = 0;
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.name.rfind("jit:conv_", 0) != 0 || is_1x1_row(e.name)) continue;
+        if (e.family != "jit" || is_1x1_row(e.name)) continue;
         const bool dw = is_dw_row(e.name);
         ++rows;
         for (const rc &c : cases) {
@@ -799,7 +810,7 @@ TEST(JitConv, LegacyZpRangePerSourceType) {
                 qconv::attr_set b = a;
                 b.zp_values = zv;
                 std::string why;
-                const bool ok = e.supports(q, b, vnni, &why);
+                const bool ok = e.supports(q, b, vnni, &why) != nullptr;
                 if (!c.why) {
                     EXPECT_TRUE(ok) << e.name << " " << qconv::to_string(c.src) << " zp " << c.zp[0] << ": " << why;
                 } else {

@@ -1,5 +1,5 @@
 // Exactness of the depthwise JIT kernels (jit:conv_dw_x8s8:*) on the shapes
-// that steer the avx512_vnni row kernel's code generation, against the
+// that steer the avx512_core_vnni row kernel's code generation, against the
 // reference, through the dispatcher with the implementation forced by name.
 //
 // The row kernel (VBMI) packs three kernel rows per vpdpbusd and builds the
@@ -10,14 +10,15 @@
 // (KH > 3). Each shape below hits some of these; every one runs with both
 // zero-point kinds, u8 and s8 sources, every dst type and post-op chains
 // (fused epilogue, full-tensor operands, sum, and the unfused C++ pipeline
-// after a transcendental eltwise). The conv_ukernel path (forced with
-// QCONV_JIT_CONV_DW_ROW=0) runs the same cases on a sample.
+// after a transcendental eltwise). The conv_ukernel path (its own row,
+// jit:conv_dw_x8s8:avx512_core_vnni) runs the same cases on a sample.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "dispatch/impl.h"
 #include "dispatch/platform.h"
 #include "qconv/qconv.h"
 #include "tests/support/conv_tester.h"
@@ -27,13 +28,21 @@ using qconv::test::ConvTester;
 
 namespace {
 
-const char *const kRow = "jit:conv_dw_x8s8:avx512_vnni";
+using qconv::impl::cpu_feature;
 
-bool have_vnni() { return qconv::max_cpu_isa() >= qconv::isa::avx512_core_vnni; }
+// The row kernel's row (AVX-512 VNNI + VBMI) and the micro-kernel row on VNNI.
+const char *const kRow = "jit:conv_dw_x8s8_rows:avx512_core_vnni";
+const char *const kRowUkernel = "jit:conv_dw_x8s8:avx512_core_vnni";
+
+bool have_vnni() {
+    const auto pl = qconv::impl::host_platform();
+    return pl.has(cpu_feature::avx512_core_vnni) && pl.has(cpu_feature::avx512_vbmi);
+}
+bool have_vnni_only() { return qconv::impl::host_platform().has(cpu_feature::avx512_core_vnni); }
 
 // The AVX-VNNI row (ymm, conv_ukernel in depthwise mode with vpdpwssd).
 const char *const kRowAvxVnni = "jit:conv_dw_x8s8:avx2_vnni";
-bool have_avx_vnni() { return qconv::impl::host_platform().avx_vnni; }
+bool have_avx_vnni() { return qconv::impl::host_platform().has(cpu_feature::avx2_vnni); }
 std::string no_avx_vnni() {
     return "no AVX-VNNI on this CPU (or QCONV_MAX_CPU_ISA below avx2_vnni): " + qconv::impl::host_platform().str();
 }
@@ -70,7 +79,7 @@ const std::vector<std::string> &chains() {
 } // namespace
 
 TEST(JitConvDw, RowKernelShapesZpChainsDst) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     int i = 0;
     for (const std::string &desc : row_shapes())
@@ -90,7 +99,7 @@ TEST(JitConvDw, RowKernelShapesZpChainsDst) {
 
 // Every chain on one padded shape with an odd channel count, u8 and f32 dst.
 TEST(JitConvDw, RowKernelEveryChain) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     int i = 0;
     for (const std::string &ops : chains())
         for (dtype dst : {dtype::u8, dtype::f32}) {
@@ -103,7 +112,7 @@ TEST(JitConvDw, RowKernelEveryChain) {
 
 // u8 255 / s8 −128 / 127 and zero points 0 / 255 (u8), −128 / 127 (s8): int32 sums bit-exact.
 TEST(JitConvDw, RowKernelExtremeData) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     int i = 0;
     for (const std::string &desc : {row_shapes()[2], row_shapes()[4], row_shapes()[5], row_shapes()[7]})
         for (dtype src : {dtype::u8, dtype::s8})
@@ -119,7 +128,7 @@ TEST(JitConvDw, RowKernelExtremeData) {
 
 // 1, 2 and 3 threads write the same bytes (work split over rows and channel-block groups).
 TEST(JitConvDw, RowKernelThreadCountDoesNotChangeBytes) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     for (const char *desc : {"g200mb1ic200ih3iw5oc200kh3ph1", "g96mb2ic96ih9oc96kh3sh2ph1"}) {
         std::vector<uint8_t> first;
         for (int threads : {1, 2, 3}) {
@@ -134,8 +143,7 @@ TEST(JitConvDw, RowKernelThreadCountDoesNotChangeBytes) {
 
 // The conv_ukernel path on VNNI (CPUs without VBMI) on a sample of the same cases.
 TEST(JitConvDw, UkernelPathOnVnni) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
-    setenv("QCONV_JIT_CONV_DW_ROW", "0", 1);
+    if (!have_vnni_only()) GTEST_SKIP() << "no AVX-512 VNNI";
     int i = 0;
     for (const std::string &desc : row_shapes())
         for (const char *zp : {"none", "channel:random"}) {
@@ -143,17 +151,16 @@ TEST(JitConvDw, UkernelPathOnVnni) {
             // Seeds differ from the other tests: the kernel cache holds no row kernel for them.
             t.desc(desc).zp(zp).post_ops(chains()[(i * 5) % chains().size()]).seed(9900 + i);
             ++i;
-            EXPECT_TRUE(t.run(kRow)) << desc;
+            EXPECT_TRUE(t.run(kRowUkernel)) << desc;
             if (HasFailure()) break;
         }
-    unsetenv("QCONV_JIT_CONV_DW_ROW");
 }
 
 // The byte-layout variant (chosen for strided rows) forced on every shape,
 // and forced off on the strided ones: u8 / s8 dst, chains without sum or
 // full-tensor operands (the variant's domain), both zero-point kinds.
 TEST(JitConvDw, NativeVariantForcedOnAndOff) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6",
                                           "prelu", "add:per_oc;linear:2:1", "hardswish", "relu:0.5", "sqrt",
                                           "linear:1073741824:0", "linear:-4294967296:0;abs"};
@@ -191,7 +198,7 @@ TEST(JitConvDw, NativeVariantForcedOnAndOff) {
 // Row pairs (3-row kernels at stride 1 compute two output rows per build)
 // switched off: the single-row kernels on the same shapes.
 TEST(JitConvDw, RowPairsOff) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     setenv("QCONV_JIT_CONV_DW_PAIR", "0", 1);
     int i = 0;
     for (const std::string &desc : row_shapes())
@@ -210,10 +217,10 @@ TEST(JitConvDw, RowPairsOff) {
 // a stride of 2 or 3 along W, s32/f32 destination (u8/s8 take the byte-layout
 // variant): row pairs were planned for any W stride and summed the wrong
 // source columns (`qconv-driver conv g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1
-// --dt=u8:s8:s32 --impl=jit:conv_dw_x8s8:avx512_vnni` → mismatch). Fixed: row
+// --dt=u8:s8:s32 --impl=jit:conv_dw_x8s8:avx512_core_vnni` → mismatch). Fixed: row
 // pairs only for sw == 1; the other W strides run single rows.
 TEST(JitConvDw, RowKernelStrideAlongWidthOnly) {
-    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI";
+    if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     int i = 0;
     for (const char *desc : {"g8mb2ic8ih9iw4oc8oh10ow3kh3kw3sh1sw3ph1pw4dh0dw1", "g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1",
                              "g8mb1ic8ih9iw7oc8oh10ow4kh3kw2sh1sw2ph1pw1", "g24mb1ic24ih9iw12oc24oh10ow4kh3kw3sh1sw3ph1pw1"})
@@ -239,9 +246,9 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
     const pass passes[] = {{"row", nullptr, nullptr},
                            {"native", "QCONV_JIT_CONV_DW_NATIVE", "1"},
                            {"no-pairs", "QCONV_JIT_CONV_DW_PAIR", "0"},
-                           {"ukernel", "QCONV_JIT_CONV_DW_ROW", "0"},
                            {"direct-off", "QCONV_JIT_CONV_DW_DIRECT", "0"}};
-    const std::vector<std::string> rows = {kRow, "jit:conv_dw_x8s8:avx512_core", kRowAvxVnni, "jit:conv_dw_x8s8:avx2"};
+    const std::vector<std::string> rows = {kRow, kRowUkernel, "jit:conv_dw_x8s8:avx512_core", kRowAvxVnni,
+                                           "jit:conv_dw_x8s8:avx2"};
     const std::vector<std::string> zps = {"tensor:-128", "tensor:127", "tensor:-1", "tensor:random"};
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6"};
@@ -252,10 +259,10 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
         const bool native = std::string(ps.name) == "native";
         for (const std::string &row : rows) {
             const bool vnni = row == kRow;
-            if (vnni ? !have_vnni() : row.find("avx512_core") != std::string::npos
-                                          ? qconv::max_cpu_isa() < qconv::isa::avx512_core
-                                          : row == kRowAvxVnni && !have_avx_vnni())
-                continue;
+            bool runs = false;
+            for (const auto &e : qconv::impl::conv_list())
+                if (e.name == row) runs = qconv::impl::host_platform().has_all(e.needs);
+            if (!runs) continue;
             // The env switches steer the VNNI row's kernels; the other rows run once.
             if (!vnni && std::string(ps.name) != "row" && std::string(ps.name) != "direct-off") continue;
             for (size_t k = 0; k < row_shapes().size(); ++k) {

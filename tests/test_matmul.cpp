@@ -14,6 +14,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,20 +44,34 @@ const impl::matmul_entry *find_row(const std::string &name) {
     return nullptr;
 }
 
+// The JIT rows (selected by their declared family).
 std::vector<std::string> jit_rows() {
     std::vector<std::string> names;
     for (const auto &e : impl::matmul_list())
-        if (e.name.rfind("jit:matmul_wc", 0) == 0) names.push_back(e.name);
+        if (e.family == "jit") names.push_back(e.name);
     return names;
 }
 
-bool is_dq_row(const std::string &row) { return row.find("_dq") != std::string::npos; }
+bool is_dq_row(const std::string &row) { return find_row(row)->dynamic_quantization; }
+bool is_x4_row(const std::string &row) { return find_row(row)->weight_bits == 4; }
 
-bool host_runs(const std::string &row) {
-    const impl::platform p{impl::detected_isa()};
-    if (is_dq_row(row)) return p.avx512() && p.vnni();
-    if (row.find(":avx512") != std::string::npos) return p.avx512();
-    return p.has(isa::avx2);
+// The CPU's own platform, uncapped (the rows' kernels are called directly).
+impl::platform detected_platform() {
+    impl::platform p;
+    p.level = impl::detected_isa();
+    p.features = impl::detected_features();
+    return p;
+}
+
+bool host_runs(const std::string &row) { return detected_platform().has_all(find_row(row)->needs); }
+
+// The row's kernel for d, from the plan its supports() makes.
+std::shared_ptr<const impl::matmul_kernel> make_kernel(const impl::matmul_entry &e, const matmul_desc &d,
+                                                       const matmul_hints &h) {
+    std::string why;
+    const impl::plan_ptr pl = e.supports(d, h, detected_platform(), &why);
+    if (!pl) throw std::runtime_error(e.name + " refuses " + d.key() + ": " + why);
+    return e.create(d, h, *pl);
 }
 
 // Runs `row` on case c with 1 and 2 threads; checks the bound and identity.
@@ -63,12 +79,12 @@ void check_row(const std::string &row, const case_data &c) {
     SCOPED_TRACE(row + " " + c.d.key());
     const impl::matmul_entry *e = find_row(row);
     ASSERT_NE(e, nullptr);
-    const impl::platform plat{impl::detected_isa()};
     matmul_hints hints;
     hints.dynamic_quantization = is_dq_row(row);
     std::string why;
-    ASSERT_TRUE(e->supports(c.d, hints, plat, &why)) << why;
-    auto kernel = e->create(c.d, hints, plat);
+    const impl::plan_ptr plan = e->supports(c.d, hints, detected_platform(), &why);
+    ASSERT_TRUE(plan) << why;
+    auto kernel = e->create(c.d, hints, *plan);
     auto packed = kernel->pack(c.weights());
 
     const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
@@ -121,7 +137,7 @@ std::vector<sweep_param> sweep_params() {
     std::vector<sweep_param> v;
     for (const std::string &row : jit_rows())
         for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4}) {
-            const bool x4 = row.find("_x4") != std::string::npos;
+            const bool x4 = is_x4_row(row);
             if (!is_dq_row(row) && x4 != is_4bit(dt)) continue;
             for (int64_t g : {0, 32, 64, 128})
                 for (zpk z : {zpk::none, zpk::per_tensor, zpk::per_group})
@@ -166,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(JitRows, MatmulSweep, testing::ValuesIn(sweep_params())
 TEST(MatmulJit, ExtremeValuesLongK) {
     for (const std::string &row : jit_rows()) {
         if (!host_runs(row) || is_dq_row(row)) continue;
-        const bool x4 = row.find("_x4") != std::string::npos;
+        const bool x4 = is_x4_row(row);
         for (dtype dt : x4 ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
             for (int sign : {0, 1})
                 for (zpk z : {zpk::none, zpk::per_tensor}) {
@@ -181,9 +197,9 @@ TEST(MatmulJit, ExtremeValuesLongK) {
                     for (auto &v : c.x) v = 1.f;
                     check_row(row, c);
                     // The exact value: K · (w − zp).
-                    const impl::matmul_entry *e = find_row(row);
-                    const impl::platform plat{impl::detected_isa()};
-                    auto kern = e->create(d, {}, plat);
+                    matmul_hints h;
+        h.dynamic_quantization = is_dq_row(row);
+        auto kern = make_kernel(*find_row(row), d, h);
                     auto pk = kern->pack(c.weights());
                     std::vector<float> y(d.m * d.n);
                     kern->execute(*pk, c.x.data(), y.data(), 2);
@@ -198,13 +214,13 @@ TEST(MatmulJit, ExtremeValuesLongK) {
 // refused (a byte holds two k) and run by the reference instead.
 TEST(MatmulJit, FourBitOddSizes) {
     for (const std::string &row : jit_rows()) {
-        if (row.find("_x4") == std::string::npos || !host_runs(row)) continue;
+        if (!is_x4_row(row) || !host_runs(row)) continue;
         matmul_desc d;
         d.m = 5, d.k = 7, d.n = 70, d.wei_dt = dtype::s4, d.zp = zpk::per_group;
         check_row(row, make_case(d, 3));
         d.k = 21, d.group = 3;
         std::string why;
-        EXPECT_FALSE(find_row(row)->supports(d, {}, impl::platform{impl::detected_isa()}, &why));
+        EXPECT_FALSE(find_row(row)->supports(d, {}, detected_platform(), &why));
         EXPECT_NE(why.find("even"), std::string::npos) << why;
     }
 }
@@ -214,7 +230,7 @@ TEST(MatmulJit, FourBitOddSizes) {
 // layout), streaming and blocked shapes, every zero-point kind.
 TEST(MatmulJit, FourBitTableLayouts) {
     for (const std::string &row : jit_rows()) {
-        if (row.find("_x4") == std::string::npos || !host_runs(row)) continue;
+        if (!is_x4_row(row) || !host_runs(row)) continue;
         uint32_t seed = 11;
         for (dtype dt : {dtype::u4, dtype::s4})
             for (int64_t group : {0, 6, 24})
@@ -233,9 +249,9 @@ TEST(MatmulJit, FourBitTableLayouts) {
 TEST(MatmulJit, RowsAreListedBeforeTheReference) {
     const std::vector<std::string> rows = jit_rows();
     ASSERT_EQ(rows.size(), 5u);
-    EXPECT_EQ(rows[0], "jit:matmul_wc_dq:avx512_vnni");
-    EXPECT_EQ(rows[1], "jit:matmul_wc_x8:avx512");
-    EXPECT_EQ(rows[2], "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(rows[0], "jit:matmul_wc_dq:avx512_core_vnni");
+    EXPECT_EQ(rows[1], "jit:matmul_wc_x8:avx512_core");
+    EXPECT_EQ(rows[2], "jit:matmul_wc_x4:avx512_core");
     EXPECT_EQ(rows[3], "jit:matmul_wc_x8:avx2");
     EXPECT_EQ(rows[4], "jit:matmul_wc_x4:avx2");
     EXPECT_EQ(impl::matmul_list().back().name, "ref:matmul");
@@ -246,29 +262,29 @@ TEST(MatmulJit, SupportsFollowsPlatformTypeAndHints) {
     d.m = 1, d.k = 64, d.n = 16, d.wei_dt = dtype::u4;
     std::string why;
     const impl::platform avx2{isa::avx2}, sse{isa::sse41}, avx512{isa::avx512_core_vnni};
-    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx512")->supports(d, {}, avx2, &why));
+    EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx512_core")->supports(d, {}, avx2, &why));
     EXPECT_NE(why.find("avx512"), std::string::npos) << why;
     EXPECT_TRUE(find_row("jit:matmul_wc_x4:avx2")->supports(d, {}, avx2, &why)) << why;
     EXPECT_FALSE(find_row("jit:matmul_wc_x4:avx2")->supports(d, {}, sse, &why));
-    EXPECT_FALSE(find_row("jit:matmul_wc_x8:avx512")->supports(d, {}, avx512, &why));
+    EXPECT_FALSE(find_row("jit:matmul_wc_x8:avx512_core")->supports(d, {}, avx512, &why));
     EXPECT_NE(why.find("u8/s8"), std::string::npos) << why;
     matmul_hints dq;
     dq.dynamic_quantization = true;
     // Dynamic quantization is opt-in, and needs VNNI; the f32 rows accept the
     // hint (exact f32 is within any bound the hint allows).
-    const impl::matmul_entry *dq_row = find_row("jit:matmul_wc_dq:avx512_vnni");
+    const impl::matmul_entry *dq_row = find_row("jit:matmul_wc_dq:avx512_core_vnni");
     EXPECT_FALSE(dq_row->supports(d, {}, avx512, &why));
     EXPECT_NE(why.find("dynamic quantization"), std::string::npos) << why;
     EXPECT_TRUE(dq_row->supports(d, dq, avx512, &why)) << why;
     EXPECT_FALSE(dq_row->supports(d, dq, impl::platform{isa::avx512_core}, &why));
     EXPECT_NE(why.find("vnni"), std::string::npos) << why;
-    EXPECT_TRUE(find_row("jit:matmul_wc_x4:avx512")->supports(d, dq, avx512, &why)) << why;
+    EXPECT_TRUE(find_row("jit:matmul_wc_x4:avx512_core")->supports(d, dq, avx512, &why)) << why;
     // The dispatcher's choice on simulated platforms.
-    EXPECT_EQ(impl::select_matmul(d, {}, avx512).name, "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(impl::select_matmul(d, {}, avx512).name, "jit:matmul_wc_x4:avx512_core");
     EXPECT_EQ(impl::select_matmul(d, {}, avx2).name, "jit:matmul_wc_x4:avx2");
     EXPECT_EQ(impl::select_matmul(d, {}, sse).name, "ref:matmul");
-    EXPECT_EQ(impl::select_matmul(d, dq, avx512).name, "jit:matmul_wc_dq:avx512_vnni");
-    EXPECT_EQ(impl::select_matmul(d, dq, impl::platform{isa::avx512_core}).name, "jit:matmul_wc_x4:avx512");
+    EXPECT_EQ(impl::select_matmul(d, dq, avx512).name, "jit:matmul_wc_dq:avx512_core_vnni");
+    EXPECT_EQ(impl::select_matmul(d, dq, impl::platform{isa::avx512_core}).name, "jit:matmul_wc_x4:avx512_core");
     EXPECT_EQ(impl::select_matmul(d, dq, avx2).name, "jit:matmul_wc_x4:avx2");
 }
 
@@ -283,13 +299,14 @@ TEST(MatmulJit, PublicApi) {
     const std::vector<double> bound = testdata::matmul_error_bound(c, false);
     // host_platform() honours QCONV_MAX_CPU_ISA (tests/cmake/matmul.cmake runs this capped at avx2).
     const impl::platform plat = impl::host_platform();
-    for (const std::string name : {"auto", "jit:matmul_wc_x8:avx2", "jit:matmul_wc_x8:avx512"}) {
+    for (const std::string name : {"auto", "jit:matmul_wc_x8:avx2", "jit:matmul_wc_x8:avx512_core"}) {
         if (name != "auto" && !find_row(name)->supports(d, {}, plat, nullptr)) continue;
         matmul_hints h;
         h.impl = name;
         matmul mm(d, c.weights(), h);
-        if (name == "auto" && plat.has(isa::avx2)) {
-            EXPECT_EQ(mm.impl_name(), plat.avx512() ? "jit:matmul_wc_x8:avx512" : "jit:matmul_wc_x8:avx2");
+        if (name == "auto" && plat.has(impl::cpu_feature::avx2)) {
+            EXPECT_EQ(mm.impl_name(), plat.has(impl::cpu_feature::avx512_core) ? "jit:matmul_wc_x8:avx512_core"
+                                                                               : "jit:matmul_wc_x8:avx2");
         }
         mm.execute(c.x.data(), y.data(), 2);
         for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i]) << name << " " << i;
@@ -301,12 +318,14 @@ TEST(MatmulJit, PublicApi) {
 TEST(MatmulJit, BadWeightsAreErrors) {
     for (const std::string &row : jit_rows()) {
         if (!host_runs(row)) continue;
-        const bool x4 = row.find("_x4") != std::string::npos;
+        const bool x4 = is_x4_row(row);
         matmul_desc d;
         d.m = 2, d.k = 64, d.n = 20, d.wei_dt = x4 ? dtype::u4 : dtype::s8, d.zp = zpk::per_group, d.group = 32;
         d.with_bias = true;
         const case_data c = make_case(d, 5);
-        auto kern = find_row(row)->create(d, {}, impl::platform{impl::detected_isa()});
+        matmul_hints h;
+        h.dynamic_quantization = is_dq_row(row);
+        auto kern = make_kernel(*find_row(row), d, h);
         matmul_weights w = c.weights();
         w.wei = nullptr;
         test::expect_error_prefix([&] { kern->pack(w); }, "wei");
@@ -325,9 +344,7 @@ TEST(MatmulJit, BadWeightsAreErrors) {
         w.zp = bad_zp.data();
         test::expect_error_prefix([&] { kern->pack(w); }, "zp");
         // The same through the public API.
-        matmul_hints h;
         h.impl = row;
-        h.dynamic_quantization = is_dq_row(row);
         test::expect_error_prefix([&] { matmul(d, w, h); }, "zp");
         w = c.weights();
         w.wei = nullptr;

@@ -57,7 +57,7 @@ TEST(NoRefFallback, AutoPicksAKernelRowForEveryCombination) {
     const std::vector<std::string> shapes = {"mb1ic32ih8oc48kh3ph1", "mb1ic64ih7oc40kh1", "g24mb1ic24ih9oc24kh3ph1"};
     int checked = 0, fell = 0;
     for (isa level : levels_up_to_host()) {
-        const impl::platform plat{level};
+        const impl::platform plat{level, level == isa::avx2_vnni};
         for (dtype src : {dtype::u8, dtype::s8})
             for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32})
                 for (const char *zp : {"none", "tensor", "channel"}) {

@@ -169,12 +169,4 @@ inline float madd(float y, float a, float b) { return __builtin_fmaf(y, a, b); }
 std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32);
 std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is_f32);
 
-// Zero-point compensation for the legacy mechanism, the one place it is
-// computed (reference, JIT packing and the oneDNN wrapper all call it):
-//   comp[c] = −Σ_{ic,kh,kw} w[c,ic,kh,kw] · zp[g·ICg + ic]
-// weights plain [G·OCg][ICg][KH][KW]; zp has 1 or IC values.
-struct conv_desc;
-std::vector<int32_t> zp_compensation(const conv_desc &d, const int8_t *wei,
-                                     const std::vector<int32_t> &zp);
-
 } // namespace qconv

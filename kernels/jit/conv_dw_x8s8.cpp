@@ -1,8 +1,8 @@
 // Depthwise int8 convolution (groups == IC == OC), any kernel size, stride,
 // padding and dilation, both zero-point kinds and every post-op.
 //
-// Two kernels share the source handling below:
-//  * avx512_vnni on CPUs with VBMI: the row kernel (dw_row_gen). The source
+// Two kernels share the source handling below, each its own table row:
+//  * jit:conv_dw_x8s8_rows:avx512_core_vnni (needs VBMI too): the row kernel (dw_row_gen). The source
 //    stays u8 bytes and vpdpbusd multiplies them by byte-sparse s8 weights
 //    (exact u8·s8 products summed in int32). One call computes whole output
 //    rows (or a pair of rows) of a range of channel blocks: pixel blocks
@@ -12,7 +12,7 @@
 //    per dword, built with vpermt2b + vpermb), row pairs (four source rows
 //    feed two output rows at stride 1) and the byte layout (strided rows:
 //    64 channels used as loaded, lanes 4i + q, no permutes).
-//  * otherwise (avx512_core, avx2, VNNI without VBMI): conv_ukernel in
+//  * jit:conv_dw_x8s8:<isa> (every ISA): conv_ukernel in
 //    depthwise mode, one call per pixel block: vpmovzxbd-widened source and
 //    int32-stored s16 weights, vpdpwssd (VNNI) or vpmaddwd + vpaddd.
 // Source: a u8 source without zero point is read in place on zmm ISAs (taps
@@ -21,8 +21,8 @@
 // padded NHWC buffer whose pixels hold the channels rounded up to 16 (s8
 // shifted by +128; padded taps: pad_byte() = zp + shift, i.e. zp + 128 for
 // s8 sources and 0x80 without a zero point; padded channels 0). The same
-// compensation argument as conv_x8s8.h makes this exact:
-// comp[c] = conv_comp() = −Σ w·(zp + shift), added in int32.
+// compensation argument as conv_x8s8.h makes this exact
+// (core/compensation.h): comp[c] = −Σ w·(zp + shift), added in int32.
 // Threads split (mb, row or row pair, channel blocks); results do not depend
 // on them.
 #include <omp.h>
@@ -35,8 +35,7 @@
 #include <string>
 #include <tuple>
 
-#include <xbyak/xbyak_util.h>
-
+#include "core/compensation.h"
 #include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
@@ -74,7 +73,7 @@ std::vector<T> native_order(const std::vector<T> &v, int64_t c) {
 // comp (conv_comp: −Σ w·(zp + shift)) and the padded bias.
 void fill_comp_bias(dw_packed &pk, const conv_problem &p, const attr_set &a, const int8_t *wei, const float *bias) {
     const int64_t c_ = p.desc.oc;
-    pk.comp = conv_comp(p, a, wei, 16);
+    pk.comp = shifted_compensation(p, a, wei, 16);
     if (p.with_bias) {
         pk.bias.assign(static_cast<size_t>(c_ + 16), 0.f);
         std::copy(bias, bias + c_, pk.bias.begin());
@@ -180,8 +179,8 @@ private:
 // conv_ukernel path (avx512_core, avx2, VNNI without VBMI).
 class conv_dw_kernel : public impl::conv_kernel {
 public:
-    conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a)
-        : isa_(isa), p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a) {
+    conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k)
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), pc_(p, a) {
         plan();
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
@@ -204,6 +203,7 @@ private:
     conv_isa isa_;
     conv_problem p_;
     attr_set a_;
+    conv_knobs knobs_;
     pipeline pipe_;
     padded_copy pc_;
     int lanes_ = 16;
@@ -233,11 +233,9 @@ void conv_dw_kernel::plan() {
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
 
-    fused_ = pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_, knobs_);
 
-    const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none &&
-              d.kh <= 64 && !(dv && std::strcmp(dv, "0") == 0);
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && d.kh <= 64 && knobs_.dw_direct;
     const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
     const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * lanes_);
     const std::pair<int, int> blocks[2] = {{nb_big_, n_ob_ > 1 ? lanes_ : last_lanes}, {last_nb, last_lanes}};
@@ -379,7 +377,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
 }
 
 // ---------------------------------------------------------------------------
-// Row kernel (avx512_vnni with VBMI): u8 bytes in place, three kernel rows
+// Row kernel (avx512_core_vnni with VBMI): u8 bytes in place, three kernel rows
 // per vpdpbusd.
 //
 // The kernel rows are taken in chunks of up to 3. For a source column j, a
@@ -464,7 +462,7 @@ int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chunks(kh) 
 class dw_row_gen : public conv_epilogue_gen {
 public:
     explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(code_size(c), c.pipe, 26, 25), cfg(c) {}
-    const char *name() const override { return "jit:conv_dw_x8s8:avx512_vnni:row"; }
+    const char *name() const override { return "jit:conv_dw_x8s8:avx512_core_vnni:row"; }
 
 private:
     static size_t code_size(const dw_row_cfg &c) {
@@ -942,19 +940,16 @@ private:
 
 };
 
-// Whether the row kernel can serve: VBMI (vpermb / vpermt2b), and the
-// weights of a 16-channel block plus one accumulator fit the registers.
-bool row_kernel_available(const conv_desc &d) {
-    const char *env = std::getenv("QCONV_JIT_CONV_DW_ROW");
-    if (env && std::strcmp(env, "0") == 0) return false;
-    static const bool vbmi = Xbyak::util::Cpu().has(Xbyak::util::Cpu::tAVX512_VBMI);
-    return vbmi && d.kh <= 64 && dw_max_acc(1, static_cast<int>(d.kh), static_cast<int>(d.kw)) >= 1;
+// Whether the row kernel's registers fit the kernel: the weights of a
+// 16-channel block plus one accumulator (VBMI is the row's declared feature).
+bool row_kernel_fits(const conv_desc &d) {
+    return d.kh <= 64 && dw_max_acc(1, static_cast<int>(d.kh), static_cast<int>(d.kw)) >= 1;
 }
 
 class conv_dw_row_kernel : public impl::conv_kernel {
 public:
-    conv_dw_row_kernel(const conv_problem &p, const attr_set &a)
-        : p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a) {
+    conv_dw_row_kernel(const conv_problem &p, const attr_set &a, const conv_knobs &k)
+        : p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), pc_(p, a) {
         plan();
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
@@ -979,6 +974,7 @@ private:
 
     conv_problem p_;
     attr_set a_;
+    conv_knobs knobs_;
     pipeline pipe_;
     padded_copy pc_;
     int64_t c_ = 0;
@@ -1037,9 +1033,8 @@ std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
 // stride, =0: never), u8 / s8 dst, fused, no position-dependent operand.
 bool conv_dw_row_kernel::native_eligible() const {
     const conv_desc &d = p_.desc;
-    const char *env = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
-    if (env && std::strcmp(env, "0") == 0) return false;
-    const bool forced = env && std::strcmp(env, "1") == 0;
+    if (knobs_.dw_native == 0) return false;
+    const bool forced = knobs_.dw_native == 1;
     if (!fused_ || (p_.dst_dt != dtype::u8 && p_.dst_dt != dtype::s8)) return false;
     if (dw_native_max_acc(static_cast<int>(d.kw)) < 4) return false;
     for (const auto &op : a_.ops)
@@ -1051,14 +1046,12 @@ bool conv_dw_row_kernel::native_eligible() const {
 void conv_dw_row_kernel::plan() {
     const conv_desc &d = p_.desc;
     c_ = d.oc;
-    fused_ = pipeline_fusable(a_);
-    const char *dv = std::getenv("QCONV_JIT_CONV_DW_DIRECT");
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && !(dv && std::strcmp(dv, "0") == 0);
+    fused_ = pipeline_fusable(a_, knobs_);
+    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && knobs_.dw_direct;
     native_ = native_eligible();
     {
-        const char *pv = std::getenv("QCONV_JIT_CONV_DW_PAIR");
         pair_ = fused_ && !native_ && d.kh == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.oh >= 2 &&
-                28 - 2 * d.kw >= 2 && !(pv && std::strcmp(pv, "0") == 0);
+                28 - 2 * d.kw >= 2 && knobs_.dw_pair;
     }
     // Native: 64-channel groups. Otherwise the widest channel block whose
     // pixel block still covers the row (fewer passes over the row), else 16
@@ -1277,23 +1270,25 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
 
 } // namespace
 
-std::string conv_dw_impl_name(conv_isa i) { return std::string("jit:conv_dw_x8s8:") + to_string(i); }
-
-bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, const impl::platform &pl,
+bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                       std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
-    if (!isa_supported(i, pl, why)) return false;
     if (!d.is_depthwise()) return reject(why, "not depthwise (needs groups == IC == OC)");
+    if (rows) {
+        if (!k.dw_row) return reject(why, "turned off (QCONV_JIT_CONV_DW_ROW=0)");
+        if (!row_kernel_fits(d)) return reject(why, "kernel too large for the row kernel's registers");
+    }
     if (d.kh * d.kw > 121 || max_accumulators_dw(i, static_cast<int>(d.kw)) < 1)
         return reject(why, "kernel wider than the registers allow (every tap is unrolled)");
     // Everything else (types, zero points, post-ops) as the dense kernels.
-    return conv_supports(i, false, p, a, pl, why);
+    return conv_supports(i, false, p, a, why);
 }
 
-std::shared_ptr<const impl::conv_kernel> conv_dw_create(conv_isa i, const conv_problem &p, const attr_set &a) {
-    if (i == conv_isa::avx512_vnni && row_kernel_available(p.desc)) return std::make_shared<conv_dw_row_kernel>(p, a);
-    return std::make_shared<conv_dw_kernel>(i, p, a);
+std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a,
+                                                        const conv_plan &pl) {
+    if (pl.k == conv_plan::kind::depthwise_rows) return std::make_shared<conv_dw_row_kernel>(p, a, pl.knobs);
+    return std::make_shared<conv_dw_kernel>(pl.isa, p, a, pl.knobs);
 }
 
 } // namespace qconv::jit

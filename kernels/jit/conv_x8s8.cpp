@@ -13,7 +13,7 @@
 #include <tuple>
 #include <string>
 
-#include "dispatch/registry.h"
+#include "core/compensation.h"
 #include "kernels/jit/conv_pipeline.h"
 
 namespace qconv::jit {
@@ -82,8 +82,8 @@ struct geometry {
 
 class conv_x8s8_kernel : public impl::conv_kernel {
 public:
-    conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a)
-        : isa_(isa), p_(p), a_(a), pipe_(pipeline::build(p, a)) {
+    conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k)
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)) {
         plan();
     }
 
@@ -97,7 +97,7 @@ private:
     // rows are long: the maximum is used.
     int ur_w_for(int nb, int64_t ow) const {
         int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
-        if (const char *e = std::getenv("QCONV_JIT_CONV_UR")) mx = std::max<int64_t>(1, std::min<int64_t>(mx, std::atoi(e)));
+        if (knobs_.ur > 0) mx = std::min<int64_t>(mx, knobs_.ur);
         if (g_.flat || g_.flat2d || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
         const int64_t calls = (ow + mx - 1) / mx;
         return static_cast<int>((ow + calls - 1) / calls);
@@ -109,6 +109,7 @@ private:
     conv_isa isa_;
     conv_problem p_;
     attr_set a_;
+    conv_knobs knobs_;
     pipeline pipe_;
     geometry g_{};
     bool fused_ = false; // output pipeline inside the micro-kernels
@@ -161,10 +162,9 @@ void conv_x8s8_kernel::plan() {
     // taps-inner loop; displacements (a block of ≤ 24 pixels spans at most
     // 24 / OW + 2 output rows) must fit 32 bits.
     {
-        const char *dv = std::getenv("QCONV_JIT_CONV_DIRECT");
         const int64_t span = ((d.kh * d.dh + (24 / d.ow + 2) * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
         g.direct = padded && is_vnni(isa_) && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
-                   span < (int64_t(1) << 30) && !(dv && std::strcmp(dv, "0") == 0);
+                   span < (int64_t(1) << 30) && knobs_.direct;
         if (g.direct) g.copy = false;
     }
     g.flat = d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw;
@@ -184,9 +184,8 @@ void conv_x8s8_kernel::plan() {
     // Rows shorter than two register blocks waste the tail block of every
     // row: run the image's pixels as one list (blocks cross row ends).
     g.ow_real = d.ow;
-    // QCONV_JIT_CONV_FLAT2D=0 turns this off (tests, comparisons).
-    const char *f2 = std::getenv("QCONV_JIT_CONV_FLAT2D");
-    g.flat2d = !g.flat && d.oh > 1 && d.ow < 16 && !(f2 && std::strcmp(f2, "0") == 0);
+    // The flat2d knob turns this off (tests, comparisons).
+    g.flat2d = !g.flat && d.oh > 1 && d.ow < 16 && knobs_.flat2d;
     g.oh = g.flat || g.flat2d ? 1 : d.oh;
     g.ow = g.flat || g.flat2d ? d.oh * d.ow : d.ow;
     if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
@@ -194,18 +193,17 @@ void conv_x8s8_kernel::plan() {
     // are few enough for the code size and their displacements fit 32 bits.
     {
         const int64_t span = ((g.kh - 1) * g.dh * g.iw_p + (g.kw - 1) * g.dw + g.ow * g.sw) * g.cs * g.es;
-        const char *ti = std::getenv("QCONV_JIT_CONV_TAPS_INNER");
         g.taps_inner = g.direct || (g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) &&
-                                    !(ti && std::strcmp(ti, "0") == 0));
+                                    knobs_.taps_inner);
     }
     const int64_t nvec = g.ocg16 / g.lanes;
     int nb_max = max_oc_vectors(isa_);
-    if (const char *e = std::getenv("QCONV_JIT_CONV_NB")) nb_max = std::max(1, std::min(nb_max, std::atoi(e)));
+    if (knobs_.nb > 0) nb_max = std::min(nb_max, knobs_.nb);
     g.nb_big = static_cast<int>(std::min<int64_t>(nb_max, nvec));
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 
     // The output pipeline is fused into zmm micro-kernels when it can be.
-    fused_ = pipeline_fusable(a_);
+    fused_ = pipeline_fusable(a_, knobs_);
     // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
     // Direct mode: the value a skipped tap stands for (see corr in pack()).
     pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
@@ -369,19 +367,11 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
                                     blk16[((step * 2 + j / 2) * width + o) * 2 + j % 2] = wei[src_i];
                             }
         }
-    pk->comp = conv_comp(p_, a_, wei, 16);
+    pk->comp = shifted_compensation(p_, a_, wei, 16);
     if (!corr_masks_.empty()) {
         // tz[oc][t] = Σ_ic w·v over tap t (uint32: int32 wrap-around, like the kernel's sums).
         const int64_t taps = g.kh * g.kw, stride = d.oc + 16;
-        std::vector<uint32_t> tz(static_cast<size_t>(d.oc * taps), 0);
-        for (int64_t oc = 0; oc < d.oc; ++oc) {
-            const int64_t gr = oc / g.ocg;
-            for (int64_t ic = 0; ic < g.icg; ++ic) {
-                const uint32_t v = pad_pixel_[gr * g.icg4 + ic];
-                for (int64_t t = 0; t < taps; ++t)
-                    tz[oc * taps + t] += static_cast<uint32_t>(static_cast<int32_t>(wei[(oc * g.icg + ic) * taps + t])) * v;
-            }
-        }
+        const std::vector<uint32_t> tz = padded_tap_sums(p_, a_, wei);
         pk->corr.assign(static_cast<size_t>(corr_masks_.size() * stride), 0);
         for (size_t m = 0; m < corr_masks_.size(); ++m)
             for (int64_t oc = 0; oc < d.oc; ++oc) {
@@ -584,76 +574,80 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
 
 } // namespace
 
-isa required_isa(conv_isa i) {
+impl::feature_set required_features(conv_isa i) {
+    using impl::cpu_feature;
     switch (i) {
-    case conv_isa::avx512_vnni: return isa::avx512_core_vnni;
-    case conv_isa::avx512_core: return isa::avx512_core;
-    case conv_isa::avx2: return isa::avx2;
-    case conv_isa::avx2_vnni: return isa::avx2_vnni;
+    case conv_isa::avx512_core_vnni: return {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
+    case conv_isa::avx512_core: return {cpu_feature::avx512_core};
+    case conv_isa::avx2_vnni: return {cpu_feature::avx2, cpu_feature::avx2_vnni};
+    case conv_isa::avx2: return {cpu_feature::avx2};
     }
-    return isa::avx512_core_amx;
+    return {};
 }
 
-bool isa_supported(conv_isa i, const impl::platform &pl, std::string *why) {
-    // AVX-VNNI is not implied by the level (an AVX-512 VNNI CPU may lack it).
-    if (i == conv_isa::avx2_vnni ? !(pl.has(isa::avx2) && pl.avx_vnni) : !pl.has(required_isa(i)))
-        return impl::reject(why, std::string("needs ") + (i == conv_isa::avx2_vnni ? "AVX-VNNI (avx2_vnni)"
-                                                                                   : to_string(required_isa(i))) +
-                                     ", platform is " + pl.str() + (pl.avx_vnni ? " with AVX-VNNI" : ""));
-    return true;
+conv_knobs conv_knobs::from_env() {
+    auto flag = [](const char *name) { // "0" turns a default-on switch off
+        const char *v = std::getenv(name);
+        return !(v && std::strcmp(v, "0") == 0);
+    };
+    auto number = [](const char *name) {
+        const char *v = std::getenv(name);
+        return v && *v ? std::max(0, std::atoi(v)) : 0;
+    };
+    conv_knobs k;
+    k.ur = number("QCONV_JIT_CONV_UR");
+    k.nb = number("QCONV_JIT_CONV_NB");
+    k.direct = flag("QCONV_JIT_CONV_DIRECT");
+    k.flat2d = flag("QCONV_JIT_CONV_FLAT2D");
+    k.taps_inner = flag("QCONV_JIT_CONV_TAPS_INNER");
+    k.fused = flag("QCONV_JIT_CONV_FUSED");
+    k.dw_direct = flag("QCONV_JIT_CONV_DW_DIRECT");
+    k.dw_pair = flag("QCONV_JIT_CONV_DW_PAIR");
+    k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
+    const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
+    k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
+    return k;
 }
 
-bool pipeline_fusable(const attr_set &a) {
+std::string conv_knobs::str() const {
+    const conv_knobs d;
+    std::string s;
+    auto add = [&s](const char *name, int v) { s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v); };
+    if (ur != d.ur) add("ur", ur);
+    if (nb != d.nb) add("nb", nb);
+    if (direct != d.direct) add("direct", direct);
+    if (flat2d != d.flat2d) add("flat2d", flat2d);
+    if (taps_inner != d.taps_inner) add("taps_inner", taps_inner);
+    if (fused != d.fused) add("fused", fused);
+    if (dw_direct != d.dw_direct) add("dw_direct", dw_direct);
+    if (dw_pair != d.dw_pair) add("dw_pair", dw_pair);
+    if (dw_row != d.dw_row) add("dw_row", dw_row);
+    if (dw_native != d.dw_native) add("dw_native", dw_native);
+    return s.empty() ? "default" : s;
+}
+
+std::string conv_plan::str() const {
+    const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
+    return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) + " knobs=" + knobs.str();
+}
+
+bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
     int n_full = 0;
     bool transcendental = false;
     for (const auto &op : a.ops) {
         if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
         if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
     }
-    const char *env = std::getenv("QCONV_JIT_CONV_FUSED");
-    return !transcendental && n_full <= max_fused_full && !(env && std::strcmp(env, "0") == 0);
-}
-
-uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic) {
-    const int32_t shift = p.src_dt == dtype::s8 ? 128 : 0;
-    int32_t zp = 0;
-    if (a.zp == zp_mechanism::legacy_per_channel) {
-        const auto &z = a.zp_values;
-        zp = z.size() == 1 ? z[0] : z[static_cast<size_t>(ic)];
-    }
-    return static_cast<uint8_t>(zp + shift); // 0..255 after conv_supports' range check
-}
-
-std::vector<int32_t> conv_comp(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra) {
-    const conv_desc &d = p.desc;
-    std::vector<int32_t> comp(static_cast<size_t>(d.oc + extra), 0);
-    // −Σ w·zp: the one place it is computed.
-    if (a.zp == zp_mechanism::legacy_per_channel) {
-        const std::vector<int32_t> c = zp_compensation(d, wei, a.zp_values);
-        std::copy(c.begin(), c.end(), comp.begin());
-    }
-    // −Σ w·shift, added in uint32 (int32 wrap-around, like the kernels' sums).
-    if (p.src_dt == dtype::s8) {
-        const int64_t k = d.icg() * d.kh * d.kw;
-        for (int64_t oc = 0; oc < d.oc; ++oc) {
-            uint32_t s = 0;
-            for (int64_t i = 0; i < k; ++i) s += static_cast<uint32_t>(static_cast<int32_t>(wei[oc * k + i]));
-            comp[static_cast<size_t>(oc)] =
-                static_cast<int32_t>(static_cast<uint32_t>(comp[static_cast<size_t>(oc)]) - 128u * s);
-        }
-    }
-    return comp;
+    return !transcendental && n_full <= max_fused_full && k.fused;
 }
 
 std::string conv_impl_name(conv_isa i, bool only_1x1) {
     return std::string(only_1x1 ? "jit:conv_x8s8_1x1:" : "jit:conv_x8s8:") + to_string(i);
 }
 
-bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a,
-                   const impl::platform &pl, std::string *why) {
+bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
-    if (!isa_supported(i, pl, why)) return false;
     if (only_1x1 && (d.kh != 1 || d.kw != 1)) return reject(why, "kernel is not 1x1");
     if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
     if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
@@ -690,46 +684,67 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
     return true;
 }
 
-std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_problem &p, const attr_set &a) {
-    return std::make_shared<conv_x8s8_kernel>(i, p, a);
+std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
+    return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs);
+}
+
+namespace {
+impl::conv_entry make_row(const std::string &name, const std::string &canonical, conv_isa i, conv_plan::kind k,
+                          impl::conv_entry::decide_fn decide) {
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
+    impl::conv_entry e;
+    e.name = name;
+    e.family = "jit";
+    e.only_depthwise = k != conv_plan::kind::dense;
+    e.needs = required_features(i);
+    if (k == conv_plan::kind::depthwise_rows) e.needs.add(impl::cpu_feature::avx512_vbmi);
+    e.decide = std::move(decide);
+    e.build = [k](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
+        const auto &cp = dynamic_cast<const conv_plan &>(pl);
+        return k == conv_plan::kind::dense ? conv_create(p, a, cp) : conv_dw_create(p, a, cp);
+    };
+    return e;
+}
+
+impl::plan_ptr make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs) {
+    auto pl = std::make_shared<conv_plan>();
+    pl->isa = i;
+    pl->k = k;
+    pl->knobs = knobs;
+    return pl;
+}
+} // namespace
+
+impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1) {
+    impl::conv_entry e = make_row(
+        name, conv_impl_name(i, only_1x1), i, conv_plan::kind::dense,
+        [i, only_1x1](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+            return conv_supports(i, only_1x1, p, a, why) ? make_plan(i, conv_plan::kind::dense, conv_knobs::from_env())
+                                                         : nullptr;
+        });
+    e.only_1x1 = only_1x1;
+    return e;
+}
+
+impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
+    return make_row(name, std::string("jit:conv_dw_x8s8:") + to_string(i), i, conv_plan::kind::depthwise,
+                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+                        const conv_knobs k = conv_knobs::from_env();
+                        return conv_dw_supports(i, false, p, a, k, why)
+                                   ? make_plan(i, conv_plan::kind::depthwise, k)
+                                   : nullptr;
+                    });
+}
+
+impl::conv_entry conv_dw_rows_row(const std::string &name) {
+    const conv_isa i = conv_isa::avx512_core_vnni;
+    return make_row(name, std::string("jit:conv_dw_x8s8_rows:") + to_string(i), i, conv_plan::kind::depthwise_rows,
+                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+                        const conv_knobs k = conv_knobs::from_env();
+                        return conv_dw_supports(i, true, p, a, k, why)
+                                   ? make_plan(i, conv_plan::kind::depthwise_rows, k)
+                                   : nullptr;
+                    });
 }
 
 } // namespace qconv::jit
-
-namespace qconv::impl {
-
-std::vector<conv_entry> jit_conv_entries() {
-    using jit::conv_isa;
-    const std::pair<conv_isa, bool> table[] = {
-        {conv_isa::avx512_vnni, true}, {conv_isa::avx512_vnni, false},
-        {conv_isa::avx512_core, false}, {conv_isa::avx2_vnni, false}, {conv_isa::avx2, false}};
-    std::vector<conv_entry> rows;
-    // Depthwise rows first: for groups == IC == OC they beat the dense kernels.
-    // zmm rows before ymm rows: under a cap at avx2_vnni or below (or on a CPU
-    // without AVX-512) the first ymm row that the platform has is chosen.
-    for (conv_isa i : {conv_isa::avx512_vnni, conv_isa::avx512_core, conv_isa::avx2_vnni, conv_isa::avx2}) {
-        conv_entry e;
-        e.name = jit::conv_dw_impl_name(i);
-        e.supports = [i](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
-            return jit::conv_dw_supports(i, p, a, pl, why);
-        };
-        e.create = [i](const conv_problem &p, const attr_set &a, const platform &) {
-            return jit::conv_dw_create(i, p, a);
-        };
-        rows.push_back(std::move(e));
-    }
-    for (const auto &[i, only_1x1] : table) {
-        conv_entry e;
-        e.name = jit::conv_impl_name(i, only_1x1);
-        e.supports = [i = i, only_1x1 = only_1x1](const conv_problem &p, const attr_set &a, const platform &pl, std::string *why) {
-            return jit::conv_supports(i, only_1x1, p, a, pl, why);
-        };
-        e.create = [i = i](const conv_problem &p, const attr_set &a, const platform &) {
-            return jit::conv_create(i, p, a);
-        };
-        rows.push_back(std::move(e));
-    }
-    return rows;
-}
-
-} // namespace qconv::impl

@@ -16,8 +16,8 @@
 //    weights are 0). The micro-kernel then needs no boundary logic.
 //  * Exactness of the padding scheme: the kernel sums w·(x + shift) over
 //    *all* taps of the padded source (an s8 x is read as the u8 x + 128),
-//    and comp[c] = conv_comp() = −Σ_all w·(zp + shift) (int32, computed once
-//    at pack(): zp_compensation() plus −128·Σw for s8) is added, so a padded
+//    and comp[c] = −Σ_all w·(zp + shift) (int32, computed once at pack() by
+//    core/compensation.h: zp_compensation() plus −128·Σw for s8) is added, so a padded
 //    tap contributes w·(zp + shift) − w·(zp + shift) = 0 and a valid tap
 //    w·(x − zp), for u8 and s8 sources, with or without a zero point.
 //    Sums are int32 with wrap-around, so the result equals the reference's
@@ -31,7 +31,7 @@
 //    registers over the whole KH·KW·ICg reduction).
 //    OCg is padded to the lane count and ICg to 4 with zeros.
 //  * The micro-kernel computes ur_w output pixels × nb·16 channels in
-//    registers and writes the int32 tile; the output pipeline (DESIGN §3:
+//    registers and writes the int32 tile; the output pipeline (docs/semantics.md §4:
 //    acc·scale + bias → lowered post-ops in order → + dst_zp → store with
 //    round-half-to-even and saturation) then runs on that tile in L1.
 //  * 1x1 stride-1 unpadded convolutions are run as one long row (a GEMM
@@ -54,7 +54,7 @@ namespace qconv::jit {
 
 // Instruction family used for the u8·s8 multiply-accumulate.
 enum class conv_isa {
-    avx512_vnni, // vpdpbusd zmm
+    avx512_core_vnni, // vpdpbusd zmm
     avx512_core, // zmm: widen to int16, vpmaddwd (exact)
     avx2,        // ymm: widen to int16, vpmaddwd (exact)
     avx2_vnni,   // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
@@ -64,11 +64,11 @@ const char *to_string(conv_isa i);
 // (32 registers, 16 lanes); u8 bytes multiplied by vpdpbusd (VNNI) or
 // widened to u16 for vpmaddwd.
 inline bool is_ymm(conv_isa i) { return i == conv_isa::avx2 || i == conv_isa::avx2_vnni; }
-inline bool is_vnni(conv_isa i) { return i == conv_isa::avx512_vnni || i == conv_isa::avx2_vnni; }
+inline bool is_vnni(conv_isa i) { return i == conv_isa::avx512_core_vnni || i == conv_isa::avx2_vnni; }
 
 // Compile-time configuration of one micro-kernel.
 struct conv_ukernel_cfg {
-    conv_isa isa = conv_isa::avx512_vnni;
+    conv_isa isa = conv_isa::avx512_core_vnni;
     int ur_w = 1;           // output pixels per call
     int nb = 1;             // vector blocks of OC (16 lanes on zmm, 8 on ymm)
     int kh = 1, kw = 1;
@@ -117,11 +117,31 @@ struct conv_ukernel_cfg {
 
 constexpr int max_fused_full = 4;
 
-// Whether the output pipeline of `a` can be fused into a zmm kernel: no
+// Tuning and debugging switches of the JIT conv kernels (docs/dispatch.md),
+// read from the environment once per decision — supports() puts them into the
+// plan — so they are part of the kernel cache key and a kernel never reads
+// the environment while it is built.
+struct conv_knobs {
+    int ur = 0;              // QCONV_JIT_CONV_UR=N: at most N pixels per call (0: the register limit)
+    int nb = 0;              // QCONV_JIT_CONV_NB=N: at most N OC vectors per block (0: the ISA's limit)
+    bool direct = true;      // QCONV_JIT_CONV_DIRECT=0: padded sources always copied
+    bool flat2d = true;      // QCONV_JIT_CONV_FLAT2D=0: short rows not run as one pixel list
+    bool taps_inner = true;  // QCONV_JIT_CONV_TAPS_INNER=0: the kh → kw → ICg/4 loop order
+    bool fused = true;       // QCONV_JIT_CONV_FUSED=0: the output pipeline outside the micro-kernels
+    bool dw_direct = true;   // QCONV_JIT_CONV_DW_DIRECT=0: depthwise sources always copied
+    bool dw_pair = true;     // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
+    bool dw_row = true;      // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
+    int dw_native = -1;      // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
+    static conv_knobs from_env();
+    // The values that differ from the defaults ("ur=4,fused=0"), or "default".
+    std::string str() const;
+};
+
+// Whether the output pipeline of `a` can be fused into the micro-kernels: no
 // transcendental eltwise (those are computed by eltwise_ref in C++), at most
 // max_fused_full full-tensor operands (what a call carries), and fusion not
-// turned off by QCONV_JIT_CONV_FUSED=0 (debugging, comparisons).
-bool pipeline_fusable(const attr_set &a);
+// turned off by the knob (debugging, comparisons).
+bool pipeline_fusable(const attr_set &a, const conv_knobs &k);
 
 // Arguments of one micro-kernel call.
 struct conv_call {
@@ -161,37 +181,36 @@ int max_accumulators(conv_isa i, int nb);
 int src_elem_bytes(conv_isa i);
 // Accumulator registers of the depthwise micro-kernel with KW weight registers.
 int max_accumulators_dw(conv_isa i, int kw);
-// The platform ISA a variant's instructions need (avx2_vnni: avx2 and the
-// separate AVX-VNNI feature, see isa_supported).
-isa required_isa(conv_isa i);
-// Whether platform `pl` can run variant i; otherwise *why says what is missing.
-bool isa_supported(conv_isa i, const impl::platform &pl, std::string *why);
+// The CPU features a variant's instructions need.
+impl::feature_set required_features(conv_isa i);
 
 // Implementation names.
 std::string conv_impl_name(conv_isa i, bool only_1x1);
 
-// The kernels read an s8 source as x + 128 (x ^ 0x80, u8) and a u8 source
-// as is: shift = 128 or 0. A padded tap of input channel ic holds
-// pad_byte = zp[ic] + shift (legacy zero point; shift without one), and
-// conv_comp() = −Σ over all taps of w·(zp + shift) (int32 wrap-around), so a
-// valid tap contributes w·(x + shift) − w·(zp + shift) = w·(x − zp) and a
-// padded tap 0. conv_comp's zero-point part is qconv::zp_compensation().
-// Both families (dense and depthwise) use these two.
-uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic);
-// OC + extra entries, the extra ones 0.
-std::vector<int32_t> conv_comp(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra);
+// What a JIT conv row decided: the variant and the knobs its kernels are
+// built with (the blocking follows from them and the problem).
+struct conv_plan : impl::plan {
+    conv_isa isa = conv_isa::avx512_core_vnni;
+    enum class kind { dense, depthwise, depthwise_rows } k = kind::dense;
+    conv_knobs knobs;
+    std::string str() const override;
+};
 
-// Whether the JIT conv kernel family can run (problem, attr) on `isa`.
-bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a,
-                   const impl::platform &pl, std::string *why);
-std::shared_ptr<const impl::conv_kernel> conv_create(conv_isa i, const conv_problem &p,
-                                                     const attr_set &a);
-
-// Depthwise family (groups == IC == OC): conv_dw_x8s8.cpp.
-std::string conv_dw_impl_name(conv_isa i);
-bool conv_dw_supports(conv_isa i, const conv_problem &p, const attr_set &a, const impl::platform &pl,
+// Whether the dense family can run (problem, attr) with variant i (the
+// platform's features are the row's business).
+bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why);
+// Whether the depthwise family can (groups == IC == OC); `rows`: the row
+// kernel (AVX-512 VNNI + VBMI), which also needs the knob on.
+bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                       std::string *why);
-std::shared_ptr<const impl::conv_kernel> conv_dw_create(conv_isa i, const conv_problem &p,
-                                                        const attr_set &a);
+std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
+std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a,
+                                                        const conv_plan &pl);
+
+// Table rows (dispatch/conv_list.cpp); `name` must be the configuration's.
+impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1);
+impl::conv_entry conv_dw_row(const std::string &name, conv_isa i);
+// The depthwise row kernel: jit:conv_dw_x8s8_rows:avx512_core_vnni.
+impl::conv_entry conv_dw_rows_row(const std::string &name);
 
 } // namespace qconv::jit

@@ -1,7 +1,7 @@
 // The accumulation micro-kernel of the int8 conv family (see conv_x8s8.h),
 // one template for four register widths / instruction families.
 //
-// avx512_vnni (zmm, 16 OC lanes) / avx2_vnni (ymm, 8 OC lanes, VEX-encoded
+// avx512_core_vnni (zmm, 16 OC lanes) / avx2_vnni (ymm, 8 OC lanes, VEX-encoded
 //   vpdpbusd of AVX-VNNI): source u8 bytes, weights [ic4][oc][4] s8; one
 //   vpdpbusd per (pixel, OC vector) and 4-IC step.
 // avx512_core (zmm) / avx2 (ymm, 8 OC lanes): exact without VNNI. The source
@@ -38,7 +38,7 @@ namespace qconv::jit {
 
 const char *to_string(conv_isa i) {
     switch (i) {
-    case conv_isa::avx512_vnni: return "avx512_vnni";
+    case conv_isa::avx512_core_vnni: return "avx512_core_vnni";
     case conv_isa::avx512_core: return "avx512_core";
     case conv_isa::avx2: return "avx2";
     case conv_isa::avx2_vnni: return "avx2_vnni";

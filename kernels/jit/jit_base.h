@@ -1,7 +1,7 @@
 // Thin base class for every Xbyak generator in qconv (conv and MatMul kernels).
 //
 // A generator derives from jit_generator, names itself (the implementation
-// name, e.g. "jit:conv_x8s8:avx512_vnni") and emits its code in generate(),
+// name, e.g. "jit:conv_x8s8:avx512_core_vnni") and emits its code in generate(),
 // preferably as a sequence of small emit_*() member functions. create() runs
 // generate() once and then readyRE(): the code buffer is allocated with
 // Xbyak::DontSetProtectRWE, so its pages are read-write while code is

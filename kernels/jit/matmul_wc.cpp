@@ -9,7 +9,7 @@
 
 #include <omp.h>
 
-#include "dispatch/registry.h"
+#include "dispatch/rows.h"
 #include "kernels/jit/matmul_wc_common.h"
 
 namespace qconv::impl {
@@ -250,10 +250,7 @@ private:
     std::vector<matmul_wc_fn> fns_;
 };
 
-bool wc_supports(const matmul_desc &d, const matmul_hints &h, const platform &pl, bool zmm, bool x4,
-                 std::string *why) {
-    if (zmm && !pl.avx512()) return reject(why, "needs avx512_core, platform is " + pl.str());
-    if (!zmm && !pl.has(isa::avx2)) return reject(why, "needs avx2, platform is " + pl.str());
+bool wc_supports(const matmul_desc &d, bool x4, std::string *why) {
     const bool fb = four_bit(d.wei_dt);
     if (x4 && !fb) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
     if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
@@ -264,23 +261,23 @@ bool wc_supports(const matmul_desc &d, const matmul_hints &h, const platform &pl
     return true;
 }
 
-matmul_entry wc_entry(bool zmm, bool x4) {
+} // namespace
+
+matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4) {
+    const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512_core" : ":avx2");
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
     matmul_entry e;
-    e.name = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512" : ":avx2");
-    e.supports = [zmm, x4](const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) {
-        return wc_supports(d, h, pl, zmm, x4, why);
+    e.name = name;
+    e.family = "jit";
+    e.weight_bits = x4 ? 4 : 8;
+    e.needs = zmm ? feature_set{cpu_feature::avx512_core} : feature_set{cpu_feature::avx2};
+    e.decide = [x4](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
+        return wc_supports(d, x4, why) ? plain_plan() : nullptr;
     };
-    e.create = [zmm](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+    e.build = [zmm](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<matmul_wc_kernel>(d, zmm);
     };
     return e;
-}
-
-} // namespace
-
-std::vector<matmul_entry> jit_matmul_entries() {
-    return {matmul_wc_dq_entry(), wc_entry(true, false), wc_entry(true, true), wc_entry(false, false),
-            wc_entry(false, true)};
 }
 
 } // namespace qconv::impl

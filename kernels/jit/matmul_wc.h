@@ -39,11 +39,11 @@
 // call with a fixed summation order, so results do not depend on the thread
 // count (K is never split).
 //
-// Rows registered: jit:matmul_wc_x8:avx512, jit:matmul_wc_x4:avx512,
+// Rows registered: jit:matmul_wc_x8:avx512_core, jit:matmul_wc_x4:avx512_core,
 // jit:matmul_wc_x8:avx2, jit:matmul_wc_x4:avx2 (x8 = u8/s8, x4 = u4/s4).
 // These rows compute in f32 whatever matmul_hints::dynamic_quantization says
 // (the hint permits quantizing X, it does not require it). The opt-in
-// dynamic-quantization row jit:matmul_wc_dq:avx512_vnni (matmul_wc_dq.cpp)
+// dynamic-quantization row jit:matmul_wc_dq:avx512_core_vnni (matmul_wc_dq.cpp)
 // comes first in the table and accepts only when the hint is set.
 #pragma once
 
@@ -120,7 +120,3 @@ std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &
 
 } // namespace qconv::jit
 
-namespace qconv::impl {
-// The dynamic-quantization row (kernels/jit/matmul_wc_dq.cpp).
-matmul_entry matmul_wc_dq_entry();
-} // namespace qconv::impl

@@ -1,5 +1,5 @@
 // Dynamic-quantization MatMul (opt-in: matmul_hints::dynamic_quantization),
-// AVX-512 VNNI: jit:matmul_wc_dq:avx512_vnni.
+// AVX-512 VNNI: jit:matmul_wc_dq:avx512_core_vnni.
 //
 // At run time every row of X is quantized per group of K (the weights'
 // groups) to int8, symmetrically:
@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include "dispatch/rows.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -66,7 +67,7 @@ public:
     explicit dq_generator(const dq_config &c) : jit_generator(64 * 1024), c_(c) {
         if (c.mb * c.nv > 24 || c.mb > 12) fail("jit", "matmul_wc_dq: block too large for the registers");
     }
-    const char *name() const override { return "jit:matmul_wc_dq:avx512_vnni"; }
+    const char *name() const override { return "jit:matmul_wc_dq:avx512_core_vnni"; }
 
 protected:
     void generate() override {
@@ -391,12 +392,16 @@ private:
 
 } // namespace
 
-matmul_entry matmul_wc_dq_entry() {
+matmul_entry matmul_wc_dq_row(const std::string &name) {
+    if (name != "jit:matmul_wc_dq:avx512_core_vnni")
+        fail("impl", "row '" + name + "' is named 'jit:matmul_wc_dq:avx512_core_vnni' by its configuration");
     matmul_entry e;
-    e.name = "jit:matmul_wc_dq:avx512_vnni";
-    e.supports = [](const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) {
+    e.name = name;
+    e.family = "jit";
+    e.dynamic_quantization = true;
+    e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
+    e.decide = decide_by([](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {
         if (!h.dynamic_quantization) return reject(why, "dynamic quantization not requested (opt-in hint)");
-        if (!pl.avx512() || !pl.vnni()) return reject(why, "needs avx512_core_vnni, platform is " + pl.str());
         if (!wc_shape_ok(d, why)) return false;
         const int64_t gs = d.group_size();
         if (d.n_groups() > 1 && gs % (four_bit(d.wei_dt) ? 8 : 4) != 0)
@@ -405,8 +410,8 @@ matmul_entry matmul_wc_dq_entry() {
         if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !four_bit(d.wei_dt))
             return reject(why, std::string("takes u8/s8/u4/s4 weights, got ") + to_string(d.wei_dt));
         return true;
-    };
-    e.create = [](const matmul_desc &d, const matmul_hints &, const platform &) -> std::shared_ptr<const matmul_kernel> {
+    });
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<dq_kernel>(d);
     };
     return e;

@@ -26,7 +26,7 @@ public:
             (c.pc > 1 && c.nv != 4))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
-        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (is_zmm ? ":avx512" : ":avx2");
+        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (is_zmm ? ":avx512_core" : ":avx2");
     }
     const char *name() const override { return name_.c_str(); }
 

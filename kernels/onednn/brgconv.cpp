@@ -22,7 +22,7 @@
 // bit for bit (tests/test_onednn_conv.cpp proves it over the shape sweep).
 // With any other scale the bias becomes a per-OC binary add, the first
 // post-op: round(round(acc·scale) + bias), at most one rounding step away
-// from the contract (integers within 1, as DESIGN §7 allows for inexact data).
+// from the contract (integers within 1, as docs/semantics.md §8 allows for inexact data).
 //
 // Post-op mapping (lowered_op → oneDNN):
 //   eltwise           → eltwise (same algorithm, alpha, beta)
@@ -52,7 +52,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "dispatch/registry.h"
+#include "dispatch/rows.h"
 #include "kernels/onednn/onednn_util.h"
 
 namespace qconv::impl::onednn {
@@ -617,16 +617,52 @@ private:
     mutable std::map<int, std::shared_ptr<const built>> by_threads_;
 };
 
-conv_entry entry(const selector &sel) {
+// What a oneDNN row decided: the recipe and the primitive descriptor
+// positioned on the implementation it takes, for the default thread count.
+struct onednn_plan : plan {
+    onednn_plan(const selector &s, recipe rc, pd_t p, int t) : sel(s), r(std::move(rc)), pd(std::move(p)), threads(t) {}
+    selector sel;
+    recipe r;
+    pd_t pd;
+    int threads;
+    std::string str() const override { return std::string("oneDNN ") + pd.impl_info_str() + " threads=" + std::to_string(threads); }
+};
+
+// The CPU features a selector's implementations need.
+feature_set needs_of(const selector &sel) {
+    if (sel.first) return {};
+    feature_set f = level_features(sel.level);
+    f.remove(cpu_feature::avx512_bf16); // oneDNN's int8 kernels use none of the BF16 instructions
+    return f;
+}
+
+plan_ptr decide_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+                        std::string *why) {
+    if (!plat.has_all(needs_of(sel))) {
+        reject(why, "platform " + plat.str() + " lacks " + plat.features.missing(needs_of(sel)));
+        return nullptr;
+    }
+    if (!attr_allowed(sel, attr, why)) return nullptr;
+    auto r = make_recipe(p, attr, why);
+    if (!r) return nullptr;
+    const int threads = effective_threads(0);
+    auto pd = select_pd(sel, *r, threads, why);
+    if (!pd) return nullptr;
+    return std::make_shared<onednn_plan>(sel, std::move(*r), std::move(*pd), threads);
+}
+
+conv_entry make_row(const std::string &name, const selector &sel) {
+    if (name != sel.row_name()) fail("impl", "row '" + name + "' is named '" + sel.row_name() + "' by its configuration");
     conv_entry e;
-    e.name = sel.row_name();
+    e.name = name;
+    e.needs = needs_of(sel);
     e.peer = sel.first;
-    e.supports = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
+    e.family = "onednn";
+    e.only_1x1 = sel.kind == "brgconv_1x1";
+    e.decide = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
         return onednn::supports(sel, p, attr, plat, why);
     };
-    e.create = [sel](const conv_problem &p, const attr_set &attr, const platform &) {
-        return onednn::create(sel, p, attr);
-    };
+    e.build = [](const conv_problem &p, const attr_set &attr, const plan &pl) { return onednn::create(p, attr, pl); };
     return e;
 }
 
@@ -654,54 +690,42 @@ bool parse_impl_info(const std::string &info, std::string *kind, isa *level) {
     return true;
 }
 
-bool supports_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
-                      std::string *why);
-
 // supports() answers; it never throws: oneDNN refuses some attribute
 // combinations by throwing while the post-ops are built (e.g. two eltwise
 // relu with different negative slopes, found by fuzz_diff).
-bool supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
-              std::string *why) {
+plan_ptr supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+                  std::string *why) {
     try {
-        return supports_checked(sel, p, attr, plat, why);
+        return decide_checked(sel, p, attr, plat, why);
     } catch (const dnnl::error &e) {
-        return reject(why, std::string("oneDNN refuses the attributes: ") + e.what());
+        reject(why, std::string("oneDNN refuses the attributes: ") + e.what());
+        return nullptr;
     }
 }
 
-bool supports_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
-                      std::string *why) {
-    if (!sel.first && !plat.has(sel.level))
-        return reject(why, "platform " + plat.str() + " is below " + to_string(sel.level));
-    if (!attr_allowed(sel, attr, why)) return false;
-    const auto r = make_recipe(p, attr, why);
-    if (!r) return false;
-    const auto pd = select_pd(sel, *r, effective_threads(0), why);
-    if (!pd) return false;
-    if (why) *why = std::string("oneDNN ") + pd->impl_info_str();
-    return true;
+std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set &attr, const plan &pl) {
+    const auto &op = dynamic_cast<const onednn_plan &>(pl);
+    try {
+        return std::make_shared<onednn_conv_kernel>(op.sel, p, op.r, op.pd, op.threads);
+    } catch (const dnnl::error &e) {
+        fail("impl", op.sel.row_name() + ": oneDNN refuses the attributes: " + e.what());
+    }
 }
-
-std::shared_ptr<const conv_kernel> create_checked(const selector &sel, const conv_problem &p, const attr_set &attr);
 
 std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr) {
-    try {
-        return create_checked(sel, p, attr);
-    } catch (const dnnl::error &e) {
-        fail("impl", sel.row_name() + ": oneDNN refuses the attributes: " + e.what());
-    }
+    std::string why;
+    const plan_ptr pl = supports(sel, p, attr, host_platform(), &why);
+    if (!pl) fail("impl", sel.row_name() + ": " + why);
+    return create(p, attr, *pl);
 }
 
-std::shared_ptr<const conv_kernel> create_checked(const selector &sel, const conv_problem &p, const attr_set &attr) {
-    std::string why;
-    if (!attr_allowed(sel, attr, &why)) fail("impl", sel.row_name() + ": " + why);
-    auto r = make_recipe(p, attr, &why);
-    if (!r) fail("impl", sel.row_name() + ": " + why);
-    const int threads = effective_threads(0);
-    auto pd = select_pd(sel, *r, threads, &why);
-    if (!pd) fail("impl", sel.row_name() + ": " + why);
-    return std::make_shared<onednn_conv_kernel>(sel, p, std::move(*r), std::move(*pd), threads);
+conv_entry brgconv_row(const std::string &name, const std::string &kind, isa level) {
+    return make_row(name, selector::brgconv(kind, level));
 }
+
+conv_entry jit_row(const std::string &name, isa level) { return make_row(name, selector::brgconv("jit", level)); }
+
+conv_entry any_row() { return make_row("onednn:any", selector::any()); }
 
 std::string impl_info(const conv_kernel &k) {
     const auto *o = dynamic_cast<const onednn_conv_kernel *>(&k);
@@ -709,20 +733,3 @@ std::string impl_info(const conv_kernel &k) {
 }
 
 } // namespace qconv::impl::onednn
-
-namespace qconv::impl {
-
-// Best first: AMX before VNNI, 1x1 before general, each row taking only its
-// own kind and ISA of oneDNN's brgconv; then the `onednn:any` peer.
-std::vector<conv_entry> onednn_conv_entries() {
-    using onednn::selector;
-    return {
-        onednn::entry(selector::brgconv("brgconv_1x1", isa::avx512_core_amx)),
-        onednn::entry(selector::brgconv("brgconv", isa::avx512_core_amx)),
-        onednn::entry(selector::brgconv("brgconv_1x1", isa::avx512_core_vnni)),
-        onednn::entry(selector::brgconv("brgconv", isa::avx512_core_vnni)),
-        onednn::entry(selector::any()),
-    };
-}
-
-} // namespace qconv::impl

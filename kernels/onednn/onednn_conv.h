@@ -23,7 +23,7 @@ namespace qconv::impl::onednn {
 // Which of oneDNN's implementations (in its own order) a row takes.
 struct selector {
     bool first = false;     // take whatever oneDNN picks first (`onednn:any`)
-    std::string kind;       // "brgconv_1x1" or "brgconv" (when !first)
+    std::string kind;       // "brgconv_1x1", "brgconv" or "jit" (when !first)
     isa level = isa::sse41; // the ISA of the brgconv implementation (when !first)
 
     static selector any() { return {true, "", isa::sse41}; }
@@ -38,14 +38,24 @@ struct selector {
 // when the ISA part names no qconv level.
 bool parse_impl_info(const std::string &info, std::string *kind, isa *level);
 
-// Whether the wrapper with this selector can run (p, attr) on `plat`; on
-// success *why (if given) names the oneDNN implementation, on failure the
-// reason.
-bool supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
-              std::string *why);
-
-// Creates the kernel (throws qconv::error when unsupported).
+// The plan for (p, attr) on `plat` with this selector — the recipe and the
+// primitive descriptor on the implementation the selector takes — or null
+// with the reason in *why.
+plan_ptr supports(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
+                  std::string *why);
+// The kernel for a plan supports() returned (throws qconv::error when oneDNN
+// refuses it after all).
+std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set &attr, const plan &pl);
+// supports() on the host platform, then create() (tests; throws when refused).
 std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr);
+
+// Table rows (dispatch/conv_list.cpp): a brgconv kind ("brgconv_1x1",
+// "brgconv") or oneDNN's AMX JIT convolution at an ISA level, and the
+// `onednn:any` peer. `name` must be the configuration's name
+// ("onednn:<kind>:<isa>").
+conv_entry brgconv_row(const std::string &name, const std::string &kind, isa level);
+conv_entry jit_row(const std::string &name, isa level);
+conv_entry any_row();
 
 // The oneDNN implementation a kernel made by create() runs
 // (impl_info_str(), e.g. "brgconv:avx512_core_vnni"); empty for other kernels.

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "dispatch/registry.h"
+#include "dispatch/rows.h"
 #include "kernels/onednn/onednn_util.h"
 
 namespace qconv::impl::onednn {
@@ -254,22 +254,6 @@ private:
     bool use_matmul_;
 };
 
-matmul_entry f32_peer(const std::string &name, bool use_matmul) {
-    matmul_entry e;
-    e.name = name;
-    e.peer = true;
-    e.supports = [](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
-        if (d.m * d.k > (int64_t(1) << 31) || d.n * d.k > (int64_t(1) << 31))
-            return reject(why, "too large for the f32 peer");
-        return true;
-    };
-    e.create = [use_matmul](const matmul_desc &d, const matmul_hints &,
-                            const platform &) -> std::shared_ptr<const matmul_kernel> {
-        return std::make_shared<f32_peer_kernel>(d, use_matmul);
-    };
-    return e;
-}
-
 } // namespace
 
 } // namespace qconv::impl::onednn
@@ -278,9 +262,22 @@ namespace qconv::impl {
 
 // Peers for the benchmarks and the driver: oneDNN f32 on weights dequantized
 // once at pack time (4x / 8x the bytes of u8 / u4 weights).
-std::vector<matmul_entry> onednn_matmul_entries() {
-    return {onednn::f32_peer("onednn:matmul_f32:dequantized", true),
-            onednn::f32_peer("onednn:sgemm_f32:dequantized", false)};
+matmul_entry onednn_f32_row(const std::string &name, bool use_matmul) {
+    const std::string canonical = use_matmul ? "onednn:matmul_f32:dequantized" : "onednn:sgemm_f32:dequantized";
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
+    matmul_entry e;
+    e.name = name;
+    e.peer = true;
+    e.family = "onednn";
+    e.decide = decide_by([](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
+        if (d.m * d.k > (int64_t(1) << 31) || d.n * d.k > (int64_t(1) << 31))
+            return reject(why, "too large for the f32 peer");
+        return true;
+    });
+    e.build = [use_matmul](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<onednn::f32_peer_kernel>(d, use_matmul);
+    };
+    return e;
 }
 
 } // namespace qconv::impl

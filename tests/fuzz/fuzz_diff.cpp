@@ -347,20 +347,20 @@ void check_conv(const conv_case &c) {
         // findings are regression tests (tests/test_fuzz_regressions.cpp).
         if (e.name == "onednn:any" && !peer_enabled()) continue;
         for (const attr_set &a : attrs) {
-            bool ok = false;
+            impl::plan_ptr plan;
             try {
-                ok = e.supports(p, a, plat, nullptr);
+                plan = e.supports(p, a, plat, nullptr);
             } catch (const std::exception &x) { // supports() must answer, not throw
                 std::fprintf(stderr, "fuzz_diff: %s supports() threw on attr[%d] (%s): %s\n  on %s\n", e.name.c_str(),
                              a.id, a.str().c_str(), x.what(), describe(c).c_str());
                 std::abort();
             }
-            if (!ok) continue;
+            if (!plan) continue;
             std::vector<uint8_t> want = c.dst0, got = c.dst0;
             // supports() said yes: neither the reference nor the row may refuse now.
             try {
                 ref::conv(p, a, c.src.data(), c.wei.data(), p.with_bias ? c.bias.data() : nullptr, want.data(), args);
-                const auto kernel = e.create(p, a, plat);
+                const auto kernel = e.create(p, a, *plan);
                 const auto w = kernel->pack(c.wei.data(), p.with_bias ? c.bias.data() : nullptr);
                 kernel->execute(*w, c.src.data(), got.data(), args);
             } catch (const error &x) {
@@ -495,11 +495,12 @@ void check_matmul(const matmul_case &c) {
     for (const auto &e : impl::matmul_list()) {
         matmul_hints h;
         h.dynamic_quantization = dq;
-        const bool quantizes = e.name.find("_dq") != std::string::npos;
-        if (dq != quantizes || !e.supports(c.d, h, plat, nullptr)) continue;
+        if (dq != e.dynamic_quantization) continue;
+        const impl::plan_ptr plan = e.supports(c.d, h, plat, nullptr);
+        if (!plan) continue;
         std::vector<float> got(ny, -1.f);
         try {
-            const auto kernel = e.create(c.d, h, plat);
+            const auto kernel = e.create(c.d, h, *plan);
             const auto packed = kernel->pack(c.w());
             kernel->execute(*packed, c.x.data(), got.data(), 1);
         } catch (const error &x) {

@@ -2,7 +2,7 @@
 // reference on generated data.
 //
 //   ConvTester().desc("g1mb1ic17ih5oc3oh5kh3ph1").src(dtype::u8).dst(dtype::s8)
-//       .zp("channel:random").post_ops("relu;fq:per_channel").seed(3).run("jit:conv_x8s8:avx512_vnni");
+//       .zp("channel:random").post_ops("relu;fq:per_channel").seed(3).run("jit:conv_x8s8:avx512_core_vnni");
 //
 // run(name) creates the primitive forced to `name` (GTEST_SKIP() with the
 // dispatcher's reason when that implementation does not support the problem
