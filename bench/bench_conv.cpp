@@ -30,9 +30,9 @@
 #include <time.h>
 
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/qconv.h"
+#include "tests/support/testdata.h"
 
 namespace {
 

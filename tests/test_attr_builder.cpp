@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {

@@ -1,7 +1,7 @@
 // The conv mode's pieces: a problem with its data, the reference result,
 // comparison and dumps. tools/conv_mode.cpp strings them together.
 //
-// Data comes from the generators the test suites use (dispatch/testdata.h),
+// Data comes from the generators the test suites use (tests/support/testdata.h),
 // chosen so the f32 output pipeline is exact: small integer inputs and
 // weights, power-of-two output scales, small integer biases — then every
 // implementation must match the reference bit for bit.
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/testdata.h"
 #include "qconv/conv.h"
+#include "tests/support/testdata.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {

@@ -36,7 +36,7 @@
 
 #include "qconv/matmul.h"
 #include "reference/reference.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {
@@ -78,7 +78,7 @@ matmul_settings parse_settings(const options &o) {
     return s;
 }
 
-// A problem of the batch with its data (dispatch/testdata.h) and its count (*N).
+// A problem of the batch with its data (tests/support/testdata.h) and its count (*N).
 struct matmul_case : testdata::matmul_data {
     int64_t count = 1;
 };
