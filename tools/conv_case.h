@@ -7,7 +7,7 @@
 // implementation must match the reference bit for bit.
 // `extreme` data saturates instead (u8 255, s8 −128/127, zero points 0 and
 // 255): integers may then differ by 1 and f32 by a relative 1e-5, as with
-// transcendental eltwise post-ops (DESIGN §7).
+// transcendental eltwise post-ops (docs/semantics.md §8).
 #pragma once
 
 #include <cstdint>

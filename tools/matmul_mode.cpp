@@ -1,5 +1,6 @@
-// `qconv-driver matmul`: weight-compressed MatMul problems (DESIGN §4) on one,
-// several or all implementations, in correctness (C), performance (P) or both.
+// `qconv-driver matmul`: weight-compressed MatMul problems (docs/semantics.md
+// §7) on one, several or all implementations, in correctness (C), performance
+// (P) or both.
 //
 //   qconv-driver matmul [--wei=u8|s8|u4|s4] [--group=per_oc|N] [--zp=none|tensor|per_oc|per_group]
 //                       [--bias] [--dq] [common options] m1k4096n4096 ... | --batch=FILE
