@@ -6,13 +6,19 @@
 //
 // Problem: u8 source, s8 weights, u8 destination, per-OC scales, bias, and
 // the case's zero point / post-ops (default: no zp, ReLU). Benchmark names
-// are "<impl>/<layer>"; counters: GOPS and pct_peak, where the peak is the
-// single-thread vpdpbusd (zmm) throughput measured by a JIT loop this binary
-// runs itself (× threads). With --threads=1 (default) times are the thread's
-// CPU time, so that other processes on a shared machine distort them less;
-// with more threads, wall time. At exit a summary prints, per shape list, each
-// implementation's total time (layers weighted by their repeat count "*N")
-// and its ratio to every other implementation that ran all the same layers.
+// are "<impl>/<layer>"; counters (Google Benchmark rates, so they follow its
+// time): GOPS, pct_peak, where the peak is the single-thread vpdpbusd (zmm)
+// throughput measured by a JIT loop this binary runs itself (× threads), and
+// repeats. With --threads=1 (default) the time is Google Benchmark's CPU time
+// of the benchmark thread (the OpenMP region runs on it), so that other
+// processes on a shared machine distort it less; with more threads, wall
+// time. Per-layer results are Google Benchmark's own output
+// (--benchmark_format=json, --benchmark_out=FILE; bench/plot.sh plots the
+// JSON). The one thing it cannot give is a comparison across benchmarks, so a
+// small reporter wrapped around its display reporter prints at exit, per shape
+// list, each implementation's total time (layers weighted by their repeat
+// count "*N") and its ratio to every other implementation over the layers both
+// ran.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -22,7 +28,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,9 +35,9 @@
 #include <time.h>
 
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/qconv.h"
+#include "tests/support/testdata.h"
 
 namespace {
 
@@ -156,10 +161,6 @@ double measure_peak_gops() {
 }
 double peak_gops = 0.0;
 
-// ----------------------------------------------------------------- results
-std::mutex results_mutex;
-std::map<std::string, std::map<std::string, double>> results_ms; // set/impl → layer → ms (× repeats)
-
 void bench_one(benchmark::State &state, const std::string &impl, const layer &l) {
     const qconv::conv_problem p = make_problem(l.desc);
     const auto kind = qconv::testdata::data_kind::random;
@@ -179,20 +180,17 @@ void bench_one(benchmark::State &state, const std::string &impl, const layer &l)
     qconv::exec_args args;
     args.threads = opt.threads;
     conv->execute(src.data(), dst.data(), args); // warm-up
-    const double t0 = now_s();
     for (auto _ : state) {
         conv->execute(src.data(), dst.data(), args);
         benchmark::ClobberMemory();
     }
-    const double s = now_s() - t0;
-    const double per = s / std::max<int64_t>(1, state.iterations());
-    const double gops = p.desc.ops() / per * 1e-9;
-    state.counters["GOPS"] = gops;
-    if (peak_gops > 0) state.counters["pct_peak"] = 100.0 * gops / (peak_gops * opt.threads);
+    const double gop = p.desc.ops() * 1e-9;
+    state.counters["GOPS"] = benchmark::Counter(gop, benchmark::Counter::kIsIterationInvariantRate);
+    if (peak_gops > 0)
+        state.counters["pct_peak"] = benchmark::Counter(100.0 * gop / (peak_gops * opt.threads),
+                                                        benchmark::Counter::kIsIterationInvariantRate);
     state.counters["repeats"] = l.repeats;
     state.SetLabel(conv->impl_name() + " attr[" + std::to_string(conv->attr_id()) + "]");
-    std::lock_guard<std::mutex> lock(results_mutex);
-    results_ms[l.set + "|" + impl][l.name] = per * 1e3 * l.repeats;
 }
 
 // Whether impl supports p on this machine (dispatcher check, no creation).
@@ -212,33 +210,50 @@ bool impl_supports(const qconv::impl::conv_entry &e, const qconv::conv_problem &
     (void)plat;
 }
 
-void print_summary() {
-    for (const std::string &set : opt.shape_sets) {
-        std::vector<std::pair<std::string, double>> totals;
-        std::map<std::string, const std::map<std::string, double> *> per_impl;
-        for (const auto &[key, layers] : results_ms) {
-            if (key.rfind(set + "|", 0) != 0) continue;
-            double t = 0;
-            for (const auto &[n, ms] : layers) t += ms;
-            totals.push_back({key.substr(set.size() + 1), t});
-            per_impl[key.substr(set.size() + 1)] = &layers;
+// ----------------------------------------------------------------- summary
+std::map<std::string, std::string> set_of; // benchmark name → shape list
+
+// Forwards to the display reporter --benchmark_format chose and keeps, per
+// shape list and implementation, each layer's time × repeats (ms).
+class summary_reporter : public benchmark::BenchmarkReporter {
+public:
+    std::map<std::string, std::map<std::string, std::map<std::string, double>>> ms; // set → impl → layer
+
+    bool ReportContext(const Context &c) override { return display_->ReportContext(c); }
+    void Finalize() override { display_->Finalize(); }
+    void ReportRuns(const std::vector<Run> &runs) override {
+        for (const auto &r : runs) {
+            const std::string name = r.run_name.function_name;
+            if (r.run_type != Run::RT_Iteration || r.error_occurred || !set_of.count(name)) continue;
+            const double t = opt.threads == 1 ? r.GetAdjustedCPUTime() : r.GetAdjustedRealTime(); // ms
+            const auto slash = name.find('/');
+            ms[set_of[name]][name.substr(0, slash)][name.substr(slash + 1)] = t * r.counters.at("repeats");
         }
-        if (totals.empty()) continue;
+        display_->ReportRuns(runs);
+    }
+
+private:
+    BenchmarkReporter *display_ = benchmark::CreateDefaultDisplayReporter();
+};
+
+// Per shape list: each implementation's total, and its speed-up against every
+// other one over the layers both ran (time(other) / time(impl)).
+void print_summary(const summary_reporter &rep) {
+    for (const std::string &set : opt.shape_sets) {
+        if (!rep.ms.count(set)) continue;
+        const auto &impls = rep.ms.at(set);
         std::printf("\n== %s mb1, case %s, %d thread(s): total ms (layers × repeats)\n", set.c_str(),
                     opt.bench_case.c_str(), opt.threads);
-        for (const auto &[impl, t] : totals)
-            std::printf("  %-40s %9.3f ms  (%zu layers)\n", impl.c_str(), t, per_impl[impl]->size());
-        // Pairwise speed-up over common layers: ratio = time(other) / time(impl).
-        for (const auto &[a, ta] : totals)
-            for (const auto &[b, tb] : totals) {
-                if (a == b) continue;
+        for (const auto &[impl, layers] : impls) {
+            double t = 0;
+            for (const auto &kv : layers) t += kv.second;
+            std::printf("  %-40s %9.3f ms  (%zu layers)\n", impl.c_str(), t, layers.size());
+        }
+        for (const auto &[a, la] : impls)
+            for (const auto &[b, lb] : impls) {
                 double sa = 0, sb = 0;
-                for (const auto &[n, ms] : *per_impl[a]) {
-                    auto it = per_impl[b]->find(n);
-                    if (it == per_impl[b]->end()) continue;
-                    sa += ms;
-                    sb += it->second;
-                }
+                for (const auto &[n, t] : la)
+                    if (a != b && lb.count(n)) sa += t, sb += lb.at(n);
                 if (sa > 0 && sb > 0)
                     std::printf("  speed-up %s vs %s (common layers): %.3fx\n", a.c_str(), b.c_str(), sb / sa);
             }
@@ -271,16 +286,18 @@ int main(int argc, char **argv) {
                                  [&](const std::string &f) { return e.name.find(f) != std::string::npos; }))
                     continue;
                 if (!impl_supports(e, p)) continue;
-                const std::string impl = e.name;
-                benchmark::RegisterBenchmark((impl + "/" + l.name).c_str(),
-                                             [impl, l](benchmark::State &s) { bench_one(s, impl, l); })
-                    ->Unit(benchmark::kMillisecond)
-                    ->UseRealTime();
+                const std::string impl = e.name, name = impl + "/" + l.name;
+                set_of[name] = set;
+                auto *b = benchmark::RegisterBenchmark(name.c_str(),
+                                                       [impl, l](benchmark::State &s) { bench_one(s, impl, l); });
+                b->Unit(benchmark::kMillisecond);
+                if (opt.threads != 1) b->UseRealTime();
             }
         }
     benchmark::Initialize(&rargc, rest.data());
-    benchmark::RunSpecifiedBenchmarks();
+    summary_reporter rep;
+    benchmark::RunSpecifiedBenchmarks(&rep);
     benchmark::Shutdown();
-    print_summary();
+    print_summary(rep);
     return 0;
 }

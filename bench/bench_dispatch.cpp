@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "qconv/qconv.h"
+#include "tests/support/testdata.h"
 
 namespace {
 

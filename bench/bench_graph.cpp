@@ -14,14 +14,16 @@
 //   ffn_u4/after_dq         the same with the opt-in dynamic quantization of the
 //                           activations (int8 dot products; bounded error)
 //   ffn_u4_1token/*         the same with 1 token (the decode case, memory-bound)
-// After the benchmarks one summary line per token count gives the times, the
-// ratios (target ≥ 3× faster after) and the relative difference of the outputs
-// (target ≤ 1e-4, as max|after − before| / max|before|). The binary also
-// measures the f32 FMA peak of one thread (back-to-back independent
-// vfmadd231ps zmm, ymm without AVX-512) and prints, per token count, the
-// GFLOPS of both runs as a share of it and `f32_bound_speedup`: before_ms over
-// the time the FFN's multiply-adds take at that peak, i.e. the largest ratio
-// any f32 kernel could reach on this run's machine and thread count.
+// Counters (Google Benchmark rates, so --benchmark_format=json and
+// --benchmark_out carry them): GFLOPS and pct_peak, the share of the f32 FMA
+// peak of all threads, measured by this binary (back-to-back independent
+// vfmadd231ps zmm, ymm without AVX-512). What Google Benchmark cannot give is
+// a comparison across benchmarks, so after them one summary line per token
+// count gives the times, the ratios (target ≥ 3× faster after), the relative
+// difference of the outputs (target ≤ 1e-4, as max|after − before| /
+// max|before|) and `f32_bound_speedup`: before_ms over the time the FFN's
+// multiply-adds take at that peak, i.e. the largest ratio any f32 kernel
+// could reach on this run's machine and thread count.
 //
 //   bench_graph [--graph=FILE] [google benchmark flags]
 #include <benchmark/benchmark.h>
@@ -90,6 +92,9 @@ void setup(const std::string &path, const std::string &name, int64_t tokens) {
 
 enum class which { folded, unfolded, rewritten, rewritten_dq };
 
+double fma_peak_gflops = 0; // one thread; 0: not measured
+int threads = 1;            // the graph runs with
+
 void BM_graph(benchmark::State &state, std::string name, which w) {
     variant &v = variants()[name];
     const compiled_graph &cg = w == which::folded     ? *v.folded
@@ -102,24 +107,30 @@ void BM_graph(benchmark::State &state, std::string name, which w) {
     }
     const double flops = 2.0 * v.tokens * 1024 * 4096 * 2;
     state.counters["GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+    if (fma_peak_gflops > 0)
+        state.counters["pct_peak"] = benchmark::Counter(100.0 * flops * 1e-9 / (fma_peak_gflops * threads),
+                                                        benchmark::Counter::kIsIterationInvariantRate);
     state.SetLabel(w == which::rewritten      ? "compressed matmul"
                    : w == which::rewritten_dq ? "compressed matmul, dynamic quantization"
                                               : "f32 conv");
 }
 
-// Remembers each benchmark's real time per iteration (ms).
-class recorder : public benchmark::ConsoleReporter {
+// Forwards to the display reporter --benchmark_format chose and remembers each
+// benchmark's real time per iteration (ms; every benchmark is in ms).
+class recorder : public benchmark::BenchmarkReporter {
 public:
     std::map<std::string, double> ms;
+    bool ReportContext(const Context &c) override { return display_->ReportContext(c); }
+    void Finalize() override { display_->Finalize(); }
     void ReportRuns(const std::vector<Run> &runs) override {
         for (const auto &r : runs)
             if (r.run_type == Run::RT_Iteration && r.iterations > 0)
-                ms[r.run_name.function_name] =
-                    r.GetAdjustedRealTime() * (r.time_unit == benchmark::kMillisecond   ? 1.0
-                                               : r.time_unit == benchmark::kMicrosecond ? 1e-3
-                                                                                        : 1e-6);
-        ConsoleReporter::ReportRuns(runs);
+                ms[r.run_name.function_name] = r.GetAdjustedRealTime();
+        display_->ReportRuns(runs);
     }
+
+private:
+    BenchmarkReporter *display_ = benchmark::CreateDefaultDisplayReporter();
 };
 
 double max_rel_diff(const std::vector<tensor> &ref, const std::vector<tensor> &got) {
@@ -209,11 +220,11 @@ int main(int argc, char **argv) {
         benchmark::RegisterBenchmark((s + "/after_dq").c_str(), BM_graph, s, which::rewritten_dq)
             ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
     }
-    const double peak = measure_fma_peak_gflops();
+    const double peak = fma_peak_gflops = measure_fma_peak_gflops();
+    threads = run_threads();
     std::printf("f32 FMA peak: %.1f GFLOPS per thread\n", peak);
     recorder rep;
     benchmark::RunSpecifiedBenchmarks(&rep);
-    const int threads = run_threads();
 
     for (auto &[name, v] : variants()) {
         const auto yb = v.folded->run(v.inputs), yu = v.unfolded->run(v.inputs), ya = v.rewritten->run(v.inputs);
@@ -229,13 +240,12 @@ int main(int argc, char **argv) {
         // The FFN's multiply-adds at the f32 FMA peak of all threads.
         const double gflop = 2.0 * v.tokens * 1024 * 4096 * 2 * 1e-9;
         const double peak_ms = peak > 0 ? gflop / (peak * threads) * 1e3 : 0;
-        const auto pct = [&](double ms) { return ms > 0 && peak_ms > 0 ? 100.0 * peak_ms / ms : 0.0; };
         std::printf("summary graph=%s tokens=%lld threads=%d before_ms=%.3f before_unfolded_ms=%.3f after_ms=%.3f "
                     "after_dq_ms=%.3f speedup=%.2f speedup_unfolded=%.2f speedup_dq=%.2f fma_peak_gflops=%.1f "
-                    "before_pct_peak=%.0f after_pct_peak=%.0f f32_bound_speedup=%.2f max_rel_diff=%.3g "
+                    "f32_bound_speedup=%.2f max_rel_diff=%.3g "
                     "max_rel_diff_dq=%.3g speed_target_3x=%s accuracy_target=%s impl=\"%s\"\n",
                     name.c_str(), static_cast<long long>(v.tokens), threads, b, u, a, q, r, ru, rq, peak * threads,
-                    pct(b), pct(a), peak_ms > 0 ? b / peak_ms : 0.0, rel, rel_dq,
+                    peak_ms > 0 ? b / peak_ms : 0.0, rel, rel_dq,
                     r >= 3.0 ? "met" : ru >= 3.0 ? "met_vs_unfolded_only" : "missed", rel <= 1e-4 ? "met" : "missed",
                     v.impls.c_str());
     }

@@ -261,7 +261,7 @@ lowered_op binary_op(binary_alg a, std::vector<float> v) {
     return op;
 }
 
-// The legacy quantization parameters of a FakeQuantize (DESIGN §3):
+// The legacy quantization parameters of a FakeQuantize (docs/semantics.md §5):
 // cl=il, ch=ih, isc=(L−1)/(ih−il), ish=−il·isc, osc=(oh−ol)/(L−1), osh=ol.
 lowered_op quantization(const post_op &p, bool last, bool dst_is_f32) {
     const float steps = static_cast<float>(p.levels - 1);

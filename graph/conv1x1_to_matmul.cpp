@@ -1,5 +1,6 @@
-// ConvertWeightCompressedConv1x1ToMatmul (DESIGN §6) and the Transpose
-// cancellation that cleans up after it.
+// ConvertWeightCompressedConv1x1ToMatmul (docs/graph.md, "The conv1x1 →
+// MatMul rewrite"; the MatMul computes docs/semantics.md §7) and the
+// Transpose cancellation that cleans up after it.
 //
 // Notation: the Convolution reads A (NCHW [N,IC,H,W]) and produces
 // Y[n,oc,h,w] = Σ_ic W[oc,ic]·A[n,ic,h,w]. The MatMul reads A' (NHWC,

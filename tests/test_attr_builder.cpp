@@ -1,5 +1,6 @@
-// The attr builder against the seed's two tables (DESIGN §5): one test case
-// per cell, plus the AVX-512-core and AVX2 rows. Each row reads like the seed:
+// The attr builder against the seed's two tables (docs/semantics.md §6,
+// docs/dispatch.md "Attribute sets"): one test case per cell, plus the
+// AVX-512-core and AVX2 rows. Each row reads like the seed:
 // platform, zero point, post-ops (and the enforce_brgconv hint), then the
 // attribute sets expected, each with its zero-point mechanism and whether its
 // post-ops are in legacy form (depthwise / quantization), binary form, or
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {

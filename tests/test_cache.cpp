@@ -11,7 +11,7 @@
 #include "dispatch/attr_builder.h"
 #include "dispatch/cache.h"
 #include "dispatch/dispatcher.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {

@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "qconv/qconv.h"
 #include "tests/support/quick.h"
 #include "tests/support/row_problems.h"
+#include "tests/support/testdata.h"
 
 using namespace qconv;
 

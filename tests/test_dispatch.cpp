@@ -20,10 +20,10 @@
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/dispatcher.h"
-#include "dispatch/testdata.h"
 #include "dispatch/verbose.h"
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/testdata.h"
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/testdata.h"
 
 using namespace qconv;
 

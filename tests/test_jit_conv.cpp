@@ -21,10 +21,10 @@
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "qconv/qconv.h"
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"
+#include "tests/support/testdata.h"
 
 using qconv::dtype;
 using qconv::test::ConvTester;

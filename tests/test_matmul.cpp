@@ -22,11 +22,11 @@
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/impl.h"
-#include "dispatch/testdata.h"
 #include "dispatch/platform.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {

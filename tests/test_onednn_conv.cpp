@@ -22,11 +22,11 @@
 #include <thread>
 
 #include "dispatch/platform.h"
-#include "dispatch/testdata.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"
+#include "tests/support/testdata.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -1,21 +1,21 @@
 // The conv mode's pieces: a problem with its data, the reference result,
 // comparison and dumps. tools/conv_mode.cpp strings them together.
 //
-// Data comes from the generators the test suites use (dispatch/testdata.h),
+// Data comes from the generators the test suites use (tests/support/testdata.h),
 // chosen so the f32 output pipeline is exact: small integer inputs and
 // weights, power-of-two output scales, small integer biases — then every
 // implementation must match the reference bit for bit.
 // `extreme` data saturates instead (u8 255, s8 −128/127, zero points 0 and
 // 255): integers may then differ by 1 and f32 by a relative 1e-5, as with
-// transcendental eltwise post-ops (DESIGN §7).
+// transcendental eltwise post-ops (docs/semantics.md §8).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "dispatch/testdata.h"
 #include "qconv/conv.h"
+#include "tests/support/testdata.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {

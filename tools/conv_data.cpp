@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "qconv/post_ops.h"
-#include "dispatch/testdata.h"
 #include "reference/reference.h"
+#include "tests/support/testdata.h"
 #include "tools/conv_case.h"
 
 namespace qconv::driver {
@@ -91,7 +91,7 @@ conv_settings parse_conv_settings(const options &o) {
 }
 
 // ------------------------------------------------------------ generation
-// The data generators are the ones the test suites use (dispatch/testdata.h).
+// The data generators are the ones the test suites use (tests/support/testdata.h).
 conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed) {
     conv_case c;
     c.text = t.text;

@@ -1,5 +1,6 @@
-// `qconv-driver matmul`: weight-compressed MatMul problems (DESIGN §4) on one,
-// several or all implementations, in correctness (C), performance (P) or both.
+// `qconv-driver matmul`: weight-compressed MatMul problems (docs/semantics.md
+// §7) on one, several or all implementations, in correctness (C), performance
+// (P) or both.
 //
 //   qconv-driver matmul [--wei=u8|s8|u4|s4] [--group=per_oc|N] [--zp=none|tensor|per_oc|per_group]
 //                       [--bias] [--dq] [common options] m1k4096n4096 ... | --batch=FILE
@@ -36,7 +37,7 @@
 
 #include "qconv/matmul.h"
 #include "reference/reference.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {
@@ -78,7 +79,7 @@ matmul_settings parse_settings(const options &o) {
     return s;
 }
 
-// A problem of the batch with its data (dispatch/testdata.h) and its count (*N).
+// A problem of the batch with its data (tests/support/testdata.h) and its count (*N).
 struct matmul_case : testdata::matmul_data {
     int64_t count = 1;
 };

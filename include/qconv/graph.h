@@ -14,8 +14,9 @@
 //   x  = Parameter f32[1,32,4,4]
 // '#' starts a comment. Errors name the line ("line 7: ...").
 //
-// Passes: convert_weight_compressed_conv1x1_to_matmul (DESIGN §6) records one
-// decision per candidate Convolution; QCONV_VERBOSE=2 prints them.
+// Passes: convert_weight_compressed_conv1x1_to_matmul (docs/graph.md, "The
+// conv1x1 → MatMul rewrite") records one decision per candidate Convolution;
+// QCONV_VERBOSE=2 prints them.
 // Execution: compiled_graph gives each node an implementation; a MatMul whose
 // weights are a decompression subgraph becomes one qconv::matmul primitive.
 #pragma once

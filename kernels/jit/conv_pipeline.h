@@ -1,7 +1,7 @@
 // Output pipeline of the JIT conv kernels, run on an int32 accumulator tile.
 //
-// For every output element (DESIGN §3, the same operation order as
-// ref::apply_pipeline, so results are bit-identical):
+// For every output element (docs/semantics.md §4, the same operation order
+// as ref::apply_pipeline, so results are bit-identical):
 //   y = float(acc + comp[c]) · scale[c] (+ bias[c]) → lowered post-ops in
 //   chain order → + dst_zp → store (f32 as is; s32/s8/u8: NaN → 0, round half
 //   to even, saturate).

@@ -57,8 +57,8 @@ private:
     std::unique_ptr<state> s_;
 };
 
-// deq(W) as f32 [N][K] for a compressed-MatMul weight set (DESIGN §4):
-// (W[n,k] − zp[n, k/GS]) · scale[n, k/GS].
+// deq(W) as f32 [N][K] for a compressed-MatMul weight set (docs/semantics.md
+// §7): (W[n,k] − zp[n, k/GS]) · scale[n, k/GS].
 std::vector<float> dequantize(const matmul_desc &d, const matmul_weights &w);
 
 } // namespace qconv::impl::onednn

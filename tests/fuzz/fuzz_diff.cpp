@@ -12,7 +12,7 @@
 // ref::conv on the same attribute set; likewise every row of matmul_list()
 // against ref::matmul. New rows are covered without touching this file.
 //
-// What must hold (DESIGN §7, docs/semantics.md §8):
+// What must hold (docs/semantics.md §8):
 //   * f32 destinations: within a relative 1e-5 of the reference;
 //   * "exact" data (the default generators' ranges: small integers, power-of-
 //     two scales and parameters): integer destinations equal the reference
@@ -328,9 +328,9 @@ void check_conv(const conv_case &c) {
     exec_args args;
     args.threads = 1;
     for (const auto &t : c.full) args.binary.push_back(t.data());
-    // DESIGN §7: f32 destinations within a relative 1e-5 always; integer ones
-    // bit-exact while every f32 step is exact, else within 1. FakeQuantize's
-    // output scale (oh−ol)/(L−1) is not a power of two, so it is not exact.
+    // docs/semantics.md §8: f32 destinations within a relative 1e-5 always;
+    // integer ones bit-exact while every f32 step is exact, else within 1.
+    // FakeQuantize's output scale (oh−ol)/(L−1) is not a power of two, so it is not exact.
     bool fq = false;
     for (const auto &op : p.ops) fq = fq || op.k == post_op::kind::fake_quantize;
     const bool f32 = p.dst_dt == dtype::f32;

@@ -13,18 +13,18 @@
 // run() returns false when the case was skipped, so a caller adding checks
 // after it can `if (!t.run(...)) return;`.
 //
-// Data comes from dispatch/testdata.h (random: the f32 pipeline is exact;
-// extreme: saturating values). Defaults: mb from the desc, u8 → u8, no zp,
-// per-OC power-of-two scales, bias, no post-ops, random data, seed 1, default
-// threads.
+// Data comes from tests/support/testdata.h (random: the f32 pipeline is
+// exact; extreme: saturating values). Defaults: mb from the desc, u8 → u8, no
+// zp, per-OC power-of-two scales, bias, no post-ops, random data, seed 1,
+// default threads.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "dispatch/testdata.h"
 #include "qconv/conv.h"
+#include "tests/support/testdata.h"
 
 namespace qconv::test {
 

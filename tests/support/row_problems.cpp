@@ -3,7 +3,7 @@
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/platform.h"
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 
 namespace qconv::test {
 

@@ -1,5 +1,5 @@
 // Test data generators (see testdata.h).
-#include "dispatch/testdata.h"
+#include "tests/support/testdata.h"
 
 #include <algorithm>
 #include <cmath>

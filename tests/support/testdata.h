@@ -1,4 +1,5 @@
-// Test data for convolution problems, shared by the test suites and the driver.
+// Test data for convolution problems, shared by the test suites, the driver
+// and the benches (the static target qconv_testdata; not in libqconv.so).
 //
 // `random` data keeps the whole f32 output pipeline exact, so every
 // implementation must match the reference bit for bit:
