@@ -57,6 +57,7 @@ const std::vector<sweep_config> configs = {
     {"u8_channelzp_fq_t1", {"--dt=u8:s8:u8", "--zp=channel:random", "--post-ops=fq:per_channel", "--threads=1"}},
     {"u8_extreme_s32dst_t1", {"--dt=u8:s8:s32", "--data=extreme", "--threads=1"}},
     {"u8_dstzp_clip_t1", {"--dt=u8:s8:u8", "--dst-zp=5", "--post-ops=clip:0:6", "--threads=1"}},
+    {"u8_depthwise_fq_f32dst_t1", {"--dt=u8:s8:f32", "--post-ops=fq:per_channel", "--dst-zp=-4", "--threads=1"}, true},
     {"avx2_binary_t1", {"--isa=avx2", "--post-ops=add:per_tensor:3", "--threads=1"}, true},
     {"avx2_vnni_binary_t2", {"--isa=avx2_vnni", "--post-ops=add:per_oc;relu", "--threads=2"}, true},
     {"avx512_core_s8_t1", {"--isa=avx512_core", "--dt=s8:s8:s8", "--threads=1"}},
@@ -245,6 +246,21 @@ TEST(OnednnKnownWrong, GroupedGemmWithZeroPoint) {
                                         "g4mb1ic32ih18iw18oc8oh5ow5kh1kw1sh4sw4ph0pw0dh1dw0"});
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_EQ(field(line_of(r, "onednn:any"), "status"), "ok") << r.out;
+}
+
+// Found by fuzz_diff with the peer on: oneDNN's brdgmm_dw applies per-channel
+// post-op operands wrongly when the output is a single pixel (g19 FakeQuantize
+// per channel: 3 of 19 wrong; g40 add per OC: 22 of 40). The peer now takes
+// oneDNN's next implementation there.
+TEST(OnednnKnownWrong, BrdgmmSinglePixelPerChannelOperands) {
+    for (const char *desc : {"g19mb1ic19ih2iw2oc19oh1ow1kh1kw1sh3sw2", "g40mb1ic40ih1iw1oc40kh1kw1",
+                             "g19mb1ic19ih3iw3oc19kh3kw3"})
+        for (const char *ops : {"--post-ops=fq:per_channel", "--post-ops=add:per_oc"}) {
+            const driver_result r =
+                run_driver({"conv", "--impl=onednn:any", "--dt=u8:s8:f32", "--dst-zp=-4", "--bias=0", ops, desc});
+            EXPECT_EQ(r.rc, 0) << desc << " " << ops << "\n" << r.out << r.err;
+            EXPECT_EQ(field(line_of(r, "onednn:any"), "status"), "ok") << r.out;
+        }
 }
 
 // Below VNNI oneDNN halves the weights of an s8 source: the peer's line says

@@ -378,6 +378,10 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //     24 wrong at 1 thread) and heap corruption (mb1ic72ih30iw25oc18kh1kw7sh2sw3,
 //     `malloc(): corrupted top size`). Reported for IC >= 96 on an AMX Xeon;
 //     refused for every IC, since the boundary in IC was not swept on AMX;
+//   - `brdgmm_dw` with per-channel (or full-tensor) post-op operands when the
+//     output is one pixel (mb·OH·OW = 1): channels past the first vector are
+//     wrong (peer fuzzing: g19 ih2 iw2 kh1 s3x2, FakeQuantize per channel, 3
+//     of 19 wrong; g40 1x1 on one pixel, add per OC: 22 of 40);
 //   - `jit_uni_int8` (avx2, avx2_vnni, sse41) on a depthwise convolution
 //     whose group count is not a multiple of 8, with binary post-ops: the
 //     tail channels are wrong (g7 ic7 oc7 kh3 ph1, add per-tensor: 227 of 448
@@ -393,6 +397,10 @@ std::string known_wrong(const std::string &info, const recipe &r) {
         for (const operand &o : r.operands)
             if (o.from != operand::source::values || o.values.size() > 1)
                 return "oneDNN 2.6 reads per-channel post-op operands of later groups at the wrong offset";
+    if (info.rfind("brdgmm_dw", 0) == 0 && d.mb * d.oh * d.ow == 1)
+        for (const operand &o : r.operands)
+            if (o.from != operand::source::values || o.values.size() > 1)
+                return "oneDNN 2.6 brdgmm_dw reads per-channel post-op operands wrongly for a single output pixel";
     if ((d.sh > d.kh || d.sw > d.kw) && info.rfind("brg", 0) == 0 && info.find("amx") != std::string::npos)
         return "oneDNN 2.6 brgconv on AMX is wrong (and corrupts the heap) with a stride larger than the kernel";
     if (d.is_depthwise() && d.g % 8 != 0 && r.binary_ops && info.rfind("jit_uni_int8:", 0) == 0)
