@@ -27,10 +27,9 @@ std::vector<conv_entry> build_conv_list() {
         jit::conv_dw_rows_row("jit:conv_dw_x8s8_rows:avx512_core_vnni"),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni),
 
-        // AVX-512 VNNI: qconv's kernels ahead of brgconv (measured faster on
-        // ResNet-50, MobileNet and the 1x1 list, and they take every zero
-        // point and post-op in attr[0]); brgconv stays for what they refuse.
-        jit::conv_row("jit:conv_x8s8_1x1:avx512_core_vnni", conv_isa::avx512_core_vnni, true),
+        // AVX-512 VNNI: qconv's kernel ahead of brgconv (measured faster on
+        // ResNet-50, MobileNet and the 1x1 list, and it takes every zero point
+        // and post-op in attr[0]); brgconv stays for what it refuses.
         jit::conv_row("jit:conv_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni, false),
         onednn::brgconv_row("onednn:brgconv_1x1:avx512_core_vnni", "brgconv_1x1", isa::avx512_core_vnni),
         onednn::brgconv_row("onednn:brgconv:avx512_core_vnni", "brgconv", isa::avx512_core_vnni),

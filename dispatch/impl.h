@@ -3,7 +3,7 @@
 // An implementation table is an ordered list of rows, best first and the
 // reference last, written out in dispatch/conv_list.cpp and
 // dispatch/matmul_list.cpp. A row has a name that carries its configuration
-// in oneDNN's ISA vocabulary ("jit:conv_x8s8_1x1:avx512_core_vnni"), the CPU
+// in oneDNN's ISA vocabulary ("jit:conv_dw_x8s8_rows:avx512_core_vnni"), the CPU
 // features its instructions need, supports() — which refuses with a one-line
 // reason or returns a plan, everything the row decided for the problem (the
 // analogue of oneDNN's primitive descriptor) — and create(), which builds a

@@ -5,6 +5,7 @@
 //   2  also every rejected candidate of the dispatcher, and in the tuned
 //      mode (docs/dispatch.md) every timed candidate:
 //        qconv_verbose,skip,<impl>,attr[<id>],<reason>
+//        qconv_verbose,plan,<impl>,attr[<id>],<plan>       (the accepted row)
 //        qconv_verbose,tune,<impl>,attr[<id>],<problem>,<ms>
 // Lines go to stderr, whole (one write under a lock).
 #pragma once
