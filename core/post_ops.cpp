@@ -4,6 +4,8 @@
 // the reference, the JIT packing code and the oneDNN wrapper.
 #include "qconv/post_ops.h"
 
+#include "core/lowering.h"
+
 #include <cmath>
 
 #include "qconv/conv_desc.h"

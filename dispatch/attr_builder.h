@@ -24,6 +24,7 @@
 
 #include "dispatch/platform.h"
 #include "qconv/conv.h"
+#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::impl {

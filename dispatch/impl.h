@@ -21,6 +21,7 @@
 #include "dispatch/platform.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
+#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::impl {
@@ -43,7 +44,9 @@ class conv_kernel {
 public:
     virtual ~conv_kernel() = default;
     virtual std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const = 0;
-    // Thread-safe: may run concurrently on different buffers.
+    // Thread-safe: may run concurrently on different buffers. The arguments
+    // are valid: qconv::convolution::execute checked them once (non-null
+    // src/dst, one non-null tensor per full-tensor binary operand).
     virtual void execute(const packed &w, const void *src, void *dst, const exec_args &args) const = 0;
     // Whether the kernel returns the reference's int32 sums for every input.
     // qconv's own kernels do; a oneDNN peer may run an implementation that

@@ -6,6 +6,7 @@
 
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
+#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::ref {

@@ -1,14 +1,10 @@
 // Zero points and post-ops.
 //
 // A user describes what should happen after the convolution as a *logical*
-// chain (post_op). The dispatcher lowers the chain into one or two attribute
-// sets (attr_set, see docs/semantics.md):
-//   attr[0]  legacy mechanisms: per-channel input zero point padded with the
-//            zp bytes plus a precomputed compensation, depthwise scale-shift /
-//            PReLU and the "quantization" form of FakeQuantize;
-//   attr[1]  stock mechanisms: per-tensor zero point and binary post-ops.
-// Both forms compute the same values; lower_legacy()/lower_stock() are the one
-// place where the lowering math lives.
+// chain (post_op) and a source zero point. The dispatcher lowers them into
+// one or two attribute sets — legacy mechanisms (attr[0]) and stock ones
+// (attr[1]) — that compute the same values (docs/semantics.md §5–§6); that
+// lowering is internal (core/lowering.h).
 #pragma once
 
 #include <cstdint>
@@ -112,61 +108,5 @@ void validate(const post_ops &ops, int64_t oc);
 // scale_shift, prelu with OC slopes, or an explicit binary).
 bool needs_binary(const post_ops &ops);
 bool has_legacy(const post_ops &ops); // scale_shift, prelu, fake_quantize, dw_conv
-
-// ------------------------------------------------------------ lowered form
-struct lowered_op {
-    enum class kind {
-        eltwise,              // alg, alpha, beta
-        binary,               // balg, bcast, a (1 or OC values) or full tensor #full_index
-        prelu,                // stock PReLU: a = slopes (1 or OC)
-        sum,                  // sum_scale, sum_zp
-        depthwise_scale_shift,// legacy: y·a[c] + b[c]
-        depthwise_prelu,      // legacy: y ≥ 0 ? y : y·a[c]
-        quantization,         // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
-        dw_conv,              // legacy fused 3x3 depthwise conv: recognised, executed by no implementation
-    };
-    kind k = kind::eltwise;
-    eltwise_alg alg = eltwise_alg::relu;
-    float alpha = 0.f, beta = 0.f;
-    binary_alg balg = binary_alg::add;
-    broadcast bcast = broadcast::per_tensor;
-    int full_index = -1;      // index into exec_args::binary for bcast == full
-    float sum_scale = 1.f;
-    int32_t sum_zp = 0;
-    std::vector<float> a, b;  // per-tensor (1) or per-OC (OC)
-    // quantization parameters, each 1 or OC values
-    std::vector<float> cl, ch, isc, ish, osc, osh;
-    bool round = true, dequantize = true;
-
-    // Parameter for channel c of a 1-or-OC vector.
-    static float at(const std::vector<float> &v, int64_t c) { return v.size() == 1 ? v[0] : v[c]; }
-};
-
-enum class zp_mechanism {
-    none,
-    legacy_per_channel, // pad with zp bytes + precomputed compensation (attr[0])
-    stock_per_tensor,   // runtime per-tensor zero point (attr[1])
-};
-const char *to_string(zp_mechanism m);
-
-struct attr_set {
-    int id = 0;                      // 0 or 1: its index in the builder's output
-    zp_mechanism zp = zp_mechanism::none;
-    std::vector<int32_t> zp_values;  // IC values (legacy) or 1 value (stock)
-    std::vector<lowered_op> ops;
-    bool has_legacy_ops() const;     // any depthwise_* or quantization
-    bool has_binary_ops() const;     // any binary or prelu
-    std::string str() const;         // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
-};
-
-// Multiply-add with a single rounding, y·a + b. Every "·a + b" step of the
-// output pipeline (scale and bias, linear, scale-shift, quantization) is
-// defined with it, so FMA-based kernels match the reference bit for bit.
-inline float madd(float y, float a, float b) { return __builtin_fmaf(y, a, b); }
-
-// Lowering of a logical chain. `dst_is_f32` feeds FakeQuantize's rounding rule
-// (round = dequantize || dst is f32 || not last).
-std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32);
-std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is_f32);
 
 } // namespace qconv

@@ -80,17 +80,12 @@ void fill_comp_bias(dw_packed &pk, const conv_problem &p, const attr_set &a, con
     }
 }
 
-// Indices of the full-tensor binary operands, checked against exec_args.
-std::vector<int> full_operands(const attr_set &a, const exec_args &args) {
+// Indices of the full-tensor binary operands (convolution::execute checked
+// that exec_args carries each).
+std::vector<int> full_operands(const attr_set &a) {
     std::vector<int> full_idx;
     for (const auto &op : a.ops)
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) {
-            if (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
-                !args.binary[op.full_index])
-                fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
-                                   " not passed in exec_args::binary");
-            full_idx.push_back(op.full_index);
-        }
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
     return full_idx;
 }
 
@@ -147,8 +142,8 @@ std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, 
     return std::make_shared<dw_packed>();
 }
 
-// What both kernels' execute() start from: the checked arguments, the
-// full-tensor operands, the thread count and the buffer of the padded u8
+// What both kernels' execute() start from: the source, the full-tensor
+// operands, the thread count and the buffer of the padded u8
 // copy (s8 shifted by +128; empty when the source is read in place).
 struct dw_exec {
     const uint8_t *src;
@@ -161,18 +156,10 @@ struct dw_exec {
 
     dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool direct, const impl::packed &w,
             const void *s, const void *dst, const exec_args &args)
-        : src(static_cast<const uint8_t *>(s)), full_idx(checked_full_operands(a, s, dst, args)),
+        : src(static_cast<const uint8_t *>(s)), full_idx(full_operands(a)),
           pk(dynamic_cast<const dw_packed &>(w)), threads(args.threads > 0 ? args.threads : omp_get_max_threads()),
           buf(direct ? 0 : pc.bytes(p.desc.mb)), dst_bytes(p.dst_dt == dtype::f32 || p.dst_dt == dtype::s32 ? 4 : 1),
           bias(p.with_bias ? pk.bias.data() : nullptr) {}
-
-private:
-    static std::vector<int> checked_full_operands(const attr_set &a, const void *s, const void *dst,
-                                                  const exec_args &args) {
-        if (!s) fail("src", "is null");
-        if (!dst) fail("dst", "is null");
-        return full_operands(a, args);
-    }
 };
 
 // ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qconv/conv.h"
+#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::jit {

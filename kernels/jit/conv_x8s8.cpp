@@ -71,6 +71,8 @@ struct geometry {
     int64_t kh, kw, sh, sw, dh, dw, pt, pl; // pt, pl: 0 unless direct (view origin)
     bool copy = false;     // build a padded source copy
     bool flat = false;     // 1x1 flattened into one row
+    bool subsample = false; // strided 1x1 copy: only the pixels read, stride 1 in the copy
+    int64_t step_h = 1, step_w = 1; // source pixels per copy pixel (subsample: the strides)
     bool flat2d = false;   // short rows: the OH·OW pixels as one list, blocks may span rows
     bool taps_inner = false; // loop order ic4 → taps (weights packed [ic4][kh][kw])
     bool direct = false;   // padded convolution read in place, padding taps skipped
@@ -167,12 +169,23 @@ void conv_x8s8_kernel::plan() {
                    span < (int64_t(1) << 30) && knobs_.direct;
         if (g.direct) g.copy = false;
     }
-    g.flat = d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw;
+    // A strided 1x1 convolution that needs a copy anyway (ICg not a multiple
+    // of 4, a widened source) copies only the pixels it reads — the OH×OW
+    // subsampled image — and runs as a flattened stride-1 1x1 (the full
+    // image's copy cost up to 13x brgconv_1x1 on such layers).
+    g.subsample = g.copy && !padded && !g.direct && d.kh == 1 && d.kw == 1 && (d.sh > 1 || d.sw > 1);
+    g.flat = (d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw) ||
+             g.subsample;
     g.cp_rows = rows;
     g.cp_cols = cols;
+    if (g.subsample) {
+        g.cp_rows = d.oh, g.cp_cols = d.ow;
+        g.step_h = d.sh, g.step_w = d.sw;
+        g.sh = g.sw = 1;
+    }
     if (g.copy) {
-        g.ih_p = rows;
-        g.iw_p = cols;
+        g.ih_p = g.cp_rows;
+        g.iw_p = g.cp_cols;
         g.cs = g.g * g.icg4;
     } else {
         g.ih_p = d.ih;
@@ -188,7 +201,7 @@ void conv_x8s8_kernel::plan() {
     g.flat2d = !g.flat && d.oh > 1 && d.ow < 16 && knobs_.flat2d;
     g.oh = g.flat || g.flat2d ? 1 : d.oh;
     g.ow = g.flat || g.flat2d ? d.oh * d.ow : d.ow;
-    if (g.flat) g.ih_p = 1, g.iw_p = d.ih * d.iw;
+    if (g.flat) g.ih_p = 1, g.iw_p = g.subsample ? d.oh * d.ow : d.ih * d.iw;
     // Loop order: every tap unrolled inside one ICg/4 loop, when the taps
     // are few enough for the code size and their displacements fit 32 bits.
     {
@@ -410,10 +423,12 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
     for (int64_t n = 0; n < g.mb; ++n)
         for (int64_t r = 0; r < g.cp_rows; ++r) {
             T *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
-            const int64_t ih = r - d.pt;
+            const int64_t ih = r * g.step_h - d.pt;
+            // Runs of consecutive source pixels (one pixel when subsampling).
+            const int64_t max_run = g.step_w == 1 ? g.cp_cols : 1;
             for (int64_t col = 0; col < g.cp_cols; ++col) {
                 T *px = row + col * g.cs;
-                const int64_t iw = col - d.pl;
+                const int64_t iw = col * g.step_w - d.pl;
                 if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
                     // A run of padded pixels: whole row, or up to the first valid column.
                     const int64_t run = ih < 0 || ih >= d.ih ? g.cp_cols - col
@@ -426,7 +441,7 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * d.ic;
                 if (sizeof(T) == 1 && g.cs == 4 && g.icg < 4) {
                     // One group of 1..3 channels (first layers): one dword per pixel.
-                    const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
+                    const int64_t run = std::min({d.iw - iw, g.cp_cols - col, max_run});
                     if (g.icg == 3) {
                         widen3to4(x, reinterpret_cast<uint8_t *>(px), run, flip);
                         col += run - 1;
@@ -447,7 +462,7 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 }
                 if (sizeof(T) == 1 && !flip && g.icg4 == g.icg) {
                     // Same layout: the whole valid run of this row in one copy.
-                    const int64_t run = std::min(d.iw - iw, g.cp_cols - col);
+                    const int64_t run = std::min({d.iw - iw, g.cp_cols - col, max_run});
                     std::memcpy(px, x, static_cast<size_t>(run * d.ic));
                     col += run - 1;
                     continue;
@@ -455,7 +470,9 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 for (int64_t gr = 0; gr < g.g; ++gr) {
                     T *o = px + gr * g.icg4;
                     const uint8_t *xi = x + gr * g.icg;
-                    for (int64_t ic = 0; ic < g.icg; ++ic) o[ic] = static_cast<T>(xi[ic] ^ flip);
+                    if (sizeof(T) == 1 && !flip) std::memcpy(o, xi, static_cast<size_t>(g.icg));
+                    else
+                        for (int64_t ic = 0; ic < g.icg; ++ic) o[ic] = static_cast<T>(xi[ic] ^ flip);
                     for (int64_t ic = g.icg; ic < g.icg4; ++ic) o[ic] = 0;
                 }
             }
@@ -470,14 +487,6 @@ void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int thr
 void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const geometry &g = g_;
-    if (!src) fail("src", "is null");
-    if (!dst) fail("dst", "is null");
-    for (const auto &op : a_.ops)
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full &&
-            (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
-             !args.binary[op.full_index]))
-            fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
-                               " not passed in exec_args::binary");
     const auto &pk = dynamic_cast<const jit_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
