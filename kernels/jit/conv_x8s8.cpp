@@ -521,10 +521,13 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) {
+            // OC blocks vary fastest: the full and the last (smaller) block of
+            // a chunk sit side by side, so a static split gives every thread
+            // the same mix (and the chunk's source stays in cache between them).
             int64_t r = it;
+            const int64_t ob = r % g.n_ob; r /= g.n_ob;
             const int64_t ck = r % n_chunks; r /= n_chunks;
             const int64_t oh = r % g.oh; r /= g.oh;
-            const int64_t ob = r % g.n_ob; r /= g.n_ob;
             const int64_t gr = r % g.g;
             const int64_t n = r / g.g;
             const int64_t oc0 = ob * g.nb_big * g.lanes;
