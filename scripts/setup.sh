@@ -20,7 +20,7 @@ QCONV_PACKAGES=(
   cmake g++ make pkg-config
   libxbyak-dev libdnnl-dev ocl-icd-opencl-dev libcpu-features-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   gnuplot-nox strace
 )
 
