@@ -1,6 +1,6 @@
 // Emitters of the fused output pipeline shared by the int8 conv JIT kernels
 // (the micro-kernel in conv_x8s8_ukernel.cpp, the depthwise row kernel in
-// conv_dw_x8s8.cpp). Per output vector they emit, in the order of
+// conv_dw_row_gen.h). Per output vector they emit, in the order of
 // ref::apply_pipeline (see conv_pipeline.h): float(acc + comp)·scale + bias →
 // lowered post-ops → + dst_zp → the saturating store; plus the constant pool
 // and the addressing of the pipeline's per-OC arrays.
