@@ -187,8 +187,8 @@ void bench_one(benchmark::State &state, const std::string &impl, const layer &l)
     const double gop = p.desc.ops() * 1e-9;
     state.counters["GOPS"] = benchmark::Counter(gop, benchmark::Counter::kIsIterationInvariantRate);
     if (peak_gops > 0)
-        state.counters["pct_peak"] = benchmark::Counter(100.0 * gop / (peak_gops * opt.threads),
-                                                        benchmark::Counter::kIsIterationInvariantRate);
+        state.counters["pct_peak"] =
+            benchmark::Counter(100.0 * gop / (peak_gops * opt.threads), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["repeats"] = l.repeats;
     state.SetLabel(conv->impl_name() + " attr[" + std::to_string(conv->attr_id()) + "]");
 }

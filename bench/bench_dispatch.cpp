@@ -38,7 +38,8 @@
 namespace {
 
 struct options {
-    std::vector<std::string> lists = {"resnet_50", "resnet_50_v1_5", "mobilenet", "mobilenet_dw", "ssd_mobilenet", "1x1"};
+    std::vector<std::string> lists = {"resnet_50",    "resnet_50_v1_5", "mobilenet",
+                                      "mobilenet_dw", "ssd_mobilenet",  "1x1"};
     std::vector<std::string> cases = {"relu", "zp_tensor", "zp_channel_fq", "fq"};
     std::vector<int> threads = {1, 2};
     double budget_ms = 40;
@@ -234,8 +235,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < std::min<size_t>(5, all.size()); ++i) {
         const outcome &o = all[i];
         std::printf("  %.3f  %s %s %s t%d: auto %s %.4f ms, best %s %.4f ms\n", o.ratio(), o.list.c_str(),
-                    o.bench_case.c_str(), o.layer.c_str(), o.threads, o.auto_row.c_str(), o.auto_ms,
-                    o.best_row.c_str(), o.best_ms);
+                    o.bench_case.c_str(), o.layer.c_str(), o.threads, o.auto_row.c_str(), o.auto_ms, o.best_row.c_str(),
+                    o.best_ms);
     }
     return 0;
 }

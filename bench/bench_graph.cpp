@@ -30,14 +30,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <thread>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "kernels/jit/jit_base.h"
 #include "qconv/graph.h"
@@ -97,8 +97,8 @@ int threads = 1;            // the graph runs with
 
 void BM_graph(benchmark::State &state, std::string name, which w) {
     variant &v = variants()[name];
-    const compiled_graph &cg = w == which::folded     ? *v.folded
-                               : w == which::unfolded ? *v.unfolded
+    const compiled_graph &cg = w == which::folded      ? *v.folded
+                               : w == which::unfolded  ? *v.unfolded
                                : w == which::rewritten ? *v.rewritten
                                                        : *v.rewritten_dq;
     for (auto _ : state) {
@@ -212,13 +212,21 @@ int main(int argc, char **argv) {
     for (const char *name : {"ffn_u4", "ffn_u4_1token"}) {
         const std::string s = name;
         benchmark::RegisterBenchmark((s + "/before").c_str(), BM_graph, s, which::folded)
-            ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(1.0)
+            ->UseRealTime();
         benchmark::RegisterBenchmark((s + "/before_unfolded").c_str(), BM_graph, s, which::unfolded)
-            ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(1.0)
+            ->UseRealTime();
         benchmark::RegisterBenchmark((s + "/after").c_str(), BM_graph, s, which::rewritten)
-            ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(1.0)
+            ->UseRealTime();
         benchmark::RegisterBenchmark((s + "/after_dq").c_str(), BM_graph, s, which::rewritten_dq)
-            ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(1.0)
+            ->UseRealTime();
     }
     const double peak = fma_peak_gflops = measure_fma_peak_gflops();
     threads = run_threads();
@@ -246,8 +254,10 @@ int main(int argc, char **argv) {
                     "max_rel_diff_dq=%.3g speed_target_3x=%s accuracy_target=%s impl=\"%s\"\n",
                     name.c_str(), static_cast<long long>(v.tokens), threads, b, u, a, q, r, ru, rq, peak * threads,
                     peak_ms > 0 ? b / peak_ms : 0.0, rel, rel_dq,
-                    r >= 3.0 ? "met" : ru >= 3.0 ? "met_vs_unfolded_only" : "missed", rel <= 1e-4 ? "met" : "missed",
-                    v.impls.c_str());
+                    r >= 3.0    ? "met"
+                    : ru >= 3.0 ? "met_vs_unfolded_only"
+                                : "missed",
+                    rel <= 1e-4 ? "met" : "missed", v.impls.c_str());
     }
     benchmark::Shutdown();
     return 0;

@@ -418,9 +418,8 @@ void register_all() {
                             const std::string name = "jit/" + e.name.substr(4) + "/" + qconv::to_string(wt) + "/" +
                                                      (g ? "g128/" : "oc/") + shape;
                             const qconv::impl::matmul_entry *ep = &e;
-                            real_time(benchmark::RegisterBenchmark(name.c_str(), [ep, d, cold](benchmark::State &st) {
-                                bench_jit(st, ep, d, cold);
-                            }));
+                            real_time(benchmark::RegisterBenchmark(
+                                name.c_str(), [ep, d, cold](benchmark::State &st) { bench_jit(st, ep, d, cold); }));
                             if (cold && m == 1 && !h.dynamic_quantization)
                                 benchmark::RegisterBenchmark(("share/" + name.substr(4)).c_str(),
                                                              [ep, d](benchmark::State &st) { bench_share(st, ep, d); })
@@ -428,12 +427,12 @@ void register_all() {
                                     ->MinTime(1.0);
                         }
                     }
-                real_time(benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) {
-                    bench_sgemm(st, base, cold);
-                }));
-                real_time(benchmark::RegisterBenchmark(("dnnl_matmul/" + shape).c_str(), [base, cold](benchmark::State &st) {
-                    bench_dnnl_matmul(st, base, cold);
-                }));
+                real_time(benchmark::RegisterBenchmark(
+                    ("sgemm/" + shape).c_str(), [base, cold](benchmark::State &st) { bench_sgemm(st, base, cold); }));
+                real_time(
+                    benchmark::RegisterBenchmark(("dnnl_matmul/" + shape).c_str(), [base, cold](benchmark::State &st) {
+                        bench_dnnl_matmul(st, base, cold);
+                    }));
             }
 }
 
@@ -451,7 +450,8 @@ int main(int argc, char **argv) {
         if (a.rfind("--benchmark_filter=", 0) == 0) has_filter = true;
         args.push_back(argv[i]);
     }
-    static char default_filter[] = "--benchmark_filter=^dram_read|^share/.*/m1k4096n4096/|m1k4096n4096/cold|m32k4096n4096/cold";
+    static char default_filter[] =
+        "--benchmark_filter=^dram_read|^share/.*/m1k4096n4096/|m1k4096n4096/cold|m32k4096n4096/cold";
     if (!has_filter) args.push_back(default_filter);
     if (g_threads > 0) omp_set_num_threads(g_threads);
     int n = static_cast<int>(args.size());

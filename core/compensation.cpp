@@ -35,8 +35,7 @@ uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic) {
     return static_cast<uint8_t>(zp + source_shift(p.src_dt)); // 0..255 for a zp in the source type's range
 }
 
-std::vector<int32_t> shifted_compensation(const conv_problem &p, const attr_set &a, const int8_t *wei,
-                                          int64_t extra) {
+std::vector<int32_t> shifted_compensation(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra) {
     const conv_desc &d = p.desc;
     std::vector<int32_t> comp(static_cast<size_t>(d.oc + extra), 0);
     if (a.zp == zp_mechanism::legacy_per_channel) {

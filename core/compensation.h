@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "qconv/conv.h"
 #include "core/lowering.h"
+#include "qconv/conv.h"
 #include "qconv/post_ops.h"
 
 namespace qconv {
@@ -34,8 +34,7 @@ uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic);
 
 // −Σ over all taps of w·(zp + shift) per output channel, int32 wrap-around;
 // OC + extra entries, the extra ones 0.
-std::vector<int32_t> shifted_compensation(const conv_problem &p, const attr_set &a, const int8_t *wei,
-                                          int64_t extra);
+std::vector<int32_t> shifted_compensation(const conv_problem &p, const attr_set &a, const int8_t *wei, int64_t extra);
 
 // s[c·KH·KW + t] = Σ_ic w[c, ic, t] · pad_byte(ic) (uint32: int32 wrap-around)
 // for every output channel c and tap t = kh·KW + kw: what a skipped tap of a

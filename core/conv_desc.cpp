@@ -53,8 +53,8 @@ struct dim_result {
 
 void check_range(const char *field, int64_t v, int64_t lo) {
     if (v < lo)
-        fail(field, std::string(lo == 1 ? "must be positive" : "must be non-negative") + " (got " +
-                        std::to_string(v) + ")");
+        fail(field,
+             std::string(lo == 1 ? "must be positive" : "must be non-negative") + " (got " + std::to_string(v) + ")");
     if (v > size_limit) fail(field, std::to_string(v) + " exceeds the size limit 2^40");
 }
 
@@ -95,17 +95,17 @@ dim_result solve_dim(const dim_text &t, const dim_names &n) {
     r.pt = t.p ? *t.p : std::max<int64_t>(0, (span - r.i) / 2);
     r.pb = span - r.i - r.pt;
     if (!(r.pb > -r.s && r.pb <= r.pt + kext - 1))
-        fail(n.o, "inconsistent output size: " + std::string(n.i) + "=" + std::to_string(r.i) + " " + n.k +
-                      "=" + std::to_string(r.k) + " " + n.s + "=" + std::to_string(r.s) + " " + n.d + "=" +
-                      std::to_string(d0) + " " + n.p + "=" + std::to_string(r.pt) + " cannot give " + n.o +
-                      "=" + std::to_string(r.o) + " (implied end pad " + std::to_string(r.pb) +
-                      " is outside (-" + std::to_string(r.s) + ", " + std::to_string(r.pt + kext - 1) + "])");
+        fail(n.o, "inconsistent output size: " + std::string(n.i) + "=" + std::to_string(r.i) + " " + n.k + "=" +
+                      std::to_string(r.k) + " " + n.s + "=" + std::to_string(r.s) + " " + n.d + "=" +
+                      std::to_string(d0) + " " + n.p + "=" + std::to_string(r.pt) + " cannot give " + n.o + "=" +
+                      std::to_string(r.o) + " (implied end pad " + std::to_string(r.pb) + " is outside (-" +
+                      std::to_string(r.s) + ", " + std::to_string(r.pt + kext - 1) + "])");
     return r;
 }
 
 // Validation of one dimension of a built descriptor.
-void validate_dim(int64_t i, int64_t o, int64_t k, int64_t s, int64_t pt, int64_t pb, int64_t d,
-                  const dim_names &n, const char *pt_name, const char *pb_name) {
+void validate_dim(int64_t i, int64_t o, int64_t k, int64_t s, int64_t pt, int64_t pb, int64_t d, const dim_names &n,
+                  const char *pt_name, const char *pb_name) {
     check_range(n.i, i, 1);
     check_range(n.o, o, 1);
     check_range(n.k, k, 1);
@@ -116,17 +116,17 @@ void validate_dim(int64_t i, int64_t o, int64_t k, int64_t s, int64_t pt, int64_
     const int64_t kext = kernel_extent(k, d, n.d, n.k);
     const int64_t padded = i + pt + pb; // each within ±2^40
     if (padded < kext)
-        fail(n.k, std::string("kernel larger than padded input (") + n.i + " + " + pt_name + " + " + pb_name +
-                      " = " + std::to_string(padded) + " < kernel extent " + std::to_string(kext) + ")");
+        fail(n.k, std::string("kernel larger than padded input (") + n.i + " + " + pt_name + " + " + pb_name + " = " +
+                      std::to_string(padded) + " < kernel extent " + std::to_string(kext) + ")");
     const int64_t expect = (padded - kext) / s + 1;
     const std::string what = std::string("(") + n.o + "-1)*" + n.s;
-    const int64_t pb_min = checked_sub(
-        checked_add(checked_mul(o - 1, s, n.o, what), kext, n.o, what), i + pt, n.o, what);
+    const int64_t pb_min =
+        checked_sub(checked_add(checked_mul(o - 1, s, n.o, what), kext, n.o, what), i + pt, n.o, what);
     if (o != expect || !(pb_min > -s && pb_min <= pt + kext - 1))
-        fail(n.o, "inconsistent output size: " + std::string(n.o) + "=" + std::to_string(o) + " but " + n.i +
-                      "=" + std::to_string(i) + " " + n.k + "=" + std::to_string(k) + " " + n.s + "=" +
-                      std::to_string(s) + " dilation=" + std::to_string(d) + " pads " + std::to_string(pt) +
-                      "," + std::to_string(pb) + " give " + std::to_string(expect));
+        fail(n.o, "inconsistent output size: " + std::string(n.o) + "=" + std::to_string(o) + " but " + n.i + "=" +
+                      std::to_string(i) + " " + n.k + "=" + std::to_string(k) + " " + n.s + "=" + std::to_string(s) +
+                      " dilation=" + std::to_string(d) + " pads " + std::to_string(pt) + "," + std::to_string(pb) +
+                      " give " + std::to_string(expect));
 }
 
 const char *const known_keys[] = {"g",  "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh",
@@ -140,8 +140,8 @@ conv_desc conv_desc::parse(const std::string &text_in) {
     const auto tokens = detail::tokenize_desc(text, /*allow_name=*/true, [&](const std::string &key) {
         for (const char *k3 : keys_3d)
             if (key == k3) fail(key, "3-D problems are not supported (key '" + key + "' in '" + text + "')");
-        if (std::find_if(std::begin(known_keys), std::end(known_keys),
-                         [&](const char *k) { return key == k; }) == std::end(known_keys))
+        if (std::find_if(std::begin(known_keys), std::end(known_keys), [&](const char *k) { return key == k; }) ==
+            std::end(known_keys))
             fail("desc", "unknown key '" + key + "' in '" + text + "'");
     });
 
@@ -207,9 +207,9 @@ conv_desc conv_desc::parse(const std::string &text_in) {
 
 std::string conv_desc::str() const {
     auto f = [](const char *k, int64_t v) { return k + std::to_string(v); };
-    std::string s = f("g", g) + f("mb", mb) + f("ic", ic) + f("ih", ih) + f("iw", iw) + f("oc", oc) +
-                    f("oh", oh) + f("ow", ow) + f("kh", kh) + f("kw", kw) + f("sh", sh) + f("sw", sw) +
-                    f("ph", pt) + f("pw", pl) + f("dh", dh - 1) + f("dw", dw - 1);
+    std::string s = f("g", g) + f("mb", mb) + f("ic", ic) + f("ih", ih) + f("iw", iw) + f("oc", oc) + f("oh", oh) +
+                    f("ow", ow) + f("kh", kh) + f("kw", kw) + f("sh", sh) + f("sw", sw) + f("ph", pt) + f("pw", pl) +
+                    f("dh", dh - 1) + f("dw", dw - 1);
     if (!name.empty()) s += "n\"" + name + "\"";
     return s;
 }
@@ -219,10 +219,8 @@ void conv_desc::validate() const {
     check_range("mb", mb, 1);
     check_range("ic", ic, 1);
     check_range("oc", oc, 1);
-    if (ic % g != 0)
-        fail("g", "groups do not divide ic (g=" + std::to_string(g) + ", ic=" + std::to_string(ic) + ")");
-    if (oc % g != 0)
-        fail("g", "groups do not divide oc (g=" + std::to_string(g) + ", oc=" + std::to_string(oc) + ")");
+    if (ic % g != 0) fail("g", "groups do not divide ic (g=" + std::to_string(g) + ", ic=" + std::to_string(ic) + ")");
+    if (oc % g != 0) fail("g", "groups do not divide oc (g=" + std::to_string(g) + ", oc=" + std::to_string(oc) + ")");
     validate_dim(ih, oh, kh, sh, pt, pb, dh, h_names, "pt", "pb");
     validate_dim(iw, ow, kw, sw, pl, pr, dw, w_names, "pl", "pr");
     detail::checked_elems({mb, ih, iw, ic}, "src", "mb*ih*iw*ic");
@@ -237,9 +235,9 @@ double conv_desc::ops() const {
 
 bool conv_desc::operator==(const conv_desc &o) const {
     // pb/pr are implied by the other fields (see the comment at the top).
-    return g == o.g && mb == o.mb && ic == o.ic && ih == o.ih && iw == o.iw && oc == o.oc && oh == o.oh &&
-           ow == o.ow && kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && pt == o.pt && pl == o.pl &&
-           dh == o.dh && dw == o.dw && name == o.name;
+    return g == o.g && mb == o.mb && ic == o.ic && ih == o.ih && iw == o.iw && oc == o.oc && oh == o.oh && ow == o.ow &&
+           kh == o.kh && kw == o.kw && sh == o.sh && sw == o.sw && pt == o.pt && pl == o.pl && dh == o.dh &&
+           dw == o.dw && name == o.name;
 }
 
 } // namespace qconv

@@ -53,8 +53,7 @@ inline int64_t checked_elems(const std::vector<int64_t> &factors, const std::str
     int64_t r = 1;
     for (int64_t f : factors) r = checked_mul(r, f, field, "element count " + formula);
     if (r > size_limit)
-        fail(field, "element count " + formula + " = " + std::to_string(r) +
-                        " exceeds the limit of 2^40 elements");
+        fail(field, "element count " + formula + " = " + std::to_string(r) + " exceeds the limit of 2^40 elements");
     return r;
 }
 
@@ -76,12 +75,15 @@ inline std::vector<desc_token> tokenize_desc(const std::string &text, bool allow
     if (text.empty()) fail("desc", "empty descriptor");
     size_t p = 0;
     while (p < text.size()) {
-        if (text[p] == '_') { ++p; continue; }
+        if (text[p] == '_') {
+            ++p;
+            continue;
+        }
         const size_t start = p;
         while (p < text.size() && text[p] >= 'a' && text[p] <= 'z') ++p;
         if (p == start)
-            fail("desc", std::string("unexpected character '") + text[p] + "' at offset " +
-                             std::to_string(p) + " in " + quoted);
+            fail("desc", std::string("unexpected character '") + text[p] + "' at offset " + std::to_string(p) + " in " +
+                             quoted);
         desc_token t;
         t.key = text.substr(start, p - start);
         t.pos = start;
@@ -98,12 +100,14 @@ inline std::vector<desc_token> tokenize_desc(const std::string &text, bool allow
             continue;
         }
         bool neg = false;
-        if (p < text.size() && text[p] == '-') { neg = true; ++p; }
+        if (p < text.size() && text[p] == '-') {
+            neg = true;
+            ++p;
+        }
         const size_t digits = p;
         int64_t v = 0;
         while (p < text.size() && text[p] >= '0' && text[p] <= '9') {
-            if (__builtin_mul_overflow(v, int64_t(10), &v) ||
-                __builtin_add_overflow(v, int64_t(text[p] - '0'), &v))
+            if (__builtin_mul_overflow(v, int64_t(10), &v) || __builtin_add_overflow(v, int64_t(text[p] - '0'), &v))
                 fail(t.key, "number too large in " + quoted);
             ++p;
         }

@@ -21,24 +21,24 @@ namespace qconv {
 
 struct lowered_op {
     enum class kind {
-        eltwise,              // alg, alpha, beta
-        binary,               // balg, bcast, a (1 or OC values) or full tensor #full_index
-        prelu,                // stock PReLU: a = slopes (1 or OC)
-        sum,                  // sum_scale, sum_zp
-        depthwise_scale_shift,// legacy: y·a[c] + b[c]
-        depthwise_prelu,      // legacy: y ≥ 0 ? y : y·a[c]
-        quantization,         // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
-        dw_conv,              // legacy fused 3x3 depthwise conv: recognised, executed by no implementation
+        eltwise,               // alg, alpha, beta
+        binary,                // balg, bcast, a (1 or OC values) or full tensor #full_index
+        prelu,                 // stock PReLU: a = slopes (1 or OC)
+        sum,                   // sum_scale, sum_zp
+        depthwise_scale_shift, // legacy: y·a[c] + b[c]
+        depthwise_prelu,       // legacy: y ≥ 0 ? y : y·a[c]
+        quantization,          // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
+        dw_conv,               // legacy fused 3x3 depthwise conv: recognised, executed by no implementation
     };
     kind k = kind::eltwise;
     eltwise_alg alg = eltwise_alg::relu;
     float alpha = 0.f, beta = 0.f;
     binary_alg balg = binary_alg::add;
     broadcast bcast = broadcast::per_tensor;
-    int full_index = -1;      // index into exec_args::binary for bcast == full
+    int full_index = -1; // index into exec_args::binary for bcast == full
     float sum_scale = 1.f;
     int32_t sum_zp = 0;
-    std::vector<float> a, b;  // per-tensor (1) or per-OC (OC)
+    std::vector<float> a, b; // per-tensor (1) or per-OC (OC)
     // quantization parameters, each 1 or OC values
     std::vector<float> cl, ch, isc, ish, osc, osh;
     bool round = true, dequantize = true;
@@ -55,13 +55,13 @@ enum class zp_mechanism {
 const char *to_string(zp_mechanism m);
 
 struct attr_set {
-    int id = 0;                      // 0 or 1: its index in the builder's output
+    int id = 0; // 0 or 1: its index in the builder's output
     zp_mechanism zp = zp_mechanism::none;
-    std::vector<int32_t> zp_values;  // IC values (legacy) or 1 value (stock)
+    std::vector<int32_t> zp_values; // IC values (legacy) or 1 value (stock)
     std::vector<lowered_op> ops;
-    bool has_legacy_ops() const;     // any depthwise_* or quantization
-    bool has_binary_ops() const;     // any binary or prelu
-    std::string str() const;         // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
+    bool has_legacy_ops() const; // any depthwise_* or quantization
+    bool has_binary_ops() const; // any binary or prelu
+    std::string str() const;     // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
 };
 
 // Multiply-add with a single rounding, y·a + b. Every "·a + b" step of the

@@ -46,8 +46,8 @@ const char *to_string(zp_mechanism m) {
 // ------------------------------------------------------------ names
 namespace {
 constexpr const char *eltwise_names[] = {
-    "relu", "clip", "linear", "gelu_erf", "gelu_tanh", "swish", "hardswish", "mish",
-    "logistic", "tanh", "elu", "abs", "sqrt", "square", "exp", "round",
+    "relu",     "clip", "linear", "gelu_erf", "gelu_tanh", "swish",  "hardswish", "mish",
+    "logistic", "tanh", "elu",    "abs",      "sqrt",      "square", "exp",       "round",
 };
 constexpr const char *binary_names[] = {"add", "sub", "mul", "div", "max", "min"};
 } // namespace
@@ -77,10 +77,15 @@ binary_alg parse_binary_alg(const std::string &s) {
 
 bool is_transcendental(eltwise_alg a) {
     switch (a) {
-    case eltwise_alg::gelu_erf: case eltwise_alg::gelu_tanh: case eltwise_alg::swish:
-    case eltwise_alg::mish: case eltwise_alg::logistic: case eltwise_alg::tanh:
-    case eltwise_alg::elu: case eltwise_alg::exp: case eltwise_alg::sqrt:
-        return true;
+    case eltwise_alg::gelu_erf:
+    case eltwise_alg::gelu_tanh:
+    case eltwise_alg::swish:
+    case eltwise_alg::mish:
+    case eltwise_alg::logistic:
+    case eltwise_alg::tanh:
+    case eltwise_alg::elu:
+    case eltwise_alg::exp:
+    case eltwise_alg::sqrt: return true;
     default: return false;
     }
 }
@@ -168,8 +173,8 @@ post_op post_op::prelu(std::vector<float> slope) {
     return p;
 }
 
-post_op post_op::fake_quantize(int levels, std::vector<float> il, std::vector<float> ih,
-                               std::vector<float> ol, std::vector<float> oh) {
+post_op post_op::fake_quantize(int levels, std::vector<float> il, std::vector<float> ih, std::vector<float> ol,
+                               std::vector<float> oh) {
     post_op p;
     p.k = kind::fake_quantize;
     p.levels = levels;
@@ -187,10 +192,9 @@ post_op post_op::dw_conv() {
 }
 
 bool post_op::operator==(const post_op &o) const {
-    return k == o.k && alg == o.alg && alpha == o.alpha && beta == o.beta && balg == o.balg
-        && bcast == o.bcast && sum_scale == o.sum_scale && sum_zp == o.sum_zp && scale == o.scale
-        && shift == o.shift && levels == o.levels && in_lo == o.in_lo && in_hi == o.in_hi
-        && out_lo == o.out_lo && out_hi == o.out_hi;
+    return k == o.k && alg == o.alg && alpha == o.alpha && beta == o.beta && balg == o.balg && bcast == o.bcast &&
+           sum_scale == o.sum_scale && sum_zp == o.sum_zp && scale == o.scale && shift == o.shift &&
+           levels == o.levels && in_lo == o.in_lo && in_hi == o.in_hi && out_lo == o.out_lo && out_hi == o.out_hi;
 }
 
 namespace {
@@ -205,9 +209,15 @@ bool needs_binary(const post_ops &ops) {
     for (const auto &p : ops) {
         switch (p.k) {
         case post_op::kind::binary: return true;
-        case post_op::kind::fake_quantize: if (fq_per_channel(p)) return true; break;
-        case post_op::kind::scale_shift: if (per_channel(p.scale) || per_channel(p.shift)) return true; break;
-        case post_op::kind::prelu: if (per_channel(p.scale)) return true; break;
+        case post_op::kind::fake_quantize:
+            if (fq_per_channel(p)) return true;
+            break;
+        case post_op::kind::scale_shift:
+            if (per_channel(p.scale) || per_channel(p.shift)) return true;
+            break;
+        case post_op::kind::prelu:
+            if (per_channel(p.scale)) return true;
+            break;
         default: break;
         }
     }
@@ -216,8 +226,8 @@ bool needs_binary(const post_ops &ops) {
 
 bool has_legacy(const post_ops &ops) {
     for (const auto &p : ops)
-        if (p.k == post_op::kind::scale_shift || p.k == post_op::kind::prelu
-            || p.k == post_op::kind::fake_quantize || p.k == post_op::kind::dw_conv)
+        if (p.k == post_op::kind::scale_shift || p.k == post_op::kind::prelu || p.k == post_op::kind::fake_quantize ||
+            p.k == post_op::kind::dw_conv)
             return true;
     return false;
 }
@@ -377,8 +387,8 @@ std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is
 // ------------------------------------------------------------ attr sets
 bool attr_set::has_legacy_ops() const {
     for (const auto &op : ops)
-        if (op.k == lk::depthwise_scale_shift || op.k == lk::depthwise_prelu || op.k == lk::quantization
-            || op.k == lk::dw_conv)
+        if (op.k == lk::depthwise_scale_shift || op.k == lk::depthwise_prelu || op.k == lk::quantization ||
+            op.k == lk::dw_conv)
             return true;
     return false;
 }

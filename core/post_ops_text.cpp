@@ -44,14 +44,22 @@ struct named_eltwise {
     float alpha, beta; // defaults
 };
 const named_eltwise eltwise_table[] = {
-    {"relu", eltwise_alg::relu, 0.f, 0.f},         {"clip", eltwise_alg::clip, 0.f, 6.f},
-    {"linear", eltwise_alg::linear, 1.f, 0.f},     {"gelu_erf", eltwise_alg::gelu_erf, 0.f, 0.f},
-    {"gelu_tanh", eltwise_alg::gelu_tanh, 0.f, 0.f}, {"swish", eltwise_alg::swish, 1.f, 0.f},
-    {"hardswish", eltwise_alg::hardswish, 0.f, 0.f}, {"mish", eltwise_alg::mish, 0.f, 0.f},
-    {"logistic", eltwise_alg::logistic, 0.f, 0.f}, {"tanh", eltwise_alg::tanh, 0.f, 0.f},
-    {"elu", eltwise_alg::elu, 1.f, 0.f},           {"abs", eltwise_alg::abs, 0.f, 0.f},
-    {"sqrt", eltwise_alg::sqrt, 0.f, 0.f},         {"square", eltwise_alg::square, 0.f, 0.f},
-    {"exp", eltwise_alg::exp, 0.f, 0.f},           {"round", eltwise_alg::round, 0.f, 0.f},
+    {"relu", eltwise_alg::relu, 0.f, 0.f},
+    {"clip", eltwise_alg::clip, 0.f, 6.f},
+    {"linear", eltwise_alg::linear, 1.f, 0.f},
+    {"gelu_erf", eltwise_alg::gelu_erf, 0.f, 0.f},
+    {"gelu_tanh", eltwise_alg::gelu_tanh, 0.f, 0.f},
+    {"swish", eltwise_alg::swish, 1.f, 0.f},
+    {"hardswish", eltwise_alg::hardswish, 0.f, 0.f},
+    {"mish", eltwise_alg::mish, 0.f, 0.f},
+    {"logistic", eltwise_alg::logistic, 0.f, 0.f},
+    {"tanh", eltwise_alg::tanh, 0.f, 0.f},
+    {"elu", eltwise_alg::elu, 1.f, 0.f},
+    {"abs", eltwise_alg::abs, 0.f, 0.f},
+    {"sqrt", eltwise_alg::sqrt, 0.f, 0.f},
+    {"square", eltwise_alg::square, 0.f, 0.f},
+    {"exp", eltwise_alg::exp, 0.f, 0.f},
+    {"round", eltwise_alg::round, 0.f, 0.f},
 };
 
 struct named_binary {
@@ -142,7 +150,9 @@ struct gen {
         rng.seed(s);
     }
     template <size_t N>
-    float pick(const float (&set)[N]) { return set[rng() % N]; }
+    float pick(const float (&set)[N]) {
+        return set[rng() % N];
+    }
     float integer(int lo, int hi) { return float(lo + int(rng() % uint32_t(hi - lo + 1))); }
 };
 
@@ -170,10 +180,10 @@ post_op make_fq(gen &g, int levels, int64_t n) {
     std::vector<float> il(n), ih(n), ol(n), oh(n);
     const float steps = float(levels - 1);
     for (int64_t c = 0; c < n; ++c) {
-        const float in_step = std::ldexp(1.f, int(g.rng() % 3));        // 2^a, a ∈ {0,1,2}
+        const float in_step = std::ldexp(1.f, int(g.rng() % 3)); // 2^a, a ∈ {0,1,2}
         static const float ms[] = {0.f, 32.f, 64.f, 128.f};
         const float m = ms[g.rng() % 4];
-        const float out_step = (g.rng() % 2) ? 1.f : 0.5f;              // 2^b, b ∈ {0,−1}
+        const float out_step = (g.rng() % 2) ? 1.f : 0.5f; // 2^b, b ∈ {0,−1}
         const float out_base = (g.rng() % 2) ? 0.f : -128.f;
         il[c] = -m * in_step;
         ih[c] = il[c] + steps * in_step;
@@ -187,8 +197,8 @@ broadcast parse_bcast(const std::string &item, const std::string &s, bool allow_
     if (s == "per_tensor") return broadcast::per_tensor;
     if (s == "per_oc" || s == "per_channel") return broadcast::per_oc;
     if (s == "full" && allow_full) return broadcast::full;
-    fail("post_ops", "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc" +
-                         (allow_full ? ", full)" : ")"));
+    fail("post_ops",
+         "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc" + (allow_full ? ", full)" : ")"));
 }
 
 post_op parse_item(const std::string &item, int64_t oc, gen &g) {
@@ -278,8 +288,8 @@ void validate_one(const post_op &p, size_t i, int64_t oc) {
             break;
         case broadcast::per_oc:
             if (n != oc)
-                fail(field(i, "scale"), "a per_oc operand needs OC=" + std::to_string(oc) + " values (got " +
-                                            std::to_string(n) + ")");
+                fail(field(i, "scale"),
+                     "a per_oc operand needs OC=" + std::to_string(oc) + " values (got " + std::to_string(n) + ")");
             break;
         case broadcast::full:
             if (n != 0) fail(field(i, "scale"), "a full operand is passed at execution, not as values");
@@ -363,8 +373,7 @@ std::string to_string(const post_ops &ops) {
             break;
         case post_op::kind::prelu: s += p.scale.size() == 1 ? "prelu:per_tensor" : "prelu"; break;
         case post_op::kind::fake_quantize: {
-            const bool per_c = p.in_lo.size() > 1 || p.in_hi.size() > 1 || p.out_lo.size() > 1 ||
-                               p.out_hi.size() > 1;
+            const bool per_c = p.in_lo.size() > 1 || p.in_hi.size() > 1 || p.out_lo.size() > 1 || p.out_hi.size() > 1;
             s += per_c ? "fq:per_channel" : "fq:per_tensor";
             if (p.levels != 256) s += ":" + std::to_string(p.levels);
             break;

@@ -48,8 +48,8 @@ std::string post_op_key(const post_op &p) {
     case post_op::kind::scale_shift: s += ":" + join(p.scale) + ":" + join(p.shift); break;
     case post_op::kind::prelu: s += ":" + join(p.scale); break;
     case post_op::kind::fake_quantize:
-        s += ":" + std::to_string(p.levels) + ":" + join(p.in_lo) + ":" + join(p.in_hi) + ":" + join(p.out_lo) +
-             ":" + join(p.out_hi);
+        s += ":" + std::to_string(p.levels) + ":" + join(p.in_lo) + ":" + join(p.in_hi) + ":" + join(p.out_lo) + ":" +
+             join(p.out_hi);
         break;
     case post_op::kind::dw_conv: break;
     }
@@ -58,8 +58,8 @@ std::string post_op_key(const post_op &p) {
 
 void check_int_range(const char *field, int64_t v, int64_t lo, int64_t hi, const std::string &why) {
     if (v < lo || v > hi)
-        fail(field, "value " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "] " + why);
+        fail(field, "value " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "] " + why);
 }
 
 } // namespace
@@ -73,8 +73,8 @@ void conv_problem::validate() const {
         fail("dst_dt", std::string("must be f32, s32, s8 or u8 (got ") + to_string(dst_dt) + ")");
 
     if (!scales.empty() && scales.size() != 1 && int64_t(scales.size()) != desc.oc)
-        fail("scales", "expected 0, 1 or OC=" + std::to_string(desc.oc) + " values (got " +
-                           std::to_string(scales.size()) + ")");
+        fail("scales",
+             "expected 0, 1 or OC=" + std::to_string(desc.oc) + " values (got " + std::to_string(scales.size()) + ")");
     for (size_t i = 0; i < scales.size(); ++i)
         if (!std::isfinite(scales[i])) fail("scales", "value #" + std::to_string(i) + " is not finite");
 
@@ -84,8 +84,8 @@ void conv_problem::validate() const {
         break;
     case zero_point::kind::per_tensor:
         if (src_zp.values.size() != 1)
-            fail("src_zp", "per-tensor zero point needs exactly 1 value (got " +
-                               std::to_string(src_zp.values.size()) + ")");
+            fail("src_zp",
+                 "per-tensor zero point needs exactly 1 value (got " + std::to_string(src_zp.values.size()) + ")");
         if (src_dt == dtype::u8) check_int_range("src_zp", src_zp.values[0], 0, 255, "(u8 source)");
         else check_int_range("src_zp", src_zp.values[0], -128, 127, "(s8 source)");
         break;
@@ -118,8 +118,8 @@ std::string conv_problem::key() const {
 }
 
 bool conv_problem::operator==(const conv_problem &o) const {
-    return desc == o.desc && src_dt == o.src_dt && dst_dt == o.dst_dt && src_zp == o.src_zp &&
-           scales == o.scales && with_bias == o.with_bias && ops == o.ops && dst_zp == o.dst_zp;
+    return desc == o.desc && src_dt == o.src_dt && dst_dt == o.dst_dt && src_zp == o.src_zp && scales == o.scales &&
+           with_bias == o.with_bias && ops == o.ops && dst_zp == o.dst_zp;
 }
 
 // -------------------------------------------------------------- matmul_desc
@@ -180,8 +180,8 @@ int64_t matmul_desc::zp_elems() const {
 }
 
 std::string matmul_desc::key() const {
-    return str() + "|wei=" + to_string(wei_dt) + "|group=" + std::to_string(group_size()) +
-           "|zp=" + to_string(zp) + "|bias=" + std::to_string(int(with_bias));
+    return str() + "|wei=" + to_string(wei_dt) + "|group=" + std::to_string(group_size()) + "|zp=" + to_string(zp) +
+           "|bias=" + std::to_string(int(with_bias));
 }
 
 const char *to_string(matmul_desc::zp_kind z) {

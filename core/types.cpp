@@ -6,9 +6,7 @@
 
 namespace qconv {
 
-void fail(const std::string &field, const std::string &what) {
-    throw error(field + ": " + what);
-}
+void fail(const std::string &field, const std::string &what) { throw error(field + ": " + what); }
 
 namespace {
 struct dtype_info {
@@ -17,9 +15,8 @@ struct dtype_info {
     int bits;
 };
 constexpr dtype_info dtypes[] = {
-    {dtype::f32, "f32", 32}, {dtype::bf16, "bf16", 16}, {dtype::f16, "f16", 16},
-    {dtype::s32, "s32", 32}, {dtype::s8, "s8", 8},      {dtype::u8, "u8", 8},
-    {dtype::s4, "s4", 4},    {dtype::u4, "u4", 4},
+    {dtype::f32, "f32", 32}, {dtype::bf16, "bf16", 16}, {dtype::f16, "f16", 16}, {dtype::s32, "s32", 32},
+    {dtype::s8, "s8", 8},    {dtype::u8, "u8", 8},      {dtype::s4, "s4", 4},    {dtype::u4, "u4", 4},
 };
 
 constexpr const char *isa_names[] = {

@@ -22,9 +22,9 @@
 
 #include <vector>
 
+#include "core/lowering.h"
 #include "dispatch/platform.h"
 #include "qconv/conv.h"
-#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::impl {

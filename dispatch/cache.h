@@ -44,7 +44,8 @@ public:
     std::shared_ptr<const T> get_or_create_as(const std::string &key,
                                               const std::function<std::shared_ptr<const T>()> &make,
                                               bool *hit = nullptr) {
-        return std::static_pointer_cast<const T>(get_or_create(key, [&] { return object(make()); }, hit));
+        return std::static_pointer_cast<const T>(get_or_create(
+            key, [&] { return object(make()); }, hit));
     }
 
     void set_capacity(size_t capacity); // evicts down to the new capacity

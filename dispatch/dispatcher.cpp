@@ -69,7 +69,8 @@ plan_ptr conv_entry::supports(const conv_problem &p, const attr_set &attr, const
     return decide_on(*this, pl, why, p, attr);
 }
 
-plan_ptr matmul_entry::supports(const matmul_desc &d, const matmul_hints &h, const platform &pl, std::string *why) const {
+plan_ptr matmul_entry::supports(const matmul_desc &d, const matmul_hints &h, const platform &pl,
+                                std::string *why) const {
     return decide_on(*this, pl, why, d, h);
 }
 
@@ -107,7 +108,8 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
         }
     }
     if (rejections) *rejections = skipped;
-    if (forced) fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
+    if (forced)
+        fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
     fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
 }
 
@@ -142,9 +144,8 @@ bool tuned_dispatch(const conv_hints &hints) {
     return hints.tune || env;
 }
 
-matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
-                               const matmul_hints &hints, const platform &plat,
-                               std::vector<std::string> *rejections) {
+matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d, const matmul_hints &hints,
+                               const platform &plat, std::vector<std::string> *rejections) {
     std::vector<std::string> skipped;
     const bool forced = !is_auto(hints.impl);
     const matmul_entry *only = forced ? find_entry(list, hints.impl) : nullptr;
@@ -163,7 +164,8 @@ matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matm
         note_skip(skipped, e.name, -1, why);
     }
     if (rejections) *rejections = skipped;
-    if (forced) fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
+    if (forced)
+        fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
     fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
 }
 
@@ -174,8 +176,8 @@ matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, con
 
 // ------------------------------------------------------------------- cache
 
-std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p,
-                                                      const platform &plat, bool *hit) {
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p, const platform &plat,
+                                                      bool *hit) {
     const std::string key = "conv|" + p.key() + "|" + std::to_string(c.attr.id) + ":" + c.attr.str() + "|" +
                             plat.key() + "|" + c.name + "|" + c.plan->str();
     return kernel_cache::global().get_or_create_as<conv_kernel>(
@@ -184,8 +186,8 @@ std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, cons
 
 std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_choice &c, const matmul_desc &d,
                                                           const matmul_hints &h, const platform &plat, bool *hit) {
-    const std::string key = "matmul|" + d.key() + "|dq=" + std::to_string(h.dynamic_quantization) + "|" +
-                            plat.key() + "|" + c.name + "|" + c.plan->str();
+    const std::string key = "matmul|" + d.key() + "|dq=" + std::to_string(h.dynamic_quantization) + "|" + plat.key() +
+                            "|" + c.name + "|" + c.plan->str();
     return kernel_cache::global().get_or_create_as<matmul_kernel>(
         key, [&] { return c.entry->create(d, h, *c.plan); }, hit);
 }

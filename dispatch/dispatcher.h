@@ -26,10 +26,10 @@ namespace qconv::impl {
 
 struct conv_choice {
     const conv_entry *entry = nullptr;
-    std::string name;   // entry->name
-    int attr_id = -1;   // index into the attr sets
+    std::string name; // entry->name
+    int attr_id = -1; // index into the attr sets
     attr_set attr;
-    plan_ptr plan;      // what the entry decided (create() consumes it)
+    plan_ptr plan; // what the entry decided (create() consumes it)
 };
 
 // Decision on `list` with the given attribute sets.
@@ -51,9 +51,8 @@ struct matmul_choice {
     std::string name;
     plan_ptr plan;
 };
-matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d,
-                               const matmul_hints &hints, const platform &plat,
-                               std::vector<std::string> *rejections = nullptr);
+matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d, const matmul_hints &hints,
+                               const platform &plat, std::vector<std::string> *rejections = nullptr);
 matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, const platform &plat,
                             std::vector<std::string> *rejections = nullptr);
 
@@ -82,8 +81,8 @@ public:
 // The kernel for (problem, attr, platform, entry, plan) from the global
 // kernel cache, created from the plan on a miss. *hit tells which. The plan's
 // str() is part of the key: it carries the tuning knobs the plan was made with.
-std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p,
-                                                      const platform &plat, bool *hit = nullptr);
+std::shared_ptr<const conv_kernel> cached_conv_kernel(const conv_choice &c, const conv_problem &p, const platform &plat,
+                                                      bool *hit = nullptr);
 std::shared_ptr<const matmul_kernel> cached_matmul_kernel(const matmul_choice &c, const matmul_desc &d,
                                                           const matmul_hints &h, const platform &plat,
                                                           bool *hit = nullptr);

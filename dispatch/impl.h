@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "core/lowering.h"
 #include "dispatch/platform.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
-#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::impl {
@@ -65,7 +65,7 @@ struct conv_entry {
     std::string family;          // "jit", "onednn" or "ref"
     bool only_1x1 = false;       // takes 1x1 kernels only
     bool only_depthwise = false; // takes groups == IC == OC only
-    decide_fn decide;  // the row's own checks (needs already satisfied)
+    decide_fn decide;            // the row's own checks (needs already satisfied)
     build_fn build;
 
     // The plan for (p, attr) on `pl`, or null with the reason in *why (the
@@ -87,8 +87,10 @@ public:
 };
 
 struct matmul_entry {
-    using decide_fn = std::function<plan_ptr(const matmul_desc &, const matmul_hints &, const platform &, std::string *)>;
-    using build_fn = std::function<std::shared_ptr<const matmul_kernel>(const matmul_desc &, const matmul_hints &, const plan &)>;
+    using decide_fn =
+        std::function<plan_ptr(const matmul_desc &, const matmul_hints &, const platform &, std::string *)>;
+    using build_fn =
+        std::function<std::shared_ptr<const matmul_kernel>(const matmul_desc &, const matmul_hints &, const plan &)>;
     std::string name;
     feature_set needs;
     bool peer = false;

@@ -140,9 +140,9 @@ const char *to_string(cpu_feature f) {
 }
 
 namespace {
-constexpr cpu_feature all_features[] = {cpu_feature::avx2,        cpu_feature::avx2_vnni,   cpu_feature::avx512_core,
-                                        cpu_feature::avx512_core_vnni, cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16,
-                                        cpu_feature::amx_int8,    cpu_feature::amx_bf16};
+constexpr cpu_feature all_features[] = {
+    cpu_feature::avx2,        cpu_feature::avx2_vnni,   cpu_feature::avx512_core, cpu_feature::avx512_core_vnni,
+    cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16, cpu_feature::amx_int8,    cpu_feature::amx_bf16};
 } // namespace
 
 std::string feature_set::str() const {

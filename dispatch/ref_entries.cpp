@@ -39,9 +39,11 @@ private:
 
 bool ref_conv_supports(const conv_problem &p, const attr_set &attr, const platform &, std::string *why) {
     for (const auto &op : p.ops)
-        if (op.k == post_op::kind::dw_conv) return reject(why, "fused dw_conv post-op is not executed by the reference");
+        if (op.k == post_op::kind::dw_conv)
+            return reject(why, "fused dw_conv post-op is not executed by the reference");
     for (const auto &op : attr.ops)
-        if (op.k == lowered_op::kind::dw_conv) return reject(why, "fused dw_conv post-op is not executed by the reference");
+        if (op.k == lowered_op::kind::dw_conv)
+            return reject(why, "fused dw_conv post-op is not executed by the reference");
     return true;
 }
 

@@ -65,7 +65,8 @@ std::string explain_weights(const node *w) {
     }
     if (a->kind != op::Convert) return "weights are not Convert(integer Constant or Parameter)";
     const node *q = a->inputs[0];
-    if (q->kind != op::Constant && q->kind != op::Parameter) return "compressed weights are neither Constant nor Parameter";
+    if (q->kind != op::Constant && q->kind != op::Parameter)
+        return "compressed weights are neither Constant nor Parameter";
     if (!is_integer(q->out_type)) return "compressed weights are not an integer type";
     return "weights are not a decompression subgraph";
 }
@@ -140,8 +141,7 @@ private:
         if (mul->out_shape != wq->out_shape)
             return "scale/zero point broadcast " + to_string(mul->out_shape) + " beyond the weights " +
                    to_string(wq->out_shape);
-        if (b.count("sub") && b.at("sub")->out_shape != wq->out_shape)
-            return "zero point broadcast beyond the weights";
+        if (b.count("sub") && b.at("sub")->out_shape != wq->out_shape) return "zero point broadcast beyond the weights";
 
         // Activation.
         node *a = c->inputs[0];

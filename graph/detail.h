@@ -13,7 +13,7 @@
 
 namespace qconv::graph::detail {
 
-uint16_t f32_to_f16(float f);   // round to nearest even, saturates to inf
+uint16_t f32_to_f16(float f); // round to nearest even, saturates to inf
 float f16_to_f32(uint16_t h);
 inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
 
@@ -46,6 +46,6 @@ struct rng {
     }
 };
 
-std::string fmt_double(double v);  // shortest text that parses back to the same double
+std::string fmt_double(double v); // shortest text that parses back to the same double
 
 } // namespace qconv::graph::detail

@@ -24,10 +24,10 @@
 #include <set>
 
 #include "graph/detail.h"
+#include "kernels/onednn/onednn_f32.h"
 #include "qconv/conv_desc.h"
 #include "qconv/graph.h"
 #include "qconv/matmul.h"
-#include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
 
 namespace qconv::graph {
@@ -273,14 +273,14 @@ dtype to_qconv(etype t) {
 // A MatMul recognised as weight-compressed.
 struct compressed {
     node *mm = nullptr, *bias_add = nullptr;
-    node *wq = nullptr;                 // Constant or Parameter
-    std::vector<node *> chain;          // decompression nodes (fused)
+    node *wq = nullptr;        // Constant or Parameter
+    std::vector<node *> chain; // decompression nodes (fused)
     matmul_desc desc;
-    std::vector<float> scale;           // [N][NG]
-    std::vector<int32_t> zp;            // 0, 1 or [N][NG]
-    std::vector<float> bias;            // N or empty
-    std::shared_ptr<matmul> prim;       // built at compile time when Wq is a Constant
-    std::string impl;                   // the row the dispatcher chose, and the problem
+    std::vector<float> scale;     // [N][NG]
+    std::vector<int32_t> zp;      // 0, 1 or [N][NG]
+    std::vector<float> bias;      // N or empty
+    std::shared_ptr<matmul> prim; // built at compile time when Wq is a Constant
+    std::string impl;             // the row the dispatcher chose, and the problem
     matmul_hints hints;
 };
 
@@ -453,12 +453,12 @@ struct compiled_graph::state {
         const node *n;
         std::vector<int> in;
         int out;
-        int fused = -1; // index into mms
+        int fused = -1;                               // index into mms
         std::shared_ptr<impl::onednn::conv_f32> conv; // f32 conv on oneDNN (constant weights)
-        bool conv_per_run = false;                     // f32 conv on oneDNN created per run
+        bool conv_per_run = false;                    // f32 conv on oneDNN created per run
     };
-    std::vector<tensor> consts;        // per slot, compile-time values
-    std::vector<bool> known;           // slot value known at compile time
+    std::vector<tensor> consts; // per slot, compile-time values
+    std::vector<bool> known;    // slot value known at compile time
     std::vector<step> steps;
     std::vector<int> params, results;
     std::vector<std::pair<std::string, std::string>> impls;
@@ -466,7 +466,7 @@ struct compiled_graph::state {
     std::vector<std::shared_ptr<const constant_data>> wq_bytes; // per mms: packed constant weights
     size_t slots = 0;
     int threads = 0;
-    std::unique_ptr<graph> owner;      // the compiled clone (steps point into it)
+    std::unique_ptr<graph> owner; // the compiled clone (steps point into it)
 };
 
 compiled_graph::compiled_graph(const graph &g, int threads) : compiled_graph(g, compile_options{threads, true}) {}
@@ -529,14 +529,15 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
         }
         if (mm_index.count(n)) {
             compressed &c = S.mms[mm_index[n]];
-            state::step st{n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n], nullptr};
+            state::step st{
+                n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n], nullptr};
             S.impls.push_back({n->id, c.impl});
             S.wq_bytes.push_back(nullptr);
             S.steps.push_back(st);
             continue;
         }
-        const bool all_known =
-            opt.fold_constants && n->kind != op::Result && std::all_of(in.begin(), in.end(), [&](int i) { return S.known[i]; });
+        const bool all_known = opt.fold_constants && n->kind != op::Result &&
+                               std::all_of(in.begin(), in.end(), [&](int i) { return S.known[i]; });
         if (all_known) {
             std::vector<const tensor *> ins;
             for (int i : in) ins.push_back(&S.consts[i]);
@@ -588,7 +589,8 @@ compiled_graph::~compiled_graph() = default;
 std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const {
     const auto &S = *s_;
     if (inputs.size() != S.params.size())
-        fail("inputs", "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
+        fail("inputs",
+             "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
     std::vector<tensor> v(S.slots);
     auto get = [&](int i) -> const tensor & { return S.known[i] ? S.consts[i] : v[i]; };
     const auto params = S.owner->parameters();
@@ -657,10 +659,9 @@ std::vector<tensor> random_inputs(const graph &g, uint64_t seed) {
     for (const node *p : g.parameters()) {
         tensor t{p->attr.type, p->attr.shape, std::vector<float>(elems_of(p->attr.shape))};
         for (float &v : t.data)
-            v = is_integer(t.type)
-                    ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
-                                                     std::min<int64_t>(detail::type_max(t.type), 127)))
-                    : static_cast<float>(to_type(t.type, rng.uniform() * 2.0 - 1.0));
+            v = is_integer(t.type) ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
+                                                                    std::min<int64_t>(detail::type_max(t.type), 127)))
+                                   : static_cast<float>(to_type(t.type, rng.uniform() * 2.0 - 1.0));
         r.push_back(std::move(t));
     }
     return r;

@@ -24,9 +24,9 @@ constexpr etype_info etypes[] = {
     {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},     {etype::i4, "i4", 4, true},
     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
-constexpr const char *op_names[] = {"Parameter", "Constant",   "Convert",     "Subtract",         "Multiply",
-                                    "Add",       "Reshape",    "Transpose",   "Convolution",      "GroupConvolution",
-                                    "MatMul",    "Relu",       "Gelu",        "Result"};
+constexpr const char *op_names[] = {"Parameter", "Constant", "Convert",   "Subtract",    "Multiply",
+                                    "Add",       "Reshape",  "Transpose", "Convolution", "GroupConvolution",
+                                    "MatMul",    "Relu",     "Gelu",      "Result"};
 } // namespace
 
 const char *to_string(etype t) {
@@ -95,15 +95,15 @@ uint16_t f32_to_f16(float f) {
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t ax = x & 0x7FFFFFFFu;
     if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u); // inf/nan
-    if (ax >= 0x477FF000u) return sign | 0x7C00u;                                     // overflow → inf
-    if (ax < 0x38800000u) {                                                           // subnormal / zero
+    if (ax >= 0x477FF000u) return sign | 0x7C00u;                                    // overflow → inf
+    if (ax < 0x38800000u) {                                                          // subnormal / zero
         float a;
         std::memcpy(&a, &ax, 4);
         // a * 2^24 rounded to nearest even gives the subnormal mantissa.
         return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
     }
-    uint32_t m = ax + 0xC8000000u;                 // rebias exponent 127 → 15 (−112 << 23)
-    m += 0x0FFFu + ((m >> 13) & 1u);               // round to nearest even
+    uint32_t m = ax + 0xC8000000u;   // rebias exponent 127 → 15 (−112 << 23)
+    m += 0x0FFFu + ((m >> 13) & 1u); // round to nearest even
     return sign | static_cast<uint16_t>(m >> 13);
 }
 float f16_to_f32(uint16_t h) {
@@ -121,7 +121,8 @@ float f16_to_f32(uint16_t h) {
 }
 int64_t type_min(etype t) {
     switch (t) {
-    case etype::u8: case etype::u4: return 0;
+    case etype::u8:
+    case etype::u4: return 0;
     case etype::i8: return -128;
     case etype::i4: return -8;
     case etype::i32: return std::numeric_limits<int32_t>::min();
@@ -151,32 +152,68 @@ double to_type(etype t, double v) {
 }
 double load(etype t, const uint8_t *b, int64_t i) {
     switch (t) {
-    case etype::f32: { float f; std::memcpy(&f, b + 4 * i, 4); return f; }
-    case etype::f16: { uint16_t h; std::memcpy(&h, b + 2 * i, 2); return f16_to_f32(h); }
+    case etype::f32: {
+        float f;
+        std::memcpy(&f, b + 4 * i, 4);
+        return f;
+    }
+    case etype::f16: {
+        uint16_t h;
+        std::memcpy(&h, b + 2 * i, 2);
+        return f16_to_f32(h);
+    }
     case etype::u8: return b[i];
     case etype::i8: return static_cast<int8_t>(b[i]);
     case etype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
-    case etype::i4: { int v = (b[i / 2] >> (4 * (i & 1))) & 0xF; return v >= 8 ? v - 16 : v; }
-    case etype::i32: { int32_t v; std::memcpy(&v, b + 4 * i, 4); return v; }
-    case etype::i64: { int64_t v; std::memcpy(&v, b + 8 * i, 8); return static_cast<double>(v); }
+    case etype::i4: {
+        int v = (b[i / 2] >> (4 * (i & 1))) & 0xF;
+        return v >= 8 ? v - 16 : v;
+    }
+    case etype::i32: {
+        int32_t v;
+        std::memcpy(&v, b + 4 * i, 4);
+        return v;
+    }
+    case etype::i64: {
+        int64_t v;
+        std::memcpy(&v, b + 8 * i, 8);
+        return static_cast<double>(v);
+    }
     }
     return 0;
 }
 void store(etype t, uint8_t *b, int64_t i, double v) {
     v = to_type(t, v);
     switch (t) {
-    case etype::f32: { float f = static_cast<float>(v); std::memcpy(b + 4 * i, &f, 4); break; }
-    case etype::f16: { uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(b + 2 * i, &h, 2); break; }
+    case etype::f32: {
+        float f = static_cast<float>(v);
+        std::memcpy(b + 4 * i, &f, 4);
+        break;
+    }
+    case etype::f16: {
+        uint16_t h = f32_to_f16(static_cast<float>(v));
+        std::memcpy(b + 2 * i, &h, 2);
+        break;
+    }
     case etype::u8: b[i] = static_cast<uint8_t>(v); break;
     case etype::i8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
-    case etype::u4: case etype::i4: {
+    case etype::u4:
+    case etype::i4: {
         const uint8_t nib = static_cast<uint8_t>(static_cast<int>(v) & 0xF);
         const int sh = 4 * (i & 1);
         b[i / 2] = static_cast<uint8_t>((b[i / 2] & ~(0xF << sh)) | (nib << sh));
         break;
     }
-    case etype::i32: { int32_t x = static_cast<int32_t>(v); std::memcpy(b + 4 * i, &x, 4); break; }
-    case etype::i64: { int64_t x = static_cast<int64_t>(v); std::memcpy(b + 8 * i, &x, 8); break; }
+    case etype::i32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(b + 4 * i, &x, 4);
+        break;
+    }
+    case etype::i64: {
+        int64_t x = static_cast<int64_t>(v);
+        std::memcpy(b + 8 * i, &x, 8);
+        break;
+    }
     }
 }
 std::string fmt_double(double v) {
@@ -395,8 +432,7 @@ void infer_conv(node &n) {
     const int64_t G = grouped ? w[0] : 1;
     const int64_t oc = grouped ? w[0] * w[1] : w[0];
     const int64_t icg = grouped ? w[2] : w[1];
-    if (x[1] != G * icg)
-        bad(n, "input channels " + std::to_string(x[1]) + " do not match weights " + to_string(w));
+    if (x[1] != G * icg) bad(n, "input channels " + std::to_string(x[1]) + " do not match weights " + to_string(w));
     if (n.inputs[0]->out_type != n.inputs[1]->out_type) bad(n, "data and weights element types differ");
     const int64_t k[2] = {w[w.size() - 2], w[w.size() - 1]};
     n.pads_b.assign(2, 0);
@@ -455,7 +491,8 @@ void infer_reshape(node &n) {
             infer_at = static_cast<int>(i);
             continue;
         }
-        if (o[i] <= 0 || o[i] > max_elems) bad(n, "target shape " + to_string(n.attr.target) + " has an invalid dimension");
+        if (o[i] <= 0 || o[i] > max_elems)
+            bad(n, "target shape " + to_string(n.attr.target) + " has an invalid dimension");
         if (o[i] > max_elems / known) bad(n, "target shape " + to_string(n.attr.target) + " is too large");
         known *= o[i];
     }
@@ -464,8 +501,7 @@ void infer_reshape(node &n) {
         if (total % known) bad(n, "cannot infer -1: " + to_string(in) + " to " + to_string(n.attr.target));
         o[infer_at] = total / known;
     }
-    if (elems_of(o) != total)
-        bad(n, "element counts differ: " + to_string(in) + " to " + to_string(o));
+    if (elems_of(o) != total) bad(n, "element counts differ: " + to_string(in) + " to " + to_string(o));
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
@@ -514,7 +550,9 @@ void infer_node(node &n) {
         n.out_type = n.attr.type;
         n.out_shape = n.inputs[0]->out_shape;
         break;
-    case op::Subtract: case op::Multiply: case op::Add:
+    case op::Subtract:
+    case op::Multiply:
+    case op::Add:
         need_inputs(n, 2);
         if (n.inputs[0]->out_type != n.inputs[1]->out_type)
             bad(n, std::string("element types differ: ") + to_string(n.inputs[0]->out_type) + " and " +
@@ -524,9 +562,12 @@ void infer_node(node &n) {
         break;
     case op::Reshape: infer_reshape(n); break;
     case op::Transpose: infer_transpose(n); break;
-    case op::Convolution: case op::GroupConvolution: infer_conv(n); break;
+    case op::Convolution:
+    case op::GroupConvolution: infer_conv(n); break;
     case op::MatMul: infer_matmul(n); break;
-    case op::Relu: case op::Gelu: case op::Result:
+    case op::Relu:
+    case op::Gelu:
+    case op::Result:
         need_inputs(n, 1);
         if ((n.kind != op::Result) && is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
         n.out_shape = n.inputs[0]->out_shape;

@@ -55,7 +55,8 @@ public:
     void expect(const std::string &punct) {
         token t = next();
         if (t.k != token::punct || t.text != punct)
-            err("expected '" + punct + "'" + (t.k == token::end ? " before the end of the line" : " before '" + t.text + "'"));
+            err("expected '" + punct + "'" +
+                (t.k == token::end ? " before the end of the line" : " before '" + t.text + "'"));
     }
     std::string word(const char *what) {
         token t = next();
@@ -322,7 +323,8 @@ std::string attrs_text(const node &n) {
     case op::Convert: r += std::string(" to=") + to_string(a.type); break;
     case op::Reshape: r += " shape=" + list(a.target) + (a.special_zero ? " special_zero=true" : ""); break;
     case op::Transpose: r += " order=" + list(a.order); break;
-    case op::Convolution: case op::GroupConvolution:
+    case op::Convolution:
+    case op::GroupConvolution:
         r += " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
              " dilations=" + list(a.dilations);
         if (a.auto_pad != pad_mode::explicit_pads) r += std::string(" auto_pad=") + to_string(a.auto_pad);
@@ -373,8 +375,9 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
         check_int(a[2]);
         detail::rng r(static_cast<uint64_t>(a[0]));
         for (int64_t i = 0; i < n; ++i) {
-            const double v = integer ? static_cast<double>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])))
-                                     : a[1] + r.uniform() * (a[2] - a[1]);
+            const double v =
+                integer ? static_cast<double>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])))
+                        : a[1] + r.uniform() * (a[2] - a[1]);
             detail::store(t, d->bytes.data(), i, v);
         }
     } else if (name == "pow2") {
@@ -444,7 +447,8 @@ std::string to_text(const graph &g) {
                     const int64_t cnt = elems_of(n->attr.shape);
                     const bool f32 = n->attr.type == etype::f32 || n->attr.type == etype::f16;
                     for (int64_t i = 0; i < cnt; ++i)
-                        l += (i ? ", " : "") + (f32 ? fmt_float(static_cast<float>(n->value(i))) : detail::fmt_double(n->value(i)));
+                        l += (i ? ", " : "") +
+                             (f32 ? fmt_float(static_cast<float>(n->value(i))) : detail::fmt_double(n->value(i)));
                     l += "]";
                 }
             }

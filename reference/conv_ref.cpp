@@ -27,8 +27,7 @@ std::vector<int32_t> zp_per_channel(const conv_desc &d, const std::vector<int32_
     if (zp.empty()) return std::vector<int32_t>(d.ic, 0);
     if (zp.size() == 1) return std::vector<int32_t>(d.ic, zp[0]);
     if (static_cast<int64_t>(zp.size()) != d.ic)
-        fail("src_zp", "needs 1 or IC=" + std::to_string(d.ic) + " values, got " +
-                           std::to_string(zp.size()));
+        fail("src_zp", "needs 1 or IC=" + std::to_string(d.ic) + " values, got " + std::to_string(zp.size()));
     return zp;
 }
 
@@ -41,8 +40,7 @@ std::vector<T> transpose_weights(const conv_desc &d, const T *wei) {
         for (int64_t ic = 0; ic < icg; ++ic)
             for (int64_t kh = 0; kh < d.kh; ++kh)
                 for (int64_t kw = 0; kw < d.kw; ++kw)
-                    wt[((oc * d.kh + kh) * d.kw + kw) * icg + ic] =
-                        wei[((oc * icg + ic) * d.kh + kh) * d.kw + kw];
+                    wt[((oc * d.kh + kh) * d.kw + kw) * icg + ic] = wei[((oc * icg + ic) * d.kh + kh) * d.kw + kw];
     return wt;
 }
 
@@ -59,8 +57,8 @@ int omp_threads(int threads) {
 //   legacy == true : Σ over all taps of w·x_padded, where a tap outside the
 //                    input reads the zp byte, plus comp[oc].
 template <typename T>
-void acc_loops(const conv_desc &d, const T *src, const int8_t *wei, const std::vector<int32_t> &zp,
-               bool legacy, const std::vector<int32_t> &comp, int32_t *acc, int threads) {
+void acc_loops(const conv_desc &d, const T *src, const int8_t *wei, const std::vector<int32_t> &zp, bool legacy,
+               const std::vector<int32_t> &comp, int32_t *acc, int threads) {
     const int64_t icg = d.icg(), ocg = d.ocg();
     const std::vector<int8_t> wt = transpose_weights(d, wei);
     const int8_t *wt_p = wt.data();
@@ -86,8 +84,7 @@ void acc_loops(const conv_desc &d, const T *src, const int8_t *wei, const std::v
                                 if (legacy)
                                     for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * int32_t(x[ic]);
                                 else
-                                    for (int64_t ic = 0; ic < icg; ++ic)
-                                        s += w[ic] * (int32_t(x[ic]) - z[ic]);
+                                    for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * (int32_t(x[ic]) - z[ic]);
                             } else if (legacy) {
                                 for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * z[ic];
                             }
@@ -98,8 +95,8 @@ void acc_loops(const conv_desc &d, const T *src, const int8_t *wei, const std::v
             }
 }
 
-void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp,
-                   const void *src, const int8_t *wei, int32_t *acc, int threads) {
+void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp, const void *src,
+                   const int8_t *wei, int32_t *acc, int threads) {
     const conv_desc &d = p.desc;
     d.validate();
     if (!src) fail("src", "is null");
@@ -114,18 +111,15 @@ void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<i
         const int32_t lo = p.src_dt == dtype::u8 ? 0 : -128, hi = p.src_dt == dtype::u8 ? 255 : 127;
         for (int32_t z : zpv)
             if (z < lo || z > hi)
-                fail("src_zp", "legacy zero point " + std::to_string(z) + " is not a " + to_string(p.src_dt) + " value");
+                fail("src_zp",
+                     "legacy zero point " + std::to_string(z) + " is not a " + to_string(p.src_dt) + " value");
     }
     std::vector<int32_t> comp;
     if (legacy) comp = zp_compensation(d, wei, zpv);
 
     switch (p.src_dt) {
-    case dtype::u8:
-        acc_loops(d, static_cast<const uint8_t *>(src), wei, zpv, legacy, comp, acc, threads);
-        break;
-    case dtype::s8:
-        acc_loops(d, static_cast<const int8_t *>(src), wei, zpv, legacy, comp, acc, threads);
-        break;
+    case dtype::u8: acc_loops(d, static_cast<const uint8_t *>(src), wei, zpv, legacy, comp, acc, threads); break;
+    case dtype::s8: acc_loops(d, static_cast<const int8_t *>(src), wei, zpv, legacy, comp, acc, threads); break;
     default: fail("src_dt", std::string("must be u8 or s8, got ") + to_string(p.src_dt));
     }
 }
@@ -133,9 +127,7 @@ void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<i
 // Checks everything apply_pipeline() will index, so that no error is thrown
 // from inside a parallel region.
 void check_ops(const std::vector<lowered_op> &ops, int64_t oc, const exec_args &args) {
-    auto ok = [oc](const std::vector<float> &v) {
-        return v.size() == 1 || static_cast<int64_t>(v.size()) == oc;
-    };
+    auto ok = [oc](const std::vector<float> &v) { return v.size() == 1 || static_cast<int64_t>(v.size()) == oc; };
     for (size_t i = 0; i < ops.size(); ++i) {
         const lowered_op &op = ops[i];
         const std::string field = "post_ops[" + std::to_string(i) + "]";
@@ -172,13 +164,13 @@ void check_ops(const std::vector<lowered_op> &ops, int64_t oc, const exec_args &
 
 } // namespace
 
-void conv_acc(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp,
-              const void *src, const int8_t *wei, int32_t *acc) {
+void conv_acc(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp, const void *src,
+              const int8_t *wei, int32_t *acc) {
     conv_acc_impl(p, mech, zp, src, wei, acc, 0);
 }
 
-void conv(const conv_problem &p, const attr_set &attr, const void *src, const int8_t *wei,
-          const float *bias, void *dst, const exec_args &args) {
+void conv(const conv_problem &p, const attr_set &attr, const void *src, const int8_t *wei, const float *bias, void *dst,
+          const exec_args &args) {
     const conv_desc &d = p.desc;
     if (!dst) fail("dst", "is null");
     if (p.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");

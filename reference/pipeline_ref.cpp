@@ -21,8 +21,7 @@ namespace {
 float param(const std::vector<float> &v, int64_t c, const char *field) {
     if (v.empty()) fail(field, "post-op parameter vector is empty");
     if (v.size() != 1 && c >= static_cast<int64_t>(v.size()))
-        fail(field, "has " + std::to_string(v.size()) + " values, channel " + std::to_string(c) +
-                        " requested");
+        fail(field, "has " + std::to_string(v.size()) + " values, channel " + std::to_string(c) + " requested");
     return lowered_op::at(v, c);
 }
 
@@ -53,8 +52,7 @@ float bf16_to_f32(uint16_t h) {
 
 } // namespace
 
-float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_prev,
-               const exec_args &args) {
+float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_prev, const exec_args &args) {
     using K = lowered_op::kind;
     switch (op.k) {
     case K::eltwise: return eltwise_ref(op.alg, op.alpha, op.beta, y);
@@ -63,8 +61,8 @@ float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_
         if (op.bcast == broadcast::full) {
             if (op.full_index < 0 || op.full_index >= static_cast<int>(args.binary.size()) ||
                 args.binary[op.full_index] == nullptr)
-                fail("binary", "full-tensor operand #" + std::to_string(op.full_index) +
-                                   " not passed in exec_args::binary");
+                fail("binary",
+                     "full-tensor operand #" + std::to_string(op.full_index) + " not passed in exec_args::binary");
             rhs = args.binary[op.full_index][off];
         } else {
             rhs = param(op.a, c, "binary");
@@ -73,8 +71,7 @@ float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_
     }
     case K::prelu: return y >= 0.f ? y : y * param(op.a, c, "prelu");
     case K::sum: return madd(dst_prev - static_cast<float>(op.sum_zp), op.sum_scale, y);
-    case K::depthwise_scale_shift:
-        return madd(y, param(op.a, c, "scale_shift"), param(op.b, c, "scale_shift"));
+    case K::depthwise_scale_shift: return madd(y, param(op.a, c, "scale_shift"), param(op.b, c, "scale_shift"));
     case K::depthwise_prelu: return y >= 0.f ? y : y * param(op.a, c, "prelu");
     case K::quantization: {
         y = std::min(std::max(y, param(op.cl, c, "fake_quantize")), param(op.ch, c, "fake_quantize"));
@@ -88,9 +85,8 @@ float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_
     fail("post_ops", "unknown lowered post-op kind");
 }
 
-float apply_pipeline(const conv_problem &p, const std::vector<lowered_op> &ops, int32_t acc,
-                     const float *bias, int64_t c, int64_t off, float dst_prev,
-                     const exec_args &args) {
+float apply_pipeline(const conv_problem &p, const std::vector<lowered_op> &ops, int32_t acc, const float *bias,
+                     int64_t c, int64_t off, float dst_prev, const exec_args &args) {
     float y = madd(static_cast<float>(acc), p.scale(c), bias ? bias[c] : 0.f);
     for (const lowered_op &op : ops) y = apply_op(op, y, c, off, dst_prev, args);
     return y + static_cast<float>(p.dst_zp);

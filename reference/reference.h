@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
+#include "core/lowering.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
-#include "core/lowering.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::ref {
@@ -15,25 +15,23 @@ namespace qconv::ref {
 //  stock_per_tensor / none: Σ w·(x − zp) over taps inside the input;
 //  legacy_per_channel: taps outside the input read the zp byte, then comp[c]
 //  (zp_compensation) is added. Both give the same numbers.
-void conv_acc(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp,
-              const void *src, const int8_t *wei, int32_t *acc);
+void conv_acc(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp, const void *src,
+              const int8_t *wei, int32_t *acc);
 
 // Output pipeline for one element of channel c at NHWC offset `off`:
 //   y = acc·scale[c] + bias[c] → ops (lowered) → + dst_zp; `dst_prev` is the
 // destination's previous value (for sum). Returns the f32 value before store.
-float apply_pipeline(const conv_problem &p, const std::vector<lowered_op> &ops, int32_t acc,
-                     const float *bias, int64_t c, int64_t off, float dst_prev,
-                     const exec_args &args);
-float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_prev,
-               const exec_args &args);
+float apply_pipeline(const conv_problem &p, const std::vector<lowered_op> &ops, int32_t acc, const float *bias,
+                     int64_t c, int64_t off, float dst_prev, const exec_args &args);
+float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_prev, const exec_args &args);
 
 // Stores y as dt (integers: round half to even, saturate) / loads as f32.
 void store(dtype dt, void *base, int64_t off, float y);
 float load(dtype dt, const void *base, int64_t off);
 
 // The whole convolution with a lowered attribute set.
-void conv(const conv_problem &p, const attr_set &attr, const void *src, const int8_t *wei,
-          const float *bias, void *dst, const exec_args &args);
+void conv(const conv_problem &p, const attr_set &attr, const void *src, const int8_t *wei, const float *bias, void *dst,
+          const exec_args &args);
 
 // f32 convolution (graph layer): src NHWC f32, weights [G·OCg][ICg][KH][KW] f32,
 // bias OC or null, dst NHWC f32.

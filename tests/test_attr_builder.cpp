@@ -30,12 +30,14 @@ struct expect_set {
 struct row {
     const char *name;
     isa level;
-    const char *zp;      // testdata::make_zp spec
-    const char *ops;     // post-op text
-    bool enforce;        // conv_hints::enforce_brgconv
+    const char *zp;  // testdata::make_zp spec
+    const char *ops; // post-op text
+    bool enforce;    // conv_hints::enforce_brgconv
     std::vector<expect_set> sets;
 };
-void PrintTo(const row &r, std::ostream *os) { *os << r.name << " (" << to_string(r.level) << ", zp " << r.zp << ", '" << r.ops << "')"; }
+void PrintTo(const row &r, std::ostream *os) {
+    *os << r.name << " (" << to_string(r.level) << ", zp " << r.zp << ", '" << r.ops << "')";
+}
 
 // Chains: "relu" needs no binary post-op in stock form; "relu;fq:per_channel"
 // (and scale_shift, prelu) does.
@@ -54,44 +56,54 @@ const expect_set a1_stock_binary{zpm::stock_per_tensor, form::binary};
 
 const std::vector<row> rows = {
     // ---- seed table 1: AMX platform
-    {"amx_nozp_nobinary",        isa::avx512_core_amx, "none",           no_binary,   no_hint, {a0_none_plain}},
-    {"amx_nozp_binary",          isa::avx512_core_amx, "none",           with_binary, no_hint, {a0_none_legacy, a1_none_binary}},
-    {"amx_perchannel_nobinary",  isa::avx512_core_amx, "channel:random", no_binary,   no_hint, {a0_lpc_plain}},
-    {"amx_perchannel_binary",    isa::avx512_core_amx, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
-    {"amx_pertensor_nobinary",   isa::avx512_core_amx, "tensor:3",       no_binary,   no_hint, {a0_lpc_plain, a1_stock_plain}},
-    {"amx_pertensor_binary",     isa::avx512_core_amx, "tensor:3",       with_binary, no_hint, {a0_lpc_legacy, a1_stock_legacy}},
+    {"amx_nozp_nobinary", isa::avx512_core_amx, "none", no_binary, no_hint, {a0_none_plain}},
+    {"amx_nozp_binary", isa::avx512_core_amx, "none", with_binary, no_hint, {a0_none_legacy, a1_none_binary}},
+    {"amx_perchannel_nobinary", isa::avx512_core_amx, "channel:random", no_binary, no_hint, {a0_lpc_plain}},
+    {"amx_perchannel_binary", isa::avx512_core_amx, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
+    {"amx_pertensor_nobinary", isa::avx512_core_amx, "tensor:3", no_binary, no_hint, {a0_lpc_plain, a1_stock_plain}},
+    {"amx_pertensor_binary", isa::avx512_core_amx, "tensor:3", with_binary, no_hint, {a0_lpc_legacy, a1_stock_legacy}},
     // per-channel zp whose values are all equal is per-tensor
-    {"amx_equalchannel_binary",  isa::avx512_core_amx, "channel:7",      with_binary, no_hint, {a0_lpc_legacy, a1_stock_legacy}},
+    {"amx_equalchannel_binary",
+     isa::avx512_core_amx,
+     "channel:7",
+     with_binary,
+     no_hint,
+     {a0_lpc_legacy, a1_stock_legacy}},
     // ---- seed table 2: AVX-512 VNNI platform
-    {"vnni_nozp_nobinary",       isa::avx512_core_vnni, "none",           no_binary,   no_hint, {a0_none_plain}},
-    {"vnni_nozp_binary",         isa::avx512_core_vnni, "none",           with_binary, no_hint, {a0_none_legacy}},
-    {"vnni_nozp_binary_enforced",isa::avx512_core_vnni, "none",           with_binary, hint,    {a0_none_legacy, a1_none_binary}},
-    {"vnni_perchannel_nobinary", isa::avx512_core_vnni, "channel:random", no_binary,   no_hint, {a0_lpc_plain}},
-    {"vnni_perchannel_binary",   isa::avx512_core_vnni, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
+    {"vnni_nozp_nobinary", isa::avx512_core_vnni, "none", no_binary, no_hint, {a0_none_plain}},
+    {"vnni_nozp_binary", isa::avx512_core_vnni, "none", with_binary, no_hint, {a0_none_legacy}},
+    {"vnni_nozp_binary_enforced", isa::avx512_core_vnni, "none", with_binary, hint, {a0_none_legacy, a1_none_binary}},
+    {"vnni_perchannel_nobinary", isa::avx512_core_vnni, "channel:random", no_binary, no_hint, {a0_lpc_plain}},
+    {"vnni_perchannel_binary", isa::avx512_core_vnni, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
     {"vnni_perchannel_binary_enforced", isa::avx512_core_vnni, "channel:random", with_binary, hint, {a0_lpc_legacy}},
-    {"vnni_pertensor_nobinary",  isa::avx512_core_vnni, "tensor:3",       no_binary,   no_hint, {a0_lpc_plain, a1_stock_plain}},
-    {"vnni_pertensor_binary",    isa::avx512_core_vnni, "tensor:3",       with_binary, no_hint, {a0_lpc_legacy}},
-    {"vnni_pertensor_binary_enforced", isa::avx512_core_vnni, "tensor:3", with_binary, hint,    {a0_lpc_legacy, a1_stock_binary}},
+    {"vnni_pertensor_nobinary", isa::avx512_core_vnni, "tensor:3", no_binary, no_hint, {a0_lpc_plain, a1_stock_plain}},
+    {"vnni_pertensor_binary", isa::avx512_core_vnni, "tensor:3", with_binary, no_hint, {a0_lpc_legacy}},
+    {"vnni_pertensor_binary_enforced",
+     isa::avx512_core_vnni,
+     "tensor:3",
+     with_binary,
+     hint,
+     {a0_lpc_legacy, a1_stock_binary}},
     // AVX-512 BF16 (this machine) is a VNNI platform
-    {"bf16_pertensor_nobinary",  isa::avx512_core_bf16, "tensor:3",       no_binary,   no_hint, {a0_lpc_plain, a1_stock_plain}},
-    {"bf16_nozp_binary",         isa::avx512_core_bf16, "none",           with_binary, no_hint, {a0_none_legacy}},
+    {"bf16_pertensor_nobinary", isa::avx512_core_bf16, "tensor:3", no_binary, no_hint, {a0_lpc_plain, a1_stock_plain}},
+    {"bf16_nozp_binary", isa::avx512_core_bf16, "none", with_binary, no_hint, {a0_none_legacy}},
     // ---- AVX-512 core (no VNNI): attr[0] only, per-tensor zp as per-channel
-    {"avx512core_nozp_nobinary", isa::avx512_core, "none",           no_binary,   no_hint, {a0_none_plain}},
-    {"avx512core_nozp_binary",   isa::avx512_core, "none",           with_binary, hint,    {a0_none_legacy}},
-    {"avx512core_perchannel",    isa::avx512_core, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
-    {"avx512core_pertensor_nobinary", isa::avx512_core, "tensor:3",  no_binary,   no_hint, {a0_lpc_plain}},
-    {"avx512core_pertensor_binary",   isa::avx512_core, "tensor:3",  with_binary, hint,    {a0_lpc_legacy}},
+    {"avx512core_nozp_nobinary", isa::avx512_core, "none", no_binary, no_hint, {a0_none_plain}},
+    {"avx512core_nozp_binary", isa::avx512_core, "none", with_binary, hint, {a0_none_legacy}},
+    {"avx512core_perchannel", isa::avx512_core, "channel:random", with_binary, no_hint, {a0_lpc_legacy}},
+    {"avx512core_pertensor_nobinary", isa::avx512_core, "tensor:3", no_binary, no_hint, {a0_lpc_plain}},
+    {"avx512core_pertensor_binary", isa::avx512_core, "tensor:3", with_binary, hint, {a0_lpc_legacy}},
     // ---- AVX2 (and AVX2 VNNI: no brgconv there either)
-    {"avx2_nozp_nobinary",       isa::avx2, "none",           no_binary,   no_hint, {a0_none_plain}},
-    {"avx2_nozp_binary",         isa::avx2, "none",           with_binary, hint,    {a0_none_legacy}},
-    {"avx2_perchannel",          isa::avx2, "channel:random", no_binary,   no_hint, {a0_lpc_plain}},
-    {"avx2_pertensor_nobinary",  isa::avx2, "tensor:3",       no_binary,   no_hint, {a0_lpc_plain}},
-    {"avx2_pertensor_binary",    isa::avx2, "tensor:3",       with_binary, hint,    {a0_lpc_legacy}},
+    {"avx2_nozp_nobinary", isa::avx2, "none", no_binary, no_hint, {a0_none_plain}},
+    {"avx2_nozp_binary", isa::avx2, "none", with_binary, hint, {a0_none_legacy}},
+    {"avx2_perchannel", isa::avx2, "channel:random", no_binary, no_hint, {a0_lpc_plain}},
+    {"avx2_pertensor_nobinary", isa::avx2, "tensor:3", no_binary, no_hint, {a0_lpc_plain}},
+    {"avx2_pertensor_binary", isa::avx2, "tensor:3", with_binary, hint, {a0_lpc_legacy}},
     {"avx2vnni_pertensor_nobinary", isa::avx2_vnni, "tensor:3", no_binary, no_hint, {a0_lpc_plain}},
     // ---- a fused dw-conv keeps everything in attr[0]
-    {"amx_pertensor_dwconv",     isa::avx512_core_amx,  "tensor:3", "dw_conv", no_hint, {a0_lpc_legacy}},
-    {"vnni_pertensor_dwconv",    isa::avx512_core_vnni, "tensor:3", "dw_conv", hint,    {a0_lpc_legacy}},
-    {"avx2_nozp_dwconv",         isa::avx2,             "none",     "dw_conv", no_hint, {a0_none_legacy}},
+    {"amx_pertensor_dwconv", isa::avx512_core_amx, "tensor:3", "dw_conv", no_hint, {a0_lpc_legacy}},
+    {"vnni_pertensor_dwconv", isa::avx512_core_vnni, "tensor:3", "dw_conv", hint, {a0_lpc_legacy}},
+    {"avx2_nozp_dwconv", isa::avx2, "none", "dw_conv", no_hint, {a0_none_legacy}},
 };
 
 conv_problem make_problem(const row &r) {

@@ -44,27 +44,27 @@ TEST(BadInput, ConvDescriptorText) {
         {"ic4ih5oc4kh3sh0", "sh", "positive"},
         {"ic4ih5oc4kh3ph-1", "ph", "non-negative"},
         {"ic4ih5oc4kh3dh-1", "dh", "non-negative"},
-        {"ic4ih5oc4oh9kh3ph1", "oh", "inconsistent output size"},           // pb = 8+3-5-1 > pt+2
-        {"ic4ih56oc4oh56kh3sh2ph1", "oh", "inconsistent output size"},      // pb = 56 > 3
-        {"ic8ih56oc8oh27kh1sh2", "oh", "inconsistent output size"},         // pb = -3 <= -sh
+        {"ic4ih5oc4oh9kh3ph1", "oh", "inconsistent output size"},          // pb = 8+3-5-1 > pt+2
+        {"ic4ih56oc4oh56kh3sh2ph1", "oh", "inconsistent output size"},     // pb = 56 > 3
+        {"ic8ih56oc8oh27kh1sh2", "oh", "inconsistent output size"},        // pb = -3 <= -sh
         {"ic4ih10iw10oc4oh8ow11kh3ph0", "ow", "inconsistent output size"}, // pr = 10+3-10 > 2
         {"g3ic4ih5oc6kh3", "g", "do not divide ic"},
         {"g4ic8ih5oc6kh3", "g", "do not divide oc"},
         {"g0ic8ih5oc8kh3", "g", "positive"},
         {"ic4ih2oc4kh5", "kh", "kernel larger than padded input"},
         {"ic4ih5iw2oc4kh1kw5", "kw", "kernel larger than padded input"},
-        {"ic4ih5oc4kh3dh2", "kh", "kernel larger than padded input"},       // extent 7 > 5
-        {"mb1048576ic1048576ih1048576oc1kh1", "src", "overflows int64"},   // 2^80 elements
-        {"mb2048ic1024ih1024oc1kh1", "src", "exceeds the limit"},          // 2^41 elements
+        {"ic4ih5oc4kh3dh2", "kh", "kernel larger than padded input"},                        // extent 7 > 5
+        {"mb1048576ic1048576ih1048576oc1kh1", "src", "overflows int64"},                     // 2^80 elements
+        {"mb2048ic1024ih1024oc1kh1", "src", "exceeds the limit"},                            // 2^41 elements
         {"ic1ih1099511627776oc1oh1099511627776kh1sh1099511627776", "oh", "overflows int64"}, // (oh-1)*sh
-        {"ic1ih4oc1kh1099511627776dh1099511627775", "dh", "overflows int64"},  // (kh-1)*dh
+        {"ic1ih4oc1kh1099511627776dh1099511627775", "dh", "overflows int64"},                // (kh-1)*dh
         {"ic1099511627777ih1oc1kh1", "ic", "exceeds the size limit"},
         {"ic99999999999999999999ih1oc1kh1", "ic", "number too large"},
         {"ic4ih5oc4kh3sh1099511627777", "sh", "exceeds the size limit"},
         {"ic4id5ih5oc4kh3", "id", "3-D"},
         {"ic4ih5oc4kh3kd3", "kd", "3-D"},
         {"ic4ih5oc4kh3pd1", "pd", "3-D"},
-        {"ic4ih5oc4kh3n\"x\"zz", "desc", "unknown key 'zz'"},               // trailing junk
+        {"ic4ih5oc4kh3n\"x\"zz", "desc", "unknown key 'zz'"}, // trailing junk
         {"ic4ih5oc4kh3#", "desc", "unexpected character '#'"},
         {"ic4ih5oc4kh3 x", "desc", "unexpected character ' '"},
         {"ic4ih5oc4kh3xy1", "desc", "unknown key 'xy'"},
@@ -87,8 +87,8 @@ TEST(BadInput, ConvDescriptorText) {
         expect_error([&] { conv_desc::parse(c.text); }, c.field, c.detail);
     }
     // dst or wei above the limit while the other tensors are small.
-    expect_error([] { conv_desc::parse("mb1ic1ih1024oc2097152kh1"); }, "dst", "exceeds the limit");     // 2^41
-    expect_error([] { conv_desc::parse("ic1048576ih2oc1048576kh2"); }, "wei", "exceeds the limit");     // 2^42
+    expect_error([] { conv_desc::parse("mb1ic1ih1024oc2097152kh1"); }, "dst", "exceeds the limit"); // 2^41
+    expect_error([] { conv_desc::parse("ic1048576ih2oc1048576kh2"); }, "wei", "exceeds the limit"); // 2^42
 }
 
 TEST(BadInput, BuiltConvDescriptor) {
@@ -101,15 +101,31 @@ TEST(BadInput, BuiltConvDescriptor) {
     };
     bad([](conv_desc &d) { d.oh = 6; }, "oh", "inconsistent output size");
     bad([](conv_desc &d) { d.ow = 4; }, "ow", "inconsistent output size");
-    bad([](conv_desc &d) { d.pb = 3; }, "oh", "inconsistent output size");  // would give oh 7
+    bad([](conv_desc &d) { d.pb = 3; }, "oh", "inconsistent output size"); // would give oh 7
     bad([](conv_desc &d) { d.pt = -1; }, "pt", "non-negative");
     bad([](conv_desc &d) { d.dh = 0; }, "dh", "positive");
-    bad([](conv_desc &d) { d.kh = 9; d.pt = d.pb = 1; }, "kh", "kernel larger than padded input");
+    bad(
+        [](conv_desc &d) {
+            d.kh = 9;
+            d.pt = d.pb = 1;
+        },
+        "kh", "kernel larger than padded input");
     bad([](conv_desc &d) { d.g = 3; }, "g", "do not divide");
     bad([](conv_desc &d) { d.name = "a\"b"; }, "n", "must not contain");
-    bad([](conv_desc &d) { d.ic = d.oc = int64_t(1) << 40; d.kh = d.kw = 1; d.oh = d.ow = 7; d.pt = d.pl = d.pb = d.pr = 1; },
+    bad(
+        [](conv_desc &d) {
+            d.ic = d.oc = int64_t(1) << 40;
+            d.kh = d.kw = 1;
+            d.oh = d.ow = 7;
+            d.pt = d.pl = d.pb = d.pr = 1;
+        },
         "src", "exceeds the limit");
-    bad([](conv_desc &d) { d.dh = int64_t(1) << 40; d.kh = int64_t(1) << 40; }, "dh", "overflows int64");
+    bad(
+        [](conv_desc &d) {
+            d.dh = int64_t(1) << 40;
+            d.kh = int64_t(1) << 40;
+        },
+        "dh", "overflows int64");
     bad([](conv_desc &d) { d.mb = std::numeric_limits<int64_t>::max(); }, "mb", "exceeds the size limit");
 }
 
@@ -126,16 +142,35 @@ TEST(BadInput, ConvProblem) {
     bad([](conv_problem &p) { p.src_zp = zero_point::channel({1, 2, 3}); }, "src_zp", "IC=4");
     bad([](conv_problem &p) { p.src_zp = zero_point::channel({1, 2, 3, 256}); }, "src_zp", "256");
     bad([](conv_problem &p) { p.src_zp = zero_point::channel({1, -1, 3, 4}); }, "src_zp", "-1");
-    bad([](conv_problem &p) { p.src_dt = dtype::s8; p.src_zp = zero_point::channel({1, 2, 3, 4}); },
+    bad(
+        [](conv_problem &p) {
+            p.src_dt = dtype::s8;
+            p.src_zp = zero_point::channel({1, 2, 3, 4});
+        },
         "src_zp", "needs a u8 source");
     bad([](conv_problem &p) { p.src_zp = zero_point::tensor(-1); }, "src_zp", "[0, 255]");
-    bad([](conv_problem &p) { p.src_dt = dtype::s8; p.src_zp = zero_point::tensor(200); }, "src_zp", "[-128, 127]");
+    bad(
+        [](conv_problem &p) {
+            p.src_dt = dtype::s8;
+            p.src_zp = zero_point::tensor(200);
+        },
+        "src_zp", "[-128, 127]");
     bad([](conv_problem &p) { p.src_zp = {zero_point::kind::per_tensor, {1, 2}}; }, "src_zp", "exactly 1");
     bad([](conv_problem &p) { p.scales = {1.f, 2.f}; }, "scales", "OC=8");
     bad([](conv_problem &p) { p.scales = {std::nanf("")}; }, "scales", "not finite");
-    bad([](conv_problem &p) { p.scales = std::vector<float>(8, 1.f); p.scales[5] = INFINITY; }, "scales", "#5");
+    bad(
+        [](conv_problem &p) {
+            p.scales = std::vector<float>(8, 1.f);
+            p.scales[5] = INFINITY;
+        },
+        "scales", "#5");
     bad([](conv_problem &p) { p.dst_zp = 256; }, "dst_zp", "[0, 255]");
-    bad([](conv_problem &p) { p.dst_dt = dtype::s8; p.dst_zp = -129; }, "dst_zp", "[-128, 127]");
+    bad(
+        [](conv_problem &p) {
+            p.dst_dt = dtype::s8;
+            p.dst_zp = -129;
+        },
+        "dst_zp", "[-128, 127]");
     bad([](conv_problem &p) { p.desc.oh = 9; }, "oh", "inconsistent");
     bad([](conv_problem &p) { p.ops = {post_op::prelu({0.5f, 0.5f})}; }, "post_ops[0].scale", "OC=8");
 }
@@ -184,7 +219,13 @@ TEST(BadInput, MatmulDescriptor) {
     bad([](matmul_desc &d) { d.group = -1; }, "group", "positive");
     bad([](matmul_desc &d) { d.wei_dt = dtype::f32; }, "wei_dt", "u8, s8, u4 or s4");
     bad([](matmul_desc &d) { d.wei_dt = dtype::s32; }, "wei_dt", "u8, s8, u4 or s4");
-    bad([](matmul_desc &d) { d.n = int64_t(1) << 40; d.k = 4096; d.group = 0; }, "wei", "exceeds the limit");
+    bad(
+        [](matmul_desc &d) {
+            d.n = int64_t(1) << 40;
+            d.k = 4096;
+            d.group = 0;
+        },
+        "wei", "exceeds the limit");
 }
 
 // ---------------------------------------------------------------- post-ops
@@ -251,7 +292,10 @@ TEST(BadInput, MutatedTextsFailCleanly) {
     };
     const std::string alphabet = "0123456789_-\"#abcdghikmnoprswxz ";
     uint32_t state = 12345;
-    auto next = [&] { state = state * 1664525u + 1013904223u; return state >> 8; };
+    auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return state >> 8;
+    };
     int parsed = 0, rejected = 0;
     for (int iter = 0; iter < 3000; ++iter) {
         std::string t = seeds[iter % 3];
@@ -261,8 +305,12 @@ TEST(BadInput, MutatedTextsFailCleanly) {
             const char c = alphabet[next() % alphabet.size()];
             switch (next() % 3) {
             case 0: t.insert(t.begin() + pos, c); break;
-            case 1: if (pos < t.size()) t.erase(pos, 1); break;
-            default: if (pos < t.size()) t[pos] = c; break;
+            case 1:
+                if (pos < t.size()) t.erase(pos, 1);
+                break;
+            default:
+                if (pos < t.size()) t[pos] = c;
+                break;
             }
         }
         try {
@@ -275,7 +323,7 @@ TEST(BadInput, MutatedTextsFailCleanly) {
             ADD_FAILURE() << "'" << t << "' threw a non-qconv error: " << e.what();
         }
     }
-    EXPECT_GT(parsed, 100);   // the edits are small: many texts stay valid
+    EXPECT_GT(parsed, 100); // the edits are small: many texts stay valid
     EXPECT_GT(rejected, 100);
     for (int iter = 0; iter < 1000; ++iter) {
         std::string t = "relu;add:per_oc;fq:per_channel:16;sum:0.5:3";

@@ -67,7 +67,8 @@ TEST(KernelCache, FailedCreationIsNotCachedAndReachesWaiters) {
     EXPECT_EQ(failures.load(), 4);
     EXPECT_EQ(cache.stats().size, 0u);
     bool hit = true;
-    auto v = cache.get_or_create("bad", [] { return make_int(7); }, &hit);
+    auto v = cache.get_or_create(
+        "bad", [] { return make_int(7); }, &hit);
     EXPECT_FALSE(hit);
     EXPECT_EQ(*static_cast<const int *>(v.get()), 7);
 }
@@ -77,7 +78,13 @@ TEST(KernelCache, LeastRecentlyUsedIsEvicted) {
     int builds = 0;
     auto get = [&](const std::string &k) {
         bool hit = false;
-        cache.get_or_create(k, [&] { ++builds; return make_int(0); }, &hit);
+        cache.get_or_create(
+            k,
+            [&] {
+                ++builds;
+                return make_int(0);
+            },
+            &hit);
         return hit;
     };
     EXPECT_FALSE(get("a"));

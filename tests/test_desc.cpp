@@ -28,7 +28,10 @@ std::vector<std::string> problem_lines(const std::string &path) {
         size_t cut = line.size();
         for (size_t i = 0; i < line.size(); ++i) {
             if (line[i] == '"') quoted = !quoted;
-            if (line[i] == '#' && !quoted) { cut = i; break; }
+            if (line[i] == '#' && !quoted) {
+                cut = i;
+                break;
+            }
         }
         line = line.substr(0, cut);
         const size_t b = line.find_first_not_of(" \t\r");
@@ -48,7 +51,7 @@ bool is_pow2(float v) {
 // ------------------------------------------------------------ round trips
 TEST(ConvDesc, RoundTripOverEveryShapeList) {
     const std::string dir = std::string(QCONV_SOURCE_DIR) + "/bench/shapes/";
-    const char *lists[] = {"shapes_1x1", "shapes_mobilenet", "shapes_mobilenet_dw",
+    const char *lists[] = {"shapes_1x1",       "shapes_mobilenet",      "shapes_mobilenet_dw",
                            "shapes_resnet_50", "shapes_resnet_50_v1_5", "shapes_ssd_mobilenet"};
     size_t total = 0;
     for (const char *l : lists) {
@@ -66,8 +69,8 @@ TEST(ConvDesc, RoundTripOverEveryShapeList) {
             }
             const std::string s = d.str();
             EXPECT_EQ(back, d) << s;
-            EXPECT_EQ(back.str(), s);          // printing is a fixed point
-            EXPECT_EQ(back.pb, d.pb);          // given oh: the pads are derived identically
+            EXPECT_EQ(back.str(), s); // printing is a fixed point
+            EXPECT_EQ(back.pb, d.pb); // given oh: the pads are derived identically
             EXPECT_EQ(back.pr, d.pr);
             EXPECT_GE(d.oh, 1);
             EXPECT_GT(d.ops(), 0.0);
@@ -324,13 +327,24 @@ TEST(MatmulDesc, ParsePrintAndSizes) {
 TEST(MatmulDesc, KeyDistinguishesEveryField) {
     matmul_desc a = matmul_desc::parse("m1k64n32");
     std::set<std::string> keys{a.key()};
-    matmul_desc b = a; b.wei_dt = dtype::s4; keys.insert(b.key());
-    matmul_desc c = a; c.group = 32; keys.insert(c.key());
-    matmul_desc d = a; d.zp = matmul_desc::zp_kind::per_tensor; keys.insert(d.key());
-    matmul_desc e = a; e.with_bias = true; keys.insert(e.key());
-    matmul_desc f = a; f.m = 2; keys.insert(f.key());
+    matmul_desc b = a;
+    b.wei_dt = dtype::s4;
+    keys.insert(b.key());
+    matmul_desc c = a;
+    c.group = 32;
+    keys.insert(c.key());
+    matmul_desc d = a;
+    d.zp = matmul_desc::zp_kind::per_tensor;
+    keys.insert(d.key());
+    matmul_desc e = a;
+    e.with_bias = true;
+    keys.insert(e.key());
+    matmul_desc f = a;
+    f.m = 2;
+    keys.insert(f.key());
     EXPECT_EQ(keys.size(), 6u);
-    matmul_desc g = a; g.group = 64; // group K == per output channel
+    matmul_desc g = a;
+    g.group = 64; // group K == per output channel
     EXPECT_EQ(g.key(), a.key());
 }
 
@@ -362,10 +376,10 @@ TEST(MatmulDesc, WeightAtNibbleOrder) {
 // --------------------------------------------------------------- post-ops
 TEST(PostOpsText, ParsesEveryForm) {
     const int64_t oc = 8;
-    const auto ops = parse_post_ops(
-        "relu;relu:0.5;clip:0:6;linear:2:1;gelu_erf;swish;add:per_oc;mul:per_tensor:0.5;max:full;"
-        "sum;sum:0.5:3;scale_shift;prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor:16;dw_conv",
-        oc, 7);
+    const auto ops =
+        parse_post_ops("relu;relu:0.5;clip:0:6;linear:2:1;gelu_erf;swish;add:per_oc;mul:per_tensor:0.5;max:full;"
+                       "sum;sum:0.5:3;scale_shift;prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor:16;dw_conv",
+                       oc, 7);
     ASSERT_EQ(ops.size(), 17u);
     EXPECT_EQ(ops[0].k, post_op::kind::eltwise);
     EXPECT_EQ(ops[0].alg, eltwise_alg::relu);
@@ -501,7 +515,10 @@ TEST(ConvProblem, ValidatesAndKeysEveryField) {
     vary([](conv_problem &r) { r.src_zp.values[2] = 127; });
     vary([](conv_problem &r) { r.src_zp = zero_point::tensor(3); });
     vary([](conv_problem &r) { r.dst_dt = dtype::f32; });
-    vary([](conv_problem &r) { r.src_dt = dtype::s8; r.src_zp = zero_point::none(); });
+    vary([](conv_problem &r) {
+        r.src_dt = dtype::s8;
+        r.src_zp = zero_point::none();
+    });
     vary([](conv_problem &r) { r.with_bias = false; });
     vary([](conv_problem &r) { r.ops[1].out_hi[0] += 1.f; });
     vary([](conv_problem &r) { r.dst_zp = 3; });

@@ -40,9 +40,8 @@ conv_entry model(const std::string &name,
     e.name = name;
     e.peer = peer;
     e.decide = impl::decide_by(std::move(s));
-    e.build = [](const conv_problem &, const attr_set &, const impl::plan &) -> std::shared_ptr<const impl::conv_kernel> {
-        return nullptr;
-    };
+    e.build = [](const conv_problem &, const attr_set &,
+                 const impl::plan &) -> std::shared_ptr<const impl::conv_kernel> { return nullptr; };
     return e;
 }
 
@@ -88,7 +87,8 @@ conv_hints with_impl(const std::string &name, bool enforce = false) {
 TEST(DispatchWalk, EntriesOuterAttrSetsInner) {
     // An entry accepting only attr[1] wins over a later entry accepting attr[0].
     std::vector<conv_entry> t = {
-        model("first", [](auto &, const attr_set &a, auto &, std::string *w) { return a.id == 1 || impl::reject(w, "wants attr[1]"); }),
+        model("first", [](auto &, const attr_set &a, auto &,
+                          std::string *w) { return a.id == 1 || impl::reject(w, "wants attr[1]"); }),
         model("second", any_supports)};
     const conv_problem p = problem("tensor:3", "relu");
     const auto attrs = impl::build_attrs(p, platform{isa::avx512_core_vnni}, {});
@@ -144,8 +144,9 @@ TEST(DispatchWalk, ForcedUnsupportedSaysWhy) {
 }
 
 TEST(DispatchWalk, NothingAcceptsIsAnErrorWithEveryReason) {
-    std::vector<conv_entry> t = {model("a", [](auto &, auto &, auto &, std::string *w) { return impl::reject(w, "reason A"); }),
-                                 model("b", [](auto &, auto &, auto &, std::string *w) { return impl::reject(w, "reason B"); })};
+    std::vector<conv_entry> t = {
+        model("a", [](auto &, auto &, auto &, std::string *w) { return impl::reject(w, "reason A"); }),
+        model("b", [](auto &, auto &, auto &, std::string *w) { return impl::reject(w, "reason B"); })};
     const conv_problem p = problem("none", "");
     const auto attrs = impl::build_attrs(p, platform{isa::avx2}, {});
     try {
@@ -176,29 +177,29 @@ constexpr const char *bin = "fq:per_channel;relu";
 
 const std::vector<decision> decisions = {
     // AMX: brgconv whenever an attr set it can take exists; per-channel zp falls back to the JIT kernel.
-    {"amx_nozp_nobinary",       isa::avx512_core_amx, "none",           nob, false, "model:brgconv", 0},
-    {"amx_nozp_binary",         isa::avx512_core_amx, "none",           bin, false, "model:brgconv", 1},
+    {"amx_nozp_nobinary", isa::avx512_core_amx, "none", nob, false, "model:brgconv", 0},
+    {"amx_nozp_binary", isa::avx512_core_amx, "none", bin, false, "model:brgconv", 1},
     {"amx_perchannel_nobinary", isa::avx512_core_amx, "channel:random", nob, false, "model:jit", 0},
-    {"amx_perchannel_binary",   isa::avx512_core_amx, "channel:random", bin, false, "model:jit", 0},
-    {"amx_pertensor_nobinary",  isa::avx512_core_amx, "tensor:3",       nob, false, "model:brgconv", 1},
+    {"amx_perchannel_binary", isa::avx512_core_amx, "channel:random", bin, false, "model:jit", 0},
+    {"amx_pertensor_nobinary", isa::avx512_core_amx, "tensor:3", nob, false, "model:brgconv", 1},
     // attr[1] carries legacy post-ops there, which this model's brgconv refuses
-    {"amx_pertensor_binary",    isa::avx512_core_amx, "tensor:3",       bin, false, "model:jit", 0},
+    {"amx_pertensor_binary", isa::avx512_core_amx, "tensor:3", bin, false, "model:jit", 0},
     // AVX-512 VNNI: brgconv with binary post-ops only when enforced.
-    {"vnni_nozp_nobinary",      isa::avx512_core_vnni, "none",           nob, false, "model:brgconv", 0},
-    {"vnni_nozp_binary",        isa::avx512_core_vnni, "none",           bin, false, "model:jit", 0},
-    {"vnni_nozp_binary_hint",   isa::avx512_core_vnni, "none",           bin, true,  "model:brgconv", 1},
-    {"vnni_perchannel_nobinary",isa::avx512_core_vnni, "channel:random", nob, false, "model:jit", 0},
+    {"vnni_nozp_nobinary", isa::avx512_core_vnni, "none", nob, false, "model:brgconv", 0},
+    {"vnni_nozp_binary", isa::avx512_core_vnni, "none", bin, false, "model:jit", 0},
+    {"vnni_nozp_binary_hint", isa::avx512_core_vnni, "none", bin, true, "model:brgconv", 1},
+    {"vnni_perchannel_nobinary", isa::avx512_core_vnni, "channel:random", nob, false, "model:jit", 0},
     {"vnni_perchannel_binary_hint", isa::avx512_core_vnni, "channel:random", bin, true, "model:jit", 0},
-    {"vnni_pertensor_nobinary", isa::avx512_core_vnni, "tensor:3",       nob, false, "model:brgconv", 1},
-    {"vnni_pertensor_binary",   isa::avx512_core_vnni, "tensor:3",       bin, false, "model:jit", 0},
-    {"vnni_pertensor_binary_hint", isa::avx512_core_vnni, "tensor:3",    bin, true,  "model:brgconv", 1},
+    {"vnni_pertensor_nobinary", isa::avx512_core_vnni, "tensor:3", nob, false, "model:brgconv", 1},
+    {"vnni_pertensor_binary", isa::avx512_core_vnni, "tensor:3", bin, false, "model:jit", 0},
+    {"vnni_pertensor_binary_hint", isa::avx512_core_vnni, "tensor:3", bin, true, "model:brgconv", 1},
     // Below VNNI: attr[0] only, the JIT kernel.
     {"avx512core_pertensor_nobinary", isa::avx512_core, "tensor:3", nob, false, "model:jit", 0},
-    {"avx512core_nozp_binary_hint",   isa::avx512_core, "none",     bin, true,  "model:jit", 0},
-    {"avx2_pertensor_binary_hint",    isa::avx2,        "tensor:3", bin, true,  "model:jit", 0},
-    {"avx2_perchannel_nobinary",      isa::avx2, "channel:random",  nob, false, "model:jit", 0},
+    {"avx512core_nozp_binary_hint", isa::avx512_core, "none", bin, true, "model:jit", 0},
+    {"avx2_pertensor_binary_hint", isa::avx2, "tensor:3", bin, true, "model:jit", 0},
+    {"avx2_perchannel_nobinary", isa::avx2, "channel:random", nob, false, "model:jit", 0},
     // Nothing but the reference below AVX2.
-    {"sse41_pertensor",               isa::sse41,       "tensor:3", nob, false, "model:ref", 0},
+    {"sse41_pertensor", isa::sse41, "tensor:3", nob, false, "model:ref", 0},
 };
 
 class SeedDecision : public ::testing::TestWithParam<decision> {};
@@ -250,16 +251,28 @@ struct real_case {
     const char *ops;
     bool enforce;
 };
-void PrintTo(const real_case &c, std::ostream *os) { *os << c.name << " (" << to_string(c.level) << ", zp " << c.zp << ", '" << c.ops << "')"; }
+void PrintTo(const real_case &c, std::ostream *os) {
+    *os << c.name << " (" << to_string(c.level) << ", zp " << c.zp << ", '" << c.ops << "')";
+}
 
 std::vector<real_case> real_cases() {
     std::vector<real_case> v;
-    static const struct { const char *n; isa l; } levels[] = {
-        {"amx", isa::avx512_core_amx}, {"bf16", isa::avx512_core_bf16}, {"vnni", isa::avx512_core_vnni},
-        {"avx512core", isa::avx512_core}, {"avx2", isa::avx2}};
-    static const struct { const char *n; const char *zp; } zps[] = {
-        {"nozp", "none"}, {"perchannel", "channel:random"}, {"pertensor", "tensor:3"}};
-    static const struct { const char *n; const char *ops; } chains[] = {{"nobinary", nob}, {"binary", bin}};
+    static const struct {
+        const char *n;
+        isa l;
+    } levels[] = {{"amx", isa::avx512_core_amx},
+                  {"bf16", isa::avx512_core_bf16},
+                  {"vnni", isa::avx512_core_vnni},
+                  {"avx512core", isa::avx512_core},
+                  {"avx2", isa::avx2}};
+    static const struct {
+        const char *n;
+        const char *zp;
+    } zps[] = {{"nozp", "none"}, {"perchannel", "channel:random"}, {"pertensor", "tensor:3"}};
+    static const struct {
+        const char *n;
+        const char *ops;
+    } chains[] = {{"nobinary", nob}, {"binary", bin}};
     static std::vector<std::string> names; // keeps the c_str()s alive
     names.reserve(200);
     for (const auto &l : levels)
@@ -327,7 +340,11 @@ INSTANTIATE_TEST_SUITE_P(Simulated, RealTable, ::testing::ValuesIn(real_cases())
 
 TEST(ConvolutionApi, ForcedReferenceRunsAndMatches) {
     test::ConvTester t;
-    t.desc("g1mb2ic17ih5oc3oh5kh3ph1").src(dtype::u8).dst(dtype::s8).zp("channel:random").post_ops("relu;fq:per_channel");
+    t.desc("g1mb2ic17ih5oc3oh5kh3ph1")
+        .src(dtype::u8)
+        .dst(dtype::s8)
+        .zp("channel:random")
+        .post_ops("relu;fq:per_channel");
     ASSERT_TRUE(t.run("ref:conv"));
     EXPECT_EQ(t.impl_name(), "ref:conv");
     EXPECT_EQ(t.attr_id(), 0);
@@ -425,7 +442,8 @@ TEST(MatmulApi, ForcedReferenceMatchesReference) {
     matmul a(d, w);
     std::fill(y.begin(), y.end(), 0.f);
     a.execute(x.data(), y.data());
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-4 * std::max(1.f, std::fabs(want[i]))) << a.impl_name();
+    for (size_t i = 0; i < y.size(); ++i)
+        EXPECT_NEAR(y[i], want[i], 1e-4 * std::max(1.f, std::fabs(want[i]))) << a.impl_name();
     h.impl = "nope";
     EXPECT_THROW(matmul(d, w, h), error);
 }
@@ -452,7 +470,8 @@ TEST(Verbose, CreateExecAndSkipLines) {
 
     const std::string shape = p.desc.str();
     EXPECT_NE(err.find("qconv_verbose,create,"), std::string::npos) << err;
-    EXPECT_NE(err.find("cache_hit,ref:conv,attr[0]," + shape + ",dt=u8:s8:u8,zp=per_tensor:3"), std::string::npos) << err;
+    EXPECT_NE(err.find("cache_hit,ref:conv,attr[0]," + shape + ",dt=u8:s8:u8,zp=per_tensor:3"), std::string::npos)
+        << err;
     EXPECT_NE(err.find("qconv_verbose,exec,ref:conv," + shape), std::string::npos) << err;
     // model:brgconv refuses attr[0] (legacy zp) and takes attr[1]: one skip line.
     EXPECT_NE(err.find("qconv_verbose,skip,model:brgconv,attr[0],legacy zero point\n"), std::string::npos) << err;

@@ -234,8 +234,8 @@ int64_t recompute_and_check(const std::string &dir) {
                     const double want = store(dst_dt, v), got = load(dst_dt, dst, off);
                     ++n;
                     if (want != got && bad++ < 5)
-                        ADD_FAILURE() << dir << " (" << kv.at("impl") << "): at mb=" << b << " oh=" << y
-                                      << " ow=" << x << " oc=" << c << " got " << got << ", recomputed " << want;
+                        ADD_FAILURE() << dir << " (" << kv.at("impl") << "): at mb=" << b << " oh=" << y << " ow=" << x
+                                      << " oc=" << c << " got " << got << ", recomputed " << want;
                 }
     EXPECT_EQ(bad, 0) << dir;
     return n;
@@ -260,7 +260,9 @@ void dump_and_recompute(const std::vector<std::string> &options, int min_folders
                                      "g2mb2ic6ih7iw6oc10oh4ow3kh3kw3sh2sw2ph1pw1n\"grouped_strided\"",
                                      "mb1ic19ih5oc7oh5kh3ph1",
                                      "mb1ic8ih9oc5oh5kh3dh1ph0",
-                                     "--mode=C", "--impl=all", "--dump=" + dir};
+                                     "--mode=C",
+                                     "--impl=all",
+                                     "--dump=" + dir};
     args.insert(args.end(), options.begin(), options.end());
     const run_result r = run_driver(args);
     EXPECT_EQ(r.rc, 0) << r.out;
@@ -359,11 +361,13 @@ TEST(Driver, MatmulDumpRecomputed) {
                 for (int64_t n = 0; n < N; ++n) {
                     double acc = bias[n], mag = std::fabs(bias[n]);
                     for (int64_t k = 0; k < K; ++k) {
-                        const double deq = double(weight_at(w, wei, K, n, k) - zp[n * NG + k / G]) * scale[n * NG + k / G];
+                        const double deq =
+                            double(weight_at(w, wei, K, n, k) - zp[n * NG + k / G]) * scale[n * NG + k / G];
                         acc += x[m * K + k] * deq;
                         mag += std::fabs(x[m * K + k] * deq);
                     }
-                    EXPECT_NEAR(y[m * N + n], acc, 1e-5 * mag + 1e-30) << f << " (" << kv.at("impl") << ") m=" << m << " n=" << n;
+                    EXPECT_NEAR(y[m * N + n], acc, 1e-5 * mag + 1e-30)
+                        << f << " (" << kv.at("impl") << ") m=" << m << " n=" << n;
                 }
         }
         if (!::testing::Test::HasFailure()) std::system(("rm -rf '" + dir + "'").c_str());
@@ -377,8 +381,9 @@ TEST(Driver, OutputLinesAreKeyValue) {
     std::istringstream in(r.out);
     std::string line;
     std::getline(in, line);
-    for (const char *k : {"op=conv ", "impl=ref:conv ", "desc=g1mb1ic4ih3iw3oc2oh3ow3kh3kw3sh1sw1ph1pw1dh0dw0n\"tiny*2\" ",
-                          "dt=u8:s8:u8 ", "zp=none ", "post_ops=none ", "status=ok ", "ms=", "gops=", "reps="})
+    for (const char *k :
+         {"op=conv ", "impl=ref:conv ", "desc=g1mb1ic4ih3iw3oc2oh3ow3kh3kw3sh1sw1ph1pw1dh0dw0n\"tiny*2\" ",
+          "dt=u8:s8:u8 ", "zp=none ", "post_ops=none ", "status=ok ", "ms=", "gops=", "reps="})
         EXPECT_NE(line.find(k), std::string::npos) << k << " missing in: " << line;
     std::getline(in, line);
     EXPECT_EQ(line.rfind("op=conv impl=ref:conv total=1 problems=1 ok=1 mismatch=0 unimplemented=0 failed=0 ms=", 0),
@@ -462,7 +467,7 @@ TEST(Driver, ExitStatuses) {
     EXPECT_NE(run_driver({"conv", "--impl=list"}).out.find("impl=ref:conv"), std::string::npos);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--impl=ref:conv"}).rc, 0);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--no-such-option"}).rc, 2);
-    EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh5kh1ph0"}).rc, 2);          // inconsistent oh
+    EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh5kh1ph0"}).rc, 2); // inconsistent oh
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--zp=channel"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--threads=-1"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--mb=x"}).rc, 2);

@@ -38,8 +38,12 @@ TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
         if (row.name.rfind("onednn:", 0) != 0) continue;
         for (const char *zp : {"none", "tensor:3"}) {
             SCOPED_TRACE(row.name + " zp=" + zp);
-            test::ConvTester().desc("mb2ic16ih4oc16kh1").zp(zp).post_ops("sum:1:3;sum:0.5:-1")
-                .enforce_brgconv().run(row.name);
+            test::ConvTester()
+                .desc("mb2ic16ih4oc16kh1")
+                .zp(zp)
+                .post_ops("sum:1:3;sum:0.5:-1")
+                .enforce_brgconv()
+                .run(row.name);
         }
     }
 }
@@ -182,6 +186,11 @@ TEST(FuzzRegression, OnednnAnyAcceptsOnlyCreatablePrimitives) {
             EXPECT_NO_THROW(row.create(p, a, *pl)) << "attr[" << a.id << "]";
         }
     EXPECT_GT(accepted, 0); // oneDNN has implementations that can run it
-    EXPECT_TRUE(test::ConvTester().desc(desc).src(dtype::s8).dst(dtype::f32).post_ops("fq:per_tensor").dst_zp(4).run(
-        "onednn:any"));
+    EXPECT_TRUE(test::ConvTester()
+                    .desc(desc)
+                    .src(dtype::s8)
+                    .dst(dtype::f32)
+                    .post_ops("fq:per_tensor")
+                    .dst_zp(4)
+                    .run("onednn:any"));
 }

@@ -222,8 +222,8 @@ TEST(GraphText, BadFilesNameTheLine) {
         {"x = Parameter f32[2]\ny = Softmax(x)\n", "line 2:", "unknown op 'Softmax'"},
         // shape mismatch
         {"x = Parameter f32[2,3]\ny = Parameter f32[4]\n# comment\ns = Add(x, y)\n", "line 4:", "do not broadcast"},
-        {"x = Parameter f32[1,8,4,4]\nw = Constant f32[4,6,1,1] fill(1)\nc = Convolution(x, w)\n", "line 3:",
-         "input channels 8"},
+        {"x = Parameter f32[1,8,4,4]\nw = Constant f32[4,6,1,1] fill(1)\nc = Convolution(x, w)\n",
+         "line 3:", "input channels 8"},
         {"x = Parameter f32[2,3]\nt = Transpose(x) order=[0,0]\n", "line 2:", "not a permutation"},
         {"x = Parameter f32[2,3]\nt = Reshape(x) shape=[4,-1]\n", "line 2:", "cannot infer"},
         {"x = Parameter f32[2,3]\nt = MatMul(x, x)\n", "line 2:", "inner dimensions"},
@@ -246,7 +246,8 @@ TEST(GraphText, BadFilesNameTheLine) {
         {"x = Parameter f32[65536,65536]\ny = Reshape(x) shape=[65536,65536,-1]\n", "line 1:", "2^31"},
         {"x = Parameter f32[4,4]\ny = Reshape(x) shape=[4294967296,4294967296,-1]\n", "line 2:", "invalid dimension"},
         {"x = Parameter f32[1,1,4,4]\nw = Constant f32[1,1,1,1] fill(1)\n"
-         "c = Convolution(x, w) dilations=[9223372036854775807,1]\n", "line 3:", "dilations"},
+         "c = Convolution(x, w) dilations=[9223372036854775807,1]\n",
+         "line 3:", "dilations"},
         {"x = Constant i64[1] random(99999999999999999999, 0, 1)\n", "line 1:", "seed"},
         {"x = Constant i64[1] random(1, -9223372036854775808, 9223372036854775807)\n", "line 1:", "2^53"},
     };

@@ -109,9 +109,8 @@ TEST(GraphPattern, SameLabelMustBeSameNode) {
 
 TEST(GraphPattern, AlternativesInOrder) {
     fixture f;
-    const auto p = pt::alt({pt::is({op::Subtract}, {}, "first"), pt::is({op::Multiply}, {}, "second"),
-                            pt::any("third")},
-                           "either");
+    const auto p = pt::alt(
+        {pt::is({op::Subtract}, {}, "first"), pt::is({op::Multiply}, {}, "second"), pt::any("third")}, "either");
     pt::bindings b;
     ASSERT_TRUE(pt::match(p, f.mul, &b));
     EXPECT_EQ(b.count("first"), 0u);

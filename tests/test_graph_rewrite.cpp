@@ -16,7 +16,9 @@ using namespace qconv::graph;
 namespace {
 
 enum class act_kind { transpose, reshape, direct };
-const char *name(act_kind a) { return a == act_kind::transpose ? "transpose" : a == act_kind::reshape ? "reshape" : "direct"; }
+const char *name(act_kind a) {
+    return a == act_kind::transpose ? "transpose" : a == act_kind::reshape ? "reshape" : "direct";
+}
 
 struct case_t {
     act_kind act = act_kind::transpose;
@@ -207,7 +209,9 @@ TEST_P(Rewrite, StructureAndValues) {
     const int64_t h = c.act == act_kind::reshape ? 1 : H, w = c.act == act_kind::reshape ? 1 : W;
     EXPECT_EQ(mm->out_shape, (shape_t{N, h, w, OC}));
     // The activation is the NHWC input itself (Transpose absorbed), a Reshape, or a Transpose.
-    const op act_op = c.act == act_kind::transpose ? op::Parameter : c.act == act_kind::reshape ? op::Reshape : op::Transpose;
+    const op act_op = c.act == act_kind::transpose ? op::Parameter
+                      : c.act == act_kind::reshape ? op::Reshape
+                                                   : op::Transpose;
     EXPECT_EQ(mm->inputs[0]->kind, act_op);
     // Decompression kept, reshaped to 2-D/3-D.
     const node *q = nullptr;
@@ -318,16 +322,17 @@ void expect_unchanged(negative n, const std::string &reason, const veto_callback
 auto no_tweak = [](graph &, node *&, node *&, attributes &, op &) {};
 
 TEST(RewriteNegative, Kernel3x3) {
-    expect_unchanged(base([](graph &g, node *&, node *&w, attributes &a, op &) {
-                         std::vector<float> v(OC * IC * 9, 0.5f);
-                         w = g.constant_f32({OC, IC, 3, 3}, v, "w3");
-                         node *q = g.constant_int(etype::u8, {OC, IC, 3, 3}, std::vector<int64_t>(OC * IC * 9, 3), "q3");
-                         node *cv = g.add(op::Convert, {q}, to(etype::f32), "q3f");
-                         w = g.add(op::Multiply, {cv, g.constant_f32({OC, 1, 1, 1}, std::vector<float>(OC, 0.5f))}, {}, "m3");
-                         a.pads_begin = {1, 1};
-                         a.pads_end = {1, 1};
-                     }),
-                     "is not 1x1");
+    expect_unchanged(
+        base([](graph &g, node *&, node *&w, attributes &a, op &) {
+            std::vector<float> v(OC * IC * 9, 0.5f);
+            w = g.constant_f32({OC, IC, 3, 3}, v, "w3");
+            node *q = g.constant_int(etype::u8, {OC, IC, 3, 3}, std::vector<int64_t>(OC * IC * 9, 3), "q3");
+            node *cv = g.add(op::Convert, {q}, to(etype::f32), "q3f");
+            w = g.add(op::Multiply, {cv, g.constant_f32({OC, 1, 1, 1}, std::vector<float>(OC, 0.5f))}, {}, "m3");
+            a.pads_begin = {1, 1};
+            a.pads_end = {1, 1};
+        }),
+        "is not 1x1");
 }
 TEST(RewriteNegative, Stride2) {
     expect_unchanged(base([](graph &, node *&, node *&, attributes &a, op &) { a.strides = {2, 2}; }), "stride");
@@ -396,8 +401,9 @@ const node_fn to_nchw = transpose({0, 3, 1, 2}, "act");
 const node_fn to_nhwc = transpose({0, 2, 3, 1}, "out");
 
 TEST(RewriteNegative, IsolatedConvolution) {
-    expect_unchanged(chain({N, IC, H, W}, [](graph &, node *x) { return x; },
-                           [](graph &g, node *c) { return g.add(op::Relu, {c}, {}, "relu"); }),
+    expect_unchanged(chain(
+                         {N, IC, H, W}, [](graph &, node *x) { return x; },
+                         [](graph &g, node *c) { return g.add(op::Relu, {c}, {}, "relu"); }),
                      "isolated");
 }
 TEST(RewriteNegative, VetoedByCallback) {
@@ -414,16 +420,14 @@ TEST(RewriteNegative, ActivationTransposeWrongOrder) {
                      "activation Transpose order [0,3,2,1]");
 }
 TEST(RewriteNegative, OutputTransposeWrongOrder) {
-    expect_unchanged(chain({N, H, W, IC}, to_nchw, transpose({0, 3, 2, 1}, "out")),
-                     "output Transpose order [0,3,2,1]");
+    expect_unchanged(chain({N, H, W, IC}, to_nchw, transpose({0, 3, 2, 1}, "out")), "output Transpose order [0,3,2,1]");
 }
 TEST(RewriteNegative, ActivationReshapeNotRelayout) {
     const node_fn reshape = [](graph &g, node *x) { return g.add(op::Reshape, {x}, target({N, IC, H, W}), "act"); };
     expect_unchanged(chain({N, H * W * IC}, reshape, to_nhwc), "not a pure relayout");
 }
 TEST(RewriteNegative, PlainF32Weights) {
-    expect_unchanged(chain({N, H, W, IC}, to_nchw, to_nhwc, /*plain_weights=*/true),
-                     "not a decompression subgraph");
+    expect_unchanged(chain({N, H, W, IC}, to_nchw, to_nhwc, /*plain_weights=*/true), "not a decompression subgraph");
 }
 
 // ------------------------------------------ consumers that need a fix-up

@@ -59,8 +59,7 @@ struct conv_data {
     explicit conv_data(const conv_problem &p)
         : src(testdata::make_src(p, testdata::data_kind::random, 1)),
           dst(size_t(p.desc.dst_elems()) * size_t(bits_of(p.dst_dt) / 8)),
-          wei(testdata::make_weights(p.desc, testdata::data_kind::random, 1)),
-          bias(testdata::make_bias(p.desc, 1)) {}
+          wei(testdata::make_weights(p.desc, testdata::data_kind::random, 1)), bias(testdata::make_bias(p.desc, 1)) {}
 };
 
 // A problem built only to be rejected at creation.
@@ -402,9 +401,7 @@ TEST(HostileGraph, Cycle) {
                        "cycle");
 }
 
-TEST(HostileGraph, SelfLoop) {
-    expect_graph_error("a = Relu(a)\nr = Result(a)\n", "cycle");
-}
+TEST(HostileGraph, SelfLoop) { expect_graph_error("a = Relu(a)\nr = Result(a)\n", "cycle"); }
 
 TEST(HostileGraph, DanglingInput) {
     expect_graph_error("x = Parameter f32[1,4]\ny = Relu(nowhere)\nr = Result(y)\n", "'nowhere' is not defined");
@@ -531,7 +528,8 @@ TEST(HostileDriver, OverflowingDescriptorAndOptions) {
 }
 
 TEST(HostileDriver, BadGraphFile) {
-    const std::string path = write_temp("cycle.qg", "x = Parameter f32[1,4]\na = Add(x, b)\nb = Relu(a)\nr = Result(b)\n");
+    const std::string path =
+        write_temp("cycle.qg", "x = Parameter f32[1,4]\na = Add(x, b)\nb = Relu(a)\nr = Result(b)\n");
     expect_bad_input({"graph", path}, "cycle");
     expect_bad_input({"graph", "/nonexistent/graph.qg"}, "cannot open");
 }

@@ -80,13 +80,16 @@ TEST(Isa, FeaturesFollowCpuinfo) {
     const auto flags = cpuinfo_flags();
     if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
     const impl::feature_set f = impl::detected_features();
-    const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") && flags.count("avx512vl");
+    const bool avx512 =
+        flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") && flags.count("avx512vl");
     EXPECT_EQ(f.has(cpu_feature::avx2), flags.count("avx2") && flags.count("fma"));
     EXPECT_EQ(f.has(cpu_feature::avx512_core), avx512);
     EXPECT_EQ(f.has(cpu_feature::avx512_core_vnni), avx512 && flags.count("avx512_vnni"));
     EXPECT_EQ(f.has(cpu_feature::avx512_vbmi), avx512 && flags.count("avx512vbmi"));
     EXPECT_EQ(f.has(cpu_feature::avx512_bf16), avx512 && flags.count("avx512_bf16"));
-    if (!flags.count("amx_int8")) EXPECT_FALSE(f.has(cpu_feature::amx_int8));
+    if (!flags.count("amx_int8")) {
+        EXPECT_FALSE(f.has(cpu_feature::amx_int8));
+    }
 }
 
 TEST(Isa, CapClearsTheFeaturesAboveIt) {
@@ -94,7 +97,8 @@ TEST(Isa, CapClearsTheFeaturesAboveIt) {
     const bool detected = impl::detected_features().has(cpu_feature::avx2_vnni);
     set_max_cpu_isa(isa::avx2_vnni);
     EXPECT_EQ(impl::host_platform().has(cpu_feature::avx2_vnni), detected);
-    EXPECT_EQ(impl::host_platform().level, impl::detected_isa() < isa::avx2_vnni ? impl::detected_isa() : isa::avx2_vnni);
+    EXPECT_EQ(impl::host_platform().level,
+              impl::detected_isa() < isa::avx2_vnni ? impl::detected_isa() : isa::avx2_vnni);
     EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx512_core));
     set_max_cpu_isa(isa::avx2);
     EXPECT_FALSE(impl::host_platform().has(cpu_feature::avx2_vnni));
@@ -139,8 +143,8 @@ TEST(Isa, ParseRejectsUnknownNamesListingValidOnes) {
     } catch (const error &e) {
         const std::string m = e.what();
         EXPECT_EQ(m.rfind("QCONV_MAX_CPU_ISA", 0), 0u) << m;
-        for (const char *n : {"sse41", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
-                              "avx512_core_amx"})
+        for (const char *n :
+             {"sse41", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx"})
             EXPECT_NE(m.find(n), std::string::npos) << n << " missing from: " << m;
     }
 }
@@ -152,7 +156,8 @@ TEST(IsaChild, Report) {
     std::ofstream f(out);
     try {
         const isa level = max_cpu_isa();
-        f << "isa " << to_string(level) << (impl::host_platform().has(impl::cpu_feature::avx2_vnni) ? " avx_vnni" : "") << "\n";
+        f << "isa " << to_string(level) << (impl::host_platform().has(impl::cpu_feature::avx2_vnni) ? " avx_vnni" : "")
+          << "\n";
     } catch (const error &e) {
         f << "error " << e.what() << "\n";
     }

@@ -137,9 +137,9 @@ TEST(JitConv, StridedOneByOneCopiesOnlyThePixelsItReads) {
 TEST(JitConv, RowsArePresentAndNamed) {
     const auto rows = jit_rows();
     ASSERT_GE(rows.size(), 7u);
-    for (const char *n : {"jit:conv_dw_x8s8:avx512_core_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2_vnni",
-                          "jit:conv_dw_x8s8:avx2", "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2_vnni",
-                          "jit:conv_x8s8:avx2"})
+    for (const char *n :
+         {"jit:conv_dw_x8s8:avx512_core_vnni", "jit:conv_dw_x8s8:avx512_core", "jit:conv_dw_x8s8:avx2_vnni",
+          "jit:conv_dw_x8s8:avx2", "jit:conv_x8s8:avx512_core", "jit:conv_x8s8:avx2_vnni", "jit:conv_x8s8:avx2"})
         EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end()) << n;
     EXPECT_NE(std::find(rows.begin(), rows.end(), "jit:conv_x8s8:avx512_core_vnni"), rows.end());
 }
@@ -179,8 +179,8 @@ TEST(JitConv, RejectsWithReasons) {
 TEST(JitConv, NetworkShapesZpPostOpsDst) {
     require_avx2();
     const std::vector<std::string> zps = {"none", "tensor:random", "channel:random"};
-    const std::vector<std::string> chains = {"",         "relu",          "fq:per_channel", "scale_shift;fq:per_channel",
-                                             "prelu",    "add:per_oc",    "sum;relu",       "gelu_erf"};
+    const std::vector<std::string> chains = {"",      "relu",       "fq:per_channel", "scale_shift;fq:per_channel",
+                                             "prelu", "add:per_oc", "sum;relu",       "gelu_erf"};
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     int ran = 0, i = 0;
     for (const std::string &desc : net_shapes())
@@ -191,17 +191,19 @@ TEST(JitConv, NetworkShapesZpPostOpsDst) {
                 ConvTester t;
                 t.src(dtype::u8).dst(dst).zp(zp).post_ops(chains[k]).seed(static_cast<uint32_t>(i));
                 ran += run_all_rows(t, desc, 3, i);
-                if (HasFailure()) FAIL() << desc << " zp=" << zp << " ops=" << chains[k] << " dst=" << qconv::to_string(dst);
+                if (HasFailure())
+                    FAIL() << desc << " zp=" << zp << " ops=" << chains[k] << " dst=" << qconv::to_string(dst);
             }
     EXPECT_GT(ran, 0);
 }
 
 TEST(JitConv, S8SourceAllChains) {
     require_avx2();
-    const std::vector<std::string> chains = {"", "relu", "fq:per_tensor", "clip:-3:6;linear:2:1", "max:full",
-                                             "sum:0.5:3", "swish:1", "hardswish;abs;square", "round;sqrt"};
+    const std::vector<std::string> chains = {"",          "relu",      "fq:per_tensor", "clip:-3:6;linear:2:1",
+                                             "max:full",  "sum:0.5:3", "swish:1",       "hardswish;abs;square",
+                                             "round;sqrt"};
     int i = 0;
-    for (const std::string &desc : {"mb1ic17ih6oc33oh6kh3ph1", "mb2ic64ih4oc65oh4kh1ph0", "mb1ic3ih5oc4oh3kh3ph0"})
+    for (const std::string desc : {"mb1ic17ih6oc33oh6kh3ph1", "mb2ic64ih4oc65oh4kh1ph0", "mb1ic3ih5oc4oh3kh3ph0"})
         for (const std::string &ops : chains)
             for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
                 ConvTester t;
@@ -217,7 +219,7 @@ TEST(JitConv, ExtremeData) {
     const std::vector<std::string> descs = {"mb1ic64ih3oc17oh3kh1ph0", "mb1ic512ih5oc64oh5kh3ph1",
                                             "mb1ic1000ih2oc65oh2kh1ph0", "mb1ic3ih4oc3oh4kh3ph1"};
     for (const std::string &desc : descs)
-        for (const std::string &zp : {"none", "tensor:0", "tensor:255", "channel:random"})
+        for (const std::string zp : {"none", "tensor:0", "tensor:255", "channel:random"})
             for (dtype src : {dtype::u8, dtype::s8})
                 for (dtype dst : {dtype::s32, dtype::u8, dtype::f32}) {
                     if (src == dtype::s8 && zp != "none") continue;
@@ -236,8 +238,8 @@ TEST(JitConv, OddChannelCounts) {
         for (int64_t oc : counts) {
             if (ic * oc > 65 * 1000) continue;
             const bool k3 = (i % 2) == 0;
-            const std::string desc = "mb1ic" + std::to_string(ic) + "ih3oc" + std::to_string(oc) + "oh3" +
-                                     (k3 ? "kh3ph1" : "kh1ph0");
+            const std::string desc =
+                "mb1ic" + std::to_string(ic) + "ih3oc" + std::to_string(oc) + "oh3" + (k3 ? "kh3ph1" : "kh1ph0");
             ConvTester t;
             t.zp(i % 3 == 0 ? "channel:random" : "none").dst(i % 2 ? dtype::s32 : dtype::u8).post_ops("relu").seed(i);
             ++i;
@@ -249,24 +251,25 @@ TEST(JitConv, OddChannelCounts) {
 TEST(JitConv, GroupsPaddingDilationStride) {
     require_avx2();
     const std::vector<std::string> descs = {
-        "g2mb1ic6ih5oc4oh5kh3ph1",              // ICg 3, OCg 2
-        "g3mb2ic3ih4oc9oh4kh3ph1",              // ICg 1, OCg 3
-        "g4mb1ic68ih5oc36oh3kh3sh2ph1",         // ICg 17, OCg 9
-        "g2mb1ic128ih5oc160oh5kh1ph0",          // OCg 80: full + tail OC block
+        "g2mb1ic6ih5oc4oh5kh3ph1",      // ICg 3, OCg 2
+        "g3mb2ic3ih4oc9oh4kh3ph1",      // ICg 1, OCg 3
+        "g4mb1ic68ih5oc36oh3kh3sh2ph1", // ICg 17, OCg 9
+        "g2mb1ic128ih5oc160oh5kh1ph0",  // OCg 80: full + tail OC block
         "mb1ic8ih7iw15oc20oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1",
-        "mb1ic5ih6oc7oh2kh2sh3ph0",             // strided, bottom rows skipped
-        "mb1ic16ih2oc16oh2kh5ph2",              // windows mostly outside
-        "mb1ic4ih1oc16oh5kh1ph2",               // all-padding windows (rows 0,1,3,4)
-        "mb1ic3ih1oc5oh1kh3ph1",                // 1x1 image, 3x3 kernel
-        "mb3ic70ih1oc130oh1kh1ph0",             // 1x1 image, 1x1 kernel
-        "mb1ic256ih9oc64oh9kh3ph2dh1",          // dilation 2
+        "mb1ic5ih6oc7oh2kh2sh3ph0",    // strided, bottom rows skipped
+        "mb1ic16ih2oc16oh2kh5ph2",     // windows mostly outside
+        "mb1ic4ih1oc16oh5kh1ph2",      // all-padding windows (rows 0,1,3,4)
+        "mb1ic3ih1oc5oh1kh3ph1",       // 1x1 image, 3x3 kernel
+        "mb3ic70ih1oc130oh1kh1ph0",    // 1x1 image, 1x1 kernel
+        "mb1ic256ih9oc64oh9kh3ph2dh1", // dilation 2
     };
     int i = 0;
     for (const std::string &desc : descs)
-        for (const std::string &zp : {"none", "channel:random"})
-            for (const std::string &ops : {"", "scale_shift;prelu;fq:per_channel"}) {
+        for (const std::string zp : {"none", "channel:random"})
+            for (const std::string ops : {"", "scale_shift;prelu;fq:per_channel"}) {
                 ConvTester t;
-                t.zp(zp).post_ops(ops).dst(i % 2 ? dtype::f32 : dtype::s8).seed(7 + i++);
+                t.zp(zp).post_ops(ops).dst(i % 2 ? dtype::f32 : dtype::s8).seed(7 + i);
+                ++i;
                 run_all_rows(t, desc);
                 if (HasFailure()) FAIL() << desc << " zp=" << zp << " ops=" << ops;
             }
@@ -274,7 +277,7 @@ TEST(JitConv, GroupsPaddingDilationStride) {
 
 TEST(JitConv, ThreadCountDoesNotChangeBytes) {
     require_avx2();
-    for (const std::string &desc : {"mb2ic64ih7oc96oh7kh3ph1", "mb1ic256ih14oc128oh14kh1ph0"})
+    for (const std::string desc : {"mb2ic64ih7oc96oh7kh3ph1", "mb1ic256ih14oc128oh14kh1ph0"})
         for (const std::string &row : jit_rows()) {
             if (!isa_ok(row) || !row_takes(row, desc)) continue;
             ConvTester a;
@@ -305,7 +308,7 @@ TEST(JitConv, AvxVnniRowsExact) {
                                               "mb1ic516ih4iw5oc17oh4ow5kh3kw3ph1pw1"};
     int i = 0;
     for (const std::string &desc : extreme)
-        for (const std::string &zp : {"none", "tensor:255", "tensor:0", "channel:random"})
+        for (const std::string zp : {"none", "tensor:255", "tensor:0", "channel:random"})
             for (dtype src : {dtype::u8, dtype::s8}) {
                 if (src == dtype::s8 && zp != "none") continue;
                 ConvTester t;
@@ -317,25 +320,36 @@ TEST(JitConv, AvxVnniRowsExact) {
                 if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src);
             }
     const std::vector<std::string> shapes = {
-        "mb1ic13ih6oc1oh6kh3ph1",           // OC 1, ICg % 4 = 1
-        "mb2ic8ih5oc7oh5kh3ph1",            // OC 7: one ymm tail, padded source read in place
-        "mb1ic32ih9iw11oc23oh9ow11kh3kw3ph1pw1", // 2 + 1 vectors (+ 7-lane tail), in place
-        "mb1ic64ih8oc40oh4kh3sh2ph1",       // stride 2, 5 vectors
-        "g4mb1ic68ih5oc36oh3kh3sh2ph1",     // ICg 17, OCg 9
-        "mb1ic16ih7oc16oh7kh5ph2dh1",       // dilation, kernel windows mostly in the padding
-        "mb1ic4ih1oc16oh5kh1ph2",           // all-padding windows
-        "mb1ic256ih14oc24oh14kh1ph0",       // 1x1 as one pixel list
-        "mb1ic64ih3iw30oc16oh3ow30kh1ph0",  // 1x1 long rows
+        "mb1ic13ih6oc1oh6kh3ph1",                 // OC 1, ICg % 4 = 1
+        "mb2ic8ih5oc7oh5kh3ph1",                  // OC 7: one ymm tail, padded source read in place
+        "mb1ic32ih9iw11oc23oh9ow11kh3kw3ph1pw1",  // 2 + 1 vectors (+ 7-lane tail), in place
+        "mb1ic64ih8oc40oh4kh3sh2ph1",             // stride 2, 5 vectors
+        "g4mb1ic68ih5oc36oh3kh3sh2ph1",           // ICg 17, OCg 9
+        "mb1ic16ih7oc16oh7kh5ph2dh1",             // dilation, kernel windows mostly in the padding
+        "mb1ic4ih1oc16oh5kh1ph2",                 // all-padding windows
+        "mb1ic256ih14oc24oh14kh1ph0",             // 1x1 as one pixel list
+        "mb1ic64ih3iw30oc16oh3ow30kh1ph0",        // 1x1 long rows
         "g24mb2ic24ih9iw7oc24oh9ow7kh3kw3ph1pw1", // depthwise, 8 + 16 channels
-        "g13mb1ic13ih6oc13oh3kh5sh2ph2",    // depthwise, 5-lane tail, stride 2
+        "g13mb1ic13ih6oc13oh3kh5sh2ph2",          // depthwise, 5-lane tail, stride 2
     };
-    const std::vector<std::string> chains = {
-        "", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "sum;relu", "mul:full", "clip:0:6",
-        "gelu_erf", "prelu", "add:per_oc;linear:2:1", "hardswish", "sum:0.5;add:full", "sqrt",
-        "linear:1073741824:0", "linear:-4294967296:0;abs"};
+    const std::vector<std::string> chains = {"",
+                                             "relu",
+                                             "fq:per_channel",
+                                             "scale_shift;fq:per_channel",
+                                             "sum;relu",
+                                             "mul:full",
+                                             "clip:0:6",
+                                             "gelu_erf",
+                                             "prelu",
+                                             "add:per_oc;linear:2:1",
+                                             "hardswish",
+                                             "sum:0.5;add:full",
+                                             "sqrt",
+                                             "linear:1073741824:0",
+                                             "linear:-4294967296:0;abs"};
     const dtype dsts[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     for (const std::string &desc : shapes)
-        for (const std::string &zp : {"none", "tensor:random", "channel:random"})
+        for (const std::string zp : {"none", "tensor:random", "channel:random"})
             for (dtype src : {dtype::u8, dtype::s8}) {
                 if (src == dtype::s8 && zp != "none") continue;
                 const char *row = rows[qconv::conv_desc::parse(desc).is_depthwise() ? 1 : 0];
@@ -348,8 +362,9 @@ TEST(JitConv, AvxVnniRowsExact) {
                     EXPECT_EQ(t.impl_name(), row);
                     if (threads == 1) first = t.result();
                     else EXPECT_EQ(t.result(), first) << desc << " threads=" << threads;
-                    if (HasFailure()) FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src)
-                                             << " ops=" << chains[i % chains.size()] << " threads=" << threads;
+                    if (HasFailure())
+                        FAIL() << desc << " zp=" << zp << " src=" << qconv::to_string(src)
+                               << " ops=" << chains[i % chains.size()] << " threads=" << threads;
                 }
                 ++i;
             }
@@ -394,11 +409,12 @@ TEST(JitConv, UnfusedPipelineMatches) {
     require_avx2();
     setenv("QCONV_JIT_CONV_FUSED", "0", 1);
     int i = 0;
-    for (const std::string &desc : {"mb1ic19ih5oc23oh5kh3ph1", "mb2ic40ih3oc70oh3kh1ph0"})
-        for (const std::string &ops : {"relu", "fq:per_channel;sum", "scale_shift;prelu;min:full"})
+    for (const std::string desc : {"mb1ic19ih5oc23oh5kh3ph1", "mb2ic40ih3oc70oh3kh1ph0"})
+        for (const std::string ops : {"relu", "fq:per_channel;sum", "scale_shift;prelu;min:full"})
             for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
                 ConvTester t;
-                t.zp(i % 2 ? "channel:random" : "none").post_ops(ops).dst(dst).seed(300 + i++);
+                t.zp(i % 2 ? "channel:random" : "none").post_ops(ops).dst(dst).seed(300 + i);
+                ++i;
                 run_all_rows(t, desc);
                 if (HasFailure()) break;
             }
@@ -433,7 +449,8 @@ TEST(JitConv, RealValuedPipelineIsBitExact) {
     int i = 0;
     for (const char *fused : {"1", "0"}) {
         setenv("QCONV_JIT_CONV_FUSED", fused, 1);
-        for (const std::string &desc : {"mb1ic19ih5oc48oh5kh3ph1", "mb1ic64ih4oc48oh4kh1ph0", "g48mb1ic48ih6oc48oh6kh3ph1"})
+        for (const std::string desc :
+             {"mb1ic19ih5oc48oh5kh3ph1", "mb1ic64ih4oc48oh4kh1ph0", "g48mb1ic48ih6oc48oh6kh3ph1"})
             for (const auto &ops : chains)
                 for (dtype dst : {dtype::f32, dtype::u8, dtype::s32})
                     for (bool bias : {true, false}) {
@@ -510,18 +527,19 @@ TEST(JitConv, DepthwiseShapes) {
         "g64mb1ic64ih9oc64oh5kh3sh2ph1n\"mobilenet:conv3_dw\"",
         "g512mb1ic512ih4oc512oh4kh3ph1n\"mobilenet:conv8_dw\"",
         "g1024mb1ic1024ih3oc1024oh2kh3sh2ph1n\"mobilenet:conv14_dw\"",
-        "g3mb2ic3ih6oc3oh6kh5ph2",               // C 3, 5x5
+        "g3mb2ic3ih6oc3oh6kh5ph2",                            // C 3, 5x5
         "g17mb1ic17ih7iw9oc17oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1", // dilation, strides
-        "g65mb1ic65ih1oc65oh1kh3ph1",            // 1x1 image
-        "g1mb1ic1ih3oc1oh3kh3ph1",               // 1 channel (also dense)
-        "g40mb1ic40ih2oc40oh4kh1ph1",            // all-padding rows
+        "g65mb1ic65ih1oc65oh1kh3ph1",                         // 1x1 image
+        "g1mb1ic1ih3oc1oh3kh3ph1",                            // 1 channel (also dense)
+        "g40mb1ic40ih2oc40oh4kh1ph1",                         // all-padding rows
     };
-    const std::vector<std::string> chains = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "prelu",
-                                             "add:per_oc", "sum;relu", "gelu_erf", "mul:full"};
+    const std::vector<std::string> chains = {"",        "relu",       "fq:per_channel", "scale_shift;fq:per_channel",
+                                             "prelu",   "add:per_oc", "sum;relu",       "gelu_erf",
+                                             "mul:full"};
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     int i = 0;
     for (const std::string &desc : descs)
-        for (const std::string &zp : {"none", "tensor:random", "channel:random"})
+        for (const std::string zp : {"none", "tensor:random", "channel:random"})
             for (size_t k = 0; k < chains.size(); k += 2) {
                 ConvTester t;
                 t.zp(zp).post_ops(chains[(k + i) % chains.size()]).dst(dsts[i % dsts.size()]).seed(500 + i);
@@ -532,7 +550,12 @@ TEST(JitConv, DepthwiseShapes) {
     for (const std::string &desc : {descs[0], descs[4], descs[5]})
         for (dtype src : {dtype::u8, dtype::s8}) {
             ConvTester t;
-            t.src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(src == dtype::u8 ? "tensor:255" : "none");
+            t.src(src)
+                .dst(dtype::s32)
+                .data("extreme")
+                .scales("none")
+                .bias(false)
+                .zp(src == dtype::u8 ? "tensor:255" : "none");
             run_all_rows(t, desc);
             if (HasFailure()) FAIL() << desc << " extreme";
         }
@@ -542,23 +565,25 @@ TEST(JitConv, DepthwiseShapes) {
 // next to the pixel-list mode that short rows use by default.
 TEST(JitConv, WideRowsAndRowWiseBlocking) {
     require_avx2();
-    const std::vector<std::string> descs = {"mb1ic24ih5iw40oc70oh5ow40kh3kw3ph1pw1",
-                                            "mb2ic16ih4iw37oc20oh2ow18kh3kw3sh2sw2ph1pw1",
-                                            "mb1ic64ih9iw17oc64oh9ow17kh1kw1ph0",
-                                            "g2mb1ic8ih3iw30oc34oh3ow30kh1kw5ph0pw2"};
+    const std::vector<std::string> descs = {
+        "mb1ic24ih5iw40oc70oh5ow40kh3kw3ph1pw1", "mb2ic16ih4iw37oc20oh2ow18kh3kw3sh2sw2ph1pw1",
+        "mb1ic64ih9iw17oc64oh9ow17kh1kw1ph0", "g2mb1ic8ih3iw30oc34oh3ow30kh1kw5ph0pw2"};
     int i = 0;
     for (const char *flat2d : {"1", "0"}) {
         setenv("QCONV_JIT_CONV_FLAT2D", flat2d, 1);
         for (const std::string &desc : descs)
-            for (const std::string &zp : {"none", "channel:random"}) {
+            for (const std::string zp : {"none", "channel:random"}) {
                 ConvTester t;
                 // Seeds (hence scales, the cache key) differ per pass: no cached kernel is reused.
-                t.zp(zp).post_ops(i % 2 ? "fq:per_channel;sum" : "relu").dst(i % 3 ? dtype::u8 : dtype::f32).seed(700 + i);
+                t.zp(zp)
+                    .post_ops(i % 2 ? "fq:per_channel;sum" : "relu")
+                    .dst(i % 3 ? dtype::u8 : dtype::f32)
+                    .seed(700 + i);
                 ++i;
                 run_all_rows(t, desc);
                 if (HasFailure()) break;
             }
-        for (const std::string &desc : {"mb1ic32ih7oc48oh7kh3ph1", "mb1ic32ih14oc20oh7kh3sh2ph1"}) {
+        for (const std::string desc : {"mb1ic32ih7oc48oh7kh3ph1", "mb1ic32ih14oc20oh7kh3sh2ph1"}) {
             ConvTester t;
             t.zp("tensor:random").post_ops("scale_shift").seed(800 + i++);
             run_all_rows(t, desc);
@@ -596,7 +621,7 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
         setenv("QCONV_JIT_CONV_DIRECT", std::string(direct) == "0" ? "0" : "1", 1);
         if (std::string(direct) == "unfused") setenv("QCONV_JIT_CONV_FUSED", "0", 1);
         for (const std::string &desc : descs)
-            for (const std::string &ops : {"relu", "fq:per_channel;sum"}) {
+            for (const std::string ops : {"relu", "fq:per_channel;sum"}) {
                 ConvTester t;
                 // Seeds differ per pass (cache keys): no kernel of the other pass is reused.
                 t.post_ops(ops).dst(i % 3 == 0 ? dtype::f32 : i % 3 == 1 ? dtype::u8 : dtype::s8).seed(900 + i);
@@ -677,7 +702,7 @@ TEST(JitConv, S8SourceTensorZeroPointExtremeData) {
                                             "mb1ic16ih2oc16oh2kh5ph2"};
     int i = 0;
     for (const std::string &desc : descs)
-        for (const std::string &zp : {"tensor:-128", "tensor:127", "tensor:random"})
+        for (const std::string zp : {"tensor:-128", "tensor:127", "tensor:random"})
             for (dtype dst : {dtype::s32, dtype::u8, dtype::f32}) {
                 ConvTester t;
                 t.src(dtype::s8).dst(dst).zp(zp).data("extreme").scales("none").bias(false).seed(1500 + i++);
@@ -706,8 +731,9 @@ std::vector<int64_t> naive_acc(const qconv::conv_desc &d, const int8_t *x, const
                             if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) continue;
                             for (int64_t ic = 0; ic < icg; ++ic) {
                                 const int64_t c = g * icg + ic;
-                                s += int64_t(w[((oc * icg + ic) * d.kh + kh) * d.kw + kw]) *
-                                     (int64_t(x[((n * d.ih + ih) * d.iw + iw) * d.ic + c]) - zp[static_cast<size_t>(c)]);
+                                s +=
+                                    int64_t(w[((oc * icg + ic) * d.kh + kh) * d.kw + kw]) *
+                                    (int64_t(x[((n * d.ih + ih) * d.iw + iw) * d.ic + c]) - zp[static_cast<size_t>(c)]);
                             }
                         }
                     acc[static_cast<size_t>(((n * d.oh + oh) * d.ow + ow) * d.oc + oc)] = s;
@@ -725,10 +751,14 @@ std::vector<int64_t> naive_acc(const qconv::conv_desc &d, const int8_t *x, const
 // FakeQuantize chain) against ref::conv with the same attribute set.
 TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
     require_avx2();
-    const std::vector<std::string> descs = {"mb1ic64ih7oc64oh7kh3ph1", "mb1ic17ih6oc33oh6kh3ph1",
-                                            "mb2ic64ih4oc65oh4kh1ph0", "mb1ic8ih7iw18oc20oh4ow18kh3kw5sh2sw1dh1dw1ph2pw3",
-                                            "mb1ic12ih1iw1oc16oh5ow5kh3kw3ph2pw2", "g2mb1ic64ih6oc48oh6kh3ph1",
-                                            "g24mb1ic24ih9oc24oh9kh5ph2", "mb1ic512ih5oc64oh5kh3ph1"};
+    const std::vector<std::string> descs = {"mb1ic64ih7oc64oh7kh3ph1",
+                                            "mb1ic17ih6oc33oh6kh3ph1",
+                                            "mb2ic64ih4oc65oh4kh1ph0",
+                                            "mb1ic8ih7iw18oc20oh4ow18kh3kw5sh2sw1dh1dw1ph2pw3",
+                                            "mb1ic12ih1iw1oc16oh5ow5kh3kw3ph2pw2",
+                                            "g2mb1ic64ih6oc48oh6kh3ph1",
+                                            "g24mb1ic24ih9oc24oh9kh5ph2",
+                                            "mb1ic512ih5oc64oh5kh3ph1"};
     const std::vector<dtype> dsts = {dtype::s32, dtype::u8, dtype::s8, dtype::f32};
     const auto plat = qconv::impl::host_platform();
     int i = 0, ran = 0;
@@ -760,10 +790,12 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                     const auto dst0 = qconv::testdata::make_dst(p, seed);
                     std::vector<uint8_t> want = dst0;
                     qconv::exec_args args;
-                    qconv::ref::conv(p, a, src.data(), wei.data(), p.with_bias ? bias.data() : nullptr, want.data(), args);
+                    qconv::ref::conv(p, a, src.data(), wei.data(), p.with_bias ? bias.data() : nullptr, want.data(),
+                                     args);
                     std::vector<int64_t> exact;
                     if (sums)
-                        exact = naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
+                        exact =
+                            naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
                     for (const auto &e : qconv::impl::conv_list()) {
                         if (e.family != "jit" || !isa_ok(e.name) || !row_takes(e.name, desc)) continue;
                         std::string why;
@@ -779,8 +811,9 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                         ++ran;
                         std::string report;
                         EXPECT_EQ(qconv::test::compare_dst(p, got.data(), want.data(), 0, &report), 0)
-                            << e.name << " " << desc << " dst=" << qconv::to_string(p.dst_dt) << " data="
-                            << qconv::testdata::to_string(kind) << " direct=" << direct << "\n" << report;
+                            << e.name << " " << desc << " dst=" << qconv::to_string(p.dst_dt)
+                            << " data=" << qconv::testdata::to_string(kind) << " direct=" << direct << "\n"
+                            << report;
                         if (sums) {
                             const int32_t *g32 = reinterpret_cast<const int32_t *>(got.data());
                             int64_t bad = 0;
@@ -807,11 +840,20 @@ TEST(JitConv, LegacyZpRangePerSourceType) {
     p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
     // A simulated AVX-512 VNNI platform with AVX-VNNI and VBMI: every row applies.
     const auto vnni = qconv::impl::platform{qconv::isa::avx512_core_vnni, true}.with(cpu_feature::avx512_vbmi);
-    struct rc { dtype src; std::vector<int32_t> zp; const char *why; };
+    struct rc {
+        dtype src;
+        std::vector<int32_t> zp;
+        const char *why;
+    };
     const rc cases[] = {
-        {dtype::s8, {-128}, nullptr}, {dtype::s8, {127}, nullptr}, {dtype::u8, {0}, nullptr}, {dtype::u8, {255}, nullptr},
-        {dtype::s8, {128}, "[-128, 127] (s8 source)"}, {dtype::s8, {-129}, "[-128, 127] (s8 source)"},
-        {dtype::u8, {-1}, "[0, 255] (u8 source)"}, {dtype::u8, {256}, "[0, 255] (u8 source)"},
+        {dtype::s8, {-128}, nullptr},
+        {dtype::s8, {127}, nullptr},
+        {dtype::u8, {0}, nullptr},
+        {dtype::u8, {255}, nullptr},
+        {dtype::s8, {128}, "[-128, 127] (s8 source)"},
+        {dtype::s8, {-129}, "[-128, 127] (s8 source)"},
+        {dtype::u8, {-1}, "[0, 255] (u8 source)"},
+        {dtype::u8, {256}, "[0, 255] (u8 source)"},
     };
     int rows = 0;
     for (const auto &e : qconv::impl::conv_list()) {

@@ -49,29 +49,41 @@ std::string no_avx_vnni() {
 
 const std::vector<std::string> &row_shapes() {
     static const std::vector<std::string> s = {
-        "g16mb1ic16ih5iw9oc16oh5ow9kh3kw3ph1pw1",          // one 16-channel block
-        "g48mb2ic48ih6iw7oc48oh6ow7kh3ph1",                 // 32-channel blocks + a 16-channel tail, mb 2
-        "g70mb1ic70ih4oc70oh4kh3ph1",                       // 64-channel block + a 6-lane tail
-        "g33mb1ic33ih30iw30oc33oh15ow15kh3sh2ph1",          // stride 2, 1-lane tail
-        "g24mb1ic24ih9oc24oh9kh5ph2",                       // two kernel-row chunks (3 + 2)
-        "g20mb1ic20ih14iw10oc20kh7kw3dh1ph3pw1",            // 3 chunks, dilation
-        "g16mb1ic16ih3oc16kh3ph2",                          // padding wider than the image
-        "g40mb1ic40ih1iw5oc40oh1ow5kh3ph1",                 // one image row: middle kernel row masked
-        "g16mb1ic16ih3iw60oc16oh3ow60kh3ph1",               // edge / middle / edge pixel-block runs
-        "g64mb1ic64ih8iw8oc64kh3sh2ph0",                    // no padding, stride 2
+        "g16mb1ic16ih5iw9oc16oh5ow9kh3kw3ph1pw1",             // one 16-channel block
+        "g48mb2ic48ih6iw7oc48oh6ow7kh3ph1",                   // 32-channel blocks + a 16-channel tail, mb 2
+        "g70mb1ic70ih4oc70oh4kh3ph1",                         // 64-channel block + a 6-lane tail
+        "g33mb1ic33ih30iw30oc33oh15ow15kh3sh2ph1",            // stride 2, 1-lane tail
+        "g24mb1ic24ih9oc24oh9kh5ph2",                         // two kernel-row chunks (3 + 2)
+        "g20mb1ic20ih14iw10oc20kh7kw3dh1ph3pw1",              // 3 chunks, dilation
+        "g16mb1ic16ih3oc16kh3ph2",                            // padding wider than the image
+        "g40mb1ic40ih1iw5oc40oh1ow5kh3ph1",                   // one image row: middle kernel row masked
+        "g16mb1ic16ih3iw60oc16oh3ow60kh3ph1",                 // edge / middle / edge pixel-block runs
+        "g64mb1ic64ih8iw8oc64kh3sh2ph0",                      // no padding, stride 2
         "g17mb1ic17ih7iw9oc17oh4ow3kh3kw5sh2sw3dh1dw1ph2pw1", // dilation, strides, 5-wide kernel rows
-        "g24mb1ic24ih2iw6oc24kh3ph1",                       // one row pair reading two image rows
-        "g50mb2ic50ih7iw4oc50kh3ph1",                       // row pairs + an odd last row, tail, mb 2
-        "g32mb1ic32ih6iw5oc32kh3kw5ph1pw2",                 // row pairs with 5-wide kernel rows
+        "g24mb1ic24ih2iw6oc24kh3ph1",                         // one row pair reading two image rows
+        "g50mb2ic50ih7iw4oc50kh3ph1",                         // row pairs + an odd last row, tail, mb 2
+        "g32mb1ic32ih6iw5oc32kh3kw5ph1pw2",                   // row pairs with 5-wide kernel rows
     };
     return s;
 }
 
 const std::vector<std::string> &chains() {
     static const std::vector<std::string> c = {
-        "", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "sum;relu", "mul:full",
-        "clip:0:6", "gelu_erf", "prelu", "add:per_oc;linear:2:1", "hardswish", "sum:0.5;add:full",
-        "sqrt", "linear:1073741824:0", "linear:-4294967296:0;abs", // NaN, beyond 2^30, beyond 2^31
+        "",
+        "relu",
+        "fq:per_channel",
+        "scale_shift;fq:per_channel",
+        "sum;relu",
+        "mul:full",
+        "clip:0:6",
+        "gelu_erf",
+        "prelu",
+        "add:per_oc;linear:2:1",
+        "hardswish",
+        "sum:0.5;add:full",
+        "sqrt",
+        "linear:1073741824:0",
+        "linear:-4294967296:0;abs", // NaN, beyond 2^30, beyond 2^31
     };
     return c;
 }
@@ -117,10 +129,18 @@ TEST(JitConvDw, RowKernelExtremeData) {
     for (const std::string &desc : {row_shapes()[2], row_shapes()[4], row_shapes()[5], row_shapes()[7]})
         for (dtype src : {dtype::u8, dtype::s8})
             for (int zk = 0; zk < 3; ++zk) {
-                const char *zp = zk == 0 ? "none" : src == dtype::u8 ? (zk == 1 ? "tensor:255" : "tensor:0")
-                                                                     : (zk == 1 ? "tensor:-128" : "tensor:127");
+                const char *zp = zk == 0            ? "none"
+                                 : src == dtype::u8 ? (zk == 1 ? "tensor:255" : "tensor:0")
+                                                    : (zk == 1 ? "tensor:-128" : "tensor:127");
                 ConvTester t;
-                t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(9700 + i++);
+                t.desc(desc)
+                    .src(src)
+                    .dst(dtype::s32)
+                    .data("extreme")
+                    .scales("none")
+                    .bias(false)
+                    .zp(zp)
+                    .seed(9700 + i++);
                 EXPECT_TRUE(t.run(kRow)) << desc;
                 if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
             }
@@ -161,9 +181,9 @@ TEST(JitConvDw, UkernelPathOnVnni) {
 // full-tensor operands (the variant's domain), both zero-point kinds.
 TEST(JitConvDw, NativeVariantForcedOnAndOff) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
-    const std::vector<std::string> ops = {"", "relu", "fq:per_channel", "scale_shift;fq:per_channel", "clip:0:6",
-                                          "prelu", "add:per_oc;linear:2:1", "hardswish", "relu:0.5", "sqrt",
-                                          "linear:1073741824:0", "linear:-4294967296:0;abs"};
+    const std::vector<std::string> ops = {"",         "relu",  "fq:per_channel",        "scale_shift;fq:per_channel",
+                                          "clip:0:6", "prelu", "add:per_oc;linear:2:1", "hardswish",
+                                          "relu:0.5", "sqrt",  "linear:1073741824:0",   "linear:-4294967296:0;abs"};
     int i = 0;
     for (const char *mode : {"1", "0"}) {
         setenv("QCONV_JIT_CONV_DW_NATIVE", mode, 1);
@@ -222,12 +242,19 @@ TEST(JitConvDw, RowPairsOff) {
 TEST(JitConvDw, RowKernelStrideAlongWidthOnly) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     int i = 0;
-    for (const char *desc : {"g8mb2ic8ih9iw4oc8oh10ow3kh3kw3sh1sw3ph1pw4dh0dw1", "g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1",
-                             "g8mb1ic8ih9iw7oc8oh10ow4kh3kw2sh1sw2ph1pw1", "g24mb1ic24ih9iw12oc24oh10ow4kh3kw3sh1sw3ph1pw1"})
+    for (const char *desc :
+         {"g8mb2ic8ih9iw4oc8oh10ow3kh3kw3sh1sw3ph1pw4dh0dw1", "g8mb1ic8ih9iw9oc8oh10ow5kh3kw3sh1sw2ph1pw1",
+          "g8mb1ic8ih9iw7oc8oh10ow4kh3kw2sh1sw2ph1pw1", "g24mb1ic24ih9iw12oc24oh10ow4kh3kw3sh1sw3ph1pw1"})
         for (dtype dst : {dtype::s32, dtype::f32, dtype::u8})
             for (const char *zp : {"none", "tensor:8", "channel:random"}) {
                 ConvTester t;
-                t.desc(desc).zp(zp).post_ops(i % 2 ? "min:per_oc;round" : "relu").dst(dst).dst_zp(dst == dtype::u8 ? 4 : -4).seed(12000 + i++);
+                t.desc(desc)
+                    .zp(zp)
+                    .post_ops(i % 2 ? "min:per_oc;round" : "relu")
+                    .dst(dst)
+                    .dst_zp(dst == dtype::u8 ? 4 : -4)
+                    .seed(12000 + i);
+                ++i;
                 EXPECT_TRUE(t.run(kRow)) << desc;
                 if (HasFailure()) return;
             }
@@ -242,7 +269,9 @@ TEST(JitConvDw, RowKernelStrideAlongWidthOnly) {
 // data on a sample; every dst type; a FakeQuantize chain.
 TEST(JitConvDw, S8SourceTensorZeroPoint) {
     if (qconv::max_cpu_isa() < qconv::isa::avx2) GTEST_SKIP() << "no AVX2";
-    struct pass { const char *name, *env, *value; };
+    struct pass {
+        const char *name, *env, *value;
+    };
     const pass passes[] = {{"row", nullptr, nullptr},
                            {"native", "QCONV_JIT_CONV_DW_NATIVE", "1"},
                            {"no-pairs", "QCONV_JIT_CONV_DW_PAIR", "0"},
@@ -273,8 +302,7 @@ TEST(JitConvDw, S8SourceTensorZeroPoint) {
                 t.desc(desc).src(dtype::s8).zp(zp).post_ops(ops[i % ops.size()]);
                 // The byte-layout variant's domain: u8 / s8 dst, no sum / full operands.
                 t.dst(native ? (i % 2 ? dtype::u8 : dtype::s8) : dsts[i % dsts.size()]);
-                if (i % 5 == 4 && !native)
-                    t.data("extreme").scales("none").bias(false).post_ops("").dst(dtype::s32);
+                if (i % 5 == 4 && !native) t.data("extreme").scales("none").bias(false).post_ops("").dst(dtype::s32);
                 t.seed(13000 + i).threads(1 + i % 2);
                 ++i;
                 EXPECT_TRUE(t.run(row)) << desc;
@@ -321,7 +349,14 @@ TEST(JitConvDw, AvxVnniExtremeData) {
             for (const char *zp : {"none", "tensor:255", "tensor:0", "channel:random"}) {
                 if (src == dtype::s8 && std::string(zp) != "none") continue;
                 ConvTester t;
-                t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(13500 + i++);
+                t.desc(desc)
+                    .src(src)
+                    .dst(dtype::s32)
+                    .data("extreme")
+                    .scales("none")
+                    .bias(false)
+                    .zp(zp)
+                    .seed(13500 + i++);
                 EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
                 if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
             }

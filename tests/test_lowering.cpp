@@ -117,16 +117,16 @@ post_op to_post_op(const fq_params &p) { return post_op::fake_quantize(p.levels,
 // Per-tensor parameter sets: exact and inexact steps, symmetric, offset ranges.
 std::vector<fq_params> per_tensor_sets() {
     return {
-        {256, {0.f}, {2.55f}, {0.f}, {255.f}},          // u8 output: no dequantization
-        {256, {-1.28f}, {1.27f}, {-1.28f}, {1.27f}},    // dequantize to the same range
-        {255, {-1.27f}, {1.27f}, {-127.f}, {127.f}},    // s8-like symmetric
+        {256, {0.f}, {2.55f}, {0.f}, {255.f}},       // u8 output: no dequantization
+        {256, {-1.28f}, {1.27f}, {-1.28f}, {1.27f}}, // dequantize to the same range
+        {255, {-1.27f}, {1.27f}, {-127.f}, {127.f}}, // s8-like symmetric
         {255, {0.f}, {6.f}, {0.f}, {6.f}},
         {16, {-0.3f}, {1.7f}, {-1.f}, {1.5f}},
-        {16, {0.f}, {15.f}, {0.f}, {15.f}},             // every step exact
-        {2, {0.1f}, {0.4f}, {-1.f}, {1.f}},             // binarization
+        {16, {0.f}, {15.f}, {0.f}, {15.f}}, // every step exact
+        {2, {0.1f}, {0.4f}, {-1.f}, {1.f}}, // binarization
         {2, {-1.f}, {1.f}, {0.f}, {1.f}},
-        {256, {100.f}, {101.f}, {0.f}, {1.f}},          // range far from 0: ish is large
-        {16, {-3.f}, {5.f}, {7.f}, {-7.f}},             // decreasing output range
+        {256, {100.f}, {101.f}, {0.f}, {1.f}}, // range far from 0: ish is large
+        {16, {-3.f}, {5.f}, {7.f}, {-7.f}},    // decreasing output range
     };
 }
 
@@ -313,8 +313,12 @@ TEST(LoweringPrelu, FormsIdentical) {
 // same destination when the data keep the pipeline exact.
 TEST(LoweringChain, LegacyAndStockConvolutionsAgree) {
     conv_problem p;
-    p.desc.mb = 1; p.desc.ic = 6; p.desc.ih = p.desc.iw = 5; p.desc.oc = 3;
-    p.desc.kh = p.desc.kw = 3; p.desc.pt = p.desc.pl = p.desc.pb = p.desc.pr = 1;
+    p.desc.mb = 1;
+    p.desc.ic = 6;
+    p.desc.ih = p.desc.iw = 5;
+    p.desc.oc = 3;
+    p.desc.kh = p.desc.kw = 3;
+    p.desc.pt = p.desc.pl = p.desc.pb = p.desc.pr = 1;
     p.desc.oh = p.desc.ow = 5;
     p.src_dt = dtype::u8;
     p.dst_dt = dtype::u8;

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <stdexcept>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -105,8 +105,8 @@ void check_row(const std::string &row, const case_data &c) {
         const double tol = bound[i];
         if (!(std::fabs(double(y1[i]) - double(ref[i])) <= tol)) {
             ++bad;
-            ADD_FAILURE() << "m=" << i / c.d.n << " n=" << i % c.d.n << " got " << y1[i] << " ref " << ref[i]
-                          << " tol " << tol;
+            ADD_FAILURE() << "m=" << i / c.d.n << " n=" << i % c.d.n << " got " << y1[i] << " ref " << ref[i] << " tol "
+                          << tol;
         }
     }
 }
@@ -198,8 +198,8 @@ TEST(MatmulJit, ExtremeValuesLongK) {
                     check_row(row, c);
                     // The exact value: K · (w − zp).
                     matmul_hints h;
-        h.dynamic_quantization = is_dq_row(row);
-        auto kern = make_kernel(*find_row(row), d, h);
+                    h.dynamic_quantization = is_dq_row(row);
+                    auto kern = make_kernel(*find_row(row), d, h);
                     auto pk = kern->pack(c.weights());
                     std::vector<float> y(d.m * d.n);
                     kern->execute(*pk, c.x.data(), y.data(), 2);

@@ -51,9 +51,9 @@ std::vector<isa> levels_up_to_host() {
 }
 
 TEST(NoRefFallback, AutoPicksAKernelRowForEveryCombination) {
-    const std::vector<std::string> chains = {"",          "relu",         "gelu_erf",    "add:per_oc",
-                                             "mul:full",  "sum:0.5",      "scale_shift", "prelu",
-                                             "fq:per_channel", "clip:0:6;fq:per_tensor:16"};
+    const std::vector<std::string> chains = {
+        "",        "relu",        "gelu_erf", "add:per_oc",     "mul:full",
+        "sum:0.5", "scale_shift", "prelu",    "fq:per_channel", "clip:0:6;fq:per_tensor:16"};
     const std::vector<std::string> shapes = {"mb1ic32ih8oc48kh3ph1", "mb1ic64ih7oc40kh1", "g24mb1ic24ih9oc24kh3ph1"};
     int checked = 0, fell = 0;
     for (isa level : levels_up_to_host()) {
@@ -82,9 +82,9 @@ TEST(NoRefFallback, AutoPicksAKernelRowForEveryCombination) {
                             if (!documented_reference_only(c).empty()) continue;
                             std::string why;
                             for (const auto &r : rejections) why += "\n    " + r;
-                            ADD_FAILURE() << to_string(level) << " src " << to_string(src) << " dst " << to_string(dst)
-                                          << " zp " << zp << " '" << chain << "' " << shape
-                                          << ": auto runs ref:conv" << why;
+                            ADD_FAILURE()
+                                << to_string(level) << " src " << to_string(src) << " dst " << to_string(dst) << " zp "
+                                << zp << " '" << chain << "' " << shape << ": auto runs ref:conv" << why;
                         }
                 }
     }

@@ -25,8 +25,8 @@
 #include "kernels/onednn/onednn_conv.h"
 #include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
-#include "tests/support/expect_error.h"
 #include "tests/support/conv_tester.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/testdata.h"
 
 #ifdef _OPENMP
@@ -169,9 +169,8 @@ case_data make_case(const conv_problem &p, uint32_t seed) {
 }
 
 // Runs the wrapper with `sel` (if it accepts); returns the destination.
-bool run_wrapper(const selector &sel, const layer_data &L, const conv_problem &p, const attr_set &a,
-                 const case_data &c, std::vector<uint8_t> *dst, std::string *why, std::string *info = nullptr,
-                 int threads = 0) {
+bool run_wrapper(const selector &sel, const layer_data &L, const conv_problem &p, const attr_set &a, const case_data &c,
+                 std::vector<uint8_t> *dst, std::string *why, std::string *info = nullptr, int threads = 0) {
     if (!impl::onednn::supports(sel, p, a, impl::host_platform(), why)) return false;
     const auto k = impl::onednn::create(sel, p, a);
     if (info) *info = impl::onednn::impl_info(*k);
@@ -278,8 +277,8 @@ int run_small(const small_case &s, uint32_t seed, bool exact = true) {
             continue;
         }
         ++ran;
-        EXPECT_EQ(first_diff(p, got, want), "") << sel.row_name() << " (" << info << ") " << s.desc << " '"
-                                                << s.chain << "' " << a.str();
+        EXPECT_EQ(first_diff(p, got, want), "")
+            << sel.row_name() << " (" << info << ") " << s.desc << " '" << s.chain << "' " << a.str();
     }
     if (ran == 0 && std::getenv("QCONV_TEST_VERBOSE"))
         std::printf("unsupported: %s '%s' dst %s zp %d:%s\n", s.desc.c_str(), s.chain.c_str(), to_string(s.dst), s.zp,
@@ -289,8 +288,9 @@ int run_small(const small_case &s, uint32_t seed, bool exact = true) {
 
 TEST(OnednnBrgconv, LegacyOpsInAttr1AreConverted) {
     // attr[1] with legacy post-ops + stock per-tensor zp: the seed's AMX workaround.
-    const std::vector<std::string> chains = {"fq:per_channel", "fq:per_tensor", "scale_shift",
-                                             "scale_shift:per_tensor;relu", "prelu:per_tensor", "fq:per_channel:16"};
+    const std::vector<std::string> chains = {"fq:per_channel",   "fq:per_tensor",
+                                             "scale_shift",      "scale_shift:per_tensor;relu",
+                                             "prelu:per_tensor", "fq:per_channel:16"};
     int ran = 0;
     uint32_t seed = 100;
     for (const auto &chain : chains)
@@ -356,7 +356,8 @@ TEST(OnednnAny, FullTensorBinaryOperands) {
         std::string why, info;
         for (const selector &sel : brg_rows()) {
             EXPECT_FALSE(impl::onednn::supports(sel, p, a, impl::host_platform(), &why)) << chain;
-            EXPECT_NE(why.find(has_level(impl::host_platform(), sel.level) ? "offered:" : "lacks"), std::string::npos) << why;
+            EXPECT_NE(why.find(has_level(impl::host_platform(), sel.level) ? "offered:" : "lacks"), std::string::npos)
+                << why;
         }
         ASSERT_TRUE(run_wrapper(selector::any(), L, p, a, c, &got, &why, &info)) << why;
         EXPECT_EQ(first_diff(p, got, want), "") << chain << " on " << info;
@@ -372,9 +373,9 @@ TEST(OnednnAny, FullTensorBinaryOperands) {
 // oneDNN 2.6 runs a repeated eltwise algorithm with its first parameters;
 // the wrapper rewrites repeats (clip_v2, binary max/min/mul/add).
 TEST(OnednnBrgconv, RepeatedEltwiseAlgorithmsKeepTheirParameters) {
-    const std::vector<std::string> chains = {"linear:2:1;linear:0.5:-3", "clip:-8:6;clip:1:4",
+    const std::vector<std::string> chains = {"linear:2:1;linear:0.5:-3",    "clip:-8:6;clip:1:4",
                                              "clip:-8:6;clip:1:4;clip:2:3", "relu:0.5;linear:1:2;relu:0.25",
-                                             "linear:0.5:1;fq:per_tensor", "linear:4:0;linear:1:-2;linear:0.5:0"};
+                                             "linear:0.5:1;fq:per_tensor",  "linear:4:0;linear:1:-2;linear:0.5:0"};
     int ran = 0;
     uint32_t seed = 400;
     for (const auto &chain : chains)
@@ -387,11 +388,12 @@ TEST(OnednnBrgconv, RepeatedEltwiseAlgorithmsKeepTheirParameters) {
 }
 
 TEST(OnednnBrgconv, PaddingStrideDilationGroupsOddChannels) {
-    const std::vector<std::string> descs = {
-        "mb1ic3ih9oc17kh3sh2ph1",        "mb1ic17ih5oc3kh3ph2",        "mb1ic13ih8oc29kh3dh1ph2",
-        "mb1ic64ih7iw5oc65kh1sh2",       "mb1ic24ih6oc24kh5ph2",       "g2mb1ic32ih6oc64kh3ph1",
-        "mb1ic16ih1oc16kh3ph1",          "mb1ic8ih4oc8kh3ph3sh3",       "mb1ic1000ih1oc5kh1",
-        "mb1ic64ih8oc32oh4kh1sh2",       "mb1ic32ih9oc32oh4kh3sh2ph1"}; // negative bottom/right pads
+    const std::vector<std::string> descs = {"mb1ic3ih9oc17kh3sh2ph1",    "mb1ic17ih5oc3kh3ph2",
+                                            "mb1ic13ih8oc29kh3dh1ph2",   "mb1ic64ih7iw5oc65kh1sh2",
+                                            "mb1ic24ih6oc24kh5ph2",      "g2mb1ic32ih6oc64kh3ph1",
+                                            "mb1ic16ih1oc16kh3ph1",      "mb1ic8ih4oc8kh3ph3sh3",
+                                            "mb1ic1000ih1oc5kh1",        "mb1ic64ih8oc32oh4kh1sh2",
+                                            "mb1ic32ih9oc32oh4kh3sh2ph1"}; // negative bottom/right pads
     int ran = 0;
     uint32_t seed = 300;
     for (const auto &d : descs)
@@ -590,7 +592,6 @@ TEST(OnednnBrgconv, ForcedByNameThroughTheApi) {
     if (ran == 0) GTEST_SKIP() << "no brgconv here";
 }
 
-
 // ------------------------------------------------------------ f32 helpers
 // f32 results within a relative 1e-5 of the magnitude sum Σ|x·w| (+|bias|):
 // oneDNN's blocked summation order differs from the reference's.
@@ -611,8 +612,8 @@ std::vector<float> ramp(size_t n, uint32_t seed, float scale) {
 }
 
 TEST(OnednnF32, ConvMatchesReference) {
-    for (const std::string text : {"mb2ic17ih9oc23kh3ph1", "g4mb1ic32ih7oc16kh3sh2ph1", "mb1ic64ih5oc32kh1",
-                                   "mb1ic8ih10oc8kh3dh1ph2"}) {
+    for (const std::string text :
+         {"mb2ic17ih9oc23kh3ph1", "g4mb1ic32ih7oc16kh3sh2ph1", "mb1ic64ih5oc32kh1", "mb1ic8ih10oc8kh3dh1ph2"}) {
         const conv_desc d = conv_desc::parse(text);
         const auto src = ramp(static_cast<size_t>(d.src_elems()), 1, 1e-3f);
         const auto wei = ramp(static_cast<size_t>(d.wei_elems()), 2, 1e-3f);

@@ -35,9 +35,9 @@ namespace {
 using qconv::test::driver_result;
 using qconv::test::run_driver;
 
-const std::vector<std::string> rows = {
-    "onednn:brgconv_1x1:avx512_core_amx", "onednn:brgconv:avx512_core_amx", "onednn:brgconv_1x1:avx512_core_vnni",
-    "onednn:brgconv:avx512_core_vnni", "onednn:any"};
+const std::vector<std::string> rows = {"onednn:brgconv_1x1:avx512_core_amx", "onednn:brgconv:avx512_core_amx",
+                                       "onednn:brgconv_1x1:avx512_core_vnni", "onednn:brgconv:avx512_core_vnni",
+                                       "onednn:any"};
 
 struct sweep_config {
     std::string name; // the test's parameter name
@@ -76,8 +76,8 @@ std::string make_shape(std::mt19937 &rng, bool depthwise) {
         switch (pick(0, 3)) {
         case 0: return pick(1, 16);
         case 1: return pick(17, 96);
-        case 2: return 16 * pick(1, 32);  // whole vectors up to 512
-        default: return pick(97, 512);    // large with a tail
+        case 2: return 16 * pick(1, 32); // whole vectors up to 512
+        default: return pick(97, 512);   // large with a tail
         }
     };
     for (;;) {
@@ -105,8 +105,8 @@ std::string make_shape(std::mt19937 &rng, bool depthwise) {
         if (macs > 2e7) continue;
         std::ostringstream s;
         s << "g" << g << "mb" << mb << "ic" << g * icg << "ih" << ih << "iw" << iw << "oc" << g * ocg << "oh" << oh
-          << "ow" << ow << "kh" << kh << "kw" << kw << "sh" << sh << "sw" << sw << "ph" << pt << "pw" << pl
-          << "dh" << dh - 1 << "dw" << dw - 1;
+          << "ow" << ow << "kh" << kh << "kw" << kw << "sh" << sh << "sw" << sw << "ph" << pt << "pw" << pl << "dh"
+          << dh - 1 << "dw" << dw - 1;
         // Asymmetric padding is given by the output size: the driver derives
         // the bottom/right padding from oh/ow.
         (void)pb;
@@ -178,19 +178,19 @@ TEST_P(OnednnSweep, RowsMatchTheReference) {
             // The child died inside the problem after the last complete one.
             ++crashes;
             const size_t at = std::min(next + done, end - 1);
-            ADD_FAILURE() << cfg.name << ": the driver died (exit " << r.rc << ") on " << shapes[at]
-                          << " with args " << testing::PrintToString(cfg.args) << "\n  stderr: " << r.err;
+            ADD_FAILURE() << cfg.name << ": the driver died (exit " << r.rc << ") on " << shapes[at] << " with args "
+                          << testing::PrintToString(cfg.args) << "\n  stderr: " << r.err;
             next = at + 1;
             continue;
         }
-        ASSERT_EQ(done, end - next) << "the driver printed " << lines << " lines for " << end - next
-                                    << " problems\n" << r.out << r.err;
+        ASSERT_EQ(done, end - next) << "the driver printed " << lines << " lines for " << end - next << " problems\n"
+                                    << r.out << r.err;
         next = end;
     }
     std::string summary;
     for (const auto &[row, count] : ran) summary += " " + row + "=" + std::to_string(count);
-    std::printf("sweep %s: %d shapes; matched:%s; inexact-peer mismatches ignored: %d; crashes: %d\n",
-                cfg.name.c_str(), n, summary.c_str(), inexact_mismatches, crashes);
+    std::printf("sweep %s: %d shapes; matched:%s; inexact-peer mismatches ignored: %d; crashes: %d\n", cfg.name.c_str(),
+                n, summary.c_str(), inexact_mismatches, crashes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, OnednnSweep, ::testing::ValuesIn(configs),
@@ -253,8 +253,8 @@ TEST(OnednnKnownWrong, GroupedGemmWithZeroPoint) {
 // per channel: 3 of 19 wrong; g40 add per OC: 22 of 40). The peer now takes
 // oneDNN's next implementation there.
 TEST(OnednnKnownWrong, BrdgmmSinglePixelPerChannelOperands) {
-    for (const char *desc : {"g19mb1ic19ih2iw2oc19oh1ow1kh1kw1sh3sw2", "g40mb1ic40ih1iw1oc40kh1kw1",
-                             "g19mb1ic19ih3iw3oc19kh3kw3"})
+    for (const char *desc :
+         {"g19mb1ic19ih2iw2oc19oh1ow1kh1kw1sh3sw2", "g40mb1ic40ih1iw1oc40kh1kw1", "g19mb1ic19ih3iw3oc19kh3kw3"})
         for (const char *ops : {"--post-ops=fq:per_channel", "--post-ops=add:per_oc"}) {
             const driver_result r =
                 run_driver({"conv", "--impl=onednn:any", "--dt=u8:s8:f32", "--dst-zp=-4", "--bias=0", ops, desc});
@@ -266,8 +266,8 @@ TEST(OnednnKnownWrong, BrdgmmSinglePixelPerChannelOperands) {
 // Below VNNI oneDNN halves the weights of an s8 source: the peer's line says
 // exact=0, and a performance run never takes it as the ratio= baseline.
 TEST(OnednnKnownWrong, InexactPeerIsLabelledAndNeverTheBaseline) {
-    const driver_result r = run_driver(
-        {"conv", "--impl=onednn:any", "--isa=avx512_core", "--dt=s8:s8:s8", "g1mb1ic64ih1iw1oc1000kh1"});
+    const driver_result r =
+        run_driver({"conv", "--impl=onednn:any", "--isa=avx512_core", "--dt=s8:s8:s8", "g1mb1ic64ih1iw1oc1000kh1"});
     const std::string line = line_of(r, "onednn:any");
     ASSERT_FALSE(line.empty()) << r.out << r.err;
     EXPECT_EQ(field(line, "exact"), "0") << line;

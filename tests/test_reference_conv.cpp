@@ -23,9 +23,22 @@ struct shape {
 
 conv_desc make_desc(const shape &s) {
     conv_desc d;
-    d.mb = s.mb; d.g = s.g; d.ic = s.ic; d.ih = s.ih; d.iw = s.iw; d.oc = s.oc;
-    d.kh = s.kh; d.kw = s.kw; d.sh = s.sh; d.sw = s.sw;
-    d.pt = s.pt; d.pl = s.pl; d.pb = s.pb; d.pr = s.pr; d.dh = s.dh; d.dw = s.dw;
+    d.mb = s.mb;
+    d.g = s.g;
+    d.ic = s.ic;
+    d.ih = s.ih;
+    d.iw = s.iw;
+    d.oc = s.oc;
+    d.kh = s.kh;
+    d.kw = s.kw;
+    d.sh = s.sh;
+    d.sw = s.sw;
+    d.pt = s.pt;
+    d.pl = s.pl;
+    d.pb = s.pb;
+    d.pr = s.pr;
+    d.dh = s.dh;
+    d.dw = s.dw;
     d.oh = (s.ih + s.pt + s.pb - ((s.kh - 1) * s.dh + 1)) / s.sh + 1;
     d.ow = (s.iw + s.pl + s.pr - ((s.kw - 1) * s.dw + 1)) / s.sw + 1;
     return d;
@@ -39,8 +52,8 @@ conv_problem make_problem(const shape &s, dtype src = dtype::u8, dtype dst = dty
     return p;
 }
 
-std::vector<int32_t> acc_of(const conv_problem &p, zp_mechanism m, const std::vector<int32_t> &zp,
-                            const void *src, const std::vector<int8_t> &wei) {
+std::vector<int32_t> acc_of(const conv_problem &p, zp_mechanism m, const std::vector<int32_t> &zp, const void *src,
+                            const std::vector<int8_t> &wei) {
     std::vector<int32_t> acc(static_cast<size_t>(p.desc.dst_elems()), -777);
     ref::conv_acc(p, m, zp, src, wei.data(), acc.data());
     return acc;
@@ -48,9 +61,8 @@ std::vector<int32_t> acc_of(const conv_problem &p, zp_mechanism m, const std::ve
 
 // Runs ref::conv and returns dst as a vector of T.
 template <typename T>
-std::vector<T> run(const conv_problem &p, const attr_set &attr, const void *src,
-                   const std::vector<int8_t> &wei, const float *bias = nullptr,
-                   std::vector<T> dst = {}, const exec_args &args = {}) {
+std::vector<T> run(const conv_problem &p, const attr_set &attr, const void *src, const std::vector<int8_t> &wei,
+                   const float *bias = nullptr, std::vector<T> dst = {}, const exec_args &args = {}) {
     if (dst.empty()) dst.assign(static_cast<size_t>(p.desc.dst_elems()), T(99));
     ref::conv(p, attr, src, wei.data(), bias, dst.data(), args);
     return dst;
@@ -117,17 +129,22 @@ std::vector<int32_t> to_i32(const std::vector<int64_t> &v) { return {v.begin(), 
 
 TEST(RefConv, OneByOneTwoChannels) {
     shape s;
-    s.ic = 2; s.iw = 2; s.oc = 2;
+    s.ic = 2;
+    s.iw = 2;
+    s.oc = 2;
     const conv_problem p = make_problem(s);
-    const std::vector<uint8_t> x = {1, 2, 3, 4};        // pixel0 (1,2), pixel1 (3,4)
-    const std::vector<int8_t> w = {1, -1, 2, 3};         // oc0 (1,-1), oc1 (2,3)
+    const std::vector<uint8_t> x = {1, 2, 3, 4}; // pixel0 (1,2), pixel1 (3,4)
+    const std::vector<int8_t> w = {1, -1, 2, 3}; // oc0 (1,-1), oc1 (2,3)
     EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{-1, 8, -1, 18}));
 }
 
 // 3x3 image 1..9, 3x3 kernel 1..9 (row-major), asymmetric pads.
 TEST(RefConv, PadsTopAndRight) {
     shape s;
-    s.ih = s.iw = 3; s.kh = s.kw = 3; s.pt = 1; s.pr = 1;
+    s.ih = s.iw = 3;
+    s.kh = s.kw = 3;
+    s.pt = 1;
+    s.pr = 1;
     const conv_problem p = make_problem(s);
     ASSERT_EQ(p.desc.oh, 2);
     ASSERT_EQ(p.desc.ow, 2);
@@ -140,7 +157,10 @@ TEST(RefConv, PadsTopAndRight) {
 
 TEST(RefConv, PadsLeftAndBottom) {
     shape s;
-    s.ih = s.iw = 3; s.kh = s.kw = 3; s.pl = 1; s.pb = 1;
+    s.ih = s.iw = 3;
+    s.kh = s.kw = 3;
+    s.pl = 1;
+    s.pb = 1;
     const conv_problem p = make_problem(s);
     const std::vector<uint8_t> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     const std::vector<int8_t> w = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -150,7 +170,11 @@ TEST(RefConv, PadsLeftAndBottom) {
 TEST(RefConv, AllPaddingWindowIsZero) {
     // 1x1 image, 3x3 kernel, pads of 3 on the top: the first output rows see only padding.
     shape s;
-    s.kh = s.kw = 3; s.pt = 4; s.pl = 1; s.pr = 1; s.pb = 1;
+    s.kh = s.kw = 3;
+    s.pt = 4;
+    s.pl = 1;
+    s.pr = 1;
+    s.pb = 1;
     const conv_problem p = make_problem(s);
     ASSERT_EQ(p.desc.oh, 4);
     ASSERT_EQ(p.desc.ow, 1);
@@ -164,7 +188,10 @@ TEST(RefConv, AllPaddingWindowIsZero) {
 // 5x5 image x[h][w] = 5h+w, 2x2 kernel (1,2,3,4), stride 2, dilation 2.
 TEST(RefConv, StrideAndDilation) {
     shape s;
-    s.ih = s.iw = 5; s.kh = s.kw = 2; s.sh = s.sw = 2; s.dh = s.dw = 2;
+    s.ih = s.iw = 5;
+    s.kh = s.kw = 2;
+    s.sh = s.sw = 2;
+    s.dh = s.dw = 2;
     const conv_problem p = make_problem(s);
     ASSERT_EQ(p.desc.oh, 2);
     std::vector<uint8_t> x(25);
@@ -177,7 +204,10 @@ TEST(RefConv, StrideAndDilation) {
 TEST(RefConv, AsymmetricStride) {
     // 1x4 image (1,2,3,4), 1x2 kernel (1,10), sw=2 → (1+20, 3+40).
     shape s;
-    s.iw = 4; s.kw = 2; s.sw = 2; s.sh = 3;
+    s.iw = 4;
+    s.kw = 2;
+    s.sw = 2;
+    s.sh = 3;
     const conv_problem p = make_problem(s);
     const std::vector<uint8_t> x = {1, 2, 3, 4};
     const std::vector<int8_t> w = {1, 10};
@@ -186,7 +216,9 @@ TEST(RefConv, AsymmetricStride) {
 
 TEST(RefConv, Groups) {
     shape s;
-    s.g = 2; s.ic = 4; s.oc = 4;
+    s.g = 2;
+    s.ic = 4;
+    s.oc = 4;
     const conv_problem p = make_problem(s);
     const std::vector<uint8_t> x = {1, 2, 3, 4};
     const std::vector<int8_t> w = {1, 1, 1, -1, 2, 0, 0, -3}; // [oc][icg]
@@ -196,7 +228,11 @@ TEST(RefConv, Groups) {
 
 TEST(RefConv, Depthwise) {
     shape s;
-    s.g = 2; s.ic = 2; s.oc = 2; s.ih = s.iw = 2; s.kh = s.kw = 3;
+    s.g = 2;
+    s.ic = 2;
+    s.oc = 2;
+    s.ih = s.iw = 2;
+    s.kh = s.kw = 3;
     s.pt = s.pl = s.pb = s.pr = 1;
     const conv_problem p = make_problem(s);
     ASSERT_TRUE(p.desc.is_depthwise());
@@ -209,13 +245,13 @@ TEST(RefConv, Depthwise) {
     }
     // Channel 0 always covers the whole image: 10. Channel 1, e.g. (0,0):
     // 10·5 + 20·6 + 30·8 + 40·9 = 770.
-    EXPECT_EQ(run<int32_t>(p, {}, x.data(), w),
-              (std::vector<int32_t>{10, 770, 10, 670, 10, 470, 10, 370}));
+    EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{10, 770, 10, 670, 10, 470, 10, 370}));
 }
 
 TEST(RefConv, SignedSource) {
     shape s;
-    s.ic = 2; s.iw = 2;
+    s.ic = 2;
+    s.iw = 2;
     const conv_problem p = make_problem(s, dtype::s8);
     const std::vector<int8_t> x = {-3, 100, -128, 127};
     const std::vector<int8_t> w = {5, -2};
@@ -224,7 +260,9 @@ TEST(RefConv, SignedSource) {
 
 TEST(RefConv, MiniBatch) {
     shape s;
-    s.mb = 2; s.ic = 1; s.oc = 1;
+    s.mb = 2;
+    s.ic = 1;
+    s.oc = 1;
     const conv_problem p = make_problem(s);
     const std::vector<uint8_t> x = {3, 250};
     const std::vector<int8_t> w = {-2};
@@ -240,7 +278,10 @@ struct dst_case {
     shape s;
     std::vector<uint8_t> x = {3, 5, 200, 255};
     std::vector<int8_t> w = {1, -2};
-    dst_case() { s.iw = 4; s.oc = 2; }
+    dst_case() {
+        s.iw = 4;
+        s.oc = 2;
+    }
     conv_problem problem(dtype dst) const {
         conv_problem p = make_problem(s, dtype::u8, dst);
         p.scales = {0.5f};
@@ -275,10 +316,19 @@ TEST(RefConv, DstU8Saturates) {
 
 TEST(RefStore, RoundHalfToEvenAndSaturation) {
     int32_t i32[1];
-    const std::vector<std::pair<float, int32_t>> s32 = {
-        {0.5f, 0}, {1.5f, 2}, {2.5f, 2}, {-0.5f, 0}, {-1.5f, -2}, {-2.5f, -2}, {2.4999998f, 2},
-        {3e9f, INT32_MAX}, {-3e9f, INT32_MIN}, {2147483520.f, 2147483520}, {-2147483648.f, INT32_MIN},
-        {std::numeric_limits<float>::infinity(), INT32_MAX}, {std::nanf(""), 0}};
+    const std::vector<std::pair<float, int32_t>> s32 = {{0.5f, 0},
+                                                        {1.5f, 2},
+                                                        {2.5f, 2},
+                                                        {-0.5f, 0},
+                                                        {-1.5f, -2},
+                                                        {-2.5f, -2},
+                                                        {2.4999998f, 2},
+                                                        {3e9f, INT32_MAX},
+                                                        {-3e9f, INT32_MIN},
+                                                        {2147483520.f, 2147483520},
+                                                        {-2147483648.f, INT32_MIN},
+                                                        {std::numeric_limits<float>::infinity(), INT32_MAX},
+                                                        {std::nanf(""), 0}};
     for (auto [y, want] : s32) {
         ref::store(dtype::s32, i32, 0, y);
         EXPECT_EQ(i32[0], want) << y;
@@ -319,7 +369,10 @@ struct pipe_case {
     shape s;
     std::vector<uint8_t> x = {2, 6};
     std::vector<int8_t> w = {1, -1};
-    pipe_case() { s.iw = 2; s.oc = 2; }
+    pipe_case() {
+        s.iw = 2;
+        s.oc = 2;
+    }
     conv_problem problem(dtype dst = dtype::f32) const { return make_problem(s, dtype::u8, dst); }
 };
 } // namespace
@@ -330,8 +383,7 @@ TEST(RefConv, PerTensorScaleAndBias) {
     p.scales = {0.25f};
     p.with_bias = true;
     const std::vector<float> bias = {1, -2};
-    EXPECT_EQ(run<float>(p, {}, t.x.data(), t.w, bias.data()),
-              (std::vector<float>{1.5f, -2.5f, 2.5f, -3.5f}));
+    EXPECT_EQ(run<float>(p, {}, t.x.data(), t.w, bias.data()), (std::vector<float>{1.5f, -2.5f, 2.5f, -3.5f}));
 }
 
 TEST(RefConv, PerOcScale) {
@@ -358,8 +410,7 @@ TEST(RefConv, PipelineOrder) {
     p.with_bias = true;
     p.dst_zp = 1;
     const std::vector<float> bias = {1, 1};
-    const auto y = run<int32_t>(p, ops_only({eltwise(eltwise_alg::linear, 2, 0)}), t.x.data(), t.w,
-                                bias.data());
+    const auto y = run<int32_t>(p, ops_only({eltwise(eltwise_alg::linear, 2, 0)}), t.x.data(), t.w, bias.data());
     EXPECT_EQ(y, (std::vector<int32_t>{5, 1, 9, -3}));
 }
 
@@ -374,7 +425,10 @@ TEST(RefConv, DstZeroPointBeforeSaturation) {
 // --------------------------------------------------------------- eltwise
 
 TEST(RefPostOps, EachEltwise) {
-    struct c { eltwise_alg alg; float alpha, beta, x, want; };
+    struct c {
+        eltwise_alg alg;
+        float alpha, beta, x, want;
+    };
     const std::vector<c> cases = {
         {eltwise_alg::relu, 0.f, 0.f, -2.f, 0.f},
         {eltwise_alg::relu, 0.5f, 0.f, -2.f, -1.f},
@@ -408,15 +462,14 @@ TEST(RefPostOps, EachEltwise) {
     };
     for (const c &t : cases) {
         const float got = ref::apply_op(eltwise(t.alg, t.alpha, t.beta), t.x, 0, 0, 0.f, {});
-        EXPECT_NEAR(got, t.want, 2e-7f * std::max(1.f, std::fabs(t.want)))
-            << to_string(t.alg) << "(" << t.x << ")";
+        EXPECT_NEAR(got, t.want, 2e-7f * std::max(1.f, std::fabs(t.want))) << to_string(t.alg) << "(" << t.x << ")";
     }
 }
 
 TEST(RefPostOps, EltwiseInsideConv) {
     pipe_case t;
-    const auto y = run<float>(t.problem(), ops_only({eltwise(eltwise_alg::relu), eltwise(eltwise_alg::square)}),
-                              t.x.data(), t.w);
+    const auto y =
+        run<float>(t.problem(), ops_only({eltwise(eltwise_alg::relu), eltwise(eltwise_alg::square)}), t.x.data(), t.w);
     EXPECT_EQ(y, (std::vector<float>{4, 0, 36, 0}));
 }
 
@@ -425,22 +478,22 @@ TEST(RefPostOps, EltwiseInsideConv) {
 
 TEST(RefPostOps, BinaryPerTensor) {
     pipe_case t;
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::add, broadcast::per_tensor, {1.5f})}),
-                         t.x.data(), t.w),
-              (std::vector<float>{3.5f, -0.5f, 7.5f, -4.5f}));
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::div, broadcast::per_tensor, {4.f})}),
-                         t.x.data(), t.w),
-              (std::vector<float>{0.5f, -0.5f, 1.5f, -1.5f}));
+    EXPECT_EQ(
+        run<float>(t.problem(), ops_only({binary(binary_alg::add, broadcast::per_tensor, {1.5f})}), t.x.data(), t.w),
+        (std::vector<float>{3.5f, -0.5f, 7.5f, -4.5f}));
+    EXPECT_EQ(
+        run<float>(t.problem(), ops_only({binary(binary_alg::div, broadcast::per_tensor, {4.f})}), t.x.data(), t.w),
+        (std::vector<float>{0.5f, -0.5f, 1.5f, -1.5f}));
 }
 
 TEST(RefPostOps, BinaryPerOc) {
     pipe_case t;
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::sub, broadcast::per_oc, {1.f, 2.f})}),
-                         t.x.data(), t.w),
-              (std::vector<float>{1, -4, 5, -8}));
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::max, broadcast::per_oc, {3.f, -1.f})}),
-                         t.x.data(), t.w),
-              (std::vector<float>{3, -1, 6, -1}));
+    EXPECT_EQ(
+        run<float>(t.problem(), ops_only({binary(binary_alg::sub, broadcast::per_oc, {1.f, 2.f})}), t.x.data(), t.w),
+        (std::vector<float>{1, -4, 5, -8}));
+    EXPECT_EQ(
+        run<float>(t.problem(), ops_only({binary(binary_alg::max, broadcast::per_oc, {3.f, -1.f})}), t.x.data(), t.w),
+        (std::vector<float>{3, -1, 6, -1}));
 }
 
 TEST(RefPostOps, BinaryFull) {
@@ -448,11 +501,11 @@ TEST(RefPostOps, BinaryFull) {
     const std::vector<float> t0 = {1, 2, 3, 4}, t1 = {0, 0, 10, -10};
     exec_args args;
     args.binary = {t0.data(), t1.data()};
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::mul, broadcast::full, {}, 0)}), t.x.data(),
-                         t.w, nullptr, {}, args),
+    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::mul, broadcast::full, {}, 0)}), t.x.data(), t.w,
+                         nullptr, {}, args),
               (std::vector<float>{2, -4, 18, -24}));
-    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::min, broadcast::full, {}, 1)}), t.x.data(),
-                         t.w, nullptr, {}, args),
+    EXPECT_EQ(run<float>(t.problem(), ops_only({binary(binary_alg::min, broadcast::full, {}, 1)}), t.x.data(), t.w,
+                         nullptr, {}, args),
               (std::vector<float>{0, -2, 6, -10}));
     // Two full operands in one chain: (acc · t1) + t0.
     EXPECT_EQ(run<float>(t.problem(),
@@ -461,8 +514,8 @@ TEST(RefPostOps, BinaryFull) {
                          t.x.data(), t.w, nullptr, {}, args),
               (std::vector<float>{1, 2, 63, 64}));
     // A missing operand is an error, not a crash.
-    EXPECT_THROW(run<float>(t.problem(), ops_only({binary(binary_alg::mul, broadcast::full, {}, 2)}),
-                            t.x.data(), t.w, nullptr, {}, args),
+    EXPECT_THROW(run<float>(t.problem(), ops_only({binary(binary_alg::mul, broadcast::full, {}, 2)}), t.x.data(), t.w,
+                            nullptr, {}, args),
                  qconv::error);
 }
 
@@ -473,7 +526,10 @@ TEST(RefPostOps, EveryBinaryAlgTimesEveryBroadcast) {
     const std::vector<float> full = {4.f, -1.f, -2.f, 0.5f};
     exec_args args;
     args.binary = {full.data()};
-    struct row { binary_alg alg; std::vector<float> pt, oc, fu; };
+    struct row {
+        binary_alg alg;
+        std::vector<float> pt, oc, fu;
+    };
     const std::vector<row> rows = {
         {binary_alg::add, {4, 0, 8, -4}, {4, -6, 8, -10}, {6, -3, 4, -5.5f}},
         {binary_alg::sub, {0, -4, 4, -8}, {0, 2, 4, -2}, {-2, -1, 8, -6.5f}},
@@ -493,12 +549,11 @@ TEST(RefPostOps, EveryBinaryAlgTimesEveryBroadcast) {
 }
 
 TEST(RefPostOps, EveryBinaryAlg) {
-    const std::vector<std::pair<binary_alg, float>> cases = {
-        {binary_alg::add, 8.f}, {binary_alg::sub, 4.f}, {binary_alg::mul, 12.f},
-        {binary_alg::div, 3.f}, {binary_alg::max, 6.f}, {binary_alg::min, 2.f}};
+    const std::vector<std::pair<binary_alg, float>> cases = {{binary_alg::add, 8.f},  {binary_alg::sub, 4.f},
+                                                             {binary_alg::mul, 12.f}, {binary_alg::div, 3.f},
+                                                             {binary_alg::max, 6.f},  {binary_alg::min, 2.f}};
     for (auto [alg, want] : cases)
-        EXPECT_EQ(ref::apply_op(binary(alg, broadcast::per_tensor, {2.f}), 6.f, 0, 0, 0.f, {}), want)
-            << to_string(alg);
+        EXPECT_EQ(ref::apply_op(binary(alg, broadcast::per_tensor, {2.f}), 6.f, 0, 0, 0.f, {}), want) << to_string(alg);
 }
 
 // ------------------------------------------------------------------- sum
@@ -510,12 +565,11 @@ TEST(RefPostOps, SumWithScaleAndZeroPoint) {
     sum.sum_scale = 0.5f;
     sum.sum_zp = 4;
     // y + 0.5·(prev − 4): (2 + 3, −2 + 8, 6 + 13, −6 + 18)
-    const auto y = run<int32_t>(t.problem(dtype::s32), ops_only({sum}), t.x.data(), t.w, nullptr,
-                                {10, 20, 30, 40});
+    const auto y = run<int32_t>(t.problem(dtype::s32), ops_only({sum}), t.x.data(), t.w, nullptr, {10, 20, 30, 40});
     EXPECT_EQ(y, (std::vector<int32_t>{5, 6, 19, 12}));
     // Sum then relu, u8 destination holding the previous values.
-    const auto z = run<uint8_t>(t.problem(dtype::u8), ops_only({sum, eltwise(eltwise_alg::relu)}), t.x.data(),
-                                t.w, nullptr, {0, 2, 4, 250});
+    const auto z = run<uint8_t>(t.problem(dtype::u8), ops_only({sum, eltwise(eltwise_alg::relu)}), t.x.data(), t.w,
+                                nullptr, {0, 2, 4, 250});
     // (2 − 2, −2 − 1, 6 + 0, −6 + 123) = (0, 0, 6, 117)
     EXPECT_EQ(z, (std::vector<uint8_t>{0, 0, 6, 117}));
 }
@@ -542,8 +596,7 @@ TEST(RefPostOps, DepthwisePreluAndStockPrelu) {
         op.a = {0.25f, 0.5f};
         EXPECT_EQ(run<float>(t.problem(), ops_only({op}), t.x.data(), t.w), (std::vector<float>{2, -1, 6, -3}));
         op.a = {0.25f};
-        EXPECT_EQ(run<float>(t.problem(), ops_only({op}), t.x.data(), t.w),
-                  (std::vector<float>{2, -0.5f, 6, -1.5f}));
+        EXPECT_EQ(run<float>(t.problem(), ops_only({op}), t.x.data(), t.w), (std::vector<float>{2, -0.5f, 6, -1.5f}));
     }
 }
 
@@ -554,15 +607,28 @@ TEST(RefPostOps, Quantization) {
     // ish 0.75, osc 2, osh 0.
     lowered_op q;
     q.k = lowered_op::kind::quantization;
-    q.cl = {-1.f}; q.ch = {3.f}; q.isc = {0.75f}; q.ish = {0.75f}; q.osc = {2.f}; q.osh = {0.f};
-    const std::vector<std::pair<float, float>> cases = {
-        {-5.f, 0.f}, {-1.f, 0.f}, {0.f, 2.f} /* 0.75 → 1 */, {1.f, 4.f} /* 1.5 → 2 */,
-        {0.5f, 2.f} /* 1.125 → 1 */, {2.f, 4.f} /* 2.25 → 2 */, {3.f, 6.f}, {10.f, 6.f}};
+    q.cl = {-1.f};
+    q.ch = {3.f};
+    q.isc = {0.75f};
+    q.ish = {0.75f};
+    q.osc = {2.f};
+    q.osh = {0.f};
+    const std::vector<std::pair<float, float>> cases = {{-5.f, 0.f},
+                                                        {-1.f, 0.f},
+                                                        {0.f, 2.f} /* 0.75 → 1 */,
+                                                        {1.f, 4.f} /* 1.5 → 2 */,
+                                                        {0.5f, 2.f} /* 1.125 → 1 */,
+                                                        {2.f, 4.f} /* 2.25 → 2 */,
+                                                        {3.f, 6.f},
+                                                        {10.f, 6.f}};
     for (auto [x, want] : cases) EXPECT_EQ(ref::apply_op(q, x, 0, 0, 0.f, {}), want) << x;
     // Ties on the level axis round to even: isc 1, ish 0.5 → x = 1 gives 1.5 → 2,
     // x = 2 gives 2.5 → 2.
     lowered_op tie = q;
-    tie.isc = {1.f}; tie.ish = {0.5f}; tie.osc = {1.f}; tie.osh = {0.f};
+    tie.isc = {1.f};
+    tie.ish = {0.5f};
+    tie.osc = {1.f};
+    tie.osh = {0.f};
     EXPECT_EQ(ref::apply_op(tie, 1.f, 0, 0, 0.f, {}), 2.f);
     EXPECT_EQ(ref::apply_op(tie, 2.f, 0, 0, 0.f, {}), 2.f);
     // Without rounding and dequantization the value stays on the level axis.
@@ -572,11 +638,15 @@ TEST(RefPostOps, Quantization) {
     // Per-channel parameters (channel 1: cl 0, ch 4, isc 0.5, ish 0, osc 4, osh −8).
     lowered_op pc;
     pc.k = lowered_op::kind::quantization;
-    pc.cl = {-1.f, 0.f}; pc.ch = {3.f, 4.f}; pc.isc = {0.75f, 0.5f}; pc.ish = {0.75f, 0.f};
-    pc.osc = {2.f, 4.f}; pc.osh = {0.f, -8.f};
+    pc.cl = {-1.f, 0.f};
+    pc.ch = {3.f, 4.f};
+    pc.isc = {0.75f, 0.5f};
+    pc.ish = {0.75f, 0.f};
+    pc.osc = {2.f, 4.f};
+    pc.osh = {0.f, -8.f};
     EXPECT_EQ(ref::apply_op(pc, 1.f, 0, 0, 0.f, {}), 4.f);
-    EXPECT_EQ(ref::apply_op(pc, 3.f, 1, 0, 0.f, {}), 0.f);  // 1.5 → 2 → 8 − 8
-    EXPECT_EQ(ref::apply_op(pc, 9.f, 1, 0, 0.f, {}), 0.f);  // clamp 4 → 2 → 0
+    EXPECT_EQ(ref::apply_op(pc, 3.f, 1, 0, 0.f, {}), 0.f); // 1.5 → 2 → 8 − 8
+    EXPECT_EQ(ref::apply_op(pc, 9.f, 1, 0, 0.f, {}), 0.f); // clamp 4 → 2 → 0
     EXPECT_EQ(ref::apply_op(pc, -9.f, 1, 0, 0.f, {}), -8.f);
 }
 
@@ -585,7 +655,10 @@ TEST(RefPostOps, QuantizationToU8InsideConv) {
     pipe_case t;
     lowered_op q;
     q.k = lowered_op::kind::quantization;
-    q.cl = {0.f}; q.ch = {25.5f}; q.isc = {10.f}; q.ish = {0.f};
+    q.cl = {0.f};
+    q.ch = {25.5f};
+    q.isc = {10.f};
+    q.ish = {0.f};
     q.round = false;
     q.dequantize = false;
     conv_problem p = t.problem(dtype::u8);
@@ -610,8 +683,22 @@ struct zp_case {
     std::vector<int8_t> w;
     std::vector<int32_t> zp;
     explicit zp_case(uint32_t seed) {
-        s.mb = 2; s.g = 1; s.ic = 5; s.ih = 4; s.iw = 5; s.oc = 3; s.kh = 3; s.kw = 2;
-        s.pt = 1; s.pl = 2; s.pb = 2; s.pr = 1; s.sh = 1; s.sw = 2; s.dh = 2; s.dw = 1;
+        s.mb = 2;
+        s.g = 1;
+        s.ic = 5;
+        s.ih = 4;
+        s.iw = 5;
+        s.oc = 3;
+        s.kh = 3;
+        s.kw = 2;
+        s.pt = 1;
+        s.pl = 2;
+        s.pb = 2;
+        s.pr = 1;
+        s.sh = 1;
+        s.sw = 2;
+        s.dh = 2;
+        s.dw = 1;
         std::mt19937 rng(seed);
         const conv_desc d = make_desc(s);
         x.resize(d.src_elems());
@@ -668,7 +755,9 @@ TEST(RefZeroPoint, HandComputedWithPadding) {
     // 1x2 image (10, 20), 1x3 kernel (1, 2, 3), pad 1 left/right, zp 5:
     // ow0: taps (pad, 10, 20) → 2·5 + 3·15 = 55; ow1: (10, 20, pad) → 1·5 + 2·15 = 35.
     shape s;
-    s.iw = 2; s.kw = 3; s.pl = s.pr = 1;
+    s.iw = 2;
+    s.kw = 3;
+    s.pl = s.pr = 1;
     const conv_problem p = make_problem(s);
     const std::vector<uint8_t> x = {10, 20};
     const std::vector<int8_t> w = {1, 2, 3};
@@ -711,7 +800,11 @@ TEST(RefZeroPoint, BadInputs) {
 TEST(RefExtreme, U8MaxTimesS8MinOver4608) {
     // IC·KH·KW = 512·3·3 = 4608; with pad 1 the corner output sees 4 taps.
     shape s;
-    s.ic = 512; s.ih = s.iw = 3; s.oc = 3; s.kh = s.kw = 3; s.pt = s.pl = s.pb = s.pr = 1;
+    s.ic = 512;
+    s.ih = s.iw = 3;
+    s.oc = 3;
+    s.kh = s.kw = 3;
+    s.pt = s.pl = s.pb = s.pr = 1;
     const conv_problem p = make_problem(s);
     const conv_desc &d = p.desc;
     const std::vector<uint8_t> x(d.src_elems(), 255);
@@ -723,7 +816,7 @@ TEST(RefExtreme, U8MaxTimesS8MinOver4608) {
     EXPECT_EQ(acc[(1 * 3 + 1) * 3 + 0], full); // centre pixel, oc 0
     EXPECT_EQ(acc[(1 * 3 + 1) * 3 + 0], -150405120);
     EXPECT_EQ(acc[(1 * 3 + 1) * 3 + 2], 255LL * 127 * 4608);
-    EXPECT_EQ(acc[0], 255LL * -128 * 512 * 4);                 // corner: 4 taps
+    EXPECT_EQ(acc[0], 255LL * -128 * 512 * 4); // corner: 4 taps
     EXPECT_EQ(to_i32(naive_acc(d, x.data(), w, {})), acc);
     // Zero points 0 and 255 through both mechanisms.
     for (int32_t z : {0, 255}) {
@@ -739,7 +832,9 @@ TEST(RefExtreme, U8MaxTimesS8MinOver4608) {
 
 TEST(RefExtreme, S8MinTimesS8Min) {
     shape s;
-    s.ic = 512; s.ih = s.iw = 3; s.kh = s.kw = 3;
+    s.ic = 512;
+    s.ih = s.iw = 3;
+    s.kh = s.kw = 3;
     const conv_problem p = make_problem(s, dtype::s8);
     const std::vector<int8_t> x(p.desc.src_elems(), -128);
     const std::vector<int8_t> w(p.desc.wei_elems(), -128);
@@ -754,11 +849,22 @@ TEST(RefConv, RandomShapesMatchNaiveLoops) {
     int ran = 0;
     for (int it = 0; it < 80; ++it) {
         shape s;
-        s.mb = r(1, 2); s.g = r(1, 3);
-        s.ic = s.g * r(1, 5); s.oc = s.g * r(1, 4);
-        s.ih = r(1, 7); s.iw = r(1, 7); s.kh = r(1, 3); s.kw = r(1, 3);
-        s.sh = r(1, 3); s.sw = r(1, 3); s.dh = r(1, 2); s.dw = r(1, 2);
-        s.pt = r(0, 2); s.pl = r(0, 2); s.pb = r(0, 2); s.pr = r(0, 2);
+        s.mb = r(1, 2);
+        s.g = r(1, 3);
+        s.ic = s.g * r(1, 5);
+        s.oc = s.g * r(1, 4);
+        s.ih = r(1, 7);
+        s.iw = r(1, 7);
+        s.kh = r(1, 3);
+        s.kw = r(1, 3);
+        s.sh = r(1, 3);
+        s.sw = r(1, 3);
+        s.dh = r(1, 2);
+        s.dw = r(1, 2);
+        s.pt = r(0, 2);
+        s.pl = r(0, 2);
+        s.pb = r(0, 2);
+        s.pr = r(0, 2);
         if (s.ih + s.pt + s.pb < (s.kh - 1) * s.dh + 1 || s.iw + s.pl + s.pr < (s.kw - 1) * s.dw + 1) continue;
         try {
             make_desc(s).validate(); // e.g. an end pad larger than the kernel is not a problem
@@ -800,8 +906,7 @@ TEST(RefConv, ThreadCountDoesNotChangeResults) {
     exec_args one, two;
     one.threads = 1;
     two.threads = 2;
-    EXPECT_EQ(run<float>(p, a, t.x.data(), t.w, nullptr, {}, one),
-              run<float>(p, a, t.x.data(), t.w, nullptr, {}, two));
+    EXPECT_EQ(run<float>(p, a, t.x.data(), t.w, nullptr, {}, one), run<float>(p, a, t.x.data(), t.w, nullptr, {}, two));
 }
 
 // ------------------------------------------------------------ f32 conv
@@ -810,7 +915,13 @@ TEST(RefConvF32, HandComputedWithGroupsStridePadsDilationBias) {
     // Same geometry as StrideAndDilation, as f32, plus a second group with
     // kernel (0.5, 0, 0, −1) on the image 0.25·x, and a bias.
     shape s;
-    s.g = 2; s.ic = 2; s.oc = 2; s.ih = s.iw = 5; s.kh = s.kw = 2; s.sh = s.sw = 2; s.dh = s.dw = 2;
+    s.g = 2;
+    s.ic = 2;
+    s.oc = 2;
+    s.ih = s.iw = 5;
+    s.kh = s.kw = 2;
+    s.sh = s.sw = 2;
+    s.dh = s.dw = 2;
     const conv_desc d = make_desc(s);
     std::vector<float> x(50);
     for (int i = 0; i < 25; ++i) {
@@ -828,7 +939,10 @@ TEST(RefConvF32, HandComputedWithGroupsStridePadsDilationBias) {
 
 TEST(RefConvF32, PadsMatchIntegerReference) {
     shape s;
-    s.ih = s.iw = 3; s.kh = s.kw = 3; s.pt = 1; s.pr = 1;
+    s.ih = s.iw = 3;
+    s.kh = s.kw = 3;
+    s.pt = 1;
+    s.pr = 1;
     const conv_desc d = make_desc(s);
     const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     std::vector<float> y(d.dst_elems());

@@ -101,13 +101,19 @@ struct problem {
 
 matmul_desc make(int64_t m, int64_t k, int64_t n, dtype wdt, int64_t group, zk zp, bool bias) {
     matmul_desc d;
-    d.m = m; d.k = k; d.n = n; d.wei_dt = wdt; d.group = group; d.zp = zp; d.with_bias = bias;
+    d.m = m;
+    d.k = k;
+    d.n = n;
+    d.wei_dt = wdt;
+    d.group = group;
+    d.zp = zp;
+    d.with_bias = bias;
     return d;
 }
 
 std::string name(const matmul_desc &d) {
-    return d.str() + " wei=" + to_string(d.wei_dt) + " group=" + std::to_string(d.group) + " zp=" +
-           to_string(d.zp) + " bias=" + std::to_string(d.with_bias);
+    return d.str() + " wei=" + to_string(d.wei_dt) + " group=" + std::to_string(d.group) + " zp=" + to_string(d.zp) +
+           " bias=" + std::to_string(d.with_bias);
 }
 
 } // namespace
@@ -172,7 +178,9 @@ TEST(RefMatmul, HandComputedS8OddGroupsAcrossRows) {
 // ------------------------------------------------ the full sweep, exact data
 
 TEST(RefMatmul, EveryWeightTypeGranularityZeroPointAndBias) {
-    struct kg { int64_t k, group; };
+    struct kg {
+        int64_t k, group;
+    };
     const kg shapes[] = {{33, 0}, {7, 0}, {96, 32}, {15, 3}, {25, 5}, {9, 3}};
     int cases = 0;
     uint32_t seed = 1;
@@ -230,9 +238,9 @@ TEST(RefMatmul, RandomFloatDataWithinTolerance) {
                     for (int64_t n = 0; n < d.n; ++n)
                         for (int64_t k = 0; k < d.k; ++k) {
                             int32_t zz = z == zk::none ? 0 : z == zk::per_tensor ? p.zp[0] : p.zp[n * ng + k / gs];
-                            mag[m * d.n + n] += a.x[m * d.k + k] *
-                                                std::fabs(float(unpack(p.wei, wdt, n * d.k + k) - zz) *
-                                                          p.scale[n * ng + k / gs]);
+                            mag[m * d.n + n] +=
+                                a.x[m * d.k + k] *
+                                std::fabs(float(unpack(p.wei, wdt, n * d.k + k) - zz) * p.scale[n * ng + k / gs]);
                         }
                 for (size_t i = 0; i < got.size(); ++i)
                     ASSERT_NEAR(got[i], want[i], 1e-5f * (mag[i] + std::fabs(want[i]))) << name(d) << " i=" << i;

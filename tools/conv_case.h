@@ -26,35 +26,35 @@ using testdata::data_kind;
 struct conv_settings {
     dtype src_dt = dtype::u8, wei_dt = dtype::s8, dst_dt = dtype::u8;
     std::string dt_text = "u8:s8:u8";
-    std::string zp_text = "none";      // none | tensor:V | channel:random | channel:V
-    std::string post_ops_text;         // qconv::parse_post_ops syntax
-    std::string scales = "per_oc";     // per_oc | tensor | none
+    std::string zp_text = "none";  // none | tensor:V | channel:random | channel:V
+    std::string post_ops_text;     // qconv::parse_post_ops syntax
+    std::string scales = "per_oc"; // per_oc | tensor | none
     bool bias = true;
     int32_t dst_zp = 0;
-    int64_t mb = 0;                    // 0: as written
+    int64_t mb = 0; // 0: as written
     data_kind data = data_kind::random;
-    std::string baseline = "auto";     // auto | none | NAME
+    std::string baseline = "auto"; // auto | none | NAME
 };
 conv_settings parse_conv_settings(const options &o);
 
 // One problem: shape, attributes and all input data.
 struct conv_case {
-    std::string text;                  // as given
-    int64_t count = 1;                 // `*N`
+    std::string text;  // as given
+    int64_t count = 1; // `*N`
     uint32_t seed = 1;
     conv_problem p;
-    std::vector<uint8_t> src;          // NHWC, src_dt
-    std::vector<int8_t> wei;           // [G·OCg][ICg][KH][KW]
-    std::vector<float> bias;           // OC, empty without bias
-    std::vector<uint8_t> dst_init;     // NHWC dst_dt: the previous dst (read by sum)
+    std::vector<uint8_t> src;             // NHWC, src_dt
+    std::vector<int8_t> wei;              // [G·OCg][ICg][KH][KW]
+    std::vector<float> bias;              // OC, empty without bias
+    std::vector<uint8_t> dst_init;        // NHWC dst_dt: the previous dst (read by sum)
     std::vector<std::vector<float>> full; // one NHWC f32 tensor per `full` binary post-op
-    bool tolerant = false;             // extreme data or transcendental eltwise: ±1 / rel 1e-5
-    exec_args args(int threads) const; // binary pointers into `full`
+    bool tolerant = false;                // extreme data or transcendental eltwise: ±1 / rel 1e-5
+    exec_args args(int threads) const;    // binary pointers into `full`
 
     // The reference result (computed on first use).
     const std::vector<uint8_t> &reference() const;
     mutable std::vector<uint8_t> ref_dst;
-    mutable std::string ref_error;     // non-empty when the reference cannot run it
+    mutable std::string ref_error; // non-empty when the reference cannot run it
 };
 
 // Builds the problem and its data (throws qconv::error / usage_error on bad input).
@@ -65,8 +65,7 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
 int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::string *first);
 
 // Writes DIR/NNNN/ (problem.txt and the raw arrays) for one run.
-void dump_run(const std::string &dir, int index, const conv_case &c, const conv_settings &s,
-              const std::string &impl, int attr_id, const std::string &status,
-              const std::vector<uint8_t> &dst);
+void dump_run(const std::string &dir, int index, const conv_case &c, const conv_settings &s, const std::string &impl,
+              int attr_id, const std::string &status, const std::vector<uint8_t> &dst);
 
 } // namespace qconv::driver

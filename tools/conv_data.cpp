@@ -198,11 +198,9 @@ int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::st
         else ok = std::fabs(w - r) <= 1.0;
         if (!ok && bad++ == 0 && first) {
             const conv_desc &d = c.p.desc;
-            const int64_t oc = i % d.oc, ow = i / d.oc % d.ow, oh = i / d.oc / d.ow % d.oh,
-                          mb = i / d.oc / d.ow / d.oh;
+            const int64_t oc = i % d.oc, ow = i / d.oc % d.ow, oh = i / d.oc / d.ow % d.oh, mb = i / d.oc / d.ow / d.oh;
             *first = "first at mb=" + std::to_string(mb) + " oh=" + std::to_string(oh) + " ow=" + std::to_string(ow) +
-                     " oc=" + std::to_string(oc) + ": got " + format_double(r, 6) + " expected " +
-                     format_double(w, 6);
+                     " oc=" + std::to_string(oc) + ": got " + format_double(r, 6) + " expected " + format_double(w, 6);
         }
     }
     return bad;

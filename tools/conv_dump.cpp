@@ -52,8 +52,7 @@ void write_vec(const std::string &path, const std::vector<T> &v) {
 }
 
 // Scalar fields of post-op i as "kind k=v ..." and its vectors as files.
-std::string describe_post_op(const std::string &dir, size_t i, const post_op &op, int &full_index,
-                             const conv_case &c) {
+std::string describe_post_op(const std::string &dir, size_t i, const post_op &op, int &full_index, const conv_case &c) {
     const std::string pre = dir + "/post_op" + std::to_string(i) + "_";
     std::string s = kind_name(op.k);
     auto vec = [&](const char *name, const std::vector<float> &v) {
@@ -97,9 +96,8 @@ std::string describe_post_op(const std::string &dir, size_t i, const post_op &op
 
 } // namespace
 
-void dump_run(const std::string &root, int index, const conv_case &c, const conv_settings &s,
-              const std::string &impl, int attr_id, const std::string &status,
-              const std::vector<uint8_t> &dst) {
+void dump_run(const std::string &root, int index, const conv_case &c, const conv_settings &s, const std::string &impl,
+              int attr_id, const std::string &status, const std::vector<uint8_t> &dst) {
     char num[16];
     std::snprintf(num, sizeof num, "%04d", index);
     const std::string dir = root + "/" + num;
@@ -122,7 +120,11 @@ void dump_run(const std::string &root, int index, const conv_case &c, const conv
         {"oh", d.oh}, {"ow", d.ow}, {"kh", d.kh}, {"kw", d.kw}, {"sh", d.sh}, {"sw", d.sw},
         {"pt", d.pt}, {"pl", d.pl}, {"pb", d.pb}, {"pr", d.pr}, {"dh", d.dh}, {"dw", d.dw}};
     for (const auto &kv : shape) t << kv.first << "=" << kv.second << "\n";
-    t << "scale=" << (p.scales.empty() ? "none" : p.scales.size() == 1 ? "tensor" : "per_oc") << "\n"
+    t << "scale="
+      << (p.scales.empty()       ? "none"
+          : p.scales.size() == 1 ? "tensor"
+                                 : "per_oc")
+      << "\n"
       << "bias=" << (p.with_bias ? 1 : 0) << "\n"
       << "dst_zp=" << p.dst_zp << "\n"
       << "post_op_count=" << p.ops.size() << "\n";

@@ -22,11 +22,11 @@ namespace qconv::driver {
 namespace {
 
 struct run_result {
-    std::string requested;   // "auto" or a name
-    std::string impl;        // the implementation that ran (name when unimplemented)
+    std::string requested; // "auto" or a name
+    std::string impl;      // the implementation that ran (name when unimplemented)
     int attr = -1;
-    bool exact = true;       // false: a peer known to saturate (never a baseline)
-    std::string status;      // ok | mismatch | unimplemented | failed
+    bool exact = true;  // false: a peer known to saturate (never a baseline)
+    std::string status; // ok | mismatch | unimplemented | failed
     std::string why;
     int64_t errors = 0;
     double ms = -1;
@@ -42,8 +42,12 @@ void print_list() {
         bool peer = false;
         for (const auto &e : table)
             if (e.name == names[i]) peer = e.peer;
-        out_line().add("op", "conv").add("impl", names[i]).add_int("index", static_cast<int64_t>(i))
-            .add("peer", peer ? "1" : "0").print();
+        out_line()
+            .add("op", "conv")
+            .add("impl", names[i])
+            .add_int("index", static_cast<int64_t>(i))
+            .add("peer", peer ? "1" : "0")
+            .print();
     }
 }
 

@@ -60,12 +60,12 @@ private:
 struct common_options {
     enum class mode_kind { C, P, CP };
     mode_kind mode = mode_kind::C;
-    std::string impl = "auto";     // auto | NAME | all | list
-    int threads = 0;               // 0: OpenMP default
+    std::string impl = "auto"; // auto | NAME | all | list
+    int threads = 0;           // 0: OpenMP default
     uint32_t seed = 1;
-    std::string dump_dir;          // empty: no dump
-    int reps = 20;                 // maximum timed repetitions (P mode)
-    double budget_ms = 100;        // stop repeating once this much time was spent
+    std::string dump_dir;   // empty: no dump
+    int reps = 20;          // maximum timed repetitions (P mode)
+    double budget_ms = 100; // stop repeating once this much time was spent
     bool correctness() const { return mode != mode_kind::P; }
     bool performance() const { return mode != mode_kind::C; }
 };
@@ -80,8 +80,8 @@ std::vector<std::string> selected_impls(const std::string &impl, const std::vect
 
 // --------------------------------------------------------------- batch files
 struct problem_text {
-    std::string text;  // one problem as written (comment stripped)
-    int64_t count = 1; // `*N` at the end of its name: occurs N times
+    std::string text;   // one problem as written (comment stripped)
+    int64_t count = 1;  // `*N` at the end of its name: occurs N times
     std::string origin; // "FILE:LINE" or "argument N", for error messages
 };
 // Positional words plus every --batch=FILE line, in order.
@@ -119,8 +119,8 @@ double now_ms();
 class totals {
 public:
     // ms < 0: not measured. count weights the layer (`*N`).
-    void add(const std::string &impl, const std::string &status, double ops, double ms,
-             double baseline_ms, int64_t count);
+    void add(const std::string &impl, const std::string &status, double ops, double ms, double baseline_ms,
+             int64_t count);
     // One line per implementation: op=<op> impl=... total=1 ...
     std::vector<out_line> lines(const std::string &op, bool performance) const;
 
@@ -136,21 +136,21 @@ private:
 // ----------------------------------------------------------------- reports
 // One run of one problem, as the table sees it.
 struct report_run {
-    std::string impl;        // the implementation that ran (the name asked for when unimplemented)
-    bool automatic = false;  // requested as "auto"
-    std::string status;      // ok | mismatch | unimplemented | failed
-    bool exact = true;       // false: a peer known to be inexact (exact=0)
-    double ms = -1;          // < 0: not measured
+    std::string impl;       // the implementation that ran (the name asked for when unimplemented)
+    bool automatic = false; // requested as "auto"
+    std::string status;     // ok | mismatch | unimplemented | failed
+    bool exact = true;      // false: a peer known to be inexact (exact=0)
+    double ms = -1;         // < 0: not measured
     std::string why;
 };
 
 // One problem (layer) with every run, and which run is the ratio= baseline.
 struct report_problem {
-    std::string layer;       // the name n"...", else the descriptor
-    double ops = 0;          // operations of one run
-    int64_t count = 1;       // `*N`
+    std::string layer; // the name n"...", else the descriptor
+    double ops = 0;    // operations of one run
+    int64_t count = 1; // `*N`
     std::vector<report_run> runs;
-    int baseline = -1;       // index into runs, -1: none
+    int baseline = -1; // index into runs, -1: none
 };
 
 // Where a mode's results go. --report=kv (default): key=value lines on stdout.
@@ -183,7 +183,7 @@ private:
 struct peak_info {
     double gops = 0;
     int threads = 1;
-    std::string what;        // the instructions and ISA level measured
+    std::string what; // the instructions and ISA level measured
 };
 peak_info measure_int8_peak(int threads);
 

@@ -55,7 +55,8 @@ int graph_mode(const std::vector<std::string> &args) {
     }
     if (!(tol >= 0)) throw usage_error("--tol: expected a non-negative number (got '" + tol_text + "')");
     o.check_all_used();
-    if (o.words().size() != 1) throw usage_error("graph: expected one graph file (got " + std::to_string(o.words().size()) + ")");
+    if (o.words().size() != 1)
+        throw usage_error("graph: expected one graph file (got " + std::to_string(o.words().size()) + ")");
     const std::string file = o.words()[0];
 
     auto before = graph::load_file(file);
@@ -97,8 +98,11 @@ int graph_mode(const std::vector<std::string> &args) {
     const bool ok = same_shape && max_rel <= tol;
 
     out_line l;
-    l.add("op", "graph").add("file", file).add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()));
-    l.add_int("nodes_before", static_cast<int64_t>(before->size())).add_int("nodes_after", static_cast<int64_t>(after->size()));
+    l.add("op", "graph")
+        .add("file", file)
+        .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()));
+    l.add_int("nodes_before", static_cast<int64_t>(before->size()))
+        .add_int("nodes_after", static_cast<int64_t>(after->size()));
     l.add("before_ms", tb.median_ms, 4).add("after_ms", ta.median_ms, 4);
     l.add("speedup", ta.median_ms > 0 ? tb.median_ms / ta.median_ms : 0.0, 3);
     l.add("max_abs_diff", sci(max_abs)).add("max_rel_diff", sci(max_rel));

@@ -178,8 +178,8 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
         if (r.errors) r.status = "mismatch";
     }
     if (co.performance()) {
-        const timing t = measure([&] { mm->execute(c.x.data(), y.data(), co.threads); }, co.reps, co.budget_ms,
-                                 co.correctness());
+        const timing t =
+            measure([&] { mm->execute(c.x.data(), y.data(), co.threads); }, co.reps, co.budget_ms, co.correctness());
         r.ms = t.median_ms;
         r.reps = t.reps;
     }
@@ -221,7 +221,8 @@ int matmul_mode(const std::vector<std::string> &args) {
     }
     if (texts.empty()) throw usage_error("matmul: no problem given (DESC... or --batch=FILE)");
     std::vector<matmul_case> cases;
-    for (size_t i = 0; i < texts.size(); ++i) cases.push_back(make_case(texts[i], s, co.seed + static_cast<uint32_t>(i)));
+    for (size_t i = 0; i < texts.size(); ++i)
+        cases.push_back(make_case(texts[i], s, co.seed + static_cast<uint32_t>(i)));
     const std::vector<std::string> selected = selected_impls(co.impl, names);
 
     totals tot;
@@ -238,8 +239,7 @@ int matmul_mode(const std::vector<std::string> &args) {
             bound = testdata::matmul_error_bound(c, s.dq);
         }
         std::vector<run_result> runs;
-        for (const auto &n : selected)
-            runs.push_back(run_one(c, n, co, s, co.correctness() ? &ref : nullptr, &bound));
+        for (const auto &n : selected) runs.push_back(run_one(c, n, co, s, co.correctness() ? &ref : nullptr, &bound));
         const double base = runs.empty() ? -1 : runs.front().ms;
         for (const auto &r : runs) {
             if (!co.dump_dir.empty() && r.status != "unimplemented")

@@ -51,8 +51,8 @@ int64_t options::get_int(const std::string &key, int64_t def, int64_t lo, int64_
     errno = 0;
     const long long x = std::strtoll(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-        throw usage_error("--" + key + ": expected an integer in [" + std::to_string(lo) + ", " +
-                          std::to_string(hi) + "] (got '" + v + "')");
+        throw usage_error("--" + key + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "] (got '" + v + "')");
     return x;
 }
 
@@ -156,8 +156,8 @@ std::vector<problem_text> read_batch_file(const std::string &path) {
         line = trim(line);
         if (line.empty()) continue;
         if (line.find_first_of(" \t") != std::string::npos)
-            throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" +
-                              line + "')");
+            throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" + line +
+                              "')");
         out.push_back({line, multiplicity(line), path + ":" + std::to_string(lineno)});
     }
     if (in.bad()) throw usage_error("--batch: error reading '" + path + "'");

@@ -65,8 +65,8 @@ timing measure(const std::function<void()> &fn, int reps, double budget_ms, bool
     return r;
 }
 
-void totals::add(const std::string &impl, const std::string &status, double ops, double ms,
-                 double baseline_ms, int64_t count) {
+void totals::add(const std::string &impl, const std::string &status, double ops, double ms, double baseline_ms,
+                 int64_t count) {
     if (!by_impl_.count(impl)) order_.push_back(impl);
     acc &a = by_impl_[impl];
     ++a.problems;

@@ -129,8 +129,7 @@ std::string new_report_dir() {
 report::report(const options &o, const std::string &op, bool int8_peak, const std::string &baseline)
     : op_(op), baseline_(baseline), int8_peak_(int8_peak) {
     const std::string format = o.get("report", "kv");
-    if (format != "kv" && format != "table")
-        throw usage_error("--report: expected kv or table (got '" + format + "')");
+    if (format != "kv" && format != "table") throw usage_error("--report: expected kv or table (got '" + format + "')");
     table_ = format == "table";
     dir_ = o.get("report-dir", "");
 }
@@ -239,8 +238,8 @@ std::string plot(const std::string &dir, const std::string &op) {
     const std::string script = QCONV_PLOT_SCRIPT, tsv = dir + "/" + op + ".tsv", png = dir + "/" + op + ".png";
     if (script.empty() || access(script.c_str(), R_OK) != 0) return "no plot (bench/plot.sh not found)";
     if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "no plot (gnuplot is not installed)";
-    const std::string cmd = "bash " + quote(script) + " " + quote(tsv) + " " + quote(png) + " >" +
-                            quote(dir + "/plot.log") + " 2>&1";
+    const std::string cmd =
+        "bash " + quote(script) + " " + quote(tsv) + " " + quote(png) + " >" + quote(dir + "/plot.log") + " 2>&1";
     if (std::system(cmd.c_str()) != 0 || access(png.c_str(), R_OK) != 0)
         return "no plot (bench/plot.sh failed, see " + dir + "/plot.log)";
     return "plot: " + png;

@@ -27,15 +27,15 @@ namespace qconv {
 
 struct conv_problem {
     conv_desc desc;
-    dtype src_dt = dtype::u8;      // u8 or s8
-    dtype dst_dt = dtype::u8;      // f32, s32, s8 or u8
+    dtype src_dt = dtype::u8; // u8 or s8
+    dtype dst_dt = dtype::u8; // f32, s32, s8 or u8
     zero_point src_zp;
-    std::vector<float> scales;     // empty (1.0), 1 value, or OC values
+    std::vector<float> scales; // empty (1.0), 1 value, or OC values
     bool with_bias = false;
     post_ops ops;
     int32_t dst_zp = 0;
 
-    void validate() const;         // throws qconv::error naming the field
+    void validate() const; // throws qconv::error naming the field
     float scale(int64_t c) const { return scales.empty() ? 1.f : scales.size() == 1 ? scales[0] : scales[c]; }
     // Stable text identity of everything above, values included (cache key).
     std::string key() const;
@@ -62,13 +62,14 @@ struct conv_hints {
     bool tune = false;
 };
 
-namespace impl { class conv_primitive; }
+namespace impl {
+class conv_primitive;
+}
 
 class convolution {
 public:
     // weights: plain [G·OCg][ICg][KH][KW] s8; bias: OC f32 (null iff !with_bias).
-    convolution(const conv_problem &p, const int8_t *weights, const float *bias,
-                const conv_hints &hints = {});
+    convolution(const conv_problem &p, const int8_t *weights, const float *bias, const conv_hints &hints = {});
     ~convolution();
     convolution(convolution &&) noexcept;
     convolution &operator=(convolution &&) noexcept;

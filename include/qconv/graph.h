@@ -41,7 +41,7 @@ bool is_integer(etype t);
 int64_t storage_bytes(etype t, int64_t elems);
 
 using shape_t = std::vector<int64_t>;
-std::string to_string(const shape_t &s);   // "[1,2,3]"
+std::string to_string(const shape_t &s); // "[1,2,3]"
 int64_t elems_of(const shape_t &s);
 // Largest element count of any tensor in a graph (2^31).
 constexpr int64_t max_elems = int64_t(1) << 31;
@@ -50,8 +50,20 @@ constexpr int64_t max_elems = int64_t(1) << 31;
 void check_shape(const shape_t &s, const std::string &field);
 
 enum class op {
-    Parameter, Constant, Convert, Subtract, Multiply, Add, Reshape, Transpose,
-    Convolution, GroupConvolution, MatMul, Relu, Gelu, Result
+    Parameter,
+    Constant,
+    Convert,
+    Subtract,
+    Multiply,
+    Add,
+    Reshape,
+    Transpose,
+    Convolution,
+    GroupConvolution,
+    MatMul,
+    Relu,
+    Gelu,
+    Result
 };
 const char *to_string(op k);
 op parse_op(const std::string &s, const std::string &field = "op");
@@ -60,33 +72,33 @@ enum class pad_mode { explicit_pads, valid, same_upper, same_lower };
 const char *to_string(pad_mode m);
 
 struct attributes {
-    etype type = etype::f32;                 // Parameter/Constant type; Convert destination
-    shape_t shape;                           // Parameter/Constant shape
-    std::vector<int64_t> order;              // Transpose permutation
-    std::vector<int64_t> target;             // Reshape target (0 copies a dim with special_zero, -1 infers)
+    etype type = etype::f32;     // Parameter/Constant type; Convert destination
+    shape_t shape;               // Parameter/Constant shape
+    std::vector<int64_t> order;  // Transpose permutation
+    std::vector<int64_t> target; // Reshape target (0 copies a dim with special_zero, -1 infers)
     bool special_zero = false;
     std::vector<int64_t> strides{1, 1}, pads_begin{0, 0}, pads_end{0, 0}, dilations{1, 1};
     pad_mode auto_pad = pad_mode::explicit_pads;
     bool transpose_a = false, transpose_b = false; // MatMul
-    bool gelu_tanh = false;                  // Gelu approximation (default erf)
+    bool gelu_tanh = false;                        // Gelu approximation (default erf)
 };
 
 // Constant payload, shared between clones and rewrites.
 struct constant_data {
-    std::vector<uint8_t> bytes;   // packed storage of the element type
-    std::string generator;        // "random(1, 0, 15)" / "fill(0.5)"; empty: inline values
+    std::vector<uint8_t> bytes; // packed storage of the element type
+    std::string generator;      // "random(1, 0, 15)" / "fill(0.5)"; empty: inline values
 };
 
 class node {
 public:
-    std::string id;               // unique in the graph (text format left-hand side)
+    std::string id; // unique in the graph (text format left-hand side)
     std::string friendly_name;
     op kind = op::Parameter;
     std::vector<node *> inputs;
     attributes attr;
     std::map<std::string, std::string> rt_info;
     std::shared_ptr<const constant_data> data; // Constant only
-    int line = 0;                 // source line in a text file (0: built in code)
+    int line = 0;                              // source line in a text file (0: built in code)
 
     // Set by graph::infer().
     etype out_type = etype::f32;
@@ -121,8 +133,8 @@ public:
     void replace_uses(node *old, node *with);
     // All nodes in a topological order; throws (naming a line) on a cycle.
     std::vector<node *> topo_order() const;
-    std::vector<node *> parameters() const;   // in creation order
-    std::vector<node *> results() const;      // in creation order
+    std::vector<node *> parameters() const; // in creation order
+    std::vector<node *> results() const;    // in creation order
     // Shape and type inference of every node; throws qconv::error naming the node's line.
     void infer();
     // Removes nodes on which no Result depends (Parameters are kept).
@@ -153,9 +165,9 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
 
 // ----------------------------------------------------------------- passes
 struct rewrite_record {
-    std::string conv;     // Convolution id
+    std::string conv; // Convolution id
     bool rewritten = false;
-    std::string reason;   // why (not)
+    std::string reason; // why (not)
 };
 // Returns true to veto the rewrite of this (matched) Convolution.
 using veto_callback = std::function<bool(const node &conv)>;
@@ -171,11 +183,11 @@ std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto = {})
 struct tensor {
     etype type = etype::f32;
     shape_t shape;
-    std::vector<float> data;  // values as f32 (integers exact up to 2^24)
+    std::vector<float> data; // values as f32 (integers exact up to 2^24)
 };
 
 struct compile_options {
-    int threads = 0;            // 0: OpenMP default
+    int threads = 0; // 0: OpenMP default
     // Evaluate nodes whose inputs are all Constants once, at compile time
     // (a Convolution's decompression subgraph then becomes f32 weights). Off:
     // every node runs at every run() as the graph is written.

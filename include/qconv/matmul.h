@@ -19,30 +19,30 @@ namespace qconv {
 struct matmul_desc {
     enum class zp_kind { none, per_tensor, per_group }; // per_group = per-OC when group == K
     int64_t m = 1, k = 0, n = 0;
-    dtype wei_dt = dtype::u8;      // u8, s8, u4, s4
-    int64_t group = 0;             // 0 or K: per output channel
+    dtype wei_dt = dtype::u8; // u8, s8, u4, s4
+    int64_t group = 0;        // 0 or K: per output channel
     zp_kind zp = zp_kind::none;
     bool with_bias = false;
 
     // "m1k4096n4096" (keys m k n, optional '_'); other fields keep defaults.
     static matmul_desc parse(const std::string &text);
-    std::string str() const;       // shape text, parse(str()) gives the same m/k/n
-    void validate() const;         // throws qconv::error naming the field
+    std::string str() const; // shape text, parse(str()) gives the same m/k/n
+    void validate() const;   // throws qconv::error naming the field
     int64_t group_size() const { return group == 0 ? k : group; }
     int64_t n_groups() const { return k / group_size(); }
-    int64_t wei_bytes() const;     // packed size of W
+    int64_t wei_bytes() const; // packed size of W
     int64_t scale_elems() const { return n * n_groups(); }
-    int64_t zp_elems() const;      // 0, 1 or n·n_groups
+    int64_t zp_elems() const; // 0, 1 or n·n_groups
     double flops() const { return 2.0 * m * k * n; }
     std::string key() const;
 };
 const char *to_string(matmul_desc::zp_kind z);
 
 struct matmul_weights {
-    const uint8_t *wei = nullptr;  // wei_bytes() bytes
-    const float *scale = nullptr;  // [N][NG]
-    const int32_t *zp = nullptr;   // 1 or [N][NG] values in the weight type's range
-    const float *bias = nullptr;   // N, iff with_bias
+    const uint8_t *wei = nullptr; // wei_bytes() bytes
+    const float *scale = nullptr; // [N][NG]
+    const int32_t *zp = nullptr;  // 1 or [N][NG] values in the weight type's range
+    const float *bias = nullptr;  // N, iff with_bias
 };
 
 struct matmul_hints {
@@ -52,7 +52,9 @@ struct matmul_hints {
     bool dynamic_quantization = false;
 };
 
-namespace impl { class matmul_primitive; }
+namespace impl {
+class matmul_primitive;
+}
 
 class matmul {
 public:

@@ -35,8 +35,22 @@ const char *to_string(zero_point::kind k);
 
 // ------------------------------------------------------------ logical chain
 enum class eltwise_alg {
-    relu, clip, linear, gelu_erf, gelu_tanh, swish, hardswish, mish,
-    logistic, tanh, elu, abs, sqrt, square, exp, round
+    relu,
+    clip,
+    linear,
+    gelu_erf,
+    gelu_tanh,
+    swish,
+    hardswish,
+    mish,
+    logistic,
+    tanh,
+    elu,
+    abs,
+    sqrt,
+    square,
+    exp,
+    round
 };
 enum class binary_alg { add, sub, mul, div, max, min };
 // How a parameter tensor of a post-op broadcasts over the NHWC destination.
@@ -83,8 +97,8 @@ struct post_op {
     static post_op sum(float scale = 1.f, int32_t zp = 0);
     static post_op scale_shift_op(std::vector<float> scale, std::vector<float> shift);
     static post_op prelu(std::vector<float> slope);
-    static post_op fake_quantize(int levels, std::vector<float> il, std::vector<float> ih,
-                                 std::vector<float> ol, std::vector<float> oh);
+    static post_op fake_quantize(int levels, std::vector<float> il, std::vector<float> ih, std::vector<float> ol,
+                                 std::vector<float> oh);
     // A fused 3x3 depthwise conv after the conv (legacy, AVX2 only): known to
     // the attr builder, executed by no implementation (create() says so).
     static post_op dw_conv();

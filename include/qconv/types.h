@@ -34,7 +34,7 @@ enum class isa {
     sse41,
     avx2,
     avx2_vnni,
-    avx512_core,       // AVX-512 F+BW+DQ+VL
+    avx512_core, // AVX-512 F+BW+DQ+VL
     avx512_core_vnni,
     avx512_core_bf16,
     avx512_core_amx,

@@ -61,8 +61,7 @@ void padded_copy::row(const uint8_t *s, uint8_t *buf, int64_t nr) const {
         }
         if (flip)
             for (int64_t ch = 0; ch < c; ++ch) px[ch] = static_cast<uint8_t>(x[ch] ^ flip);
-        else
-            std::memcpy(px, x, static_cast<size_t>(c));
+        else std::memcpy(px, x, static_cast<size_t>(c));
         std::memset(px + c, 0, static_cast<size_t>(cpad - c));
     }
 }

@@ -20,11 +20,11 @@ namespace qconv::jit::dw {
 inline int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 struct dw_packed : impl::packed {
-    std::vector<int32_t> wei;  // conv_ukernel: [kh][kw][cpad]
-    std::vector<uint8_t> wei8; // row kernel: [block][kh][kw][vector][64]
+    std::vector<int32_t> wei;       // conv_ukernel: [kh][kw][cpad]
+    std::vector<uint8_t> wei8;      // row kernel: [block][kh][kw][vector][64]
     std::vector<uint8_t> wei8_pair; // pair mode: [block][set][kw][64]
-    std::vector<int32_t> comp; // C + 16
-    std::vector<float> bias;   // C + 16 (empty without bias)
+    std::vector<int32_t> comp;      // C + 16
+    std::vector<float> bias;        // C + 16 (empty without bias)
     // Native row kernel: comp and bias in its lane order.
     std::vector<int32_t> comp_nat;
     std::vector<float> bias_nat;

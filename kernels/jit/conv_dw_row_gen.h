@@ -49,20 +49,20 @@ struct dw_run {
 };
 
 struct dw_row_cfg {
-    int nb = 1;                             // channel vectors of a full block
-    int last_nb = 0, last_n = 16;           // tail block: vectors, lanes of its last vector (0: no tail)
+    int nb = 1;                   // channel vectors of a full block
+    int last_nb = 0, last_n = 16; // tail block: vectors, lanes of its last vector (0: no tail)
     int kh = 1, kw = 1, sw = 1, dh = 1, dw = 1;
     int64_t pix_stride = 0, row_stride = 0; // source bytes
     uint64_t row_mask = ~uint64_t(0);       // kernel rows inside the image
     int masked_kh = -1;                     // kernel row that reads the image's last row (masked loads)
     std::vector<dw_run> runs;
-    const pipeline *pipe = nullptr;         // fused epilogue; null: int32 rows to acc
-    int64_t acc_pix = 0;                    // bytes between pixels of the int32 row
-    int64_t blk_wbytes = 0;                 // packed weight bytes per channel block
+    const pipeline *pipe = nullptr; // fused epilogue; null: int32 rows to acc
+    int64_t acc_pix = 0;            // bytes between pixels of the int32 row
+    int64_t blk_wbytes = 0;         // packed weight bytes per channel block
     // Byte layout (strided convolutions): 64-channel groups read as they are,
     // lane i of accumulator q is channel 4i + q (see dw_native_note below).
     bool native = false;
-    int tail_bytes = 0;                     // channels of the last group (native, 0: none)
+    int tail_bytes = 0; // channels of the last group (native, 0: none)
     // Pair mode (3-row kernels, stride 1, 16-channel blocks): output rows oh
     // and oh + 1 from one build of source rows r..r+3 (row_mask bits 0..3,
     // masked_kh: the one of them that is the image's last row); the second
@@ -411,8 +411,7 @@ private:
                 for (int kw = 0; kw < cfg.kw && !any; ++kw) any = tap(r, j, kw, &w);
             if (!any) continue;
             for (int kw = 0; kw < cfg.kw; ++kw)
-                for (int q = 0; q < 4; ++q)
-                    vmovdqu8(nwreg(kw, q), ptr[reg_wei + ((kh * cfg.kw + kw) * 4 + q) * 64]);
+                for (int q = 0; q < 4; ++q) vmovdqu8(nwreg(kw, q), ptr[reg_wei + ((kh * cfg.kw + kw) * 4 + q) * 64]);
             for (int j = std::max(0, r.lo); j < std::min(span, r.hi); ++j) {
                 bool used = false;
                 for (int kw = 0; kw < cfg.kw && !used; ++kw) used = tap(r, j, kw, &w);
@@ -577,7 +576,6 @@ private:
         vmovdqu8(ptr[reg_dst + pw * pix + b * 16], Xbyak::Xmm(t.getIdx()));
         for (int q = 1; q < 4; ++q) vextracti32x4(ptr[reg_dst + (pw + q) * pix + b * 16], t, q);
     }
-
 };
 
 } // namespace qconv::jit::dw

@@ -62,7 +62,7 @@ private:
     bool tail_ = false, fused_ = false, direct_ = false, native_ = false, pair_ = false;
     int64_t pair_wbytes_ = 0;
     std::vector<dw_row_fn> fns_pair_; // per pair of output rows (2p, 2p + 1)
-    pipeline pipe_nat_; // pipe_ with per-OC arrays in the native lane order
+    pipeline pipe_nat_;               // pipe_ with per-OC arrays in the native lane order
     std::vector<std::unique_ptr<dw_row_gen>> gens_;
     std::vector<dw_row_fn> fns_; // per output row
 };
@@ -102,8 +102,7 @@ std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
         }
         if (!runs.empty() && runs.back().u == r.u && runs.back().lo == r.lo && runs.back().hi == r.hi)
             ++runs.back().count;
-        else
-            runs.push_back(r);
+        else runs.push_back(r);
     }
     return runs;
 }

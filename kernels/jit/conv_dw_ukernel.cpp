@@ -68,8 +68,8 @@ void conv_dw_kernel::plan() {
     c_ = d.oc;
     cpad_ = rnd_up(c_, 16);
     nvec_ = rnd_up(c_, lanes_) / lanes_;
-    nb_big_ = static_cast<int>(std::min<int64_t>(
-        std::min(max_oc_vectors(isa_), max_accumulators_dw(isa_, static_cast<int>(d.kw))), nvec_));
+    nb_big_ = static_cast<int>(
+        std::min<int64_t>(std::min(max_oc_vectors(isa_), max_accumulators_dw(isa_, static_cast<int>(d.kw))), nvec_));
     n_ob_ = (nvec_ + nb_big_ - 1) / nb_big_;
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;

@@ -52,8 +52,8 @@ protected:
     virtual int tail_lanes() const { return 16; }
 
     const bool ymm_;
-    const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13,
-                       reg_comp = r14, reg_pbase = r15;
+    const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13, reg_comp = r14,
+                       reg_pbase = r15;
     // The zmm registers (zmm mode); their indices name the ymm registers in ymm mode.
     const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
     const Xbyak::Zmm zmm_u, zmm_t;
@@ -232,9 +232,18 @@ protected:
         const Xbyak::Xmm vz = tl ? (v | k1 | T_z) : v;
         switch (dt) {
         case dtype::f32: vmovups(vz, a); break;
-        case dtype::s32: vmovdqu32(vz, a); vcvtdq2ps(v, v); break;
-        case dtype::s8: vpmovsxbd(vz, a); vcvtdq2ps(v, v); break;
-        default: vpmovzxbd(vz, a); vcvtdq2ps(v, v); break;
+        case dtype::s32:
+            vmovdqu32(vz, a);
+            vcvtdq2ps(v, v);
+            break;
+        case dtype::s8:
+            vpmovsxbd(vz, a);
+            vcvtdq2ps(v, v);
+            break;
+        default:
+            vpmovzxbd(vz, a);
+            vcvtdq2ps(v, v);
+            break;
         }
     }
 

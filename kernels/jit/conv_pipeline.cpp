@@ -45,7 +45,8 @@ pipeline pipeline::build(const conv_problem &p, const attr_set &a) {
         case K::binary:
             if (!q.full) q.a = per_oc(op.a, oc, "binary");
             break;
-        case K::prelu: case K::depthwise_prelu: q.a = per_oc(op.a, oc, "prelu"); break;
+        case K::prelu:
+        case K::depthwise_prelu: q.a = per_oc(op.a, oc, "prelu"); break;
         case K::depthwise_scale_shift:
             q.a = per_oc(op.a, oc, "scale_shift");
             q.b = per_oc(op.b, oc, "scale_shift");

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "qconv/conv.h"
 #include "core/lowering.h"
+#include "qconv/conv.h"
 #include "qconv/post_ops.h"
 
 namespace qconv::jit {
@@ -66,9 +66,9 @@ struct tile {
 
 // The tile's acc rows and comp/bias/per-OC arrays must be readable up to
 // whole vectors past nc (the kernels allocate them so).
-void run_pipeline_avx512(const pipeline &pp, const tile &t, const int32_t *comp,
-                         const float *bias, void *dst, const exec_args &args);
-void run_pipeline_avx2(const pipeline &pp, const tile &t, const int32_t *comp,
-                       const float *bias, void *dst, const exec_args &args);
+void run_pipeline_avx512(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
+                         const exec_args &args);
+void run_pipeline_avx2(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
+                       const exec_args &args);
 
 } // namespace qconv::jit

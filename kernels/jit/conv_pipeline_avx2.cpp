@@ -47,8 +47,12 @@ struct v256 {
     static mask gt(vec a, vec b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
     static mask ge(vec a, vec b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
     static vec select(mask m, vec t, vec f) { return _mm256_blendv_ps(f, t, m); }
-    static vec fmax(vec x, vec y) { return _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)); }
-    static vec fmin(vec x, vec y) { return _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)); }
+    static vec fmax(vec x, vec y) {
+        return _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+    }
+    static vec fmin(vec x, vec y) {
+        return _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+    }
     static vec load_dst(dtype dt, const void *dst, int64_t off, int n) {
         alignas(32) float b[8] = {};
         for (int i = 0; i < n; ++i) {
@@ -78,8 +82,8 @@ struct v256 {
             const vec r = rne(y);
             __m256i i = _mm256_cvtps_epi32(r); // too large → INT_MIN
             const __m256 big = _mm256_cmp_ps(r, set1(2147483648.f), _CMP_GE_OQ);
-            i = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(i),
-                                                     _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX)), big));
+            i = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(i), _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX)), big));
             if (n == 8) {
                 _mm256_storeu_si256(reinterpret_cast<__m256i *>(static_cast<int32_t *>(dst) + off), i);
             } else {

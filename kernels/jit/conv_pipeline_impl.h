@@ -72,8 +72,7 @@ void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, cons
                 switch (op.k) {
                 case K::eltwise: y = eltwise_v<V>(op, y); break;
                 case K::binary: {
-                    const vec r = op.full ? V::load_n(args.binary[op.full_index] + off, n)
-                                          : V::load(op.a.data() + c);
+                    const vec r = op.full ? V::load_n(args.binary[op.full_index] + off, n) : V::load(op.a.data() + c);
                     y = binary_v<V>(op.balg, y, r);
                     break;
                 }
@@ -95,8 +94,7 @@ void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, cons
                     y = V::min_raw(V::load(op.q[1].data() + c), y);
                     y = V::fmadd(y, V::load(op.q[2].data() + c), V::load(op.q[3].data() + c));
                     if (op.round) y = V::rne(y);
-                    if (op.dequantize)
-                        y = V::fmadd(y, V::load(op.q[4].data() + c), V::load(op.q[5].data() + c));
+                    if (op.dequantize) y = V::fmadd(y, V::load(op.q[4].data() + c), V::load(op.q[5].data() + c));
                     break;
                 default: break;
                 }

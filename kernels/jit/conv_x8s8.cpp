@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 #include "core/compensation.h"
 #include "kernels/jit/conv_pipeline.h"
@@ -62,24 +62,24 @@ struct jit_packed : impl::packed {
 
 // Everything derived from (problem, attr) that execute() needs.
 struct geometry {
-    int64_t mb, g, icg, ocg, icg4, ocg16; // ocg16: OCg rounded up to the lane count
-    int lanes, es, wb;     // OC lanes per vector; bytes per source / weight element
-    int64_t oh, ow;        // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
-    int64_t ih_p, iw_p;    // source view rows/cols as iterated (padded copy or original)
-    int64_t cp_rows, cp_cols; // rows/cols of the padded copy
-    int64_t cs;            // bytes per source pixel in the view
+    int64_t mb, g, icg, ocg, icg4, ocg16;   // ocg16: OCg rounded up to the lane count
+    int lanes, es, wb;                      // OC lanes per vector; bytes per source / weight element
+    int64_t oh, ow;                         // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
+    int64_t ih_p, iw_p;                     // source view rows/cols as iterated (padded copy or original)
+    int64_t cp_rows, cp_cols;               // rows/cols of the padded copy
+    int64_t cs;                             // bytes per source pixel in the view
     int64_t kh, kw, sh, sw, dh, dw, pt, pl; // pt, pl: 0 unless direct (view origin)
-    bool copy = false;     // build a padded source copy
-    bool flat = false;     // 1x1 flattened into one row
-    bool subsample = false; // strided 1x1 copy: only the pixels read, stride 1 in the copy
-    int64_t step_h = 1, step_w = 1; // source pixels per copy pixel (subsample: the strides)
-    bool flat2d = false;   // short rows: the OH·OW pixels as one list, blocks may span rows
-    bool taps_inner = false; // loop order ic4 → taps (weights packed [ic4][kh][kw])
-    bool direct = false;   // padded convolution read in place, padding taps skipped
-    int64_t ow_real = 0;   // OW (flat2d maps a pixel index p to (p / OW, p % OW))
-    int nb_big;            // vector blocks per full OC block (≤ 4)
-    int64_t n_ob;          // OC blocks per group
-    int ur_w;              // pixels per micro-kernel call (full OC block)
+    bool copy = false;                      // build a padded source copy
+    bool flat = false;                      // 1x1 flattened into one row
+    bool subsample = false;                 // strided 1x1 copy: only the pixels read, stride 1 in the copy
+    int64_t step_h = 1, step_w = 1;         // source pixels per copy pixel (subsample: the strides)
+    bool flat2d = false;                    // short rows: the OH·OW pixels as one list, blocks may span rows
+    bool taps_inner = false;                // loop order ic4 → taps (weights packed [ic4][kh][kw])
+    bool direct = false;                    // padded convolution read in place, padding taps skipped
+    int64_t ow_real = 0;                    // OW (flat2d maps a pixel index p to (p / OW, p % OW))
+    int nb_big;                             // vector blocks per full OC block (≤ 4)
+    int64_t n_ob;                           // OC blocks per group
+    int ur_w;                               // pixels per micro-kernel call (full OC block)
 };
 
 class conv_x8s8_kernel : public impl::conv_kernel {
@@ -125,9 +125,9 @@ private:
         std::vector<int64_t> start, chunk;
         std::vector<std::vector<conv_ukernel_fn>> fn; // [row class][block]
     };
-    std::vector<int> row_cls_; // row class of each iterated output row (direct mode)
+    std::vector<int> row_cls_;         // row class of each iterated output row (direct mode)
     std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
-    block_plan bp_[2]; // full OC block, last OC block
+    block_plan bp_[2];                 // full OC block, last OC block
     int64_t n_chunks_ = 1;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
@@ -148,8 +148,14 @@ void conv_x8s8_kernel::plan() {
     g.wb = g.es;
     g.icg4 = rnd_up(g.icg, 4);
     g.ocg16 = rnd_up(g.ocg, g.lanes);
-    g.kh = d.kh; g.kw = d.kw; g.sh = d.sh; g.sw = d.sw; g.dh = d.dh; g.dw = d.dw;
-    g.pt = d.pt; g.pl = d.pl;
+    g.kh = d.kh;
+    g.kw = d.kw;
+    g.sh = d.sh;
+    g.sw = d.sw;
+    g.dh = d.dh;
+    g.dw = d.dw;
+    g.pt = d.pt;
+    g.pl = d.pl;
     // Source rows/cols actually touched, with the padding origin at (−pt, −pl).
     const int64_t rows = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
@@ -174,8 +180,8 @@ void conv_x8s8_kernel::plan() {
     // subsampled image — and runs as a flattened stride-1 1x1 (the full
     // image's copy cost up to 13x brgconv_1x1 on such layers).
     g.subsample = g.copy && !padded && !g.direct && d.kh == 1 && d.kw == 1 && (d.sh > 1 || d.sw > 1);
-    g.flat = (d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw) ||
-             g.subsample;
+    g.flat =
+        (d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw) || g.subsample;
     g.cp_rows = rows;
     g.cp_cols = cols;
     if (g.subsample) {
@@ -206,8 +212,8 @@ void conv_x8s8_kernel::plan() {
     // are few enough for the code size and their displacements fit 32 bits.
     {
         const int64_t span = ((g.kh - 1) * g.dh * g.iw_p + (g.kw - 1) * g.dw + g.ow * g.sw) * g.cs * g.es;
-        g.taps_inner = g.direct || (g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) &&
-                                    knobs_.taps_inner);
+        g.taps_inner =
+            g.direct || (g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) && knobs_.taps_inner);
     }
     const int64_t nvec = g.ocg16 / g.lanes;
     int nb_max = max_oc_vectors(isa_);
@@ -289,65 +295,66 @@ void conv_x8s8_kernel::plan() {
         const int last_n = fused_ ? ln : 16;
         bp.fn.assign(static_cast<size_t>(n_cls), {});
         for (int cl = 0; cl < n_cls; ++cl)
-        for (int64_t i = 0; i < nblk; ++i) {
-            const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
-            const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
-            std::vector<uint64_t> masks; // direct mode: valid taps per pixel
-            if (g.direct) {
-                // A representative row of the class (row-wise) or the block's own pixels (list).
-                int64_t oh_r = 0;
-                if (!list) oh_r = std::find(row_cls_.begin(), row_cls_.end(), cl) - row_cls_.begin();
-                for (int w = 0; w < u; ++w) {
-                    const int64_t p = bp.start[i] + w;
-                    masks.push_back(list ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
-                }
-                const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
-                if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
-                // Zero point / s8 source: a skipped tap must still add w·v (v = the
-                // padded value): per-pixel correction rows, one per distinct mask.
-                if (!pad_zero_)
-                    for (uint64_t m : masks) {
-                        if (m == all || std::count(corr_masks_.begin(), corr_masks_.end(), m)) continue;
-                        corr_masks_.push_back(m);
-                    }
-            }
-            auto &slot = kernels_[{u, nb, last_n, col0, masks}];
-            if (!slot) {
-                conv_ukernel_cfg c;
-                if (col0 >= 0)
+            for (int64_t i = 0; i < nblk; ++i) {
+                const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
+                const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
+                std::vector<uint64_t> masks; // direct mode: valid taps per pixel
+                if (g.direct) {
+                    // A representative row of the class (row-wise) or the block's own pixels (list).
+                    int64_t oh_r = 0;
+                    if (!list) oh_r = std::find(row_cls_.begin(), row_cls_.end(), cl) - row_cls_.begin();
                     for (int w = 0; w < u; ++w) {
-                        const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
-                        c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
+                        const int64_t p = bp.start[i] + w;
+                        masks.push_back(list ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
                     }
-                c.isa = isa_;
-                c.ur_w = u;
-                c.nb = nb;
-                c.kh = static_cast<int>(g.kh);
-                c.kw = static_cast<int>(g.kw);
-                c.ic4 = static_cast<int>(g.icg4 / 4);
-                c.pix_stride = g.cs * g.es;
-                c.row_stride = g.iw_p * g.cs * g.es;
-                c.sw = static_cast<int>(g.sw);
-                c.dh = static_cast<int>(g.dh);
-                c.dw = static_cast<int>(g.dw);
-                c.xor_src = !g.copy && p_.src_dt == dtype::s8;
-                c.pipe = fused_ ? &pipe_ : nullptr;
-                c.last_n = last_n;
-                c.taps_inner = g.taps_inner;
-                c.tap_mask = masks;
-                if (!pad_zero_ && !masks.empty()) {
                     const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
-                    for (uint64_t m : masks)
-                        c.tap_corr.push_back(m == all ? -1 : static_cast<int>(std::find(corr_masks_.begin(),
-                                                               corr_masks_.end(), m) - corr_masks_.begin()));
-                    c.corr_stride = (d.oc + 16) * 4;
+                    if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
+                    // Zero point / s8 source: a skipped tap must still add w·v (v = the
+                    // padded value): per-pixel correction rows, one per distinct mask.
+                    if (!pad_zero_)
+                        for (uint64_t m : masks) {
+                            if (m == all || std::count(corr_masks_.begin(), corr_masks_.end(), m)) continue;
+                            corr_masks_.push_back(m);
+                        }
                 }
-                slot = std::make_unique<conv_ukernel>(c);
+                auto &slot = kernels_[{u, nb, last_n, col0, masks}];
+                if (!slot) {
+                    conv_ukernel_cfg c;
+                    if (col0 >= 0)
+                        for (int w = 0; w < u; ++w) {
+                            const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
+                            c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
+                        }
+                    c.isa = isa_;
+                    c.ur_w = u;
+                    c.nb = nb;
+                    c.kh = static_cast<int>(g.kh);
+                    c.kw = static_cast<int>(g.kw);
+                    c.ic4 = static_cast<int>(g.icg4 / 4);
+                    c.pix_stride = g.cs * g.es;
+                    c.row_stride = g.iw_p * g.cs * g.es;
+                    c.sw = static_cast<int>(g.sw);
+                    c.dh = static_cast<int>(g.dh);
+                    c.dw = static_cast<int>(g.dw);
+                    c.xor_src = !g.copy && p_.src_dt == dtype::s8;
+                    c.pipe = fused_ ? &pipe_ : nullptr;
+                    c.last_n = last_n;
+                    c.taps_inner = g.taps_inner;
+                    c.tap_mask = masks;
+                    if (!pad_zero_ && !masks.empty()) {
+                        const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+                        for (uint64_t m : masks)
+                            c.tap_corr.push_back(
+                                m == all ? -1
+                                         : static_cast<int>(std::find(corr_masks_.begin(), corr_masks_.end(), m) -
+                                                            corr_masks_.begin()));
+                        c.corr_stride = (d.oc + 16) * 4;
+                    }
+                    slot = std::make_unique<conv_ukernel>(c);
+                }
+                bp.fn[cl].push_back(slot->fn());
             }
-            bp.fn[cl].push_back(slot->fn());
-        }
     }
-
 }
 
 std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, const float *bias) const {
@@ -374,8 +381,7 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
                                 const int64_t src_i = (((gr * g.ocg + oc) * g.icg + ic) * g.kh + kh) * g.kw + kw;
                                 const int64_t step = g.taps_inner ? i4 * g.kh * g.kw + kh * g.kw + kw
                                                                   : (kh * g.kw + kw) * (g.icg4 / 4) + i4;
-                                if (g.wb == 1)
-                                    blk[(step * width + o) * 4 + j] = wei[src_i];
+                                if (g.wb == 1) blk[(step * width + o) * 4 + j] = wei[src_i];
                                 else // [step][pair][o][2]
                                     blk16[((step * 2 + j / 2) * width + o) * 2 + j % 2] = wei[src_i];
                             }
@@ -432,8 +438,8 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
                     // A run of padded pixels: whole row, or up to the first valid column.
                     const int64_t run = ih < 0 || ih >= d.ih ? g.cp_cols - col
-                                        : iw < 0          ? std::min(-iw, g.cp_cols - col)
-                                                          : g.cp_cols - col;
+                                        : iw < 0             ? std::min(-iw, g.cp_cols - col)
+                                                             : g.cp_cols - col;
                     fill_padding(px, run);
                     col += run - 1;
                     continue;
@@ -514,7 +520,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     for (const auto &op : a_.ops)
         if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
 
-    // One parallel region: the source copy (if any), a barrier, the convolution.
+            // One parallel region: the source copy (if any), a barrier, the convolution.
 #pragma omp parallel num_threads(threads)
     {
         if (g.copy) make_padded_source(src, pad_buf, threads);
@@ -525,9 +531,12 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             // a chunk sit side by side, so a static split gives every thread
             // the same mix (and the chunk's source stays in cache between them).
             int64_t r = it;
-            const int64_t ob = r % g.n_ob; r /= g.n_ob;
-            const int64_t ck = r % n_chunks; r /= n_chunks;
-            const int64_t oh = r % g.oh; r /= g.oh;
+            const int64_t ob = r % g.n_ob;
+            r /= g.n_ob;
+            const int64_t ck = r % n_chunks;
+            r /= n_chunks;
+            const int64_t oh = r % g.oh;
+            r /= g.oh;
             const int64_t gr = r % g.g;
             const int64_t n = r / g.g;
             const int64_t oc0 = ob * g.nb_big * g.lanes;
@@ -540,8 +549,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             // Byte offset of output row oh's tap (0, 0) source; direct mode
             // starts at (−pt, −pl), so offsets may point before the buffer
             // (those taps are never read).
-            const int64_t row_off = ((n * g.ih_p + oh * g.sh - g.pt) * g.iw_p * g.cs - g.pl * g.cs +
-                                     gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+            const int64_t row_off =
+                ((n * g.ih_p + oh * g.sh - g.pt) * g.iw_p * g.cs - g.pl * g.cs + gr * (g.copy ? g.icg4 : g.icg)) * g.es;
             const auto *fns = bp.fn[static_cast<size_t>(row_cls_[oh])].data();
             conv_call call{};
             call.wei = wblk;
@@ -557,7 +566,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 if (g.flat2d) { // pixel index ow → (row, column) of the image
                     const int64_t orow = ow / g.ow_real, col0 = ow % g.ow_real;
                     src_off = ((n * g.ih_p + orow * g.sh - g.pt) * g.iw_p * g.cs + (col0 * g.sw - g.pl) * g.cs +
-                               gr * (g.copy ? g.icg4 : g.icg)) * g.es;
+                               gr * (g.copy ? g.icg4 : g.icg)) *
+                              g.es;
                 } else {
                     src_off = row_off + ow * g.sw * g.cs * g.es;
                 }
@@ -624,7 +634,9 @@ conv_knobs conv_knobs::from_env() {
 std::string conv_knobs::str() const {
     const conv_knobs d;
     std::string s;
-    auto add = [&s](const char *name, int v) { s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v); };
+    auto add = [&s](const char *name, int v) {
+        s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v);
+    };
     if (ur != d.ur) add("ur", ur);
     if (nb != d.nb) add("nb", nb);
     if (direct != d.direct) add("direct", direct);
@@ -683,9 +695,13 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
     }
     for (const lowered_op &op : a.ops) {
         switch (op.k) {
-        case lowered_op::kind::eltwise: case lowered_op::kind::binary: case lowered_op::kind::prelu:
-        case lowered_op::kind::sum: case lowered_op::kind::depthwise_scale_shift:
-        case lowered_op::kind::depthwise_prelu: case lowered_op::kind::quantization: break;
+        case lowered_op::kind::eltwise:
+        case lowered_op::kind::binary:
+        case lowered_op::kind::prelu:
+        case lowered_op::kind::sum:
+        case lowered_op::kind::depthwise_scale_shift:
+        case lowered_op::kind::depthwise_prelu:
+        case lowered_op::kind::quantization: break;
         default: return reject(why, "lowered post-op kind not implemented");
         }
     }
@@ -728,12 +744,13 @@ impl::plan_ptr make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs)
 } // namespace
 
 impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1) {
-    impl::conv_entry e = make_row(
-        name, conv_impl_name(i, only_1x1), i, conv_plan::kind::dense,
-        [i, only_1x1](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
-            return conv_supports(i, only_1x1, p, a, why) ? make_plan(i, conv_plan::kind::dense, conv_knobs::from_env())
-                                                         : nullptr;
-        });
+    impl::conv_entry e =
+        make_row(name, conv_impl_name(i, only_1x1), i, conv_plan::kind::dense,
+                 [i, only_1x1](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+                     return conv_supports(i, only_1x1, p, a, why)
+                                ? make_plan(i, conv_plan::kind::dense, conv_knobs::from_env())
+                                : nullptr;
+                 });
     e.only_1x1 = only_1x1;
     return e;
 }
@@ -742,9 +759,8 @@ impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
     return make_row(name, std::string("jit:conv_dw_x8s8:") + to_string(i), i, conv_plan::kind::depthwise,
                     [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
                         const conv_knobs k = conv_knobs::from_env();
-                        return conv_dw_supports(i, false, p, a, k, why)
-                                   ? make_plan(i, conv_plan::kind::depthwise, k)
-                                   : nullptr;
+                        return conv_dw_supports(i, false, p, a, k, why) ? make_plan(i, conv_plan::kind::depthwise, k)
+                                                                        : nullptr;
                     });
 }
 

@@ -55,9 +55,9 @@ namespace qconv::jit {
 // Instruction family used for the u8·s8 multiply-accumulate.
 enum class conv_isa {
     avx512_core_vnni, // vpdpbusd zmm
-    avx512_core, // zmm: widen to int16, vpmaddwd (exact)
-    avx2,        // ymm: widen to int16, vpmaddwd (exact)
-    avx2_vnni,   // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
+    avx512_core,      // zmm: widen to int16, vpmaddwd (exact)
+    avx2,             // ymm: widen to int16, vpmaddwd (exact)
+    avx2_vnni,        // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
 };
 const char *to_string(conv_isa i);
 // Register facts: ymm (16 registers, 8 OC lanes, no mask registers) or zmm
@@ -69,14 +69,14 @@ inline bool is_vnni(conv_isa i) { return i == conv_isa::avx512_core_vnni || i ==
 // Compile-time configuration of one micro-kernel.
 struct conv_ukernel_cfg {
     conv_isa isa = conv_isa::avx512_core_vnni;
-    int ur_w = 1;           // output pixels per call
-    int nb = 1;             // vector blocks of OC (16 lanes on zmm, 8 on ymm)
+    int ur_w = 1; // output pixels per call
+    int nb = 1;   // vector blocks of OC (16 lanes on zmm, 8 on ymm)
     int kh = 1, kw = 1;
     int ic4 = 1;            // ICg rounded up to 4, divided by 4
     int64_t pix_stride = 0; // bytes between consecutive input pixels
     int64_t row_stride = 0; // bytes between consecutive input rows
     int sw = 1, dh = 1, dw = 1;
-    bool xor_src = false;   // s8 source read directly: x ^ 0x80 = x + 128
+    bool xor_src = false; // s8 source read directly: x ^ 0x80 = x + 128
     // Loop order: false: kh → kw → ICg/4 (weights [kh][kw][ic4]...); true:
     // ICg/4 → kh → kw with every tap unrolled (weights [ic4][kh][kw]...), so
     // the reduction is one loop of ic4 iterations whatever the kernel size.
@@ -122,16 +122,16 @@ constexpr int max_fused_full = 4;
 // plan — so they are part of the kernel cache key and a kernel never reads
 // the environment while it is built.
 struct conv_knobs {
-    int ur = 0;              // QCONV_JIT_CONV_UR=N: at most N pixels per call (0: the register limit)
-    int nb = 0;              // QCONV_JIT_CONV_NB=N: at most N OC vectors per block (0: the ISA's limit)
-    bool direct = true;      // QCONV_JIT_CONV_DIRECT=0: padded sources always copied
-    bool flat2d = true;      // QCONV_JIT_CONV_FLAT2D=0: short rows not run as one pixel list
-    bool taps_inner = true;  // QCONV_JIT_CONV_TAPS_INNER=0: the kh → kw → ICg/4 loop order
-    bool fused = true;       // QCONV_JIT_CONV_FUSED=0: the output pipeline outside the micro-kernels
-    bool dw_direct = true;   // QCONV_JIT_CONV_DW_DIRECT=0: depthwise sources always copied
-    bool dw_pair = true;     // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
-    bool dw_row = true;      // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
-    int dw_native = -1;      // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
+    int ur = 0;             // QCONV_JIT_CONV_UR=N: at most N pixels per call (0: the register limit)
+    int nb = 0;             // QCONV_JIT_CONV_NB=N: at most N OC vectors per block (0: the ISA's limit)
+    bool direct = true;     // QCONV_JIT_CONV_DIRECT=0: padded sources always copied
+    bool flat2d = true;     // QCONV_JIT_CONV_FLAT2D=0: short rows not run as one pixel list
+    bool taps_inner = true; // QCONV_JIT_CONV_TAPS_INNER=0: the kh → kw → ICg/4 loop order
+    bool fused = true;      // QCONV_JIT_CONV_FUSED=0: the output pipeline outside the micro-kernels
+    bool dw_direct = true;  // QCONV_JIT_CONV_DW_DIRECT=0: depthwise sources always copied
+    bool dw_pair = true;    // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
+    bool dw_row = true;     // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
+    int dw_native = -1;     // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;
@@ -145,15 +145,15 @@ bool pipeline_fusable(const attr_set &a, const conv_knobs &k);
 
 // Arguments of one micro-kernel call.
 struct conv_call {
-    const uint8_t *src;    // input pixel of output pixel 0, tap (0, 0), channel g·ICg
-    const int8_t *wei;     // packed weights of the OC block
-    int32_t *acc;          // int32 tile (unfused kernels)
-    void *dst;             // dst element (pixel 0, channel c0) (fused kernels)
-    const int32_t *comp;   // comp + c0
-    const float *bias;     // bias + c0 (or null)
-    int64_t c_off;         // c0 · 4: byte offset into the pipeline's per-OC arrays
+    const uint8_t *src;                // input pixel of output pixel 0, tap (0, 0), channel g·ICg
+    const int8_t *wei;                 // packed weights of the OC block
+    int32_t *acc;                      // int32 tile (unfused kernels)
+    void *dst;                         // dst element (pixel 0, channel c0) (fused kernels)
+    const int32_t *comp;               // comp + c0
+    const float *bias;                 // bias + c0 (or null)
+    int64_t c_off;                     // c0 · 4: byte offset into the pipeline's per-OC arrays
     const float *full[max_fused_full]; // full binary operands at (pixel 0, c0)
-    const int32_t *corr;   // direct-mode correction rows (row 0, channel 0), or null
+    const int32_t *corr;               // direct-mode correction rows (row 0, channel 0), or null
 };
 using conv_ukernel_fn = void (*)(const conv_call *);
 
@@ -204,8 +204,7 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                       std::string *why);
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
-std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a,
-                                                        const conv_plan &pl);
+std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 
 // Table rows (dispatch/conv_list.cpp); `name` must be the configuration's.
 impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1);

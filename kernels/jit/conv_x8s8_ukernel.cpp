@@ -65,8 +65,8 @@ int max_accumulators_dw(conv_isa i, int kw) {
 struct conv_ukernel::gen : public conv_epilogue_gen {
     explicit gen(const conv_ukernel_cfg &c)
         : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, is_ymm(c.isa)), cfg(c) {
-        name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) +
-                "x" + std::to_string(c.nb);
+        name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) + "x" +
+                std::to_string(c.nb);
         vnni = is_vnni(c.isa);
         zmm_ = !is_ymm(c.isa);
         vbytes = zmm_ ? 64 : 32;
@@ -224,9 +224,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     }
     int64_t tap_off_ = 0, wei_off_ = 0;
     int tap_ = -1; // tap being emitted (taps-inner loop)
-    bool pixel_reads(int w) const {
-        return cfg.tap_mask.empty() || tap_ < 0 || ((cfg.tap_mask[w] >> tap_) & 1u);
-    }
+    bool pixel_reads(int w) const { return cfg.tap_mask.empty() || tap_ < 0 || ((cfg.tap_mask[w] >> tap_) & 1u); }
 
     void emit_store_acc() {
         for (int w = 0; w < cfg.ur_w; ++w)

@@ -43,8 +43,7 @@ void register_perf_map(const char *name, const uint8_t *code, size_t size) {
     std::lock_guard<std::mutex> lock(profile_mutex);
     const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
     if (FILE *f = std::fopen(path.c_str(), "a")) {
-        std::fprintf(f, "%lx %zx qconv_jit_%s\n", (unsigned long)(uintptr_t)code, size,
-                     file_safe(name).c_str());
+        std::fprintf(f, "%lx %zx qconv_jit_%s\n", (unsigned long)(uintptr_t)code, size, file_safe(name).c_str());
         std::fclose(f);
     }
 }

@@ -42,7 +42,9 @@ public:
 
     // Entry point of the generated code as a function pointer type F.
     template <typename F>
-    F entry() const { return reinterpret_cast<F>(const_cast<Xbyak::uint8 *>(getCode())); }
+    F entry() const {
+        return reinterpret_cast<F>(const_cast<Xbyak::uint8 *>(getCode()));
+    }
 
 protected:
     // Emits the whole kernel, including prologue/epilogue (see preamble()).

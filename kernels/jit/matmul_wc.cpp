@@ -32,11 +32,11 @@ struct wc_layout {
     int64_t k_padded = 0;        // K rounded up to the slices (x stride)
     int64_t steps_per_group = 0; // k-slices per group
     int64_t n_groups = 1;
-    int64_t param_floats = 0;    // per panel per group
-    bool lut = false;            // 4-bit table lookup (matmul_wc_config::lut)
-    bool lut8 = false;           // ... with the 8-k block layout (matmul_wc_config::lut8)
-    int col_bytes = 1;           // bytes per column and step
-    bool zp_vec = false;         // a zp vector follows each scale vector
+    int64_t param_floats = 0;                                // per panel per group
+    bool lut = false;                                        // 4-bit table lookup (matmul_wc_config::lut)
+    bool lut8 = false;                                       // ... with the 8-k block layout (matmul_wc_config::lut8)
+    int col_bytes = 1;                                       // bytes per column and step
+    bool zp_vec = false;                                     // a zp vector follows each scale vector
     int64_t panel_bytes() const { return k_slices * panel; } // k_slices: bytes per column
     int64_t panel_params() const { return n_groups * param_floats; }
 };
@@ -153,7 +153,7 @@ public:
             xt.assign(static_cast<size_t>(M * Kp), 0.f); // k >= K stays 0
             const int64_t n_blocks = (M + block_m_ - 1) / block_m_;
             float *xtp = xt.data();
-#pragma omp parallel for num_threads(static_cast<int>(std::min<int64_t>(n_blocks, max_threads))) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(n_blocks, max_threads))) schedule(static)
             for (int64_t b = 0; b < n_blocks; ++b) {
                 const int64_t m0 = b * block_m_, mb = std::min<int64_t>(block_m_, M - m0);
                 float *dst = xtp + m0 * Kp;
@@ -165,8 +165,8 @@ public:
             xs = xtp;
         }
         const int vl = zmm_ ? 16 : 8;
-        const int64_t part = nv_ * vl;             // columns of a panel per call
-        const int64_t parts = P / part;            // calls per panel and row block
+        const int64_t part = nv_ * vl;  // columns of a panel per call
+        const int64_t parts = P / part; // calls per panel and row block
         const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
         const int64_t per_call = parts * m_blocks;
         const int64_t items = n_calls_ * per_call;
@@ -197,8 +197,7 @@ public:
                     const float *o = out + (m * pc_ + j) * P;
                     if (bias)
                         for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
-                    else
-                        std::memcpy(yr, o, cols * sizeof(float));
+                    else std::memcpy(yr, o, cols * sizeof(float));
                 }
             }
         }
@@ -222,7 +221,8 @@ private:
                         static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));
             } else {
                 for (int64_t k = 0; k < K; ++k)
-                    dst[(k / 2) * P + c] |= static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));
+                    dst[(k / 2) * P + c] |=
+                        static_cast<uint8_t>(raw_element(w.wei, d_.wei_dt, base + k) << (4 * (k % 2)));
             }
         }
         float *prm = p.params.get() + pi * l_.panel_params();
@@ -242,10 +242,10 @@ private:
     bool zmm_;
     wc_layout l_;
     bool streaming_ = true; // streaming shape (else register-blocked, x packed k-major)
-    int block_m_ = 1; // rows per call (the tail block has fewer)
-    int nv_ = 4;      // vectors per panel and call
-    int pc_ = 1;      // panels per call
-    int64_t n_calls_ = 0; // panel groups (of pc_ panels)
+    int block_m_ = 1;       // rows per call (the tail block has fewer)
+    int nv_ = 4;            // vectors per panel and call
+    int pc_ = 1;            // panels per call
+    int64_t n_calls_ = 0;   // panel groups (of pc_ panels)
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
     std::vector<matmul_wc_fn> fns_;
 };

@@ -58,30 +58,30 @@ namespace qconv::jit {
 
 // One call of a generated kernel: one panel (or its column offset), mb rows.
 struct matmul_wc_call {
-    const uint8_t *w;     // first k-slice of the panel
-    const float *params;  // group 0 parameters of the panel: scale[W] (zp[W])
-    const float *x;       // row 0 of the block, rows x_stride floats apart
-    float *out;           // mb rows of pc·W floats (overwritten)
-    const float *lut;     // lut kernels: f32(v − zp) for the 16 nibble values v
+    const uint8_t *w;    // first k-slice of the panel
+    const float *params; // group 0 parameters of the panel: scale[W] (zp[W])
+    const float *x;      // row 0 of the block, rows x_stride floats apart
+    float *out;          // mb rows of pc·W floats (overwritten)
+    const float *lut;    // lut kernels: f32(v − zp) for the 16 nibble values v
 };
 using matmul_wc_fn = void (*)(const matmul_wc_call *);
 
 struct matmul_wc_config {
-    dtype wei_dt = dtype::u8;  // u8, s8, u4, s4
-    bool zp = false;           // subtract the zp vector stored after scale
-    bool zmm = true;           // register width: zmm (avx512) or ymm (avx2)
-    int mb = 1;                // rows per call
-    int nv = 4;                // vectors (of vlen columns) per panel: 4 = a panel, 2 = half
-    int pc = 1;                // panels per call (streaming: several weight streams at once)
-    int64_t panel_bytes = 0;   // distance between panels (pc > 1)
-    int64_t panel_params = 0;  // floats between the parameters of two panels (pc > 1)
+    dtype wei_dt = dtype::u8;    // u8, s8, u4, s4
+    bool zp = false;             // subtract the zp vector stored after scale
+    bool zmm = true;             // register width: zmm (avx512) or ymm (avx2)
+    int mb = 1;                  // rows per call
+    int nv = 4;                  // vectors (of vlen columns) per panel: 4 = a panel, 2 = half
+    int pc = 1;                  // panels per call (streaming: several weight streams at once)
+    int64_t panel_bytes = 0;     // distance between panels (pc > 1)
+    int64_t panel_params = 0;    // floats between the parameters of two panels (pc > 1)
     int64_t steps_per_group = 0; // k-slices (bytes per column) per group
     int64_t n_groups = 1;
-    int64_t x_stride = 0;      // floats between rows of x
+    int64_t x_stride = 0; // floats between rows of x
     // x of the block packed k-major (x[k][m], mb floats per k) by the driver:
     // one sequential stream and plain displacements instead of mb row streams.
     bool x_packed = false;
-    bool prefetch = false;     // software prefetch of the weight stream
+    bool prefetch = false; // software prefetch of the weight stream
     // 4-bit on zmm: one vpermps from a 16-entry table of f32(v − zp) (per-column
     // zp: f32(v), then the zp vector is subtracted) replaces mask/shift +
     // convert (vpermps reads only the low 4 bits of each index).
@@ -94,7 +94,7 @@ struct matmul_wc_config {
     int64_t prefetch_distance = 4096; // bytes ahead in every weight stream
 
     int vlen() const { return zmm ? 16 : 8; }
-    int panel() const { return 4 * vlen(); }     // columns per panel
+    int panel() const { return 4 * vlen(); } // columns per panel
     bool four_bit() const { return wei_dt == dtype::u4 || wei_dt == dtype::s4; }
     // Accumulators available: zmm 28, ymm 12 (the rest are temporaries).
     int acc_budget() const { return zmm ? 28 : 12; }
@@ -102,7 +102,7 @@ struct matmul_wc_config {
     int vectors() const { return pc * nv; }
     int sets() const { return mb <= 2 && 2 * mb * vectors() <= acc_budget() ? 2 : 1; }
     int64_t param_floats() const { return (zp ? 2 : 1) * panel(); } // per group
-    int col_bytes() const { return lut8 ? 4 : 1; } // bytes per column and step
+    int col_bytes() const { return lut8 ? 4 : 1; }                  // bytes per column and step
     int k_per_step() const { return lut8 ? 8 : four_bit() ? 2 : 1; }
 };
 
@@ -119,4 +119,3 @@ inline int matmul_wc_blocked_mb(bool zmm) { return zmm ? 12 : 6; }
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);
 
 } // namespace qconv::jit
-

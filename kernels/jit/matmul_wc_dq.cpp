@@ -42,13 +42,13 @@ namespace {
 using namespace Xbyak;
 
 struct dq_call {
-    const uint8_t *w;      // panel start (+ column offset · 4 bytes)
-    const float *params;   // group 0 of the panel: scale[64], zp'[64] (+ column offset)
-    const int8_t *q;       // row 0 of the block, rows q_stride bytes apart
-    const float *sx;       // [NG][M] per row scale of q, at row 0 of the block
-    const float *sumq;     // [NG][M] Σ q over the group, at row 0 of the block
-    float *out;            // mb rows of 64 floats
-    uintptr_t pf;          // blocked shape: weights of a later panel, prefetched to L2 (pf_lines per step)
+    const uint8_t *w;    // panel start (+ column offset · 4 bytes)
+    const float *params; // group 0 of the panel: scale[64], zp'[64] (+ column offset)
+    const int8_t *q;     // row 0 of the block, rows q_stride bytes apart
+    const float *sx;     // [NG][M] per row scale of q, at row 0 of the block
+    const float *sumq;   // [NG][M] Σ q over the group, at row 0 of the block
+    float *out;          // mb rows of 64 floats
+    uintptr_t pf;        // blocked shape: weights of a later panel, prefetched to L2 (pf_lines per step)
 };
 using dq_fn = void (*)(const dq_call *);
 
@@ -57,9 +57,9 @@ struct dq_config {
     int mb = 1, nv = 4;
     int64_t steps_per_group = 0; // k-quads (8-bit) / k-octets (4-bit) per group
     int64_t n_groups = 1;
-    int64_t q_stride = 0;        // bytes between rows of q
-    int64_t m_total = 1;         // rows of sx/sumq per group
-    int pf_lines = 0;            // lines of dq_call::pf prefetched per step (0: none)
+    int64_t q_stride = 0; // bytes between rows of q
+    int64_t m_total = 1;  // rows of sx/sumq per group
+    int pf_lines = 0;     // lines of dq_call::pf prefetched per step (0: none)
 };
 
 class dq_generator : public jit_generator {
@@ -323,8 +323,8 @@ public:
             // The part of panel pi + 1 this call prefetches (past the last
             // panel the addresses are only hints: prefetches do not fault).
             const int64_t region = int64_t(pf_lines_) * 64 * l_.ng * l_.steps_per_group;
-            call.pf = reinterpret_cast<uintptr_t>(p.wei.get()) + uintptr_t((pi + 1) * l_.panel_bytes() +
-                                                                           (it % per_panel) * region);
+            call.pf = reinterpret_cast<uintptr_t>(p.wei.get()) +
+                      uintptr_t((pi + 1) * l_.panel_bytes() + (it % per_panel) * region);
             fns_[mb](&call);
             const int64_t cols = std::min<int64_t>(part, N - n0);
             for (int m = 0; m < mb; ++m) {

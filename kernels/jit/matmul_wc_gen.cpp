@@ -122,10 +122,8 @@ private:
     }
 
     void widen(const Vmm &dst, const Address &src) {
-        if (c_.wei_dt == dtype::u8 || c_.wei_dt == dtype::u4)
-            vpmovzxbd(dst, src);
-        else
-            vpmovsxbd(dst, src);
+        if (c_.wei_dt == dtype::u8 || c_.wei_dt == dtype::u4) vpmovzxbd(dst, src);
+        else vpmovsxbd(dst, src);
     }
 
     // int32 lanes → f32, minus the zero point (exact: small integers).
@@ -135,10 +133,8 @@ private:
     }
 
     void vand(const Vmm &d, const Vmm &a, const Vmm &b) {
-        if constexpr (is_zmm)
-            vpandd(d, a, b);
-        else
-            vpand(d, a, b);
+        if constexpr (is_zmm) vpandd(d, a, b);
+        else vpand(d, a, b);
     }
 
     // lut8: a block of 8 k. Lane c of the 64-byte load at byte offset j holds
@@ -150,10 +146,8 @@ private:
     Vmm vx(int i) const { return Vmm(n_regs - 4 - i); }
 
     void fma_lut8(const Vmm &a, const Vmm &w, int m, int step, int k) {
-        if (x_in_regs())
-            vfmadd231ps(a, w, vx(k));
-        else
-            fma_x(a, w, m, x_disp(step, k));
+        if (x_in_regs()) vfmadd231ps(a, w, vx(k));
+        else fma_x(a, w, m, x_disp(step, k));
     }
 
     // dst = table[index & 15] (vpermps), minus the per-column zero point if
@@ -269,10 +263,8 @@ private:
 
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c) {
     std::unique_ptr<jit_generator> g;
-    if (c.zmm)
-        g = std::make_unique<matmul_wc_generator<Zmm>>(c);
-    else
-        g = std::make_unique<matmul_wc_generator<Ymm>>(c);
+    if (c.zmm) g = std::make_unique<matmul_wc_generator<Zmm>>(c);
+    else g = std::make_unique<matmul_wc_generator<Ymm>>(c);
     g->create();
     return g;
 }

@@ -281,7 +281,7 @@ struct recipe {
     int32_t src_zp_value = 0;
     md_t src_md, dst_md, plain_wei_md;
     bool grouped = false;
-    conv_desc shape;        // the problem's geometry (known_wrong() reads it)
+    conv_desc shape;         // the problem's geometry (known_wrong() reads it)
     bool binary_ops = false; // the oneDNN chain has a binary post-op
 };
 
@@ -301,7 +301,9 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
         return std::nullopt;
     }
     if (attr.zp == zp_mechanism::legacy_per_channel) {
-        reject(why, "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
+        reject(
+            why,
+            "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
         return std::nullopt;
     }
 
@@ -310,7 +312,8 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
             if (op.k == lowered_op::kind::eltwise && op.alg == eltwise_alg::sqrt) {
                 // sqrt of a negative value is NaN; qconv stores it to an integer
                 // destination as 0, oneDNN as whatever its conversion gives.
-                reject(why, "sqrt before an integer destination: oneDNN stores NaN as an arbitrary integer, qconv as 0");
+                reject(why,
+                       "sqrt before an integer destination: oneDNN stores NaN as an arbitrary integer, qconv as 0");
                 return std::nullopt;
             }
 
@@ -332,12 +335,22 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
     std::optional<recipe> r;
     const bool ok = try_dnnl(
         [&] {
-            r.emplace(recipe{dnnl::convolution_forward::desc(
-                                 dnnl::prop_kind::forward_inference, algorithm::convolution_direct, src_md,
-                                 weights_md(d, tag_t::any), bias_md, dst_md, {d.sh, d.sw},
-                                 {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr}),
-                             dnnl::primitive_attr(), {}, bias_arg, bias_post_op, false, 0, src_md, dst_md,
-                             weights_md(d, tag_t::undef), d.g > 1, d, false});
+            r.emplace(recipe{dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                             algorithm::convolution_direct, src_md,
+                                                             weights_md(d, tag_t::any), bias_md, dst_md, {d.sh, d.sw},
+                                                             {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr}),
+                             dnnl::primitive_attr(),
+                             {},
+                             bias_arg,
+                             bias_post_op,
+                             false,
+                             0,
+                             src_md,
+                             dst_md,
+                             weights_md(d, tag_t::undef),
+                             d.g > 1,
+                             d,
+                             false});
             dnnl::primitive_attr &a = r->attr;
             a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
             if (p.scales.size() > 1) a.set_output_scales(1 << 1, p.scales);
@@ -458,8 +471,9 @@ std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads,
         why, "oneDNN primitive descriptor");
     if (!ok) return std::nullopt;
     if (!pd || !*pd) {
-        reject(why, "oneDNN offers no " + (sel.first ? std::string("implementation") : sel.kind + ":" + to_string(sel.level)) + " (offered: " +
-                        (offered.empty() ? std::string("none") : offered) + ")");
+        reject(why, "oneDNN offers no " +
+                        (sel.first ? std::string("implementation") : sel.kind + ":" + to_string(sel.level)) +
+                        " (offered: " + (offered.empty() ? std::string("none") : offered) + ")");
         return std::nullopt;
     }
     return pd;
@@ -467,9 +481,12 @@ std::optional<pd_t> select_pd(const selector &sel, const recipe &r, int threads,
 
 bool attr_allowed(const selector &sel, const attr_set &attr, std::string *why) {
     if (attr.zp == zp_mechanism::legacy_per_channel)
-        return reject(why, "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
+        return reject(
+            why,
+            "legacy zero point (zp bytes in the padding + compensation): oneDNN 2.6 has only the stock per-tensor one");
     if (!sel.first && attr.id == 0 && attr.has_legacy_ops())
-        return reject(why, "attr[0] carries legacy post-ops (the JIT kernels' set); brgconv takes them only in attr[1]");
+        return reject(why,
+                      "attr[0] carries legacy post-ops (the JIT kernels' set); brgconv takes them only in attr[1]");
     return true;
 }
 
@@ -481,8 +498,7 @@ bool exact_impl(const std::string &info) {
     if (info.rfind("ref", 0) == 0) return true;
     std::string kind;
     isa level = isa::sse41;
-    if (parse_impl_info(info, &kind, &level))
-        return level == isa::avx2_vnni || level >= isa::avx512_core_vnni;
+    if (parse_impl_info(info, &kind, &level)) return level == isa::avx2_vnni || level >= isa::avx512_core_vnni;
     if (info.find("gemm") == std::string::npos) return false;
     switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx2_vnni:
@@ -496,10 +512,10 @@ bool exact_impl(const std::string &info) {
 // ------------------------------------------------------------ the kernel
 
 struct onednn_packed : packed {
-    std::vector<int8_t> plain;   // the plain weights (for a primitive of another layout)
-    md_t wei_md;                 // layout of `wei`
+    std::vector<int8_t> plain; // the plain weights (for a primitive of another layout)
+    md_t wei_md;               // layout of `wei`
     dnnl::memory wei;
-    std::vector<float> bias;     // oneDNN bias (bias/scale) or the bias post-op operand
+    std::vector<float> bias; // oneDNN bias (bias/scale) or the bias post-op operand
 
     // The weights in layout `md`: a primitive planned for another thread count
     // may want another blocking; each layout is reordered once and kept.
@@ -565,8 +581,8 @@ public:
         m[DNNL_ARG_DST] = dnnl::memory(r_.dst_md, eng, dst);
         m[DNNL_ARG_WEIGHTS] = w.weights_for(r_.plain_wei_md, b->pd.weights_desc());
         if (r_.bias_arg)
-            m[DNNL_ARG_BIAS] = dnnl::memory(md_t({p_.desc.oc}, dt_t::f32, tag_t::x), eng,
-                                            const_cast<float *>(w.bias.data()));
+            m[DNNL_ARG_BIAS] =
+                dnnl::memory(md_t({p_.desc.oc}, dt_t::f32, tag_t::x), eng, const_cast<float *>(w.bias.data()));
         int32_t zp = r_.src_zp_value;
         if (r_.src_zp)
             m[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = dnnl::memory(md_t({1}, dt_t::s32, tag_t::x), eng, &zp);
@@ -627,7 +643,9 @@ struct onednn_plan : plan {
     recipe r;
     pd_t pd;
     int threads;
-    std::string str() const override { return std::string("oneDNN ") + pd.impl_info_str() + " threads=" + std::to_string(threads); }
+    std::string str() const override {
+        return std::string("oneDNN ") + pd.impl_info_str() + " threads=" + std::to_string(threads);
+    }
 };
 
 // The CPU features a selector's implementations need.
@@ -654,7 +672,8 @@ plan_ptr decide_checked(const selector &sel, const conv_problem &p, const attr_s
 }
 
 conv_entry make_row(const std::string &name, const selector &sel) {
-    if (name != sel.row_name()) fail("impl", "row '" + name + "' is named '" + sel.row_name() + "' by its configuration");
+    if (name != sel.row_name())
+        fail("impl", "row '" + name + "' is named '" + sel.row_name() + "' by its configuration");
     conv_entry e;
     e.name = name;
     e.needs = needs_of(sel);

@@ -129,18 +129,17 @@ conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias) : s_
     s.src_md = md_t({d.mb, d.ic, d.ih, d.iw}, dt_t::f32, tag_t::nhwc);
     s.dst_md = md_t({d.mb, d.oc, d.oh, d.ow}, dt_t::f32, tag_t::nhwc);
     const bool grouped = d.g > 1;
-    const dnnl::memory::dims wdims = grouped ? dnnl::memory::dims{d.g, d.ocg(), d.icg(), d.kh, d.kw}
-                                             : dnnl::memory::dims{d.oc, d.ic, d.kh, d.kw};
+    const dnnl::memory::dims wdims =
+        grouped ? dnnl::memory::dims{d.g, d.ocg(), d.icg(), d.kh, d.kw} : dnnl::memory::dims{d.oc, d.ic, d.kh, d.kw};
     s.set_weights(md_t(wdims, dt_t::f32, grouped ? tag_t::goihw : tag_t::oihw), wei, bias, d.oc,
                   md_t({d.oc}, dt_t::f32, tag_t::x));
     const md_t any_wei(wdims, dt_t::f32, tag_t::any);
     const md_t src_md = s.src_md, dst_md = s.dst_md, bias_md = s.bias_md;
     s.create(
         [=] {
-            const dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_inference,
-                                                     dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
-                                                     dst_md, {d.sh, d.sw}, {d.dh - 1, d.dw - 1}, {d.pt, d.pl},
-                                                     {d.pb, d.pr});
+            const dnnl::convolution_forward::desc cd(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
+                dst_md, {d.sh, d.sw}, {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr});
             return dnnl::convolution_forward::primitive_desc(cd, user_scratchpad(), cpu_engine());
         },
         "conv_f32");
@@ -157,8 +156,7 @@ void conv_f32::execute(const float *src, float *dst, int threads) const {
 std::string conv_f32::impl_info() const { return s_->impl_info(); }
 
 // --------------------------------------------------------------------- sgemm
-void sgemm(int64_t m, int64_t n, int64_t k, const float *x, const float *w, const float *bias, float *y,
-           int threads) {
+void sgemm(int64_t m, int64_t n, int64_t k, const float *x, const float *w, const float *bias, float *y, int threads) {
     if (m <= 0 || n <= 0 || k <= 0) fail("sgemm", "sizes must be positive");
     if (!x || !w || !y) fail("sgemm", "null pointer");
     if (bias)
@@ -274,7 +272,8 @@ matmul_entry onednn_f32_row(const std::string &name, bool use_matmul) {
             return reject(why, "too large for the f32 peer");
         return true;
     });
-    e.build = [use_matmul](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
+    e.build = [use_matmul](const matmul_desc &d, const matmul_hints &,
+                           const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<onednn::f32_peer_kernel>(d, use_matmul);
     };
     return e;

@@ -75,8 +75,7 @@ dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {
     return dnnl::memory(md, cpu_engine(), need ? buf.get() : nullptr);
 }
 
-dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from,
-                        const dnnl::memory::desc &to) {
+dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from, const dnnl::memory::desc &to) {
     const dnnl::engine &eng = cpu_engine();
     dnnl::memory src(from_md, eng, const_cast<void *>(from));
     dnnl::memory dst(to, eng);

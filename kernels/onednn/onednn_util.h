@@ -48,8 +48,7 @@ dnnl::memory thread_scratchpad(const dnnl::memory::desc &md);
 
 // A new memory of descriptor `to` holding `from` (of descriptor `from_md`)
 // reordered into it: used once at creation to pack weights.
-dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from,
-                        const dnnl::memory::desc &to);
+dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from, const dnnl::memory::desc &to);
 
 // Runs f() and converts a dnnl::error into false with the message in *why.
 template <class F>

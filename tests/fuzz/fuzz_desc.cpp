@@ -7,8 +7,8 @@
 // prints to a text that parses back to the same descriptor; a parsed post-op
 // chain validates for the OC it was parsed for.
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "qconv/qconv.h"

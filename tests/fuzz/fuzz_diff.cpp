@@ -52,9 +52,7 @@ using namespace qconv;
 
 namespace {
 
-float pow2(FuzzedDataProvider &in, int lo, int hi) {
-    return std::ldexp(1.f, in.ConsumeIntegralInRange<int>(lo, hi));
-}
+float pow2(FuzzedDataProvider &in, int lo, int hi) { return std::ldexp(1.f, in.ConsumeIntegralInRange<int>(lo, hi)); }
 float small_value(FuzzedDataProvider &in) {
     static const float v[] = {0.f, 1.f, -1.f, 0.5f, 2.f, -2.f, 0.25f, 4.f, 6.f, -0.5f, 3.f, -8.f};
     return v[in.ConsumeIntegralInRange<size_t>(0, sizeof v / sizeof v[0] - 1)];
@@ -70,8 +68,7 @@ struct conv_case {
     std::vector<std::vector<float>> full;
 };
 
-post_op make_op(FuzzedDataProvider &in, int64_t oc, bool wide, bool last_may_be_transcendental,
-                bool *transcendental) {
+post_op make_op(FuzzedDataProvider &in, int64_t oc, bool wide, bool last_may_be_transcendental, bool *transcendental) {
     const auto vec = [&](bool per_c, auto gen) {
         std::vector<float> v(per_c ? size_t(oc) : 1);
         for (auto &x : v) x = gen();
@@ -80,7 +77,10 @@ post_op make_op(FuzzedDataProvider &in, int64_t oc, bool wide, bool last_may_be_
     if (wide) { // ops that keep a 1-ulp difference 1 ulp
         switch (in.ConsumeIntegralInRange<int>(0, 3)) {
         case 0: return post_op::relu(in.ConsumeBool() ? 0.f : pow2(in, -3, 0));
-        case 1: { float a = small_value(in), b = small_value(in); return post_op::eltwise(eltwise_alg::clip, std::min(a, b), std::max(a, b)); }
+        case 1: {
+            float a = small_value(in), b = small_value(in);
+            return post_op::eltwise(eltwise_alg::clip, std::min(a, b), std::max(a, b));
+        }
         case 2: return post_op::eltwise(eltwise_alg::linear, pow2(in, -2, 2), 0.f);
         default: return post_op::eltwise(eltwise_alg::abs);
         }
@@ -110,7 +110,8 @@ post_op make_op(FuzzedDataProvider &in, int64_t oc, bool wide, bool last_may_be_
         return post_op::scale_shift_op(vec(per_c, [&] { return pow2(in, -2, 2); }),
                                        vec(per_c, [&] { return float(in.ConsumeIntegralInRange<int>(-8, 8)); }));
     }
-    case 4: return post_op::prelu(vec(in.ConsumeBool(), [&] { return (in.ConsumeBool() ? -1.f : 1.f) * pow2(in, -3, 1); }));
+    case 4:
+        return post_op::prelu(vec(in.ConsumeBool(), [&] { return (in.ConsumeBool() ? -1.f : 1.f) * pow2(in, -3, 1); }));
     case 5: { // FakeQuantize: power-of-two ranges keep the scales exact
         const bool per_c = in.ConsumeBool();
         const int levels = in.ConsumeBool() ? 256 : 1 + (1 << in.ConsumeIntegralInRange<int>(1, 8));
@@ -170,8 +171,10 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
     p.dst_dt = dsts[in.ConsumeIntegralInRange<int>(0, 3)];
     const bool u8 = p.src_dt == dtype::u8;
     const int32_t zlo = u8 ? 0 : -128, zhi = u8 ? 255 : 127;
-    const auto zval = [&] { return c.wide ? in.ConsumeIntegralInRange<int32_t>(zlo, zhi)
-                                          : in.ConsumeIntegralInRange<int32_t>(u8 ? 0 : -8, u8 ? 15 : 7); };
+    const auto zval = [&] {
+        return c.wide ? in.ConsumeIntegralInRange<int32_t>(zlo, zhi)
+                      : in.ConsumeIntegralInRange<int32_t>(u8 ? 0 : -8, u8 ? 15 : 7);
+    };
     switch (in.ConsumeIntegralInRange<int>(0, 3)) {
     case 0: break;
     case 1: p.src_zp = zero_point::tensor(zval()); break;
@@ -196,8 +199,7 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
 
     const int nops = in.ConsumeIntegralInRange<int>(0, 3);
     bool trans = false;
-    for (int i = 0; i < nops && !trans; ++i)
-        p.ops.push_back(make_op(in, d.oc, c.wide, i == nops - 1, &trans));
+    for (int i = 0; i < nops && !trans; ++i) p.ops.push_back(make_op(in, d.oc, c.wide, i == nops - 1, &trans));
     p.dst_zp = trans && p.dst_dt == dtype::f32 ? 0 : in.ConsumeIntegralInRange<int32_t>(-4, 4);
     if (trans) p.dst_zp = 0;
     try {
@@ -215,13 +217,15 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
     }
     c.wei.resize(size_t(d.wei_elems()));
     for (auto &w : c.wei)
-        w = !c.wide ? int8_t(in.ConsumeIntegralInRange<int>(-4, 4))
-                    : in.ConsumeBool() ? int8_t(in.ConsumeBool() ? -128 : 127) : in.ConsumeIntegral<int8_t>();
+        w = !c.wide            ? int8_t(in.ConsumeIntegralInRange<int>(-4, 4))
+            : in.ConsumeBool() ? int8_t(in.ConsumeBool() ? -128 : 127)
+                               : in.ConsumeIntegral<int8_t>();
     c.bias.resize(size_t(d.oc));
     for (auto &b : c.bias) b = float(in.ConsumeIntegralInRange<int>(-8, 8));
     const size_t dst_bytes = size_t(d.dst_elems()) * size_t(bits_of(p.dst_dt) / 8);
     c.dst0.assign(dst_bytes, 0);
-    for (int64_t i = 0; i < d.dst_elems(); ++i) ref::store(p.dst_dt, c.dst0.data(), i, float(in.ConsumeIntegralInRange<int>(-8, 8)));
+    for (int64_t i = 0; i < d.dst_elems(); ++i)
+        ref::store(p.dst_dt, c.dst0.data(), i, float(in.ConsumeIntegralInRange<int>(-8, 8)));
     for (const auto &op : p.ops)
         if (op.k == post_op::kind::binary && op.bcast == broadcast::full) {
             std::vector<float> t(size_t(d.dst_elems()));
@@ -382,10 +386,13 @@ void check_conv(const conv_case &c) {
                     const double rel = 1e-5 * std::max(1.0, std::fabs(double(r)));
                     if (f32 ? diff <= rel : diff <= std::max(int_bound, rel)) continue;
                 }
-                if (++bad <= 8) report << std::setprecision(9) << "  elem " << i << " (oc " << i % p.desc.oc << "): got " << g << " want " << r << "\n";
+                if (++bad <= 8)
+                    report << std::setprecision(9) << "  elem " << i << " (oc " << i % p.desc.oc << "): got " << g
+                           << " want " << r << "\n";
             }
             if (bad) {
-                std::fprintf(stderr, "fuzz_diff: %s attr[%d] (%s) differs from ref:conv in %lld of %lld elements on\n  %s\n%s",
+                std::fprintf(stderr,
+                             "fuzz_diff: %s attr[%d] (%s) differs from ref:conv in %lld of %lld elements on\n  %s\n%s",
                              e.name.c_str(), a.id, a.str().c_str(), (long long)bad, (long long)n, describe(c).c_str(),
                              report.str().c_str());
                 std::abort();
@@ -400,7 +407,9 @@ struct matmul_case {
     std::vector<uint8_t> wei;
     std::vector<float> scale, bias, x;
     std::vector<int32_t> zp;
-    matmul_weights w() const { return {wei.data(), scale.data(), zp.empty() ? nullptr : zp.data(), d.with_bias ? bias.data() : nullptr}; }
+    matmul_weights w() const {
+        return {wei.data(), scale.data(), zp.empty() ? nullptr : zp.data(), d.with_bias ? bias.data() : nullptr};
+    }
 };
 
 bool build_matmul(FuzzedDataProvider &in, matmul_case &c) {
@@ -431,7 +440,9 @@ bool build_matmul(FuzzedDataProvider &in, matmul_case &c) {
     c.bias.resize(size_t(d.n));
     for (auto &b : c.bias) b = in.ConsumeFloatingPointInRange<float>(-4.f, 4.f);
     c.x.resize(size_t(d.m * d.k));
-    for (auto &v : c.x) v = in.ConsumeBool() ? float(in.ConsumeIntegralInRange<int>(-8, 8)) : in.ConsumeFloatingPointInRange<float>(-2.f, 2.f);
+    for (auto &v : c.x)
+        v = in.ConsumeBool() ? float(in.ConsumeIntegralInRange<int>(-8, 8))
+                             : in.ConsumeFloatingPointInRange<float>(-2.f, 2.f);
     return true;
 }
 
@@ -492,33 +503,34 @@ void check_matmul(const matmul_case &c) {
     // Every row without the dynamic-quantization hint, then the rows that
     // quantize X with it (the others ignore the hint and were run already).
     for (const bool dq : {false, true})
-    for (const auto &e : impl::matmul_list()) {
-        matmul_hints h;
-        h.dynamic_quantization = dq;
-        if (dq != e.dynamic_quantization) continue;
-        const impl::plan_ptr plan = e.supports(c.d, h, plat, nullptr);
-        if (!plan) continue;
-        std::vector<float> got(ny, -1.f);
-        try {
-            const auto kernel = e.create(c.d, h, *plan);
-            const auto packed = kernel->pack(c.w());
-            kernel->execute(*packed, c.x.data(), got.data(), 1);
-        } catch (const error &x) {
-            std::fprintf(stderr, "fuzz_diff: %s accepts %s but running it fails: %s\n", e.name.c_str(),
-                         c.d.key().c_str(), x.what());
-            std::abort();
+        for (const auto &e : impl::matmul_list()) {
+            matmul_hints h;
+            h.dynamic_quantization = dq;
+            if (dq != e.dynamic_quantization) continue;
+            const impl::plan_ptr plan = e.supports(c.d, h, plat, nullptr);
+            if (!plan) continue;
+            std::vector<float> got(ny, -1.f);
+            try {
+                const auto kernel = e.create(c.d, h, *plan);
+                const auto packed = kernel->pack(c.w());
+                kernel->execute(*packed, c.x.data(), got.data(), 1);
+            } catch (const error &x) {
+                std::fprintf(stderr, "fuzz_diff: %s accepts %s but running it fails: %s\n", e.name.c_str(),
+                             c.d.key().c_str(), x.what());
+                std::abort();
+            }
+            for (size_t i = 0; i < ny; ++i) {
+                const double diff = std::fabs(double(got[i]) - double(want[i]));
+                const double bound = 1e-5 * mag[i] + (dq ? slack[i] : 0.0);
+                if (diff <= bound) continue;
+                std::fprintf(stderr,
+                             "fuzz_diff: %s differs from ref:matmul on %s wei=%s group=%lld zp=%s bias=%d: "
+                             "y[%zu] got %g want %g (bound %g)\n",
+                             e.name.c_str(), c.d.str().c_str(), to_string(c.d.wei_dt), (long long)c.d.group,
+                             to_string(c.d.zp), int(c.d.with_bias), i, double(got[i]), double(want[i]), bound);
+                std::abort();
+            }
         }
-        for (size_t i = 0; i < ny; ++i) {
-            const double diff = std::fabs(double(got[i]) - double(want[i]));
-            const double bound = 1e-5 * mag[i] + (dq ? slack[i] : 0.0);
-            if (diff <= bound) continue;
-            std::fprintf(stderr, "fuzz_diff: %s differs from ref:matmul on %s wei=%s group=%lld zp=%s bias=%d: "
-                                 "y[%zu] got %g want %g (bound %g)\n",
-                         e.name.c_str(), c.d.str().c_str(), to_string(c.d.wei_dt), (long long)c.d.group,
-                         to_string(c.d.zp), int(c.d.with_bias), i, double(got[i]), double(want[i]), bound);
-            std::abort();
-        }
-    }
 }
 
 } // namespace

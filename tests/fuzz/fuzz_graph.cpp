@@ -43,7 +43,11 @@ bool small_text(const std::string &s) {
             if (cur > max_elems) return false;
             continue;
         }
-        if (in_num) { product *= cur; cur = 0; in_num = false; }
+        if (in_num) {
+            product *= cur;
+            cur = 0;
+            in_num = false;
+        }
         if (product > max_elems) return false;
         if (c == ']') in_list = false;
     }
@@ -99,8 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     try {
         (void)g::parse(again);
     } catch (const qconv::error &e) {
-        std::fprintf(stderr, "fuzz_graph: the rewritten graph's text does not load: %s\n%s\n", e.what(),
-                     again.c_str());
+        std::fprintf(stderr, "fuzz_graph: the rewritten graph's text does not load: %s\n%s\n", e.what(), again.c_str());
         std::abort();
     }
     run(*rw);

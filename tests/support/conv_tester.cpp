@@ -23,22 +23,76 @@ ConvTester &ConvTester::desc(const conv_desc &d) {
     have_desc_ = true;
     return *this;
 }
-ConvTester &ConvTester::src(dtype dt) { src_dt_ = dt; return *this; }
-ConvTester &ConvTester::dst(dtype dt) { dst_dt_ = dt; return *this; }
-ConvTester &ConvTester::zp(const zero_point &z) { zp_ = z; zp_explicit_ = true; return *this; }
-ConvTester &ConvTester::zp(const std::string &spec) { zp_spec_ = spec; zp_explicit_ = false; return *this; }
-ConvTester &ConvTester::post_ops(const std::string &text) { ops_text_ = text; ops_explicit_ = false; return *this; }
-ConvTester &ConvTester::post_ops(const qconv::post_ops &ops) { ops_ = ops; ops_explicit_ = true; return *this; }
-ConvTester &ConvTester::scales(const std::vector<float> &s) { scales_ = s; scales_explicit_ = true; return *this; }
-ConvTester &ConvTester::scales(const std::string &kind) { scales_kind_ = kind; scales_explicit_ = false; return *this; }
-ConvTester &ConvTester::bias(bool with) { bias_ = with; return *this; }
-ConvTester &ConvTester::dst_zp(int32_t v) { dst_zp_ = v; return *this; }
-ConvTester &ConvTester::data(testdata::data_kind k) { data_ = k; return *this; }
-ConvTester &ConvTester::data(const std::string &kind) { data_ = testdata::parse_data_kind(kind); return *this; }
-ConvTester &ConvTester::seed(uint32_t s) { seed_ = s; return *this; }
-ConvTester &ConvTester::threads(int n) { threads_ = n; return *this; }
-ConvTester &ConvTester::enforce_brgconv(bool on) { enforce_ = on; return *this; }
-ConvTester &ConvTester::tolerance(double rel) { tol_ = rel; return *this; }
+ConvTester &ConvTester::src(dtype dt) {
+    src_dt_ = dt;
+    return *this;
+}
+ConvTester &ConvTester::dst(dtype dt) {
+    dst_dt_ = dt;
+    return *this;
+}
+ConvTester &ConvTester::zp(const zero_point &z) {
+    zp_ = z;
+    zp_explicit_ = true;
+    return *this;
+}
+ConvTester &ConvTester::zp(const std::string &spec) {
+    zp_spec_ = spec;
+    zp_explicit_ = false;
+    return *this;
+}
+ConvTester &ConvTester::post_ops(const std::string &text) {
+    ops_text_ = text;
+    ops_explicit_ = false;
+    return *this;
+}
+ConvTester &ConvTester::post_ops(const qconv::post_ops &ops) {
+    ops_ = ops;
+    ops_explicit_ = true;
+    return *this;
+}
+ConvTester &ConvTester::scales(const std::vector<float> &s) {
+    scales_ = s;
+    scales_explicit_ = true;
+    return *this;
+}
+ConvTester &ConvTester::scales(const std::string &kind) {
+    scales_kind_ = kind;
+    scales_explicit_ = false;
+    return *this;
+}
+ConvTester &ConvTester::bias(bool with) {
+    bias_ = with;
+    return *this;
+}
+ConvTester &ConvTester::dst_zp(int32_t v) {
+    dst_zp_ = v;
+    return *this;
+}
+ConvTester &ConvTester::data(testdata::data_kind k) {
+    data_ = k;
+    return *this;
+}
+ConvTester &ConvTester::data(const std::string &kind) {
+    data_ = testdata::parse_data_kind(kind);
+    return *this;
+}
+ConvTester &ConvTester::seed(uint32_t s) {
+    seed_ = s;
+    return *this;
+}
+ConvTester &ConvTester::threads(int n) {
+    threads_ = n;
+    return *this;
+}
+ConvTester &ConvTester::enforce_brgconv(bool on) {
+    enforce_ = on;
+    return *this;
+}
+ConvTester &ConvTester::tolerance(double rel) {
+    tol_ = rel;
+    return *this;
+}
 
 bool has_transcendental(const qconv::post_ops &ops) {
     for (const auto &op : ops)

@@ -34,7 +34,7 @@ public:
     ConvTester &desc(const conv_desc &d);
     ConvTester &src(dtype dt);
     ConvTester &dst(dtype dt);
-    ConvTester &zp(const zero_point &z);   // explicit values
+    ConvTester &zp(const zero_point &z);     // explicit values
     ConvTester &zp(const std::string &spec); // "none", "tensor:3", "tensor:random", "channel:random", ...
     ConvTester &post_ops(const std::string &text);
     ConvTester &post_ops(const qconv::post_ops &ops);
@@ -96,7 +96,6 @@ bool has_transcendental(const qconv::post_ops &ops);
 // values; after a transcendental eltwise f32 within rel_tol·max(1,|want|) and
 // integers within 1). Returns the number of differing elements and writes the
 // first few, with their coordinates, to *report.
-int64_t compare_dst(const conv_problem &p, const void *got, const void *want, double rel_tol,
-                    std::string *report);
+int64_t compare_dst(const conv_problem &p, const void *got, const void *want, double rel_tol, std::string *report);
 
 } // namespace qconv::test

@@ -20,8 +20,6 @@ inline bool quick_mode() {
 
 // Keeps every `stride`-th case in quick mode, all of them otherwise:
 //   for (size_t i = 0; i < shapes.size(); ++i) { if (!keep_case(i)) continue; ... }
-inline bool keep_case(size_t index, size_t stride = 4) {
-    return !quick_mode() || index % stride == 0;
-}
+inline bool keep_case(size_t index, size_t stride = 4) { return !quick_mode() || index % stride == 0; }
 
 } // namespace qconv::test

@@ -9,12 +9,12 @@ namespace qconv::test {
 
 std::vector<conv_problem> conv_candidates() {
     static const char *descs[] = {
-        "mb2ic32ih6oc48kh1",            // 1x1
-        "mb1ic16ih7oc40kh3ph1",         // 3x3
-        "mb1ic16ih8oc32kh3sh2ph1",      // strided
-        "g2mb1ic16ih5oc24kh3ph1",       // grouped
-        "g32mb1ic32ih7oc32kh3ph1",      // depthwise
-        "mb1ic64ih4oc64kh1",            // 1x1, channel multiples of 64
+        "mb2ic32ih6oc48kh1",       // 1x1
+        "mb1ic16ih7oc40kh3ph1",    // 3x3
+        "mb1ic16ih8oc32kh3sh2ph1", // strided
+        "g2mb1ic16ih5oc24kh3ph1",  // grouped
+        "g32mb1ic32ih7oc32kh3ph1", // depthwise
+        "mb1ic64ih4oc64kh1",       // 1x1, channel multiples of 64
     };
     static const char *ops[] = {"", "relu", "fq:per_channel", "add:per_oc"};
     static const char *zps[] = {"none", "tensor:3", "channel:random"};
@@ -59,8 +59,8 @@ std::vector<matmul_candidate> matmul_candidates() {
     for (bool dq : {false, true})
         for (dtype wdt : {dtype::u4, dtype::u8, dtype::s4, dtype::s8})
             for (int64_t group : {int64_t(0), int64_t(32)})
-                for (auto zp : {matmul_desc::zp_kind::per_group, matmul_desc::zp_kind::none,
-                                matmul_desc::zp_kind::per_tensor}) {
+                for (auto zp :
+                     {matmul_desc::zp_kind::per_group, matmul_desc::zp_kind::none, matmul_desc::zp_kind::per_tensor}) {
                     matmul_candidate c;
                     c.d = matmul_desc::parse("m3k128n40");
                     c.d.wei_dt = wdt;

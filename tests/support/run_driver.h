@@ -8,7 +8,7 @@
 namespace qconv::test {
 
 struct driver_result {
-    int rc = -1;            // exit status; -1 if it did not exit normally
+    int rc = -1; // exit status; -1 if it did not exit normally
     std::string out, err;
 };
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <cstring>
+#include <random>
 
 namespace qconv::testdata {
 
@@ -98,7 +98,8 @@ zero_point make_zp(const std::string &spec, int64_t ic, dtype src_dt, data_kind 
     const std::string kind = spec.substr(0, colon);
     const std::string value = colon == std::string::npos ? "" : spec.substr(colon + 1);
     if (kind != "tensor" && kind != "channel")
-        fail("zp", "unknown zero point '" + spec + "' (valid: none, tensor:V, tensor:random, channel:V, channel:random)");
+        fail("zp",
+             "unknown zero point '" + spec + "' (valid: none, tensor:V, tensor:random, channel:V, channel:random)");
     rng r = stream_rng(seed, s_zp);
     const bool u8 = src_dt == dtype::u8;
     auto random_value = [&]() -> int32_t {
@@ -222,9 +223,9 @@ std::vector<double> matmul_error_bound(const matmul_data &c, bool dynamic_quanti
     for (int64_t n = 0; n < d.n; ++n) {
         for (int64_t k = 0; k < d.k; ++k) {
             const int64_t g = k / gs;
-            const int32_t zp = d.zp == matmul_desc::zp_kind::none ? 0
-                             : d.zp == matmul_desc::zp_kind::per_tensor ? c.zp[0]
-                                                                        : c.zp[static_cast<size_t>(n * ng + g)];
+            const int32_t zp = d.zp == matmul_desc::zp_kind::none         ? 0
+                               : d.zp == matmul_desc::zp_kind::per_tensor ? c.zp[0]
+                                                                          : c.zp[static_cast<size_t>(n * ng + g)];
             w[static_cast<size_t>(k)] = std::fabs(double(weight_at(c.wei.data(), d.wei_dt, n * d.k + k) - zp) *
                                                   c.scale[static_cast<size_t>(n * ng + g)]);
         }
