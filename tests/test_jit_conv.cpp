@@ -465,7 +465,7 @@ TEST(JitConv, RealValuedPipelineIsBitExact) {
     unsetenv("QCONV_JIT_CONV_FUSED");
 }
 
-// AVX-VNNI is its own feature: the avx2_vnni rows need platform::avx_vnni,
+// AVX-VNNI is its own feature: the avx2_vnni rows need cpu_feature::avx2_vnni,
 // whatever the level (Zen 4: AVX-512 VNNI without AVX-VNNI), and take the
 // problems the avx512_core_vnni rows take where it is present.
 TEST(JitConv, AvxVnniRowsNeedTheFeature) {
