@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -422,15 +423,23 @@ std::unique_ptr<graph> parse(const std::string &text) {
 }
 
 std::unique_ptr<graph> load_file(const std::string &path) {
+    // A model file describes something to compute: a directory, an empty
+    // file and a graph without a Result are bad input, not an empty run.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a graph file");
     std::ifstream f(path);
     if (!f) fail("file", "cannot open '" + path + "'");
     std::stringstream ss;
     ss << f.rdbuf();
+    std::unique_ptr<graph> g;
     try {
-        return parse(ss.str());
+        g = parse(ss.str());
     } catch (const error &e) {
         throw error(std::string(e.what()) + " (in " + path + ")");
     }
+    if (g->nodes().empty()) fail("file", "'" + path + "' holds no node");
+    if (g->results().empty()) fail("file", "'" + path + "' has no Result node: nothing would be computed");
+    return g;
 }
 
 std::string to_text(const graph &g) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -257,6 +258,28 @@ TEST(GraphText, BadFilesNameTheLine) {
         EXPECT_NE(e.find(c.contains), std::string::npos) << c.text << " → " << e;
     }
     EXPECT_THROW(load_file("/nonexistent/graph.qg"), qconv::error);
+}
+
+// A model file must describe something to compute: a directory, an empty file
+// and a graph without a Result are errors naming the file (the driver exits 2).
+TEST(GraphText, FilesThatComputeNothingAreErrors) {
+    auto error_of_file = [](const std::string &path) {
+        try {
+            load_file(path);
+        } catch (const qconv::error &e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string dir = ::testing::TempDir();
+    EXPECT_NE(error_of_file(dir).find("is a directory"), std::string::npos) << error_of_file(dir);
+    const std::string empty = dir + "/qconv_empty.qg", no_result = dir + "/qconv_no_result.qg";
+    std::ofstream(empty) << "# only a comment\n";
+    std::ofstream(no_result) << "x = Parameter f32[1,4]\ny = Relu(x)\n";
+    EXPECT_NE(error_of_file(empty).find("holds no node"), std::string::npos) << error_of_file(empty);
+    EXPECT_NE(error_of_file(no_result).find("has no Result"), std::string::npos) << error_of_file(no_result);
+    std::remove(empty.c_str());
+    std::remove(no_result.c_str());
 }
 
 // ------------------------------------------------------------ executor

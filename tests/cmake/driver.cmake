@@ -128,3 +128,5 @@ qconv_driver_test(missing_batch 2 ERR "cannot open" ARGS conv --batch=${QCONV_DR
 qconv_driver_test(bad_report 2 ERR "--report: expected kv or table" ARGS conv --report=html mb1ic4ih4oc4oh4kh1ph0)
 qconv_driver_test(no_problem 2 ERR "no problem" ARGS conv --mode=C)
 qconv_driver_test(unknown_mode 2 ERR "unknown mode" ARGS deconv mb1ic4ih4oc4oh4kh1ph0)
+# A directory given as the graph file is bad input naming the problem (exit 2).
+qconv_driver_test(graph_directory_is_bad_input 2 ERR "is a directory" ARGS graph ${PROJECT_SOURCE_DIR}/examples)
