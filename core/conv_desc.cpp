@@ -122,11 +122,15 @@ void validate_dim(int64_t i, int64_t o, int64_t k, int64_t s, int64_t pt, int64_
     const std::string what = std::string("(") + n.o + "-1)*" + n.s;
     const int64_t pb_min =
         checked_sub(checked_add(checked_mul(o - 1, s, n.o, what), kext, n.o, what), i + pt, n.o, what);
-    if (o != expect || !(pb_min > -s && pb_min <= pt + kext - 1))
+    if (o != expect)
         fail(n.o, "inconsistent output size: " + std::string(n.o) + "=" + std::to_string(o) + " but " + n.i + "=" +
                       std::to_string(i) + " " + n.k + "=" + std::to_string(k) + " " + n.s + "=" + std::to_string(s) +
                       " dilation=" + std::to_string(d) + " pads " + std::to_string(pt) + "," + std::to_string(pb) +
                       " give " + std::to_string(expect));
+    if (!(pb_min > -s && pb_min <= pt + kext - 1))
+        fail(n.o, std::string(n.o) + "=" + std::to_string(o) + " needs an end pad of " + std::to_string(pb_min) +
+                      ", more than the kernel extent - 1 + " + pt_name + " = " + std::to_string(pt + kext - 1) +
+                      ": the last outputs would read nothing but padding (unsupported)");
 }
 
 const char *const known_keys[] = {"g",  "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh",

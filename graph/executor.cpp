@@ -179,6 +179,11 @@ conv_desc conv_desc_of(const node &n) {
     // The bottom/right pads the output actually uses (extra end padding changes nothing).
     d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
     d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+    try {
+        d.validate();
+    } catch (const error &e) {
+        fail("node " + n.id, std::string(to_string(n.kind)) + ": " + e.what());
+    }
     return d;
 }
 

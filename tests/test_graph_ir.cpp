@@ -283,6 +283,25 @@ TEST(GraphText, FilesThatComputeNothingAreErrors) {
 }
 
 // ------------------------------------------------------------ executor
+// End padding beyond what any output reads: the error names the node and
+// says what is wrong (it used to read "oh=6 but ... give 6").
+TEST(GraphExec, EndPaddingBeyondTheKernelNamesTheNode) {
+    auto g = parse("x = Parameter f32[1,8,4,4]\n"
+                   "w = Constant f32[8,8,1,1] random(1, -1, 1)\n"
+                   "c = Convolution(x, w) strides=[1,1] pads_begin=[0,0] pads_end=[2,2]\n"
+                   "r = Result(c)\n");
+    std::string what = "no error";
+    try {
+        compiled_graph cg(*g);
+        tensor in{etype::f32, {1, 8, 4, 4}, std::vector<float>(128, 1.f)};
+        cg.run({in});
+    } catch (const qconv::error &e) {
+        what = e.what();
+    }
+    EXPECT_EQ(what.rfind("node c: Convolution:", 0), 0u) << what;
+    EXPECT_NE(what.find("end pad of 2"), std::string::npos) << what;
+}
+
 TEST(GraphExec, TransposeReshapeAndBroadcast) {
     auto g = parse("x = Parameter f32[2,3]\n"
                    "t = Transpose(x) order=[1,0]\n"
