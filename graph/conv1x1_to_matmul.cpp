@@ -25,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "graph/pattern.h"
 #include "qconv/graph.h"
@@ -92,6 +94,8 @@ public:
     }
 
 private:
+    // A new node made from `from` (id with `suffix`, friendly name and
+    // runtime info copied; see try_rewrite for the one name that changes).
     node *add(op k, std::vector<node *> in, attributes a, const node *from, const std::string &suffix) {
         node *n = g_.add(k, std::move(in), std::move(a), from->id + suffix);
         if (from) {
@@ -195,8 +199,10 @@ private:
         node *act = nullptr;
         if (act_kind == "transpose") act = a->inputs[0];
         else if (act_kind == "reshape") act = reshape(a->inputs[0], {N, 1, 1, IC}, a, "_nhwc");
-        else if (spatial1) act = reshape(a, {N, 1, 1, IC}, c, "_act_nhwc");
-        else act = transpose(a, {0, 2, 3, 1}, c, "_act_nhwc");
+        else {
+            act = spatial1 ? reshape(a, {N, 1, 1, IC}, c, "_act_nhwc") : transpose(a, {0, 2, 3, 1}, c, "_act_nhwc");
+            if (!c->friendly_name.empty()) act->friendly_name = c->friendly_name + "_act_nhwc";
+        }
 
         node *w2 = rebuild_weights(b, OC, IC);
 
@@ -220,7 +226,10 @@ private:
             node *r = reshape(z, layout->out_shape, layout, "_2");
             g_.replace_uses(layout, r);
         } else {
+            // The fix-up takes over t's output and its friendly name; the NHWC
+            // node before it is named apart, so no two nodes share one.
             node *fix = spatial1 ? reshape(z, {N, OC, 1, 1}, t, "_nchw") : transpose(z, {0, 3, 1, 2}, t, "_nchw");
+            if (!t->friendly_name.empty()) z->friendly_name = t->friendly_name + "_nhwc";
             g_.replace_uses(t, fix);
         }
         *done = true;
@@ -288,36 +297,55 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
 }
 
 int cancel_transposes(graph &g) {
+    // One pass in topological order with an index of each node's consumers
+    // kept up to date, so n cancelling pairs cost O(n); restarting the scan
+    // after every removal was quadratic (4 000 pairs: 19 s). A pair that a
+    // removal creates further down (T1 T2 T3 T4) is still found: later nodes
+    // are looked at with their inputs as they are by then.
+    const std::vector<node *> order = g.topo_order();
+    std::unordered_map<const node *, std::vector<node *>> users;
+    for (node *c : order)
+        for (node *in : c->inputs) users[in].push_back(c);
+    std::unordered_set<const node *> gone;
+    auto live_users = [&](const node *n) {
+        std::unordered_set<const node *> u;
+        for (const node *c : users[n])
+            if (!gone.count(c)) u.insert(c);
+        return u.size();
+    };
     int removed = 0;
-    for (bool again = true; again;) {
-        again = false;
-        for (node *t2 : g.topo_order()) {
-            if (t2->kind != op::Transpose) continue;
-            node *u = t2->inputs[0];
-            const bool unary = u->kind == op::Relu || u->kind == op::Gelu || u->kind == op::Convert;
-            node *t1 = unary ? u->inputs[0] : u;
-            if (t1->kind != op::Transpose) continue;
-            if (unary && g.consumers(u).size() != 1) continue;
-            const auto &p1 = t1->attr.order, &p2 = t2->attr.order;
-            if (p1.size() != p2.size()) continue;
-            bool identity = true;
-            for (size_t j = 0; j < p2.size(); ++j) identity &= p1[p2[j]] == static_cast<int64_t>(j);
-            if (!identity) continue;
-            node *x = t1->inputs[0];
-            node *repl = x;
-            if (unary) {
-                repl = g.add(u->kind, {x}, u->attr, u->id + "_moved");
-                repl->friendly_name = u->friendly_name;
-                repl->rt_info = u->rt_info;
-                infer_node(*repl);
-            }
-            g.replace_uses(t2, repl);
-            g.prune();
-            ++removed;
-            again = true;
-            break;
+    for (node *t2 : order) {
+        if (t2->kind != op::Transpose || gone.count(t2)) continue;
+        node *u = t2->inputs[0];
+        const bool unary = u->kind == op::Relu || u->kind == op::Gelu || u->kind == op::Convert;
+        node *t1 = unary ? u->inputs[0] : u;
+        if (t1->kind != op::Transpose) continue;
+        if (unary && live_users(u) != 1) continue;
+        const auto &p1 = t1->attr.order, &p2 = t2->attr.order;
+        if (p1.size() != p2.size()) continue;
+        bool identity = true;
+        for (size_t j = 0; j < p2.size(); ++j) identity &= p1[p2[j]] == static_cast<int64_t>(j);
+        if (!identity) continue;
+        node *x = t1->inputs[0];
+        node *repl = x;
+        if (unary) {
+            repl = g.add(u->kind, {x}, u->attr, u->id + "_moved");
+            repl->friendly_name = u->friendly_name;
+            repl->rt_info = u->rt_info;
+            infer_node(*repl);
+            users[x].push_back(repl);
         }
+        // t2's consumers read repl from now on.
+        for (node *c : users[t2]) {
+            if (gone.count(c)) continue;
+            for (node *&in : c->inputs)
+                if (in == t2) in = repl;
+            users[repl].push_back(c);
+        }
+        gone.insert(t2);
+        ++removed;
     }
+    g.prune();
     g.infer();
     return removed;
 }

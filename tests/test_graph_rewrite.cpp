@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "qconv/graph.h"
@@ -202,10 +203,17 @@ TEST_P(Rewrite, StructureAndValues) {
     EXPECT_FALSE(mm->attr.transpose_a);
     EXPECT_EQ(mm->inputs[1]->out_shape, (shape_t{OC, IC}));
     EXPECT_EQ(mm->out_type, etype::f32);
-    // The MatMul keeps the Convolution's name unless it is the last node and
-    // replaces the absorbed output Transpose.
+    // Only the node that takes over the replaced output carries its friendly
+    // name; the MatMul is named after the Convolution with a suffix unless it
+    // is that node (it replaces the absorbed output Transpose).
     const bool mm_last = !c.bias && !c.convert && c.act != act_kind::reshape;
     EXPECT_EQ(mm->friendly_name, mm_last ? "layer_out" : "conv");
+    // The names along the output chain stand once (the MatMul and a fix-up
+    // Transpose used to both carry "conv").
+    std::map<std::string, int> names;
+    for (const auto &n : g.nodes())
+        for (const char *name : {"conv", "layer_out", "bias_add", "cvt"})
+            if (n->friendly_name == name) EXPECT_EQ(++names[name], 1) << name << " twice";
     const int64_t h = c.act == act_kind::reshape ? 1 : H, w = c.act == act_kind::reshape ? 1 : W;
     EXPECT_EQ(mm->out_shape, (shape_t{N, h, w, OC}));
     // The activation is the NHWC input itself (Transpose absorbed), a Reshape, or a Transpose.
@@ -565,6 +573,31 @@ TEST(RewriteFixup, OverflowingScalesKeepTheOriginalInfinities) {
         else if (std::isinf(b)) EXPECT_EQ(a, b) << i;
         else EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << i;
     }
+}
+
+// Cancelling Transpose pairs are removed in one pass: a chain of 2 000
+// pairs around Relus collapses to the Relus on x (the scan used to restart
+// after each removal: 4 000 pairs took 19 s), and the values stay.
+TEST(CancelTransposes, LongChainsCollapseInOnePass) {
+    std::string text = "x = Parameter f32[1,2,3,4]\n";
+    std::string prev = "x";
+    const int pairs = 2000;
+    for (int i = 0; i < pairs; ++i) {
+        const std::string a = "a" + std::to_string(i), r = "r" + std::to_string(i), b = "b" + std::to_string(i);
+        text += a + " = Transpose(" + prev + ") order=[0,2,3,1]\n";
+        text += r + " = Relu(" + a + ")\n";
+        text += b + " = Transpose(" + r + ") order=[0,3,1,2]\n";
+        prev = b;
+    }
+    text += "y = Result(" + prev + ")\n";
+    auto g = parse(text);
+    const tensor in = int_tensor({1, 2, 3, 4}, 3);
+    const auto before = run(*g, {in});
+    EXPECT_EQ(cancel_transposes(*g), pairs);
+    auto ops = g->count_ops();
+    EXPECT_EQ(ops["Transpose"], 0);
+    EXPECT_EQ(ops["Relu"], pairs);
+    expect_same_values(before, run(*g, {in}));
 }
 
 // The embedded example: both convolutions rewritten, the Transposes around
