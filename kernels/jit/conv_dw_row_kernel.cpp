@@ -298,7 +298,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     {
         if (!direct_) {
 #pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf.data(), nr);
+            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf, nr);
         }
         std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_ * 16 + 16));
 #pragma omp for schedule(static) nowait
@@ -318,7 +318,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw - d.pl) * c_ + c0;
                 call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
             } else {
-                call.src = e.buf.data() + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
+                call.src = e.buf + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
             }
             call.wei = reinterpret_cast<const int8_t *>(two ? e.pk.wei8_pair.data() + b0 * pair_wbytes_
                                                             : e.pk.wei8.data() + b0 * blk_wbytes_);

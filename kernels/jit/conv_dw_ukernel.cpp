@@ -167,7 +167,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     {
         if (!direct_) {
 #pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(e.src, e.buf.data(), nr);
+            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(e.src, e.buf, nr);
         }
         alignas(64) int32_t acc[25 * 16 + 16];
 #pragma omp for schedule(static) nowait
@@ -193,7 +193,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                     const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw + ow * d.sw - d.pl) * c_ + c0;
                     call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
                 } else {
-                    call.src = e.buf.data() + ((n * rows_ + oh * d.sh) * cols_ + ow * d.sw) * cpad_ + c0;
+                    call.src = e.buf + ((n * rows_ + oh * d.sh) * cols_ + ow * d.sw) * cpad_ + c0;
                 }
                 const int64_t off0 = ((n * d.oh + oh) * d.ow + ow) * c_ + c0;
                 if (fused_) {
