@@ -765,12 +765,13 @@ impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
 }
 
 impl::conv_entry conv_dw_rows_row(const std::string &name) {
-    const conv_isa i = conv_isa::avx512_core_vnni;
-    return make_row(name, std::string("jit:conv_dw_x8s8_rows:") + to_string(i), i, conv_plan::kind::depthwise_rows,
-                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+    constexpr conv_isa vnni = conv_isa::avx512_core_vnni;
+    return make_row(name, std::string("jit:conv_dw_x8s8_rows:") + to_string(vnni), vnni,
+                    conv_plan::kind::depthwise_rows,
+                    [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
                         const conv_knobs k = conv_knobs::from_env();
-                        return conv_dw_supports(i, true, p, a, k, why)
-                                   ? make_plan(i, conv_plan::kind::depthwise_rows, k)
+                        return conv_dw_supports(vnni, true, p, a, k, why)
+                                   ? make_plan(vnni, conv_plan::kind::depthwise_rows, k)
                                    : nullptr;
                     });
 }

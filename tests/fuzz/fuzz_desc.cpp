@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/lowering.h"
 #include "qconv/qconv.h"
 
 namespace {
