@@ -263,6 +263,19 @@ TEST(OnednnKnownWrong, BrdgmmSinglePixelPerChannelOperands) {
         }
 }
 
+// Found by the long sweep: oneDNN's jit_uni_int8_1x1:avx2_vnni computes a
+// strided 1x1 convolution wrongly at 2 threads (mb2, OC 496: 105 wrong, with
+// or without post-ops). The peer passes over it at every thread count.
+TEST(OnednnKnownWrong, StridedOneByOneOnAvx2VnniAtTwoThreads) {
+    for (const char *threads : {"--threads=1", "--threads=2", "--threads=3"})
+        for (const char *ops : {"--post-ops=relu", "--post-ops=add:per_oc;relu"}) {
+            const driver_result r = run_driver({"conv", "--impl=onednn:any", "--isa=avx2_vnni", threads, ops,
+                                                "g1mb2ic8ih3iw27oc496oh1ow9kh1kw1sh3sw3"});
+            EXPECT_EQ(r.rc, 0) << threads << " " << ops << "\n" << r.out << r.err;
+            EXPECT_EQ(field(line_of(r, "onednn:any"), "status"), "ok") << r.out;
+        }
+}
+
 // Below VNNI oneDNN halves the weights of an s8 source: the peer's line says
 // exact=0, and a performance run never takes it as the ratio= baseline.
 TEST(OnednnKnownWrong, InexactPeerIsLabelledAndNeverTheBaseline) {
