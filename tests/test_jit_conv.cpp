@@ -28,6 +28,7 @@
 
 using qconv::dtype;
 using qconv::test::ConvTester;
+using qconv::test::epilogue_chains;
 
 namespace {
 
@@ -332,21 +333,7 @@ TEST(JitConv, AvxVnniRowsExact) {
         "g24mb2ic24ih9iw7oc24oh9ow7kh3kw3ph1pw1", // depthwise, 8 + 16 channels
         "g13mb1ic13ih6oc13oh3kh5sh2ph2",          // depthwise, 5-lane tail, stride 2
     };
-    const std::vector<std::string> chains = {"",
-                                             "relu",
-                                             "fq:per_channel",
-                                             "scale_shift;fq:per_channel",
-                                             "sum;relu",
-                                             "mul:full",
-                                             "clip:0:6",
-                                             "gelu_erf",
-                                             "prelu",
-                                             "add:per_oc;linear:2:1",
-                                             "hardswish",
-                                             "sum:0.5;add:full",
-                                             "sqrt",
-                                             "linear:1073741824:0",
-                                             "linear:-4294967296:0;abs"};
+    const std::vector<std::string> &chains = epilogue_chains();
     const dtype dsts[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
     for (const std::string &desc : shapes)
         for (const std::string zp : {"none", "tensor:random", "channel:random"})

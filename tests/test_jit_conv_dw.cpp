@@ -25,6 +25,7 @@
 
 using qconv::dtype;
 using qconv::test::ConvTester;
+using qconv::test::epilogue_chains;
 
 namespace {
 
@@ -67,25 +68,15 @@ const std::vector<std::string> &row_shapes() {
     return s;
 }
 
-const std::vector<std::string> &chains() {
-    static const std::vector<std::string> c = {
-        "",
-        "relu",
-        "fq:per_channel",
-        "scale_shift;fq:per_channel",
-        "sum;relu",
-        "mul:full",
-        "clip:0:6",
-        "gelu_erf",
-        "prelu",
-        "add:per_oc;linear:2:1",
-        "hardswish",
-        "sum:0.5;add:full",
-        "sqrt",
-        "linear:1073741824:0",
-        "linear:-4294967296:0;abs", // NaN, beyond 2^30, beyond 2^31
-    };
-    return c;
+// The k-th chain of epilogue_chains(), cycling.
+const std::string &chain(size_t k) { return epilogue_chains()[k % epilogue_chains().size()]; }
+
+// Runs `row` on extreme data (u8 255 / s8 −128 / 127) into an s32 destination
+// with no scales and no bias, so every int32 sum is compared bit for bit.
+bool run_extreme_sums(const char *row, const std::string &desc, dtype src, const char *zp, uint32_t seed) {
+    ConvTester t;
+    t.desc(desc).src(src).dst(dtype::s32).data("extreme").scales("none").bias(false).zp(zp).seed(seed);
+    return t.run(row);
 }
 
 } // namespace
@@ -100,7 +91,7 @@ TEST(JitConvDw, RowKernelShapesZpChainsDst) {
                 // Per-channel zero points need a u8 source; s8 takes per-tensor ones (padding byte zp + 128).
                 if (src == dtype::s8 && std::string(zp) == "channel:random") continue;
                 ConvTester t;
-                t.desc(desc).src(src).zp(zp).post_ops(chains()[i % chains().size()]).dst(dsts[i % dsts.size()]);
+                t.desc(desc).src(src).zp(zp).post_ops(chain(i)).dst(dsts[i % dsts.size()]);
                 t.seed(9000 + i).threads(1 + i % 2);
                 ++i;
                 EXPECT_TRUE(t.run(kRow)) << desc;
@@ -113,7 +104,7 @@ TEST(JitConvDw, RowKernelShapesZpChainsDst) {
 TEST(JitConvDw, RowKernelEveryChain) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
     int i = 0;
-    for (const std::string &ops : chains())
+    for (const std::string &ops : epilogue_chains())
         for (dtype dst : {dtype::u8, dtype::f32}) {
             ConvTester t;
             t.desc("g35mb1ic35ih6iw11oc35kh3ph1").post_ops(ops).dst(dst).seed(9500 + i++);
@@ -132,16 +123,7 @@ TEST(JitConvDw, RowKernelExtremeData) {
                 const char *zp = zk == 0            ? "none"
                                  : src == dtype::u8 ? (zk == 1 ? "tensor:255" : "tensor:0")
                                                     : (zk == 1 ? "tensor:-128" : "tensor:127");
-                ConvTester t;
-                t.desc(desc)
-                    .src(src)
-                    .dst(dtype::s32)
-                    .data("extreme")
-                    .scales("none")
-                    .bias(false)
-                    .zp(zp)
-                    .seed(9700 + i++);
-                EXPECT_TRUE(t.run(kRow)) << desc;
+                EXPECT_TRUE(run_extreme_sums(kRow, desc, src, zp, 9700 + i++)) << desc;
                 if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
             }
 }
@@ -169,7 +151,7 @@ TEST(JitConvDw, UkernelPathOnVnni) {
         for (const char *zp : {"none", "channel:random"}) {
             ConvTester t;
             // Seeds differ from the other tests: the kernel cache holds no row kernel for them.
-            t.desc(desc).zp(zp).post_ops(chains()[(i * 5) % chains().size()]).seed(9900 + i);
+            t.desc(desc).zp(zp).post_ops(chain(i * 5)).seed(9900 + i);
             ++i;
             EXPECT_TRUE(t.run(kRowUkernel)) << desc;
             if (HasFailure()) break;
@@ -224,7 +206,7 @@ TEST(JitConvDw, RowPairsOff) {
     for (const std::string &desc : row_shapes())
         for (const char *zp : {"none", "channel:random"}) {
             ConvTester t;
-            t.desc(desc).zp(zp).post_ops(chains()[(i * 7) % chains().size()]).dst(i % 2 ? dtype::u8 : dtype::f32);
+            t.desc(desc).zp(zp).post_ops(chain(i * 7)).dst(i % 2 ? dtype::u8 : dtype::f32);
             t.seed(11000 + i);
             ++i;
             EXPECT_TRUE(t.run(kRow)) << desc;
@@ -331,7 +313,7 @@ TEST(JitConvDw, AvxVnniShapesZpChainsDst) {
             for (dtype src : {dtype::u8, dtype::s8}) {
                 if (src == dtype::s8 && std::string(zp) == "channel:random") continue; // per-channel zp: u8 only
                 ConvTester t;
-                t.desc(desc).src(src).zp(zp).post_ops(chains()[(i * 3) % chains().size()]).dst(dsts[i % dsts.size()]);
+                t.desc(desc).src(src).zp(zp).post_ops(chain(i * 3)).dst(dsts[i % dsts.size()]);
                 t.seed(13000 + i).threads(1 + i % 2);
                 ++i;
                 EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
@@ -348,16 +330,7 @@ TEST(JitConvDw, AvxVnniExtremeData) {
         for (dtype src : {dtype::u8, dtype::s8})
             for (const char *zp : {"none", "tensor:255", "tensor:0", "channel:random"}) {
                 if (src == dtype::s8 && std::string(zp) != "none") continue;
-                ConvTester t;
-                t.desc(desc)
-                    .src(src)
-                    .dst(dtype::s32)
-                    .data("extreme")
-                    .scales("none")
-                    .bias(false)
-                    .zp(zp)
-                    .seed(13500 + i++);
-                EXPECT_TRUE(t.run(kRowAvxVnni)) << desc;
+                EXPECT_TRUE(run_extreme_sums(kRowAvxVnni, desc, src, zp, 13500 + i++)) << desc;
                 if (HasFailure()) FAIL() << desc << " src=" << qconv::to_string(src) << " zp=" << zp;
             }
 }

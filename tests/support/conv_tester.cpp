@@ -201,4 +201,25 @@ int64_t compare_dst(const conv_problem &p, const void *got, const void *want, do
     return bad;
 }
 
+const std::vector<std::string> &epilogue_chains() {
+    static const std::vector<std::string> c = {
+        "",
+        "relu",
+        "fq:per_channel",
+        "scale_shift;fq:per_channel",
+        "sum;relu",
+        "mul:full",
+        "clip:0:6",
+        "gelu_erf",
+        "prelu",
+        "add:per_oc;linear:2:1",
+        "hardswish",
+        "sum:0.5;add:full",
+        "sqrt",
+        "linear:1073741824:0",
+        "linear:-4294967296:0;abs", // NaN, beyond 2^30, beyond 2^31
+    };
+    return c;
+}
+
 } // namespace qconv::test

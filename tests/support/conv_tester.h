@@ -98,4 +98,9 @@ bool has_transcendental(const qconv::post_ops &ops);
 // first few, with their coordinates, to *report.
 int64_t compare_dst(const conv_problem &p, const void *got, const void *want, double rel_tol, std::string *report);
 
+// Post-op chains that cover every epilogue path of the JIT kernels: none,
+// eltwise, FakeQuantize, depthwise scale-shift, sum, binary of each shape,
+// PReLU, and scales that push values past 2^30 / 2^31 or to NaN.
+const std::vector<std::string> &epilogue_chains();
+
 } // namespace qconv::test
