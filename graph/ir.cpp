@@ -150,18 +150,22 @@ double to_type(etype t, double v) {
     const double hi = t == etype::i64 ? 9223372036854774784.0 : double(type_max(t));
     return std::min<double>(std::max<double>(r, double(type_min(t))), hi);
 }
+// Element i of an array of T stored unaligned in b.
+template <class T>
+T get(const uint8_t *b, int64_t i) {
+    T v;
+    std::memcpy(&v, b + static_cast<int64_t>(sizeof(T)) * i, sizeof(T));
+    return v;
+}
+template <class T>
+void put(uint8_t *b, int64_t i, T v) {
+    std::memcpy(b + static_cast<int64_t>(sizeof(T)) * i, &v, sizeof(T));
+}
+
 double load(etype t, const uint8_t *b, int64_t i) {
     switch (t) {
-    case etype::f32: {
-        float f;
-        std::memcpy(&f, b + 4 * i, 4);
-        return f;
-    }
-    case etype::f16: {
-        uint16_t h;
-        std::memcpy(&h, b + 2 * i, 2);
-        return f16_to_f32(h);
-    }
+    case etype::f32: return get<float>(b, i);
+    case etype::f16: return f16_to_f32(get<uint16_t>(b, i));
     case etype::u8: return b[i];
     case etype::i8: return static_cast<int8_t>(b[i]);
     case etype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
@@ -169,32 +173,16 @@ double load(etype t, const uint8_t *b, int64_t i) {
         int v = (b[i / 2] >> (4 * (i & 1))) & 0xF;
         return v >= 8 ? v - 16 : v;
     }
-    case etype::i32: {
-        int32_t v;
-        std::memcpy(&v, b + 4 * i, 4);
-        return v;
-    }
-    case etype::i64: {
-        int64_t v;
-        std::memcpy(&v, b + 8 * i, 8);
-        return static_cast<double>(v);
-    }
+    case etype::i32: return get<int32_t>(b, i);
+    case etype::i64: return static_cast<double>(get<int64_t>(b, i));
     }
     return 0;
 }
 void store(etype t, uint8_t *b, int64_t i, double v) {
     v = to_type(t, v);
     switch (t) {
-    case etype::f32: {
-        float f = static_cast<float>(v);
-        std::memcpy(b + 4 * i, &f, 4);
-        break;
-    }
-    case etype::f16: {
-        uint16_t h = f32_to_f16(static_cast<float>(v));
-        std::memcpy(b + 2 * i, &h, 2);
-        break;
-    }
+    case etype::f32: put(b, i, static_cast<float>(v)); break;
+    case etype::f16: put(b, i, f32_to_f16(static_cast<float>(v))); break;
     case etype::u8: b[i] = static_cast<uint8_t>(v); break;
     case etype::i8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
     case etype::u4:
@@ -204,16 +192,8 @@ void store(etype t, uint8_t *b, int64_t i, double v) {
         b[i / 2] = static_cast<uint8_t>((b[i / 2] & ~(0xF << sh)) | (nib << sh));
         break;
     }
-    case etype::i32: {
-        int32_t x = static_cast<int32_t>(v);
-        std::memcpy(b + 4 * i, &x, 4);
-        break;
-    }
-    case etype::i64: {
-        int64_t x = static_cast<int64_t>(v);
-        std::memcpy(b + 8 * i, &x, 8);
-        break;
-    }
+    case etype::i32: put(b, i, static_cast<int32_t>(v)); break;
+    case etype::i64: put(b, i, static_cast<int64_t>(v)); break;
     }
 }
 std::string fmt_double(double v) {
