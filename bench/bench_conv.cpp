@@ -104,7 +104,7 @@ qconv::conv_problem make_problem(const qconv::conv_desc &d) {
         p.src_zp = qconv::testdata::make_zp("channel:random", d.ic, p.src_dt, qconv::testdata::data_kind::random, 1);
         p.ops = qconv::parse_post_ops("relu", d.oc);
     } else if (opt.bench_case == "fq") {
-        p.ops = qconv::parse_post_ops("fq:per_channel", d.oc);
+        p.ops = qconv::testdata::make_post_ops("fq:per_channel", d.oc, 1);
     } else {
         qconv::fail("case", "unknown benchmark case '" + opt.bench_case + "'");
     }

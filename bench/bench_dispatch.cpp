@@ -93,7 +93,7 @@ qconv::conv_problem make_problem(const qconv::conv_desc &d, const std::string &c
     if (c != "relu" && !zp_tensor && !zp_channel && c != "fq") fail("cases", "unknown case '" + c + "'");
     if (zp_tensor) p.src_zp = zero_point::tensor(3);
     if (zp_channel) p.src_zp = testdata::make_zp("channel:random", d.ic, p.src_dt, testdata::data_kind::random, 1);
-    p.ops = parse_post_ops(c == "relu" || zp_tensor ? "relu" : "fq:per_channel", d.oc);
+    p.ops = testdata::make_post_ops(c == "relu" || zp_tensor ? "relu" : "fq:per_channel", d.oc, 1);
     return p;
 }
 

@@ -1,31 +1,21 @@
 // Text form of the logical post-op chain (driver option, problem.txt) and its
-// validation.
+// validation. Every value is written out; the seeded shorthand the tests and
+// the driver use (`scale_shift`, `add:per_oc`, `fq:per_channel`, ...) is
+// completed with generated values by testdata::make_post_ops
+// (tests/support/testdata.h) before it reaches this parser.
 //
-// Items are ';'-separated, fields within an item ':'-separated:
+// Items are ';'-separated, fields within an item ':'-separated, lists within
+// a field ','-separated (LIST: 1 value, or OC values one per output channel):
 //   eltwise   relu[:alpha]  clip[:lo:hi]  linear[:alpha:beta]  swish[:alpha]  elu[:alpha]
 //             gelu_erf gelu_tanh hardswish mish logistic tanh abs sqrt square exp round
 //             defaults: relu 0, clip 0:6, linear 1:0, swish 1, elu 1
-//   binary    add|sub|mul|div|max|min [:per_tensor|per_oc|full [:value]]   (default per_tensor)
+//   binary    add|sub|mul|div|max|min:per_tensor:V   ...:per_oc:v0,..,v(OC-1)   ...:full
 //   sum       sum[:scale[:zp]]
-//   legacy    scale_shift[:per_tensor|per_oc]  prelu[:per_tensor|per_oc]  (default per_oc)
-//             fq[:per_tensor|per_channel[:levels]]   (default per_tensor, 256 levels)
+//   legacy    scale_shift:SCALE_LIST:SHIFT_LIST   prelu:SLOPE_LIST
+//             fq:LEVELS:IN_LO_LIST:IN_HI_LIST:OUT_LO_LIST:OUT_HI_LIST
 //             dw_conv
-// "" and "none" mean an empty chain.
-//
-// Generated values keep the f32 output pipeline exact (every operation on
-// small integers produces an exactly representable result), so all
-// implementations must agree bit for bit:
-//   scale_shift   scale ∈ {0.5, 1, 2}, shift ∈ integers [−4, 4]
-//   prelu         slope ∈ {0.25, 0.5}
-//   binary        add/sub/max/min: integers [−4, 4]; mul: {−2, −1, 1, 2, 3};
-//                 div: {0.5, 1, 2, 4} (powers of two)
-//   fq            per channel: ih − il = (L−1)·2^a with a ∈ {0, 1, 2} and
-//                 il = −m·2^a with m ∈ {0, 32, 64, 128}, so isc = 2^−a and
-//                 ish = m are exact; oh − ol = (L−1)·2^b with b ∈ {0, −1}
-//                 and ol ∈ {0, −128}, so osc = 2^b and osh = ol are exact.
-//                 per tensor: the same rule drawn once.
-// Values come from a std::mt19937 seeded with (seed, item index), reduced
-// with %, so a (text, oc, seed) triple gives the same values everywhere.
+// "" and "none" mean an empty chain. to_text() prints this form, so
+// parse_post_ops(to_text(ops), oc) == ops for every valid chain.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -142,55 +132,17 @@ void check_args(const std::string &item, const std::vector<std::string> &f, size
         fail("post_ops", "'" + item + "': too many fields (at most " + std::to_string(max_fields - 1) + ")");
 }
 
-// Deterministic value generator for one chain item.
-struct gen {
-    std::mt19937 rng;
-    gen(uint32_t seed, size_t index) {
-        std::seed_seq s{seed, uint32_t(index), 0x9e3779b9u};
-        rng.seed(s);
-    }
-    template <size_t N>
-    float pick(const float (&set)[N]) {
-        return set[rng() % N];
-    }
-    float integer(int lo, int hi) { return float(lo + int(rng() % uint32_t(hi - lo + 1))); }
-};
-
-std::vector<float> pick_n(gen &g, int64_t n, const std::vector<float> &set) {
-    std::vector<float> v(n);
-    for (auto &x : v) x = set[g.rng() % set.size()];
+// A ','-separated list of finite numbers.
+std::vector<float> parse_list(const std::string &item, const std::string &s, const char *what) {
+    std::vector<float> v;
+    for (const std::string &x : split(s, ',')) v.push_back(parse_float(item, trim(x), what));
     return v;
 }
 
-std::vector<float> ints_n(gen &g, int64_t n, int lo, int hi) {
-    std::vector<float> v(n);
-    for (auto &x : v) x = g.integer(lo, hi);
-    return v;
-}
-
-std::vector<float> binary_values(gen &g, binary_alg a, int64_t n) {
-    switch (a) {
-    case binary_alg::mul: return pick_n(g, n, {-2.f, -1.f, 1.f, 2.f, 3.f});
-    case binary_alg::div: return pick_n(g, n, {0.5f, 1.f, 2.f, 4.f});
-    default: return ints_n(g, n, -4, 4);
-    }
-}
-
-post_op make_fq(gen &g, int levels, int64_t n) {
-    std::vector<float> il(n), ih(n), ol(n), oh(n);
-    const float steps = float(levels - 1);
-    for (int64_t c = 0; c < n; ++c) {
-        const float in_step = std::ldexp(1.f, int(g.rng() % 3)); // 2^a, a ∈ {0,1,2}
-        static const float ms[] = {0.f, 32.f, 64.f, 128.f};
-        const float m = ms[g.rng() % 4];
-        const float out_step = (g.rng() % 2) ? 1.f : 0.5f; // 2^b, b ∈ {0,−1}
-        const float out_base = (g.rng() % 2) ? 0.f : -128.f;
-        il[c] = -m * in_step;
-        ih[c] = il[c] + steps * in_step;
-        ol[c] = out_base;
-        oh[c] = out_base + steps * out_step;
-    }
-    return post_op::fake_quantize(levels, il, ih, ol, oh);
+std::string list_text(const std::vector<float> &v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + fmt(v[i]);
+    return s;
 }
 
 broadcast parse_bcast(const std::string &item, const std::string &s, bool allow_full) {
@@ -201,7 +153,7 @@ broadcast parse_bcast(const std::string &item, const std::string &s, bool allow_
          "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc" + (allow_full ? ", full)" : ")"));
 }
 
-post_op parse_item(const std::string &item, int64_t oc, gen &g) {
+post_op parse_item(const std::string &item) {
     const auto f = split(item, ':');
     const std::string &name = f[0];
     if (const named_eltwise *e = find_eltwise(name)) {
@@ -211,17 +163,16 @@ post_op parse_item(const std::string &item, int64_t oc, gen &g) {
         return post_op::eltwise(e->alg, alpha, beta);
     }
     if (const named_binary *b = find_binary(name)) {
-        check_args(item, f, 4);
+        check_args(item, f, 3);
         const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], true) : broadcast::per_tensor;
         if (bc == broadcast::full) {
             if (f.size() > 2) fail("post_ops", "'" + item + "': a full tensor takes no value");
             return post_op::binary(b->alg, bc, {});
         }
-        if (bc == broadcast::per_oc && f.size() > 2)
-            fail("post_ops", "'" + item + "': per_oc values are generated, give none");
-        std::vector<float> v = f.size() > 2 ? std::vector<float>{parse_float(item, f[2], "value")}
-                                            : binary_values(g, b->alg, bc == broadcast::per_oc ? oc : 1);
-        return post_op::binary(b->alg, bc, v);
+        if (f.size() < 3)
+            fail("post_ops",
+                 "'" + item + "': give the operand (" + name + ":per_tensor:V or " + name + ":per_oc:v0,v1,...)");
+        return post_op::binary(b->alg, bc, parse_list(item, f[2], "value"));
     }
     if (name == "sum") {
         check_args(item, f, 3);
@@ -229,21 +180,21 @@ post_op parse_item(const std::string &item, int64_t oc, gen &g) {
         const int32_t zp = f.size() > 2 ? int32_t(parse_int(item, f[2], "zero point")) : 0;
         return post_op::sum(scale, zp);
     }
-    if (name == "scale_shift" || name == "prelu") {
-        check_args(item, f, 2);
-        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], false) : broadcast::per_oc;
-        const int64_t n = bc == broadcast::per_oc ? oc : 1;
-        if (name == "prelu") return post_op::prelu(pick_n(g, n, {0.25f, 0.5f}));
-        std::vector<float> scale = pick_n(g, n, {0.5f, 1.f, 2.f});
-        return post_op::scale_shift_op(scale, ints_n(g, n, -4, 4));
+    if (name == "scale_shift") {
+        if (f.size() != 3) fail("post_ops", "'" + item + "': expected scale_shift:SCALES:SHIFTS");
+        return post_op::scale_shift_op(parse_list(item, f[1], "scale"), parse_list(item, f[2], "shift"));
+    }
+    if (name == "prelu") {
+        if (f.size() != 2) fail("post_ops", "'" + item + "': expected prelu:SLOPES");
+        return post_op::prelu(parse_list(item, f[1], "slope"));
     }
     if (name == "fq") {
-        check_args(item, f, 3);
-        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], false) : broadcast::per_tensor;
-        const int64_t levels = f.size() > 2 ? parse_int(item, f[2], "levels") : 256;
+        if (f.size() != 6) fail("post_ops", "'" + item + "': expected fq:LEVELS:IN_LO:IN_HI:OUT_LO:OUT_HI");
+        const int64_t levels = parse_int(item, f[1], "levels");
         if (levels < 2 || levels > 65536)
             fail("post_ops", "'" + item + "': levels must be in [2, 65536] (got " + std::to_string(levels) + ")");
-        return make_fq(g, int(levels), bc == broadcast::per_oc ? oc : 1);
+        return post_op::fake_quantize(int(levels), parse_list(item, f[2], "in_lo"), parse_list(item, f[3], "in_hi"),
+                                      parse_list(item, f[4], "out_lo"), parse_list(item, f[5], "out_hi"));
     }
     if (name == "dw_conv") {
         check_args(item, f, 1);
@@ -329,7 +280,7 @@ void validate_one(const post_op &p, size_t i, int64_t oc) {
 
 } // namespace
 
-post_ops parse_post_ops(const std::string &text, int64_t oc, uint32_t seed) {
+post_ops parse_post_ops(const std::string &text, int64_t oc) {
     if (oc < 1) fail("oc", "must be positive (got " + std::to_string(oc) + ")");
     post_ops ops;
     const std::string all = trim(text);
@@ -338,8 +289,7 @@ post_ops parse_post_ops(const std::string &text, int64_t oc, uint32_t seed) {
     for (size_t i = 0; i < items.size(); ++i) {
         const std::string item = trim(items[i]);
         if (item.empty()) fail("post_ops", "empty item #" + std::to_string(i) + " in '" + text + "'");
-        gen g(seed, i);
-        ops.push_back(parse_item(item, oc, g));
+        ops.push_back(parse_item(item));
     }
     validate(ops, oc);
     return ops;
@@ -379,6 +329,27 @@ std::string to_string(const post_ops &ops) {
             break;
         }
         case post_op::kind::dw_conv: s += "dw_conv"; break;
+        }
+    }
+    return s;
+}
+
+std::string to_text(const post_ops &ops) {
+    std::string s;
+    for (const post_op &p : ops) {
+        if (!s.empty()) s += ";";
+        switch (p.k) {
+        case post_op::kind::binary:
+            s += std::string(binary_name(p.balg)) + ":" + to_string(p.bcast);
+            if (p.bcast != broadcast::full) s += ":" + list_text(p.scale);
+            break;
+        case post_op::kind::scale_shift: s += "scale_shift:" + list_text(p.scale) + ":" + list_text(p.shift); break;
+        case post_op::kind::prelu: s += "prelu:" + list_text(p.scale); break;
+        case post_op::kind::fake_quantize:
+            s += "fq:" + std::to_string(p.levels) + ":" + list_text(p.in_lo) + ":" + list_text(p.in_hi) + ":" +
+                 list_text(p.out_lo) + ":" + list_text(p.out_hi);
+            break;
+        default: s += to_string(post_ops{p}); // eltwise, sum, dw_conv: the short form has every value
         }
     }
     return s;

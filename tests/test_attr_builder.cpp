@@ -112,7 +112,7 @@ conv_problem make_problem(const row &r) {
     p.src_dt = dtype::u8;
     p.dst_dt = dtype::u8;
     p.src_zp = testdata::make_zp(r.zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 5);
-    p.ops = parse_post_ops(r.ops, p.desc.oc, 1);
+    p.ops = testdata::make_post_ops(r.ops, p.desc.oc, 1);
     return p;
 }
 

@@ -10,6 +10,7 @@
 
 #include "qconv/qconv.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/testdata.h"
 
 using namespace qconv;
 
@@ -232,17 +233,21 @@ TEST(BadInput, MatmulDescriptor) {
 TEST(BadInput, PostOpText) {
     const std::pair<const char *, const char *> cases[] = {
         {"relu;xyz", "unknown post-op 'xyz'"},
-        {"fq:per_tensor:1", "levels must be in [2, 65536]"},
-        {"fq:per_tensor:70000", "levels must be in [2, 65536]"},
-        {"fq:per_tensor:abc", "not a 32-bit integer"},
-        {"fq:per_nothing", "unknown broadcast"},
+        {"fq:1:0:1:0:1", "levels must be in [2, 65536]"},
+        {"fq:70000:0:1:0:1", "levels must be in [2, 65536]"},
+        {"fq:abc:0:1:0:1", "not a 32-bit integer"},
+        {"fq:per_channel", "expected fq:LEVELS:IN_LO:IN_HI:OUT_LO:OUT_HI"},
         {"relu:abc", "not a finite number"},
         {"relu:nan", "not a finite number"},
         {"linear:inf:1", "not a finite number"},
         {"relu:1:2:3", "too many fields"},
-        {"add:per_oc:1", "per_oc values are generated"},
+        {"add", "give the operand (add:per_tensor:V"},
+        {"mul:per_oc", "give the operand"},
         {"add:full:1", "full tensor takes no value"},
-        {"scale_shift:full", "unknown broadcast"},
+        {"add:per_nothing:1", "unknown broadcast"},
+        {"scale_shift:1", "expected scale_shift:SCALES:SHIFTS"},
+        {"prelu", "expected prelu:SLOPES"},
+        {"prelu:0.5,x", "slope 'x' is not a finite number"},
         {"relu;;relu", "empty item"},
         {"sum:0.5:x", "not a 32-bit integer"},
         {"Relu", "unknown post-op 'Relu'"},
@@ -252,7 +257,16 @@ TEST(BadInput, PostOpText) {
         expect_error([&] { parse_post_ops(c.first, 8); }, "post_ops", c.second);
     }
     expect_error([] { parse_post_ops("div:per_tensor:0", 8); }, "post_ops[0].scale", "division by zero");
+    expect_error([] { parse_post_ops("relu;add:per_oc:1,2", 8); }, "post_ops[1].scale", "needs OC=8 values (got 2)");
+    expect_error([] { parse_post_ops("scale_shift:1:1,2", 8); }, "post_ops[0].shift",
+                 "expected 1 or OC=8 values (got 2)");
+    expect_error([] { parse_post_ops("fq:4:1:0:0:3", 8); }, "post_ops[0].in_lo", "must be below in_hi");
     expect_error([] { parse_post_ops("relu", 0); }, "oc", "positive");
+    // The generator's shorthand reaches the same checks.
+    expect_error([] { testdata::make_post_ops("relu;fq:per_tensor:1", 8, 1); }, "post_ops",
+                 "levels must be in [2, 65536]");
+    expect_error([] { testdata::make_post_ops("add:per_nothing", 8, 1); }, "post_ops", "unknown broadcast");
+    expect_error([] { testdata::make_post_ops("relu", 0, 1); }, "oc", "positive");
 }
 
 TEST(BadInput, PostOpValidation) {
@@ -330,7 +344,7 @@ TEST(BadInput, MutatedTextsFailCleanly) {
         const size_t pos = next() % t.size();
         t[pos] = ":;0123456789.-abcefilnpqrsu"[next() % 27];
         try {
-            const post_ops ops = parse_post_ops(t, 8, 1);
+            const post_ops ops = testdata::make_post_ops(t, 8, 1);
             EXPECT_NO_THROW(validate(ops, 8)) << t;
         } catch (const qconv::error &) {
         } catch (const std::exception &e) {

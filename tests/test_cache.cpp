@@ -136,7 +136,7 @@ conv_problem small_problem() {
     p.src_zp = zero_point::tensor(2);
     p.scales = testdata::make_scales(p.desc.oc, false, 1);
     p.with_bias = true;
-    p.ops = parse_post_ops("relu", p.desc.oc, 1);
+    p.ops = testdata::make_post_ops("relu", p.desc.oc, 1);
     return p;
 }
 
@@ -198,7 +198,7 @@ TEST(PrimitiveCache, DifferentProblemsGetDifferentKernels) {
     convolution a(p, w.data(), b.data());
     p.src_zp = zero_point::tensor(5);
     convolution c(p, w.data(), b.data());
-    p.ops = parse_post_ops("relu;sum", p.desc.oc, 1);
+    p.ops = testdata::make_post_ops("relu;sum", p.desc.oc, 1);
     convolution d(p, w.data(), b.data());
     EXPECT_EQ(kernel_cache::global().stats().misses, 3u);
     EXPECT_EQ(kernel_cache::global().stats().hits, 0u);

@@ -167,7 +167,7 @@ TEST(Concurrency, CreateSameAndDifferentPrimitivesAtOnce) {
                                      testdata::data_kind::random, 3);
         p.scales = testdata::make_scales(p.desc.oc, false, 3);
         p.with_bias = true;
-        p.ops = parse_post_ops(ops[t], p.desc.oc, 3);
+        p.ops = testdata::make_post_ops(ops[t], p.desc.oc, 3);
         probs.push_back(p);
     }
     std::vector<std::vector<uint8_t>> want(n_threads), got(n_threads);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qconv/qconv.h"
+#include "tests/support/testdata.h"
 
 using namespace qconv;
 
@@ -375,11 +376,12 @@ TEST(MatmulDesc, WeightAtNibbleOrder) {
 
 // --------------------------------------------------------------- post-ops
 TEST(PostOpsText, ParsesEveryForm) {
-    const int64_t oc = 8;
-    const auto ops =
-        parse_post_ops("relu;relu:0.5;clip:0:6;linear:2:1;gelu_erf;swish;add:per_oc;mul:per_tensor:0.5;max:full;"
-                       "sum;sum:0.5:3;scale_shift;prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor:16;dw_conv",
-                       oc, 7);
+    const int64_t oc = 3;
+    const auto ops = parse_post_ops("relu;relu:0.5;clip:0:6;linear:2:1;gelu_erf;swish;add:per_oc:1,-2,3;"
+                                    "mul:per_tensor:0.5;max:full;sum;sum:0.5:3;scale_shift:0.5,1,2:-1,0,4;"
+                                    "prelu:0.25,0.5,0.25;prelu:0.125;fq:256:0,-32,-64:255,223,191:-128:127;"
+                                    "fq:16:-4:26:0:7.5;dw_conv",
+                                    oc);
     ASSERT_EQ(ops.size(), 17u);
     EXPECT_EQ(ops[0].k, post_op::kind::eltwise);
     EXPECT_EQ(ops[0].alg, eltwise_alg::relu);
@@ -397,7 +399,7 @@ TEST(PostOpsText, ParsesEveryForm) {
     EXPECT_EQ(ops[6].k, post_op::kind::binary);
     EXPECT_EQ(ops[6].balg, binary_alg::add);
     EXPECT_EQ(ops[6].bcast, broadcast::per_oc);
-    EXPECT_EQ(ops[6].scale.size(), 8u);
+    EXPECT_EQ(ops[6].scale, (std::vector<float>{1.f, -2.f, 3.f}));
     EXPECT_EQ(ops[7].balg, binary_alg::mul);
     EXPECT_EQ(ops[7].bcast, broadcast::per_tensor);
     EXPECT_EQ(ops[7].scale, std::vector<float>{0.5f});
@@ -409,46 +411,61 @@ TEST(PostOpsText, ParsesEveryForm) {
     EXPECT_EQ(ops[10].sum_scale, 0.5f);
     EXPECT_EQ(ops[10].sum_zp, 3);
     EXPECT_EQ(ops[11].k, post_op::kind::scale_shift);
-    EXPECT_EQ(ops[11].scale.size(), 8u);
-    EXPECT_EQ(ops[11].shift.size(), 8u);
+    EXPECT_EQ(ops[11].scale, (std::vector<float>{0.5f, 1.f, 2.f}));
+    EXPECT_EQ(ops[11].shift, (std::vector<float>{-1.f, 0.f, 4.f}));
     EXPECT_EQ(ops[12].k, post_op::kind::prelu);
-    EXPECT_EQ(ops[12].scale.size(), 8u);
-    EXPECT_EQ(ops[13].scale.size(), 1u);
+    EXPECT_EQ(ops[12].scale, (std::vector<float>{0.25f, 0.5f, 0.25f}));
+    EXPECT_EQ(ops[13].scale, std::vector<float>{0.125f});
     EXPECT_EQ(ops[14].k, post_op::kind::fake_quantize);
     EXPECT_EQ(ops[14].levels, 256);
-    EXPECT_EQ(ops[14].in_lo.size(), 8u);
-    EXPECT_EQ(ops[14].out_hi.size(), 8u);
+    EXPECT_EQ(ops[14].in_lo, (std::vector<float>{0.f, -32.f, -64.f}));
+    EXPECT_EQ(ops[14].in_hi, (std::vector<float>{255.f, 223.f, 191.f}));
+    EXPECT_EQ(ops[14].out_lo, std::vector<float>{-128.f});
+    EXPECT_EQ(ops[14].out_hi, std::vector<float>{127.f});
     EXPECT_EQ(ops[15].levels, 16);
-    EXPECT_EQ(ops[15].in_lo.size(), 1u);
+    EXPECT_EQ(ops[15].out_hi, std::vector<float>{7.5f});
     EXPECT_EQ(ops[16].k, post_op::kind::dw_conv);
     EXPECT_TRUE(parse_post_ops("", oc).empty());
     EXPECT_TRUE(parse_post_ops("none", oc).empty());
 }
 
-TEST(PostOpsText, ToStringRoundTrips) {
+TEST(PostOpsText, FullTextRoundTrips) {
+    // Values that need every digit of a float, and the ones the generator draws.
+    post_ops ops = {post_op::eltwise(eltwise_alg::linear, 0.1f, -1.f / 3.f),
+                    post_op::binary(binary_alg::div, broadcast::per_oc, {0.3f, 7.f, 1e-20f, 3e20f}),
+                    post_op::scale_shift_op({0.7f}, {1.f, 2.f, 3.f, -0.f}), post_op::prelu({0.01f}),
+                    post_op::fake_quantize(7, {-1.5f}, {2.25f, 3.f, 4.f, 5.f}, {0.f}, {1.f / 7.f})};
+    EXPECT_EQ(parse_post_ops(to_text(ops), 4), ops) << to_text(ops);
+    const auto generated = testdata::make_post_ops(
+        "relu:0.25;add:per_oc;sub:per_tensor;max:full;sum:2:-4;scale_shift;prelu:per_tensor;fq:per_channel:16", 4, 9);
+    EXPECT_EQ(parse_post_ops(to_text(generated), 4), generated) << to_text(generated);
+    EXPECT_EQ(to_text(post_ops{}), "");
+}
+
+TEST(PostOpsText, ShortFormRoundTripsThroughTheGenerator) {
     const std::string text =
         "relu;relu:0.25;clip;clip:-1:3;linear:2:1;linear:0.5;gelu_tanh;mish;add:per_oc;"
         "sub:per_tensor:-3;div:per_oc;max:full;sum;sum:0.5;sum:2:-4;scale_shift;scale_shift:per_tensor;"
         "prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor;fq:per_channel:2;dw_conv";
-    const auto ops = parse_post_ops(text, 16, 3);
+    const auto ops = testdata::make_post_ops(text, 16, 3);
     EXPECT_EQ(to_string(ops), text);
-    // Same (text, oc, seed): same values, so the printed form reparses equal.
-    EXPECT_EQ(parse_post_ops(to_string(ops), 16, 3), ops);
+    // Same (text, oc, seed): same values, so the short form regenerates the chain.
+    EXPECT_EQ(testdata::make_post_ops(to_string(ops), 16, 3), ops);
     EXPECT_EQ(to_string(post_ops{}), "");
 }
 
 TEST(PostOpsText, GenerationIsDeterministicAndSeeded) {
-    const auto a = parse_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 1);
-    EXPECT_EQ(parse_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 1), a);
-    EXPECT_FALSE(parse_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 2) == a);
+    const auto a = testdata::make_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 1);
+    EXPECT_EQ(testdata::make_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 1), a);
+    EXPECT_FALSE(testdata::make_post_ops("scale_shift;add:per_oc;fq:per_channel", 64, 2) == a);
     // Different chain items draw different values.
-    const auto b = parse_post_ops("add:per_oc;add:per_oc", 64, 1);
+    const auto b = testdata::make_post_ops("add:per_oc;add:per_oc", 64, 1);
     EXPECT_NE(b[0].scale, b[1].scale);
 }
 
 TEST(PostOpsText, GeneratedValuesKeepThePipelineExact) {
     const int64_t oc = 256;
-    const auto ops = parse_post_ops(
+    const auto ops = testdata::make_post_ops(
         "scale_shift;prelu;add:per_oc;sub:per_oc;mul:per_oc;div:per_oc;max:per_oc;min:per_oc;fq:per_channel;"
         "fq:per_channel:16;fq:per_tensor",
         oc, 11);
@@ -496,7 +513,7 @@ TEST(ConvProblem, ValidatesAndKeysEveryField) {
     p.src_zp = zero_point::channel({0, 1, 128, 255});
     p.scales = std::vector<float>(8, 0.25f);
     p.with_bias = true;
-    p.ops = parse_post_ops("relu;fq:per_channel", 8);
+    p.ops = testdata::make_post_ops("relu;fq:per_channel", 8, 1);
     EXPECT_NO_THROW(p.validate());
     const conv_problem q = p;
     EXPECT_EQ(p, q);

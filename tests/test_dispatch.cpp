@@ -71,7 +71,7 @@ conv_problem problem(const std::string &zp, const std::string &ops) {
     conv_problem p;
     p.desc = conv_desc::parse("g1mb1ic16ih6oc8oh6kh3ph1");
     p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 3);
-    p.ops = parse_post_ops(ops, p.desc.oc, 1);
+    p.ops = testdata::make_post_ops(ops, p.desc.oc, 1);
     return p;
 }
 
@@ -558,7 +558,7 @@ TEST(ConvTesterSelf, ComparisonCatchesOneElement) {
     got[1 * 3 * 5 + 0 * 5 + 2] = 11; // (oh1, ow0, oc2)
     EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 1);
     EXPECT_NE(report.find("[n0 oh1 ow0 oc2] got 11 want 10"), std::string::npos) << report;
-    p.ops = parse_post_ops("gelu_erf", p.desc.oc, 1);
+    p.ops = testdata::make_post_ops("gelu_erf", p.desc.oc, 1);
     EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 0); // integers within 1
     got[0] = 12;
     EXPECT_EQ(test::compare_dst(p, got.data(), want.data(), 1e-5, &report), 1);

@@ -172,7 +172,7 @@ TEST(FuzzRegression, OnednnAnyAcceptsOnlyCreatablePrimitives) {
     p.desc = conv_desc::parse(desc);
     p.src_dt = dtype::s8;
     p.dst_dt = dtype::f32;
-    p.ops = parse_post_ops("fq:per_tensor", p.desc.oc);
+    p.ops = testdata::make_post_ops("fq:per_tensor", p.desc.oc, 1);
     p.dst_zp = 4;
     const impl::platform plat = impl::host_platform();
     const std::vector<int8_t> wei(static_cast<size_t>(p.desc.wei_elems()), 1);

@@ -762,7 +762,7 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                     p.dst_dt = dsts[k];
                     p.with_bias = !sums;
                     if (!sums) p.scales = qconv::testdata::make_scales(p.desc.oc, false, seed);
-                    if (!sums) p.ops = qconv::parse_post_ops("scale_shift;fq:per_channel", p.desc.oc, seed);
+                    if (!sums) p.ops = qconv::testdata::make_post_ops("scale_shift;fq:per_channel", p.desc.oc, seed);
                     p.validate();
                     qconv::attr_set a = qconv::impl::build_attrs(p, plat, {}).at(0);
                     a.zp = qconv::zp_mechanism::legacy_per_channel;

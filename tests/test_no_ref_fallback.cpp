@@ -14,6 +14,7 @@
 #include "dispatch/dispatcher.h"
 #include "dispatch/platform.h"
 #include "qconv/qconv.h"
+#include "tests/support/testdata.h"
 
 namespace qconv {
 namespace {
@@ -72,7 +73,7 @@ TEST(NoRefFallback, AutoPicksAKernelRowForEveryCombination) {
                             p.src_zp = make_zp(zp, src, p.desc.ic);
                             p.scales.assign(static_cast<size_t>(p.desc.oc), 0.5f);
                             p.with_bias = true;
-                            p.ops = parse_post_ops(chain, p.desc.oc, 1);
+                            p.ops = qconv::testdata::make_post_ops(chain, p.desc.oc, 1);
                             p.validate();
                             std::vector<std::string> rejections;
                             const auto choice = impl::select_conv(p, plat, {}, &rejections);

@@ -213,7 +213,7 @@ void sweep(const std::string &file) {
                 for (dtype dst : dsts) {
                     conv_problem p = L.base;
                     p.dst_dt = dst;
-                    p.ops = parse_post_ops(chain, d.oc, seed);
+                    p.ops = testdata::make_post_ops(chain, d.oc, seed);
                     const attr_set a = stock_attr(p);
                     const case_data c = make_case(p, seed);
                     const std::vector<uint8_t> want = reference_dst(L, p, a, c.dst_init, c.args);
@@ -263,7 +263,7 @@ int run_small(const small_case &s, uint32_t seed, bool exact = true) {
     conv_problem p = L.base;
     p.dst_dt = s.dst;
     p.dst_zp = s.dst_zp;
-    p.ops = parse_post_ops(s.chain, d.oc, seed);
+    p.ops = testdata::make_post_ops(s.chain, d.oc, seed);
     const attr_set a = stock_attr(p, s.legacy_ops);
     const case_data c = make_case(p, seed);
     const std::vector<uint8_t> want = reference_dst(L, p, a, c.dst_init, c.args);
@@ -324,7 +324,7 @@ TEST(OnednnAny, PerChannelPreluPostOp) {
     const layer_data L = make_layer(d, dtype::u8, true, 41);
     conv_problem p = L.base;
     p.dst_dt = dtype::f32;
-    p.ops = parse_post_ops("prelu;relu:0.5", d.oc, 41);
+    p.ops = testdata::make_post_ops("prelu;relu:0.5", d.oc, 41);
     for (bool legacy : {false, true}) {
         const attr_set a = stock_attr(p, legacy);
         const case_data c = make_case(p, 41);
@@ -347,7 +347,7 @@ TEST(OnednnAny, FullTensorBinaryOperands) {
         const layer_data L = make_layer(d, dtype::u8, false, 31);
         conv_problem p = L.base;
         p.dst_dt = dtype::s8;
-        p.ops = parse_post_ops(chain, d.oc, 31);
+        p.ops = testdata::make_post_ops(chain, d.oc, 31);
         const attr_set a = stock_attr(p);
         const case_data c = make_case(p, 31);
         ASSERT_FALSE(c.args.binary.empty());
@@ -447,7 +447,7 @@ TEST(OnednnBrgconv, ThreadCountsAndConcurrentExecution) {
     const layer_data L = make_layer(d, dtype::u8, false, 11);
     conv_problem p = L.base;
     p.dst_dt = dtype::u8;
-    p.ops = parse_post_ops("add:per_oc;relu", d.oc, 11);
+    p.ops = testdata::make_post_ops("add:per_oc;relu", d.oc, 11);
     const attr_set a = stock_attr(p);
     const case_data c = make_case(p, 11);
     const auto want = reference_dst(L, p, a, c.dst_init, c.args);
@@ -500,7 +500,7 @@ TEST(OnednnBrgconv, RejectionsCarryReasons) {
     EXPECT_NE(why.find("legacy zero point"), std::string::npos) << why;
 
     // attr[0] with legacy post-ops belongs to the JIT kernels.
-    p.ops = parse_post_ops("fq:per_channel", d.oc, 1);
+    p.ops = testdata::make_post_ops("fq:per_channel", d.oc, 1);
     attr_set a0;
     a0.ops = lower_legacy(p.ops, d.oc, false);
     for (const selector &sel : brg_rows()) {
@@ -537,7 +537,7 @@ TEST(OnednnAny, RunsWhateverOnednnPicksAndMatches) {
     const layer_data L = make_layer(d, dtype::u8, true, 21);
     conv_problem p = L.base;
     p.dst_dt = dtype::s8;
-    p.ops = parse_post_ops("relu", d.oc, 21);
+    p.ops = testdata::make_post_ops("relu", d.oc, 21);
     const attr_set a = stock_attr(p);
     const case_data c = make_case(p, 21);
     const auto want = reference_dst(L, p, a, c.dst_init, c.args);

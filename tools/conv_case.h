@@ -27,7 +27,7 @@ struct conv_settings {
     dtype src_dt = dtype::u8, wei_dt = dtype::s8, dst_dt = dtype::u8;
     std::string dt_text = "u8:s8:u8";
     std::string zp_text = "none";  // none | tensor:V | channel:random | channel:V
-    std::string post_ops_text;     // qconv::parse_post_ops syntax
+    std::string post_ops_text;     // testdata::make_post_ops syntax
     std::string scales = "per_oc"; // per_oc | tensor | none
     bool bias = true;
     int32_t dst_zp = 0;

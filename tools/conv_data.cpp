@@ -108,7 +108,7 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
     p.src_zp = testdata::make_zp(s.zp_text, d.ic, s.src_dt, s.data, seed);
     if (s.scales != "none") p.scales = testdata::make_scales(d.oc, s.scales == "tensor", seed);
     p.with_bias = s.bias;
-    p.ops = parse_post_ops(s.post_ops_text, d.oc, seed);
+    p.ops = testdata::make_post_ops(s.post_ops_text, d.oc, seed);
     p.dst_zp = s.dst_zp;
     p.validate();
 

@@ -107,15 +107,20 @@ struct post_op {
 };
 using post_ops = std::vector<post_op>;
 
-// Text form used by the driver and in problem.txt, ';'-separated:
-//   relu  relu:0.1  clip:0:6  linear:2:1  gelu_erf  swish:1  ...
-//   add:per_oc  mul:per_tensor:0.5  max:full     (binary; per_oc values random)
+// Text form, ';'-separated items with every value written out (lists are
+// ','-separated: 1 value, or OC values one per output channel):
+//   relu  relu:0.1  clip:0:6  linear:2:1  gelu_erf  swish:1  ...   (eltwise)
+//   add:per_tensor:2  mul:per_oc:1,2,..  max:full                    (binary)
 //   sum  sum:0.5  sum:0.5:3
-//   scale_shift  prelu  fq:per_channel  fq:per_tensor  fq:per_tensor:16
-// Per-OC and random parameters are generated with `seed` from exactly
-// representable values, so the f32 pipeline stays exact (see docs).
-post_ops parse_post_ops(const std::string &text, int64_t oc, uint32_t seed = 1);
-std::string to_string(const post_ops &ops); // short form (no values)
+//   scale_shift:SCALES:SHIFTS  prelu:SLOPES
+//   fq:LEVELS:IN_LO:IN_HI:OUT_LO:OUT_HI  dw_conv
+// Throws qconv::error naming the item or field on bad text or values.
+post_ops parse_post_ops(const std::string &text, int64_t oc);
+// The full form: parse_post_ops(to_text(ops), oc) == ops.
+std::string to_text(const post_ops &ops);
+// The short form, without per-channel values (names in logs and verbose
+// output): add:per_oc, scale_shift, fq:per_channel:16, ...
+std::string to_string(const post_ops &ops);
 // Throws qconv::error naming the post-op (index and field) if sizes/values are bad.
 void validate(const post_ops &ops, int64_t oc);
 // Whether the stock form of the chain needs binary post-ops (per-channel FQ,

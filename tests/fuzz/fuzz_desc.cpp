@@ -61,12 +61,14 @@ void matmul_text(const std::string &t) {
 void post_op_text(const std::string &t, int64_t oc) {
     qconv::post_ops ops;
     try {
-        ops = qconv::parse_post_ops(t, oc, 7);
+        ops = qconv::parse_post_ops(t, oc);
     } catch (const qconv::error &) {
         return;
     }
     qconv::validate(ops, oc); // a parsed chain must be valid for its OC
     (void)qconv::to_string(ops);
+    if (!(qconv::parse_post_ops(qconv::to_text(ops), oc) == ops))
+        broken("post-ops '" + t + "' -> '" + qconv::to_text(ops) + "' is not the same chain");
     (void)qconv::needs_binary(ops);
     for (bool f32 : {false, true}) {
         (void)qconv::lower_legacy(ops, oc, f32);

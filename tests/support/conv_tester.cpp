@@ -111,7 +111,7 @@ void ConvTester::build_problem() {
     else if (scales_kind_ == "per_tensor") p_.scales = testdata::make_scales(p_.desc.oc, true, seed_);
     else if (scales_kind_ != "none") fail("scales", "unknown kind '" + scales_kind_ + "' (per_oc, per_tensor, none)");
     p_.with_bias = bias_;
-    p_.ops = ops_explicit_ ? ops_ : parse_post_ops(ops_text_, p_.desc.oc, seed_);
+    p_.ops = ops_explicit_ ? ops_ : testdata::make_post_ops(ops_text_, p_.desc.oc, seed_);
     p_.dst_zp = dst_zp_;
 }
 

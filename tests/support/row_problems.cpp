@@ -32,7 +32,7 @@ std::vector<conv_problem> conv_candidates() {
                         p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
                         p.scales = testdata::make_scales(p.desc.oc, false, 1);
                         p.with_bias = true;
-                        p.ops = parse_post_ops(op, p.desc.oc, 1);
+                        p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
                         out.push_back(std::move(p));
                     }
     return out;

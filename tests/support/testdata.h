@@ -58,6 +58,14 @@ std::vector<float> make_scales(int64_t oc, bool per_tensor, uint32_t seed);
 // values, i.e. effectively per-tensor), "channel:random". Random values follow
 // the data kind (see above). Throws qconv::error("zp: ...") on a bad spec.
 zero_point make_zp(const std::string &spec, int64_t ic, dtype src_dt, data_kind k, uint32_t seed);
+// A post-op chain from the text form of qconv::parse_post_ops, where an item
+// may leave its values out to have them generated (deterministic in
+// (text, oc, seed), chosen so the f32 pipeline stays exact;
+// testdata_post_ops.cpp lists the sets):
+//   add|sub|mul|div|max|min[:per_tensor|per_oc]   scale_shift[:per_tensor|per_oc]
+//   prelu[:per_tensor|per_oc]   fq[:per_tensor|per_channel[:levels]]
+// Items with values, and every other item, pass through as written.
+post_ops make_post_ops(const std::string &text, int64_t oc, uint32_t seed);
 // One f32 NHWC tensor of dst's shape per `full` binary post-op, in chain order.
 std::vector<std::vector<float>> make_binary_tensors(const conv_problem &p, uint32_t seed);
 // Initial destination (what a sum post-op reads), bytes of p.dst_dt.
