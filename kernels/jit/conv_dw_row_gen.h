@@ -168,7 +168,23 @@ private:
         if (m1) set_mask(k1, byte_mask(2));
         if (m02) set_mask(k3, byte_mask(5));
     }
-    Xbyak::Opmask pos_mask(int p) const { return p == 0 ? k2 : p == 1 ? k1 : k7; }
+    Xbyak::Opmask pos_mask(int p) const { return p == 0 ? k2 : p == 1 ? k1 : p == 2 ? k7 : k3; }
+
+    // Byte p of every dword of x from row operand p, for each row p set in v
+    // (bits 0..rows−1): one vpermb per row, the first zero-masked so the bytes
+    // of rows outside v stay 0. with_operand(p, f) calls f with row p's operand.
+    template <class WithOperand>
+    void gather_rows(const Xbyak::Zmm &x, unsigned v, int rows, WithOperand with_operand) {
+        bool first = true;
+        for (int p = 0; p < rows; ++p) {
+            if (!((v >> p) & 1u)) continue;
+            with_operand(p, [&](const Xbyak::Operand &o) {
+                if (first) vpermb(x | pos_mask(p) | T_z, zmm_idx, o);
+                else vpermb(x | pos_mask(p), zmm_idx, o);
+            });
+            first = false;
+        }
+    }
 
     void generate() override {
         preamble();
@@ -272,15 +288,7 @@ private:
             const Xbyak::Opmask m = v == 3u ? k4 : k3;
             with_operand(v == 3u ? 1 : 2, [&](const Xbyak::Operand &o) { vpermt2b(x | m | T_z, zmm_idx, o); });
         } else {
-            bool first = true;
-            for (int p = 0; p < 3; ++p) {
-                if (!((v >> p) & 1u)) continue;
-                with_operand(p, [&](const Xbyak::Operand &o) {
-                    if (first) vpermb(x | pos_mask(p) | T_z, zmm_idx, o);
-                    else vpermb(x | pos_mask(p), zmm_idx, o);
-                });
-                first = false;
-            }
+            gather_rows(x, v, 3, with_operand);
         }
     }
 
@@ -361,7 +369,6 @@ private:
                     f(zmm_tmp);
                 }
             };
-            auto pmask = [&](int p) { return p == 0 ? k2 : p == 1 ? k1 : p == 2 ? k7 : k3; };
             if (v == 15u) {
                 if (cfg.masked_kh == 0) vmovdqu8(x | (tl ? k6 : k5) | T_z, addr(0));
                 else vmovdqu8(x, addr(0));
@@ -369,15 +376,7 @@ private:
                 with_operand(2, [&](const Xbyak::Operand &o) { vpermb(x | k7, zmm_idx, o); });
                 with_operand(3, [&](const Xbyak::Operand &o) { vpermb(x | k3, zmm_idx, o); });
             } else {
-                bool first = true;
-                for (int p = 0; p < 4; ++p) {
-                    if (!((v >> p) & 1u)) continue;
-                    with_operand(p, [&](const Xbyak::Operand &o) {
-                        if (first) vpermb(x | pmask(p) | T_z, zmm_idx, o);
-                        else vpermb(x | pmask(p), zmm_idx, o);
-                    });
-                    first = false;
-                }
+                gather_rows(x, v, 4, with_operand);
             }
             for (int kw = 0; kw < cfg.kw; ++kw)
                 if (tap(r, j, kw, &w)) {
