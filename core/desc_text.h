@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "qconv/types.h"
 
 namespace qconv {
@@ -55,13 +56,6 @@ inline int64_t checked_elems(const std::vector<int64_t> &factors, const std::str
     if (r > size_limit)
         fail(field, "element count " + formula + " = " + std::to_string(r) + " exceeds the limit of 2^40 elements");
     return r;
-}
-
-inline std::string trim(const std::string &s) {
-    size_t b = 0, e = s.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-    return s.substr(b, e - b);
 }
 
 // Tokenizes `text` (already trimmed). With allow_name, n"..." is a name token.

@@ -23,10 +23,14 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "qconv/post_ops.h"
 
 namespace qconv {
 namespace {
+
+using detail::split;
+using detail::trim;
 
 struct named_eltwise {
     const char *name;
@@ -80,25 +84,6 @@ const char *binary_name(binary_alg a) {
     for (const auto &b : binary_table)
         if (a == b.alg) return b.name;
     return "unknown";
-}
-
-std::vector<std::string> split(const std::string &s, char sep) {
-    std::vector<std::string> out;
-    size_t b = 0;
-    while (true) {
-        const size_t e = s.find(sep, b);
-        out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
-        if (e == std::string::npos) break;
-        b = e + 1;
-    }
-    return out;
-}
-
-std::string trim(const std::string &s) {
-    const char *ws = " \t\r\n";
-    const size_t b = s.find_first_not_of(ws);
-    if (b == std::string::npos) return "";
-    return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
 float parse_float(const std::string &item, const std::string &s, const char *what) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/text.h"
 #include "qconv/post_ops.h"
 #include "reference/reference.h"
 #include "tests/support/testdata.h"
@@ -14,16 +15,7 @@ namespace qconv::driver {
 
 namespace {
 
-std::vector<std::string> split(const std::string &s, char sep) {
-    std::vector<std::string> out;
-    size_t b = 0;
-    for (;;) {
-        const size_t e = s.find(sep, b);
-        out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
-        if (e == std::string::npos) return out;
-        b = e + 1;
-    }
-}
+using detail::split;
 
 int64_t parse_int(const std::string &v, const std::string &field, int64_t lo, int64_t hi) {
     char *end = nullptr;

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <sys/stat.h>
 
+#include "core/text.h"
 #include "qconv/types.h"
 #include "tools/driver.h"
 
@@ -126,13 +127,6 @@ int64_t multiplicity(const std::string &text) {
     return n > 0 ? n : 1;
 }
 
-static std::string trim(const std::string &s) {
-    const auto b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos) return "";
-    const auto e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
-}
-
 std::vector<problem_text> read_batch_file(const std::string &path) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw usage_error("--batch: cannot open '" + path + "'");
@@ -153,7 +147,7 @@ std::vector<problem_text> read_batch_file(const std::string &path) {
                 break;
             }
         }
-        line = trim(line);
+        line = detail::trim(line);
         if (line.empty()) continue;
         if (line.find_first_of(" \t") != std::string::npos)
             throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" + line +

@@ -23,10 +23,14 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "tests/support/testdata.h"
 
 namespace qconv::testdata {
 namespace {
+
+using detail::split;
+using detail::trim;
 
 struct gen {
     std::mt19937 rng;
@@ -45,18 +49,6 @@ struct gen {
         return v;
     }
 };
-
-std::vector<std::string> split(const std::string &s, char sep) {
-    std::vector<std::string> out;
-    size_t b = 0;
-    while (true) {
-        const size_t e = s.find(sep, b);
-        out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
-        if (e == std::string::npos) break;
-        b = e + 1;
-    }
-    return out;
-}
 
 // The values are small dyadic numbers: %.9g prints them exactly.
 std::string list(const std::vector<float> &v) {
@@ -126,11 +118,6 @@ std::string complete(const std::string &item, int64_t oc, gen &g) {
         return fq_item(g, f.size() > 2 ? f[2] : "256", per_channel ? oc : 1);
     }
     return item;
-}
-
-std::string trim(const std::string &s) {
-    const size_t b = s.find_first_not_of(" \t\r\n");
-    return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
 } // namespace
