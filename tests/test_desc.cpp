@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,24 @@ bool is_pow2(float v) {
     return v > 0 && std::frexp(v, &e) == 0.5f;
 }
 
+// The named fields of a descriptor as "name=value ..." (one comparison that
+// prints every field when it fails): fields(d, "oh pb") == "oh=112 pb=2".
+std::string fields(const conv_desc &d, const std::string &names) {
+    const std::pair<const char *, int64_t> all[] = {
+        {"g", d.g},   {"mb", d.mb}, {"ic", d.ic}, {"ih", d.ih}, {"iw", d.iw}, {"oc", d.oc},
+        {"oh", d.oh}, {"ow", d.ow}, {"kh", d.kh}, {"kw", d.kw}, {"sh", d.sh}, {"sw", d.sw},
+        {"pt", d.pt}, {"pl", d.pl}, {"pb", d.pb}, {"pr", d.pr}, {"dh", d.dh}, {"dw", d.dw}};
+    std::string out, name;
+    std::istringstream in(names);
+    while (in >> name) {
+        bool found = false;
+        for (const auto &f : all)
+            if (name == f.first) out += (out.empty() ? "" : " ") + name + "=" + std::to_string(f.second), found = true;
+        if (!found) ADD_FAILURE() << "no field '" << name << "'";
+    }
+    return out;
+}
+
 } // namespace
 
 // ------------------------------------------------------------ round trips
@@ -84,13 +103,8 @@ TEST(ConvDesc, RoundTripOverEveryShapeList) {
 // ------------------------------------------------------- hand-checked values
 TEST(ConvDesc, ResNetConv1) {
     const auto d = conv_desc::parse("g1mb50ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3n\"resnet_50:conv1\"");
-    EXPECT_EQ(d.mb, 50);
-    EXPECT_EQ(d.oh, 112);
-    EXPECT_EQ(d.ow, 112);
-    EXPECT_EQ(d.pt, 3);
-    EXPECT_EQ(d.pb, 2); // (112-1)*2 + 7 - 224 - 3
-    EXPECT_EQ(d.pl, 3);
-    EXPECT_EQ(d.pr, 2);
+    // pb = (112-1)*2 + 7 - 224 - 3 = 2
+    EXPECT_EQ(fields(d, "mb oh ow pt pb pl pr"), "mb=50 oh=112 ow=112 pt=3 pb=2 pl=3 pr=2");
     EXPECT_EQ(d.name, "resnet_50:conv1");
     EXPECT_EQ(d.kh_extent(), 7);
     EXPECT_DOUBLE_EQ(d.ops(), 2.0 * 50 * 112 * 112 * 64 * 3 * 7 * 7);
@@ -102,24 +116,8 @@ TEST(ConvDesc, ResNetConv1) {
 
 TEST(ConvDesc, Defaults) {
     const auto d = conv_desc::parse("ic16ih10oc32kh3");
-    EXPECT_EQ(d.g, 1);
-    EXPECT_EQ(d.mb, 2);
-    EXPECT_EQ(d.ic, 16);
-    EXPECT_EQ(d.oc, 32);
-    EXPECT_EQ(d.ih, 10);
-    EXPECT_EQ(d.iw, 10);
-    EXPECT_EQ(d.kh, 3);
-    EXPECT_EQ(d.kw, 3);
-    EXPECT_EQ(d.sh, 1);
-    EXPECT_EQ(d.sw, 1);
-    EXPECT_EQ(d.pt, 0);
-    EXPECT_EQ(d.pl, 0);
-    EXPECT_EQ(d.pb, 0);
-    EXPECT_EQ(d.pr, 0);
-    EXPECT_EQ(d.dh, 1);
-    EXPECT_EQ(d.dw, 1);
-    EXPECT_EQ(d.oh, 8);
-    EXPECT_EQ(d.ow, 8);
+    EXPECT_EQ(fields(d, "g mb ic oc ih iw kh kw sh sw pt pl pb pr dh dw oh ow"),
+              "g=1 mb=2 ic=16 oc=32 ih=10 iw=10 kh=3 kw=3 sh=1 sw=1 pt=0 pl=0 pb=0 pr=0 dh=1 dw=1 oh=8 ow=8");
     EXPECT_EQ(d.name, "");
     EXPECT_EQ(d.str(), "g1mb2ic16ih10iw10oc32oh8ow8kh3kw3sh1sw1ph0pw0dh0dw0");
     EXPECT_DOUBLE_EQ(d.ops(), 2.0 * 2 * 8 * 8 * 32 * 16 * 9);
@@ -140,10 +138,7 @@ TEST(ConvDesc, ExplicitAndDefaultFormsAreEqual) {
 TEST(ConvDesc, DerivedOutputSizeUsesSymmetricPadding) {
     // oh missing: oh = (224 + 2*3 - 7) / 2 + 1 = 112, pb = pt.
     const auto d = conv_desc::parse("ic3ih224oc64kh7sh2ph3");
-    EXPECT_EQ(d.oh, 112);
-    EXPECT_EQ(d.ow, 112);
-    EXPECT_EQ(d.pt, 3);
-    EXPECT_EQ(d.pb, 3);
+    EXPECT_EQ(fields(d, "oh ow pt pb"), "oh=112 ow=112 pt=3 pb=3");
     // The same problem with oh given has the minimal bottom pad; both describe
     // the same computation and compare equal.
     const auto e = conv_desc::parse("ic3ih224oc64oh112kh7sh2ph3");
@@ -151,53 +146,30 @@ TEST(ConvDesc, DerivedOutputSizeUsesSymmetricPadding) {
     EXPECT_EQ(d, e);
     EXPECT_EQ(conv_desc::parse(d.str()), d);
     // Non-divisible: (10 + 0 - 3) / 2 + 1 = 4.
-    EXPECT_EQ(conv_desc::parse("ic1ih10oc1kh3sh2").oh, 4);
-    EXPECT_EQ(conv_desc::parse("ic1ih10oc1kh3sh2").pb, 0);
+    EXPECT_EQ(fields(conv_desc::parse("ic1ih10oc1kh3sh2"), "oh pb"), "oh=4 pb=0");
 }
 
 TEST(ConvDesc, GivenOutputSizeDerivesBottomPad) {
     // Strided 1x1 skipping the last row: pb = 27*2 + 1 - 56 - 0 = -1.
-    const auto d = conv_desc::parse("ic256ih56oc512oh28kh1sh2");
-    EXPECT_EQ(d.pt, 0);
-    EXPECT_EQ(d.pb, -1);
-    EXPECT_EQ(d.pr, -1);
+    EXPECT_EQ(fields(conv_desc::parse("ic256ih56oc512oh28kh1sh2"), "pt pb pr"), "pt=0 pb=-1 pr=-1");
     // Asymmetric: pb = (6-1)*1 + 3 - 6 - 0 = 2 (pad only at the bottom).
-    const auto e = conv_desc::parse("ic1ih6oc1oh6kh3ph0");
-    EXPECT_EQ(e.pt, 0);
-    EXPECT_EQ(e.pb, 2);
+    EXPECT_EQ(fields(conv_desc::parse("ic1ih6oc1oh6kh3ph0"), "pt pb"), "pt=0 pb=2");
 }
 
 TEST(ConvDesc, GivenOutputSizeWithoutPadDerivesTopPadLikeBenchdnn) {
-    const auto a = conv_desc::parse("ic64ih56oc64oh56kh3");
-    EXPECT_EQ(a.pt, 1);
-    EXPECT_EQ(a.pb, 1);
+    EXPECT_EQ(fields(conv_desc::parse("ic64ih56oc64oh56kh3"), "pt pb"), "pt=1 pb=1");
     // ((112-1)*2 - 224 + 7) / 2 = 2, the odd remainder goes to the bottom.
-    const auto b = conv_desc::parse("ic3ih224oc64oh112kh7sh2");
-    EXPECT_EQ(b.pt, 2);
-    EXPECT_EQ(b.pb, 3);
-    // A larger oh is reached by padding both sides.
-    const auto big = conv_desc::parse("ic4ih5oc4oh9kh3");
-    EXPECT_EQ(big.pt, 3); // (8 - 5 + 3) / 2
-    EXPECT_EQ(big.pb, 3);
+    EXPECT_EQ(fields(conv_desc::parse("ic3ih224oc64oh112kh7sh2"), "pt pb"), "pt=2 pb=3");
+    // A larger oh is reached by padding both sides: (8 - 5 + 3) / 2.
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih5oc4oh9kh3"), "pt pb"), "pt=3 pb=3");
     // Negative would-be pads become 0.
-    const auto c = conv_desc::parse("ic8ih56oc8oh28kh1sh2");
-    EXPECT_EQ(c.pt, 0);
-    EXPECT_EQ(c.pb, -1);
+    EXPECT_EQ(fields(conv_desc::parse("ic8ih56oc8oh28kh1sh2"), "pt pb"), "pt=0 pb=-1");
 }
 
 TEST(ConvDesc, OneDimensionalProblemsHaveHeightOne) {
-    // benchdnn: a text with w keys only is a 1-D convolution.
+    // benchdnn: a text with w keys only is a 1-D convolution; pr = 11*4 + 1 - 48.
     const auto d = conv_desc::parse("ic228oc126_iw48ow12kw1sw4dw0pw0n\"conv1d\"");
-    EXPECT_EQ(d.ih, 1);
-    EXPECT_EQ(d.kh, 1);
-    EXPECT_EQ(d.oh, 1);
-    EXPECT_EQ(d.sh, 1);
-    EXPECT_EQ(d.pt, 0);
-    EXPECT_EQ(d.pb, 0);
-    EXPECT_EQ(d.iw, 48);
-    EXPECT_EQ(d.ow, 12);
-    EXPECT_EQ(d.sw, 4);
-    EXPECT_EQ(d.pr, -3); // 11*4 + 1 - 48
+    EXPECT_EQ(fields(d, "ih kh oh sh pt pb iw ow sw pr"), "ih=1 kh=1 oh=1 sh=1 pt=0 pb=0 iw=48 ow=12 sw=4 pr=-3");
     EXPECT_EQ(conv_desc::parse(d.str()), d);
     EXPECT_EQ(conv_desc::parse("ic2iw9oc2kw3").ow, 7);
     // kw is not taken from the (absent) height.
@@ -206,22 +178,13 @@ TEST(ConvDesc, OneDimensionalProblemsHaveHeightOne) {
 
 TEST(ConvDesc, DilationIsZeroBasedInText) {
     const auto d = conv_desc::parse("ic8ih10oc8kh3dh1");
-    EXPECT_EQ(d.dh, 2);
-    EXPECT_EQ(d.dw, 2);
+    EXPECT_EQ(fields(d, "dh dw oh ow"), "dh=2 dw=2 oh=6 ow=6"); // oh = 10 - 5 + 1
     EXPECT_EQ(d.kh_extent(), 5);
-    EXPECT_EQ(d.oh, 6); // 10 - 5 + 1
-    EXPECT_EQ(d.ow, 6);
     EXPECT_NE(d.str().find("dh1dw1"), std::string::npos) << d.str();
-    const auto p = conv_desc::parse("ic8ih10oc8oh10kh3ph2dh1");
-    EXPECT_EQ(p.pb, 2); // 9 + 5 - 10 - 2
-    const auto dense = conv_desc::parse("ic8ih10oc8kh3dh0");
-    EXPECT_EQ(dense.dh, 1);
-    EXPECT_EQ(dense.oh, 8);
-    const auto w_only = conv_desc::parse("ic8ih10oc8kh3dw2");
-    EXPECT_EQ(w_only.dh, 1);
-    EXPECT_EQ(w_only.dw, 3);
-    EXPECT_EQ(w_only.oh, 8);
-    EXPECT_EQ(w_only.ow, 4); // 10 - 7 + 1
+    EXPECT_EQ(conv_desc::parse("ic8ih10oc8oh10kh3ph2dh1").pb, 2); // 9 + 5 - 10 - 2
+    EXPECT_EQ(fields(conv_desc::parse("ic8ih10oc8kh3dh0"), "dh oh"), "dh=1 oh=8");
+    // ow = 10 - 7 + 1
+    EXPECT_EQ(fields(conv_desc::parse("ic8ih10oc8kh3dw2"), "dh dw oh ow"), "dh=1 dw=3 oh=8 ow=4");
 }
 
 TEST(ConvDesc, UnderscoreSeparatorsAndWhitespace) {
@@ -235,20 +198,13 @@ TEST(ConvDesc, UnderscoreSeparatorsAndWhitespace) {
 }
 
 TEST(ConvDesc, NonSquareAndWidthDefaults) {
-    const auto a = conv_desc::parse("ic4ih6iw9oc4kh3kw1");
-    EXPECT_EQ(a.oh, 4);
-    EXPECT_EQ(a.ow, 9);
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih6iw9oc4kh3kw1"), "oh ow"), "oh=4 ow=9");
     // ow missing and the w dimension differs from h: derived from the w keys.
     const auto b = conv_desc::parse("ic4ih8iw4oc4oh8kh3ph1");
-    EXPECT_EQ(b.iw, 4);
-    EXPECT_EQ(b.pl, 1);
-    EXPECT_EQ(b.ow, 4);
-    EXPECT_EQ(b.pr, 1);
+    EXPECT_EQ(fields(b, "iw pl ow pr"), "iw=4 pl=1 ow=4 pr=1");
     // ow mirrors a given oh when w mirrors h entirely.
     const auto c = conv_desc::parse("ic4ih5oc4oh5kh3");
-    EXPECT_EQ(c.ow, 5);
-    EXPECT_EQ(c.pl, 1);
-    EXPECT_EQ(c.pr, 1);
+    EXPECT_EQ(fields(c, "ow pl pr"), "ow=5 pl=1 pr=1");
     EXPECT_EQ(conv_desc::parse(b.str()), b);
     EXPECT_EQ(conv_desc::parse(c.str()), c);
 }

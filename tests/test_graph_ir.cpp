@@ -31,10 +31,12 @@ TEST(GraphIr, ReshapeZeroNeedsSpecialZero) {
 }
 
 TEST(GraphIr, ReshapeShapes) {
-    auto g = parse("x = Parameter f32[2,3,4]\n"
-                   "a = Reshape(x) shape=[0,-1] special_zero=true\n"
-                   "b = Reshape(x) shape=[4,-1]\n"
-                   "r = Result(a)\nr2 = Result(b)\n");
+    auto g = parse(R"(x = Parameter f32[2,3,4]
+a = Reshape(x) shape=[0,-1] special_zero=true
+b = Reshape(x) shape=[4,-1]
+r = Result(a)
+r2 = Result(b)
+)");
     EXPECT_EQ(g->find("a")->out_shape, (shape_t{2, 12}));
     EXPECT_EQ(g->find("b")->out_shape, (shape_t{4, 6}));
 }

@@ -168,6 +168,39 @@ case_data make_case(const conv_problem &p, uint32_t seed) {
     return c;
 }
 
+// One problem for the wrappers: layer data, destination type, the chain's
+// stock attribute set (or its legacy ops in attr[1]), the case data and the
+// reference destination.
+struct wrapper_case {
+    layer_data L;
+    conv_problem p;
+    attr_set a;
+    case_data c;
+    std::vector<uint8_t> want;
+};
+
+struct wrapper_spec {
+    std::string desc, chain;
+    dtype src = dtype::u8, dst = dtype::u8;
+    bool zp = false;
+    bool legacy_ops = false; // attr[1] carrying legacy ops (the AMX per-tensor-zp workaround)
+    int32_t dst_zp = 0;
+};
+
+wrapper_case make_wrapper_case(const wrapper_spec &s, uint32_t seed) {
+    wrapper_case w;
+    const conv_desc d = conv_desc::parse(s.desc);
+    w.L = make_layer(d, s.src, s.zp, seed);
+    w.p = w.L.base;
+    w.p.dst_dt = s.dst;
+    w.p.dst_zp = s.dst_zp;
+    w.p.ops = testdata::make_post_ops(s.chain, d.oc, seed);
+    w.a = stock_attr(w.p, s.legacy_ops);
+    w.c = make_case(w.p, seed);
+    w.want = reference_dst(w.L, w.p, w.a, w.c.dst_init, w.c.args);
+    return w;
+}
+
 // Runs the wrapper with `sel` (if it accepts); returns the destination.
 bool run_wrapper(const selector &sel, const layer_data &L, const conv_problem &p, const attr_set &a, const case_data &c,
                  std::vector<uint8_t> *dst, std::string *why, std::string *info = nullptr, int threads = 0) {
@@ -180,6 +213,11 @@ bool run_wrapper(const selector &sel, const layer_data &L, const conv_problem &p
     args.threads = threads;
     k->execute(*w, L.src.data(), dst->data(), args);
     return true;
+}
+
+bool run_wrapper(const selector &sel, const wrapper_case &t, std::vector<uint8_t> *dst, std::string *why,
+                 std::string *info = nullptr) {
+    return run_wrapper(sel, t.L, t.p, t.a, t.c, dst, why, info);
 }
 
 // First differing element, described.
@@ -249,30 +287,17 @@ TEST(OnednnBrgconv, ResNet50MatchesReference) { sweep("shapes_resnet_50"); }
 TEST(OnednnBrgconv, MobileNetMatchesReference) { sweep("shapes_mobilenet"); }
 
 // A few layers, brgconv rows only, with a given chain lowered either way.
-struct small_case {
-    std::string desc, chain;
-    dtype src, dst;
-    bool zp;
-    bool legacy_ops; // attr[1] carrying legacy ops (the AMX per-tensor-zp workaround)
-    int32_t dst_zp;
-};
-
-int run_small(const small_case &s, uint32_t seed, bool exact = true) {
-    const conv_desc d = conv_desc::parse(s.desc);
-    const layer_data L = make_layer(d, s.src, s.zp, seed);
-    conv_problem p = L.base;
-    p.dst_dt = s.dst;
-    p.dst_zp = s.dst_zp;
-    p.ops = testdata::make_post_ops(s.chain, d.oc, seed);
-    const attr_set a = stock_attr(p, s.legacy_ops);
-    const case_data c = make_case(p, seed);
-    const std::vector<uint8_t> want = reference_dst(L, p, a, c.dst_init, c.args);
+int run_small(const wrapper_spec &s, uint32_t seed, bool exact = true) {
+    const wrapper_case w = make_wrapper_case(s, seed);
+    const conv_problem &p = w.p;
+    const attr_set &a = w.a;
+    const std::vector<uint8_t> &want = w.want;
     int ran = 0;
     std::string whys;
     for (const selector &sel : brg_rows()) {
         std::vector<uint8_t> got;
         std::string why, info;
-        if (!run_wrapper(sel, L, p, a, c, &got, &why, &info)) {
+        if (!run_wrapper(sel, w, &got, &why, &info)) {
             whys += "\n  " + sel.row_name() + ": " + why;
             continue;
         }
@@ -286,17 +311,27 @@ int run_small(const small_case &s, uint32_t seed, bool exact = true) {
     return ran;
 }
 
+// Every chain on every spec (its chain replaced), seeds from seed + 1 on;
+// returns how many (chain, spec, row) runs there were.
+int run_chains(const std::vector<std::string> &chains, std::vector<wrapper_spec> specs, uint32_t seed) {
+    int ran = 0;
+    for (const auto &chain : chains)
+        for (wrapper_spec &s : specs) {
+            s.chain = chain;
+            ran += run_small(s, ++seed);
+        }
+    return ran;
+}
+
 TEST(OnednnBrgconv, LegacyOpsInAttr1AreConverted) {
     // attr[1] with legacy post-ops + stock per-tensor zp: the seed's AMX workaround.
-    const std::vector<std::string> chains = {"fq:per_channel",   "fq:per_tensor",
-                                             "scale_shift",      "scale_shift:per_tensor;relu",
-                                             "prelu:per_tensor", "fq:per_channel:16"};
-    int ran = 0;
-    uint32_t seed = 100;
-    for (const auto &chain : chains)
-        for (dtype dst : {dtype::u8, dtype::f32})
-            for (bool zp : {false, true})
-                ran += run_small({"mb1ic64ih7oc48kh1", chain, dtype::u8, dst, zp, true, 0}, ++seed);
+    const int ran = run_chains({"fq:per_channel", "fq:per_tensor", "scale_shift", "scale_shift:per_tensor;relu",
+                                "prelu:per_tensor", "fq:per_channel:16"},
+                               {{"mb1ic64ih7oc48kh1", "", dtype::u8, dtype::u8, false, true},
+                                {"mb1ic64ih7oc48kh1", "", dtype::u8, dtype::u8, true, true},
+                                {"mb1ic64ih7oc48kh1", "", dtype::u8, dtype::f32, false, true},
+                                {"mb1ic64ih7oc48kh1", "", dtype::u8, dtype::f32, true, true}},
+                               100);
     if (ran == 0) GTEST_SKIP() << "no brgconv here";
     EXPECT_GE(ran, 24);
 }
@@ -320,21 +355,15 @@ TEST(OnednnBrgconv, OtherPostOpsAndDstZeroPoint) {
 // Per-OC PReLU maps to oneDNN's prelu post-op (weights arg); oneDNN 2.6 has it
 // in ref_int8 only, so the brgconv rows decline and `onednn:any` runs it.
 TEST(OnednnAny, PerChannelPreluPostOp) {
-    const conv_desc d = conv_desc::parse("mb1ic16ih5oc24kh3ph1");
-    const layer_data L = make_layer(d, dtype::u8, true, 41);
-    conv_problem p = L.base;
-    p.dst_dt = dtype::f32;
-    p.ops = testdata::make_post_ops("prelu;relu:0.5", d.oc, 41);
     for (bool legacy : {false, true}) {
-        const attr_set a = stock_attr(p, legacy);
-        const case_data c = make_case(p, 41);
-        const auto want = reference_dst(L, p, a, c.dst_init, c.args);
+        const wrapper_case t =
+            make_wrapper_case({"mb1ic16ih5oc24kh3ph1", "prelu;relu:0.5", dtype::u8, dtype::f32, true, legacy}, 41);
         std::string why, info;
         for (const selector &sel : brg_rows())
-            EXPECT_FALSE(impl::onednn::supports(sel, p, a, impl::host_platform(), &why)) << why;
+            EXPECT_FALSE(impl::onednn::supports(sel, t.p, t.a, impl::host_platform(), &why)) << why;
         std::vector<uint8_t> got;
-        ASSERT_TRUE(run_wrapper(selector::any(), L, p, a, c, &got, &why, &info)) << why;
-        EXPECT_EQ(first_diff(p, got, want), "") << info << " " << a.str();
+        ASSERT_TRUE(run_wrapper(selector::any(), t, &got, &why, &info)) << why;
+        EXPECT_EQ(first_diff(t.p, got, t.want), "") << info << " " << t.a.str();
     }
 }
 
@@ -343,46 +372,37 @@ TEST(OnednnAny, PerChannelPreluPostOp) {
 // list what oneDNN offers); `onednn:any` runs them on its jit kernels, exactly.
 TEST(OnednnAny, FullTensorBinaryOperands) {
     for (const std::string chain : {"max:full", "add:full;relu", "mul:per_oc;sub:full;sum"}) {
-        const conv_desc d = conv_desc::parse("mb2ic32ih6oc40kh3ph1");
-        const layer_data L = make_layer(d, dtype::u8, false, 31);
-        conv_problem p = L.base;
-        p.dst_dt = dtype::s8;
-        p.ops = testdata::make_post_ops(chain, d.oc, 31);
-        const attr_set a = stock_attr(p);
-        const case_data c = make_case(p, 31);
-        ASSERT_FALSE(c.args.binary.empty());
-        const auto want = reference_dst(L, p, a, c.dst_init, c.args);
+        const wrapper_case t = make_wrapper_case({"mb2ic32ih6oc40kh3ph1", chain, dtype::u8, dtype::s8}, 31);
+        ASSERT_FALSE(t.c.args.binary.empty());
         std::vector<uint8_t> got;
         std::string why, info;
         for (const selector &sel : brg_rows()) {
-            EXPECT_FALSE(impl::onednn::supports(sel, p, a, impl::host_platform(), &why)) << chain;
+            EXPECT_FALSE(impl::onednn::supports(sel, t.p, t.a, impl::host_platform(), &why)) << chain;
             EXPECT_NE(why.find(has_level(impl::host_platform(), sel.level) ? "offered:" : "lacks"), std::string::npos)
                 << why;
         }
-        ASSERT_TRUE(run_wrapper(selector::any(), L, p, a, c, &got, &why, &info)) << why;
-        EXPECT_EQ(first_diff(p, got, want), "") << chain << " on " << info;
+        ASSERT_TRUE(run_wrapper(selector::any(), t, &got, &why, &info)) << why;
+        EXPECT_EQ(first_diff(t.p, got, t.want), "") << chain << " on " << info;
         // A missing operand is an error naming the field (checked once, by
         // convolution::execute, before any kernel runs).
         conv_hints h;
         h.impl = "onednn:any";
-        const convolution conv(p, L.wei.data(), p.with_bias ? L.bias.data() : nullptr, h);
-        test::expect_error_prefix([&] { conv.execute(L.src.data(), got.data(), exec_args{}); }, "binary");
+        const convolution conv(t.p, t.L.wei.data(), t.p.with_bias ? t.L.bias.data() : nullptr, h);
+        test::expect_error_prefix([&] { conv.execute(t.L.src.data(), got.data(), exec_args{}); }, "binary");
     }
 }
 
 // oneDNN 2.6 runs a repeated eltwise algorithm with its first parameters;
 // the wrapper rewrites repeats (clip_v2, binary max/min/mul/add).
 TEST(OnednnBrgconv, RepeatedEltwiseAlgorithmsKeepTheirParameters) {
-    const std::vector<std::string> chains = {"linear:2:1;linear:0.5:-3",    "clip:-8:6;clip:1:4",
-                                             "clip:-8:6;clip:1:4;clip:2:3", "relu:0.5;linear:1:2;relu:0.25",
-                                             "linear:0.5:1;fq:per_tensor",  "linear:4:0;linear:1:-2;linear:0.5:0"};
-    int ran = 0;
-    uint32_t seed = 400;
-    for (const auto &chain : chains)
-        for (dtype dst : {dtype::s8, dtype::f32}) {
-            ran += run_small({"mb1ic32ih5oc24kh1", chain, dtype::u8, dst, false, false, 2}, ++seed);
-            ran += run_small({"mb1ic32ih5oc24kh3ph1", chain, dtype::u8, dst, false, true, 0}, ++seed);
-        }
+    const int ran = run_chains({"linear:2:1;linear:0.5:-3", "clip:-8:6;clip:1:4", "clip:-8:6;clip:1:4;clip:2:3",
+                                "relu:0.5;linear:1:2;relu:0.25", "linear:0.5:1;fq:per_tensor",
+                                "linear:4:0;linear:1:-2;linear:0.5:0"},
+                               {{"mb1ic32ih5oc24kh1", "", dtype::u8, dtype::s8, false, false, 2},
+                                {"mb1ic32ih5oc24kh3ph1", "", dtype::u8, dtype::s8, false, true},
+                                {"mb1ic32ih5oc24kh1", "", dtype::u8, dtype::f32, false, false, 2},
+                                {"mb1ic32ih5oc24kh3ph1", "", dtype::u8, dtype::f32, false, true}},
+                               400);
     if (ran == 0) GTEST_SKIP() << "no brgconv here";
     EXPECT_GE(ran, 24);
 }
@@ -443,38 +463,31 @@ TEST(OnednnBrgconv, NonPowerOfTwoScalesBiasAsPostOp) {
 TEST(OnednnBrgconv, ThreadCountsAndConcurrentExecution) {
     // Large enough for a real scratchpad: a primitive planned for another
     // thread count would overrun it.
-    const conv_desc d = conv_desc::parse("mb2ic64ih28oc64kh3ph1");
-    const layer_data L = make_layer(d, dtype::u8, false, 11);
-    conv_problem p = L.base;
-    p.dst_dt = dtype::u8;
-    p.ops = testdata::make_post_ops("add:per_oc;relu", d.oc, 11);
-    const attr_set a = stock_attr(p);
-    const case_data c = make_case(p, 11);
-    const auto want = reference_dst(L, p, a, c.dst_init, c.args);
+    const wrapper_case t = make_wrapper_case({"mb2ic64ih28oc64kh3ph1", "add:per_oc;relu"}, 11);
     int ran = 0;
     for (const selector &sel : brg_rows()) {
         std::string why;
-        if (!impl::onednn::supports(sel, p, a, impl::host_platform(), &why)) continue;
+        if (!impl::onednn::supports(sel, t.p, t.a, impl::host_platform(), &why)) continue;
         ++ran;
-        const auto k = impl::onednn::create(sel, p, a);
-        const auto w = k->pack(L.wei.data(), L.bias.data());
+        const auto k = impl::onednn::create(sel, t.p, t.a);
+        const auto w = k->pack(t.L.wei.data(), t.L.bias.data());
         for (int threads : {1, 2, 0}) {
-            std::vector<uint8_t> got(want.size());
-            exec_args args = c.args;
+            std::vector<uint8_t> got(t.want.size());
+            exec_args args = t.c.args;
             args.threads = threads;
-            k->execute(*w, L.src.data(), got.data(), args);
-            EXPECT_EQ(got, want) << sel.row_name() << " threads " << threads;
+            k->execute(*w, t.L.src.data(), got.data(), args);
+            EXPECT_EQ(got, t.want) << sel.row_name() << " threads " << threads;
         }
         std::atomic<int> bad{0};
         std::vector<std::thread> pool;
-        for (int t = 0; t < 4; ++t)
-            pool.emplace_back([&, t] {
+        for (int caller = 0; caller < 4; ++caller)
+            pool.emplace_back([&, caller] {
                 for (int rep = 0; rep < 5; ++rep) {
-                    std::vector<uint8_t> got(want.size());
-                    exec_args args = c.args;
-                    args.threads = 1 + (t + rep) % 2;
-                    k->execute(*w, L.src.data(), got.data(), args);
-                    if (got != want) ++bad;
+                    std::vector<uint8_t> got(t.want.size());
+                    exec_args args = t.c.args;
+                    args.threads = 1 + (caller + rep) % 2;
+                    k->execute(*w, t.L.src.data(), got.data(), args);
+                    if (got != t.want) ++bad;
                 }
             });
         for (auto &th : pool) th.join();
@@ -533,24 +546,17 @@ TEST(OnednnBrgconv, Conv3x3WithZeroPointIsUnsupportedWithTheOfferedList) {
 }
 
 TEST(OnednnAny, RunsWhateverOnednnPicksAndMatches) {
-    const conv_desc d = conv_desc::parse("mb1ic32ih6oc48kh3ph1");
-    const layer_data L = make_layer(d, dtype::u8, true, 21);
-    conv_problem p = L.base;
-    p.dst_dt = dtype::s8;
-    p.ops = testdata::make_post_ops("relu", d.oc, 21);
-    const attr_set a = stock_attr(p);
-    const case_data c = make_case(p, 21);
-    const auto want = reference_dst(L, p, a, c.dst_init, c.args);
+    const wrapper_case t = make_wrapper_case({"mb1ic32ih6oc48kh3ph1", "relu", dtype::u8, dtype::s8, true}, 21);
     std::vector<uint8_t> got;
     std::string why, info;
-    ASSERT_TRUE(run_wrapper(selector::any(), L, p, a, c, &got, &why, &info)) << why;
+    ASSERT_TRUE(run_wrapper(selector::any(), t, &got, &why, &info)) << why;
     // The plan names the implementation the kernel then runs.
-    const impl::plan_ptr pl = impl::onednn::supports(selector::any(), p, a, impl::host_platform(), &why);
+    const impl::plan_ptr pl = impl::onednn::supports(selector::any(), t.p, t.a, impl::host_platform(), &why);
     ASSERT_TRUE(pl) << why;
     EXPECT_EQ(pl->str().rfind("oneDNN " + info + " ", 0), 0u) << pl->str();
     EXPECT_FALSE(info.empty());
     // No saturation risk with the default data: the picked kernel is exact too.
-    EXPECT_EQ(first_diff(p, got, want), "") << info;
+    EXPECT_EQ(first_diff(t.p, got, t.want), "") << info;
 }
 
 TEST(OnednnImplInfo, ParsesOnednnNames) {

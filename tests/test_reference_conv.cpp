@@ -16,31 +16,25 @@ using namespace qconv;
 
 namespace {
 
-struct shape {
-    int64_t mb = 1, g = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1;
-    int64_t sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
+// A test's shape: every size 1 (mb too), stride 1, no padding, dense; the
+// test sets what it needs and make_desc() derives the output size.
+struct shape : conv_desc {
+    shape() { mb = ic = ih = iw = oc = kh = kw = 1; }
+    shape &batch(int64_t n) { return mb = n, *this; }
+    shape &channels(int64_t groups, int64_t in, int64_t out) { return g = groups, ic = in, oc = out, *this; }
+    shape &image(int64_t h, int64_t w) { return ih = h, iw = w, *this; }
+    shape &kernel(int64_t h, int64_t w) { return kh = h, kw = w, *this; }
+    shape &pads(int64_t top, int64_t left, int64_t bottom, int64_t right) {
+        return pt = top, pl = left, pb = bottom, pr = right, *this;
+    }
+    shape &stride(int64_t h, int64_t w) { return sh = h, sw = w, *this; }
+    shape &dilation(int64_t h, int64_t w) { return dh = h, dw = w, *this; }
 };
 
 conv_desc make_desc(const shape &s) {
-    conv_desc d;
-    d.mb = s.mb;
-    d.g = s.g;
-    d.ic = s.ic;
-    d.ih = s.ih;
-    d.iw = s.iw;
-    d.oc = s.oc;
-    d.kh = s.kh;
-    d.kw = s.kw;
-    d.sh = s.sh;
-    d.sw = s.sw;
-    d.pt = s.pt;
-    d.pl = s.pl;
-    d.pb = s.pb;
-    d.pr = s.pr;
-    d.dh = s.dh;
-    d.dw = s.dw;
-    d.oh = (s.ih + s.pt + s.pb - ((s.kh - 1) * s.dh + 1)) / s.sh + 1;
-    d.ow = (s.iw + s.pl + s.pr - ((s.kw - 1) * s.dw + 1)) / s.sw + 1;
+    conv_desc d = s;
+    d.oh = (s.ih + s.pt + s.pb - s.kh_extent()) / s.sh + 1;
+    d.ow = (s.iw + s.pl + s.pr - s.kw_extent()) / s.sw + 1;
     return d;
 }
 
@@ -139,43 +133,23 @@ TEST(RefConv, OneByOneTwoChannels) {
 }
 
 // 3x3 image 1..9, 3x3 kernel 1..9 (row-major), asymmetric pads.
-TEST(RefConv, PadsTopAndRight) {
-    shape s;
-    s.ih = s.iw = 3;
-    s.kh = s.kw = 3;
-    s.pt = 1;
-    s.pr = 1;
-    const conv_problem p = make_problem(s);
-    ASSERT_EQ(p.desc.oh, 2);
-    ASSERT_EQ(p.desc.ow, 2);
+TEST(RefConv, AsymmetricPads) {
     const std::vector<uint8_t> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     const std::vector<int8_t> w = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const conv_problem top_right = make_problem(shape().image(3, 3).kernel(3, 3).pads(1, 0, 0, 1));
+    ASSERT_EQ(top_right.desc.oh, 2);
+    ASSERT_EQ(top_right.desc.ow, 2);
     // (0,0): 4·1+5·2+6·3 + 7·4+8·5+9·6 = 154; (0,1): 4·2+5·3 + 7·5+8·6 = 106;
     // (1,0): full window = 285; (1,1): 1·2+2·3 + 4·5+5·6 + 7·8+8·9 = 186.
-    EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{154, 106, 285, 186}));
-}
-
-TEST(RefConv, PadsLeftAndBottom) {
-    shape s;
-    s.ih = s.iw = 3;
-    s.kh = s.kw = 3;
-    s.pl = 1;
-    s.pb = 1;
-    const conv_problem p = make_problem(s);
-    const std::vector<uint8_t> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    const std::vector<int8_t> w = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{186, 285, 106, 154}));
+    EXPECT_EQ(run<int32_t>(top_right, {}, x.data(), w), (std::vector<int32_t>{154, 106, 285, 186}));
+    // Left and bottom: the same windows, mirrored.
+    const conv_problem left_bottom = make_problem(shape().image(3, 3).kernel(3, 3).pads(0, 1, 1, 0));
+    EXPECT_EQ(run<int32_t>(left_bottom, {}, x.data(), w), (std::vector<int32_t>{186, 285, 106, 154}));
 }
 
 TEST(RefConv, AllPaddingWindowIsZero) {
     // 1x1 image, 3x3 kernel, pads of 3 on the top: the first output rows see only padding.
-    shape s;
-    s.kh = s.kw = 3;
-    s.pt = 4;
-    s.pl = 1;
-    s.pr = 1;
-    s.pb = 1;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().kernel(3, 3).pads(4, 1, 1, 1));
     ASSERT_EQ(p.desc.oh, 4);
     ASSERT_EQ(p.desc.ow, 1);
     const std::vector<uint8_t> x = {7};
@@ -187,12 +161,7 @@ TEST(RefConv, AllPaddingWindowIsZero) {
 
 // 5x5 image x[h][w] = 5h+w, 2x2 kernel (1,2,3,4), stride 2, dilation 2.
 TEST(RefConv, StrideAndDilation) {
-    shape s;
-    s.ih = s.iw = 5;
-    s.kh = s.kw = 2;
-    s.sh = s.sw = 2;
-    s.dh = s.dw = 2;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().image(5, 5).kernel(2, 2).stride(2, 2).dilation(2, 2));
     ASSERT_EQ(p.desc.oh, 2);
     std::vector<uint8_t> x(25);
     for (int i = 0; i < 25; ++i) x[i] = static_cast<uint8_t>(i);
@@ -203,23 +172,14 @@ TEST(RefConv, StrideAndDilation) {
 
 TEST(RefConv, AsymmetricStride) {
     // 1x4 image (1,2,3,4), 1x2 kernel (1,10), sw=2 → (1+20, 3+40).
-    shape s;
-    s.iw = 4;
-    s.kw = 2;
-    s.sw = 2;
-    s.sh = 3;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().image(1, 4).kernel(1, 2).stride(3, 2));
     const std::vector<uint8_t> x = {1, 2, 3, 4};
     const std::vector<int8_t> w = {1, 10};
     EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{21, 43}));
 }
 
 TEST(RefConv, Groups) {
-    shape s;
-    s.g = 2;
-    s.ic = 4;
-    s.oc = 4;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().channels(2, 4, 4));
     const std::vector<uint8_t> x = {1, 2, 3, 4};
     const std::vector<int8_t> w = {1, 1, 1, -1, 2, 0, 0, -3}; // [oc][icg]
     // group 0 sees (1,2), group 1 sees (3,4).
@@ -227,14 +187,7 @@ TEST(RefConv, Groups) {
 }
 
 TEST(RefConv, Depthwise) {
-    shape s;
-    s.g = 2;
-    s.ic = 2;
-    s.oc = 2;
-    s.ih = s.iw = 2;
-    s.kh = s.kw = 3;
-    s.pt = s.pl = s.pb = s.pr = 1;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().channels(2, 2, 2).image(2, 2).kernel(3, 3).pads(1, 1, 1, 1));
     ASSERT_TRUE(p.desc.is_depthwise());
     // channel 0 = [[1,2],[3,4]], channel 1 = [[10,20],[30,40]] (NHWC interleaved)
     const std::vector<uint8_t> x = {1, 10, 2, 20, 3, 30, 4, 40};
@@ -249,21 +202,14 @@ TEST(RefConv, Depthwise) {
 }
 
 TEST(RefConv, SignedSource) {
-    shape s;
-    s.ic = 2;
-    s.iw = 2;
-    const conv_problem p = make_problem(s, dtype::s8);
+    const conv_problem p = make_problem(shape().channels(1, 2, 1).image(1, 2), dtype::s8);
     const std::vector<int8_t> x = {-3, 100, -128, 127};
     const std::vector<int8_t> w = {5, -2};
     EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{-215, -128 * 5 - 254}));
 }
 
 TEST(RefConv, MiniBatch) {
-    shape s;
-    s.mb = 2;
-    s.ic = 1;
-    s.oc = 1;
-    const conv_problem p = make_problem(s);
+    const conv_problem p = make_problem(shape().batch(2));
     const std::vector<uint8_t> x = {3, 250};
     const std::vector<int8_t> w = {-2};
     EXPECT_EQ(run<int32_t>(p, {}, x.data(), w), (std::vector<int32_t>{-6, -500}));
