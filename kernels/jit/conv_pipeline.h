@@ -66,9 +66,11 @@ struct tile {
 
 // The tile's acc rows and comp/bias/per-OC arrays must be readable up to
 // whole vectors past nc (the kernels allocate them so).
-void run_pipeline_avx512(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
-                         const exec_args &args);
-void run_pipeline_avx2(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
-                       const exec_args &args);
+// One body per ISA (conv_pipeline_avx512.cpp, conv_pipeline_avx2.cpp), called
+// only on a machine that has it.
+using pipeline_fn = void (*)(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
+                             const exec_args &args);
+extern const pipeline_fn run_pipeline_avx512;
+extern const pipeline_fn run_pipeline_avx2;
 
 } // namespace qconv::jit

@@ -13,6 +13,9 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
+// The pipeline body (templates over the vector type defined below).
+#include "kernels/jit/conv_pipeline_impl.h"
+
 namespace qconv::jit {
 namespace {
 
@@ -65,62 +68,38 @@ struct v256 {
         }
         return _mm256_load_ps(b);
     }
-    static void store_dst(dtype dt, void *dst, int64_t off, int n, vec y) {
-        if (dt == dtype::f32) {
-            if (n == 8) {
-                _mm256_storeu_ps(static_cast<float *>(dst) + off, y);
-            } else {
-                alignas(32) float b[8];
-                _mm256_store_ps(b, y);
-                std::memcpy(static_cast<float *>(dst) + off, b, sizeof(float) * n);
-            }
-            return;
-        }
-        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); // NaN → 0
+    static mask ordered(vec a) { return _mm256_cmp_ps(a, a, _CMP_ORD_Q); }
+    static void store_f32(float *p, int n, vec y) {
+        if (n == 8) return _mm256_storeu_ps(p, y);
+        alignas(32) float b[8];
+        _mm256_store_ps(b, y);
+        std::memcpy(p, b, sizeof(float) * n);
+    }
+    static void store_s32(int32_t *p, int n, vec r) {
+        __m256i i = _mm256_cvtps_epi32(r); // too large → INT_MIN
+        const __m256 big = _mm256_cmp_ps(r, set1(2147483648.f), _CMP_GE_OQ);
+        i = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(i), _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX)), big));
+        if (n == 8) return _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), i);
         alignas(32) int32_t b[8];
-        if (dt == dtype::s32) {
-            const vec r = rne(y);
-            __m256i i = _mm256_cvtps_epi32(r); // too large → INT_MIN
-            const __m256 big = _mm256_cmp_ps(r, set1(2147483648.f), _CMP_GE_OQ);
-            i = _mm256_castps_si256(
-                _mm256_blendv_ps(_mm256_castsi256_ps(i), _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX)), big));
-            if (n == 8) {
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(static_cast<int32_t *>(dst) + off), i);
-            } else {
-                _mm256_store_si256(reinterpret_cast<__m256i *>(b), i);
-                std::memcpy(static_cast<int32_t *>(dst) + off, b, sizeof(int32_t) * n);
-            }
-            return;
-        }
-        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
-        y = _mm256_min_ps(_mm256_max_ps(y, set1(lo)), set1(hi));
-        // Values are in [lo, hi] after the clamp: the saturating packs are exact.
+        _mm256_store_si256(reinterpret_cast<__m256i *>(b), i);
+        std::memcpy(p, b, sizeof(int32_t) * n);
+    }
+    // y is within the 8-bit type's range: the saturating packs are exact.
+    static void store_x8(bool is_unsigned, uint8_t *p, int n, vec y) {
         const __m256i i32 = _mm256_cvtps_epi32(y);
         const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
-        const __m128i b8 = dt == dtype::u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
-        uint8_t *o = static_cast<uint8_t *>(dst) + off;
-        if (n == 8) {
-            _mm_storel_epi64(reinterpret_cast<__m128i *>(o), b8);
-        } else {
-            alignas(16) uint8_t t[16];
-            _mm_store_si128(reinterpret_cast<__m128i *>(t), b8);
-            std::memcpy(o, t, static_cast<size_t>(n));
-        }
-        (void)b;
+        const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+        if (n == 8) return _mm_storel_epi64(reinterpret_cast<__m128i *>(p), b8);
+        alignas(16) uint8_t t[16];
+        _mm_store_si128(reinterpret_cast<__m128i *>(t), b8);
+        std::memcpy(p, t, static_cast<size_t>(n));
     }
 };
 
 } // namespace
-} // namespace qconv::jit
 
-#include "kernels/jit/conv_pipeline_impl.h"
-
-namespace qconv::jit {
-
-void run_pipeline_avx2(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
-                       const exec_args &args) {
-    run_pipeline_t<v256>(pp, t, comp, bias, dst, args);
-}
+const pipeline_fn run_pipeline_avx2 = run_pipeline_t<v256>;
 
 } // namespace qconv::jit
 

@@ -16,6 +16,9 @@
 // unmasked AVX-512 intrinsics.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+// The pipeline body (templates over the vector type defined below).
+#include "kernels/jit/conv_pipeline_impl.h"
+
 namespace qconv::jit {
 namespace {
 
@@ -67,38 +70,23 @@ struct v512 {
                 _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, static_cast<const uint8_t *>(dst) + off)));
         }
     }
-    static void store_dst(dtype dt, void *dst, int64_t off, int n, vec y) {
-        const mask m = nmask(n);
-        if (dt == dtype::f32) {
-            _mm512_mask_storeu_ps(static_cast<float *>(dst) + off, m, y);
-            return;
-        }
-        y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y); // NaN → 0
-        if (dt == dtype::s32) {
-            const vec r = rne(y);
-            __m512i i = _mm512_cvtps_epi32(r); // too large → INT_MIN
-            i = _mm512_mask_mov_epi32(i, _mm512_cmp_ps_mask(r, set1(2147483648.f), _CMP_GE_OQ),
-                                      _mm512_set1_epi32(INT32_MAX));
-            _mm512_mask_storeu_epi32(static_cast<int32_t *>(dst) + off, m, i);
-            return;
-        }
-        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
-        y = _mm512_min_ps(_mm512_max_ps(y, set1(lo)), set1(hi));
-        _mm512_mask_cvtepi32_storeu_epi8(static_cast<int8_t *>(dst) + off, m, _mm512_cvtps_epi32(y));
+    static mask ordered(vec a) { return _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q); }
+    static void store_f32(float *p, int n, vec y) { _mm512_mask_storeu_ps(p, nmask(n), y); }
+    static void store_s32(int32_t *p, int n, vec r) {
+        __m512i i = _mm512_cvtps_epi32(r); // too large → INT_MIN
+        i = _mm512_mask_mov_epi32(i, _mm512_cmp_ps_mask(r, set1(2147483648.f), _CMP_GE_OQ),
+                                  _mm512_set1_epi32(INT32_MAX));
+        _mm512_mask_storeu_epi32(p, nmask(n), i);
+    }
+    // y is within the 8-bit type's range; the low byte of each lane is stored.
+    static void store_x8(bool, uint8_t *p, int n, vec y) {
+        _mm512_mask_cvtepi32_storeu_epi8(p, nmask(n), _mm512_cvtps_epi32(y));
     }
 };
 
 } // namespace
-} // namespace qconv::jit
 
-#include "kernels/jit/conv_pipeline_impl.h"
-
-namespace qconv::jit {
-
-void run_pipeline_avx512(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
-                         const exec_args &args) {
-    run_pipeline_t<v512>(pp, t, comp, bias, dst, args);
-}
+const pipeline_fn run_pipeline_avx512 = run_pipeline_t<v512>;
 
 } // namespace qconv::jit
 

@@ -48,6 +48,19 @@ typename V::vec binary_v(binary_alg a, typename V::vec x, typename V::vec y) {
     return x;
 }
 
+// dst[off, off + n) ← y in dst's type (docs/semantics.md §4, Store): f32 as is;
+// integers take NaN as 0 and round half to even, s32 saturating at ±2^31,
+// s8/u8 clamped to their range.
+template <typename V>
+void store_dst(dtype dt, void *dst, int64_t off, int n, typename V::vec y) {
+    if (dt == dtype::f32) return V::store_f32(static_cast<float *>(dst) + off, n, y);
+    y = V::select(V::ordered(y), y, V::zero());
+    if (dt == dtype::s32) return V::store_s32(static_cast<int32_t *>(dst) + off, n, V::rne(y));
+    const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
+    V::store_x8(dt == dtype::u8, static_cast<uint8_t *>(dst) + off, n,
+                V::min_raw(V::max_raw(y, V::set1(lo)), V::set1(hi)));
+}
+
 template <typename V>
 void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
                     const exec_args &args) {
@@ -99,7 +112,7 @@ void run_pipeline_t(const pipeline &pp, const tile &t, const int32_t *comp, cons
                 default: break;
                 }
             }
-            V::store_dst(pp.dst_dt, dst, off, n, V::add(y, zp));
+            store_dst<V>(pp.dst_dt, dst, off, n, V::add(y, zp));
         }
     }
 }
