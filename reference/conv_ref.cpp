@@ -52,6 +52,16 @@ int omp_threads(int threads) {
 #endif
 }
 
+// Calls f(n, oh, ow, out) for every output pixel, out = the offset of its
+// first channel in the NHWC destination; pixels in parallel.
+template <typename F>
+void for_each_pixel(const conv_desc &d, int threads, F f) {
+#pragma omp parallel for collapse(3) schedule(static) num_threads(omp_threads(threads))
+    for (int64_t n = 0; n < d.mb; ++n)
+        for (int64_t oh = 0; oh < d.oh; ++oh)
+            for (int64_t ow = 0; ow < d.ow; ++ow) f(n, oh, ow, ((n * d.oh + oh) * d.ow + ow) * d.oc);
+}
+
 // The accumulator loops for one source type.
 //   legacy == false: Σ over taps inside the input of w·(x − zp[ic]).
 //   legacy == true : Σ over all taps of w·x_padded, where a tap outside the
@@ -64,35 +74,31 @@ void acc_loops(const conv_desc &d, const T *src, const int8_t *wei, const std::v
     const int8_t *wt_p = wt.data();
     const int32_t *zp_p = zp.data();
 
-#pragma omp parallel for collapse(3) schedule(static) num_threads(omp_threads(threads))
-    for (int64_t n = 0; n < d.mb; ++n)
-        for (int64_t oh = 0; oh < d.oh; ++oh)
-            for (int64_t ow = 0; ow < d.ow; ++ow) {
-                int32_t *out = acc + ((n * d.oh + oh) * d.ow + ow) * d.oc;
-                for (int64_t oc = 0; oc < d.oc; ++oc) {
-                    const int64_t g = oc / ocg;
-                    const int32_t *z = zp_p + g * icg;
-                    int32_t s = legacy ? comp[oc] : 0;
-                    for (int64_t kh = 0; kh < d.kh; ++kh) {
-                        const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
-                        for (int64_t kw = 0; kw < d.kw; ++kw) {
-                            const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
-                            const bool inside = ih >= 0 && ih < d.ih && iw >= 0 && iw < d.iw;
-                            const int8_t *w = wt_p + ((oc * d.kh + kh) * d.kw + kw) * icg;
-                            if (inside) {
-                                const T *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + g * icg;
-                                if (legacy)
-                                    for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * int32_t(x[ic]);
-                                else
-                                    for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * (int32_t(x[ic]) - z[ic]);
-                            } else if (legacy) {
-                                for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * z[ic];
-                            }
-                        }
+    for_each_pixel(d, threads, [&](int64_t n, int64_t oh, int64_t ow, int64_t out) {
+        for (int64_t oc = 0; oc < d.oc; ++oc) {
+            const int64_t g = oc / ocg;
+            const int32_t *z = zp_p + g * icg;
+            int32_t s = legacy ? comp[oc] : 0;
+            for (int64_t kh = 0; kh < d.kh; ++kh) {
+                const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
+                for (int64_t kw = 0; kw < d.kw; ++kw) {
+                    const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
+                    const bool inside = ih >= 0 && ih < d.ih && iw >= 0 && iw < d.iw;
+                    const int8_t *w = wt_p + ((oc * d.kh + kh) * d.kw + kw) * icg;
+                    if (inside) {
+                        const T *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + g * icg;
+                        if (legacy)
+                            for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * int32_t(x[ic]);
+                        else
+                            for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * (int32_t(x[ic]) - z[ic]);
+                    } else if (legacy) {
+                        for (int64_t ic = 0; ic < icg; ++ic) s += w[ic] * z[ic];
                     }
-                    out[oc] = s;
                 }
             }
+            acc[out + oc] = s;
+        }
+    });
 }
 
 void conv_acc_impl(const conv_problem &p, zp_mechanism mech, const std::vector<int32_t> &zp, const void *src,
@@ -205,30 +211,26 @@ void conv_f32(const conv_desc &d, const float *src, const float *wei, const floa
     // Sums in double (f32 products are exact there), rounded once to f32, then
     // the bias is added in f32 — the same order as ref::matmul, so a 1x1 conv
     // and the MatMul it is rewritten into give identical values.
-#pragma omp parallel for collapse(3) schedule(static)
-    for (int64_t n = 0; n < d.mb; ++n)
-        for (int64_t oh = 0; oh < d.oh; ++oh)
-            for (int64_t ow = 0; ow < d.ow; ++ow) {
-                float *out = dst + ((n * d.oh + oh) * d.ow + ow) * d.oc;
-                for (int64_t oc = 0; oc < d.oc; ++oc) {
-                    const int64_t g = oc / ocg;
-                    double s = 0.0;
-                    for (int64_t kh = 0; kh < d.kh; ++kh) {
-                        const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
-                        if (ih < 0 || ih >= d.ih) continue;
-                        for (int64_t kw = 0; kw < d.kw; ++kw) {
-                            const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
-                            if (iw < 0 || iw >= d.iw) continue;
-                            const float *w = wt_p + ((oc * d.kh + kh) * d.kw + kw) * icg;
-                            const float *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + g * icg;
-                            for (int64_t ic = 0; ic < icg; ++ic) s += double(w[ic]) * double(x[ic]);
-                        }
-                    }
-                    float y = static_cast<float>(s);
-                    if (bias) y += bias[oc];
-                    out[oc] = y;
+    for_each_pixel(d, 0, [&](int64_t n, int64_t oh, int64_t ow, int64_t out) {
+        for (int64_t oc = 0; oc < d.oc; ++oc) {
+            const int64_t g = oc / ocg;
+            double s = 0.0;
+            for (int64_t kh = 0; kh < d.kh; ++kh) {
+                const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
+                if (ih < 0 || ih >= d.ih) continue;
+                for (int64_t kw = 0; kw < d.kw; ++kw) {
+                    const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
+                    if (iw < 0 || iw >= d.iw) continue;
+                    const float *w = wt_p + ((oc * d.kh + kh) * d.kw + kw) * icg;
+                    const float *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + g * icg;
+                    for (int64_t ic = 0; ic < icg; ++ic) s += double(w[ic]) * double(x[ic]);
                 }
             }
+            float y = static_cast<float>(s);
+            if (bias) y += bias[oc];
+            dst[out + oc] = y;
+        }
+    });
 }
 
 } // namespace qconv::ref
