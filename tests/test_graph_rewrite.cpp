@@ -213,7 +213,9 @@ TEST_P(Rewrite, StructureAndValues) {
     std::map<std::string, int> names;
     for (const auto &n : g.nodes())
         for (const char *name : {"conv", "layer_out", "bias_add", "cvt"})
-            if (n->friendly_name == name) EXPECT_EQ(++names[name], 1) << name << " twice";
+            if (n->friendly_name == name) {
+                EXPECT_EQ(++names[name], 1) << name << " twice";
+            }
     const int64_t h = c.act == act_kind::reshape ? 1 : H, w = c.act == act_kind::reshape ? 1 : W;
     EXPECT_EQ(mm->out_shape, (shape_t{N, h, w, OC}));
     // The activation is the NHWC input itself (Transpose absorbed), a Reshape, or a Transpose.
