@@ -130,6 +130,22 @@ TEST(FuzzRegression, OnednnAnyGroupedPerChannelOperands) {
     }
 }
 
+// fuzz_diff with the peer on (fuzz_diff-onednn_any-round-parameters-before-fq):
+// a round eltwise with (ignored) parameters, then a FakeQuantize converted
+// for oneDNN: its round was refused as "round twice with different
+// parameters", the refusal was dropped and the FakeQuantize ran without its
+// rounding (−96.75 for −97). Fixed: parameterless algorithms reach oneDNN as
+// (0, 0), and a refused step fails the whole chain.
+TEST(FuzzRegression, OnednnRoundWithParametersBeforeFakeQuantize) {
+    for (const char *desc :
+         {"mb1ic16ih8oc16kh1", "g16mb1ic16ih8oc16kh3ph1", "g115mb1ic115ih15iw8oc115oh4ow2kh2kw2sh4sw3ph1pw0dh2dw1"})
+        for (const char *ops :
+             {"round:4:2;fq:per_channel", "round:4:2;add:per_oc;fq:per_channel", "abs:1;fq:per_tensor;abs"}) {
+            SCOPED_TRACE(std::string(desc) + " " + ops);
+            EXPECT_TRUE(test::ConvTester().desc(desc).src(dtype::s8).dst(dtype::f32).post_ops(ops).run("onednn:any"));
+        }
+}
+
 // fuzz_diff (fuzz_diff-onednn_any-nan-to-u8): sqrt of a negative value is
 // NaN; qconv stores NaN to an integer destination as 0 (docs/semantics.md),
 // oneDNN as whatever its conversion gives (13 here). Fixed: the oneDNN rows

@@ -88,6 +88,18 @@ algorithm to_dnnl(eltwise_alg a) {
     return algorithm::undef;
 }
 
+// Whether the algorithm reads alpha or beta (docs/semantics.md §5).
+bool takes_parameters(eltwise_alg a) {
+    switch (a) {
+    case eltwise_alg::relu:
+    case eltwise_alg::clip:
+    case eltwise_alg::linear:
+    case eltwise_alg::swish:
+    case eltwise_alg::elu: return true;
+    default: return false;
+    }
+}
+
 algorithm to_dnnl(binary_alg a) {
     switch (a) {
     case binary_alg::add: return algorithm::binary_add;
@@ -123,7 +135,12 @@ public:
     // rewritten into an equivalent form: clip → clip_v2 or binary max + min,
     // linear → binary mul and/or add (exactly madd when a == 1 or b == 0; two
     // roundings otherwise), relu(α) → relu_use_dst_for_bwd (same forward).
+    //
+    // An algorithm without parameters (round, abs, tanh, ...) is given 0, 0:
+    // its repeats then always agree (a round(4, 2) before a FakeQuantize's
+    // round was refused, and the FakeQuantize lost its rounding).
     bool eltwise(eltwise_alg a, float alpha, float beta, std::string *why = nullptr) {
+        if (!takes_parameters(a)) alpha = beta = 0.f;
         algorithm alg = to_dnnl(a);
         if (!claim(alg, alpha, beta)) {
             switch (a) {
@@ -218,7 +235,7 @@ public:
         case lk::quantization:
             clamp(op.cl, op.ch);
             affine(op.isc, op.ish);
-            if (op.round) eltwise(eltwise_alg::round, 0.f, 0.f);
+            if (op.round && !eltwise(eltwise_alg::round, 0.f, 0.f, why)) return false;
             if (op.dequantize) affine(op.osc, op.osh);
             return true;
         default: return reject(why, "the fused dw_conv post-op has no oneDNN form here");
