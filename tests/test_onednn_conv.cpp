@@ -287,7 +287,7 @@ TEST(OnednnBrgconv, ResNet50MatchesReference) { sweep("shapes_resnet_50"); }
 TEST(OnednnBrgconv, MobileNetMatchesReference) { sweep("shapes_mobilenet"); }
 
 // A few layers, brgconv rows only, with a given chain lowered either way.
-int run_small(const wrapper_spec &s, uint32_t seed, bool exact = true) {
+int run_small(const wrapper_spec &s, uint32_t seed) {
     const wrapper_case w = make_wrapper_case(s, seed);
     const conv_problem &p = w.p;
     const attr_set &a = w.a;

@@ -263,6 +263,35 @@ TEST(OnednnKnownWrong, BrdgmmSinglePixelPerChannelOperands) {
         }
 }
 
+// Found by fuzz_diff on the rows themselves: brgconv on a grouped convolution
+// with one output pixel whose window lies wholly in the padding reads the
+// per-channel post-op operands of later groups at group 0's channels (g3 oc33,
+// scale-shift per channel on brgconv:avx512_core_vnni: 21 of 33 wrong). Every
+// oneDNN row passes over brgconv there; no row may mismatch.
+TEST(OnednnKnownWrong, BrgconvGroupedSinglePixelPerChannelOperands) {
+    for (const char *desc :
+         {"g3mb1ic63ih1iw4oc33oh1ow1kh2kw2sh2sw3ph1pw0dh2dw1", "g2mb1ic34ih1iw1oc34oh1ow1kh2kw1ph1pw0dh2dw0"})
+        for (const char *ops : {"--post-ops=mul:per_oc;add:per_oc", "--post-ops=add:full", "--post-ops=scale_shift"}) {
+            const driver_result r = run_driver({"conv", "--impl=all", ops, desc});
+            EXPECT_EQ(r.rc, 0) << desc << " " << ops << "\n" << r.out << r.err;
+            EXPECT_EQ(r.out.find("status=mismatch"), std::string::npos) << desc << " " << ops << "\n" << r.out;
+            EXPECT_EQ(field(line_of(r, "onednn:any"), "status"), "ok") << r.out;
+        }
+}
+
+// Found by fuzz_diff with the peer on: oneDNN's gemm convolution with an s8
+// source on a grouped problem (x64:gemm_s8s8s32:jit; odd ICg >= 17 with a
+// window mostly in the padding: every element wrong, no post-op needed). The
+// peer passes over gemm for grouped problems with an s8 source.
+TEST(OnednnKnownWrong, GroupedGemmWithS8Source) {
+    for (const char *desc :
+         {"g2mb1ic886ih1iw1oc10oh1ow3kh4kw4sh3sw1ph1pw5dh0dw1", "g2mb1ic34ih1iw1oc10oh1ow3kh4kw4sh3sw1ph1pw5"}) {
+        const driver_result r = run_driver({"conv", "--impl=onednn:any", "--dt=s8:s8:s32", "--dst-zp=-1", desc});
+        EXPECT_EQ(r.rc, 0) << desc << "\n" << r.out << r.err;
+        EXPECT_EQ(field(line_of(r, "onednn:any"), "status"), "ok") << r.out;
+    }
+}
+
 // Found by the long sweep: oneDNN's jit_uni_int8_1x1:avx2_vnni computes a
 // strided 1x1 convolution wrongly at 2 threads (mb2, OC 496: 105 wrong, with
 // or without post-ops). The peer passes over it at every thread count.
