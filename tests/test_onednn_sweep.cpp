@@ -39,10 +39,15 @@ const std::vector<std::string> rows = {"onednn:brgconv_1x1:avx512_core_amx", "on
                                        "onednn:brgconv_1x1:avx512_core_vnni", "onednn:brgconv:avx512_core_vnni",
                                        "onednn:any"};
 
+// Which shapes a configuration draws: the whole family, half of them
+// depthwise, or half of them tiny grouped ones (an image of 1..3 pixels a
+// side, mb 1: single output pixels and windows wholly in the padding).
+enum class family { dense, depthwise_heavy, tiny_grouped_heavy };
+
 struct sweep_config {
     std::string name; // the test's parameter name
     std::vector<std::string> args;
-    bool depthwise_heavy = false; // half of the shapes depthwise
+    family shapes = family::dense;
 };
 
 std::ostream &operator<<(std::ostream &os, const sweep_config &c) { return os << c.name; }
@@ -57,9 +62,17 @@ const std::vector<sweep_config> configs = {
     {"u8_channelzp_fq_t1", {"--dt=u8:s8:u8", "--zp=channel:random", "--post-ops=fq:per_channel", "--threads=1"}},
     {"u8_extreme_s32dst_t1", {"--dt=u8:s8:s32", "--data=extreme", "--threads=1"}},
     {"u8_dstzp_clip_t1", {"--dt=u8:s8:u8", "--dst-zp=5", "--post-ops=clip:0:6", "--threads=1"}},
-    {"u8_depthwise_fq_f32dst_t1", {"--dt=u8:s8:f32", "--post-ops=fq:per_channel", "--dst-zp=-4", "--threads=1"}, true},
-    {"avx2_binary_t1", {"--isa=avx2", "--post-ops=add:per_tensor:3", "--threads=1"}, true},
-    {"avx2_vnni_binary_t2", {"--isa=avx2_vnni", "--post-ops=add:per_oc;relu", "--threads=2"}, true},
+    {"u8_depthwise_fq_f32dst_t1",
+     {"--dt=u8:s8:f32", "--post-ops=fq:per_channel", "--dst-zp=-4", "--threads=1"},
+     family::depthwise_heavy},
+    {"avx2_binary_t1", {"--isa=avx2", "--post-ops=add:per_tensor:3", "--threads=1"}, family::depthwise_heavy},
+    {"avx2_vnni_binary_t2", {"--isa=avx2_vnni", "--post-ops=add:per_oc;relu", "--threads=2"}, family::depthwise_heavy},
+    {"tiny_grouped_per_oc_t1",
+     {"--dt=u8:s8:u8", "--post-ops=mul:per_oc;add:per_oc;sub:full", "--threads=1"},
+     family::tiny_grouped_heavy},
+    {"tiny_grouped_s8_per_oc_f32dst_t2",
+     {"--dt=s8:s8:f32", "--post-ops=max:per_oc;mul:per_oc", "--dst-zp=-2", "--threads=2"},
+     family::tiny_grouped_heavy},
     {"avx512_core_s8_t1", {"--isa=avx512_core", "--dt=s8:s8:s8", "--threads=1"}},
 };
 
@@ -70,7 +83,7 @@ int env_int(const char *name, int def) {
 
 // One shape of the family, in benchdnn syntax; MACs bounded so the
 // reference stays fast.
-std::string make_shape(std::mt19937 &rng, bool depthwise) {
+std::string make_shape(std::mt19937 &rng, bool depthwise, bool tiny_grouped) {
     auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     auto channels = [&] {
         switch (pick(0, 3)) {
@@ -85,7 +98,7 @@ std::string make_shape(std::mt19937 &rng, bool depthwise) {
         if (depthwise) {
             g = pick(1, 4) == 1 ? pick(1, 16) : pick(2, 160);
             icg = ocg = 1;
-        } else if (pick(0, 6) == 0) {
+        } else if (tiny_grouped || pick(0, 6) == 0) {
             g = pick(2, 4);
             icg = std::max(1, icg / g);
             ocg = std::max(1, ocg / g);
@@ -97,8 +110,9 @@ std::string make_shape(std::mt19937 &rng, bool depthwise) {
         const int ekh = (kh - 1) * dh + 1, ekw = (kw - 1) * dw + 1;
         const int pt = pick(0, 3) == 0 ? pick(0, ekh - 1) : 0, pb = pick(0, 3) == 0 ? pick(0, ekh - 1) : pt;
         const int pl = pick(0, 3) == 0 ? pick(0, ekw - 1) : 0, pr = pick(0, 3) == 0 ? pick(0, ekw - 1) : pl;
-        const int ih = pick(1, 24), iw = pick(0, 1) ? ih : pick(1, 32);
-        const int mb = pick(0, 3) == 0 ? pick(2, 3) : 1;
+        const int ih = tiny_grouped ? pick(1, 3) : pick(1, 24);
+        const int iw = tiny_grouped ? pick(1, 3) : pick(0, 1) ? ih : pick(1, 32);
+        const int mb = !tiny_grouped && pick(0, 3) == 0 ? pick(2, 3) : 1;
         const int oh = (ih + pt + pb - ekh) / sh + 1, ow = (iw + pl + pr - ekw) / sw + 1;
         if (ih + pt + pb < ekh || iw + pl + pr < ekw || oh < 1 || ow < 1) continue;
         const double macs = double(mb) * g * ocg * oh * ow * icg * kh * kw;
@@ -132,7 +146,9 @@ TEST_P(OnednnSweep, RowsMatchTheReference) {
     std::mt19937 rng(static_cast<uint32_t>(env_int("QCONV_SWEEP_SEED", 1)) * 7919u +
                      static_cast<uint32_t>(std::hash<std::string>()(cfg.name)));
     std::vector<std::string> shapes;
-    for (int i = 0; i < n; ++i) shapes.push_back(make_shape(rng, cfg.depthwise_heavy && i % 2 == 0));
+    for (int i = 0; i < n; ++i)
+        shapes.push_back(make_shape(rng, cfg.shapes == family::depthwise_heavy && i % 2 == 0,
+                                    cfg.shapes == family::tiny_grouped_heavy && i % 2 == 0));
 
     std::string impl_list;
     for (const auto &r : rows) impl_list += (impl_list.empty() ? "" : ",") + r;

@@ -413,7 +413,8 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //     8 928 wrong; also without post-ops; 1 and 3 threads pass);
 //   - `brdgmm_dw` and `brgconv` on a grouped convolution with per-channel
 //     (or full-tensor) post-op operands when the output is one pixel
-//     (mb·OH·OW = 1): channels past the first vector or group are wrong (peer
+//     (mb·OH·OW = 1; for brgconv, one whose window lies wholly in the
+//     padding): channels past the first vector or group are wrong (peer
 //     fuzzing: g19 ih2 iw2 kh1 s3x2, FakeQuantize per channel, 3 of 19 wrong;
 //     g40 1x1 on one pixel, add per OC: 22 of 40; fuzz_diff on the rows:
 //     brgconv:avx512_core_vnni, g3 ic63 oc33 ih1 kh2 dh2 ph1, a window wholly
@@ -427,6 +428,16 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //     tail channels are wrong (g7 ic7 oc7 kh3 ph1, add per-tensor: 227 of 448
 //     wrong; G = 1..33 on avx2: wrong for G % 8 >= 2; sse41 also for G = 6).
 // The reason `info` computes (r) wrong, or "" when it is not known to.
+// Whether output pixel (0, 0) reads no source pixel (every tap in the padding).
+bool window_in_padding(const conv_desc &d) {
+    auto any_inside = [](int64_t pad, int64_t k, int64_t dil, int64_t size) {
+        for (int64_t i = 0; i < k; ++i)
+            if (i * dil - pad >= 0 && i * dil - pad < size) return true;
+        return false;
+    };
+    return !any_inside(d.pt, d.kh, d.dh, d.ih) || !any_inside(d.pl, d.kw, d.dw, d.iw);
+}
+
 std::string known_wrong(const std::string &info, const recipe &r) {
     const conv_desc &d = r.shape;
     if (r.src_zp && info.find("avx512_core_amx_int8") != std::string::npos)
@@ -441,8 +452,10 @@ std::string known_wrong(const std::string &info, const recipe &r) {
                 return "oneDNN 2.6 reads per-channel post-op operands of later groups at the wrong offset";
     if (info.rfind("jit_uni_int8_1x1:avx2_vnni", 0) == 0 && (d.sh > 1 || d.sw > 1))
         return "oneDNN 2.6 jit_uni_int8_1x1:avx2_vnni computes strided 1x1 layers wrongly at some thread counts";
-    const bool brgemm_based = info.rfind("brg", 0) == 0 || info.rfind("brdgmm", 0) == 0;
-    if (brgemm_based && r.grouped && d.mb * d.oh * d.ow == 1)
+    // One output pixel: brdgmm_dw fails for any window, brgconv when the
+    // window lies wholly in the padding.
+    const bool brdgmm = info.rfind("brdgmm", 0) == 0, brgconv = info.rfind("brg", 0) == 0;
+    if (r.grouped && d.mb * d.oh * d.ow == 1 && (brdgmm || (brgconv && window_in_padding(d))))
         for (const operand &o : r.operands)
             if (o.from != operand::source::values || o.values.size() > 1)
                 return "oneDNN 2.6 brgconv/brdgmm reads per-channel post-op operands of a grouped convolution wrongly "
