@@ -243,6 +243,7 @@ public:
     }
 
     const dnnl::post_ops &post_ops() const { return po_; }
+    bool has_sum() const { return sums_ > 0; }
     std::vector<operand> take_operands() { return std::move(operands_); }
 
 private:
@@ -300,6 +301,7 @@ struct recipe {
     bool grouped = false;
     conv_desc shape;         // the problem's geometry (known_wrong() reads it)
     bool binary_ops = false; // the oneDNN chain has a binary post-op
+    bool sum_op = false;     // the oneDNN chain has a sum post-op
 };
 
 md_t weights_md(const conv_desc &d, tag_t tag) {
@@ -383,6 +385,7 @@ std::optional<recipe> make_recipe(const conv_problem &p, const attr_set &attr, s
     if (!ok) return std::nullopt;
     r->operands = chain.take_operands();
     r->binary_ops = !r->operands.empty();
+    r->sum_op = chain.has_sum();
     return r;
 }
 
@@ -420,6 +423,11 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //     brgconv:avx512_core_vnni, g3 ic63 oc33 ih1 kh2 dh2 ph1, a window wholly
 //     in the padding, scale-shift per channel: 21 of 33 wrong, later groups
 //     read group 0's operands);
+//   - `brgconv` with a sum post-op when an output pixel's window lies wholly
+//     in the padding: wrong sums (mb1 ic16 ih4 oc16 oh6 kh3 ph1: 56 of 96
+//     wrong) and, with another post-op in the chain, a crash (fuzz_diff on the
+//     rows: g1 ic1 ih1 kh3 dh2 ph1, abs then sum; the wrapped-row sweep: g3
+//     ic60 ih1 oh4 kh3 dh2 ph3, relu then sum);
 //   - `gemm_*` with an s8 source on a grouped convolution (peer fuzzing: g2
 //     ic886 ih1 iw1 kh4 kw4 s3x1 ph1 pw5, s32 destination, no post-ops: all 30
 //     wrong; odd ICg ≥ 17 with that padding; a u8 source passes);
@@ -428,14 +436,23 @@ using pd_t = dnnl::convolution_forward::primitive_desc;
 //     tail channels are wrong (g7 ic7 oc7 kh3 ph1, add per-tensor: 227 of 448
 //     wrong; G = 1..33 on avx2: wrong for G % 8 >= 2; sse41 also for G = 6).
 // The reason `info` computes (r) wrong, or "" when it is not known to.
-// Whether output pixel (0, 0) reads no source pixel (every tap in the padding).
-bool window_in_padding(const conv_desc &d) {
-    auto any_inside = [](int64_t pad, int64_t k, int64_t dil, int64_t size) {
-        for (int64_t i = 0; i < k; ++i)
-            if (i * dil - pad >= 0 && i * dil - pad < size) return true;
-        return false;
-    };
-    return !any_inside(d.pt, d.kh, d.dh, d.ih) || !any_inside(d.pl, d.kw, d.dw, d.iw);
+// Whether output position o (stride s, start padding pad, k taps dil apart)
+// reads no source position in [0, size): its window lies wholly in the padding.
+bool in_padding(int64_t o, int64_t s, int64_t pad, int64_t k, int64_t dil, int64_t size) {
+    for (int64_t i = 0; i < k; ++i)
+        if (o * s - pad + i * dil >= 0 && o * s - pad + i * dil < size) return false;
+    return true;
+}
+bool pixel_in_padding(const conv_desc &d, int64_t oh, int64_t ow) {
+    return in_padding(oh, d.sh, d.pt, d.kh, d.dh, d.ih) || in_padding(ow, d.sw, d.pl, d.kw, d.dw, d.iw);
+}
+// Whether some output pixel's window lies wholly in the padding.
+bool some_pixel_in_padding(const conv_desc &d) {
+    for (int64_t oh = 0; oh < d.oh; ++oh)
+        if (in_padding(oh, d.sh, d.pt, d.kh, d.dh, d.ih)) return true;
+    for (int64_t ow = 0; ow < d.ow; ++ow)
+        if (in_padding(ow, d.sw, d.pl, d.kw, d.dw, d.iw)) return true;
+    return false;
 }
 
 std::string known_wrong(const std::string &info, const recipe &r) {
@@ -455,11 +472,14 @@ std::string known_wrong(const std::string &info, const recipe &r) {
     // One output pixel: brdgmm_dw fails for any window, brgconv when the
     // window lies wholly in the padding.
     const bool brdgmm = info.rfind("brdgmm", 0) == 0, brgconv = info.rfind("brg", 0) == 0;
-    if (r.grouped && d.mb * d.oh * d.ow == 1 && (brdgmm || (brgconv && window_in_padding(d))))
+    if (r.grouped && d.mb * d.oh * d.ow == 1 && (brdgmm || (brgconv && pixel_in_padding(d, 0, 0))))
         for (const operand &o : r.operands)
             if (o.from != operand::source::values || o.values.size() > 1)
                 return "oneDNN 2.6 brgconv/brdgmm reads per-channel post-op operands of a grouped convolution wrongly "
                        "for a single output pixel";
+    if (brgconv && r.sum_op && some_pixel_in_padding(d))
+        return "oneDNN 2.6 brgconv computes a sum post-op wrongly (or crashes) where an output pixel's window lies "
+               "wholly in the padding";
     if ((d.sh > d.kh || d.sw > d.kw) && info.rfind("brg", 0) == 0 && info.find("amx") != std::string::npos)
         return "oneDNN 2.6 brgconv on AMX is wrong (and corrupts the heap) with a stride larger than the kernel";
     if (d.is_depthwise() && d.g % 8 != 0 && r.binary_ops && info.rfind("jit_uni_int8:", 0) == 0)

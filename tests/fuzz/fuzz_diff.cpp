@@ -323,6 +323,16 @@ bool peer_enabled() {
     return on;
 }
 
+// QCONV_FUZZ_TRACE=1: every row and problem on stderr before it runs, so a
+// crash inside generated code (no symbols) names its row.
+bool trace_enabled() {
+    static const bool on = [] {
+        const char *v = std::getenv("QCONV_FUZZ_TRACE");
+        return v && std::string(v) == "1";
+    }();
+    return on;
+}
+
 void check_conv(const conv_case &c) {
     const conv_problem &p = c.p;
     const impl::platform plat = impl::host_platform();
@@ -360,6 +370,9 @@ void check_conv(const conv_case &c) {
                 std::abort();
             }
             if (!plan) continue;
+            if (trace_enabled())
+                std::fprintf(stderr, "fuzz_diff: running %s attr[%d] (%s) on %s\n", e.name.c_str(), a.id,
+                             a.str().c_str(), describe(c).c_str());
             std::vector<uint8_t> want = c.dst0, got = c.dst0;
             // supports() said yes: neither the reference nor the row may refuse now.
             try {
