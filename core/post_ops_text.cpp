@@ -130,12 +130,12 @@ std::string list_text(const std::vector<float> &v) {
     return s;
 }
 
-broadcast parse_bcast(const std::string &item, const std::string &s, bool allow_full) {
+// A binary operand's broadcast (the only post-op that names one).
+broadcast parse_bcast(const std::string &item, const std::string &s) {
     if (s == "per_tensor") return broadcast::per_tensor;
     if (s == "per_oc" || s == "per_channel") return broadcast::per_oc;
-    if (s == "full" && allow_full) return broadcast::full;
-    fail("post_ops",
-         "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc" + (allow_full ? ", full)" : ")"));
+    if (s == "full") return broadcast::full;
+    fail("post_ops", "'" + item + "': unknown broadcast '" + s + "' (per_tensor, per_oc, full)");
 }
 
 post_op parse_item(const std::string &item) {
@@ -149,7 +149,7 @@ post_op parse_item(const std::string &item) {
     }
     if (const named_binary *b = find_binary(name)) {
         check_args(item, f, 3);
-        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1], true) : broadcast::per_tensor;
+        const broadcast bc = f.size() > 1 ? parse_bcast(item, f[1]) : broadcast::per_tensor;
         if (bc == broadcast::full) {
             if (f.size() > 2) fail("post_ops", "'" + item + "': a full tensor takes no value");
             return post_op::binary(b->alg, bc, {});

@@ -458,28 +458,34 @@ bool some_pixel_in_padding(const conv_desc &d) {
     return false;
 }
 
+// Whether a post-op operand varies over channels (per-OC values, the bias as
+// a post-op, or a full tensor).
+bool per_channel_operand(const recipe &r) {
+    for (const operand &o : r.operands)
+        if (o.from != operand::source::values || o.values.size() > 1) return true;
+    return false;
+}
+
 std::string known_wrong(const std::string &info, const recipe &r) {
     const conv_desc &d = r.shape;
     if (r.src_zp && info.find("avx512_core_amx_int8") != std::string::npos)
         return "oneDNN 2.6 computes OC tails over padding wrong with a source zero point";
-    if (r.grouped && r.src_zp && info.find("gemm") != std::string::npos)
+    const bool grouped_gemm = r.grouped && info.find("gemm") != std::string::npos;
+    if (grouped_gemm && r.src_zp)
         return "oneDNN 2.6 gemm convolution is wrong on some grouped problems with a source zero point";
-    if (r.grouped && info.find("gemm") != std::string::npos && r.src_md.data_type() == dt_t::s8)
+    if (grouped_gemm && r.src_md.data_type() == dt_t::s8)
         return "oneDNN 2.6 gemm convolution with an s8 source is wrong on some grouped problems";
-    if (r.grouped && info.find("gemm") != std::string::npos)
-        for (const operand &o : r.operands)
-            if (o.from != operand::source::values || o.values.size() > 1)
-                return "oneDNN 2.6 reads per-channel post-op operands of later groups at the wrong offset";
+    if (grouped_gemm && per_channel_operand(r))
+        return "oneDNN 2.6 reads per-channel post-op operands of later groups at the wrong offset";
     if (info.rfind("jit_uni_int8_1x1:avx2_vnni", 0) == 0 && (d.sh > 1 || d.sw > 1))
         return "oneDNN 2.6 jit_uni_int8_1x1:avx2_vnni computes strided 1x1 layers wrongly at some thread counts";
     // One output pixel: brdgmm_dw fails for any window, brgconv when the
     // window lies wholly in the padding.
     const bool brdgmm = info.rfind("brdgmm", 0) == 0, brgconv = info.rfind("brg", 0) == 0;
-    if (r.grouped && d.mb * d.oh * d.ow == 1 && (brdgmm || (brgconv && pixel_in_padding(d, 0, 0))))
-        for (const operand &o : r.operands)
-            if (o.from != operand::source::values || o.values.size() > 1)
-                return "oneDNN 2.6 brgconv/brdgmm reads per-channel post-op operands of a grouped convolution wrongly "
-                       "for a single output pixel";
+    if (r.grouped && d.mb * d.oh * d.ow == 1 && (brdgmm || (brgconv && pixel_in_padding(d, 0, 0))) &&
+        per_channel_operand(r))
+        return "oneDNN 2.6 brgconv/brdgmm reads per-channel post-op operands of a grouped convolution wrongly "
+               "for a single output pixel";
     if (brgconv && r.sum_op && some_pixel_in_padding(d))
         return "oneDNN 2.6 brgconv computes a sum post-op wrongly (or crashes) where an output pixel's window lies "
                "wholly in the padding";

@@ -315,21 +315,19 @@ std::string describe(const conv_case &c) {
 // "saturated": equal to within one f32 ulp at the top of the range.
 bool s32_saturated(float v) { return v >= 2147483520.f || v <= -2147483648.f; }
 
+// Whether the environment variable `name` is "1" (read once per name).
+bool env_on(const char *name) {
+    const char *v = std::getenv(name);
+    return v && std::string(v) == "1";
+}
 bool peer_enabled() {
-    static const bool on = [] {
-        const char *v = std::getenv("QCONV_FUZZ_PEER");
-        return v && std::string(v) == "1";
-    }();
+    static const bool on = env_on("QCONV_FUZZ_PEER");
     return on;
 }
-
 // QCONV_FUZZ_TRACE=1: every row and problem on stderr before it runs, so a
 // crash inside generated code (no symbols) names its row.
 bool trace_enabled() {
-    static const bool on = [] {
-        const char *v = std::getenv("QCONV_FUZZ_TRACE");
-        return v && std::string(v) == "1";
-    }();
+    static const bool on = env_on("QCONV_FUZZ_TRACE");
     return on;
 }
 
