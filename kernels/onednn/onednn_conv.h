@@ -50,10 +50,12 @@ std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set 
 std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr);
 
 // Table rows (dispatch/conv_list.cpp): a brgconv kind ("brgconv_1x1",
-// "brgconv") or oneDNN's AMX JIT convolution at an ISA level, and the
-// `onednn:any` peer. `name` must be the configuration's name
+// "brgconv") or oneDNN's AMX JIT convolution at an ISA level, a brgconv kind
+// as a peer (run only when forced by name: the untrusted brgconv AMX rows),
+// and the `onednn:any` peer. `name` must be the configuration's name
 // ("onednn:<kind>:<isa>").
 conv_entry brgconv_row(const std::string &name, const std::string &kind, isa level);
+conv_entry brgconv_peer_row(const std::string &name, const std::string &kind, isa level);
 conv_entry jit_row(const std::string &name, isa level);
 conv_entry any_row();
 
