@@ -12,6 +12,11 @@
 // The cap (QCONV_MAX_CPU_ISA, read once, or set_max_cpu_isa()) only lowers
 // the level the dispatcher sees, max_cpu_isa() = min(detected, cap), and
 // keeps the features that level allows (cap_allows()).
+//
+// set_amx_emulated() is the test suite's hook (tests/support/amx_emulator.h):
+// while on, the detected features gain AMX on an AVX-512 VNNI + BF16 host,
+// and a detection that runs while it is on does not ask for the permission,
+// so the process's tile instructions trap (SIGILL) into the emulator.
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -29,6 +34,8 @@
 
 namespace qconv {
 namespace {
+
+std::atomic<bool> amx_emulation{false}; // set_amx_emulated()
 
 bool cpu_has_avx_vnni() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -81,7 +88,7 @@ impl::feature_set detect_features() {
     if (f.avx512vnni) s.add(cpu_feature::avx512_core_vnni);
     if (f.avx512vbmi) s.add(cpu_feature::avx512_vbmi);
     if (f.avx512_bf16) s.add(cpu_feature::avx512_bf16);
-    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && os_grants_amx()) {
+    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && !amx_emulation.load() && os_grants_amx()) {
         s.add(cpu_feature::amx_int8);
         if (f.amx_bf16) s.add(cpu_feature::amx_bf16);
     }
@@ -184,15 +191,19 @@ bool cap_allows(isa level, cpu_feature f) {
     return false;
 }
 
+void set_amx_emulated(bool on) { amx_emulation.store(on); }
+bool amx_emulated() { return amx_emulation.load(); }
+
 feature_set detected_features() {
     static const feature_set s = detect_features();
-    return s;
+    if (!amx_emulated() || !s.has(cpu_feature::avx512_core_vnni) || !s.has(cpu_feature::avx512_bf16)) return s;
+    feature_set e = s;
+    e.add(cpu_feature::amx_int8);
+    e.add(cpu_feature::amx_bf16);
+    return e;
 }
 
-isa detected_isa() {
-    static const isa level = level_of(detected_features());
-    return level;
-}
+isa detected_isa() { return level_of(detected_features()); }
 
 platform host_platform() {
     platform p;

@@ -89,6 +89,13 @@ struct platform {
     std::string key() const { return str() + ":" + features.str(); }
 };
 
+// Test hook (tests/support/amx_emulator.h): while on, the detected features
+// (and so host_platform()) add amx_int8 and amx_bf16 on a host with AVX-512
+// VNNI and BF16, and a first detection made while on does not request the
+// Linux AMX permission, so tile instructions trap into the emulator.
+void set_amx_emulated(bool on);
+bool amx_emulated();
+
 // What the CPU and OS support (uncapped), detected once.
 isa detected_isa();
 feature_set detected_features();

@@ -1,0 +1,713 @@
+// The AMX emulator (amx_emulator.h): the SIGILL handler, the decoder of the
+// tile instructions and their semantics on a per-thread tile file.
+//
+// Everything the handler reaches is async-signal-safe: the tile file and the
+// counter slot index live in initial-exec TLS (no allocation, no lazy TLS
+// initialisation), the counters are lock-free atomics in a static table, and
+// messages go out through write(2). The handler sets MXCSR for the bf16 / fp16
+// arithmetic (round to nearest even, DAZ, FTZ, exceptions masked) and puts
+// the caller's back before it returns.
+#include "tests/support/amx_emulator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "dispatch/platform.h"
+
+namespace qconv::test {
+namespace {
+
+constexpr unsigned n_tiles = 8;
+constexpr unsigned max_rows = 16;
+constexpr unsigned max_colsb = 64;
+
+// One thread's tile state. Outside a tile's configured rows x colsb every
+// byte is zero (LDTILECFG zeroes all, writes zero what they do not fill).
+struct tile_file {
+    alignas(64) uint8_t data[n_tiles][max_rows][max_colsb];
+    bool configured;
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t rows[n_tiles];
+    uint16_t colsb[n_tiles];
+    uint8_t hardware_cfg[64]; // the CPU's TILECFG as last seen (AMX CPUs: see on_sigill)
+};
+thread_local tile_file tiles __attribute__((tls_model("initial-exec")));
+
+// ---------------------------------------------------------------- counters
+
+constexpr unsigned n_ops = static_cast<unsigned>(amx_op::count);
+constexpr int max_counted_threads = 256;
+
+struct counter_block {
+    std::atomic<uint64_t> ops[n_ops];
+    std::atomic<uint64_t> macs;
+    std::atomic<uint64_t> capacity;
+};
+// One block per thread, claimed on its first emulated instruction and never
+// released; threads beyond the table share the last block.
+counter_block counter_table[max_counted_threads + 1];
+std::atomic<int> counter_blocks_claimed{0};
+thread_local int counter_slot __attribute__((tls_model("initial-exec"))) = 0; // 1-based, 0: none yet
+
+counter_block &thread_block() {
+    if (counter_slot == 0) {
+        const int i = counter_blocks_claimed.fetch_add(1, std::memory_order_relaxed);
+        counter_slot = (i < max_counted_threads ? i : max_counted_threads) + 1;
+    }
+    return counter_table[counter_slot - 1];
+}
+
+void count(amx_op op, uint64_t macs = 0, uint64_t capacity = 0) {
+    counter_block &b = thread_block();
+    b.ops[static_cast<unsigned>(op)].fetch_add(1, std::memory_order_relaxed);
+    if (capacity) {
+        b.macs.fetch_add(macs, std::memory_order_relaxed);
+        b.capacity.fetch_add(capacity, std::memory_order_relaxed);
+    }
+}
+
+amx_counters read_block(const counter_block &b) {
+    amx_counters c;
+    for (unsigned i = 0; i < n_ops; ++i) c.ops[i] = b.ops[i].load(std::memory_order_relaxed);
+    c.macs = b.macs.load(std::memory_order_relaxed);
+    c.capacity = b.capacity.load(std::memory_order_relaxed);
+    return c;
+}
+
+// ---------------------------------------------------------------- faults
+
+void write_str(const char *s) {
+    const size_t n = strlen(s);
+    if (write(STDERR_FILENO, s, n) < 0) return;
+}
+
+void write_hex(uint64_t v) {
+    char buf[19] = "0x";
+    for (int i = 0; i < 16; ++i) buf[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+    buf[18] = 0;
+    write_str(buf);
+}
+
+// A fault the hardware raises: said on stderr with the instruction's address,
+// then abort.
+[[noreturn]] void fault(const char *kind, const char *what, uint64_t rip) {
+    write_str("qconv amx emulator: ");
+    write_str(kind);
+    write_str(" (");
+    write_str(what);
+    write_str(") at ");
+    write_hex(rip);
+    write_str("\n");
+    abort();
+}
+
+// ---------------------------------------------------------------- decoding
+
+struct insn {
+    amx_op op;
+    unsigned length;
+    unsigned tile;  // ModRM.reg: the tile of loads, stores, TILEZERO; TDP's dst
+    unsigned src1;  // TDP: ModRM.rm
+    unsigned src2;  // TDP: VEX.vvvv
+    uint64_t addr;  // memory operand: base + displacement
+    int64_t stride; // TILELOADD / TILESTORED: index << scale
+};
+
+// gregs index of x86 register number 0..15 (rax, rcx, ..., r15).
+constexpr int greg_of[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
+                             REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+
+// The memory operand at p (ModRM first): sets addr / stride and the bytes it
+// takes; false for register forms.
+bool decode_memory(const uint8_t *p, bool vex_x, bool vex_b, const greg_t *g, uint64_t next_rip_base, insn &in,
+                   unsigned &bytes) {
+    const unsigned mod = p[0] >> 6, rm = p[0] & 7;
+    if (mod == 3) return false;
+    unsigned n = 1;
+    uint64_t addr = 0;
+    int64_t stride = 0;
+    bool rip_relative = false;
+    if (rm == 4) {
+        const uint8_t sib = p[n++];
+        const unsigned scale = sib >> 6, index = ((sib >> 3) & 7) | (vex_x ? 8 : 0), base = (sib & 7) | (vex_b ? 8 : 0);
+        if (index != 4) stride = static_cast<int64_t>(static_cast<uint64_t>(g[greg_of[index]]) << scale);
+        if ((base & 7) == 5 && mod == 0)
+            ; // no base: disp32 follows
+        else addr = static_cast<uint64_t>(g[greg_of[base]]);
+    } else if (rm == 5 && mod == 0) {
+        rip_relative = true;
+    } else {
+        addr = static_cast<uint64_t>(g[greg_of[rm | (vex_b ? 8 : 0)]]);
+    }
+    const bool disp32 = mod == 2 || (mod == 0 && (rip_relative || (rm == 4 && (p[1] & 7) == 5)));
+    int64_t disp = 0;
+    if (mod == 1) {
+        disp = static_cast<int8_t>(p[n]);
+        n += 1;
+    } else if (disp32) {
+        int32_t d;
+        memcpy(&d, p + n, 4);
+        disp = d;
+        n += 4;
+    }
+    bytes = n;
+    in.addr = addr + static_cast<uint64_t>(disp);
+    if (rip_relative) in.addr += next_rip_base + n; // next_rip_base: address of the ModRM byte
+    in.stride = stride;
+    return true;
+}
+
+// Decodes the tile instruction at `ip`; false when it is none of those the
+// emulator knows (the SIGILL is then handed on).
+bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
+    if (ip[0] != 0xc4) return false;
+    const uint8_t b1 = ip[1], b2 = ip[2];
+    if ((b1 & 0x1f) != 2) return false;                  // map 0F38
+    if ((b2 & 0x80) != 0 || (b2 & 4) != 0) return false; // W0, L0 (VEX.128)
+    const bool r = !(b1 & 0x80), x = !(b1 & 0x40), b = !(b1 & 0x20);
+    const unsigned vvvv = (~b2 >> 3) & 0xf, pp = b2 & 3;
+    const uint8_t opcode = ip[3], modrm = ip[4];
+    const unsigned mod = modrm >> 6, reg = ((modrm >> 3) & 7) | (r ? 8 : 0), rm = (modrm & 7) | (b ? 8 : 0);
+    in.tile = reg;
+    in.src1 = rm;
+    in.src2 = vvvv;
+    in.addr = 0;
+    in.stride = 0;
+    const uint64_t modrm_addr = reinterpret_cast<uint64_t>(ip + 4);
+    unsigned mem_bytes = 0;
+
+    if (opcode == 0x49) {
+        if (vvvv != 0) return false;
+        if (mod == 3) {
+            if (pp == 0 && modrm == 0xc0) in.op = amx_op::tilerelease;
+            else if (pp == 3 && (modrm & 7) == 0 && !b && reg < n_tiles) in.op = amx_op::tilezero;
+            else return false;
+            in.length = 5;
+            return true;
+        }
+        if (reg != 0 || (pp != 0 && pp != 1)) return false;
+        in.op = pp == 0 ? amx_op::ldtilecfg : amx_op::sttilecfg;
+        decode_memory(ip + 4, x, b, g, modrm_addr, in, mem_bytes);
+        in.length = 4 + mem_bytes;
+        return true;
+    }
+    if (opcode == 0x4b) {
+        if (vvvv != 0 || mod == 3 || (modrm & 7) != 4 || reg >= n_tiles) return false;
+        if (pp == 3) in.op = amx_op::tileloadd;
+        else if (pp == 1) in.op = amx_op::tileloaddt1;
+        else if (pp == 2) in.op = amx_op::tilestored;
+        else return false;
+        decode_memory(ip + 4, x, b, g, modrm_addr, in, mem_bytes);
+        in.length = 4 + mem_bytes;
+        return true;
+    }
+    if (opcode == 0x5e || opcode == 0x5c) {
+        if (mod != 3 || reg >= n_tiles || rm >= n_tiles || vvvv >= n_tiles) return false;
+        if (opcode == 0x5e) {
+            constexpr amx_op by_pp[4] = {amx_op::tdpbuud, amx_op::tdpbusd, amx_op::tdpbsud, amx_op::tdpbssd};
+            in.op = by_pp[pp];
+        } else if (pp == 2) {
+            in.op = amx_op::tdpbf16ps;
+        } else if (pp == 3) {
+            in.op = amx_op::tdpfp16ps;
+        } else {
+            return false;
+        }
+        in.length = 5;
+        return true;
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------- semantics
+
+void init_state(tile_file &t) {
+    uint8_t hw[64];
+    memcpy(hw, t.hardware_cfg, 64);
+    memset(&t, 0, sizeof t);
+    memcpy(t.hardware_cfg, hw, 64);
+}
+
+void do_ldtilecfg(tile_file &t, const insn &in, uint64_t rip) {
+    uint8_t m[64];
+    memcpy(m, reinterpret_cast<const void *>(in.addr), 64);
+    if (m[0] == 0) return init_state(t);
+    if (m[0] != 1) fault("#GP", "ldtilecfg: palette other than 0 or 1", rip);
+    for (int i = 2; i < 16; ++i)
+        if (m[i]) fault("#GP", "ldtilecfg: reserved byte 2..15 not zero", rip);
+    for (int i = 32; i < 48; ++i)
+        if (m[i]) fault("#GP", "ldtilecfg: reserved byte 32..47 not zero", rip);
+    for (int i = 56; i < 64; ++i)
+        if (m[i]) fault("#GP", "ldtilecfg: reserved byte 56..63 not zero", rip);
+    for (unsigned i = 0; i < n_tiles; ++i) {
+        const unsigned colsb = m[16 + 2 * i] | (m[17 + 2 * i] << 8), rows = m[48 + i];
+        if (rows > max_rows) fault("#GP", "ldtilecfg: more than 16 rows", rip);
+        if (colsb > max_colsb) fault("#GP", "ldtilecfg: more than 64 bytes per row", rip);
+        if ((rows == 0) != (colsb == 0))
+            fault("#GP", "ldtilecfg: a tile with rows but no columns or columns but no rows", rip);
+    }
+    init_state(t);
+    t.configured = true;
+    t.palette = 1;
+    t.start_row = m[1];
+    for (unsigned i = 0; i < n_tiles; ++i) {
+        t.colsb[i] = static_cast<uint16_t>(m[16 + 2 * i] | (m[17 + 2 * i] << 8));
+        t.rows[i] = m[48 + i];
+    }
+}
+
+// The 64 bytes STTILECFG writes.
+void cfg_image(const tile_file &t, uint8_t m[64]) {
+    memset(m, 0, 64);
+    if (t.configured) {
+        m[0] = t.palette;
+        m[1] = t.start_row;
+        for (unsigned i = 0; i < n_tiles; ++i) {
+            m[16 + 2 * i] = static_cast<uint8_t>(t.colsb[i]);
+            m[17 + 2 * i] = static_cast<uint8_t>(t.colsb[i] >> 8);
+            m[48 + i] = t.rows[i];
+        }
+    }
+}
+
+void do_sttilecfg(const tile_file &t, const insn &in) {
+    uint8_t m[64];
+    cfg_image(t, m);
+    memcpy(reinterpret_cast<void *>(in.addr), m, 64);
+}
+
+// The configuration LDTILECFG loaded on the hardware: taken over with the
+// tiles zeroed.
+void adopt_cfg(tile_file &t, const uint8_t m[64]) {
+    init_state(t);
+    memcpy(t.hardware_cfg, m, 64);
+    if (m[0] == 0) return;
+    t.configured = true;
+    t.palette = m[0];
+    t.start_row = m[1];
+    for (unsigned i = 0; i < n_tiles; ++i) {
+        t.colsb[i] = static_cast<uint16_t>(m[16 + 2 * i] | (m[17 + 2 * i] << 8));
+        t.rows[i] = m[48 + i];
+    }
+}
+
+void need_configured(const tile_file &t, const char *what, uint64_t rip) {
+    if (!t.configured) fault("#UD", what, rip);
+}
+
+void need_valid(const tile_file &t, unsigned tile, const char *what, uint64_t rip) {
+    need_configured(t, what, rip);
+    if (t.rows[tile] == 0) fault("#UD", what, rip);
+}
+
+// Loads and stores: a valid tile of whole dwords per row, start_row inside.
+void check_load_store(const tile_file &t, unsigned tile, const char *what, uint64_t rip) {
+    need_valid(t, tile, what, rip);
+    if (t.colsb[tile] % 4) fault("#UD", "tile load / store: colsb not a multiple of 4", rip);
+    if (t.start_row >= t.rows[tile]) fault("#UD", "tile load / store: start_row >= rows", rip);
+}
+
+void do_tileload(tile_file &t, const insn &in, uint64_t rip) {
+    check_load_store(t, in.tile, "tileloadd: tiles or this tile not configured", rip);
+    const unsigned rows = t.rows[in.tile], colsb = t.colsb[in.tile];
+    for (unsigned r = t.start_row; r < rows; ++r)
+        memcpy(t.data[in.tile][r], reinterpret_cast<const void *>(in.addr + static_cast<uint64_t>(in.stride) * r),
+               colsb);
+    t.start_row = 0;
+}
+
+void do_tilestore(tile_file &t, const insn &in, uint64_t rip) {
+    check_load_store(t, in.tile, "tilestored: tiles or this tile not configured", rip);
+    const unsigned rows = t.rows[in.tile], colsb = t.colsb[in.tile];
+    for (unsigned r = t.start_row; r < rows; ++r)
+        memcpy(reinterpret_cast<void *>(in.addr + static_cast<uint64_t>(in.stride) * r), t.data[in.tile][r], colsb);
+    t.start_row = 0;
+}
+
+void do_tilezero(tile_file &t, const insn &in, uint64_t rip) {
+    need_valid(t, in.tile, "tilezero: tiles or this tile not configured", rip);
+    memset(t.data[in.tile], 0, sizeof t.data[in.tile]);
+    t.start_row = 0;
+}
+
+// The #UD checks of every TDP: configured, three different valid tiles of
+// shapes dst M x N, src1 M x K, src2 K x N (K and N in dwords).
+void check_tdp(const tile_file &t, const insn &in, uint64_t rip) {
+    need_configured(t, "tdp: tiles not configured", rip);
+    const unsigned d = in.tile, a = in.src1, b = in.src2;
+    if (d == a || d == b || a == b) fault("#UD", "tdp: two operands name the same tile", rip);
+    if (!t.rows[d] || !t.rows[a] || !t.rows[b]) fault("#UD", "tdp: an operand tile is not configured", rip);
+    if (t.colsb[d] % 4 || t.colsb[a] % 4 || t.colsb[b] % 4) fault("#UD", "tdp: a colsb not a multiple of 4", rip);
+    if (t.rows[d] != t.rows[a]) fault("#UD", "tdp: dst rows != src1 rows", rip);
+    if (t.colsb[a] / 4 != t.rows[b]) fault("#UD", "tdp: src1 colsb / 4 != src2 rows", rip);
+    if (t.colsb[d] != t.colsb[b]) fault("#UD", "tdp: dst colsb != src2 colsb", rip);
+}
+
+int32_t load_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+void store_i32(uint8_t *p, int32_t v) { memcpy(p, &v, 4); }
+
+template <bool a_signed, bool b_signed>
+void tdp_int8(tile_file &t, const insn &in) {
+    const unsigned d = in.tile, a = in.src1, b = in.src2;
+    const unsigned m_rows = t.rows[d], n_cols = t.colsb[d] / 4, k_dwords = t.colsb[a] / 4;
+    for (unsigned m = 0; m < m_rows; ++m)
+        for (unsigned n = 0; n < n_cols; ++n) {
+            uint32_t acc = static_cast<uint32_t>(load_i32(&t.data[d][m][4 * n]));
+            for (unsigned k = 0; k < k_dwords; ++k)
+                for (unsigned i = 0; i < 4; ++i) {
+                    const uint8_t x = t.data[a][m][4 * k + i], y = t.data[b][k][4 * n + i];
+                    const int32_t xv = a_signed ? static_cast<int8_t>(x) : x;
+                    const int32_t yv = b_signed ? static_cast<int8_t>(y) : y;
+                    acc += static_cast<uint32_t>(xv * yv);
+                }
+            store_i32(&t.data[d][m][4 * n], static_cast<int32_t>(acc));
+        }
+    t.start_row = 0;
+}
+
+float as_float(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+uint16_t load_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+// One fused step c + a * b, rounded once, under the handler's MXCSR (round to
+// nearest even, denormal inputs read as zero, denormal results flushed).
+__attribute__((target("fma"))) float fused(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+float sum(float a, float b) { return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(a), _mm_set_ss(b))); }
+
+float bf16_value(const uint8_t *p) { return as_float(static_cast<uint32_t>(load_u16(p)) << 16); }
+
+__attribute__((target("f16c"))) float fp16_value(const uint8_t *p) { return _cvtsh_ss(load_u16(p)); }
+
+// TDPBF16PS / TDPFP16PS: per output element, one chain over the even and one
+// over the odd elements of K, each step fused; then dst + (even + odd).
+template <float (*value)(const uint8_t *)>
+void tdp_float(tile_file &t, const insn &in) {
+    const unsigned d = in.tile, a = in.src1, b = in.src2;
+    const unsigned m_rows = t.rows[d], n_cols = t.colsb[d] / 4, k_pairs = t.colsb[a] / 4;
+    for (unsigned m = 0; m < m_rows; ++m)
+        for (unsigned n = 0; n < n_cols; ++n) {
+            float even = 0.f, odd = 0.f;
+            for (unsigned k = 0; k < k_pairs; ++k) {
+                even = fused(value(&t.data[a][m][4 * k]), value(&t.data[b][k][4 * n]), even);
+                odd = fused(value(&t.data[a][m][4 * k + 2]), value(&t.data[b][k][4 * n + 2]), odd);
+            }
+            const float r = sum(as_float(load_u32(&t.data[d][m][4 * n])), sum(even, odd));
+            memcpy(&t.data[d][m][4 * n], &r, 4);
+        }
+    t.start_row = 0;
+}
+
+void do_tdp(tile_file &t, const insn &in, uint64_t rip) {
+    check_tdp(t, in, rip);
+    const uint64_t useful = uint64_t(t.rows[in.tile]) * (t.colsb[in.tile] / 4);
+    switch (in.op) {
+    case amx_op::tdpbssd: tdp_int8<true, true>(t, in); break;
+    case amx_op::tdpbsud: tdp_int8<true, false>(t, in); break;
+    case amx_op::tdpbusd: tdp_int8<false, true>(t, in); break;
+    case amx_op::tdpbuud: tdp_int8<false, false>(t, in); break;
+    case amx_op::tdpbf16ps: tdp_float<bf16_value>(t, in); break;
+    case amx_op::tdpfp16ps: tdp_float<fp16_value>(t, in); break;
+    default: break;
+    }
+    const bool int8 = in.op != amx_op::tdpbf16ps && in.op != amx_op::tdpfp16ps;
+    const uint64_t k = int8 ? (t.colsb[in.src1] / 4) * 4 : (t.colsb[in.src1] / 4) * 2;
+    count(in.op, useful * k, int8 ? 16 * 64 * 16 : 16 * 32 * 16);
+}
+
+void execute(const insn &in, uint64_t rip) {
+    tile_file &t = tiles;
+    switch (in.op) {
+    case amx_op::ldtilecfg: do_ldtilecfg(t, in, rip); break;
+    case amx_op::sttilecfg: do_sttilecfg(t, in); break;
+    case amx_op::tilerelease: init_state(t); break;
+    case amx_op::tilezero: do_tilezero(t, in, rip); break;
+    case amx_op::tileloadd:
+    case amx_op::tileloaddt1: do_tileload(t, in, rip); break;
+    case amx_op::tilestored: do_tilestore(t, in, rip); break;
+    default: return do_tdp(t, in, rip);
+    }
+    count(in.op);
+}
+
+// ---------------------------------------------------------------- the handler
+
+struct sigaction previous_action;
+std::mutex install_mutex;
+int install_count = 0;
+
+// Hands a SIGILL the emulator does not decode to the handler before it; with
+// the default action (or SIG_IGN, which Linux does not honour for a faulting
+// instruction) the instruction runs again and kills the process with SIGILL.
+void hand_on(int sig, siginfo_t *info, void *context) {
+    const struct sigaction &p = previous_action;
+    if (p.sa_flags & SA_SIGINFO) {
+        if (p.sa_sigaction) return p.sa_sigaction(sig, info, context);
+    } else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+        return p.sa_handler(sig);
+    }
+    signal(SIGILL, SIG_DFL);
+}
+
+// On an AMX CPU without the permission only the tile data (XTILEDATA) is
+// disabled: LDTILECFG, STTILECFG and TILERELEASE run on the hardware and the
+// rest traps. The configuration then lives in the CPU's TILECFG, which the
+// signal frame's XSAVE area holds (component 17, standard format; Linux
+// restores it from there). Before an instruction the emulator takes over a
+// configuration the hardware loaded since it last looked; after it, it
+// writes its own back (start_row changes), so that the program's native
+// STTILECFG sees it.
+int tilecfg_offset = 0; // of component 17 in the XSAVE area; 0: every instruction traps
+
+// The TILECFG bytes of the frame and its XSTATE_BV, or false when the frame
+// has no XSAVE area with TILECFG.
+bool frame_tilecfg(ucontext_t *uc, uint8_t **cfg, uint64_t **xstate_bv) {
+    uint8_t *area = reinterpret_cast<uint8_t *>(uc->uc_mcontext.fpregs);
+    if (!area || tilecfg_offset == 0) return false;
+    uint32_t magic = 0, xstate_size = 0;
+    uint64_t xfeatures = 0;
+    memcpy(&magic, area + 464, 4); // struct _fpx_sw_bytes in the FXSAVE area's software bytes
+    memcpy(&xfeatures, area + 472, 8);
+    memcpy(&xstate_size, area + 480, 4);
+    if (magic != 0x46505853u || !((xfeatures >> 17) & 1) || uint32_t(tilecfg_offset) + 64 > xstate_size) return false;
+    *cfg = area + tilecfg_offset;
+    *xstate_bv = reinterpret_cast<uint64_t *>(area + 512);
+    return true;
+}
+
+void take_hardware_cfg(tile_file &t, ucontext_t *uc) {
+    uint8_t *cfg;
+    uint64_t *bv;
+    if (!frame_tilecfg(uc, &cfg, &bv)) return;
+    uint8_t hw[64] = {};
+    if ((*bv >> 17) & 1) memcpy(hw, cfg, 64);
+    if (memcmp(hw, t.hardware_cfg, 64) != 0) adopt_cfg(t, hw);
+}
+
+void give_hardware_cfg(tile_file &t, ucontext_t *uc) {
+    uint8_t *cfg;
+    uint64_t *bv;
+    if (!frame_tilecfg(uc, &cfg, &bv)) return;
+    uint8_t mine[64];
+    cfg_image(t, mine);
+    if (memcmp(mine, t.hardware_cfg, 64) == 0) return;
+    memcpy(t.hardware_cfg, mine, 64);
+    if (mine[0] == 0) {
+        *bv &= ~(uint64_t(1) << 17); // the init state
+    } else {
+        memcpy(cfg, mine, 64);
+        *bv |= uint64_t(1) << 17;
+    }
+}
+
+// Decodes and performs the instruction at the context's RIP; false when it
+// is none of the emulator's.
+bool emulate(ucontext_t *uc) {
+    greg_t *g = uc->uc_mcontext.gregs;
+    const uint64_t rip = static_cast<uint64_t>(g[REG_RIP]);
+    insn in;
+    if (!decode(reinterpret_cast<const uint8_t *>(rip), g, in)) return false;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1f80 | 0x8000 | 0x0040); // all masked, nearest even, FTZ, DAZ
+    take_hardware_cfg(tiles, uc);
+    execute(in, rip);
+    give_hardware_cfg(tiles, uc);
+    _mm_setcsr(csr);
+    g[REG_RIP] = static_cast<greg_t>(rip + in.length);
+    return true;
+}
+
+void on_sigill(int sig, siginfo_t *info, void *context) {
+    if (!emulate(static_cast<ucontext_t *>(context))) hand_on(sig, info, context);
+}
+
+// ---------------------------------------------------------------- platform
+
+bool env_is(const char *v, const char *s) { return v && strcmp(v, s) == 0; }
+
+std::atomic<int> emulation_count{0};
+
+// QCONV_TEST_AMX=emulate (or no AMX and no setting): a process that links the
+// emulator runs emulated from start-up, before anything could ask Linux for
+// the AMX permission.
+struct startup_emulation {
+    startup_emulation() {
+        if (amx_test_mode() == amx_mode::emulate) emulation = new amx_emulation;
+    }
+    amx_emulation *emulation = nullptr; // lives as long as the process
+} startup;
+
+} // namespace
+
+const char *to_string(amx_mode m) {
+    switch (m) {
+    case amx_mode::native: return "native";
+    case amx_mode::emulate: return "emulate";
+    case amx_mode::both: return "both";
+    }
+    return "?";
+}
+
+amx_mode amx_test_mode() {
+    const char *v = getenv("QCONV_TEST_AMX");
+    if (env_is(v, "native")) return amx_mode::native;
+    if (env_is(v, "emulate")) return amx_mode::emulate;
+    if (env_is(v, "both")) return amx_mode::both;
+    if (v && *v) {
+        write_str("QCONV_TEST_AMX must be native, emulate or both\n");
+        abort();
+    }
+    return cpu_has_amx() ? amx_mode::native : amx_mode::emulate;
+}
+
+bool cpu_has_amx() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_max(0, nullptr) < 0x1d) return false;
+    __cpuid_count(1, 0, eax, ebx, ecx, edx);
+    if (!((ecx >> 27) & 1)) return false; // OSXSAVE
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    const bool tile = (edx >> 24) & 1, int8 = (edx >> 25) & 1, bf16 = (edx >> 22) & 1;
+    if (!(tile && int8 && bf16)) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((lo >> 17) & 3) == 3; // XTILECFG and XTILEDATA enabled
+}
+
+bool amx_permission_granted() {
+    constexpr long arch_get_xcomp_perm = 0x1022;
+    unsigned long long bitmask = 0;
+    if (syscall(SYS_arch_prctl, arch_get_xcomp_perm, &bitmask) != 0) return false;
+    return (bitmask >> 18) & 1ull;
+}
+
+bool request_amx_permission() {
+    constexpr long arch_req_xcomp_perm = 0x1023;
+    if (syscall(SYS_arch_prctl, arch_req_xcomp_perm, 18L) != 0) return false;
+    return amx_permission_granted();
+}
+
+void install_amx_handler() {
+    std::lock_guard<std::mutex> lock(install_mutex);
+    if (install_count++) return;
+    if (cpu_has_amx()) {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        __cpuid_count(0xd, 17, eax, ebx, ecx, edx);
+        tilecfg_offset = eax == 64 ? int(ebx) : 0;
+    }
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = on_sigill;
+    a.sa_flags = SA_SIGINFO;
+    sigemptyset(&a.sa_mask);
+    sigaction(SIGILL, &a, &previous_action);
+}
+
+void remove_amx_handler() {
+    std::lock_guard<std::mutex> lock(install_mutex);
+    if (install_count == 0 || --install_count) return;
+    sigaction(SIGILL, &previous_action, nullptr);
+}
+
+amx_emulation::amx_emulation() {
+    install_amx_handler();
+    if (emulation_count.fetch_add(1) == 0) impl::set_amx_emulated(true);
+    // oneDNN's own AMX kernels would ask for the permission; refused once
+    // oneDNN has chosen its ISA, which then stays as it is.
+    dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_bf16);
+}
+
+amx_emulation::~amx_emulation() {
+    if (emulation_count.fetch_sub(1) == 1) impl::set_amx_emulated(false);
+    remove_amx_handler();
+}
+
+bool amx_config_traps() { return !cpu_has_amx(); }
+
+bool emulate_amx_instruction(void *uc) { return emulate(static_cast<ucontext_t *>(uc)); }
+
+bool amx_emulation::traps() const { return !amx_permission_granted(); }
+
+const char *to_string(amx_op op) {
+    constexpr const char *names[n_ops] = {"ldtilecfg",   "sttilecfg",  "tilerelease", "tilezero", "tileloadd",
+                                          "tileloaddt1", "tilestored", "tdpbssd",     "tdpbsud",  "tdpbusd",
+                                          "tdpbuud",     "tdpbf16ps",  "tdpfp16ps"};
+    const unsigned i = static_cast<unsigned>(op);
+    return i < n_ops ? names[i] : "?";
+}
+
+uint64_t amx_counters::instructions() const {
+    uint64_t n = 0;
+    for (uint64_t v : ops) n += v;
+    return n;
+}
+
+uint64_t amx_counters::tdps() const {
+    uint64_t n = 0;
+    for (amx_op op :
+         {amx_op::tdpbssd, amx_op::tdpbsud, amx_op::tdpbusd, amx_op::tdpbuud, amx_op::tdpbf16ps, amx_op::tdpfp16ps})
+        n += of(op);
+    return n;
+}
+
+double amx_counters::utilisation() const { return capacity ? double(macs) / double(capacity) : 0.0; }
+
+amx_counters &amx_counters::operator+=(const amx_counters &o) {
+    for (unsigned i = 0; i < n_ops; ++i) ops[i] += o.ops[i];
+    macs += o.macs;
+    capacity += o.capacity;
+    return *this;
+}
+
+amx_counters amx_thread_counters() {
+    return counter_slot ? read_block(counter_table[counter_slot - 1]) : amx_counters{};
+}
+
+amx_counters amx_total_counters() {
+    amx_counters c;
+    const int n = counter_blocks_claimed.load(std::memory_order_relaxed);
+    for (int i = 0; i <= max_counted_threads && i < n; ++i) c += read_block(counter_table[i]);
+    return c;
+}
+
+void reset_amx_counters() {
+    for (counter_block &b : counter_table) {
+        for (auto &v : b.ops) v.store(0, std::memory_order_relaxed);
+        b.macs.store(0, std::memory_order_relaxed);
+        b.capacity.store(0, std::memory_order_relaxed);
+    }
+}
+
+} // namespace qconv::test
