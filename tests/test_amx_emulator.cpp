@@ -670,3 +670,372 @@ TEST(AmxEmulator, ReplaysRecordedVectors) {
 
 } // namespace
 } // namespace qconv::test
+
+namespace qconv::test {
+namespace {
+
+// ---------------------------------------------------------------- small programs
+
+using tile_fn = void (*)(const uint8_t *cfg, const uint8_t *in, uint8_t *out, uint8_t *cfg_out);
+
+// A program assembled by `body` after ldtilecfg [rdi], ending in tilerelease.
+struct small_program {
+    tile_asm g;
+    explicit small_program(const std::function<void(tile_asm &)> &body, bool release = true) {
+        g.ldtilecfg(g.ptr[g.rdi]);
+        body(g);
+        if (release) g.tilerelease();
+        g.ret();
+        g.ready();
+    }
+    tile_fn fn() const { return reinterpret_cast<tile_fn>(const_cast<uint8_t *>(g.getCode())); }
+    const uint8_t *code() const { return g.getCode(); }
+};
+
+// Configuration images.
+struct cfg_bytes {
+    uint8_t b[64] = {};
+    cfg_bytes &tile(int i, int rows, int colsb) {
+        b[0] = 1;
+        b[16 + 2 * i] = uint8_t(colsb);
+        b[48 + i] = uint8_t(rows);
+        return *this;
+    }
+    cfg_bytes &set(int byte, uint8_t v) {
+        b[byte] = v;
+        return *this;
+    }
+};
+
+alignas(64) uint8_t small_in[buffer_bytes], small_out[buffer_bytes], small_cfg_out[cfg_out_bytes];
+
+void run_small(const small_program &p, const cfg_bytes &c) {
+    p.fn()(c.b, small_in + buffer_middle, small_out + buffer_middle, small_cfg_out);
+}
+
+// ---------------------------------------------------------------- faults
+
+enum class fault { gp, ud, undecoded };
+
+struct fault_case {
+    const char *name;
+    fault kind;
+    bool config; // the faulting instruction is LDTILECFG (runs natively on an AMX CPU)
+    cfg_bytes cfg;
+    std::function<void(tile_asm &)> body;
+};
+
+std::vector<fault_case> fault_cases() {
+    auto load0 = [](tile_asm &g) {
+        g.mov(g.r8, 64);
+        g.tileloadd(g.tmm0, g.ptr[g.rsi + g.r8]);
+    };
+    auto store0 = [](tile_asm &g) {
+        g.mov(g.r8, 64);
+        g.tilestored(g.ptr[g.rdx + g.r8], g.tmm0);
+    };
+    auto tdp012 = [](tile_asm &g) { g.tdpbssd(g.tmm0, g.tmm1, g.tmm2); };
+    auto trio = [](int drows, int dcolsb, int arows, int acolsb, int brows, int bcolsb) {
+        return cfg_bytes().tile(0, drows, dcolsb).tile(1, arows, acolsb).tile(2, brows, bcolsb);
+    };
+    auto none = [](tile_asm &) {};
+    return {
+        {"palette 2", fault::gp, true, cfg_bytes().set(0, 2), none},
+        {"reserved byte 5", fault::gp, true, cfg_bytes().tile(0, 4, 16).set(5, 1), none},
+        {"reserved byte 40", fault::gp, true, cfg_bytes().tile(0, 4, 16).set(40, 1), none},
+        {"reserved byte 60", fault::gp, true, cfg_bytes().tile(0, 4, 16).set(60, 1), none},
+        {"17 rows", fault::gp, true, cfg_bytes().tile(0, 17, 16), none},
+        {"65 bytes per row", fault::gp, true, cfg_bytes().tile(0, 4, 65), none},
+        {"rows without columns", fault::gp, true, cfg_bytes().tile(0, 4, 0), none},
+        {"columns without rows", fault::gp, true, cfg_bytes().tile(0, 0, 4), none},
+        {"load, not configured", fault::ud, false, cfg_bytes(), load0},
+        {"load of a tile with no rows", fault::ud, false, cfg_bytes().tile(1, 4, 16), load0},
+        {"load, colsb 6", fault::ud, false, cfg_bytes().tile(0, 4, 6), load0},
+        {"store, colsb 23", fault::ud, false, cfg_bytes().tile(0, 4, 23), store0},
+        {"load, start_row 5 of 4 rows", fault::ud, false, cfg_bytes().tile(0, 4, 16).set(1, 5), load0},
+        {"tilezero, not configured", fault::ud, false, cfg_bytes(), [](tile_asm &g) { g.tilezero(g.tmm1); }},
+        {"tdp, not configured", fault::ud, false, cfg_bytes(), tdp012},
+        {"tdp, dst rows != src1 rows", fault::ud, false, trio(4, 16, 5, 16, 4, 16), tdp012},
+        {"tdp, src2 rows != src1 colsb / 4", fault::ud, false, trio(4, 16, 4, 16, 5, 16), tdp012},
+        {"tdp, src2 colsb != dst colsb", fault::ud, false, trio(4, 16, 4, 16, 4, 20), tdp012},
+        {"tdp, colsb 6", fault::ud, false, trio(4, 4, 4, 6, 1, 4), tdp012},
+        {"tdp, src1 = src2", fault::ud, false, trio(4, 16, 4, 16, 4, 16),
+         [](tile_asm &g) { g.tdpbssd(g.tmm0, g.tmm1, g.tmm1); }},
+        {"tdp, dst = src1", fault::ud, false, trio(4, 16, 4, 16, 4, 16),
+         [](tile_asm &g) { g.tdpbusd(g.tmm0, g.tmm0, g.tmm2); }},
+        {"tdp, an unconfigured source", fault::ud, false, trio(4, 16, 4, 16, 4, 16),
+         [](tile_asm &g) { g.tdpbf16ps(g.tmm0, g.tmm1, g.tmm3); }},
+        {"tilestored without an index (Xbyak's invalid form)", fault::undecoded, false, cfg_bytes().tile(0, 4, 16),
+         [](tile_asm &g) { g.tilestored(g.ptr[g.rdx], g.tmm0); }},
+    };
+}
+
+// Whether the emulator's death says the fault and an address.
+bool says(const child_result &r, fault f) {
+    const char *kind = f == fault::gp ? "qconv amx emulator: #GP" : "qconv amx emulator: #UD";
+    return r.killed_by(SIGABRT) && r.err.find(kind) != std::string::npos && r.err.find(" at 0x") != std::string::npos;
+}
+
+TEST(AmxEmulator, FaultsLikeTheHardwareAndLoudly) {
+    int checked_native = 0;
+    for (const fault_case &c : fault_cases()) {
+        SCOPED_TRACE(c.name);
+        const small_program p(c.body);
+        const int hw_signal = c.kind == fault::gp ? SIGSEGV : SIGILL;
+        if (cpu_has_amx()) {
+            const child_result hw = run_child([&] {
+                become_native();
+                signal(SIGSEGV, SIG_DFL), signal(SIGILL, SIG_DFL);
+                run_small(p, c.cfg);
+            });
+            EXPECT_TRUE(hw.killed_by(hw_signal)) << "hardware: " << hw.describe();
+            ++checked_native;
+        }
+        // Trapped: on an AMX CPU a bad LDTILECFG faults on the hardware itself.
+        const child_result emu = run_child([&] {
+            become_emulated();
+            run_small(p, c.cfg);
+        });
+        if (c.kind == fault::undecoded) EXPECT_TRUE(emu.killed_by(SIGILL)) << emu.describe();
+        else if (c.config && !amx_config_traps()) EXPECT_TRUE(emu.killed_by(SIGSEGV)) << emu.describe();
+        else EXPECT_TRUE(says(emu, c.kind)) << emu.describe();
+        // Stepped: the emulator's own check, whatever the CPU.
+        const child_result step = run_child([&] {
+            if (!step_program(p.code(), c.cfg.b, small_in + buffer_middle, small_out + buffer_middle, small_cfg_out))
+                _exit(7);
+        });
+        if (c.kind == fault::undecoded) EXPECT_TRUE(WIFEXITED(step.status) && WEXITSTATUS(step.status) == 7);
+        else EXPECT_TRUE(says(step, c.kind)) << step.describe();
+    }
+    if (!cpu_has_amx()) printf("[ amx      ] no AMX: the hardware's faults were not checked\n");
+    else printf("[ amx      ] %d fault cases checked on the hardware\n", checked_native);
+}
+
+// ---------------------------------------------------------------- unknown SIGILL
+
+std::atomic<int> previous_handler_calls{0};
+
+void previous_handler(int, siginfo_t *, void *context) {
+    previous_handler_calls.fetch_add(1);
+    static_cast<ucontext_t *>(context)->uc_mcontext.gregs[REG_RIP] += 2; // over ud2
+}
+
+TEST(AmxEmulator, HandsUnknownInstructionsOn) {
+    tile_asm g;
+    g.ud2();
+    g.ret();
+    g.ready();
+    auto fn = reinterpret_cast<void (*)()>(const_cast<uint8_t *>(g.getCode()));
+    // To the handler installed before the emulator's.
+    const child_result chained = run_child([&] {
+        struct sigaction a = {};
+        a.sa_sigaction = previous_handler;
+        a.sa_flags = SA_SIGINFO;
+        sigaction(SIGILL, &a, nullptr);
+        install_amx_handler();
+        fn();
+        fn();
+        _exit(previous_handler_calls.load() == 2 ? 0 : 9);
+    });
+    EXPECT_TRUE(chained.exited_ok()) << chained.describe();
+    // To the default action.
+    const child_result dies = run_child([&] {
+        install_amx_handler();
+        fn();
+    });
+    EXPECT_TRUE(dies.killed_by(SIGILL)) << dies.describe();
+    // Removing the handler restores the previous one.
+    const child_result removed = run_child([&] {
+        struct sigaction a = {};
+        a.sa_sigaction = previous_handler;
+        a.sa_flags = SA_SIGINFO;
+        sigaction(SIGILL, &a, nullptr);
+        install_amx_handler();
+        remove_amx_handler();
+        struct sigaction now = {};
+        sigaction(SIGILL, nullptr, &now);
+        _exit(now.sa_sigaction == previous_handler ? 0 : 9);
+    });
+    EXPECT_TRUE(removed.exited_ok()) << removed.describe();
+}
+
+// ---------------------------------------------------------------- counters
+
+TEST(AmxEmulator, CountsInstructionsAndMultiplyAdds) {
+    // dst 10 x 7 dwords, src1 10 x 12 dwords, src2 12 x 7 dwords.
+    const cfg_bytes cfg = cfg_bytes().tile(0, 10, 28).tile(1, 10, 48).tile(2, 12, 28);
+    const small_program p([](tile_asm &g) {
+        g.tilezero(g.tmm0);
+        g.mov(g.r8, 64);
+        g.tileloadd(g.tmm1, g.ptr[g.rsi + g.r8]);
+        g.tileloaddt1(g.tmm2, g.ptr[g.rsi + g.r8]);
+        g.tdpbusd(g.tmm0, g.tmm1, g.tmm2);
+        g.tdpbssd(g.tmm0, g.tmm1, g.tmm2);
+        g.tdpbf16ps(g.tmm0, g.tmm1, g.tmm2);
+        g.tilestored(g.ptr[g.rdx + g.r8], g.tmm0);
+        g.sttilecfg(g.ptr[g.rcx]);
+    });
+    reset_amx_counters();
+    const amx_counters before = amx_thread_counters();
+    EXPECT_EQ(before.instructions(), 0u);
+    ASSERT_TRUE(step_program(p.code(), cfg.b, small_in + buffer_middle, small_out + buffer_middle, small_cfg_out));
+    const amx_counters c = amx_thread_counters();
+    EXPECT_EQ(c.of(amx_op::ldtilecfg), 1u);
+    EXPECT_EQ(c.of(amx_op::sttilecfg), 1u);
+    EXPECT_EQ(c.of(amx_op::tilerelease), 1u);
+    EXPECT_EQ(c.of(amx_op::tilezero), 1u);
+    EXPECT_EQ(c.of(amx_op::tileloadd), 1u);
+    EXPECT_EQ(c.of(amx_op::tileloaddt1), 1u);
+    EXPECT_EQ(c.of(amx_op::tilestored), 1u);
+    EXPECT_EQ(c.of(amx_op::tdpbusd), 1u);
+    EXPECT_EQ(c.of(amx_op::tdpbssd), 1u);
+    EXPECT_EQ(c.of(amx_op::tdpbf16ps), 1u);
+    EXPECT_EQ(c.instructions(), 10u);
+    EXPECT_EQ(c.tdps(), 3u);
+    EXPECT_EQ(c.macs, 2u * 10 * 48 * 7 + 10u * 24 * 7);       // int8: rows x K bytes x N; bf16: K pairs x 2
+    EXPECT_EQ(c.capacity, 2u * 16 * 64 * 16 + 16u * 32 * 16); // the TDPs' full-size work
+    EXPECT_DOUBLE_EQ(c.utilisation(), double(8400) / double(40960));
+    EXPECT_EQ(amx_total_counters().instructions(), 10u);
+    reset_amx_counters();
+    EXPECT_EQ(amx_thread_counters().instructions(), 0u);
+    EXPECT_EQ(amx_total_counters().macs, 0u);
+}
+
+// ---------------------------------------------------------------- threads, MXCSR, cost
+
+TEST(AmxEmulator, OpenMPThreadsEachHaveTheirOwnTiles) {
+    const std::vector<program> ps = make_programs(5001, 64);
+    const code_pages code(ps);
+    std::vector<uint8_t> want(ps.size() * result_bytes);
+    ASSERT_TRUE(step_programs(ps, want.data()));
+    shared_buffer got(ps.size() * result_bytes), info(64);
+    const child_result r = run_child([&] {
+        become_emulated();
+        reset_amx_counters(); // the parent's stepped run counted too
+        int threads = 0;
+#pragma omp parallel num_threads(4)
+        {
+#pragma omp single
+            threads = omp_get_num_threads();
+            // Interleaved: each thread's program runs while the others run theirs.
+            std::vector<uint8_t> in(buffer_bytes);
+#pragma omp for schedule(static, 1)
+            for (int i = 0; i < int(ps.size()); ++i) {
+                uint8_t *res = got.data + size_t(i) * result_bytes;
+                memset(res, 0xa5, result_bytes);
+                memcpy(in.data(), ps[size_t(i)].input.data(), buffer_bytes);
+                code.entry(size_t(i))(ps[size_t(i)].cfg, in.data() + buffer_middle, res + cfg_out_bytes + buffer_middle,
+                                      res);
+            }
+        }
+        const uint64_t total = amx_total_counters().instructions();
+        memcpy(info.data, &threads, sizeof threads);
+        memcpy(info.data + 8, &total, sizeof total);
+    });
+    ASSERT_TRUE(r.exited_ok()) << r.describe();
+    int threads = 0;
+    uint64_t total = 0;
+    memcpy(&threads, info.data, sizeof threads);
+    memcpy(&total, info.data + 8, sizeof total);
+    EXPECT_EQ(threads, 4);
+    size_t trapped = 0;
+    for (size_t i = 0; i < ps.size(); ++i) {
+        trapped += size_t(ps[i].trapped());
+        EXPECT_EQ(first_difference(ps[i], want.data() + i * result_bytes, got.data + i * result_bytes), "");
+    }
+    EXPECT_EQ(total, trapped); // the sum over the threads' counters
+}
+
+TEST(AmxEmulator, IgnoresAndKeepsTheCallersMxcsr) {
+    std::vector<program> ps;
+    for (uint64_t seed = 7001; ps.size() < 40; ++seed) { // bf16 programs
+        program p = make_program(seed);
+        if (p.kind == data_kind::bf16_random || p.kind == data_kind::bf16_special) ps.push_back(std::move(p));
+    }
+    const code_pages code(ps);
+    std::vector<uint8_t> want(ps.size() * result_bytes);
+    ASSERT_TRUE(step_programs(ps, want.data()));
+    shared_buffer got(ps.size() * result_bytes);
+    const child_result r = run_child([&] {
+        become_emulated();
+        const unsigned odd_csr = 0x1f80 | 0x6000; // round toward zero, no FTZ / DAZ
+        _mm_setcsr(odd_csr);
+        run_programs(ps, code, got.data);
+        if (_mm_getcsr() != odd_csr) _exit(8);
+    });
+    ASSERT_TRUE(r.exited_ok()) << r.describe();
+    for (size_t i = 0; i < ps.size(); ++i)
+        EXPECT_EQ(first_difference(ps[i], want.data() + i * result_bytes, got.data + i * result_bytes), "");
+}
+
+TEST(AmxEmulator, CostOfATrappedInstruction) {
+    const cfg_bytes cfg = cfg_bytes().tile(0, 16, 64);
+    constexpr int n = 2000;
+    const small_program p([](tile_asm &g) {
+        for (int i = 0; i < n; ++i) g.tilezero(g.tmm0);
+    });
+    shared_buffer out(16);
+    const child_result r = run_child([&] {
+        become_emulated();
+        reset_amx_counters();
+        const auto t0 = std::chrono::steady_clock::now();
+        run_small(p, cfg);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        const uint64_t zeros = amx_thread_counters().of(amx_op::tilezero);
+        memcpy(out.data, &us, 8);
+        memcpy(out.data + 8, &zeros, 8);
+    });
+    ASSERT_TRUE(r.exited_ok()) << r.describe();
+    double us = 0;
+    uint64_t zeros = 0;
+    memcpy(&us, out.data, 8);
+    memcpy(&zeros, out.data + 8, 8);
+    EXPECT_EQ(zeros, uint64_t(n));
+    printf("[ amx      ] %.2f us per trapped tilezero\n", us / n);
+}
+
+// ---------------------------------------------------------------- the dispatcher
+
+TEST(AmxEmulator, GivesTheDispatcherAmx) {
+    // Whether the host can have the emulated platform (this child's detection
+    // asks for the permission: it is a child).
+    const child_result r = run_child([] {
+        const impl::feature_set f = impl::detected_features();
+        _exit(f.has(impl::cpu_feature::avx512_core_vnni) && f.has(impl::cpu_feature::avx512_bf16) ? 0 : 10);
+    });
+    // A child whose first detection happens under the switch.
+    const child_result e = run_child([] {
+        if (amx_permission_granted()) _exit(4);
+        {
+            amx_emulation emu;
+            const impl::platform p = impl::host_platform();
+            const impl::feature_set f = impl::detected_features();
+            const bool host_ok = f.has(impl::cpu_feature::avx512_core_vnni) && f.has(impl::cpu_feature::avx512_bf16);
+            if (!host_ok) _exit(11); // nothing to emulate on
+            if (!p.has(impl::cpu_feature::amx_int8) || !p.has(impl::cpu_feature::amx_bf16)) _exit(12);
+            if (max_cpu_isa() == isa::avx512_core_bf16 && getenv("QCONV_MAX_CPU_ISA") == nullptr) _exit(13);
+            if (!emu.traps() || amx_permission_granted()) _exit(14); // the detection did not ask
+            // A tile instruction traps and is counted.
+            reset_amx_counters();
+            const cfg_bytes cfg = cfg_bytes().tile(0, 2, 8);
+            const small_program prog([](tile_asm &g) { g.tilezero(g.tmm0); });
+            run_small(prog, cfg);
+            if (amx_thread_counters().of(amx_op::tilezero) != 1) _exit(15);
+        }
+        if (impl::host_platform().has(impl::cpu_feature::amx_int8)) _exit(16); // off again
+        if (amx_permission_granted()) _exit(17);
+    });
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 10)
+        GTEST_SKIP() << "needs AVX-512 VNNI and BF16 for the emulated AMX platform";
+    EXPECT_TRUE(e.exited_ok()) << e.describe();
+}
+
+TEST(AmxEmulator, ModeFromTheEnvironment) {
+    const amx_mode m = amx_test_mode();
+    const char *v = getenv("QCONV_TEST_AMX");
+    if (!v || !*v) EXPECT_EQ(m, cpu_has_amx() ? amx_mode::native : amx_mode::emulate);
+    else EXPECT_STREQ(to_string(m), v);
+}
+
+} // namespace
+} // namespace qconv::test
