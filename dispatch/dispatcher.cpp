@@ -100,9 +100,13 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
         for (size_t a = 0; a < attrs.size(); ++a) {
             std::string why;
             if (plan_ptr pl = e.supports(p, attrs[a], plat, &why)) {
-                note_plan(e.name, static_cast<int>(a), *pl);
-                if (rejections) *rejections = std::move(skipped);
-                return {&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)};
+                const std::string deferred = !forced && e.defer ? e.defer(p, attrs[a]) : std::string();
+                if (deferred.empty()) {
+                    note_plan(e.name, static_cast<int>(a), *pl);
+                    if (rejections) *rejections = std::move(skipped);
+                    return {&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)};
+                }
+                why = "deferred to the rows below: " + deferred;
             }
             note_skip(skipped, e.name, static_cast<int>(a), why);
         }

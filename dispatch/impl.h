@@ -67,6 +67,11 @@ struct conv_entry {
     bool only_depthwise = false; // takes groups == IC == OC only
     decide_fn decide;            // the row's own checks (needs already satisfied)
     build_fn build;
+    // Where "auto" leaves a problem the row supports to the rows below it,
+    // because they are measured faster there: the reason, or "" (unset:
+    // never). Forced by name the row still runs, and the tuned mode times it.
+    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &)>;
+    defer_fn defer;
 
     // The plan for (p, attr) on `pl`, or null with the reason in *why (the
     // missing features first).

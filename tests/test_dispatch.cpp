@@ -113,6 +113,27 @@ TEST(DispatchWalk, PeersOnlyByName) {
     EXPECT_EQ(impl::select_conv_in(t, attrs, p, platform{isa::avx2}, with_impl("peer")).name, "peer");
 }
 
+TEST(DispatchWalk, DeferredRowsRunOnlyByName) {
+    // A row that supports the problem but defers it (rows below are measured
+    // faster there) is passed over by auto with the reason, and runs when forced.
+    std::vector<conv_entry> t = {model("slow_here", any_supports), model("ref", any_supports)};
+    t[0].defer = [](const conv_problem &q, const attr_set &) {
+        return q.desc.ic < 32 ? std::string("measured slower on small IC") : std::string();
+    };
+    const conv_problem p = problem("none", "");
+    const auto attrs = impl::build_attrs(p, platform{isa::avx2}, {});
+    std::vector<std::string> rej;
+    EXPECT_EQ(impl::select_conv_in(t, attrs, p, platform{isa::avx2}, {}, &rej).name, "ref");
+    ASSERT_EQ(rej.size(), 1u);
+    EXPECT_EQ(rej[0], "slow_here attr[0]: deferred to the rows below: measured slower on small IC");
+    EXPECT_EQ(impl::select_conv_in(t, attrs, p, platform{isa::avx2}, with_impl("slow_here")).name, "slow_here");
+    conv_problem big = p;
+    big.desc = conv_desc::parse("g1mb1ic64ih6oc8oh6kh3ph1");
+    EXPECT_EQ(
+        impl::select_conv_in(t, impl::build_attrs(big, platform{isa::avx2}, {}), big, platform{isa::avx2}, {}).name,
+        "slow_here");
+}
+
 TEST(DispatchWalk, ForcedUnknownNameListsValidNames) {
     const auto t = model_table();
     const conv_problem p = problem("none", "");

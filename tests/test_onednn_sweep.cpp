@@ -327,6 +327,40 @@ TEST(OnednnKnownWrong, BrgconvAmxIsNeverOnTheDefaultPath) {
     EXPECT_EQ(field(line_of(p, "onednn:brgconv:avx512_core_amx"), "exact"), "0") << p.out << p.err;
 }
 
+// oneDNN's AMX JIT convolution is measured slower than the JIT rows on small
+// problems and with a per-channel FakeQuantize on short reductions: auto
+// defers those to the rows below (the reason at QCONV_VERBOSE=2), forced by
+// name it still runs and matches (the sweep forces it on small shapes).
+TEST(OnednnAmxJit, DefersWhereTheJitRowsAreFaster) {
+    if (!qconv::impl::host_platform().has(qconv::impl::cpu_feature::amx_int8))
+        GTEST_SKIP() << "needs AMX-INT8 (a Sapphire Rapids class Xeon): oneDNN's AMX JIT convolution runs only there";
+    struct {
+        const char *desc, *post_ops, *reason;
+    } cases[] = {{"mb1ic1024ih1oc5kh1", "relu", "under 10 M MACs"},
+                 {"mb1ic64ih56oc64oh56kh1", "relu", "a reduction ICg*KH*KW under 128"},
+                 {"mb1ic64ih75oc128oh75kh1", "relu", "a reduction ICg*KH*KW under 128"},
+                 {"mb1ic256ih56oc64oh56kh1", "fq:per_channel", "a per-channel FakeQuantize"}};
+    for (const auto &c : cases) {
+        const driver_result a =
+            run_driver({"conv", "--impl=auto", "--threads=1", std::string("--post-ops=") + c.post_ops, c.desc},
+                       {{"QCONV_VERBOSE", "2"}});
+        EXPECT_EQ(a.rc, 0) << a.out << a.err;
+        // attr[0] for a plain chain; the FakeQuantize reaches oneDNN in attr[1].
+        const std::string skip = "skip,onednn:jit:avx512_core_amx,attr[";
+        const std::string deferred = "],deferred to the rows below: " + std::string(c.reason);
+        EXPECT_TRUE(a.err.find(skip + "0" + deferred) != std::string::npos ||
+                    a.err.find(skip + "1" + deferred) != std::string::npos)
+            << c.desc << "\n"
+            << a.err;
+        const driver_result f = run_driver({"conv", "--impl=onednn:jit:avx512_core_amx", "--threads=1",
+                                            std::string("--post-ops=") + c.post_ops, c.desc});
+        EXPECT_EQ(field(line_of(f, "onednn:jit:avx512_core_amx"), "status"), "ok") << c.desc << "\n" << f.out;
+    }
+    // A large layer stays on it.
+    const driver_result big = run_driver({"conv", "--impl=auto", "--threads=1", "mb1ic512ih7oc512kh3ph1"});
+    EXPECT_NE(big.out.find("impl=onednn:jit:avx512_core_amx "), std::string::npos) << big.out;
+}
+
 // oneDNN 2.6's jit_uni_int8 kernels apply binary post-ops to depthwise channel
 // tails wrongly (G % 8 != 0): `onednn:any --isa=avx2` gave 227 wrong elements
 // on g7. The peer now steps to oneDNN's next implementation.

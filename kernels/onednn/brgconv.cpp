@@ -761,17 +761,36 @@ bool per_channel_fake_quantize(const post_ops &ops) {
 }
 
 // Where a default-path oneDNN row is measured slower than the JIT rows below
-// it, it leaves the problem to them. oneDNN's AMX JIT convolution with a
-// per-channel FakeQuantize: on the AMX Xeon, 1 thread, 0.48x (ResNet-50
-// res2a_branch2a, 0.311 ms against 0.151 ms for jit:conv_x8s8:avx512_core_vnni,
-// which fuses the FakeQuantize), 0.84x on a 1x1 of IC 512, 1.0x on a 3x3; the
-// bench_dispatch fq totals were 0.44-0.64 with it first (docs/dispatch.md).
-bool slower_than_the_jit_rows(const selector &sel, const conv_problem &p, std::string *why) {
-    if (sel.first || sel.kind != "jit" || sel.level != isa::avx512_core_amx) return false;
-    if (!per_channel_fake_quantize(p.ops)) return false;
-    reject(why, "a per-channel FakeQuantize becomes a chain of binary post-ops in oneDNN, slower than the JIT "
-                "rows that fuse it (measured 0.48-1.0x)");
-    return true;
+// it, auto leaves the problem to them (the row's defer()). For oneDNN's AMX
+// JIT convolution, on the AMX Xeon at 1 thread (ResNet-50, MobileNet,
+// SSD-MobileNet and the 1x1 list, against the fastest JIT row;
+// docs/dispatch.md):
+//   - a per-channel FakeQuantize, which oneDNN runs as a chain of binary
+//     post-ops, unless ICg·KH·KW >= 1024 and the problem has 40 M MACs:
+//     0.17-0.62x against jit:conv_x8s8:avx512_core_vnni (which fuses it) for
+//     ICg·KH·KW <= 256, 0.62-1.01x at 512, 0.71x at 2304 with 25 pixels;
+//     0.93-1.09x at 1024 and 1.4-1.8x for the 3x3 layers of 1152 and more;
+//     the bench_dispatch fq totals were 0.44-0.64 with it first;
+//   - small problems: a call costs at least ~12 us, so below 10 M MACs it
+//     lost on every layer (0.03x at 1 pixel, 0.73x at 7 M MACs; 11.6 M:
+//     1.17x, 13 M: 1.25-1.36x). The rule counts the problem's MACs, not per
+//     thread: the thread count is an argument of each execution;
+//   - a short reduction (ICg·KH·KW < 128) with fewer than 256 output channels:
+//     0.76-0.94x (IC 32 and 64 1x1 layers; with 256 channels 1.03x).
+// The reason, or "" (the row's `defer`: auto passes over it, forced by name it runs).
+std::string slower_than_the_jit_rows(const selector &sel, const conv_problem &p) {
+    if (sel.first || sel.kind != "jit" || sel.level != isa::avx512_core_amx) return "";
+    const conv_desc &d = p.desc;
+    const double macs = d.ops() / 2, k = double(d.icg() * d.kh * d.kw);
+    if (per_channel_fake_quantize(p.ops) && (k < 1024 || macs < 40e6))
+        return "a per-channel FakeQuantize becomes a chain of binary post-ops in oneDNN, slower than the JIT rows "
+               "that fuse it unless the reduction is long (ICg*KH*KW >= 1024) and the problem large (measured "
+               "0.17-0.86x below that, 0.93-1.8x above)";
+    if (macs < 10e6) return "under 10 M MACs oneDNN's AMX JIT call costs more than the JIT rows (measured 0.03-0.73x)";
+    if (k < 128 && d.ocg() < 256)
+        return "a reduction ICg*KH*KW under 128 with OCg under 256 fills AMX tiles poorly (measured 0.76-0.94x of "
+               "the JIT rows)";
+    return "";
 }
 
 plan_ptr decide_checked(const selector &sel, const conv_problem &p, const attr_set &attr, const platform &plat,
@@ -798,11 +817,10 @@ conv_entry make_row(const std::string &name, const selector &sel, bool peer) {
     e.peer = peer;
     e.family = "onednn";
     e.only_1x1 = sel.kind == "brgconv_1x1";
-    e.decide = [sel, peer](const conv_problem &p, const attr_set &attr, const platform &plat,
-                           std::string *why) -> plan_ptr {
-        if (!peer && slower_than_the_jit_rows(sel, p, why)) return nullptr;
+    e.decide = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
         return onednn::supports(sel, p, attr, plat, why);
     };
+    if (!peer) e.defer = [sel](const conv_problem &p, const attr_set &) { return slower_than_the_jit_rows(sel, p); };
     e.build = [](const conv_problem &p, const attr_set &attr, const plan &pl) { return onednn::create(p, attr, pl); };
     return e;
 }

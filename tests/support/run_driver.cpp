@@ -10,13 +10,18 @@
 
 namespace qconv::test {
 
-driver_result run_driver(const std::vector<std::string> &args) {
+driver_result run_driver(const std::vector<std::string> &args) { return run_driver(args, {}); }
+
+driver_result run_driver(const std::vector<std::string> &args,
+                         const std::vector<std::pair<std::string, std::string>> &env) {
     driver_result r;
     char err_path[] = "/tmp/qconv_driver_stderr_XXXXXX";
     const int fd = mkstemp(err_path);
     if (fd < 0) return r;
     close(fd);
-    std::string cmd = QCONV_DRIVER;
+    std::string cmd;
+    for (const auto &[name, value] : env) cmd += name + "='" + value + "' ";
+    cmd += QCONV_DRIVER;
     for (const auto &a : args) cmd += " '" + a + "'";
     cmd += " 2>" + std::string(err_path);
     if (FILE *p = popen(cmd.c_str(), "r")) {

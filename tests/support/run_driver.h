@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace qconv::test {
@@ -15,5 +16,8 @@ struct driver_result {
 // Arguments are passed single-quoted through the shell. Each call writes its
 // stderr to its own temporary file, so concurrent tests do not interfere.
 driver_result run_driver(const std::vector<std::string> &args);
+// The same with environment variables set for the child (name, value).
+driver_result run_driver(const std::vector<std::string> &args,
+                         const std::vector<std::pair<std::string, std::string>> &env);
 
 } // namespace qconv::test
