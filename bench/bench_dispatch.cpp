@@ -155,15 +155,25 @@ outcome run_problem(const qconv::conv_problem &p, int threads) {
 
     const double start = now_ms();
     // Each round starts at another candidate: on sub-microsecond problems the
-    // position in the round (what ran just before) shows in the time.
+    // position in the round (what ran just before) shows in the time. After
+    // the first round a candidate 3x slower than the fastest so far stops: it
+    // cannot be the best, and a row that takes milliseconds (a dense kernel on
+    // a depthwise layer) would evict the others' data between their samples.
     const size_t nc = cands.size();
-    for (int round = 0; round < 50 && (round < 3 || now_ms() - start < opt.budget_ms); ++round)
+    std::vector<bool> active(nc, true);
+    for (int round = 0; round < 50 && (round < 3 || now_ms() - start < opt.budget_ms); ++round) {
         for (size_t k = 0; k < nc; ++k) {
-            candidate &c = cands[(k + static_cast<size_t>(round)) % nc];
+            const size_t i = (k + static_cast<size_t>(round)) % nc;
+            if (!active[i]) continue;
+            candidate &c = cands[i];
             const double t0 = now_ms();
             c.conv->execute(src.data(), c.dst.data(), args);
             c.best_ms = std::min(c.best_ms, now_ms() - t0);
         }
+        double fastest = 1e30;
+        for (const auto &c : cands) fastest = std::min(fastest, c.best_ms);
+        for (size_t i = 1; i < nc; ++i) active[i] = active[i] && cands[i].best_ms <= 3 * fastest;
+    }
 
     outcome o;
     o.threads = threads;
