@@ -328,8 +328,19 @@ program make_program(uint64_t seed) {
     for (int i = 0; i < 8; ++i)
         if (t.shape[i].rows) loads.push_back(i);
     for (size_t i = loads.size(); i > 1; --i) std::swap(loads[i - 1], loads[size_t(r.range(0, int(i) - 1))]);
-    // start_row: the first load then starts there (the rows above stay zero).
-    if (r.chance(25)) p.cfg[1] = uint8_t(r.range(0, t.shape[loads[0]].rows - 1));
+    // What follows LDTILECFG first, and the start_row it sees: a load (which
+    // starts there; the rows above stay zero), a store or a TDP of the zeroed
+    // tiles, or STTILECFG with any start_row (LDTILECFG takes it) and a TDP.
+    enum { first_load, first_store, first_tdp, first_sttilecfg } opening = first_load;
+    switch (r.range(0, 9)) {
+    case 6: opening = first_store; break;
+    case 7: opening = first_tdp; break;
+    case 8: opening = first_sttilecfg; break;
+    default: break;
+    }
+    if (opening == first_sttilecfg) p.cfg[1] = uint8_t(r.range(0, 255));
+    else if (opening == first_tdp) p.cfg[1] = uint8_t(r.range(0, 15));
+    else if (r.chance(opening == first_store ? 70 : 25)) p.cfg[1] = uint8_t(r.range(0, t.shape[loads[0]].rows - 1));
 
     tile_asm g;
     std::ostringstream text;
@@ -339,17 +350,57 @@ program make_program(uint64_t seed) {
         ++p.instructions;
         if (s.find("tilecfg") != std::string::npos || s == "tilerelease") ++p.config_instructions;
     };
-    g.ldtilecfg(g.ptr[g.rdi]);
-    note("ldtilecfg [cfg] start_row " + std::to_string(p.cfg[1]));
-    if (r.chance(30)) {
+    // LDTILECFG through [rdi], [r10 + disp] or [rdi + rax * 8 + disp].
+    const std::string start_row = " (start_row " + std::to_string(p.cfg[1]) + ")";
+    switch (r.range(0, 3)) {
+    case 0: {
+        const int disp = r.range(-300, 300);
+        g.lea(g.r10, g.ptr[g.rdi - disp]);
+        g.ldtilecfg(g.ptr[g.r10 + disp]);
+        note("ldtilecfg [r10 + " + std::to_string(disp) + "]" + start_row);
+        break;
+    }
+    case 1: {
+        const int k = r.range(-20, 20);
+        g.mov(g.rax, k);
+        g.ldtilecfg(g.ptr[g.rdi + g.rax * 8 - 8 * k]);
+        note("ldtilecfg [rdi + rax*8 + " + std::to_string(-8 * k) + "]" + start_row);
+        break;
+    }
+    default: g.ldtilecfg(g.ptr[g.rdi]); note("ldtilecfg [rdi]" + start_row);
+    }
+    if (opening == first_sttilecfg || r.chance(30)) {
         g.sttilecfg(g.ptr[g.rcx]);
         note("sttilecfg [cfg_out + 0]");
     }
+    auto tdp = [&](int d) {
+        const amx_op op = p.kind <= data_kind::int8_extreme && r.chance(10) ? amx_op::tdpbf16ps : random_tdp(r, p.kind);
+        emit_tdp(g, op, d, t.a, t.b);
+        note(std::string(to_string(op)) + " tmm" + std::to_string(d) + ", tmm" + std::to_string(t.a) + ", tmm" +
+             std::to_string(t.b));
+    };
+    auto store = [&](int tile) {
+        std::ostringstream s;
+        s << "tilestored ";
+        const Xbyak::Address a = g.tile_operand(true, r, random_stride(r, t.shape[tile].colsb), random_disp(r), s);
+        g.tilestored(a, g.tmm(tile));
+        s << ", tmm" << tile;
+        note(s.str());
+    };
+    if (opening == first_store) store(loads[0]);
+    if (opening == first_tdp || opening == first_sttilecfg) tdp(t.d);
+    // Loads; sometimes one from the very bytes the previous load read.
+    int64_t last_stride = 0;
+    int last_disp = 0;
     auto load = [&](int tile) {
         std::ostringstream s;
         const bool t1 = r.chance(30);
+        const bool alias = r.chance(20);
+        const int64_t stride = alias ? last_stride : random_stride(r, t.shape[tile].colsb);
+        const int disp = alias ? last_disp : random_disp(r);
+        last_stride = stride, last_disp = disp;
         s << (t1 ? "tileloaddt1 tmm" : "tileloadd tmm") << tile << ", ";
-        const Xbyak::Address a = g.tile_operand(false, r, random_stride(r, t.shape[tile].colsb), random_disp(r), s);
+        const Xbyak::Address a = g.tile_operand(false, r, stride, disp, s);
         if (t1) g.tileloaddt1(g.tmm(tile), a);
         else g.tileloadd(g.tmm(tile), a);
         note(s.str());
@@ -364,23 +415,11 @@ program make_program(uint64_t seed) {
     }
     const int n_tdp = r.range(1, 3);
     for (int i = 0; i < n_tdp; ++i) {
-        const amx_op op = random_tdp(r, p.kind);
-        const bool second = t.d2 >= 0 && r.chance(50);
-        const int d = second ? t.d2 : t.d;
-        emit_tdp(g, op, d, t.a, t.b);
-        note(std::string(to_string(op)) + " tmm" + std::to_string(d) + ", tmm" + std::to_string(t.a) + ", tmm" +
-             std::to_string(t.b));
+        tdp(t.d2 >= 0 && r.chance(50) ? t.d2 : t.d);
         if (r.chance(25)) load(r.chance(50) ? t.a : t.b); // new sources for the next TDP
     }
-    for (int tile : loads) {
-        if (r.chance(10)) continue;
-        std::ostringstream s;
-        s << "tilestored ";
-        const Xbyak::Address a = g.tile_operand(true, r, random_stride(r, t.shape[tile].colsb), random_disp(r), s);
-        g.tilestored(a, g.tmm(tile));
-        s << ", tmm" << tile;
-        note(s.str());
-    }
+    for (int tile : loads)
+        if (!r.chance(10)) store(tile);
     g.sttilecfg(g.ptr[g.rcx + 64]);
     note("sttilecfg [cfg_out + 64]");
     g.tilerelease();
@@ -444,7 +483,7 @@ void run_programs(const std::vector<program> &ps, const code_pages &code, uint8_
 
 // Runs a program's code without executing it: the tile instructions through
 // emulate_amx_instruction(), the few others the generator emits (mov of an
-// immediate or a register, push / pop r12, ret) here. So every instruction,
+// immediate or a register, lea, push / pop r12, ret) here. So every instruction,
 // LDTILECFG and STTILECFG too, goes through the emulator even on an AMX CPU.
 bool step_program(const uint8_t *code, const uint8_t *cfg, const uint8_t *in, uint8_t *out, uint8_t *cfg_out) {
     ucontext_t uc;
@@ -471,10 +510,21 @@ bool step_program(const uint8_t *code, const uint8_t *cfg, const uint8_t *in, ui
             memcpy(&imm, op + 2, 4);
             g[reg[(op[1] & 7) | ((rex_bits & 1) << 3)]] = greg_t(int64_t(imm));
             g[REG_RIP] += 7;
+        } else if ((rex_bits & 8) && op[0] == 0x8d && (op[1] >> 6) != 3 && (op[1] & 7) != 4 &&
+                   (op[1] & 0xc7) != 5) { // lea r64, [r64 (+ disp8 / disp32)]
+            const unsigned mod = op[1] >> 6, disp_bytes = mod == 0 ? 0 : mod == 1 ? 1 : 4;
+            int32_t disp = 0;
+            if (mod == 1) disp = int8_t(op[2]);
+            if (mod == 2) memcpy(&disp, op + 2, 4);
+            g[reg[((op[1] >> 3) & 7) | ((rex_bits & 4) << 1)]] = g[reg[(op[1] & 7) | ((rex_bits & 1) << 3)]] + disp;
+            g[REG_RIP] += 3 + disp_bytes;
         } else if ((rex_bits & 8) && op[0] == 0x89 && (op[1] >> 6) == 3) { // mov r64, r64
             g[reg[(op[1] & 7) | ((rex_bits & 1) << 3)]] = g[reg[((op[1] >> 3) & 7) | ((rex_bits & 4) << 1)]];
             g[REG_RIP] += 3;
         } else if (!emulate_amx_instruction(&uc)) {
+            fprintf(stderr, "step_program: no step for the bytes at +%td:", p - code);
+            for (int i = 0; i < 8; ++i) fprintf(stderr, " %02x", p[i]);
+            fprintf(stderr, "\n");
             return false;
         }
     }

@@ -121,8 +121,8 @@ struct insn {
     unsigned tile;  // ModRM.reg: the tile of loads, stores, TILEZERO; TDP's dst
     unsigned src1;  // TDP: ModRM.rm
     unsigned src2;  // TDP: VEX.vvvv
-    uint64_t addr;  // memory operand: base + displacement
-    int64_t stride; // TILELOADD / TILESTORED: index << scale
+    uint64_t addr;  // memory operand: base + displacement (+ index * scale but for tile rows)
+    int64_t stride; // TILELOADD / TILESTORED: index * scale
 };
 
 // gregs index of x86 register number 0..15 (rax, rcx, ..., r15).
@@ -200,6 +200,8 @@ bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
         if (reg != 0 || (pp != 0 && pp != 1)) return false;
         in.op = pp == 0 ? amx_op::ldtilecfg : amx_op::sttilecfg;
         decode_memory(ip + 4, x, b, g, modrm_addr, in, mem_bytes);
+        in.addr += static_cast<uint64_t>(in.stride); // an ordinary address: base + index * scale + disp
+        in.stride = 0;
         in.length = 4 + mem_bytes;
         return true;
     }
