@@ -204,7 +204,8 @@ void fill_input(program &p, rng &r) {
         case data_kind::int8_random: v = uint16_t(r.next()); break;
         case data_kind::int8_extreme: {
             constexpr uint8_t ext[] = {255, 128, 127, 0, 1, 255, 128};
-            v = uint16_t(ext[r.range(0, 6)] | (ext[r.range(0, 6)] << 8));
+            const uint8_t lo = ext[r.range(0, 6)], hi = ext[r.range(0, 6)];
+            v = uint16_t(lo | (hi << 8));
             break;
         }
         case data_kind::bf16_random: v = random_bf16(r, false); break;
@@ -382,7 +383,9 @@ program make_program(uint64_t seed) {
     auto store = [&](int tile) {
         std::ostringstream s;
         s << "tilestored ";
-        const Xbyak::Address a = g.tile_operand(true, r, random_stride(r, t.shape[tile].colsb), random_disp(r), s);
+        const int64_t stride = random_stride(r, t.shape[tile].colsb);
+        const int disp = random_disp(r);
+        const Xbyak::Address a = g.tile_operand(true, r, stride, disp, s);
         g.tilestored(a, g.tmm(tile));
         s << ", tmm" << tile;
         note(s.str());
@@ -528,6 +531,7 @@ bool step_program(const uint8_t *code, const uint8_t *cfg, const uint8_t *in, ui
             return false;
         }
     }
+    fprintf(stderr, "step_program: no ret after 100000 steps\n");
     return false;
 }
 
@@ -844,6 +848,7 @@ TEST(AmxEmulator, FaultsLikeTheHardwareAndLoudly) {
         // Trapped: on an AMX CPU a bad LDTILECFG faults on the hardware itself.
         const child_result emu = run_child([&] {
             become_emulated();
+            signal(SIGSEGV, SIG_DFL); // not a sanitizer's report
             run_small(p, c.cfg);
         });
         if (c.kind == fault::undecoded) EXPECT_TRUE(emu.killed_by(SIGILL)) << emu.describe();
