@@ -97,6 +97,13 @@ child_result run_child(const std::function<void()> &body) {
     return r;
 }
 
+void set_handler(int sig, void (*handler)(int, siginfo_t *, void *)) {
+    struct sigaction a = {};
+    a.sa_sigaction = handler;
+    a.sa_flags = SA_SIGINFO;
+    sigaction(sig, &a, nullptr);
+}
+
 // A hardware fault in a native child: "fault at <rip>" on stderr, then the
 // default action.
 void on_native_fault(int sig, siginfo_t *, void *context) {
@@ -114,11 +121,8 @@ void become_native() {
         fprintf(stderr, "no AMX permission\n");
         _exit(3);
     }
-    struct sigaction a = {};
-    a.sa_sigaction = on_native_fault;
-    a.sa_flags = SA_SIGINFO;
-    sigaction(SIGILL, &a, nullptr);
-    sigaction(SIGSEGV, &a, nullptr);
+    set_handler(SIGILL, on_native_fault);
+    set_handler(SIGSEGV, on_native_fault);
 }
 
 // The body of an emulated child: the permission must be absent (so tile
@@ -883,10 +887,7 @@ TEST(AmxEmulator, HandsUnknownInstructionsOn) {
     auto fn = reinterpret_cast<void (*)()>(const_cast<uint8_t *>(g.getCode()));
     // To the handler installed before the emulator's.
     const child_result chained = run_child([&] {
-        struct sigaction a = {};
-        a.sa_sigaction = previous_handler;
-        a.sa_flags = SA_SIGINFO;
-        sigaction(SIGILL, &a, nullptr);
+        set_handler(SIGILL, previous_handler);
         install_amx_handler();
         fn();
         fn();
@@ -901,10 +902,7 @@ TEST(AmxEmulator, HandsUnknownInstructionsOn) {
     EXPECT_TRUE(dies.killed_by(SIGILL)) << dies.describe();
     // Removing the handler restores the previous one.
     const child_result removed = run_child([&] {
-        struct sigaction a = {};
-        a.sa_sigaction = previous_handler;
-        a.sa_flags = SA_SIGINFO;
-        sigaction(SIGILL, &a, nullptr);
+        set_handler(SIGILL, previous_handler);
         install_amx_handler();
         remove_amx_handler();
         struct sigaction now = {};

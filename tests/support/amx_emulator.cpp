@@ -129,12 +129,10 @@ struct insn {
 constexpr int greg_of[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
                              REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
 
-// The memory operand at p (ModRM first): sets addr / stride and the bytes it
-// takes; false for register forms.
-bool decode_memory(const uint8_t *p, bool vex_x, bool vex_b, const greg_t *g, uint64_t next_rip_base, insn &in,
-                   unsigned &bytes) {
+// The memory operand (ModRM.mod != 3) at p, ModRM first: sets addr and
+// stride; returns the bytes it takes.
+unsigned decode_memory(const uint8_t *p, bool vex_x, bool vex_b, const greg_t *g, insn &in) {
     const unsigned mod = p[0] >> 6, rm = p[0] & 7;
-    if (mod == 3) return false;
     unsigned n = 1;
     uint64_t addr = 0;
     int64_t stride = 0;
@@ -143,9 +141,8 @@ bool decode_memory(const uint8_t *p, bool vex_x, bool vex_b, const greg_t *g, ui
         const uint8_t sib = p[n++];
         const unsigned scale = sib >> 6, index = ((sib >> 3) & 7) | (vex_x ? 8 : 0), base = (sib & 7) | (vex_b ? 8 : 0);
         if (index != 4) stride = static_cast<int64_t>(static_cast<uint64_t>(g[greg_of[index]]) << scale);
-        if ((base & 7) == 5 && mod == 0)
-            ; // no base: disp32 follows
-        else addr = static_cast<uint64_t>(g[greg_of[base]]);
+        const bool no_base = (base & 7) == 5 && mod == 0; // then disp32 follows
+        if (!no_base) addr = static_cast<uint64_t>(g[greg_of[base]]);
     } else if (rm == 5 && mod == 0) {
         rip_relative = true;
     } else {
@@ -162,11 +159,10 @@ bool decode_memory(const uint8_t *p, bool vex_x, bool vex_b, const greg_t *g, ui
         disp = d;
         n += 4;
     }
-    bytes = n;
     in.addr = addr + static_cast<uint64_t>(disp);
-    if (rip_relative) in.addr += next_rip_base + n; // next_rip_base: address of the ModRM byte
+    if (rip_relative) in.addr += reinterpret_cast<uint64_t>(p) + n; // the next instruction
     in.stride = stride;
-    return true;
+    return n;
 }
 
 // Decodes the tile instruction at `ip`; false when it is none of those the
@@ -185,8 +181,6 @@ bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
     in.src2 = vvvv;
     in.addr = 0;
     in.stride = 0;
-    const uint64_t modrm_addr = reinterpret_cast<uint64_t>(ip + 4);
-    unsigned mem_bytes = 0;
 
     if (opcode == 0x49) {
         if (vvvv != 0) return false;
@@ -199,10 +193,9 @@ bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
         }
         if (reg != 0 || (pp != 0 && pp != 1)) return false;
         in.op = pp == 0 ? amx_op::ldtilecfg : amx_op::sttilecfg;
-        decode_memory(ip + 4, x, b, g, modrm_addr, in, mem_bytes);
+        in.length = 4 + decode_memory(ip + 4, x, b, g, in);
         in.addr += static_cast<uint64_t>(in.stride); // an ordinary address: base + index * scale + disp
         in.stride = 0;
-        in.length = 4 + mem_bytes;
         return true;
     }
     if (opcode == 0x4b) {
@@ -211,8 +204,7 @@ bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
         else if (pp == 1) in.op = amx_op::tileloaddt1;
         else if (pp == 2) in.op = amx_op::tilestored;
         else return false;
-        decode_memory(ip + 4, x, b, g, modrm_addr, in, mem_bytes);
-        in.length = 4 + mem_bytes;
+        in.length = 4 + decode_memory(ip + 4, x, b, g, in);
         return true;
     }
     if (opcode == 0x5e || opcode == 0x5c) {
