@@ -51,7 +51,7 @@ TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
 // fuzz_diff: two per-tensor PReLUs (slopes −2, −1) with an s8 source, f32
 // destination and a per-tensor zero point. The oneDNN rows' supports() throws
 // dnnl::error "could not append an elementwise post-op" (from
-// kernels/onednn/brgconv.cpp chain_builder::eltwise) instead of answering, so
+// kernels/onednn/conv_post_ops.h, chain_builder::eltwise) instead of answering, so
 // creating the primitive lets a non-qconv exception escape. Fixed: the
 // wrapper's supports() turns a refusal by oneDNN into a reason.
 TEST(FuzzRegression, OnednnSupportsThrowsDnnlError) {
@@ -92,7 +92,7 @@ TEST(FuzzRegression, JitDepthwiseAvx2WidePadding) {
 // OC tail (22 = 16 + 6). On an AMX machine oneDNN 2.6.3 picks
 // jit:avx512_core_amx_int8, which gets the last channel wrong (oc 21: 47
 // instead of 30). Fixed: onednn:any passes over that implementation when a
-// zero point is present (kernels/onednn/brgconv.cpp, known_wrong()); on other
+// zero point is present (kernels/onednn/known_wrong.cpp); on other
 // machines oneDNN's first choice runs and must match as well.
 TEST(FuzzRegression, OnednnAnyStockZeroPointTailChannel) {
     for (const char *data : {"random", "extreme"})
@@ -116,7 +116,7 @@ TEST(FuzzRegression, OnednnAnyStockZeroPointTailChannel) {
 // g2mb1ic4ih5iw7oc54oh3ow7kh2kw1sh2sw1ph2pw0dh1dw0 --dt=s8:s8:f32
 // --post-ops="min:per_oc;relu;relu" --impl=onednn:any` → 66 errors. Fixed:
 // onednn:any passes over gemm implementations for grouped convs with
-// per-channel or full-tensor operands (kernels/onednn/brgconv.cpp).
+// per-channel or full-tensor operands (kernels/onednn/known_wrong.cpp).
 TEST(FuzzRegression, OnednnAnyGroupedPerChannelOperands) {
     for (const char *ops : {"min:per_oc;relu;relu", "add:per_oc", "mul:full", "scale_shift:per_oc"}) {
         SCOPED_TRACE(ops);
@@ -181,7 +181,7 @@ TEST(FuzzRegression, OnednnSqrtBeforeIntegerDestination) {
 // primitive it then fails to create ("could not create a primitive"), so
 // onednn:any accepted the problem in supports() and failed in create().
 // Fixed: the selection creates the primitive and steps to oneDNN's next
-// implementation when that fails (kernels/onednn/brgconv.cpp, creatable()).
+// implementation when that fails (kernels/onednn/conv_select.cpp, creatable()).
 TEST(FuzzRegression, OnednnAnyAcceptsOnlyCreatablePrimitives) {
     const char *desc = "g3mb2ic24ih4iw9oc48oh1ow12kh2kw3sh3sw1ph0pw3dh0dw2";
     conv_problem p;

@@ -10,7 +10,7 @@
 // oneDNN offers the kernel takes: the first one (the `onednn:any` peer), or
 // the first brgconv of a given kind and ISA (the brgconv rows, e.g.
 // `onednn:brgconv_1x1:avx512_core_amx`), found by stepping through
-// next_impl(). See brgconv.cpp for the bias-order conversion.
+// next_impl(). See conv_recipe.h for the bias-order conversion.
 #pragma once
 
 #include <memory>
