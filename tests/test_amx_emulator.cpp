@@ -1118,3 +1118,52 @@ TEST(AmxEmulator, ModeFromTheEnvironment) {
 
 } // namespace
 } // namespace qconv::test
+
+namespace qconv::test {
+namespace {
+
+// TDPBF16PS near the smallest normal: a chain 2^-126, + 2^-149, then + x,
+// with x = -1.25 * 2^-149 (exact 2^-126 - 2^-151: rounds to 2^-126 as if the
+// exponent were unbounded) or x = -1.375 * 2^-149 (exact 2^-126 - 1.5 *
+// 2^-151: rounds to 2^-126 - 2^-150, tiny, so flushed; gradual underflow would
+// round it to 2^-126).
+uint32_t bf16_edge(uint16_t x_mantissa) {
+    const cfg_bytes cfg = cfg_bytes().tile(0, 1, 4).tile(1, 1, 12).tile(2, 3, 4);
+    const uint16_t a[6] = {0x2000, 0, 0x1a00, 0, uint16_t(0x1a00 | x_mantissa), 0}; // 2^-63, 2^-75, m * 2^-75
+    const uint16_t b[3] = {0x2000, 0x1a80, 0x9a80};                                 // 2^-63, 2^-74, -2^-74
+    memset(small_in, 0, sizeof small_in);
+    memcpy(small_in + buffer_middle, a, sizeof a);
+    for (int k = 0; k < 3; ++k) memcpy(small_in + buffer_middle + 64 * (k + 1), &b[k], 2);
+    const small_program p([](tile_asm &g) {
+        g.tilezero(g.tmm0);
+        g.mov(g.r8, 64);
+        g.tileloadd(g.tmm1, g.ptr[g.rsi + g.r8]);
+        g.tileloadd(g.tmm2, g.ptr[g.rsi + g.r8 + 64]);
+        g.tdpbf16ps(g.tmm0, g.tmm1, g.tmm2);
+        g.tilestored(g.ptr[g.rdx + g.r8], g.tmm0);
+    });
+    uint32_t r = 0;
+    if (!step_program(p.code(), cfg.b, small_in + buffer_middle, small_out + buffer_middle, small_cfg_out)) return 1;
+    memcpy(&r, small_out + buffer_middle, 4);
+    if (cpu_has_amx()) { // and the hardware
+        shared_buffer hw(4);
+        const child_result c = run_child([&] {
+            become_native();
+            run_small(p, cfg);
+            memcpy(hw.data, small_out + buffer_middle, 4);
+        });
+        uint32_t h = 0;
+        memcpy(&h, hw.data, 4);
+        EXPECT_TRUE(c.exited_ok()) << c.describe();
+        EXPECT_EQ(h, r) << "hardware vs emulator";
+    }
+    return r;
+}
+
+TEST(AmxEmulator, FlushesWhatIsTinyAfterRounding) {
+    EXPECT_EQ(bf16_edge(0x20), 0x00800000u); // 2^-126
+    EXPECT_EQ(bf16_edge(0x30), 0x00000000u); // +0
+}
+
+} // namespace
+} // namespace qconv::test

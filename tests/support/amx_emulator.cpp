@@ -5,11 +5,12 @@
 // counter slot index live in initial-exec TLS (no allocation, no lazy TLS
 // initialisation), the counters are lock-free atomics in a static table, and
 // messages go out through write(2). The handler sets MXCSR for the bf16 / fp16
-// arithmetic (round to nearest even, DAZ, FTZ, exceptions masked) and puts
-// the caller's back before it returns.
+// arithmetic (round to nearest even, exceptions masked; DAZ and FTZ are done
+// in software) and puts the caller's back before it returns.
 #include "tests/support/amx_emulator.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -376,6 +377,12 @@ void tdp_int8(tile_file &t, const insn &in) {
     t.start_row = 0;
 }
 
+uint32_t load_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 float as_float(uint32_t bits) {
     float f;
     memcpy(&f, &bits, 4);
@@ -394,13 +401,55 @@ uint16_t load_u16(const uint8_t *p) {
     return v;
 }
 
-// One fused step c + a * b, rounded once, under the handler's MXCSR (round to
-// nearest even, denormal inputs read as zero, denormal results flushed).
-__attribute__((target("fma"))) float fused(float a, float b, float c) {
+// The arithmetic of TDPBF16PS, all of it in software but the rounding so that
+// it does not depend on how a CPU model treats MXCSR (Valgrind, for one,
+// ignores DAZ and FTZ and returns the default NaN for every NaN):
+// - round to nearest even (the handler's MXCSR);
+// - denormal inputs read as zero (DAZ), results tiny after rounding flushed
+//   to zero (FTZ);
+// - a NaN operand gives that NaN quieted, the first of a, b, c for a fused
+//   step, of a, b for a sum (measured: no other order matches the hardware);
+//   an invalid operation (0 x inf, inf - inf) gives the default NaN.
+float signed_zero(float x) { return std::signbit(x) ? -0.f : 0.f; }
+
+float daz(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? signed_zero(x) : x; }
+
+float quieted(float x) { return as_float(load_bits(x) | 0x00400000u); }
+
+float default_nan() { return as_float(0xffc00000u); }
+
+__attribute__((target("fma"))) float fma_rne(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-float sum(float a, float b) { return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(a), _mm_set_ss(b))); }
+constexpr float two_64 = 0x1p64f, min_normal = 0x1p-126f;
+
+// c + a * b rounded once. Where the result is at most the smallest normal,
+// the step is done again with the smaller factor and c scaled by 2^64, which
+// rounds to 24 bits as if the exponent were unbounded: tiny after rounding is
+// then below 2^-62. (A result that small with |c| or both factors above 2^64
+// is impossible unless it is exactly zero.)
+float fused(float a, float b, float c) {
+    if (std::isnan(a)) return quieted(a);
+    if (std::isnan(b)) return quieted(b);
+    if (std::isnan(c)) return quieted(c);
+    a = daz(a), b = daz(b), c = daz(c);
+    const float r = fma_rne(a, b, c);
+    if (std::isnan(r)) return default_nan();
+    if (std::fabs(r) > min_normal || r == 0.f) return r;
+    const float scaled =
+        std::fabs(a) <= std::fabs(b) ? fma_rne(a * two_64, b, c * two_64) : fma_rne(a, b * two_64, c * two_64);
+    return std::fabs(scaled) < min_normal * two_64 ? signed_zero(scaled) : scaled / two_64;
+}
+
+// a + b: a sum below the smallest normal is exact, so tiny means below it.
+float sum(float a, float b) {
+    if (std::isnan(a)) return quieted(a);
+    if (std::isnan(b)) return quieted(b);
+    const float r = daz(a) + daz(b);
+    if (std::isnan(r)) return default_nan();
+    return r != 0.f && std::fabs(r) < min_normal ? signed_zero(r) : r;
+}
 
 float bf16_value(const uint8_t *p) { return as_float(static_cast<uint32_t>(load_u16(p)) << 16); }
 
@@ -535,7 +584,7 @@ bool emulate(ucontext_t *uc) {
     insn in;
     if (!decode(reinterpret_cast<const uint8_t *>(rip), g, in)) return false;
     const unsigned csr = _mm_getcsr();
-    _mm_setcsr(0x1f80 | 0x8000 | 0x0040); // all masked, nearest even, FTZ, DAZ
+    _mm_setcsr(0x1f80); // all exceptions masked, round to nearest even, no FTZ / DAZ
     take_hardware_cfg(tiles, uc);
     execute(in, rip);
     give_hardware_cfg(tiles, uc);
