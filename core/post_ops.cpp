@@ -224,6 +224,13 @@ bool needs_binary(const post_ops &ops) {
     return false;
 }
 
+int count_full_binary(const post_ops &ops) {
+    int n = 0;
+    for (const auto &op : ops)
+        if (op.k == post_op::kind::binary && op.bcast == broadcast::full) ++n;
+    return n;
+}
+
 bool has_legacy(const post_ops &ops) {
     for (const auto &p : ops)
         if (p.k == post_op::kind::scale_shift || p.k == post_op::kind::prelu || p.k == post_op::kind::fake_quantize ||

@@ -13,6 +13,10 @@
 //
 // select_conv()/select_conv_in() decide without creating anything, for any
 // (possibly simulated) platform: that is how tests check AMX decisions here.
+//
+// Files: select.cpp (the walk), kernel_keys.cpp (the kernel cache keys),
+// tuning.{h,cpp} (the opt-in tuned mode), convolution.cpp and matmul.cpp (the
+// public primitive classes and their argument and range checks).
 #pragma once
 
 #include <memory>
@@ -43,8 +47,8 @@ conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_
 // order (peers left out); the tuned mode times them.
 std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
                                         const conv_problem &p, const platform &plat);
-// Whether tuned dispatch is on: conv_hints::tune or QCONV_DISPATCH=tune (read once).
-bool tuned_dispatch(const conv_hints &hints);
+// Whether an implementation hint asks the dispatcher to choose ("" or "auto").
+bool is_auto(const std::string &impl);
 
 struct matmul_choice {
     const matmul_entry *entry = nullptr;

@@ -57,4 +57,10 @@ double now_ms() {
     return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
 }
 
+std::string verbose_ms(double ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", ms);
+    return buf;
+}
+
 } // namespace qconv::impl

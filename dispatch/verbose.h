@@ -29,5 +29,7 @@ std::string verbose_problem(const matmul_desc &d, const matmul_hints &h);
 
 // Monotonic clock in milliseconds.
 double now_ms();
+// A time for a verbose line: milliseconds with four decimals.
+std::string verbose_ms(double ms);
 
 } // namespace qconv::impl

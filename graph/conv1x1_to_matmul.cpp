@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/detail.h"
 #include "graph/pattern.h"
 #include "qconv/graph.h"
 
@@ -274,11 +275,6 @@ private:
     const veto_callback &veto_;
 };
 
-int verbose_level() {
-    const char *v = std::getenv("QCONV_VERBOSE");
-    return v ? std::atoi(v) : 0;
-}
-
 } // namespace
 
 std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g, const veto_callback &veto) {
@@ -289,7 +285,7 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
         if (n->kind == op::Convolution || n->kind == op::GroupConvolution) records.push_back(rw.visit(n));
     g.prune();
     g.infer();
-    if (verbose_level() >= 2)
+    if (detail::verbose_level() >= 2)
         for (const auto &r : records)
             std::fprintf(stderr, "qconv_verbose,graph,conv1x1_to_matmul,%s,%s,%s\n", r.conv.c_str(),
                          r.rewritten ? "rewritten" : "skipped", r.reason.c_str());

@@ -446,11 +446,6 @@ std::vector<uint8_t> pack_weights(const tensor &t, etype et) {
     return b;
 }
 
-int verbose_level() {
-    const char *v = std::getenv("QCONV_VERBOSE");
-    return v ? std::atoi(v) : 0;
-}
-
 } // namespace
 
 struct compiled_graph::state {
@@ -584,7 +579,7 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
     S.owner = std::move(g);
-    if (verbose_level() >= 1)
+    if (detail::verbose_level() >= 1)
         for (const auto &[id, impl] : S.impls)
             std::fprintf(stderr, "qconv_verbose,graph,compile,%s,%s\n", id.c_str(), impl.c_str());
 }

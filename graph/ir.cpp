@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -204,6 +205,11 @@ std::string fmt_double(double v) {
     }
     return buf;
 }
+int verbose_level() {
+    const char *v = std::getenv("QCONV_VERBOSE");
+    return v ? std::atoi(v) : 0;
+}
+
 } // namespace detail
 
 // ------------------------------------------------------------------ node

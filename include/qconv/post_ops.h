@@ -127,5 +127,7 @@ void validate(const post_ops &ops, int64_t oc);
 // scale_shift, prelu with OC slopes, or an explicit binary).
 bool needs_binary(const post_ops &ops);
 bool has_legacy(const post_ops &ops); // scale_shift, prelu, fake_quantize, dw_conv
+// The number of full-tensor binary post-ops: the tensors exec_args::binary holds.
+int count_full_binary(const post_ops &ops);
 
 } // namespace qconv
