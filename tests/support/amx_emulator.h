@@ -1,6 +1,6 @@
-// A test-only AMX emulator: on a CPU without AMX (or in a process that has not
-// been granted the Linux AMX permission) every tile instruction raises SIGILL;
-// the handler installed here decodes it, performs it on a per-thread software
+// A test-only AMX emulator: on a CPU without AMX every tile instruction raises
+// SIGILL (in a process without the Linux AMX permission those that touch tile
+// data do, amx_config_traps()); the handler installed here decodes it, performs it on a per-thread software
 // tile file (8 tiles of 16 rows x 64 bytes plus the 64-byte TILECFG) and
 // resumes after it. So qconv's generated AMX code - the very bytes production
 // runs - executes in the tests on any x86-64 machine (docs/amx_emulator.md).
@@ -21,7 +21,9 @@
 namespace qconv::test {
 
 // How the AMX tests of this process run (QCONV_TEST_AMX=native|emulate|both;
-// default: native where the CPU and OS have AMX, else emulate).
+// default: native where the CPU and OS have AMX, else emulate). In emulate
+// mode a binary that links this file runs under an amx_emulation from
+// start-up, before anything could ask for the permission.
 enum class amx_mode { native, emulate, both };
 amx_mode amx_test_mode();
 const char *to_string(amx_mode m);
