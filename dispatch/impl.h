@@ -112,6 +112,29 @@ struct matmul_entry {
 };
 const std::vector<matmul_entry> &matmul_list();
 
+// The f32 convolution (qconv::convolution_f32): NHWC f32 data, weights bound
+// at creation (a row reorders them into its layout), no post-ops.
+class conv_f32_kernel {
+public:
+    virtual ~conv_f32_kernel() = default;
+    // Thread-safe: may run concurrently on different buffers.
+    virtual void execute(const float *src, float *dst, int threads) const = 0;
+};
+
+struct conv_f32_entry {
+    using decide_fn = std::function<bool(const conv_desc &, const platform &, std::string *)>;
+    // May throw qconv::error when the implementation refuses after all (the
+    // walk then records the reason and takes the next row).
+    using build_fn =
+        std::function<std::shared_ptr<const conv_f32_kernel>(const conv_desc &, const float *wei, const float *bias)>;
+    std::string name;
+    feature_set needs;
+    std::string family; // "onednn" or "ref"
+    decide_fn decide;
+    build_fn build;
+};
+const std::vector<conv_f32_entry> &conv_f32_list();
+
 // Sets *why (when non-null) and returns false: `return reject(why, "...");`
 inline bool reject(std::string *why, const std::string &reason) {
     if (why) *why = reason;

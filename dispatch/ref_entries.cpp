@@ -1,4 +1,5 @@
-// The reference rows, last in every table: `ref:conv` and `ref:matmul`.
+// The reference rows, last in every table: `ref:conv`, `ref:matmul` and
+// `ref:conv_f32`.
 // They run qconv::ref (reference/), accept every valid problem in either
 // attribute set (except a fused dw-conv post-op, which no implementation
 // executes), and "pack" by copying the weights and bias.
@@ -101,6 +102,27 @@ matmul_entry ref_matmul_row() {
     e.decide = [](const matmul_desc &, const matmul_hints &, const platform &, std::string *) { return plain_plan(); };
     e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<ref_matmul_kernel>(d);
+    };
+    return e;
+}
+
+conv_f32_entry ref_conv_f32_row() {
+    struct kernel final : conv_f32_kernel {
+        kernel(const conv_desc &d, const float *wei, const float *bias)
+            : d(d), wei(wei, wei + d.wei_elems()),
+              bias(bias ? std::vector<float>(bias, bias + d.oc) : std::vector<float>()) {}
+        void execute(const float *src, float *dst, int) const override {
+            ref::conv_f32(d, src, wei.data(), bias.empty() ? nullptr : bias.data(), dst);
+        }
+        conv_desc d;
+        std::vector<float> wei, bias;
+    };
+    conv_f32_entry e;
+    e.name = "ref:conv_f32";
+    e.family = "ref";
+    e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
+    e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
+        return std::make_shared<kernel>(d, wei, bias);
     };
     return e;
 }

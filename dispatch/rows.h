@@ -23,6 +23,11 @@ matmul_entry ref_matmul_row();
 matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
 matmul_entry matmul_wc_dq_row(const std::string &name);
 
+// The f32 convolution rows: oneDNN's (kernels/onednn/onednn_f32.cpp,
+// onednn:conv_f32) and the reference (dispatch/ref_entries.cpp, ref:conv_f32).
+conv_f32_entry onednn_conv_f32_row(const std::string &name);
+conv_f32_entry ref_conv_f32_row();
+
 // oneDNN f32 peers on dequantized weights (kernels/onednn/onednn_f32.cpp):
 // onednn:matmul_f32:dequantized (use_matmul) and onednn:sgemm_f32:dequantized.
 matmul_entry onednn_f32_row(const std::string &name, bool use_matmul);

@@ -10,10 +10,10 @@
 //  * every other node whose inputs are all known at compile time is folded
 //    (constant-folded decompression is what a plain f32 Convolution gets);
 //  * the rest run on simple kernels: elementwise loops with numpy broadcast,
-//    Transpose/Reshape copies, f32 MatMul loops, and Convolution through
-//    oneDNN's f32 convolution when its weights are known at compile time
-//    (kernels/onednn/onednn_f32.h, weights reordered once), else
-//    qconv::ref::conv_f32 (NCHW is transposed to NHWC around either).
+//    Transpose/Reshape copies, f32 MatMul loops, and Convolution through the
+//    f32 convolution primitive (qconv::convolution_f32: oneDNN's f32
+//    convolution, else the reference; weights known at compile time are
+//    reordered once, others per run; NCHW is transposed to NHWC around it).
 // Values are held as f32 (integer types exact up to 2^24); an op whose output
 // type is f16 or an integer type rounds its results to that type.
 #include <algorithm>
@@ -24,11 +24,10 @@
 #include <set>
 
 #include "graph/detail.h"
-#include "kernels/onednn/onednn_f32.h"
 #include "qconv/conv_desc.h"
+#include "qconv/conv_f32.h"
 #include "qconv/graph.h"
 #include "qconv/matmul.h"
-#include "reference/reference.h"
 
 namespace qconv::graph {
 
@@ -200,7 +199,8 @@ void convolution_nchw(const tensor &x, tensor &o, F run) {
 
 void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
     const conv_desc d = conv_desc_of(n);
-    convolution_nchw(x, o, [&](const float *src, float *dst) { ref::conv_f32(d, src, w.data.data(), nullptr, dst); });
+    const convolution_f32 conv(d, w.data.data(), nullptr);
+    convolution_nchw(x, o, [&](const float *src, float *dst) { conv.execute(src, dst); });
 }
 
 float gelu(float x, bool tanh_approx) {
@@ -257,7 +257,7 @@ std::string kernel_name(const node &n) {
     case op::Reshape: return "graph:reshape";
     case op::Transpose: return "graph:transpose";
     case op::Convolution:
-    case op::GroupConvolution: return "ref:conv_f32";
+    case op::GroupConvolution: return "convolution_f32 (created per run)";
     case op::MatMul: return "graph:matmul_f32";
     case op::Relu: return "graph:relu";
     case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
@@ -453,9 +453,9 @@ struct compiled_graph::state {
         const node *n;
         std::vector<int> in;
         int out;
-        int fused = -1;                               // index into mms
-        std::shared_ptr<impl::onednn::conv_f32> conv; // f32 conv on oneDNN (constant weights)
-        bool conv_per_run = false;                    // f32 conv on oneDNN created per run
+        int fused = -1;                        // index into mms
+        std::shared_ptr<convolution_f32> conv; // f32 conv primitive (constant weights)
+        bool conv_per_run = false;             // f32 conv primitive created per run
     };
     std::vector<tensor> consts; // per slot, compile-time values
     std::vector<bool> known;    // slot value known at compile time
@@ -549,20 +549,17 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
         state::step st{n, in, out, -1, nullptr, false};
         std::string impl = kernel_name(*n);
         if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && n->out_type == etype::f32) {
-            // oneDNN's f32 convolution: constant weights are reordered once;
-            // weights computed at run time mean a primitive per run.
+            // The f32 convolution primitive (oneDNN's, else the reference):
+            // constant weights are reordered once; weights computed at run
+            // time mean a primitive per run.
             const bool known = S.known[in[1]];
-            try {
-                std::vector<float> zeros;
-                if (!known) zeros.assign(elems_of(n->inputs[1]->out_shape), 0.f);
-                auto c = std::make_shared<impl::onednn::conv_f32>(
-                    conv_desc_of(*n), known ? S.consts[in[1]].data.data() : zeros.data(), nullptr);
-                impl = "onednn:conv_f32:" + c->impl_info() + (known ? "" : " (weights per run)");
-                if (known) st.conv = c;
-                else st.conv_per_run = true;
-            } catch (const error &) {
-                // not supported by oneDNN: the reference runs it
-            }
+            std::vector<float> zeros;
+            if (!known) zeros.assign(elems_of(n->inputs[1]->out_shape), 0.f);
+            auto c = std::make_shared<convolution_f32>(conv_desc_of(*n),
+                                                       known ? S.consts[in[1]].data.data() : zeros.data(), nullptr);
+            impl = c->impl_name() + (known ? "" : " (weights per run)");
+            if (known) st.conv = c;
+            else st.conv_per_run = true;
         }
         S.steps.push_back(st);
         S.impls.push_back({n->id, impl});
@@ -634,8 +631,8 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
             o.shape = st.n->out_shape;
             o.data.assign(elems_of(o.shape), 0.f);
             if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
-            std::shared_ptr<impl::onednn::conv_f32> c = st.conv;
-            if (!c) c = std::make_shared<impl::onednn::conv_f32>(conv_desc_of(*st.n), ins[1]->data.data(), nullptr);
+            std::shared_ptr<convolution_f32> c = st.conv;
+            if (!c) c = std::make_shared<convolution_f32>(conv_desc_of(*st.n), ins[1]->data.data(), nullptr);
             convolution_nchw(*ins[0], o, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
             continue;
         }

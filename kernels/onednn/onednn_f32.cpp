@@ -279,4 +279,22 @@ matmul_entry onednn_f32_row(const std::string &name, bool use_matmul) {
     return e;
 }
 
+// oneDNN's f32 convolution (the graph executor's f32 Convolution nodes).
+conv_f32_entry onednn_conv_f32_row(const std::string &name) {
+    if (name != "onednn:conv_f32") fail("impl", "row '" + name + "' is named 'onednn:conv_f32' by its configuration");
+    struct kernel final : conv_f32_kernel {
+        kernel(const conv_desc &d, const float *wei, const float *bias) : conv(d, wei, bias) {}
+        void execute(const float *src, float *dst, int threads) const override { conv.execute(src, dst, threads); }
+        onednn::conv_f32 conv;
+    };
+    conv_f32_entry e;
+    e.name = name;
+    e.family = "onednn";
+    e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
+    e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
+        return std::make_shared<kernel>(d, wei, bias);
+    };
+    return e;
+}
+
 } // namespace qconv::impl

@@ -1,0 +1,102 @@
+// qconv::convolution_f32: validation, the walk over conv_f32_list() (a row
+// whose creation fails records the reason and the next row is tried), and
+// execution with verbose lines like the other primitives.
+#include "qconv/conv_f32.h"
+
+#include "dispatch/dispatcher.h"
+#include "dispatch/verbose.h"
+#include "qconv/types.h"
+
+namespace qconv {
+
+namespace impl {
+class conv_f32_primitive {
+public:
+    conv_desc desc;
+    std::string name, verbose_desc;
+    std::shared_ptr<const conv_f32_kernel> kernel;
+};
+
+namespace {
+std::string join(const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &x : v) s += (s.empty() ? "" : "; ") + x;
+    return s;
+}
+
+std::string valid_names() {
+    std::string s = "auto";
+    for (const auto &e : conv_f32_list()) s += ", " + e.name;
+    return s;
+}
+
+// The first row of the table (or the named one) that builds a kernel for d.
+void choose(const conv_desc &d, const float *wei, const float *bias, const std::string &impl, conv_f32_primitive *out) {
+    const platform plat = host_platform();
+    const bool forced = !is_auto(impl);
+    bool known = !forced;
+    std::vector<std::string> skipped;
+    for (const auto &e : conv_f32_list()) {
+        if (forced && e.name != impl) continue;
+        known = true;
+        std::string why;
+        if (!plat.has_all(e.needs)) why = "platform " + plat.str() + " lacks " + plat.features.missing(e.needs);
+        else if (e.decide(d, plat, &why)) try {
+                out->kernel = e.build(d, wei, bias);
+                out->name = e.name;
+                return;
+            } catch (const error &err) {
+                why = err.what();
+            }
+        if (verbose_level() >= 2) verbose_print("skip," + e.name + ",-," + why);
+        skipped.push_back(e.name + ": " + why);
+    }
+    if (!known) fail("impl", "unknown implementation '" + impl + "' (valid: " + valid_names() + ")");
+    fail("impl", (forced ? "'" + impl + "' does not support this problem: " : "no implementation supports it: ") +
+                     join(skipped));
+}
+} // namespace
+} // namespace impl
+
+convolution_f32::convolution_f32(const conv_desc &d, const float *weights, const float *bias, const std::string &impl) {
+    const double t0 = impl::now_ms();
+    d.validate();
+    if (!weights) fail("weights", "null pointer");
+    auto p = std::make_unique<impl::conv_f32_primitive>();
+    p->desc = d;
+    impl::choose(d, weights, bias, impl, p.get());
+    if (impl::verbose_level() >= 1) {
+        p->verbose_desc = d.str() + ",dt=f32:f32:f32";
+        impl::verbose_print(std::string("create,cache_miss,") + p->name + ",-," + p->verbose_desc + "," +
+                            impl::verbose_ms(impl::now_ms() - t0));
+    }
+    p_ = std::move(p);
+}
+
+convolution_f32::~convolution_f32() = default;
+convolution_f32::convolution_f32(convolution_f32 &&) noexcept = default;
+convolution_f32 &convolution_f32::operator=(convolution_f32 &&) noexcept = default;
+
+void convolution_f32::execute(const float *src, float *dst, int threads) const {
+    if (!p_) fail("convolution_f32", "moved-from primitive");
+    if (!src) fail("src", "null pointer");
+    if (!dst) fail("dst", "null pointer");
+    if (impl::verbose_level() < 1) {
+        p_->kernel->execute(src, dst, threads);
+        return;
+    }
+    const double t0 = impl::now_ms();
+    p_->kernel->execute(src, dst, threads);
+    impl::verbose_print("exec," + p_->name + "," + p_->verbose_desc + "," + impl::verbose_ms(impl::now_ms() - t0));
+}
+
+const std::string &convolution_f32::impl_name() const { return p_->name; }
+const conv_desc &convolution_f32::desc() const { return p_->desc; }
+
+std::vector<std::string> conv_f32_implementations() {
+    std::vector<std::string> names;
+    for (const auto &e : impl::conv_f32_list()) names.push_back(e.name);
+    return names;
+}
+
+} // namespace qconv
