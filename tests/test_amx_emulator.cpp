@@ -1,17 +1,19 @@
 // The AMX emulator (tests/support/amx_emulator.h) and its fidelity.
 //
-// Random tile programs are assembled with Xbyak and run twice: natively (an
-// AMX CPU, in a child that asks for the AMX permission) and emulated (a child
-// without it, where every tile instruction traps). STTILECFG and every byte of
-// the output buffers must agree. Without AMX the outputs recorded from the
-// hardware (tests/data/amx/programs.txt) are replayed instead; regenerate them
-// on an AMX machine with
+// Random tile programs are assembled with Xbyak and run three ways: natively
+// (an AMX CPU, in a child that asks for the AMX permission), trapped (a child
+// without it, where the tile instructions raise SIGILL) and stepped (every
+// instruction through emulate_amx_instruction(), nothing executed).
+// STTILECFG and every byte of the output buffers must agree. Without AMX the
+// outputs recorded from the hardware (tests/data/amx/programs.txt) are
+// replayed instead; regenerate them on an AMX machine with (one line)
 //   QCONV_AMX_EMU_RECORD=tests/data/amx/programs.txt
 //     build/tests/test_amx_emulator --gtest_filter=AmxRecord.*
-// (one command line).
 // QCONV_AMX_EMU_PROGRAMS=N runs N random programs instead of the default.
+// The faults, the hand-over of unknown instructions, the counters, threads,
+// MXCSR and the dispatcher's switch have tests of their own below.
 //
-// Every emulated run is a child process (fork before any permission request),
+// Every trapped run is a child process that never asked for the permission,
 // so this binary works whatever QCONV_TEST_AMX says.
 #include <gtest/gtest.h>
 
@@ -1167,3 +1169,27 @@ TEST(AmxEmulator, FlushesWhatIsTinyAfterRounding) {
 
 } // namespace
 } // namespace qconv::test
+
+#if defined(__SANITIZE_ADDRESS__)
+namespace qconv::test {
+namespace {
+
+// Under AddressSanitizer the emulator's copies are checked: a tile load past
+// the end of a buffer is reported, which the hardware would not do.
+TEST(AmxEmulator, TileLoadsAreCheckedByAsan) {
+    const cfg_bytes cfg = cfg_bytes().tile(0, 2, 64);
+    const small_program p([](tile_asm &g) {
+        g.mov(g.r8, 64);
+        g.tileloadd(g.tmm0, g.ptr[g.rsi + g.r8]);
+    });
+    const child_result r = run_child([&] {
+        std::vector<uint8_t> one_row(64); // the load reads two
+        step_program(p.code(), cfg.b, one_row.data(), small_out, small_cfg_out);
+    });
+    EXPECT_FALSE(r.exited_ok());
+    EXPECT_NE(r.err.find("heap-buffer-overflow"), std::string::npos) << r.describe();
+}
+
+} // namespace
+} // namespace qconv::test
+#endif
