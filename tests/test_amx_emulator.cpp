@@ -239,8 +239,8 @@ public:
         const Xbyak::Tmm *t[8] = {&tmm0, &tmm1, &tmm2, &tmm3, &tmm4, &tmm5, &tmm6, &tmm7};
         return *t[i];
     }
-    // [base + index * scale + disp] with index = stride >> log2(scale);
-    // base is rsi (input) / rdx (output) or a copy in r10 / r11 (VEX.B).
+    // [base + index * scale + disp] with index = stride / scale; base is rsi
+    // (input) / rdx (output) or a copy in r10 / r11 / r13 (VEX.B).
     Xbyak::Address tile_operand(bool output, rng &r, int64_t stride, int disp, std::ostringstream &text) {
         const Xbyak::Reg64 index_regs[] = {r8, r9, rax, r12};
         const int scales[] = {1, 2, 4, 8};
@@ -249,10 +249,13 @@ public:
         const Xbyak::Reg64 index = index_regs[r.range(0, 3)];
         mov(index, stride / scales[si]);
         Xbyak::Reg64 base = output ? rdx : rsi;
-        if (r.chance(50)) {
-            base = output ? r11 : r10;
-            mov(base, output ? rdx : rsi);
+        switch (r.range(0, 3)) {
+        case 0:
+        case 1: base = output ? r11 : r10; break;
+        case 2: base = r13; break; // [r13 + ...] needs a disp8 even when the displacement is 0
+        default: break;
         }
+        if (base.getIdx() != (output ? rdx : rsi).getIdx()) mov(base, output ? rdx : rsi);
         text << "[" << base.toString() << " + " << index.toString() << "*" << scales[si] << " + " << disp << "]"
              << " stride " << stride;
         return ptr[base + index * scales[si] + disp];
@@ -353,6 +356,7 @@ program make_program(uint64_t seed) {
     tile_asm g;
     std::ostringstream text;
     g.push(g.r12);
+    g.push(g.r13);
     auto note = [&](const std::string &s) {
         text << "  " << s << "\n";
         ++p.instructions;
@@ -444,6 +448,7 @@ program make_program(uint64_t seed) {
     note("tilerelease");
     g.sttilecfg(g.ptr[g.rcx + 128]);
     note("sttilecfg [cfg_out + 128]");
+    g.pop(g.r13);
     g.pop(g.r12);
     g.ret();
     if (cfg_after_code) {
@@ -506,7 +511,7 @@ void run_programs(const std::vector<program> &ps, const code_pages &code, uint8_
 
 // Runs a program's code without executing it: the tile instructions through
 // emulate_amx_instruction(), the few others the generator emits (mov of an
-// immediate or a register, lea, push / pop r12, ret) here. So every instruction,
+// immediate or a register, lea, push / pop r12 / r13, ret) here. So every instruction,
 // LDTILECFG and STTILECFG too, goes through the emulator even on an AMX CPU.
 bool step_program(const uint8_t *code, const uint8_t *cfg, const uint8_t *in, uint8_t *out, uint8_t *cfg_out) {
     ucontext_t uc;
@@ -523,7 +528,8 @@ bool step_program(const uint8_t *code, const uint8_t *cfg, const uint8_t *in, ui
         const uint8_t rex_bits = rex ? p[0] : 0;
         const uint8_t *op = p + (rex ? 1 : 0);
         if (p[0] == 0xc3) return true;
-        if (p[0] == 0x41 && (p[1] == 0x54 || p[1] == 0x5c)) { // push / pop r12: the register is not touched
+        if (p[0] == 0x41 && (p[1] == 0x54 || p[1] == 0x55 || p[1] == 0x5c || p[1] == 0x5d)) {
+            // push / pop r12 / r13: the registers are not touched
             g[REG_RIP] += 2;
         } else if (op[0] >= 0xb8 && op[0] <= 0xbf && !(rex_bits & 8)) { // mov r32, imm32
             memcpy(&imm, op + 1, 4);
