@@ -598,6 +598,14 @@ child_result run_emulated(const std::vector<program> &ps, const code_pages &code
     });
 }
 
+// The native run of `ps` in a child that asks for the permission.
+child_result run_native(const std::vector<program> &ps, const code_pages &code, uint8_t *results) {
+    return run_child([&] {
+        become_native();
+        run_programs(ps, code, results);
+    });
+}
+
 // First difference between two results of program `p`, described.
 std::string first_difference(const program &p, const uint8_t *want, const uint8_t *got) {
     for (size_t j = 0; j < result_bytes; ++j)
@@ -622,10 +630,7 @@ TEST(AmxEmulator, MatchesHardwareOnRandomPrograms) {
     shared_buffer native(n * result_bytes), emulated(n * result_bytes), counters(sizeof(amx_counters));
     ASSERT_TRUE(native.data && emulated.data && counters.data);
     const auto t0 = std::chrono::steady_clock::now();
-    const child_result hw = run_child([&] {
-        become_native();
-        run_programs(ps, code, native.data);
-    });
+    const child_result hw = run_native(ps, code, native.data);
     ASSERT_TRUE(hw.exited_ok()) << "native run: " << hw.describe() << " " << code.locate(hw.err) << "\n"
                                 << ps[0].listing;
     const auto t1 = std::chrono::steady_clock::now();
@@ -677,10 +682,7 @@ TEST(AmxRecord, Vectors) {
     const std::vector<program> ps = make_programs(1000001, n);
     const code_pages code(ps);
     shared_buffer native(n * result_bytes);
-    const child_result hw = run_child([&] {
-        become_native();
-        run_programs(ps, code, native.data);
-    });
+    const child_result hw = run_native(ps, code, native.data);
     ASSERT_TRUE(hw.exited_ok()) << hw.describe();
     std::string cpu = "an AMX CPU";
     std::ifstream info("/proc/cpuinfo");
