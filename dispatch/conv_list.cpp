@@ -5,6 +5,7 @@
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
 #include "dispatch/rows.h"
+#include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/onednn/onednn_conv.h"
 
@@ -15,6 +16,8 @@ using jit::conv_isa;
 
 std::vector<conv_entry> build_conv_list() {
     return {
+        // AMX: qconv's tile kernel first (every zero point and legacy post-op, attr[0] included).
+        jit::conv_amx_row("jit:conv_x8s8:avx512_core_amx"),
         // AMX: oneDNN's brgconv where it takes the problem (no zero point in
         // attr[0]; a stride beyond the kernel is refused as wrong), then its AMX
         // JIT convolution for what brgconv refuses (conv1: IC 3).

@@ -1,0 +1,407 @@
+// The AMX int8 conv kernel object: the source view (in place, padded copy or
+// gathered copy), weight packing into VNNI-4 B tiles, the per-OC
+// compensation, threading, the output pipeline, supports() and the row
+// (design in conv_amx.h and docs/jit_conv_amx.md).
+#include "kernels/jit/conv_amx.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/compensation.h"
+#include "kernels/jit/conv_pipeline.h"
+
+namespace qconv::jit {
+namespace {
+
+constexpr const char *row_name = "jit:conv_x8s8:avx512_core_amx";
+constexpr int blk = 32; // pixels and channels per micro-kernel call
+
+int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct aligned_bytes {
+    uint8_t *p = nullptr;
+    size_t n = 0;
+    explicit aligned_bytes(size_t count) : n(count) {
+        p = static_cast<uint8_t *>(::operator new[](std::max<size_t>(count, 1), std::align_val_t(64)));
+    }
+    ~aligned_bytes() { ::operator delete[](p, std::align_val_t(64)); }
+    aligned_bytes(const aligned_bytes &) = delete;
+    aligned_bytes &operator=(const aligned_bytes &) = delete;
+};
+
+enum class view_kind { in_place, padded, gathered };
+const char *to_string(view_kind v) {
+    return v == view_kind::in_place ? "in_place" : v == view_kind::padded ? "padded" : "gathered";
+}
+
+// Everything derived from the descriptor that the kernel needs.
+struct amx_geometry {
+    view_kind view = view_kind::padded;
+    int64_t mb = 1, g = 1, icg = 1, ocg = 1;
+    int64_t taps = 1;    // taps iterated by the micro-kernel (KH·KW; 1 when gathered)
+    int64_t kt = 1;      // reduction bytes per tap (ICg; KH·KW·ICg when gathered)
+    int kc = 64, nk = 1; // K chunk bytes, chunks per tap
+    int64_t ps = 64;     // bytes per pixel of the view
+    int64_t hb = 0, wb = 0;
+    int64_t img_px = 0; // pixels per (image, group) of a copy, slack included
+    int64_t q = 0;      // virtual output pixels per image
+    int64_t nq = 0, nob = 0;
+    std::vector<int64_t> tap_off;
+};
+
+amx_geometry make_geometry(const conv_desc &d) {
+    amx_geometry g;
+    g.mb = d.mb;
+    g.g = d.g;
+    g.icg = d.icg();
+    g.ocg = d.ocg();
+    const int64_t taps = d.kh * d.kw;
+    const int64_t rows = (d.oh - 1) * d.sh + d.kh_extent(), cols = (d.ow - 1) * d.sw + d.kw_extent();
+    const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
+    const bool strided = d.sh > 1 || d.sw > 1;
+    // Strides, and small channel counts under a KxK kernel (conv1), gather
+    // each window into one row so that the taps fill K.
+    const bool gather = strided || (taps > 1 && g.icg < 32);
+    g.kt = gather ? taps * g.icg : g.icg;
+    g.kc = static_cast<int>(g.kt <= 64 ? rnd_up(g.kt, 4) : 64);
+    g.nk = static_cast<int>(div_up(g.kt, g.kc));
+    const bool in_place = !gather && taps == 1 && !padded && g.kt % g.kc == 0;
+    g.view = gather ? view_kind::gathered : in_place ? view_kind::in_place : view_kind::padded;
+    g.taps = gather ? 1 : taps;
+    g.ps = in_place ? d.ic : rnd_up(int64_t(g.nk) * g.kc, 64);
+    if (g.view == view_kind::padded) {
+        g.hb = (d.oh - 1) + d.kh_extent();
+        g.wb = (d.ow - 1) + d.kw_extent();
+        g.q = (d.oh - 1) * g.wb + d.ow;
+        // Blocks past q read up to blk − 1 pixels beyond the last one.
+        g.img_px = g.hb * g.wb + blk;
+        for (int64_t kh = 0; kh < d.kh; ++kh)
+            for (int64_t kw = 0; kw < d.kw; ++kw) g.tap_off.push_back((kh * d.dh * g.wb + kw * d.dw) * g.ps);
+    } else {
+        g.q = d.oh * d.ow;
+        g.img_px = rnd_up(g.q, blk);
+        g.tap_off.push_back(0);
+    }
+    g.nq = div_up(g.q, blk);
+    g.nob = div_up(g.ocg, blk);
+    return g;
+}
+
+struct amx_packed : impl::packed {
+    explicit amx_packed(size_t bytes) : wei(bytes) {}
+    aligned_bytes wei;
+    std::vector<int32_t> comp; // OC + 16: −Σ zp·w
+    std::vector<float> bias;   // OC + 16 (empty without bias)
+};
+
+struct amx_plan : impl::plan {
+    std::string view;
+    std::string str() const override { return "amx:" + view; }
+};
+
+class conv_amx_kernel : public impl::conv_kernel {
+public:
+    conv_amx_kernel(const conv_problem &p, const attr_set &a)
+        : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(make_geometry(p.desc)) {
+        amx_ukernel_cfg c;
+        c.tap_off = g_.tap_off;
+        c.nk = g_.nk;
+        c.kc = g_.kc;
+        c.s8_src = p.src_dt == dtype::s8;
+        ukernel_ = std::make_unique<amx_ukernel>(c);
+        make_pad_pixels();
+    }
+
+    std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
+    void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
+
+private:
+    int32_t zp_at(int64_t ic) const {
+        if (a_.zp == zp_mechanism::none || a_.zp_values.empty()) return 0;
+        return a_.zp_values.size() == 1 ? a_.zp_values[0] : a_.zp_values[static_cast<size_t>(ic)];
+    }
+    void make_pad_pixels();
+    void build_padded(const uint8_t *src, uint8_t *buf) const;
+    void build_gathered(const uint8_t *src, uint8_t *buf) const;
+    void run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
+                   uint8_t *tail, void *dst, const exec_args &args) const;
+    void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
+               const exec_args &args) const;
+
+    conv_problem p_;
+    attr_set a_;
+    pipeline pipe_;
+    amx_geometry g_;
+    std::unique_ptr<amx_ukernel> ukernel_;
+    std::vector<std::vector<uint8_t>> pad_px_; // per group: one padded pixel (ps bytes)
+};
+
+void conv_amx_kernel::make_pad_pixels() {
+    pad_px_.assign(static_cast<size_t>(g_.g), std::vector<uint8_t>(static_cast<size_t>(g_.ps), 0));
+    for (int64_t gr = 0; gr < g_.g; ++gr)
+        for (int64_t ic = 0; ic < g_.icg; ++ic)
+            pad_px_[gr][ic] = static_cast<uint8_t>(zp_at(gr * g_.icg + ic)); // s8: two's complement byte
+}
+
+// Weights as [group][OC block][chunk][tap][OC half][kc/4][16 OC][4 K bytes].
+std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, const float *bias) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    if (!wei) fail("wei", "is null");
+    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+    const int64_t b_tile = int64_t(g.kc) / 4 * 64, per_ob = int64_t(g.nk) * g.taps * 2 * b_tile;
+    auto pk = std::make_shared<amx_packed>(static_cast<size_t>(g.g * g.nob * per_ob));
+    std::memset(pk->wei.p, 0, pk->wei.n);
+    const bool gathered = g.view == view_kind::gathered;
+    for (int64_t gr = 0; gr < g.g; ++gr)
+        for (int64_t oc = 0; oc < g.ocg; ++oc) {
+            const int64_t ob = oc / blk, h = (oc % blk) / 16, o = oc % 16;
+            auto *base = reinterpret_cast<int8_t *>(pk->wei.p + (gr * g.nob + ob) * per_ob);
+            for (int64_t t = 0; t < g.taps; ++t)
+                for (int64_t k = 0; k < g.kt; ++k) {
+                    const int64_t ic = gathered ? k % g.icg : k, tap = gathered ? k / g.icg : t;
+                    const int64_t kh = tap / d.kw, kw = tap % d.kw;
+                    const int64_t chunk = k / g.kc, r = (k % g.kc) / 4, j = k % 4;
+                    base[((chunk * g.taps + t) * 2 + h) * b_tile + r * 64 + o * 4 + j] =
+                        wei[(((gr * g.ocg + oc) * g.icg + ic) * d.kh + kh) * d.kw + kw];
+                }
+        }
+    pk->comp.assign(static_cast<size_t>(d.oc + 16), 0);
+    if (a_.zp != zp_mechanism::none) {
+        const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
+        std::copy(c.begin(), c.end(), pk->comp.begin());
+    }
+    if (p_.with_bias) {
+        pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
+        std::copy(bias, bias + d.oc, pk->bias.begin());
+    }
+    return pk;
+}
+
+// Padded copy, one (image, group, row) per work item (inside execute()'s
+// parallel region; implicit barrier at the end).
+void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const size_t ps = static_cast<size_t>(g.ps), icg = static_cast<size_t>(g.icg);
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t n = 0; n < g.mb; ++n)
+        for (int64_t gr = 0; gr < g.g; ++gr)
+            for (int64_t r = 0; r < g.hb; ++r) {
+                uint8_t *img = buf + (n * g.g + gr) * g.img_px * g.ps;
+                uint8_t *row = img + r * g.wb * g.ps;
+                const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+                const int64_t ih = r - d.pt;
+                for (int64_t c = 0; c < g.wb; ++c) {
+                    uint8_t *px = row + c * g.ps;
+                    const int64_t iw = c - d.pl;
+                    if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                        std::memcpy(px, pad, ps);
+                        continue;
+                    }
+                    const uint8_t *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg;
+                    if (ps == icg && g.g == 1) { // same layout: the valid run at once
+                        const int64_t run = std::min(d.iw - iw, g.wb - c);
+                        std::memcpy(px, x, static_cast<size_t>(run) * ps);
+                        c += run - 1;
+                        continue;
+                    }
+                    std::memcpy(px, x, icg);
+                    std::memset(px + icg, 0, ps - icg);
+                }
+                if (r == g.hb - 1) // slack read by the last blocks (garbage outputs only)
+                    std::memset(img + g.hb * g.wb * g.ps, 0, static_cast<size_t>((g.img_px - g.hb * g.wb) * g.ps));
+            }
+}
+
+// Gathered copy: the window of output pixel q as one row, tap-major.
+void conv_amx_kernel::build_gathered(const uint8_t *src, uint8_t *buf) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const size_t icg = static_cast<size_t>(g.icg);
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t n = 0; n < g.mb; ++n)
+        for (int64_t gr = 0; gr < g.g; ++gr)
+            for (int64_t q = 0; q < g.img_px; ++q) {
+                uint8_t *row = buf + ((n * g.g + gr) * g.img_px + q) * g.ps;
+                if (q >= g.q) {
+                    std::memset(row, 0, static_cast<size_t>(g.ps));
+                    continue;
+                }
+                const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+                const int64_t oh = q / d.ow, ow = q % d.ow;
+                for (int64_t kh = 0; kh < d.kh; ++kh) {
+                    const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
+                    for (int64_t kw = 0; kw < d.kw; ++kw) {
+                        const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
+                        uint8_t *o = row + (kh * d.kw + kw) * g.icg;
+                        if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) std::memcpy(o, pad, icg);
+                        else std::memcpy(o, src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg, icg);
+                    }
+                }
+                std::memset(row + g.kt, 0, static_cast<size_t>(g.ps - g.kt));
+            }
+}
+
+// The output pipeline over the valid pixels of one block (padded view:
+// virtual columns ≥ OW are skipped; each run stays within one output row).
+void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob,
+                            void *dst, const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    tile t;
+    t.acc_stride = blk;
+    t.c0 = gr * g.ocg + ob * blk;
+    t.nc = static_cast<int>(std::min<int64_t>(blk, g.ocg - ob * blk));
+    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    const int64_t q_end = std::min(q0 + blk, g.q);
+    for (int64_t q = q0; q < q_end;) {
+        int64_t pix = q, run = q_end - q;
+        if (g.view == view_kind::padded) {
+            const int64_t oh = q / g.wb, ow = q % g.wb;
+            if (ow >= d.ow) {
+                q = (oh + 1) * g.wb;
+                continue;
+            }
+            pix = oh * d.ow + ow;
+            run = std::min(run, d.ow - ow);
+        }
+        t.acc = acc + (q - q0) * blk;
+        t.npix = static_cast<int>(run);
+        t.dst_off0 = (n * d.oh * d.ow + pix) * d.oc + t.c0;
+        run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
+        q += run;
+    }
+}
+
+// Work item it = ((n·G + group)·nq + pixel block)·nob + OC block.
+void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
+                                int32_t *acc, uint8_t *tail, void *dst, const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
+                  n = it / (g.nob * g.nq * g.g);
+    const int64_t q0 = qb * blk;
+    amx_call call{};
+    call.b = reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
+    call.c = acc;
+    if (g.view == view_kind::in_place) {
+        const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
+        call.a = a;
+        call.a_stride = d.ic;
+        if (q0 + blk > g.q) { // last block: its pixels copied, the rest 0 (the source ends here)
+            const int64_t ts = rnd_up(g.kt, 64);
+            std::memset(tail, 0, static_cast<size_t>(blk * ts));
+            for (int64_t i = 0; i < g.q - q0; ++i)
+                std::memcpy(tail + i * ts, a + i * d.ic, static_cast<size_t>(g.kt));
+            call.a = tail;
+            call.a_stride = ts;
+        }
+    } else {
+        call.a = view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
+        call.a_stride = g.ps;
+    }
+    ukernel_->fn()(&call);
+    store(pk, acc, n, gr, q0, ob, dst, args);
+}
+
+void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
+    const amx_geometry &g = g_;
+    const auto &pk = dynamic_cast<const amx_packed &>(w);
+    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
+    const auto *s = static_cast<const uint8_t *>(src);
+    // The copy lives in a buffer kept per calling thread, reused while large enough.
+    thread_local std::unique_ptr<aligned_bytes> copy;
+    uint8_t *buf = nullptr;
+    if (g.view != view_kind::in_place) {
+        const size_t need = static_cast<size_t>(g.mb * g.g * g.img_px * g.ps);
+        if (!copy || copy->n < need) {
+            copy.reset();
+            copy = std::make_unique<aligned_bytes>(need);
+        }
+        buf = copy->p;
+    }
+    const int64_t work = g.mb * g.g * g.nq * g.nob;
+    const bool need_tail = g.view == view_kind::in_place && g.q % blk != 0;
+#pragma omp parallel num_threads(threads)
+    {
+        if (g.view == view_kind::padded) build_padded(s, buf);
+        else if (g.view == view_kind::gathered) build_gathered(s, buf);
+        alignas(64) int32_t acc[blk * blk];
+        std::unique_ptr<aligned_bytes> tail;
+        if (need_tail) tail = std::make_unique<aligned_bytes>(static_cast<size_t>(blk * rnd_up(g.kt, 64)));
+        ukernel_->configure();
+#pragma omp for schedule(static) nowait
+        for (int64_t it = 0; it < work; ++it) run_block(pk, buf, s, it, acc, tail ? tail->p : nullptr, dst, args);
+        ukernel_->release();
+    }
+}
+
+bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
+    using impl::reject;
+    const conv_desc &d = p.desc;
+    if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
+    if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
+        return reject(why, std::string("destination ") + to_string(p.dst_dt) + " not supported");
+    if (d.g > 1 && d.g == d.ic && d.g == d.oc)
+        return reject(why, "depthwise (groups == IC == OC): the depthwise rows take it");
+    if (d.g > 1 && (d.icg() < 16 || d.ocg() < 16))
+        return reject(why, "groups with fewer than 16 input or output channels do not fill the tiles");
+    if (a.zp != zp_mechanism::none) {
+        // Padded taps hold the zero point as a source byte.
+        if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != d.ic)
+            return reject(why, "zero point needs 1 or IC values");
+        const bool u8 = p.src_dt == dtype::u8;
+        const int32_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
+        for (int32_t z : a.zp_values)
+            if (z < lo || z > hi)
+                return reject(why, u8 ? "zero point outside [0, 255] (u8 source)"
+                                      : "zero point outside [-128, 127] (s8 source)");
+    }
+    for (const lowered_op &op : a.ops) {
+        switch (op.k) {
+        case lowered_op::kind::eltwise:
+        case lowered_op::kind::binary:
+        case lowered_op::kind::prelu:
+        case lowered_op::kind::sum:
+        case lowered_op::kind::depthwise_scale_shift:
+        case lowered_op::kind::depthwise_prelu:
+        case lowered_op::kind::quantization: break;
+        default: return reject(why, "lowered post-op kind not implemented");
+        }
+    }
+    const amx_geometry g = make_geometry(d);
+    if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
+    const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
+    if (g.tap_off.back() + g.nk * g.kc >= (int64_t(1) << 31) || b_chunk >= (int64_t(1) << 31) ||
+        g.ps * blk >= (int64_t(1) << 31))
+        return reject(why, "source rows too large for 32-bit displacements");
+    return true;
+}
+
+} // namespace
+
+impl::conv_entry conv_amx_row(const std::string &name) {
+    if (name != row_name) fail("impl", "row '" + name + "' is named '" + std::string(row_name) + "' by its kernel");
+    impl::conv_entry e;
+    e.name = name;
+    e.family = "jit";
+    using impl::cpu_feature;
+    e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
+    e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) -> impl::plan_ptr {
+        if (!amx_supports(p, a, why)) return nullptr;
+        auto pl = std::make_shared<amx_plan>();
+        pl->view = to_string(make_geometry(p.desc).view);
+        return pl;
+    };
+    e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
+        return std::make_shared<conv_amx_kernel>(p, a);
+    };
+    return e;
+}
+
+} // namespace qconv::jit

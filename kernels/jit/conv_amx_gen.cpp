@@ -1,0 +1,152 @@
+// Code generators of the AMX conv micro-kernel (see conv_amx.h): the block
+// kernel (tilezero, the K loop of tileloadd + tdpbusd/tdpbssd, tilestored)
+// and the two helpers that load and release the tile configuration.
+#include <cstring>
+#include <string>
+
+#include "kernels/jit/conv_amx.h"
+#include "kernels/jit/jit_base.h"
+#include "qconv/types.h"
+
+namespace qconv::jit {
+namespace {
+
+constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
+
+class amx_block_gen : public jit_generator {
+public:
+    explicit amx_block_gen(const amx_ukernel_cfg &cfg) : jit_generator(64 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg) {}
+    const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
+
+protected:
+    void generate() override {
+        load_args();
+        for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
+        compute_block();
+        store();
+        ret();
+    }
+
+private:
+    // Tiles: C 0..3 ([pixel half][OC half]), A 4/5 (pixel halves), B 6/7 (OC halves).
+    Xbyak::Tmm c_tile(int i) const { return Xbyak::Tmm(i); }
+    Xbyak::Tmm a_tile(int i) const { return Xbyak::Tmm(4 + i); }
+    Xbyak::Tmm b_tile(int i) const { return Xbyak::Tmm(6 + i); }
+
+    void load_args() {
+        mov(reg_a0, ptr[reg_param + offsetof(amx_call, a)]);
+        mov(reg_stride, ptr[reg_param + offsetof(amx_call, a_stride)]);
+        mov(reg_b, ptr[reg_param + offsetof(amx_call, b)]);
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
+        mov(reg_a1, reg_stride);
+        shl(reg_a1, 4);
+        add(reg_a1, reg_a0); // pixel 16
+        mov(reg_b_stride, 64);
+    }
+
+    int64_t b_tile_bytes() const { return int64_t(cfg_.kc) / 4 * 64; }
+
+    // B tiles of tap t (both OC halves) of the current chunk.
+    void load_weights(size_t t) {
+        for (int h = 0; h < 2; ++h) {
+            const int64_t off = (int64_t(t) * 2 + h) * b_tile_bytes();
+            tileloadd(b_tile(h), ptr[reg_b + reg_b_stride + static_cast<uint32_t>(off)]);
+        }
+    }
+
+    void load_source(size_t t) {
+        const auto off = static_cast<uint32_t>(cfg_.tap_off[t]);
+        tileloadd(a_tile(0), ptr[reg_a0 + reg_stride + off]);
+        tileloadd(a_tile(1), ptr[reg_a1 + reg_stride + off]);
+    }
+
+    void multiply(const Xbyak::Tmm &c, const Xbyak::Tmm &a, const Xbyak::Tmm &b) {
+        if (cfg_.s8_src) tdpbssd(c, a, b);
+        else tdpbusd(c, a, b);
+    }
+
+    // K loop: nk chunks (runtime loop) × every tap (unrolled).
+    void compute_block() {
+        Xbyak::Label l_chunk;
+        mov(reg_k, cfg_.nk);
+        L(l_chunk);
+        for (size_t t = 0; t < cfg_.tap_off.size(); ++t) {
+            load_source(t);
+            load_weights(t);
+            multiply(c_tile(0), a_tile(0), b_tile(0));
+            multiply(c_tile(1), a_tile(0), b_tile(1));
+            multiply(c_tile(2), a_tile(1), b_tile(0));
+            multiply(c_tile(3), a_tile(1), b_tile(1));
+        }
+        add(reg_a0, cfg_.kc);
+        add(reg_a1, cfg_.kc);
+        add(reg_b, static_cast<uint32_t>(int64_t(cfg_.tap_off.size()) * 2 * b_tile_bytes()));
+        dec(reg_k);
+        jnz(l_chunk, T_NEAR);
+    }
+
+    // C tile (pixel half p, OC half h) at c + p·16 rows + h·64 bytes.
+    void store() {
+        mov(reg_c_stride, c_row_bytes);
+        for (int p = 0; p < 2; ++p)
+            for (int h = 0; h < 2; ++h)
+                tilestored(ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)], c_tile(p * 2 + h));
+    }
+
+    const amx_ukernel_cfg cfg_;
+    const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
+                       reg_k = r10, reg_c = r11, reg_c_stride = rax;
+};
+
+// ldtilecfg [rdi] / tilerelease.
+class amx_tilecfg_gen : public jit_generator {
+public:
+    explicit amx_tilecfg_gen(bool load) : jit_generator(4096), load_(load) {}
+    const char *name() const override { return load_ ? "jit:amx_ldtilecfg" : "jit:amx_tilerelease"; }
+
+protected:
+    void generate() override {
+        if (load_) ldtilecfg(ptr[rdi]);
+        else tilerelease();
+        ret();
+    }
+
+private:
+    bool load_;
+};
+
+} // namespace
+
+struct amx_ukernel::gens {
+    explicit gens(const amx_ukernel_cfg &cfg) : block(cfg), load(true), release(false) {}
+    amx_block_gen block;
+    amx_tilecfg_gen load, release;
+};
+
+amx_ukernel::amx_ukernel(const amx_ukernel_cfg &cfg) {
+    if (cfg.kc < 4 || cfg.kc > 64 || cfg.kc % 4 != 0) fail("kc", "must be a multiple of 4 in [4, 64]");
+    if (cfg.tap_off.empty() || cfg.nk < 1) fail("taps", "at least one tap and one K chunk");
+    gens_ = std::make_unique<gens>(cfg);
+    gens_->block.create();
+    gens_->load.create();
+    gens_->release.create();
+    fn_ = gens_->block.entry<amx_ukernel_fn>();
+    // Palette 1: C tiles 16 rows × 64 bytes, A 16 rows × kc bytes, B kc/4 rows × 64 bytes.
+    std::memset(tilecfg_, 0, sizeof(tilecfg_));
+    tilecfg_[0] = 1;
+    auto set = [this](int t, int rows, int colsb) {
+        const uint16_t cb = static_cast<uint16_t>(colsb);
+        std::memcpy(tilecfg_ + 16 + 2 * t, &cb, 2);
+        tilecfg_[48 + t] = static_cast<uint8_t>(rows);
+    };
+    for (int t = 0; t < 4; ++t) set(t, 16, 64);
+    for (int t = 4; t < 6; ++t) set(t, 16, cfg.kc);
+    for (int t = 6; t < 8; ++t) set(t, cfg.kc / 4, 64);
+}
+
+amx_ukernel::~amx_ukernel() = default;
+
+void amx_ukernel::configure() const { gens_->load.entry<void (*)(const void *)>()(tilecfg_); }
+void amx_ukernel::release() const { gens_->release.entry<void (*)()>()(); }
+
+} // namespace qconv::jit
