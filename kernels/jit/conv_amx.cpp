@@ -279,15 +279,16 @@ void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n,
 }
 
 // Work item it = ((n·G + group)·nq + pixel block)·nob + OC block.
-void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
-                                int32_t *acc, uint8_t *tail, void *dst, const exec_args &args) const {
+void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
+                                uint8_t *tail, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
                   n = it / (g.nob * g.nq * g.g);
     const int64_t q0 = qb * blk;
     amx_call call{};
-    call.b = reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
+    call.b =
+        reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
     call.c = acc;
     if (g.view == view_kind::in_place) {
         const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
@@ -296,8 +297,7 @@ void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const
         if (q0 + blk > g.q) { // last block: its pixels copied, the rest 0 (the source ends here)
             const int64_t ts = rnd_up(g.kt, 64);
             std::memset(tail, 0, static_cast<size_t>(blk * ts));
-            for (int64_t i = 0; i < g.q - q0; ++i)
-                std::memcpy(tail + i * ts, a + i * d.ic, static_cast<size_t>(g.kt));
+            for (int64_t i = 0; i < g.q - q0; ++i) std::memcpy(tail + i * ts, a + i * d.ic, static_cast<size_t>(g.kt));
             call.a = tail;
             call.a_stride = ts;
         }
@@ -392,7 +392,8 @@ impl::conv_entry conv_amx_row(const std::string &name) {
     e.family = "jit";
     using impl::cpu_feature;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
-    e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) -> impl::plan_ptr {
+    e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &,
+                  std::string *why) -> impl::plan_ptr {
         if (!amx_supports(p, a, why)) return nullptr;
         auto pl = std::make_shared<amx_plan>();
         pl->view = to_string(make_geometry(p.desc).view);

@@ -15,7 +15,8 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
 class amx_block_gen : public jit_generator {
 public:
-    explicit amx_block_gen(const amx_ukernel_cfg &cfg) : jit_generator(64 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg) {}
+    explicit amx_block_gen(const amx_ukernel_cfg &cfg)
+        : jit_generator(64 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg) {}
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:
