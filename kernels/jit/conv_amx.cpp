@@ -107,13 +107,25 @@ class conv_amx_kernel : public impl::conv_kernel {
 public:
     conv_amx_kernel(const conv_problem &p, const attr_set &a)
         : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(make_geometry(p.desc)) {
+        fused_ = pipeline_fusable(a, conv_knobs::from_env());
         amx_ukernel_cfg c;
         c.tap_off = g_.tap_off;
         c.nk = g_.nk;
         c.kc = g_.kc;
         c.s8_src = p.src_dt == dtype::s8;
-        ukernel_ = std::make_unique<amx_ukernel>(c);
+        c.pipe = fused_ ? &pipe_ : nullptr;
+        ukernel_[0] = std::make_unique<amx_ukernel>(c);
+        // The last OC block of a group, when narrower than 32 channels.
+        const int64_t rem = g_.ocg - (g_.nob - 1) * blk;
+        if (fused_ && rem < blk) {
+            c.nvec = static_cast<int>(div_up(rem, 16));
+            c.last_n = static_cast<int>(rem - (c.nvec - 1) * 16);
+            ukernel_[1] = std::make_unique<amx_ukernel>(c);
+        }
         make_pad_pixels();
+        make_pixel_table();
+        for (const auto &op : a_.ops)
+            if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx_.push_back(op.full_index);
     }
 
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
@@ -132,11 +144,16 @@ private:
     void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
                const exec_args &args) const;
 
+    void make_pixel_table();
+
     conv_problem p_;
     attr_set a_;
     pipeline pipe_;
     amx_geometry g_;
-    std::unique_ptr<amx_ukernel> ukernel_;
+    bool fused_ = false;
+    std::unique_ptr<amx_ukernel> ukernel_[2];  // full OC blocks, the narrower last one (fused)
+    std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
+    std::vector<int> full_idx_;                // exec_args::binary index of each full operand, chain order
     std::vector<std::vector<uint8_t>> pad_px_; // per group: one padded pixel (ps bytes)
 };
 
@@ -145,6 +162,15 @@ void conv_amx_kernel::make_pad_pixels() {
     for (int64_t gr = 0; gr < g_.g; ++gr)
         for (int64_t ic = 0; ic < g_.icg; ++ic)
             pad_px_[gr][ic] = static_cast<uint8_t>(zp_at(gr * g_.icg + ic)); // s8: two's complement byte
+}
+
+void conv_amx_kernel::make_pixel_table() {
+    const conv_desc &d = p_.desc;
+    pix_.assign(static_cast<size_t>(g_.nq * blk), -1);
+    for (int64_t q = 0; q < g_.q; ++q) {
+        if (g_.view != view_kind::padded) pix_[q] = q;
+        else if (q % g_.wb < d.ow) pix_[q] = q / g_.wb * d.ow + q % g_.wb;
+    }
 }
 
 // Weights as [group][OC block][chunk][tap][OC half][kc/4][16 OC][4 K bytes].
@@ -305,8 +331,26 @@ void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const
         call.a = view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
         call.a_stride = g.ps;
     }
-    ukernel_->fn()(&call);
-    store(pk, acc, n, gr, q0, ob, dst, args);
+    if (!fused_) {
+        ukernel_[0]->fn()(&call);
+        store(pk, acc, n, gr, q0, ob, dst, args);
+        return;
+    }
+    const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow;
+    int64_t rows[blk];
+    for (int i = 0; i < blk; ++i) {
+        const int64_t px = pix_[q0 + i];
+        rows[i] = px < 0 ? -1 : (img + px) * d.oc;
+    }
+    call.row_off = rows;
+    const int64_t dsz = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
+    call.dst = static_cast<uint8_t *>(dst) + c0 * dsz;
+    call.comp = pk.comp.data() + c0;
+    call.bias = p_.with_bias ? pk.bias.data() + c0 : nullptr;
+    call.c_off = c0 * 4;
+    for (size_t f = 0; f < full_idx_.size(); ++f) call.full[f] = args.binary[full_idx_[f]] + c0;
+    const bool last = ob == g.nob - 1 && ukernel_[1];
+    ukernel_[last ? 1 : 0]->fn()(&call);
 }
 
 void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
@@ -334,10 +378,10 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
         alignas(64) int32_t acc[blk * blk];
         std::unique_ptr<aligned_bytes> tail;
         if (need_tail) tail = std::make_unique<aligned_bytes>(static_cast<size_t>(blk * rnd_up(g.kt, 64)));
-        ukernel_->configure();
+        ukernel_[0]->configure();
 #pragma omp for schedule(static) nowait
         for (int64_t it = 0; it < work; ++it) run_block(pk, buf, s, it, acc, tail ? tail->p : nullptr, dst, args);
-        ukernel_->release();
+        ukernel_[0]->release();
     }
 }
 

@@ -7,7 +7,9 @@
 // (tmm4/5: 16 pixels × kc source bytes each) and two B tiles (tmm6/7: the
 // VNNI-4 weights of 16 channels, kc/4 rows × 64 bytes), one tdpbusd (u8
 // source) or tdpbssd (s8 source) per (A, B) pair, and stores the C tiles to
-// an int32 buffer; the existing AVX-512 output pipeline then runs on it.
+// an int32 buffer; the output pipeline then runs on it: fused into the same
+// code (conv_epilogue_gen, per pixel row of the buffer) when the chain allows
+// (pipeline_fusable), else the C++ AVX-512 pipeline.
 //
 // The source is read through one of three views, all with every row of a
 // tile a whole pixel (stride = pixel bytes):
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "dispatch/impl.h"
+#include "kernels/jit/conv_x8s8.h"
 
 namespace qconv::jit {
 
@@ -42,6 +45,11 @@ struct amx_ukernel_cfg {
     int nk = 1;
     int kc = 64;
     bool s8_src = false; // tdpbssd instead of tdpbusd
+    // Fused output pipeline (null: the kernel only stores the C tiles): OC
+    // vectors of the block (1 or 2) and valid lanes of the last one.
+    const struct pipeline *pipe = nullptr;
+    int nvec = 2;
+    int last_n = 16;
 };
 
 // Arguments of one call.
@@ -50,6 +58,15 @@ struct amx_call {
     int64_t a_stride; // bytes between consecutive pixels
     const int8_t *b;  // packed weights of the OC block
     int32_t *c;       // int32 [32 pixels][32 channels], 64-byte aligned
+    // Fused kernels: row_off[i] = element offset of pixel i's output from
+    // dst (−1: not stored); dst, comp, bias and the full operands at channel
+    // c0 of the block, c_off = c0 · 4.
+    const int64_t *row_off;
+    void *dst;
+    const int32_t *comp;
+    const float *bias;
+    int64_t c_off;
+    const float *full[max_fused_full];
 };
 using amx_ukernel_fn = void (*)(const amx_call *);
 

@@ -1,10 +1,19 @@
 // Code generators of the AMX conv micro-kernel (see conv_amx.h): the block
-// kernel (tilezero, the K loop of tileloadd + tdpbusd/tdpbssd, tilestored)
-// and the two helpers that load and release the tile configuration.
+// kernel (tilezero, the K loop of tileloadd + tdpbusd/tdpbssd, tilestored,
+// then, when fused, the output pipeline of conv_epilogue_gen over the 32
+// pixel rows of the int32 buffer) and the two helpers that load and release
+// the tile configuration.
+//
+// Registers: rdi = call; K loop: rsi/rdx = A of pixels 0 / 16, rcx = A
+// stride, r8 = B, r9 = 64 (B stride), r10 = chunk counter; store: r10 = C,
+// r9 = C stride; epilogue: r8 = row offsets, rsi = the row's offset, rdx =
+// dst at c0, and conv_epilogue_gen's rax, rbx, r11..r15; zmm0 = y,
+// zmm24..27 the vector parameters, zmm28 spare.
 #include <cstring>
 #include <string>
 
 #include "kernels/jit/conv_amx.h"
+#include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
 
@@ -13,10 +22,10 @@ namespace {
 
 constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
-class amx_block_gen : public jit_generator {
+class amx_block_gen : public conv_epilogue_gen {
 public:
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : jit_generator(64 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg) {}
+        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:
@@ -25,7 +34,15 @@ protected:
         for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
         compute_block();
         store();
+        if (cfg_.pipe) {
+            apply_post_ops();
+            vzeroupper();
+        }
         ret();
+        if (cfg_.pipe) {
+            align(64);
+            emit_const_pool();
+        }
     }
 
 private:
@@ -38,7 +55,6 @@ private:
         mov(reg_a0, ptr[reg_param + offsetof(amx_call, a)]);
         mov(reg_stride, ptr[reg_param + offsetof(amx_call, a_stride)]);
         mov(reg_b, ptr[reg_param + offsetof(amx_call, b)]);
-        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
         mov(reg_a1, reg_stride);
         shl(reg_a1, 4);
         add(reg_a1, reg_a0); // pixel 16
@@ -88,15 +104,65 @@ private:
 
     // C tile (pixel half p, OC half h) at c + p·16 rows + h·64 bytes.
     void store() {
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
         mov(reg_c_stride, c_row_bytes);
         for (int p = 0; p < 2; ++p)
             for (int h = 0; h < 2; ++h)
                 tilestored(ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)], c_tile(p * 2 + h));
     }
 
+    // ------------------------------------------------------- fused epilogue
+    bool tail(int b) const override { return b == cfg_.nvec - 1 && cfg_.last_n < 16; }
+    int tail_lanes() const override { return cfg_.last_n; }
+    Xbyak::Address full_operand(int i, int, int b) override {
+        mov(reg_full, ptr[reg_param + offsetof(amx_call, full) + 8 * i]);
+        return ptr[reg_full + reg_row * 4 + b * 64];
+    }
+
+    void load_epilogue_args() {
+        mov(reg_dst_base, ptr[reg_param + offsetof(amx_call, dst)]);
+        mov(reg_rows, ptr[reg_param + offsetof(amx_call, row_off)]);
+        mov(reg_comp, ptr[reg_param + offsetof(amx_call, comp)]);
+        mov(reg_bias, ptr[reg_param + offsetof(amx_call, bias)]);
+        mov(reg_coff, ptr[reg_param + offsetof(amx_call, c_off)]);
+        mov(reg_pbase, reinterpret_cast<uintptr_t>(cfg_.pipe->scale.data()));
+        add(reg_pbase, reg_coff);
+        if (cfg_.last_n < 16) {
+            mov(eax, (1u << cfg_.last_n) - 1u);
+            kmovw(k1, eax);
+        }
+        vxorps(zmm_zero, zmm_zero, zmm_zero);
+    }
+
+    // Per OC vector (parameters hoisted), per pixel row of the buffer: skip
+    // rows whose offset is negative, else y = C row → pipeline → dst.
+    void apply_post_ops() {
+        for (const auto &r : {rbx, r12, r13, r14, r15}) push(r);
+        load_epilogue_args();
+        const Xbyak::Zmm y(0);
+        const int dsz_ = dsz();
+        const Xbyak::RegExp dst_row = dsz_ == 1 ? reg_dst_base + reg_row : reg_dst_base + reg_row * 4;
+        for (int b = 0; b < cfg_.nvec; ++b) {
+            emit_load_params(b);
+            for (int w = 0; w < 32; ++w) {
+                Xbyak::Label l_skip;
+                mov(reg_row, ptr[reg_rows + w * 8]);
+                test(reg_row, reg_row);
+                js(l_skip, T_NEAR);
+                lea(reg_dst, ptr[dst_row]);
+                vmovdqu32(y, ptr[reg_c + w * c_row_bytes + b * 64]);
+                emit_pixel_pipeline(y, 0, b, 0);
+                emit_store(y, ptr[reg_dst + b * 16 * dsz_], tail(b), cfg_.pipe->dst_dt);
+                L(l_skip);
+            }
+        }
+        for (const auto &r : {r15, r14, r13, r12, rbx}) pop(r);
+    }
+
     const amx_ukernel_cfg cfg_;
     const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
-                       reg_k = r10, reg_c = r11, reg_c_stride = rax;
+                       reg_k = r10, reg_c = r10, reg_c_stride = r9;
+    const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx;
 };
 
 // ldtilecfg [rdi] / tilerelease.
