@@ -4,6 +4,7 @@
 // (design in conv_amx.h and docs/jit_conv_amx.md).
 #include "kernels/jit/conv_amx.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -32,6 +33,22 @@ struct aligned_bytes {
     aligned_bytes(const aligned_bytes &) = delete;
     aligned_bytes &operator=(const aligned_bytes &) = delete;
 };
+
+// Short copies of the source views (a pixel's channels, a kernel row of a
+// window): 64-byte moves, the last one masked (masked-out bytes are neither
+// read nor written). The row needs AVX-512 BW.
+__attribute__((target("avx512f,avx512bw"))) inline void copy_n(uint8_t *d, const uint8_t *s, int64_t n) {
+    for (; n >= 64; n -= 64, d += 64, s += 64) _mm512_storeu_si512(d, _mm512_loadu_si512(s));
+    if (n > 0) {
+        const __mmask64 m = ~uint64_t(0) >> (64 - n);
+        _mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
+    }
+}
+__attribute__((target("avx512f,avx512bw"))) inline void zero_n(uint8_t *d, int64_t n) {
+    const __m512i z = _mm512_setzero_si512();
+    for (; n >= 64; n -= 64, d += 64) _mm512_storeu_si512(d, z);
+    if (n > 0) _mm512_mask_storeu_epi8(d, ~uint64_t(0) >> (64 - n), z);
+}
 
 enum class view_kind { in_place, padded, gathered };
 const char *to_string(view_kind v) {
@@ -91,6 +108,13 @@ amx_geometry make_geometry(const conv_desc &d) {
     return g;
 }
 
+// A thread's copy of one pixel block (gathered view, the in-place tail) and
+// which block it holds (−1: none).
+struct block_buf {
+    std::unique_ptr<aligned_bytes> b;
+    int64_t key = -1;
+};
+
 struct amx_packed : impl::packed {
     explicit amx_packed(size_t bytes) : wei(bytes) {}
     aligned_bytes wei;
@@ -138,9 +162,10 @@ private:
     }
     void make_pad_pixels();
     void build_padded(const uint8_t *src, uint8_t *buf) const;
-    void build_gathered(const uint8_t *src, uint8_t *buf) const;
+    void gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const;
+    void tail_block(const uint8_t *a, int64_t q0, uint8_t *out) const;
     void run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
-                   uint8_t *tail, void *dst, const exec_args &args) const;
+                   block_buf &bb, void *dst, const exec_args &args) const;
     void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
                const exec_args &args) const;
 
@@ -210,7 +235,7 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
 
 // Padded copy, one (image, group, row) per work item (inside execute()'s
 // parallel region; implicit barrier at the end).
-void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const size_t ps = static_cast<size_t>(g.ps), icg = static_cast<size_t>(g.icg);
@@ -226,7 +251,7 @@ void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
                     uint8_t *px = row + c * g.ps;
                     const int64_t iw = c - d.pl;
                     if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                        std::memcpy(px, pad, ps);
+                        copy_n(px, pad, g.ps);
                         continue;
                     }
                     const uint8_t *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg;
@@ -236,41 +261,66 @@ void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
                         c += run - 1;
                         continue;
                     }
-                    std::memcpy(px, x, icg);
-                    std::memset(px + icg, 0, ps - icg);
+                    copy_n(px, x, g.icg);
+                    zero_n(px + icg, g.ps - g.icg);
                 }
                 if (r == g.hb - 1) // slack read by the last blocks (garbage outputs only)
                     std::memset(img + g.hb * g.wb * g.ps, 0, static_cast<size_t>((g.img_px - g.hb * g.wb) * g.ps));
             }
 }
 
-// Gathered copy: the window of output pixel q as one row, tap-major.
-void conv_amx_kernel::build_gathered(const uint8_t *src, uint8_t *buf) const {
+// Gathered rows of one pixel block (per thread, right before its first use):
+// the window of output pixel q as one row, tap-major; rows past the image 0.
+// The sizes are locals: the byte stores may alias every member.
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::gather_block(const uint8_t *src, int64_t n,
+                                                                                int64_t gr, int64_t q0,
+                                                                                uint8_t *out) const {
     const conv_desc &d = p_.desc;
-    const amx_geometry &g = g_;
-    const size_t icg = static_cast<size_t>(g.icg);
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t n = 0; n < g.mb; ++n)
-        for (int64_t gr = 0; gr < g.g; ++gr)
-            for (int64_t q = 0; q < g.img_px; ++q) {
-                uint8_t *row = buf + ((n * g.g + gr) * g.img_px + q) * g.ps;
-                if (q >= g.q) {
-                    std::memset(row, 0, static_cast<size_t>(g.ps));
-                    continue;
-                }
-                const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
-                const int64_t oh = q / d.ow, ow = q % d.ow;
-                for (int64_t kh = 0; kh < d.kh; ++kh) {
-                    const int64_t ih = oh * d.sh - d.pt + kh * d.dh;
-                    for (int64_t kw = 0; kw < d.kw; ++kw) {
-                        const int64_t iw = ow * d.sw - d.pl + kw * d.dw;
-                        uint8_t *o = row + (kh * d.kw + kw) * g.icg;
-                        if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) std::memcpy(o, pad, icg);
-                        else std::memcpy(o, src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg, icg);
-                    }
-                }
-                std::memset(row + g.kt, 0, static_cast<size_t>(g.ps - g.kt));
+    const int64_t ih_n = d.ih, iw_n = d.iw, ic = d.ic, ow_n = d.ow, kh_n = d.kh, kw_n = d.kw, sh = d.sh, sw = d.sw;
+    const int64_t pt = d.pt, pl = d.pl, dh = d.dh, dw = d.dw;
+    const int64_t icg = g_.icg, ps = g_.ps, kt = g_.kt, q_n = g_.q, len = kw_n * icg;
+    const bool dense = dw == 1 && g_.g == 1;
+    const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+    const uint8_t *img = src + n * ih_n * iw_n * ic + gr * icg;
+    const __mmask64 row_mask = len < 64 ? ~uint64_t(0) >> (64 - len) : ~uint64_t(0);
+    for (int64_t q = q0; q < q0 + blk; ++q) {
+        uint8_t *row = out + (q - q0) * ps;
+        if (q >= q_n) {
+            zero_n(row, ps);
+            continue;
+        }
+        const int64_t oh = q / ow_n, ow = q % ow_n;
+        const int64_t iw0 = ow * sw - pl;
+        const bool row_inside = dense && iw0 >= 0 && iw0 + kw_n <= iw_n;
+        for (int64_t kh = 0; kh < kh_n; ++kh) {
+            const int64_t ih = oh * sh - pt + kh * dh;
+            uint8_t *o = row + kh * len;
+            if (row_inside && ih >= 0 && ih < ih_n) {
+                // Dense kernel row inside the image: KW·ICg consecutive bytes; one
+                // whole store when its zeros past len are rewritten or K padding.
+                const uint8_t *x = img + (ih * iw_n + iw0) * ic;
+                if (len <= 64 && kh * len + 64 <= ps) _mm512_storeu_si512(o, _mm512_maskz_loadu_epi8(row_mask, x));
+                else copy_n(o, x, len);
+                continue;
             }
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+                const int64_t iw = iw0 + kw * dw;
+                if (ih < 0 || ih >= ih_n || iw < 0 || iw >= iw_n) copy_n(o + kw * icg, pad, icg);
+                else copy_n(o + kw * icg, img + (ih * iw_n + iw) * ic, icg);
+            }
+        }
+        zero_n(row + kt, ps - kt);
+    }
+}
+
+// The last in-place block: its pixels copied (stride ts), the rest 0 (the source ends there).
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::tail_block(const uint8_t *a, int64_t q0,
+                                                                              uint8_t *out) const {
+    const int64_t ts = rnd_up(g_.kt, 64);
+    for (int64_t i = 0; i < blk; ++i) {
+        if (q0 + i < g_.q) copy_n(out + i * ts, a + i * p_.desc.ic, g_.kt);
+        else zero_n(out + i * ts, g_.kt);
+    }
 }
 
 // The output pipeline over the valid pixels of one block (padded view:
@@ -306,7 +356,7 @@ void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n,
 
 // Work item it = ((n·G + group)·nq + pixel block)·nob + OC block.
 void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
-                                uint8_t *tail, void *dst, const exec_args &args) const {
+                                block_buf &bb, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
@@ -320,13 +370,17 @@ void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const
         const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
         call.a = a;
         call.a_stride = d.ic;
-        if (q0 + blk > g.q) { // last block: its pixels copied, the rest 0 (the source ends here)
-            const int64_t ts = rnd_up(g.kt, 64);
-            std::memset(tail, 0, static_cast<size_t>(blk * ts));
-            for (int64_t i = 0; i < g.q - q0; ++i) std::memcpy(tail + i * ts, a + i * d.ic, static_cast<size_t>(g.kt));
-            call.a = tail;
-            call.a_stride = ts;
+        if (q0 + blk > g.q) { // last block: copied once per thread and image
+            const int64_t key = n * g.g + gr;
+            if (bb.key != key) tail_block(a, q0, bb.b->p), bb.key = key;
+            call.a = bb.b->p;
+            call.a_stride = rnd_up(g.kt, 64);
         }
+    } else if (g.view == view_kind::gathered) { // gathered once per thread and block
+        const int64_t key = (n * g.g + gr) * g.nq + qb;
+        if (bb.key != key) gather_block(src, n, gr, q0, bb.b->p), bb.key = key;
+        call.a = bb.b->p;
+        call.a_stride = g.ps;
     } else {
         call.a = view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
         call.a_stride = g.ps;
@@ -361,7 +415,7 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     // The copy lives in a buffer kept per calling thread, reused while large enough.
     thread_local std::unique_ptr<aligned_bytes> copy;
     uint8_t *buf = nullptr;
-    if (g.view != view_kind::in_place) {
+    if (g.view == view_kind::padded) {
         const size_t need = static_cast<size_t>(g.mb * g.g * g.img_px * g.ps);
         if (!copy || copy->n < need) {
             copy.reset();
@@ -370,17 +424,16 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
         buf = copy->p;
     }
     const int64_t work = g.mb * g.g * g.nq * g.nob;
-    const bool need_tail = g.view == view_kind::in_place && g.q % blk != 0;
+    const bool per_block = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
 #pragma omp parallel num_threads(threads)
     {
         if (g.view == view_kind::padded) build_padded(s, buf);
-        else if (g.view == view_kind::gathered) build_gathered(s, buf);
         alignas(64) int32_t acc[blk * blk];
-        std::unique_ptr<aligned_bytes> tail;
-        if (need_tail) tail = std::make_unique<aligned_bytes>(static_cast<size_t>(blk * rnd_up(g.kt, 64)));
+        block_buf bb;
+        if (per_block) bb.b = std::make_unique<aligned_bytes>(static_cast<size_t>(blk * std::max(g.ps, rnd_up(g.kt, 64))));
         ukernel_[0]->configure();
 #pragma omp for schedule(static) nowait
-        for (int64_t it = 0; it < work; ++it) run_block(pk, buf, s, it, acc, tail ? tail->p : nullptr, dst, args);
+        for (int64_t it = 0; it < work; ++it) run_block(pk, buf, s, it, acc, bb, dst, args);
         ukernel_[0]->release();
     }
 }
