@@ -108,11 +108,15 @@ amx_geometry make_geometry(const conv_desc &d) {
     return g;
 }
 
-// A thread's copy of one pixel block (gathered view, the in-place tail) and
-// which block it holds (−1: none).
-struct block_buf {
+// A thread's copies of pixel blocks (gathered view, the in-place tail): a
+// ring of slots, each with the block it holds (−1: none). A batch of calls
+// touches at most batch distinct blocks, so none is overwritten while in use.
+constexpr int batch = 8;
+struct block_ring {
     std::unique_ptr<aligned_bytes> b;
-    int64_t key = -1;
+    int64_t slot_bytes = 0;
+    int64_t key[batch] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int cur = 0;
 };
 
 struct amx_packed : impl::packed {
@@ -138,14 +142,7 @@ public:
         c.kc = g_.kc;
         c.s8_src = p.src_dt == dtype::s8;
         c.pipe = fused_ ? &pipe_ : nullptr;
-        ukernel_[0] = std::make_unique<amx_ukernel>(c);
-        // The last OC block of a group, when narrower than 32 channels.
-        const int64_t rem = g_.ocg - (g_.nob - 1) * blk;
-        if (fused_ && rem < blk) {
-            c.nvec = static_cast<int>(div_up(rem, 16));
-            c.last_n = static_cast<int>(rem - (c.nvec - 1) * 16);
-            ukernel_[1] = std::make_unique<amx_ukernel>(c);
-        }
+        ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
         for (const auto &op : a_.ops)
@@ -164,8 +161,12 @@ private:
     void build_padded(const uint8_t *src, uint8_t *buf) const;
     void gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const;
     void tail_block(const uint8_t *a, int64_t q0, uint8_t *out) const;
-    void run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
-                   block_buf &bb, void *dst, const exec_args &args) const;
+    const uint8_t *block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
+                                block_ring &ring, int64_t *stride) const;
+    void prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, block_ring &ring,
+                      amx_call &call, int64_t *rows, void *dst, const exec_args &args) const;
+    void run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
+                   const exec_args &args) const;
     void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
                const exec_args &args) const;
 
@@ -176,7 +177,7 @@ private:
     pipeline pipe_;
     amx_geometry g_;
     bool fused_ = false;
-    std::unique_ptr<amx_ukernel> ukernel_[2];  // full OC blocks, the narrower last one (fused)
+    std::unique_ptr<amx_ukernel> ukernel_;
     std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
     std::vector<int> full_idx_;                // exec_args::binary index of each full operand, chain order
     std::vector<std::vector<uint8_t>> pad_px_; // per group: one padded pixel (ps bytes)
@@ -272,9 +273,8 @@ __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(c
 // Gathered rows of one pixel block (per thread, right before its first use):
 // the window of output pixel q as one row, tap-major; rows past the image 0.
 // The sizes are locals: the byte stores may alias every member.
-__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::gather_block(const uint8_t *src, int64_t n,
-                                                                                int64_t gr, int64_t q0,
-                                                                                uint8_t *out) const {
+__attribute__((target("avx512f,avx512bw"))) void
+conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const {
     const conv_desc &d = p_.desc;
     const int64_t ih_n = d.ih, iw_n = d.iw, ic = d.ic, ow_n = d.ow, kh_n = d.kh, kw_n = d.kw, sh = d.sh, sw = d.sw;
     const int64_t pt = d.pt, pl = d.pl, dh = d.dh, dw = d.dw;
@@ -315,7 +315,7 @@ __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::gather_block(c
 
 // The last in-place block: its pixels copied (stride ts), the rest 0 (the source ends there).
 __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::tail_block(const uint8_t *a, int64_t q0,
-                                                                              uint8_t *out) const {
+                                                                             uint8_t *out) const {
     const int64_t ts = rnd_up(g_.kt, 64);
     for (int64_t i = 0; i < blk; ++i) {
         if (q0 + i < g_.q) copy_n(out + i * ts, a + i * p_.desc.ic, g_.kt);
@@ -354,44 +354,47 @@ void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n,
     }
 }
 
+// The A view of pixel block qb of (image n, group gr) and its stride.
+const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
+                                             block_ring &ring, int64_t *stride) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const int64_t q0 = qb * blk;
+    if (g.view == view_kind::padded) {
+        *stride = g.ps;
+        return view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
+    }
+    const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
+    if (g.view == view_kind::in_place && q0 + blk <= g.q) {
+        *stride = d.ic;
+        return a;
+    }
+    // Gathered block, or the in-place tail: built once per thread into a slot.
+    const int64_t key = (n * g.g + gr) * g.nq + qb;
+    if (ring.key[ring.cur] != key) {
+        ring.cur = (ring.cur + 1) % batch;
+        uint8_t *slot = ring.b->p + ring.cur * ring.slot_bytes;
+        if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, slot);
+        else tail_block(a, q0, slot);
+        ring.key[ring.cur] = key;
+    }
+    *stride = g.view == view_kind::gathered ? g.ps : rnd_up(g.kt, 64);
+    return ring.b->p + ring.cur * ring.slot_bytes;
+}
+
 // Work item it = ((n·G + group)·nq + pixel block)·nob + OC block.
-void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, int32_t *acc,
-                                block_buf &bb, void *dst, const exec_args &args) const {
+void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
+                                   block_ring &ring, amx_call &call, int64_t *rows, void *dst,
+                                   const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
                   n = it / (g.nob * g.nq * g.g);
-    const int64_t q0 = qb * blk;
-    amx_call call{};
+    call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
     call.b =
         reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
-    call.c = acc;
-    if (g.view == view_kind::in_place) {
-        const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
-        call.a = a;
-        call.a_stride = d.ic;
-        if (q0 + blk > g.q) { // last block: copied once per thread and image
-            const int64_t key = n * g.g + gr;
-            if (bb.key != key) tail_block(a, q0, bb.b->p), bb.key = key;
-            call.a = bb.b->p;
-            call.a_stride = rnd_up(g.kt, 64);
-        }
-    } else if (g.view == view_kind::gathered) { // gathered once per thread and block
-        const int64_t key = (n * g.g + gr) * g.nq + qb;
-        if (bb.key != key) gather_block(src, n, gr, q0, bb.b->p), bb.key = key;
-        call.a = bb.b->p;
-        call.a_stride = g.ps;
-    } else {
-        call.a = view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
-        call.a_stride = g.ps;
-    }
-    if (!fused_) {
-        ukernel_[0]->fn()(&call);
-        store(pk, acc, n, gr, q0, ob, dst, args);
-        return;
-    }
-    const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow;
-    int64_t rows[blk];
+    if (!fused_) return;
+    const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow, q0 = qb * blk;
     for (int i = 0; i < blk; ++i) {
         const int64_t px = pix_[q0 + i];
         rows[i] = px < 0 ? -1 : (img + px) * d.oc;
@@ -403,8 +406,44 @@ void conv_amx_kernel::run_block(const amx_packed &pk, const uint8_t *view, const
     call.bias = p_.with_bias ? pk.bias.data() + c0 : nullptr;
     call.c_off = c0 * 4;
     for (size_t f = 0; f < full_idx_.size(); ++f) call.full[f] = args.binary[full_idx_[f]] + c0;
-    const bool last = ob == g.nob - 1 && ukernel_[1];
-    ukernel_[last ? 1 : 0]->fn()(&call);
+    const int64_t nc = std::min<int64_t>(blk, g.ocg - ob * blk);
+    for (int h = 0; h < 2; ++h) {
+        const int64_t lanes = std::clamp<int64_t>(nc - h * 16, 0, 16);
+        call.mask[h] = static_cast<uint16_t>((uint32_t(1) << lanes) - 1u);
+    }
+}
+
+// One thread's work items [begin, end): fused, in batches of consecutive
+// items (each block's epilogue overlaps the next block's tile products);
+// else one block per call and the C++ pipeline after it.
+void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin,
+                                int64_t end, void *dst, const exec_args &args) const {
+    const amx_geometry &g = g_;
+    const bool ring_needed = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
+    block_ring ring;
+    if (ring_needed) {
+        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
+        ring.b = std::make_unique<aligned_bytes>(static_cast<size_t>(batch * ring.slot_bytes));
+    }
+    alignas(64) int32_t acc[2][blk * blk];
+    amx_call calls[batch] = {};
+    int64_t rows[batch][blk];
+    ukernel_->configure();
+    const int64_t step = fused_ ? batch : 1;
+    for (int64_t it = begin; it < end; it += step) {
+        const int64_t cnt = std::min(step, end - it);
+        for (int64_t i = 0; i < cnt; ++i) {
+            calls[i].c = acc[i % 2];
+            prepare_call(pk, view, src, it + i, ring, calls[i], rows[i], dst, args);
+        }
+        ukernel_->fn()(calls, cnt);
+        if (!fused_) {
+            const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
+                          n = it / (g.nob * g.nq * g.g);
+            store(pk, acc[0], n, gr, qb * blk, ob, dst, args);
+        }
+    }
+    ukernel_->release();
 }
 
 void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
@@ -412,7 +451,7 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     const auto &pk = dynamic_cast<const amx_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
     const auto *s = static_cast<const uint8_t *>(src);
-    // The copy lives in a buffer kept per calling thread, reused while large enough.
+    // The padded copy lives in a buffer kept per calling thread, reused while large enough.
     thread_local std::unique_ptr<aligned_bytes> copy;
     uint8_t *buf = nullptr;
     if (g.view == view_kind::padded) {
@@ -424,17 +463,12 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
         buf = copy->p;
     }
     const int64_t work = g.mb * g.g * g.nq * g.nob;
-    const bool per_block = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
 #pragma omp parallel num_threads(threads)
     {
         if (g.view == view_kind::padded) build_padded(s, buf);
-        alignas(64) int32_t acc[blk * blk];
-        block_buf bb;
-        if (per_block) bb.b = std::make_unique<aligned_bytes>(static_cast<size_t>(blk * std::max(g.ps, rnd_up(g.kt, 64))));
-        ukernel_[0]->configure();
-#pragma omp for schedule(static) nowait
-        for (int64_t it = 0; it < work; ++it) run_block(pk, buf, s, it, acc, bb, dst, args);
-        ukernel_[0]->release();
+        // A static split: thread t takes items [work·t/T, work·(t+1)/T).
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
     }
 }
 

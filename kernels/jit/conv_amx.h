@@ -45,11 +45,8 @@ struct amx_ukernel_cfg {
     int nk = 1;
     int kc = 64;
     bool s8_src = false; // tdpbssd instead of tdpbusd
-    // Fused output pipeline (null: the kernel only stores the C tiles): OC
-    // vectors of the block (1 or 2) and valid lanes of the last one.
+    // Fused output pipeline (null: the kernel only stores the C tiles).
     const struct pipeline *pipe = nullptr;
-    int nvec = 2;
-    int last_n = 16;
 };
 
 // Arguments of one call.
@@ -60,15 +57,17 @@ struct amx_call {
     int32_t *c;       // int32 [32 pixels][32 channels], 64-byte aligned
     // Fused kernels: row_off[i] = element offset of pixel i's output from
     // dst (−1: not stored); dst, comp, bias and the full operands at channel
-    // c0 of the block, c_off = c0 · 4.
+    // c0 of the block, c_off = c0 · 4; mask: valid channels of each 16-channel half.
     const int64_t *row_off;
     void *dst;
     const int32_t *comp;
     const float *bias;
     int64_t c_off;
     const float *full[max_fused_full];
+    uint16_t mask[2];
 };
-using amx_ukernel_fn = void (*)(const amx_call *);
+// Runs n calls (blocks) in order.
+using amx_ukernel_fn = void (*)(const amx_call *, int64_t n);
 
 // Owns the code of a micro-kernel and of its tile configuration helpers.
 class amx_ukernel {

@@ -4,7 +4,7 @@
 // pixel rows of the int32 buffer) and the two helpers that load and release
 // the tile configuration.
 //
-// Registers: rdi = call; K loop: rsi/rdx = A of pixels 0 / 16, rcx = A
+// Registers: rdi = call, rbp = end of the calls; K loop: rsi/rdx = A of pixels 0 / 16, rcx = A
 // stride, r8 = B, r9 = 64 (B stride), r10 = chunk counter; store: r10 = C,
 // r9 = C stride; epilogue: r8 = row offsets, rsi = the row's offset, rdx =
 // dst at c0, and conv_epilogue_gen's rax, rbx, r11..r15; zmm0 = y,
@@ -29,15 +29,39 @@ public:
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:
+    // fn(calls, n): for call i: the tile products of block i are issued, then
+    // the epilogue of block i − 1 runs from its buffer (vector work while the
+    // tile unit computes), then block i's C tiles are stored; the last
+    // block's epilogue follows the loop.
     void generate() override {
+        for (const auto &r : {rbx, rbp, r12, r13, r14, r15}) push(r);
+        push(reg_param); // [rsp]: the first call
+        imul(reg_end, abi_param(1), static_cast<int>(sizeof(amx_call)));
+        add(reg_end, reg_param);
+        Xbyak::Label l_block, l_first;
+        L(l_block);
         load_args();
         for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
         compute_block();
-        store();
         if (cfg_.pipe) {
+            cmp(reg_param, ptr[rsp]);
+            je(l_first, T_NEAR);
+            sub(reg_param, static_cast<int>(sizeof(amx_call)));
+            apply_post_ops();
+            add(reg_param, static_cast<int>(sizeof(amx_call)));
+            L(l_first);
+        }
+        store();
+        add(reg_param, static_cast<int>(sizeof(amx_call)));
+        cmp(reg_param, reg_end);
+        jb(l_block, T_NEAR);
+        if (cfg_.pipe) {
+            sub(reg_param, static_cast<int>(sizeof(amx_call)));
             apply_post_ops();
             vzeroupper();
         }
+        pop(reg_param);
+        for (const auto &r : {r15, r14, r13, r12, rbp, rbx}) pop(r);
         ret();
         if (cfg_.pipe) {
             align(64);
@@ -112,8 +136,9 @@ private:
     }
 
     // ------------------------------------------------------- fused epilogue
-    bool tail(int b) const override { return b == cfg_.nvec - 1 && cfg_.last_n < 16; }
-    int tail_lanes() const override { return cfg_.last_n; }
+    // Every vector is masked by k1, loaded per vector from the call (the
+    // block's channel count is a runtime value).
+    bool tail(int) const override { return true; }
     Xbyak::Address full_operand(int i, int, int b) override {
         mov(reg_full, ptr[reg_param + offsetof(amx_call, full) + 8 * i]);
         return ptr[reg_full + reg_row * 4 + b * 64];
@@ -127,22 +152,22 @@ private:
         mov(reg_coff, ptr[reg_param + offsetof(amx_call, c_off)]);
         mov(reg_pbase, reinterpret_cast<uintptr_t>(cfg_.pipe->scale.data()));
         add(reg_pbase, reg_coff);
-        if (cfg_.last_n < 16) {
-            mov(eax, (1u << cfg_.last_n) - 1u);
-            kmovw(k1, eax);
-        }
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
         vxorps(zmm_zero, zmm_zero, zmm_zero);
     }
 
     // Per OC vector (parameters hoisted), per pixel row of the buffer: skip
     // rows whose offset is negative, else y = C row → pipeline → dst.
     void apply_post_ops() {
-        for (const auto &r : {rbx, r12, r13, r14, r15}) push(r);
         load_epilogue_args();
         const Xbyak::Zmm y(0);
         const int dsz_ = dsz();
         const Xbyak::RegExp dst_row = dsz_ == 1 ? reg_dst_base + reg_row : reg_dst_base + reg_row * 4;
-        for (int b = 0; b < cfg_.nvec; ++b) {
+        for (int b = 0; b < 2; ++b) {
+            Xbyak::Label l_none;
+            kmovw(k1, ptr[reg_param + offsetof(amx_call, mask) + 2 * b]);
+            kortestw(k1, k1);
+            jz(l_none, T_NEAR); // no channel in this vector
             emit_load_params(b);
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
@@ -155,14 +180,14 @@ private:
                 emit_store(y, ptr[reg_dst + b * 16 * dsz_], tail(b), cfg_.pipe->dst_dt);
                 L(l_skip);
             }
+            L(l_none);
         }
-        for (const auto &r : {r15, r14, r13, r12, rbx}) pop(r);
     }
 
     const amx_ukernel_cfg cfg_;
     const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
                        reg_k = r10, reg_c = r10, reg_c_stride = r9;
-    const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx;
+    const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx, reg_end = rbp;
 };
 
 // ldtilecfg [rdi] / tilerelease.
