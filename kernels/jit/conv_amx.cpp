@@ -145,6 +145,8 @@ public:
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
+        const int64_t wei_bytes = g_.ocg * g_.taps * g_.nk * g_.kc, src_bytes = g_.nq * blk * g_.ps;
+        qb_inner_ = wei_bytes > src_bytes;
         for (const auto &op : a_.ops)
             if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx_.push_back(op.full_index);
     }
@@ -171,12 +173,24 @@ private:
                const exec_args &args) const;
 
     void make_pixel_table();
+    // Work item it = ((n·G + group)·nq + pixel block)·nob + OC block, or with
+    // the pixel block fastest when the group's weights outweigh its source
+    // (each OC block's weights then stay in cache over the pixel blocks).
+    struct item {
+        int64_t n, gr, qb, ob;
+    };
+    item decode(int64_t it) const {
+        const int64_t inner = qb_inner_ ? g_.nq : g_.nob, outer = qb_inner_ ? g_.nob : g_.nq;
+        const int64_t i = it % inner, o = it / inner % outer, r = it / (inner * outer);
+        return {r / g_.g, r % g_.g, qb_inner_ ? i : o, qb_inner_ ? o : i};
+    }
 
     conv_problem p_;
     attr_set a_;
     pipeline pipe_;
     amx_geometry g_;
     bool fused_ = false;
+    bool qb_inner_ = false;
     std::unique_ptr<amx_ukernel> ukernel_;
     std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
     std::vector<int> full_idx_;                // exec_args::binary index of each full operand, chain order
@@ -382,14 +396,13 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
     return ring.b->p + ring.cur * ring.slot_bytes;
 }
 
-// Work item it = ((n·G + group)·nq + pixel block)·nob + OC block.
 void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
                                    block_ring &ring, amx_call &call, int64_t *rows, void *dst,
                                    const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
-    const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
-                  n = it / (g.nob * g.nq * g.g);
+    const item w = decode(it);
+    const int64_t ob = w.ob, qb = w.qb, gr = w.gr, n = w.n;
     call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
     call.b =
         reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
@@ -438,9 +451,8 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
         }
         ukernel_->fn()(calls, cnt);
         if (!fused_) {
-            const int64_t ob = it % g.nob, qb = it / g.nob % g.nq, gr = it / (g.nob * g.nq) % g.g,
-                          n = it / (g.nob * g.nq * g.g);
-            store(pk, acc[0], n, gr, qb * blk, ob, dst, args);
+            const item w = decode(it);
+            store(pk, acc[0], w.n, w.gr, w.qb * blk, w.ob, dst, args);
         }
     }
     ukernel_->release();
