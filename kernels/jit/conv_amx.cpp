@@ -306,6 +306,15 @@ conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t
         const int64_t oh = q / ow_n, ow = q % ow_n;
         const int64_t iw0 = ow * sw - pl;
         const bool row_inside = dense && iw0 >= 0 && iw0 + kw_n <= iw_n;
+        const int64_t ih0 = oh * sh - pt;
+        if (row_inside && len <= 64 && (kh_n - 1) * len + 64 <= ps && ih0 >= 0 && ih0 + (kh_n - 1) * dh < ih_n) {
+            // The whole window inside the image: one load and one store per kernel row.
+            const uint8_t *x = img + (ih0 * iw_n + iw0) * ic;
+            for (int64_t kh = 0; kh < kh_n; ++kh, x += dh * iw_n * ic)
+                _mm512_storeu_si512(row + kh * len, _mm512_maskz_loadu_epi8(row_mask, x));
+            zero_n(row + kt, ps - kt);
+            continue;
+        }
         for (int64_t kh = 0; kh < kh_n; ++kh) {
             const int64_t ih = oh * sh - pt + kh * dh;
             uint8_t *o = row + kh * len;
