@@ -110,12 +110,15 @@ amx_geometry make_geometry(const conv_desc &d) {
 
 // A thread's copies of pixel blocks (gathered view, the in-place tail): a
 // ring of slots, each with the block it holds (−1: none). A batch of calls
-// touches at most batch distinct blocks, so none is overwritten while in use.
-constexpr int batch = 8;
+// touches at most batch distinct blocks, so none is overwritten while in use;
+// twice as many slots let the next batch's copies go to lines the tile loads
+// of the last batch did not read.
+constexpr int batch = 8, ring_slots = 2 * batch;
 struct block_ring {
     std::unique_ptr<aligned_bytes> b;
     int64_t slot_bytes = 0;
-    int64_t key[batch] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int64_t key[ring_slots];
+    block_ring() { std::fill(key, key + ring_slots, int64_t(-1)); }
     int cur = 0;
 };
 
@@ -287,7 +290,7 @@ __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(c
 // Gathered rows of one pixel block (per thread, right before its first use):
 // the window of output pixel q as one row, tap-major; rows past the image 0.
 // The sizes are locals: the byte stores may alias every member.
-__attribute__((target("avx512f,avx512bw"))) void
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
 conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const {
     const conv_desc &d = p_.desc;
     const int64_t ih_n = d.ih, iw_n = d.iw, ic = d.ic, ow_n = d.ow, kh_n = d.kh, kw_n = d.kw, sh = d.sh, sw = d.sw;
@@ -297,6 +300,9 @@ conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t
     const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
     const uint8_t *img = src + n * ih_n * iw_n * ic + gr * icg;
     const __mmask64 row_mask = len < 64 ? ~uint64_t(0) >> (64 - len) : ~uint64_t(0);
+    int64_t wide = 0; // store width of the whole-window path (0: not taken)
+    for (int64_t w : {16, 32, 64})
+        if (!wide && len <= w && (kh_n - 1) * len + w <= ps) wide = w;
     for (int64_t q = q0; q < q0 + blk; ++q) {
         uint8_t *row = out + (q - q0) * ps;
         if (q >= q_n) {
@@ -307,11 +313,18 @@ conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t
         const int64_t iw0 = ow * sw - pl;
         const bool row_inside = dense && iw0 >= 0 && iw0 + kw_n <= iw_n;
         const int64_t ih0 = oh * sh - pt;
-        if (row_inside && len <= 64 && (kh_n - 1) * len + 64 <= ps && ih0 >= 0 && ih0 + (kh_n - 1) * dh < ih_n) {
-            // The whole window inside the image: one load and one store per kernel row.
+        if (row_inside && wide > 0 && ih0 >= 0 && ih0 + (kh_n - 1) * dh < ih_n) {
+            // The whole window inside the image: one load and one store of 16, 32
+            // or 64 bytes per kernel row (its zeros past len are overwritten by
+            // the next row or are K padding).
             const uint8_t *x = img + (ih0 * iw_n + iw0) * ic;
-            for (int64_t kh = 0; kh < kh_n; ++kh, x += dh * iw_n * ic)
-                _mm512_storeu_si512(row + kh * len, _mm512_maskz_loadu_epi8(row_mask, x));
+            for (int64_t kh = 0; kh < kh_n; ++kh, x += dh * iw_n * ic) {
+                uint8_t *o = row + kh * len;
+                if (wide == 16) _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_maskz_loadu_epi8(row_mask, x));
+                else if (wide == 32)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_maskz_loadu_epi8(row_mask, x));
+                else _mm512_storeu_si512(o, _mm512_maskz_loadu_epi8(row_mask, x));
+            }
             zero_n(row + kt, ps - kt);
             continue;
         }
@@ -395,7 +408,7 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
     // Gathered block, or the in-place tail: built once per thread into a slot.
     const int64_t key = (n * g.g + gr) * g.nq + qb;
     if (ring.key[ring.cur] != key) {
-        ring.cur = (ring.cur + 1) % batch;
+        ring.cur = (ring.cur + 1) % ring_slots;
         uint8_t *slot = ring.b->p + ring.cur * ring.slot_bytes;
         if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, slot);
         else tail_block(a, q0, slot);
@@ -445,7 +458,7 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
     block_ring ring;
     if (ring_needed) {
         ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
-        ring.b = std::make_unique<aligned_bytes>(static_cast<size_t>(batch * ring.slot_bytes));
+        ring.b = std::make_unique<aligned_bytes>(static_cast<size_t>(ring_slots * ring.slot_bytes));
     }
     alignas(64) int32_t acc[2][blk * blk];
     amx_call calls[batch] = {};
