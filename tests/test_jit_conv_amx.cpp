@@ -6,7 +6,8 @@
 // every destination type per case) × zero-point kinds × the epilogue chains;
 // s8 sources; extreme data up to IC·KH·KW = 4608; channel tails; windows
 // wholly in the padding; dilation; groups; mini-batch 2; identical bytes at
-// 1, 2 and 3 threads; the refusals and their reasons. Every test skips on a
+// 1, 2 and 3 threads; concurrent executions of one primitive; the refusals
+// and their reasons. Every test skips on a
 // CPU without AMX-INT8 (amx_available() is the one place that decides).
 #include <gtest/gtest.h>
 
@@ -16,11 +17,13 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dispatch/impl.h"
 #include "qconv/qconv.h"
 #include "tests/support/conv_tester.h"
+#include "tests/support/testdata.h"
 
 using qconv::dtype;
 using qconv::test::ConvTester;
@@ -273,4 +276,40 @@ TEST(AmxConv, FirstChoiceForLegacyAttributes) {
     ASSERT_TRUE(t.run("auto"));
     EXPECT_EQ(t.impl_name(), amx_row);
     EXPECT_EQ(t.attr_id(), 0);
+}
+
+// One primitive executed from several threads at once (each with its own
+// source and destination) gives the bytes of sequential runs.
+TEST(AmxConv, ConcurrentExecutionsOfOnePrimitive) {
+    REQUIRE_AMX();
+    for (const char *desc : {"mb1ic64ih9oc96oh9kh3ph1", "mb1ic3ih19oc32oh10kh3sh2ph1", "mb1ic128ih7oc64oh7kh1ph0"}) {
+        qconv::conv_problem p;
+        p.desc = qconv::conv_desc::parse(desc);
+        p.src_zp = qconv::zero_point::tensor(7);
+        p.with_bias = true;
+        const auto wei = qconv::testdata::make_weights(p.desc, qconv::testdata::data_kind::random, 3);
+        const auto bias = qconv::testdata::make_bias(p.desc, 4);
+        qconv::conv_hints h;
+        h.impl = amx_row;
+        const qconv::convolution conv(p, wei.data(), bias.data(), h);
+        constexpr int n = 4;
+        std::vector<std::vector<uint8_t>> src, seq, par;
+        for (int i = 0; i < n; ++i) {
+            src.push_back(qconv::testdata::make_src(p, qconv::testdata::data_kind::random, 10 + i));
+            seq.emplace_back(static_cast<size_t>(p.desc.dst_elems()));
+            par.emplace_back(static_cast<size_t>(p.desc.dst_elems()));
+            qconv::exec_args a;
+            a.threads = 1;
+            conv.execute(src[i].data(), seq[i].data(), a);
+        }
+        std::vector<std::thread> th;
+        for (int i = 0; i < n; ++i)
+            th.emplace_back([&, i] {
+                qconv::exec_args a;
+                a.threads = 1;
+                for (int r = 0; r < 20; ++r) conv.execute(src[i].data(), par[i].data(), a);
+            });
+        for (auto &t : th) t.join();
+        for (int i = 0; i < n; ++i) EXPECT_EQ(par[i], seq[i]) << desc << " thread " << i;
+    }
 }

@@ -109,10 +109,10 @@ amx_geometry make_geometry(const conv_desc &d) {
 }
 
 // A thread's copies of pixel blocks (gathered view, the in-place tail): a
-// ring of slots, each with the block it holds (−1: none). A batch of calls
-// touches at most batch distinct blocks, so none is overwritten while in use;
-// twice as many slots let the next batch's copies go to lines the tile loads
-// of the last batch did not read.
+// ring of slots, each with the block it holds (−1: none), found by key. A
+// batch of calls touches at most batch distinct blocks and a new copy never
+// goes to a slot the batch reads; twice as many slots keep recent blocks
+// (pixel blocks alternating under the OC blocks) without copying them again.
 constexpr int batch = 8, ring_slots = 2 * batch;
 struct block_ring {
     std::unique_ptr<aligned_bytes> b;
@@ -120,6 +120,7 @@ struct block_ring {
     int64_t key[ring_slots];
     block_ring() { std::fill(key, key + ring_slots, int64_t(-1)); }
     int cur = 0;
+    uint32_t in_use = 0; // slots the current batch reads
 };
 
 struct amx_packed : impl::packed {
@@ -407,15 +408,19 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
     }
     // Gathered block, or the in-place tail: built once per thread into a slot.
     const int64_t key = (n * g.g + gr) * g.nq + qb;
-    if (ring.key[ring.cur] != key) {
-        ring.cur = (ring.cur + 1) % ring_slots;
-        uint8_t *slot = ring.b->p + ring.cur * ring.slot_bytes;
-        if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, slot);
-        else tail_block(a, q0, slot);
-        ring.key[ring.cur] = key;
-    }
     *stride = g.view == view_kind::gathered ? g.ps : rnd_up(g.kt, 64);
-    return ring.b->p + ring.cur * ring.slot_bytes;
+    int slot = static_cast<int>(std::find(ring.key, ring.key + ring_slots, key) - ring.key);
+    if (slot == ring_slots) { // the next slot the current batch does not use
+        do ring.cur = (ring.cur + 1) % ring_slots;
+        while ((ring.in_use >> ring.cur) & 1u);
+        slot = ring.cur;
+        uint8_t *p = ring.b->p + slot * ring.slot_bytes;
+        if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, p);
+        else tail_block(a, q0, p);
+        ring.key[slot] = key;
+    }
+    ring.in_use |= 1u << slot;
+    return ring.b->p + slot * ring.slot_bytes;
 }
 
 void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
@@ -467,6 +472,7 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
     const int64_t step = fused_ ? batch : 1;
     for (int64_t it = begin; it < end; it += step) {
         const int64_t cnt = std::min(step, end - it);
+        ring.in_use = 0;
         for (int64_t i = 0; i < cnt; ++i) {
             calls[i].c = acc[i % 2];
             prepare_call(pk, view, src, it + i, ring, calls[i], rows[i], dst, args);
