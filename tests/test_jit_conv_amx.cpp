@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,9 @@ struct layer {
     std::string name; // test-name safe
     qconv::conv_desc desc;
 };
+
+// Parameters print as their names (test listings, ctest).
+void PrintTo(const layer &l, std::ostream *os) { *os << l.name; }
 
 std::vector<layer> read_shapes(const std::string &file) {
     std::ifstream in(std::string(QCONV_SOURCE_DIR) + "/bench/shapes/" + file);
@@ -151,6 +155,7 @@ struct small_case {
     const char *name;
     const char *desc;
 };
+void PrintTo(const small_case &c, std::ostream *os) { *os << c.name << " " << c.desc; }
 
 class AmxSmall : public ::testing::TestWithParam<small_case> {};
 
