@@ -41,6 +41,11 @@ bool amx_available() { return qconv::impl::host_platform().has(qconv::impl::cpu_
         if (!amx_available()) GTEST_SKIP() << "needs AMX-INT8 (Sapphire Rapids class)";                                \
     } while (0)
 
+// The row refuses gathered layers with few multiply-adds per copied byte
+// (the VNNI row is faster there); this suite runs them all
+// (AmxConv.RefusesWithReasons checks the refusal).
+[[maybe_unused]] const bool gather_all = [] { return setenv("QCONV_JIT_AMX_GATHER", "all", 1) == 0; }();
+
 bool full_sweep() {
     const char *v = std::getenv("QCONV_AMX_TEST_FULL");
     return v && *v && std::strcmp(v, "0") != 0;
@@ -269,6 +274,18 @@ TEST(AmxConv, RefusesWithReasons) {
     EXPECT_NE(why.find("zero point"), std::string::npos) << why;
     why.clear();
     a.zp_values = {3};
+    EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
+    // MobileNet conv1: the gathered window copy would dominate.
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc32oh112kh3sh2ph1");
+    unsetenv("QCONV_JIT_AMX_GATHER");
+    why.clear();
+    EXPECT_FALSE(row().supports(p, a, host, &why));
+    EXPECT_NE(why.find("VNNI row is faster"), std::string::npos) << why;
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc64oh112kh7sh2ph3"); // ResNet-50 conv1: taken
+    why.clear();
+    EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
+    setenv("QCONV_JIT_AMX_GATHER", "all", 1);
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc32oh112kh3sh2ph1");
     EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
 }
 
