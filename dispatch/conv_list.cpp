@@ -5,6 +5,7 @@
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
 #include "dispatch/rows.h"
+#include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/onednn/onednn_conv.h"
 
@@ -15,6 +16,11 @@ using jit::conv_isa;
 
 std::vector<conv_entry> build_conv_list() {
     return {
+        // AMX: qconv's tile kernel first: it takes every zero point and
+        // legacy post-op (attr[0] included), which no oneDNN AMX row takes
+        // (ResNet-50 mb1, 1 thread: 2.66x the VNNI row, 0.99x oneDNN's AMX
+        // rows; per-tensor zp 3.04x onednn:any; docs/jit_conv_amx.md).
+        jit::conv_amx_row("jit:conv_x8s8:avx512_core_amx"),
         // AMX: oneDNN's AMX JIT convolution (no source zero point, no legacy
         // post-ops in attr[0]): swept clean on the AMX Xeon at 1, 2 and 3
         // threads; 3.66 ms on ResNet-50 mb1 against 3.58 ms for the best of

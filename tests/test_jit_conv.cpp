@@ -40,11 +40,12 @@ const qconv::impl::conv_entry &row_entry(const std::string &name) {
     throw std::runtime_error("no row " + name);
 }
 
-// The JIT rows, dense and depthwise (selected by their declared family).
+// The JIT rows, dense and depthwise (selected by their declared family); the
+// AMX row, which refuses small groups, has its own suite (test_jit_conv_amx).
 std::vector<std::string> jit_rows() {
     std::vector<std::string> r;
     for (const auto &e : qconv::impl::conv_list())
-        if (e.family == "jit") r.push_back(e.name);
+        if (e.family == "jit" && !e.needs.has(cpu_feature::amx_int8)) r.push_back(e.name);
     return r;
 }
 
@@ -153,7 +154,9 @@ TEST(JitConv, RejectsWithReasons) {
     qconv::impl::platform avx2{qconv::isa::avx2};
     qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.family != "jit" || e.only_depthwise || !e.needs.has(cpu_feature::avx512_core_vnni)) continue;
+        if (e.family != "jit" || e.only_depthwise || !e.needs.has(cpu_feature::avx512_core_vnni) ||
+            e.needs.has(cpu_feature::amx_int8))
+            continue;
         // (depthwise rows: see DepthwiseRejectsDense)
         why.clear();
         EXPECT_FALSE(e.supports(p, a, avx2, &why)) << e.name;
@@ -784,7 +787,9 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                         exact =
                             naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
                     for (const auto &e : qconv::impl::conv_list()) {
-                        if (e.family != "jit" || !isa_ok(e.name) || !row_takes(e.name, desc)) continue;
+                        if (e.family != "jit" || e.needs.has(cpu_feature::amx_int8) || !isa_ok(e.name) ||
+                            !row_takes(e.name, desc))
+                            continue;
                         std::string why;
                         const qconv::impl::plan_ptr plan = e.supports(p, a, plat, &why);
                         if (!plan) {
@@ -844,7 +849,7 @@ TEST(JitConv, LegacyZpRangePerSourceType) {
     };
     int rows = 0;
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.family != "jit" || is_1x1_row(e.name)) continue;
+        if (e.family != "jit" || is_1x1_row(e.name) || e.needs.has(cpu_feature::amx_int8)) continue;
         const bool dw = is_dw_row(e.name);
         ++rows;
         for (const rc &c : cases) {

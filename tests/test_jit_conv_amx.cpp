@@ -1,0 +1,337 @@
+// Exactness of the AMX int8 conv row (jit:conv_x8s8:avx512_core_amx) against
+// the reference, through the dispatcher with the row forced by name.
+//
+// Coverage: the ResNet-50 and MobileNet shape lists (bench/shapes, spatial
+// size capped at 12 by default; QCONV_AMX_TEST_FULL=1: the listed sizes and
+// every destination type per case) × zero-point kinds × the epilogue chains;
+// s8 sources; extreme data up to IC·KH·KW = 4608; channel tails; windows
+// wholly in the padding; dilation; groups; mini-batch 2; identical bytes at
+// 1, 2 and 3 threads; concurrent executions of one primitive; the refusals
+// and their reasons. Every test skips on a
+// CPU without AMX-INT8 (amx_available() is the one place that decides).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dispatch/impl.h"
+#include "qconv/qconv.h"
+#include "tests/support/conv_tester.h"
+#include "tests/support/testdata.h"
+
+using qconv::dtype;
+using qconv::test::ConvTester;
+using qconv::test::epilogue_chains;
+
+namespace {
+
+const char *const amx_row = "jit:conv_x8s8:avx512_core_amx";
+
+bool amx_available() { return qconv::impl::host_platform().has(qconv::impl::cpu_feature::amx_int8); }
+
+#define REQUIRE_AMX()                                                                                                  \
+    do {                                                                                                               \
+        if (!amx_available()) GTEST_SKIP() << "needs AMX-INT8 (Sapphire Rapids class)";                                \
+    } while (0)
+
+// The row refuses gathered layers with few multiply-adds per copied byte
+// (the VNNI row is faster there); this suite runs them all
+// (AmxConv.RefusesWithReasons checks the refusal).
+[[maybe_unused]] const bool gather_all = [] { return setenv("QCONV_JIT_AMX_GATHER", "all", 1) == 0; }();
+
+bool full_sweep() {
+    const char *v = std::getenv("QCONV_AMX_TEST_FULL");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+const qconv::impl::conv_entry &row() {
+    for (const auto &e : qconv::impl::conv_list())
+        if (e.name == amx_row) return e;
+    throw std::runtime_error(std::string("no row ") + amx_row);
+}
+
+// A listed layer with mb 1 and, unless full_sweep(), the image capped at
+// `cap` rows and columns (kernel, strides, padding and channels kept; the
+// bottom/right pads re-derived).
+qconv::conv_desc shrink(qconv::conv_desc d, int64_t cap) {
+    d.mb = 1;
+    if (full_sweep()) return d;
+    auto axis = [cap](int64_t &in, int64_t &out, int64_t k_ext, int64_t s, int64_t p0, int64_t &p1) {
+        if (in <= cap) return;
+        in = cap;
+        out = (in + p0 + p1 - k_ext) / s + 1;
+        p1 = (out - 1) * s + k_ext - in - p0;
+    };
+    axis(d.ih, d.oh, d.kh_extent(), d.sh, d.pt, d.pb);
+    axis(d.iw, d.ow, d.kw_extent(), d.sw, d.pl, d.pr);
+    return d;
+}
+
+struct layer {
+    std::string name; // test-name safe
+    qconv::conv_desc desc;
+};
+
+// Parameters print as their names (test listings, ctest).
+void PrintTo(const layer &l, std::ostream *os) { *os << l.name; }
+
+std::vector<layer> read_shapes(const std::string &file) {
+    std::ifstream in(std::string(QCONV_SOURCE_DIR) + "/bench/shapes/" + file);
+    std::vector<layer> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        const qconv::conv_desc d = qconv::conv_desc::parse(line);
+        if (d.g > 1 && d.g == d.ic && d.g == d.oc) continue; // depthwise: the depthwise rows
+        std::string n = d.name.empty() ? "layer" + std::to_string(out.size()) : d.name;
+        for (char &c : n)
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+        out.push_back({n, shrink(d, 12)});
+    }
+    return out;
+}
+
+std::vector<layer> network_layers() {
+    std::vector<layer> all = read_shapes("shapes_resnet_50");
+    for (const layer &l : read_shapes("shapes_mobilenet")) all.push_back(l);
+    return all;
+}
+
+const dtype all_dst[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+
+bool run_case(ConvTester t) {
+    const bool ran = t.run(amx_row);
+    EXPECT_TRUE(ran) << "skipped";
+    if (ran) {
+        EXPECT_EQ(t.impl_name(), amx_row);
+    }
+    return ran;
+}
+
+} // namespace
+
+// Network layers × zero-point kinds × epilogue chains; the destination type
+// rotates over the cases (every type per case with QCONV_AMX_TEST_FULL=1).
+class AmxNetworkLayer : public ::testing::TestWithParam<layer> {};
+
+TEST_P(AmxNetworkLayer, ZpKindsChainsDstTypes) {
+    REQUIRE_AMX();
+    int i = 0;
+    for (const char *zp : {"none", "tensor:random", "channel:random"})
+        for (const std::string &chain : epilogue_chains()) {
+            for (size_t k = 0; k < 4; ++k) {
+                const dtype dst = full_sweep() ? all_dst[k] : all_dst[(i + k) % 4];
+                ConvTester t;
+                t.desc(GetParam().desc).dst(dst).zp(zp).post_ops(chain).seed(static_cast<uint32_t>(100 + i));
+                run_case(t);
+                if (HasFailure()) FAIL() << "zp=" << zp << " ops=\"" << chain << "\" dst=" << qconv::to_string(dst);
+                if (!full_sweep()) break;
+            }
+            ++i;
+        }
+}
+
+// s8 sources: tdpbssd, the zero point as an s8 byte in the padding.
+TEST_P(AmxNetworkLayer, S8Source) {
+    REQUIRE_AMX();
+    int i = 0;
+    for (const char *zp : {"none", "tensor:random", "tensor:-128"})
+        for (const char *chain : {"relu", "fq:per_channel", "sum;relu"}) {
+            ConvTester t;
+            t.desc(GetParam().desc).src(dtype::s8).dst(all_dst[i % 4]).zp(zp).post_ops(chain);
+            t.seed(static_cast<uint32_t>(300 + i++));
+            run_case(t);
+            if (HasFailure()) FAIL() << "zp=" << zp << " ops=" << chain;
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nets, AmxNetworkLayer, ::testing::ValuesIn(network_layers()),
+                         [](const ::testing::TestParamInfo<layer> &info) { return info.param.name; });
+
+// Small problems by what they exercise; each runs every zero-point kind.
+struct small_case {
+    const char *name;
+    const char *desc;
+};
+void PrintTo(const small_case &c, std::ostream *os) { *os << c.name << " " << c.desc; }
+
+class AmxSmall : public ::testing::TestWithParam<small_case> {};
+
+TEST_P(AmxSmall, ZpKindsAndSources) {
+    REQUIRE_AMX();
+    int i = 0;
+    for (dtype src : {dtype::u8, dtype::s8})
+        for (const char *zp : {"none", "tensor:random", "channel:random"}) {
+            if (src == dtype::s8 && std::strcmp(zp, "channel:random") == 0) zp = "tensor:127";
+            ConvTester t;
+            t.desc(GetParam().desc).src(src).dst(all_dst[i % 4]).zp(zp);
+            t.post_ops(i % 2 ? "scale_shift;fq:per_channel" : "prelu;sum").seed(static_cast<uint32_t>(500 + i));
+            ++i;
+            run_case(t);
+            if (HasFailure()) FAIL() << "src=" << qconv::to_string(src) << " zp=" << zp;
+        }
+}
+
+const small_case small_cases[] = {
+    {"oc_ic_tails_3x3", "mb1ic17ih5oc7oh5kh3ph1"},
+    {"oc_ic_tails_1x1", "mb1ic129ih9oc31oh9kh1ph0"},
+    {"ic65_oc49", "mb1ic65ih6oc49oh6kh3ph1"},
+    {"ic33_oc33_5x5", "mb1ic33ih8oc33oh8kh5ph2"},
+    {"in_place_tail_block", "mb1ic64ih5iw7oc48oh5ow7kh1ph0"},
+    {"in_place_ic32", "mb1ic32ih6oc40oh6kh1ph0"},
+    {"windows_wholly_in_padding_1x1", "mb1ic16ih2oc16oh6kh1ph2"},
+    {"windows_wholly_in_padding_3x3", "mb1ic40ih2iw3oc20oh6ow7kh3ph3"},
+    {"dilation", "mb1ic48ih11oc32oh9kh3ph1dh1"},
+    {"dilation_strided", "mb1ic24ih13oc24oh5kh3sh2ph1dh1"},
+    {"stride_per_axis", "mb1ic40ih15iw16oc36oh5ow8kh3kw1sh3sw2ph1pw0"},
+    {"strided_1x1", "mb1ic96ih9oc64oh5kh1sh2ph0"},
+    {"conv1_like", "mb1ic3ih23oc64oh12kh7sh2ph3"},
+    {"one_pixel", "mb1ic64ih1oc64oh1kh1ph0"},
+    {"groups_2", "g2mb1ic64ih6oc96oh6kh3ph1"},
+    {"groups_4_1x1", "g4mb1ic128ih5oc64oh5kh1ph0"},
+    {"groups_3_strided", "g3mb1ic48ih9oc48oh5kh3sh2ph1"},
+    {"mb2", "mb2ic64ih7oc80oh7kh3ph1"},
+    {"mb2_1x1", "mb2ic64ih7oc64oh7kh1ph0"},
+    {"mb2_strided", "mb2ic32ih9oc32oh5kh3sh2ph1"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, AmxSmall, ::testing::ValuesIn(small_cases),
+                         [](const ::testing::TestParamInfo<small_case> &info) { return info.param.name; });
+
+// Saturating data: u8 255 × s8 −128 / 127 with zero points 0 and 255, over
+// reductions up to IC·KH·KW = 4608, into s32 (the exact int32 sum) and u8.
+TEST(AmxConv, ExtremeData) {
+    REQUIRE_AMX();
+    int i = 0;
+    for (const char *desc : {"mb1ic512ih5oc48oh5kh3ph1", "mb1ic2048ih4oc32oh4kh1ph0", "mb1ic3ih17oc32oh9kh7sh2ph3",
+                             "mb1ic256ih7oc64oh4kh3sh2ph1"})
+        for (const char *zp : {"none", "tensor:255", "channel:random"})
+            for (dtype dst : {dtype::s32, dtype::u8}) {
+                ConvTester t;
+                t.desc(desc).data("extreme").dst(dst).zp(zp).seed(static_cast<uint32_t>(700 + i++));
+                run_case(t);
+                if (HasFailure()) FAIL() << desc << " zp=" << zp;
+                ConvTester s;
+                s.desc(desc).data("extreme").src(dtype::s8).dst(dst).zp(zp[0] == 'n' ? "none" : "tensor:-128");
+                s.seed(static_cast<uint32_t>(800 + i));
+                run_case(s);
+                if (HasFailure()) FAIL() << desc << " s8 source";
+            }
+}
+
+// Every output is computed by the same code whatever the thread count.
+TEST(AmxConv, ThreadCountsGiveIdenticalBytes) {
+    REQUIRE_AMX();
+    for (const char *desc : {"mb2ic64ih9oc96oh9kh3ph1", "mb1ic128ih11oc64oh11kh1ph0", "mb1ic3ih19oc32oh10kh3sh2ph1"}) {
+        std::vector<uint8_t> first;
+        for (int th : {1, 2, 3}) {
+            ConvTester t;
+            t.desc(desc).zp("channel:random").post_ops("fq:per_channel").threads(th).seed(900);
+            if (!run_case(t)) return;
+            if (th == 1) {
+                first = t.result();
+            } else {
+                EXPECT_EQ(t.result(), first) << desc << " threads=" << th;
+            }
+        }
+    }
+}
+
+// Refusals carry a reason; without AMX the missing feature is named.
+TEST(AmxConv, RefusesWithReasons) {
+    const qconv::impl::platform host = qconv::impl::host_platform();
+    qconv::conv_problem p;
+    qconv::attr_set a;
+    std::string why;
+    p.desc = qconv::conv_desc::parse("g32mb1ic32ih7oc32oh7kh3ph1");
+    EXPECT_FALSE(row().supports(p, a, host, &why));
+    if (amx_available()) {
+        EXPECT_NE(why.find("depthwise"), std::string::npos) << why;
+    }
+    why.clear();
+    p.desc = qconv::conv_desc::parse("g4mb1ic32ih7oc32oh7kh3ph1");
+    EXPECT_FALSE(row().supports(p, a, host, &why));
+    if (amx_available()) {
+        EXPECT_NE(why.find("fewer than 16"), std::string::npos) << why;
+    }
+    why.clear();
+    p.desc = qconv::conv_desc::parse("mb1ic16ih5oc16oh5kh3ph1");
+    const qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
+    EXPECT_FALSE(row().supports(p, a, vnni, &why));
+    EXPECT_NE(why.find("amx_int8"), std::string::npos) << why;
+    if (!amx_available()) return;
+    why.clear();
+    a.zp = qconv::zp_mechanism::stock_per_tensor;
+    a.zp_values = {300};
+    EXPECT_FALSE(row().supports(p, a, host, &why));
+    EXPECT_NE(why.find("zero point"), std::string::npos) << why;
+    why.clear();
+    a.zp_values = {3};
+    EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
+    // MobileNet conv1: the gathered window copy would dominate.
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc32oh112kh3sh2ph1");
+    unsetenv("QCONV_JIT_AMX_GATHER");
+    why.clear();
+    EXPECT_FALSE(row().supports(p, a, host, &why));
+    EXPECT_NE(why.find("VNNI row is faster"), std::string::npos) << why;
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc64oh112kh7sh2ph3"); // ResNet-50 conv1: taken
+    why.clear();
+    EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
+    setenv("QCONV_JIT_AMX_GATHER", "all", 1);
+    p.desc = qconv::conv_desc::parse("mb1ic3ih224oc32oh112kh3sh2ph1");
+    EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
+}
+
+// On an AMX machine the row is the dispatcher's first choice, legacy
+// per-channel zero point and FakeQuantize (attr[0]) included.
+TEST(AmxConv, FirstChoiceForLegacyAttributes) {
+    REQUIRE_AMX();
+    ConvTester t;
+    t.desc("mb1ic64ih7oc64oh7kh3ph1").zp("channel:random").post_ops("fq:per_channel");
+    ASSERT_TRUE(t.run("auto"));
+    EXPECT_EQ(t.impl_name(), amx_row);
+    EXPECT_EQ(t.attr_id(), 0);
+}
+
+// One primitive executed from several threads at once (each with its own
+// source and destination) gives the bytes of sequential runs.
+TEST(AmxConv, ConcurrentExecutionsOfOnePrimitive) {
+    REQUIRE_AMX();
+    for (const char *desc : {"mb1ic64ih9oc96oh9kh3ph1", "mb1ic3ih19oc32oh10kh3sh2ph1", "mb1ic128ih7oc64oh7kh1ph0"}) {
+        qconv::conv_problem p;
+        p.desc = qconv::conv_desc::parse(desc);
+        p.src_zp = qconv::zero_point::tensor(7);
+        p.with_bias = true;
+        const auto wei = qconv::testdata::make_weights(p.desc, qconv::testdata::data_kind::random, 3);
+        const auto bias = qconv::testdata::make_bias(p.desc, 4);
+        qconv::conv_hints h;
+        h.impl = amx_row;
+        const qconv::convolution conv(p, wei.data(), bias.data(), h);
+        constexpr int n = 4;
+        std::vector<std::vector<uint8_t>> src, seq, par;
+        for (int i = 0; i < n; ++i) {
+            src.push_back(qconv::testdata::make_src(p, qconv::testdata::data_kind::random, 10 + i));
+            seq.emplace_back(static_cast<size_t>(p.desc.dst_elems()));
+            par.emplace_back(static_cast<size_t>(p.desc.dst_elems()));
+            qconv::exec_args a;
+            a.threads = 1;
+            conv.execute(src[i].data(), seq[i].data(), a);
+        }
+        std::vector<std::thread> th;
+        for (int i = 0; i < n; ++i)
+            th.emplace_back([&, i] {
+                qconv::exec_args a;
+                a.threads = 1;
+                for (int r = 0; r < 20; ++r) conv.execute(src[i].data(), par[i].data(), a);
+            });
+        for (auto &t : th) t.join();
+        for (int i = 0; i < n; ++i) EXPECT_EQ(par[i], seq[i]) << desc << " thread " << i;
+    }
+}
