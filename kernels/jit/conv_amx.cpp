@@ -548,23 +548,26 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
     }
     const amx_geometry g = make_geometry(d);
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
-    // A gathered block is copied once per thread and used by every OC block:
-    // with few multiply-adds per copied byte the copy dominates and the VNNI
-    // row is faster (measured on the AMX Xeon, 1 thread, AMX vs VNNI ms:
-    // MobileNet conv1 K·OCg/row bytes 13.5: 0.138 vs 0.068; IC 3 3x3 s2 OC 64,
-    // 27: 0.209 vs 0.119; IC 16 3x3 s2 OC 32, 24: 0.049 vs 0.039; IC 32, 28.8:
-    // equal; ResNet-50 conv1, 49: 0.336 vs 0.404; IC 64 3x3 s2 OC 64, 64:
-    // 0.035 vs 0.070). QCONV_JIT_AMX_GATHER=all accepts them (tests, comparisons).
-    const char *gather_all = std::getenv("QCONV_JIT_AMX_GATHER");
-    if (g.view == view_kind::gathered && !(gather_all && std::strcmp(gather_all, "all") == 0) &&
-        g.kt * g.ocg < 32 * g.ps)
-        return reject(why, "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a "
-                           "stride or a KxK kernel): the VNNI row is faster");
     const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
     if (g.tap_off.back() + g.nk * g.kc >= (int64_t(1) << 31) || b_chunk >= (int64_t(1) << 31) ||
         g.ps * blk >= (int64_t(1) << 31))
         return reject(why, "source rows too large for 32-bit displacements");
     return true;
+}
+
+// A gathered block is copied once per thread and used by every OC block:
+// with few multiply-adds per copied byte the copy dominates and the VNNI row
+// is faster, so auto defers those layers to it (measured on the AMX Xeon, 1
+// thread, AMX vs VNNI ms: MobileNet conv1 K·OCg/row bytes 13.5: 0.138 vs
+// 0.068; IC 3 3x3 s2 OC 64, 27: 0.209 vs 0.119; IC 16 3x3 s2 OC 32, 24: 0.049
+// vs 0.039; IC 32, 28.8: equal; ResNet-50 conv1, 49: 0.336 vs 0.404; IC 64
+// 3x3 s2 OC 64, 64: 0.035 vs 0.070). Forced by name the row takes them.
+std::string copy_dominates(const conv_problem &p) {
+    const amx_geometry g = make_geometry(p.desc);
+    if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
+        return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
+               "a KxK kernel): the VNNI row is faster";
+    return "";
 }
 
 } // namespace
@@ -583,6 +586,7 @@ impl::conv_entry conv_amx_row(const std::string &name) {
         pl->view = to_string(make_geometry(p.desc).view);
         return pl;
     };
+    e.defer = [](const conv_problem &p, const attr_set &) { return copy_dominates(p); };
     e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
         return std::make_shared<conv_amx_kernel>(p, a);
     };
