@@ -562,11 +562,28 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
 // 0.068; IC 3 3x3 s2 OC 64, 27: 0.209 vs 0.119; IC 16 3x3 s2 OC 32, 24: 0.049
 // vs 0.039; IC 32, 28.8: equal; ResNet-50 conv1, 49: 0.336 vs 0.404; IC 64
 // 3x3 s2 OC 64, 64: 0.035 vs 0.070). Forced by name the row takes them.
-std::string copy_dominates(const conv_problem &p) {
-    const amx_geometry g = make_geometry(p.desc);
+// The same for the measured cases below.
+//
+// Small problems: a call costs ~2-3 us (tile configuration, the first tile
+// loads), so under 1.5 M MACs, or with fewer than 10 output pixels, the VNNI
+// rows win (AMX vs best ms: 1 pixel 0.0010-0.0025 vs 0.0004-0.0007; 1.18 M
+// MACs 0.0066 vs 0.0027; 9 pixels, 2.65 M MACs 0.0068 vs 0.0055; from 1.6 M
+// MACs and 12 pixels on the AMX row is 1.2-2.1x faster).
+//
+// A folded small-IC stem (ICg <= 4, ResNet-50 conv1) without a zero point or
+// legacy post-op: oneDNN's AMX JIT convolution takes it in 0.194 ms against
+// 0.336 ms here; with them this row stays first (the VNNI row: 0.40 ms).
+std::string rows_below_are_faster(const conv_problem &p, const attr_set &a) {
+    const conv_desc &d = p.desc;
+    const amx_geometry g = make_geometry(d);
     if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
         return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
                "a KxK kernel): the VNNI row is faster";
+    if (d.ops() / 2 < 1.5e6 || d.mb * d.oh * d.ow < 10)
+        return "under 1.5 M MACs or 10 output pixels the tile set-up costs more than the VNNI rows take";
+    if (d.icg() <= 4 && a.zp == zp_mechanism::none && !a.has_legacy_ops())
+        return "a folded small-IC stem without zero point or legacy post-ops: oneDNN's AMX JIT convolution is faster "
+               "(0.194 against 0.336 ms on ResNet-50 conv1)";
     return "";
 }
 
@@ -586,7 +603,7 @@ impl::conv_entry conv_amx_row(const std::string &name) {
         pl->view = to_string(make_geometry(p.desc).view);
         return pl;
     };
-    e.defer = [](const conv_problem &p, const attr_set &) { return copy_dominates(p); };
+    e.defer = [](const conv_problem &p, const attr_set &a) { return rows_below_are_faster(p, a); };
     e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
         return std::make_shared<conv_amx_kernel>(p, a);
     };
