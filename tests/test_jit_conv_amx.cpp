@@ -8,7 +8,8 @@
 // wholly in the padding; dilation; groups; mini-batch 2; identical bytes at
 // 1, 2 and 3 threads; concurrent executions of one primitive; the refusals
 // and their reasons. Every test skips on a
-// CPU without AMX-INT8 (amx_available() is the one place that decides).
+// CPU without AMX-INT8 unless the tile emulator runs them (amx_available()
+// is the one place that decides; emulated, a bounded subset by default).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 
 #include "dispatch/impl.h"
 #include "qconv/qconv.h"
+#include "tests/support/amx_emulator.h"
 #include "tests/support/conv_tester.h"
 #include "tests/support/testdata.h"
 
@@ -34,7 +36,21 @@ namespace {
 
 const char *const amx_row = "jit:conv_x8s8:avx512_core_amx";
 
+bool full_sweep() {
+    const char *v = std::getenv("QCONV_AMX_TEST_FULL");
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// Native where the CPU has AMX; on a CPU without it (or QCONV_TEST_AMX=emulate)
+// the tile emulator runs the row's generated code from start-up
+// (tests/support/amx_emulator.h), and the dispatcher sees AMX.
+bool emulated() { return qconv::test::amx_test_mode() == qconv::test::amx_mode::emulate; }
 bool amx_available() { return qconv::impl::host_platform().has(qconv::impl::cpu_feature::amx_int8); }
+
+// Emulated, every trapped instruction costs 15-40 us: the parameterised
+// suites run one case in `emulated_stride` (QCONV_AMX_TEST_FULL=1: all).
+constexpr int emulated_stride = 4;
+bool in_emulated_subset(int index) { return !emulated() || full_sweep() || index % emulated_stride == 0; }
 
 #define REQUIRE_AMX()                                                                                                  \
     do {                                                                                                               \
@@ -44,11 +60,6 @@ bool amx_available() { return qconv::impl::host_platform().has(qconv::impl::cpu_
 // The row defers gathered layers with few multiply-adds per copied byte to
 // the VNNI row (faster there); this suite forces the row by name, so it runs
 // them all (AmxConv.RefusesWithReasons checks the rule).
-
-bool full_sweep() {
-    const char *v = std::getenv("QCONV_AMX_TEST_FULL");
-    return v && *v && std::strcmp(v, "0") != 0;
-}
 
 const qconv::impl::conv_entry &row() {
     for (const auto &e : qconv::impl::conv_list())
@@ -76,6 +87,7 @@ qconv::conv_desc shrink(qconv::conv_desc d, int64_t cap) {
 struct layer {
     std::string name; // test-name safe
     qconv::conv_desc desc;
+    int index = 0; // position in network_layers()
 };
 
 // Parameters print as their names (test listings, ctest).
@@ -100,8 +112,16 @@ std::vector<layer> read_shapes(const std::string &file) {
 std::vector<layer> network_layers() {
     std::vector<layer> all = read_shapes("shapes_resnet_50");
     for (const layer &l : read_shapes("shapes_mobilenet")) all.push_back(l);
+    for (size_t i = 0; i < all.size(); ++i) all[i].index = static_cast<int>(i);
     return all;
 }
+
+// Emulated, a layer outside the subset is skipped with the reason.
+#define REQUIRE_EMULATED_SUBSET(index)                                                                                 \
+    do {                                                                                                               \
+        if (!in_emulated_subset(index))                                                                                \
+            GTEST_SKIP() << "emulated AMX: one layer in " << emulated_stride << " by default (QCONV_AMX_TEST_FULL=1)"; \
+    } while (0)
 
 const dtype all_dst[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
 
@@ -122,9 +142,14 @@ class AmxNetworkLayer : public ::testing::TestWithParam<layer> {};
 
 TEST_P(AmxNetworkLayer, ZpKindsChainsDstTypes) {
     REQUIRE_AMX();
+    REQUIRE_EMULATED_SUBSET(GetParam().index);
     int i = 0;
     for (const char *zp : {"none", "tensor:random", "channel:random"})
         for (const std::string &chain : epilogue_chains()) {
+            if (!in_emulated_subset(i + GetParam().index)) {
+                ++i;
+                continue;
+            }
             for (size_t k = 0; k < 4; ++k) {
                 const dtype dst = full_sweep() ? all_dst[k] : all_dst[(i + k) % 4];
                 ConvTester t;
@@ -140,6 +165,7 @@ TEST_P(AmxNetworkLayer, ZpKindsChainsDstTypes) {
 // s8 sources: tdpbssd, the zero point as an s8 byte in the padding.
 TEST_P(AmxNetworkLayer, S8Source) {
     REQUIRE_AMX();
+    REQUIRE_EMULATED_SUBSET(GetParam().index + 4);
     int i = 0;
     for (const char *zp : {"none", "tensor:random", "tensor:-128"})
         for (const char *chain : {"relu", "fq:per_channel", "sum;relu"}) {
@@ -330,4 +356,41 @@ TEST(AmxConv, ConcurrentExecutionsOfOnePrimitive) {
         for (auto &t : th) t.join();
         for (int i = 0; i < n; ++i) EXPECT_EQ(par[i], seq[i]) << desc << " thread " << i;
     }
+}
+
+// Emulated, the tile instructions the row issues are counted: over the 20
+// ResNet-50 layers at their listed sizes (mb 1) the tile utilisation, the
+// convolution's multiply-adds ÷ the capacity of the TDPs issued (16·16·64
+// each), shows whether the blocking fills the tiles; every layer is checked
+// against the reference too.
+TEST(AmxConv, TileUtilisationOfResNet50) {
+    REQUIRE_AMX();
+    if (!emulated())
+        GTEST_SKIP() << "counts come from the tile emulator (QCONV_TEST_AMX=emulate; the ctest "
+                        "case jit_conv_amx_emulated runs it on every machine)";
+    std::ifstream in(std::string(QCONV_SOURCE_DIR) + "/bench/shapes/shapes_resnet_50");
+    double macs = 0, capacity = 0;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        qconv::conv_desc d = qconv::conv_desc::parse(line);
+        d.mb = 1;
+        const std::string name = d.name;
+        const size_t star = name.find('*');
+        const double count = star == std::string::npos ? 1 : std::atof(name.c_str() + star + 1);
+        qconv::test::reset_amx_counters();
+        ConvTester t;
+        t.desc(d).post_ops("relu");
+        ASSERT_TRUE(run_case(t)) << name;
+        const qconv::test::amx_counters c = qconv::test::amx_total_counters();
+        ASSERT_GT(c.tdps(), 0u) << name << ": no tile instruction reached the emulator";
+        const double layer_macs = d.ops() / 2, layer_capacity = double(c.tdps()) * 16 * 16 * 64;
+        std::printf("tile utilisation %-24s %6.1f %%  (%llu TDPs)\n", name.c_str(), 100.0 * layer_macs / layer_capacity,
+                    static_cast<unsigned long long>(c.tdps()));
+        macs += count * layer_macs;
+        capacity += count * layer_capacity;
+    }
+    const double u = macs / capacity;
+    std::printf("tile utilisation over the 20 layers (weighted by their counts): %.1f %%\n", 100.0 * u);
+    EXPECT_GT(u, 0.5);
+    EXPECT_LE(u, 1.0);
 }

@@ -1,0 +1,9 @@
+# The AMX rows' exactness suites again under the tile emulator
+# (QCONV_TEST_AMX=emulate; tests/support/amx_emulator.h), on every machine: on
+# a CPU without AMX the discovered tests already run emulated, on an AMX Xeon
+# these cases run the same generated code through the emulator as well, and
+# the conv row's tile utilisation over ResNet-50 is printed from the
+# emulator's counters.
+add_test(NAME jit_conv_amx_emulated
+         COMMAND test_jit_conv_amx --gtest_filter=AmxConv.*:Cases/AmxSmall.*)
+set_tests_properties(jit_conv_amx_emulated PROPERTIES ENVIRONMENT "QCONV_TEST_AMX=emulate" TIMEOUT 600)
