@@ -34,9 +34,10 @@
 
 #include <time.h>
 
-#include "dispatch/impl.h"
+#include "dispatch/host_platform.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/testdata.h"
 
 namespace {

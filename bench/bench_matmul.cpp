@@ -51,9 +51,9 @@
 #include <dnnl.h>
 #include <dnnl.hpp>
 
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/matmul.h"
+#include "rows/row.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/lowering.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/conv.h"
 #include "qconv/post_ops.h"
 

@@ -2,6 +2,7 @@
 // whose creation fails records the reason and the next row is tried), and
 // execution with verbose lines like the other primitives.
 #include "qconv/conv_f32.h"
+#include "dispatch/host_platform.h"
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/verbose.h"

@@ -1,7 +1,8 @@
 // The f32 convolution table, in dispatch order (see dispatch/conv_list.cpp
 // for how a table is read): oneDNN's f32 convolution, then the reference for
 // what oneDNN refuses.
-#include "dispatch/rows.h"
+#include "kernels/onednn/onednn_f32.h"
+#include "reference/ref_rows.h"
 
 namespace qconv::impl {
 

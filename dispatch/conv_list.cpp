@@ -4,10 +4,10 @@
 // CPU features (the row constructor says which), peers run only when forced
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
-#include "dispatch/rows.h"
 #include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/onednn/onednn_conv.h"
+#include "reference/ref_rows.h"
 
 namespace qconv::impl {
 

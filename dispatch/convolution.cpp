@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "dispatch/dispatcher.h"
+#include "dispatch/host_platform.h"
 #include "dispatch/tuning.h"
 #include "dispatch/verbose.h"
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
+#include "rows/row.h"
 
 namespace qconv::impl {
 

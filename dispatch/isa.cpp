@@ -29,7 +29,7 @@
 #include <unistd.h>
 #endif
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/types.h"
 
 namespace qconv {
@@ -132,65 +132,6 @@ void set_max_cpu_isa(isa cap) { api_cap.store(static_cast<int>(cap), std::memory
 
 namespace impl {
 
-const char *to_string(cpu_feature f) {
-    switch (f) {
-    case cpu_feature::avx2: return "avx2";
-    case cpu_feature::avx2_vnni: return "avx2_vnni";
-    case cpu_feature::avx512_core: return "avx512_core";
-    case cpu_feature::avx512_core_vnni: return "avx512_core_vnni";
-    case cpu_feature::avx512_vbmi: return "avx512_vbmi";
-    case cpu_feature::avx512_bf16: return "avx512_bf16";
-    case cpu_feature::amx_int8: return "amx_int8";
-    case cpu_feature::amx_bf16: return "amx_bf16";
-    }
-    return "?";
-}
-
-namespace {
-constexpr cpu_feature all_features[] = {
-    cpu_feature::avx2,        cpu_feature::avx2_vnni,   cpu_feature::avx512_core, cpu_feature::avx512_core_vnni,
-    cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16, cpu_feature::amx_int8,    cpu_feature::amx_bf16};
-} // namespace
-
-std::string feature_set::str() const {
-    std::string s;
-    for (cpu_feature f : all_features)
-        if (has(f)) s += (s.empty() ? "" : "+") + std::string(to_string(f));
-    return s.empty() ? "none" : s;
-}
-
-std::string feature_set::missing(const feature_set &needed) const {
-    feature_set m;
-    for (cpu_feature f : all_features)
-        if (needed.has(f) && !has(f)) m.add(f);
-    return m.str();
-}
-
-feature_set level_features(isa level) {
-    feature_set s;
-    if (level >= isa::avx2) s.add(cpu_feature::avx2);
-    if (level == isa::avx2_vnni) s.add(cpu_feature::avx2_vnni);
-    if (level >= isa::avx512_core) s.add(cpu_feature::avx512_core);
-    if (level >= isa::avx512_core_vnni) s.add(cpu_feature::avx512_core_vnni);
-    if (level >= isa::avx512_core_bf16) s.add(cpu_feature::avx512_bf16);
-    if (level >= isa::avx512_core_amx) s.add(cpu_feature::amx_int8), s.add(cpu_feature::amx_bf16);
-    return s;
-}
-
-bool cap_allows(isa level, cpu_feature f) {
-    switch (f) {
-    case cpu_feature::avx2: return level >= isa::avx2;
-    case cpu_feature::avx2_vnni: return level >= isa::avx2_vnni;
-    case cpu_feature::avx512_core: return level >= isa::avx512_core;
-    case cpu_feature::avx512_core_vnni:
-    case cpu_feature::avx512_vbmi: return level >= isa::avx512_core_vnni;
-    case cpu_feature::avx512_bf16: return level >= isa::avx512_core_bf16;
-    case cpu_feature::amx_int8:
-    case cpu_feature::amx_bf16: return level >= isa::avx512_core_amx;
-    }
-    return false;
-}
-
 void set_amx_emulated(bool on) { amx_emulation.store(on); }
 bool amx_emulated() { return amx_emulation.load(); }
 
@@ -208,7 +149,7 @@ isa detected_isa() { return level_of(detected_features()); }
 platform host_platform() {
     platform p;
     p.level = max_cpu_isa();
-    for (cpu_feature f : all_features)
+    for (cpu_feature f : all_cpu_features)
         if (detected_features().has(f) && cap_allows(p.level, f)) p.features.add(f);
     return p;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "dispatch/dispatcher.h"
+#include "dispatch/host_platform.h"
 #include "dispatch/verbose.h"
 
 namespace qconv {

@@ -1,6 +1,8 @@
 // The weight-compressed MatMul implementation table, in dispatch order (see
 // dispatch/conv_list.cpp for how a table is read; docs/dispatch.md).
-#include "dispatch/rows.h"
+#include "kernels/jit/matmul_wc.h"
+#include "kernels/onednn/onednn_f32.h"
+#include "reference/ref_rows.h"
 
 namespace qconv::impl {
 

@@ -39,29 +39,6 @@ void note_skip(std::vector<std::string> &out, const std::string &name, int attr_
 
 bool is_auto(const std::string &impl) { return impl.empty() || impl == "auto"; }
 
-// ------------------------------------------------------------------ entries
-
-namespace {
-// The row's feature check, then its own decision.
-template <class Entry, class... Args>
-plan_ptr decide_on(const Entry &e, const platform &pl, std::string *why, const Args &...args) {
-    if (!pl.has_all(e.needs)) {
-        reject(why, "needs " + e.needs.str() + "; platform " + pl.str() + " lacks " + pl.features.missing(e.needs));
-        return nullptr;
-    }
-    return e.decide(args..., pl, why);
-}
-} // namespace
-
-plan_ptr conv_entry::supports(const conv_problem &p, const attr_set &attr, const platform &pl, std::string *why) const {
-    return decide_on(*this, pl, why, p, attr);
-}
-
-plan_ptr matmul_entry::supports(const matmul_desc &d, const matmul_hints &h, const platform &pl,
-                                std::string *why) const {
-    return decide_on(*this, pl, why, d, h);
-}
-
 // ------------------------------------------------------------------ select
 
 namespace {

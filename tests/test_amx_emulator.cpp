@@ -40,7 +40,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <xbyak/xbyak.h>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "tests/support/amx_emulator.h"
 
 namespace qconv::test {

@@ -11,6 +11,7 @@
 #include "dispatch/attr_builder.h"
 #include "dispatch/cache.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/host_platform.h"
 #include "tests/support/testdata.h"
 
 namespace qconv {

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "dispatch/impl.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/quick.h"
 #include "tests/support/row_problems.h"
 #include "tests/support/testdata.h"

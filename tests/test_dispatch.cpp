@@ -20,6 +20,7 @@
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/host_platform.h"
 #include "dispatch/verbose.h"
 #include "reference/reference.h"
 #include "tests/support/conv_tester.h"

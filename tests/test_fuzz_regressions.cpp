@@ -7,9 +7,9 @@
 #include <string>
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/conv_tester.h"
 
 using namespace qconv;

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/types.h"
 
 namespace qconv {

@@ -17,12 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/host_platform.h"
 #include "kernels/jit/jit_base.h"
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/impl.h"
 #include "qconv/qconv.h"
 #include "reference/reference.h"
+#include "rows/row.h"
 #include "tests/support/conv_tester.h"
 #include "tests/support/testdata.h"
 

@@ -22,8 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "dispatch/impl.h"
+#include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/amx_emulator.h"
 #include "tests/support/conv_tester.h"
 #include "tests/support/testdata.h"

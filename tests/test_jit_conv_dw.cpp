@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/conv_tester.h"
 
 using qconv::dtype;

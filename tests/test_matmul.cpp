@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "dispatch/dispatcher.h"
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
+#include "rows/row.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/testdata.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dispatch/dispatcher.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
 #include "tests/support/testdata.h"
 

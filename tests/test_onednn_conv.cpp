@@ -21,7 +21,7 @@
 #include <set>
 #include <thread>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "kernels/onednn/onednn_f32.h"
 #include "reference/reference.h"
@@ -205,7 +205,7 @@ wrapper_case make_wrapper_case(const wrapper_spec &s, uint32_t seed) {
 bool run_wrapper(const selector &sel, const layer_data &L, const conv_problem &p, const attr_set &a, const case_data &c,
                  std::vector<uint8_t> *dst, std::string *why, std::string *info = nullptr, int threads = 0) {
     if (!impl::onednn::supports(sel, p, a, impl::host_platform(), why)) return false;
-    const auto k = impl::onednn::create(sel, p, a);
+    const auto k = impl::onednn::create(sel, p, a, impl::host_platform());
     if (info) *info = impl::onednn::impl_info(*k);
     const auto w = k->pack(L.wei.data(), L.bias.data());
     *dst = c.dst_init;
@@ -469,7 +469,7 @@ TEST(OnednnBrgconv, ThreadCountsAndConcurrentExecution) {
         std::string why;
         if (!impl::onednn::supports(sel, t.p, t.a, impl::host_platform(), &why)) continue;
         ++ran;
-        const auto k = impl::onednn::create(sel, t.p, t.a);
+        const auto k = impl::onednn::create(sel, t.p, t.a, impl::host_platform());
         const auto w = k->pack(t.L.wei.data(), t.L.bias.data());
         for (int threads : {1, 2, 0}) {
             std::vector<uint8_t> got(t.want.size());

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "reference/reference.h"
 
@@ -43,7 +43,7 @@ attr_set no_ops() {
 std::vector<int32_t> run(const selector &sel, const conv_problem &p, int8_t w_value, std::string *info) {
     const std::vector<uint8_t> src(static_cast<size_t>(p.desc.src_elems()), 255);
     const std::vector<int8_t> wei(static_cast<size_t>(p.desc.wei_elems()), w_value);
-    const auto k = impl::onednn::create(sel, p, no_ops());
+    const auto k = impl::onednn::create(sel, p, no_ops(), impl::host_platform());
     *info = impl::onednn::impl_info(*k);
     const auto w = k->pack(wei.data(), nullptr);
     std::vector<int32_t> dst(static_cast<size_t>(p.desc.dst_elems()), 0);

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
+#include "rows/row.h"
 #include "tests/support/quick.h"
 #include "tests/support/run_driver.h"
 #include "tests/support/testdata.h"

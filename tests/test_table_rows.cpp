@@ -12,7 +12,8 @@
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/dispatcher.h"
-#include "dispatch/impl.h"
+#include "dispatch/host_platform.h"
+#include "rows/row.h"
 #include "tests/support/conv_tester.h"
 #include "tests/support/row_problems.h"
 

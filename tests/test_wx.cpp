@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
 #include "qconv/qconv.h"
+#include "rows/row.h"
 #include "tests/support/row_problems.h"
 #include "tests/support/testdata.h"
 

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "dispatch/impl.h"
 #include "qconv/conv.h"
+#include "rows/row.h"
 #include "tools/conv_case.h"
 
 namespace qconv::driver {

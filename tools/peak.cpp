@@ -20,7 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
 #include "tools/driver.h"

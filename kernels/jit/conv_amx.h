@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
 #include "kernels/jit/conv_x8s8.h"
+#include "rows/row.h"
 
 namespace qconv::jit {
 

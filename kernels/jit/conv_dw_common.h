@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/lowering.h"
-#include "dispatch/impl.h"
 #include "kernels/jit/conv_x8s8.h"
+#include "rows/row.h"
 
 namespace qconv::jit::dw {
 

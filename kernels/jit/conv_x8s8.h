@@ -48,7 +48,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
+#include "rows/row.h"
 
 namespace qconv::jit {
 

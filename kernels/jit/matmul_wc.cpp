@@ -9,7 +9,7 @@
 
 #include <omp.h>
 
-#include "dispatch/rows.h"
+#include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
 namespace qconv::impl {

@@ -49,10 +49,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
-#include "dispatch/impl.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
+#include "rows/row.h"
 
 namespace qconv::jit {
 
@@ -119,3 +120,13 @@ inline int matmul_wc_blocked_mb(bool zmm) { return zmm ? 12 : 6; }
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);
 
 } // namespace qconv::jit
+
+namespace qconv::impl {
+
+// Table rows (dispatch/matmul_list.cpp; kernels/jit/matmul_wc.cpp,
+// matmul_wc_dq.cpp): jit:matmul_wc_{x8,x4}:{avx512_core,avx2} and the opt-in
+// dynamic quantization jit:matmul_wc_dq:avx512_core_vnni.
+matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
+matmul_entry matmul_wc_dq_row(const std::string &name);
+
+} // namespace qconv::impl

@@ -25,9 +25,9 @@
 
 #include <sys/mman.h>
 
-#include "dispatch/impl.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
+#include "rows/row.h"
 
 namespace qconv::impl {
 

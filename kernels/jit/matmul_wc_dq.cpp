@@ -31,7 +31,6 @@
 #include <immintrin.h>
 #include <omp.h>
 
-#include "dispatch/rows.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 

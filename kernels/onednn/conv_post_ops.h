@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "core/lowering.h"
-#include "dispatch/impl.h"
 #include "qconv/conv_desc.h"
+#include "rows/row.h"
 
 namespace qconv::impl::onednn {
 

@@ -18,9 +18,9 @@
 // binary post-ops unless attr[1] offers them.
 #include "kernels/onednn/onednn_conv.h"
 
-#include "dispatch/rows.h"
 #include "kernels/onednn/conv_kernel.h"
 #include "kernels/onednn/onednn_util.h"
+#include "rows/row.h"
 
 namespace qconv::impl::onednn {
 
@@ -150,9 +150,10 @@ std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set 
     }
 }
 
-std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr) {
+std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr,
+                                          const platform &plat) {
     std::string why;
-    const plan_ptr pl = supports(sel, p, attr, host_platform(), &why);
+    const plan_ptr pl = supports(sel, p, attr, plat, &why);
     if (!pl) fail("impl", sel.row_name() + ": " + why);
     return create(p, attr, *pl);
 }

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "dispatch/impl.h"
+#include "rows/row.h"
 
 namespace qconv::impl::onednn {
 
@@ -46,8 +46,9 @@ plan_ptr supports(const selector &sel, const conv_problem &p, const attr_set &at
 // The kernel for a plan supports() returned (throws qconv::error when oneDNN
 // refuses it after all).
 std::shared_ptr<const conv_kernel> create(const conv_problem &p, const attr_set &attr, const plan &pl);
-// supports() on the host platform, then create() (tests; throws when refused).
-std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr);
+// supports() on `plat`, then create() (tests; throws when refused).
+std::shared_ptr<const conv_kernel> create(const selector &sel, const conv_problem &p, const attr_set &attr,
+                                          const platform &plat);
 
 // Table rows (dispatch/conv_list.cpp): a brgconv kind ("brgconv_1x1",
 // "brgconv") or oneDNN's AMX JIT convolution at an ISA level, a brgconv kind

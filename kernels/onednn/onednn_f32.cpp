@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "dispatch/rows.h"
+#include "kernels/onednn/onednn_f32.h"
 #include "kernels/onednn/onednn_util.h"
 
 namespace qconv::impl::onednn {

@@ -21,6 +21,7 @@
 
 #include "qconv/conv_desc.h"
 #include "qconv/matmul.h"
+#include "rows/row.h"
 
 namespace qconv::impl::onednn {
 
@@ -62,3 +63,14 @@ private:
 std::vector<float> dequantize(const matmul_desc &d, const matmul_weights &w);
 
 } // namespace qconv::impl::onednn
+
+namespace qconv::impl {
+
+// Table rows: oneDNN's f32 convolution (dispatch/conv_f32_list.cpp,
+// onednn:conv_f32) and the oneDNN f32 peers of the compressed MatMul on
+// dequantized weights (dispatch/matmul_list.cpp): onednn:matmul_f32:dequantized
+// (use_matmul) and onednn:sgemm_f32:dequantized.
+conv_f32_entry onednn_conv_f32_row(const std::string &name);
+matmul_entry onednn_f32_row(const std::string &name, bool use_matmul);
+
+} // namespace qconv::impl

@@ -43,10 +43,10 @@
 #include <vector>
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/impl.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
 #include "reference/reference.h"
+#include "rows/row.h"
 
 using namespace qconv;
 

@@ -24,7 +24,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 
 namespace qconv::test {
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "reference/reference.h"
 
 namespace qconv::test {

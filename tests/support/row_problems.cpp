@@ -2,7 +2,7 @@
 #include "tests/support/row_problems.h"
 
 #include "dispatch/attr_builder.h"
-#include "dispatch/platform.h"
+#include "dispatch/host_platform.h"
 #include "tests/support/testdata.h"
 
 namespace qconv::test {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/impl.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
+#include "rows/row.h"
 
 namespace qconv::test {
 

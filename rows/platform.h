@@ -8,9 +8,10 @@
 // declare the features they need and test them with has(feature); the level
 // only names the platform and drives the seed's attribute tables.
 //
-// host_platform() is detected once (cpu_features, XCR0, CPUID, the Linux AMX
-// permission request; dispatch/isa.cpp) and capped: a feature is kept when
-// the cap's level includes it (cap_allows()). Tests pass simulated platforms:
+// This is the row interface's vocabulary (rows/, below kernels/ and
+// dispatch/); the host's platform is detected in dispatch/ (host_platform.h:
+// cpu_features, XCR0, CPUID, the Linux AMX permission request) and capped: a
+// feature is kept when the cap's level includes it (cap_allows()). Tests pass simulated platforms:
 // platform{level} has the ladder features of that level but no AVX-VNNI;
 // platform{level, true} adds AVX-VNNI; with() adds any other.
 #pragma once
@@ -65,6 +66,11 @@ feature_set level_features(isa level);
 // it; VBMI counts with avx512_core_vnni (the VNNI CPUs that have it).
 bool cap_allows(isa level, cpu_feature f);
 
+// Every feature, in declaration order.
+inline constexpr cpu_feature all_cpu_features[] = {
+    cpu_feature::avx2,        cpu_feature::avx2_vnni,   cpu_feature::avx512_core, cpu_feature::avx512_core_vnni,
+    cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16, cpu_feature::amx_int8,    cpu_feature::amx_bf16};
+
 struct platform {
     isa level = isa::sse41;
     feature_set features;
@@ -88,19 +94,5 @@ struct platform {
     // Level and every feature, for cache keys and verbose lines.
     std::string key() const { return str() + ":" + features.str(); }
 };
-
-// Test hook (tests/support/amx_emulator.h): while on, the detected features
-// (and so host_platform()) add amx_int8 and amx_bf16 on a host with AVX-512
-// VNNI and BF16, and a first detection made while on does not request the
-// Linux AMX permission, so tile instructions trap into the emulator.
-void set_amx_emulated(bool on);
-bool amx_emulated();
-
-// What the CPU and OS support (uncapped), detected once.
-isa detected_isa();
-feature_set detected_features();
-// The detected features and level under the cap (QCONV_MAX_CPU_ISA /
-// set_max_cpu_isa()).
-platform host_platform();
 
 } // namespace qconv::impl

@@ -5,7 +5,7 @@
 // executes), and "pack" by copying the weights and bias.
 #include <cstring>
 
-#include "dispatch/rows.h"
+#include "reference/ref_rows.h"
 #include "reference/reference.h"
 
 namespace qconv::impl {

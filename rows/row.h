@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "core/lowering.h"
-#include "dispatch/platform.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
 #include "qconv/post_ops.h"
+#include "rows/platform.h"
 
 namespace qconv::impl {
 
