@@ -9,6 +9,10 @@ std::vector<matmul_entry> build_matmul_list() {
     return {
         // Opt-in dynamic quantization of X (matmul_hints::dynamic_quantization).
         matmul_wc_dq_row("jit:matmul_wc_dq:avx512_core_vnni"),
+        // f32 accuracy on AMX-BF16 (bf16 hi/lo split of X, 3e-5 bound): from M = 8
+        // on, measured 1.6-2.3x the AVX-512 row below at M = 8 (docs/matmul_wc.md).
+        matmul_wc_amx_row("jit:matmul_wc_x8:avx512_core_amx", false),
+        matmul_wc_amx_row("jit:matmul_wc_x4:avx512_core_amx", true),
         // f32 accuracy: decompression into FMAs, zmm then ymm.
         matmul_wc_row("jit:matmul_wc_x8:avx512_core", true, false),
         matmul_wc_row("jit:matmul_wc_x4:avx512_core", true, true),

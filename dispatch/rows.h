@@ -22,6 +22,8 @@ matmul_entry ref_matmul_row();
 // quantization jit:matmul_wc_dq:avx512_core_vnni.
 matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
 matmul_entry matmul_wc_dq_row(const std::string &name);
+// AMX-BF16 at f32 accuracy (kernels/jit/matmul_wc_amx.cpp): jit:matmul_wc_{x8,x4}:avx512_core_amx.
+matmul_entry matmul_wc_amx_row(const std::string &name, bool x4);
 
 // oneDNN f32 peers on dequantized weights (kernels/onednn/onednn_f32.cpp):
 // onednn:matmul_f32:dequantized (use_matmul) and onednn:sgemm_f32:dequantized.

@@ -1,0 +1,295 @@
+// Weight-compressed MatMul on AMX-BF16: packing, the split of X into bf16
+// hi/lo tiles, the threaded driver of the chunk kernels (matmul_wc_amx_gen.cpp)
+// and the table rows jit:matmul_wc_{x8,x4}:avx512_core_amx.
+#include "kernels/jit/matmul_wc_amx.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dispatch/rows.h"
+#include "kernels/jit/matmul_wc_common.h"
+
+namespace qconv::impl {
+namespace {
+
+using jit::matmul_wc_amx_call;
+using jit::matmul_wc_amx_config;
+using jit::matmul_wc_amx_fn;
+
+constexpr int64_t panel = 32;         // columns per panel: two B tiles
+constexpr int64_t scratch_floats = 1024; // four drained C tiles
+// The largest relative bound the rows accept (docs/semantics.md §7).
+constexpr double max_epsilon = 3e-5;
+// Below this M the AVX-512 f32 rows are faster (docs/matmul_wc.md, measured).
+constexpr int64_t amx_min_m = 8;
+
+// Sizes of the packed layout and of the calls.
+struct amx_layout {
+    bool x4 = false, per_oc = true, zp = false;
+    int64_t k_pad = 0, gs = 0, chunk = 0, k_tiles = 0, n_chunks = 0, n_panels = 0;
+    int64_t m_tiles = 1;
+    int a_rows = 16;
+    int row_bytes = 32;
+    int64_t panel_bytes() const { return k_tiles * 2 * 16 * row_bytes; }
+    int64_t param_bytes() const { return 128 + (x4 ? 128 : 256); } // per panel and group
+    int64_t n_groups() const { return per_oc ? 1 : k_pad / gs; }
+};
+
+amx_layout make_layout(const matmul_desc &d) {
+    amx_layout l;
+    l.x4 = four_bit(d.wei_dt);
+    l.per_oc = d.n_groups() == 1;
+    l.k_pad = (d.k + 31) / 32 * 32;
+    l.gs = l.per_oc ? l.k_pad : d.group_size();
+    l.chunk = jit::matmul_wc_amx_chunk(l.k_pad, l.gs, l.per_oc);
+    l.k_tiles = l.k_pad / 32;
+    l.n_chunks = (l.k_pad + l.chunk - 1) / l.chunk;
+    l.n_panels = (d.n + panel - 1) / panel;
+    l.m_tiles = (d.m + 15) / 16;
+    l.a_rows = d.m < 16 ? static_cast<int>(d.m) : 16;
+    l.row_bytes = l.x4 ? 16 : 32;
+    const bool is_signed = d.wei_dt == dtype::s8 || d.wei_dt == dtype::s4;
+    l.zp = is_signed || d.zp != matmul_desc::zp_kind::none;
+    return l;
+}
+
+struct amx_packed : packed {
+    aligned_buffer<uint8_t> wei;    // n_panels × panel_bytes
+    aligned_buffer<uint8_t> params; // n_panels × n_groups × param_bytes
+    std::vector<float> bias;
+};
+
+// x = hi + lo (+ e): hi = bf16(x) (truncated where rounding would overflow
+// to inf), lo = bf16(x − hi), lo = 0 where x is inf or NaN.
+// (The zero-masked forms throughout: GCC 12's unmasked ones warn -Wuninitialized.)
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void split16(const float *x, __mmask16 valid,
+                                                                                     uint16_t *hi, uint16_t *lo) {
+    constexpr __mmask16 all = 0xFFFF;
+    const __m512 v = _mm512_maskz_loadu_ps(valid, x);
+    __m512i h = _mm512_maskz_cvtepu16_epi32(all, (__m256i)_mm512_cvtneps_pbh(v));
+    const __mmask16 x_bad = _mm512_fpclass_ps_mask(v, 0x99); // NaN or inf
+    __m512 hf = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, h, 16));
+    const __mmask16 overflow = _mm512_fpclass_ps_mask(hf, 0x18) & ~x_bad;
+    h = _mm512_mask_srli_epi32(h, overflow, _mm512_castps_si512(v), 16);
+    hf = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, h, 16));
+    const __m512 r = _mm512_maskz_sub_ps(static_cast<__mmask16>(~x_bad), v, hf);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(hi), _mm512_maskz_cvtepi32_epi16(all, h));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(lo), (__m256i)_mm512_cvtneps_pbh(r));
+}
+
+// A tiles (matmul_wc_amx.h): every element, padding rows and k included (0).
+void convert_a(const matmul_desc &d, const amx_layout &l, const float *x, uint16_t *a, int threads) {
+    const int64_t rows = l.m_tiles * l.a_rows, K = d.k, tile = int64_t(l.a_rows) * 32;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t m = 0; m < rows; ++m) {
+        const int64_t mt = m / l.a_rows, r = m % l.a_rows;
+        for (int64_t k = 0; k < l.k_pad; k += 16) {
+            const int64_t kt = k / 32;
+            uint16_t *hi = a + ((mt * l.k_tiles + kt) * 2) * tile + r * 32 + k % 32;
+            const int64_t left = m < d.m ? std::max<int64_t>(0, std::min<int64_t>(16, K - k)) : 0;
+            const __mmask16 valid = static_cast<__mmask16>((1u << left) - 1);
+            split16(left ? x + m * K + k : x, valid, hi, hi + tile);
+        }
+    }
+}
+
+class matmul_wc_amx_kernel : public matmul_kernel {
+public:
+    explicit matmul_wc_amx_kernel(const matmul_desc &d) : d_(d), l_(make_layout(d)) {
+        matmul_wc_amx_config c;
+        c.four_bit = l_.x4;
+        c.zp = l_.zp;
+        c.m_tiles = l_.m_tiles;
+        c.a_rows = l_.a_rows;
+        c.k_tiles = l_.k_tiles;
+        c.k_steps = static_cast<int>(l_.chunk / 32);
+        jit::matmul_wc_amx_tile_config(c, cfg_);
+        b_bytes_ = c.k_steps * 2 * 1024;
+        gens_.push_back(jit::make_matmul_wc_amx_generator(c));
+        main_ = gens_.back()->entry<matmul_wc_amx_fn>();
+        tail_ = main_;
+        if (l_.k_pad % l_.chunk) { // per-OC: a shorter last chunk
+            c.k_steps = static_cast<int>((l_.k_pad % l_.chunk) / 32);
+            gens_.push_back(jit::make_matmul_wc_amx_generator(c));
+            tail_ = gens_.back()->entry<matmul_wc_amx_fn>();
+        }
+        gens_.push_back(jit::make_amx_tile_config_generator());
+        load_cfg_ = gens_.back()->entry<jit::matmul_wc_amx_cfg_fn>();
+        gens_.push_back(jit::make_amx_tile_release_generator());
+        release_ = gens_.back()->entry<void (*)()>();
+    }
+
+    std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
+        check_wc_weights(d_, w);
+        auto p = std::make_shared<amx_packed>();
+        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.n_groups() * l_.param_bytes()));
+        if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
+        const bool big = l_.n_panels > 1 && l_.n_panels * l_.panel_bytes() > (1 << 20);
+#pragma omp parallel for schedule(static) if (big)
+        for (int64_t pi = 0; pi < l_.n_panels; ++pi) {
+            pack_weights(w, pi, *p);
+            pack_params(w, pi, *p);
+        }
+        return p;
+    }
+
+    void execute(const packed &pk, const float *x, float *y, int threads) const override {
+        const auto &p = static_cast<const amx_packed &>(pk);
+        const int max_threads = threads > 0 ? threads : omp_get_max_threads();
+        const size_t a_elems = static_cast<size_t>(l_.m_tiles * l_.k_tiles * 2 * l_.a_rows * 32);
+        aligned_buffer<uint16_t> a(static_cast<uint16_t *>(std::aligned_alloc(64, (a_elems * 2 + 63) / 64 * 64)));
+        if (!a) throw std::bad_alloc();
+        convert_a(d_, l_, x, a.get(), static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
+        const int nt = static_cast<int>(std::min<int64_t>(max_threads, l_.n_panels));
+        const size_t per_thread = thread_bytes();
+        aligned_buffer<uint8_t> bufs(static_cast<uint8_t *>(std::aligned_alloc(64, per_thread * nt)));
+        if (!bufs) throw std::bad_alloc();
+#pragma omp parallel num_threads(nt)
+        run_panels(p, a.get(), bufs.get() + per_thread * omp_get_thread_num(), y);
+    }
+
+private:
+    int64_t acc_floats() const { return l_.m_tiles * 16 * panel; }
+    // Accumulators, scratch and the two decompression buffers, 64-byte multiples.
+    size_t thread_bytes() const {
+        return static_cast<size_t>(((acc_floats() + scratch_floats) * 4 + 2 * b_bytes_ + 63) / 64 * 64);
+    }
+
+    // One thread: its own tile configuration, accumulators and buffers; the
+    // panels of a static schedule (each output computed by the same code
+    // whatever the thread count).
+    void run_panels(const amx_packed &p, const uint16_t *a, uint8_t *buf, float *y) const {
+        float *acc = reinterpret_cast<float *>(buf);
+        float *scratch = acc + acc_floats();
+        uint16_t *b = reinterpret_cast<uint16_t *>(scratch + scratch_floats);
+        load_cfg_(cfg_);
+        int parity = 0;
+#pragma omp for schedule(static)
+        for (int64_t pi = 0; pi < l_.n_panels; ++pi) {
+            std::memset(acc, 0, static_cast<size_t>(acc_floats()) * 4);
+            matmul_wc_amx_call call;
+            call.acc = acc;
+            call.scratch = scratch;
+            for (int64_t c = 0; c < l_.n_chunks; ++c) {
+                const int64_t k0 = c * l_.chunk, kt0 = k0 / 32;
+                call.w = p.wei.get() + pi * l_.panel_bytes() + kt0 * 2 * 16 * l_.row_bytes;
+                call.params = p.params.get() + (pi * l_.n_groups() + k0 / l_.gs) * l_.param_bytes();
+                call.a = a + kt0 * 2 * l_.a_rows * 32;
+                call.b = b + parity * (b_bytes_ / 2); // double buffer: the next chunk decompresses elsewhere
+                parity ^= 1;
+                (c + 1 < l_.n_chunks || !(l_.k_pad % l_.chunk) ? main_ : tail_)(&call);
+            }
+            store_panel(p, pi, acc, y);
+        }
+        release_();
+    }
+
+    void store_panel(const amx_packed &p, int64_t pi, const float *acc, float *y) const {
+        const int64_t n0 = pi * panel, cols = std::min<int64_t>(panel, d_.n - n0);
+        for (int64_t m = 0; m < d_.m; ++m) {
+            float *yr = y + m * d_.n + n0;
+            const float *o = acc + m * panel;
+            if (d_.with_bias)
+                for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + p.bias[n0 + c];
+            else std::memcpy(yr, o, static_cast<size_t>(cols) * 4);
+        }
+    }
+
+    // The code of element (n, k): unsigned (signed types with the sign bit flipped).
+    uint8_t code(const matmul_weights &w, int64_t n, int64_t k) const {
+        const int64_t i = n * d_.k + k;
+        if (!l_.x4) return static_cast<uint8_t>(w.wei[i] ^ (d_.wei_dt == dtype::s8 ? 0x80 : 0));
+        const uint8_t v = (w.wei[i / 2] >> (4 * (i % 2))) & 0xF;
+        return static_cast<uint8_t>(v ^ (d_.wei_dt == dtype::s4 ? 0x8 : 0));
+    }
+
+    void pack_weights(const matmul_weights &w, int64_t pi, amx_packed &p) const {
+        uint8_t *dst = p.wei.get() + pi * l_.panel_bytes();
+        const int64_t n0 = pi * panel, cols = std::min<int64_t>(panel, d_.n - n0);
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t t = c / 16, n = c % 16;
+            for (int64_t k = 0; k < d_.k; ++k) {
+                const int64_t kt = k / 32, r = (k % 32) / 2, j = k % 2;
+                uint8_t *row = dst + ((kt * 2 + t) * 16 + r) * l_.row_bytes;
+                if (l_.x4) row[n] |= static_cast<uint8_t>(code(w, n0 + c, k) << (4 * j));
+                else row[n * 2 + j] = code(w, n0 + c, k);
+            }
+        }
+    }
+
+    void pack_params(const matmul_weights &w, int64_t pi, amx_packed &p) const {
+        const int64_t n0 = pi * panel, cols = std::min<int64_t>(panel, d_.n - n0), ng = l_.n_groups();
+        const int32_t off = d_.wei_dt == dtype::s8 ? 128 : d_.wei_dt == dtype::s4 ? 8 : 0;
+        for (int64_t g = 0; g < ng; ++g) {
+            uint8_t *prm = p.params.get() + (pi * ng + g) * l_.param_bytes();
+            float *scale = reinterpret_cast<float *>(prm);
+            for (int64_t c = 0; c < cols; ++c) {
+                const int64_t n = n0 + c;
+                scale[c] = w.scale[n * ng + g];
+                int32_t zp = off;
+                if (d_.zp == matmul_desc::zp_kind::per_tensor) zp += w.zp[0];
+                if (d_.zp == matmul_desc::zp_kind::per_group) zp += w.zp[n * ng + g];
+                for (int j = 0; j < 2; ++j) {
+                    if (l_.x4) reinterpret_cast<int16_t *>(prm + 128)[c * 2 + j] = static_cast<int16_t>(zp);
+                    else reinterpret_cast<int32_t *>(prm + 128)[c * 2 + j] = zp;
+                }
+            }
+        }
+    }
+
+    matmul_desc d_;
+    amx_layout l_;
+    alignas(64) uint8_t cfg_[64];
+    int64_t b_bytes_ = 0; // one decompression buffer
+    std::vector<std::unique_ptr<jit::jit_generator>> gens_;
+    matmul_wc_amx_fn main_ = nullptr, tail_ = nullptr;
+    jit::matmul_wc_amx_cfg_fn load_cfg_ = nullptr;
+    void (*release_)() = nullptr;
+};
+
+bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const std::string &name, std::string *why) {
+    if (x4 && !four_bit(d.wei_dt)) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
+    if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
+        return reject(why, std::string("takes u8/s8 weights, got ") + to_string(d.wei_dt));
+    if (!wc_shape_ok(d, why)) return false;
+    if (d.n_groups() > 1 && d.group_size() % 32 != 0)
+        return reject(why, "group size " + std::to_string(d.group_size()) +
+                               " is not a multiple of 32 (a tile's K is 32 bf16; per-OC takes any K)");
+    const amx_layout l = make_layout(d);
+    const double eps = jit::matmul_wc_amx_epsilon(l.k_pad, l.chunk);
+    if (eps > max_epsilon)
+        return reject(why, "k " + std::to_string(d.k) + " gives an error bound of " + std::to_string(eps) +
+                               " > 3e-5 of sum |x*deq(w)| (docs/semantics.md 7)");
+    // The M rule orders the rows; naming the row runs it at any M.
+    if (d.m < amx_min_m && h.impl != name)
+        return reject(why, "m < " + std::to_string(amx_min_m) +
+                               ": the AVX-512 f32 row is faster there (docs/matmul_wc.md, AMX-BF16 rows)");
+    return true;
+}
+
+} // namespace
+
+matmul_entry matmul_wc_amx_row(const std::string &name, bool x4) {
+    const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + ":avx512_core_amx";
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
+    matmul_entry e;
+    e.name = name;
+    e.family = "jit";
+    e.weight_bits = x4 ? 4 : 8;
+    e.needs = feature_set{cpu_feature::avx512_core, cpu_feature::avx512_bf16, cpu_feature::amx_bf16};
+    e.decide = [x4, name](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {
+        return amx_supports(d, h, x4, name, why) ? plain_plan() : nullptr;
+    };
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<matmul_wc_amx_kernel>(d);
+    };
+    return e;
+}
+
+} // namespace qconv::impl
