@@ -21,12 +21,10 @@ using jit::matmul_wc_amx_call;
 using jit::matmul_wc_amx_config;
 using jit::matmul_wc_amx_fn;
 
-constexpr int64_t panel = 32;         // columns per panel: two B tiles
+constexpr int64_t panel = 32;            // columns per panel: two B tiles
 constexpr int64_t scratch_floats = 1024; // four drained C tiles
-// The largest relative bound the rows accept (docs/semantics.md §7).
-constexpr double max_epsilon = 3e-5;
 // Below this M the AVX-512 f32 rows are faster (docs/matmul_wc.md, measured).
-constexpr int64_t amx_min_m = 8;
+constexpr int64_t amx_min_m = 5;
 
 // Sizes of the packed layout and of the calls.
 struct amx_layout {
@@ -68,7 +66,7 @@ struct amx_packed : packed {
 // to inf), lo = bf16(x − hi), lo = 0 where x is inf or NaN.
 // (The zero-masked forms throughout: GCC 12's unmasked ones warn -Wuninitialized.)
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void split16(const float *x, __mmask16 valid,
-                                                                                     uint16_t *hi, uint16_t *lo) {
+                                                                                      uint16_t *hi, uint16_t *lo) {
     constexpr __mmask16 all = 0xFFFF;
     const __m512 v = _mm512_maskz_loadu_ps(valid, x);
     __m512i h = _mm512_maskz_cvtepu16_epi32(all, (__m256i)_mm512_cvtneps_pbh(v));
@@ -263,7 +261,7 @@ bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const st
                                " is not a multiple of 32 (a tile's K is 32 bf16; per-OC takes any K)");
     const amx_layout l = make_layout(d);
     const double eps = jit::matmul_wc_amx_epsilon(l.k_pad, l.chunk);
-    if (eps > max_epsilon)
+    if (eps > jit::matmul_wc_amx_max_epsilon)
         return reject(why, "k " + std::to_string(d.k) + " gives an error bound of " + std::to_string(eps) +
                                " > 3e-5 of sum |x*deq(w)| (docs/semantics.md 7)");
     // The M rule orders the rows; naming the row runs it at any M.

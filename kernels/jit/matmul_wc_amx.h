@@ -69,13 +69,16 @@ std::unique_ptr<jit_generator> make_amx_tile_config_generator();
 std::unique_ptr<jit_generator> make_amx_tile_release_generator();
 
 // Chunk length (k between drains of the C tiles) for K padded to k_pad and
-// group size gs (k_pad when per output channel): gs when <= 128, otherwise
-// the largest multiple of 32 up to 128 dividing gs.
+// group size gs (per output channel: any chunk): the largest of 128, 96, 64,
+// 32 (dividing gs when group-wise) whose bound stays within
+// matmul_wc_amx_max_epsilon; 32 when none does (the rows then refuse).
 int64_t matmul_wc_amx_chunk(int64_t k_pad, int64_t gs, bool per_oc);
 
 // The relative error bound of the rows (docs/semantics.md §7):
 //   eps = 2^-17 + (2·chunk + K/chunk + 3)·2^-24   of Σ|x·deq(W)| + |bias|.
 double matmul_wc_amx_epsilon(int64_t k_pad, int64_t chunk);
+// The largest relative bound the rows accept.
+constexpr double matmul_wc_amx_max_epsilon = 3e-5;
 // Plus an absolute term for the flush of denormal values (DAZ/FTZ): per
 // output at most 2^-120 · Σ_k (|w − zp| + 1)·|scale|.
 constexpr double matmul_wc_amx_flush_factor = 7.52316384526264e-37; // 2^-120

@@ -13,7 +13,7 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int tile_bytes = 1024; // 16 rows × 64 bytes
+constexpr int tile_bytes = 1024;   // 16 rows × 64 bytes
 constexpr int acc_row_bytes = 128; // 32 f32 columns per panel
 
 class matmul_wc_amx_generator : public jit_generator {
@@ -226,10 +226,8 @@ std::unique_ptr<jit_generator> make_amx_tile_config_generator() { return created
 std::unique_ptr<jit_generator> make_amx_tile_release_generator() { return created<amx_tile_release_generator>(); }
 
 int64_t matmul_wc_amx_chunk(int64_t k_pad, int64_t gs, bool per_oc) {
-    if (per_oc) return std::min<int64_t>(k_pad, 128);
-    if (gs <= 128) return gs;
-    for (int64_t c = 128; c > 32; c -= 32)
-        if (gs % c == 0) return c;
+    for (int64_t c = 128; c >= 32; c -= 32)
+        if ((per_oc || gs % c == 0) && matmul_wc_amx_epsilon(k_pad, c) <= matmul_wc_amx_max_epsilon) return c;
     return 32;
 }
 
