@@ -140,52 +140,75 @@ public:
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
         const auto &p = static_cast<const amx_packed &>(pk);
         const int max_threads = threads > 0 ? threads : omp_get_max_threads();
-        const size_t a_elems = static_cast<size_t>(l_.m_tiles * l_.k_tiles * 2 * l_.a_rows * 32);
-        aligned_buffer<uint16_t> a(static_cast<uint16_t *>(std::aligned_alloc(64, (a_elems * 2 + 63) / 64 * 64)));
+        const size_t a_bytes = static_cast<size_t>(l_.m_tiles * l_.k_tiles * 2 * l_.a_rows * 64);
+        uint16_t *a = reinterpret_cast<uint16_t *>(thread_scratch(0, a_bytes));
         if (!a) throw std::bad_alloc();
-        convert_a(d_, l_, x, a.get(), static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
+        convert_a(d_, l_, x, a, static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
         const int nt = static_cast<int>(std::min<int64_t>(max_threads, l_.n_panels));
-        const size_t per_thread = thread_bytes();
-        aligned_buffer<uint8_t> bufs(static_cast<uint8_t *>(std::aligned_alloc(64, per_thread * nt)));
-        if (!bufs) throw std::bad_alloc();
+        bool failed = false;
 #pragma omp parallel num_threads(nt)
-        run_panels(p, a.get(), bufs.get() + per_thread * omp_get_thread_num(), y);
+        if (!run_panels(p, a, y, omp_get_thread_num(), nt)) {
+#pragma omp atomic write
+            failed = true;
+        }
+        if (failed) throw std::bad_alloc();
     }
 
 private:
-    int64_t acc_floats() const { return l_.m_tiles * 16 * panel; }
-    // Accumulators, scratch and the two decompression buffers, 64-byte multiples.
-    size_t thread_bytes() const {
-        return static_cast<size_t>(((acc_floats() + scratch_floats) * 4 + 2 * b_bytes_ + 63) / 64 * 64);
+    int64_t acc_floats() const { return l_.m_tiles * 16 * panel; } // per panel
+
+    // A buffer of at least `bytes` (64-byte aligned) kept by the calling
+    // thread for later calls (OpenMP workers persist); null when out of memory.
+    static uint8_t *thread_scratch(int slot, size_t bytes) {
+        struct kept {
+            aligned_buffer<uint8_t> p;
+            size_t size = 0;
+        };
+        static thread_local kept bufs[2];
+        kept &k = bufs[slot];
+        if (k.size < bytes) {
+            const size_t rounded = (bytes + 63) / 64 * 64;
+            k.p.reset(static_cast<uint8_t *>(std::aligned_alloc(64, rounded)));
+            k.size = k.p ? rounded : 0;
+        }
+        return k.p.get();
     }
 
-    // One thread: its own tile configuration, accumulators and buffers; the
-    // panels of a static schedule (each output computed by the same code
-    // whatever the thread count).
-    void run_panels(const amx_packed &p, const uint16_t *a, uint8_t *buf, float *y) const {
-        float *acc = reinterpret_cast<float *>(buf);
-        float *scratch = acc + acc_floats();
-        uint16_t *b = reinterpret_cast<uint16_t *>(scratch + scratch_floats);
+    // Thread t of nt: panels [p0, p1), its own tile configuration,
+    // accumulators and buffers. K is cut into blocks of activations that
+    // stay in L2 (~256 KB), each run over all the thread's panels; every
+    // output sums its chunks in the same order whatever the thread count.
+    bool run_panels(const amx_packed &p, const uint16_t *a, float *y, int t, int nt) const {
+        const int64_t p0 = l_.n_panels * t / nt, p1 = l_.n_panels * (t + 1) / nt, np = p1 - p0;
+        const size_t bytes = static_cast<size_t>((np * acc_floats() + scratch_floats) * 4 + 2 * b_bytes_);
+        uint8_t *buf = thread_scratch(1, bytes);
+        if (!buf) return false;
+        uint16_t *b = reinterpret_cast<uint16_t *>(buf);
+        float *scratch = reinterpret_cast<float *>(buf + 2 * b_bytes_);
+        float *acc = scratch + scratch_floats;
+        std::memset(acc, 0, static_cast<size_t>(np * acc_floats()) * 4);
+        const int64_t a_chunk_bytes = l_.m_tiles * l_.a_rows * l_.chunk * 4;
+        const int64_t per_block = std::max<int64_t>(1, (256 << 10) / a_chunk_bytes);
         load_cfg_(cfg_);
         int parity = 0;
-#pragma omp for schedule(static)
-        for (int64_t pi = 0; pi < l_.n_panels; ++pi) {
-            std::memset(acc, 0, static_cast<size_t>(acc_floats()) * 4);
-            matmul_wc_amx_call call;
-            call.acc = acc;
-            call.scratch = scratch;
-            for (int64_t c = 0; c < l_.n_chunks; ++c) {
-                const int64_t k0 = c * l_.chunk, kt0 = k0 / 32;
-                call.w = p.wei.get() + pi * l_.panel_bytes() + kt0 * 2 * 16 * l_.row_bytes;
-                call.params = p.params.get() + (pi * l_.n_groups() + k0 / l_.gs) * l_.param_bytes();
-                call.a = a + kt0 * 2 * l_.a_rows * 32;
-                call.b = b + parity * (b_bytes_ / 2); // double buffer: the next chunk decompresses elsewhere
-                parity ^= 1;
-                (c + 1 < l_.n_chunks || !(l_.k_pad % l_.chunk) ? main_ : tail_)(&call);
+        matmul_wc_amx_call call;
+        call.scratch = scratch;
+        for (int64_t c0 = 0; c0 < l_.n_chunks; c0 += per_block)
+            for (int64_t pi = p0; pi < p1; ++pi) {
+                call.acc = acc + (pi - p0) * acc_floats();
+                for (int64_t c = c0; c < std::min(l_.n_chunks, c0 + per_block); ++c) {
+                    const int64_t k0 = c * l_.chunk, kt0 = k0 / 32;
+                    call.w = p.wei.get() + pi * l_.panel_bytes() + kt0 * 2 * 16 * l_.row_bytes;
+                    call.params = p.params.get() + (pi * l_.n_groups() + k0 / l_.gs) * l_.param_bytes();
+                    call.a = a + kt0 * 2 * l_.a_rows * 32;
+                    call.b = b + parity * (b_bytes_ / 2); // double buffer: the next chunk decompresses elsewhere
+                    parity ^= 1;
+                    (c + 1 < l_.n_chunks || !(l_.k_pad % l_.chunk) ? main_ : tail_)(&call);
+                }
             }
-            store_panel(p, pi, acc, y);
-        }
+        for (int64_t pi = p0; pi < p1; ++pi) store_panel(p, pi, acc + (pi - p0) * acc_floats(), y);
         release_();
+        return true;
     }
 
     void store_panel(const amx_packed &p, int64_t pi, const float *acc, float *y) const {

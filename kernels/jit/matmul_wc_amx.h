@@ -42,7 +42,7 @@ struct matmul_wc_amx_call {
     const uint16_t *a;  // activation tiles of the chunk's first k-tile (mt = 0)
     float *acc;         // accumulators [m_tiles·16][32] (rows of 128 bytes)
     uint16_t *b;        // decompressed B: k_steps × 2 tiles × 1 KB, 64-byte aligned
-    float *scratch;     // 1 KB, 64-byte aligned: one drained C tile
+    float *scratch;     // 4 KB, 64-byte aligned: the four drained C tiles
 };
 using matmul_wc_amx_fn = void (*)(const matmul_wc_amx_call *);
 using matmul_wc_amx_cfg_fn = void (*)(const void *); // ldtilecfg of a 64-byte config

@@ -122,40 +122,54 @@ private:
         vmovaps(ptr[r_b + q * 64], v);
     }
 
-    // C tiles of `tiles` m tiles (at r_aa) × 2 n tiles over the chunk.
+    // C tiles of `tiles` m tiles (at r_aa) × 2 n tiles over the chunk. Two
+    // m tiles: the hi pass of both, then the lo pass, so that four tdpbf16ps
+    // separate two on the same C tile. One m tile: the lo pass into its own
+    // C tiles (tmm2, tmm3), summed when drained.
     void compute_block(int tiles) {
-        for (int i = 0; i < tiles; ++i)
-            for (int t = 0; t < 2; ++t) tilezero(c_tile(i, t));
+        for (int i = 0; i < 4; ++i) tilezero(Tmm(i));
         for (int s = 0; s < c_.k_steps; ++s) {
             tileloadd(tmm6, ptr[r_b + r_s64 + (2 * s) * tile_bytes]);
             tileloadd(tmm7, ptr[r_b + r_s64 + (2 * s + 1) * tile_bytes]);
-            for (int i = 0; i < tiles; ++i) load_a_and_multiply(i, s);
+            if (tiles == 2) {
+                for (int part = 0; part < 2; ++part)
+                    for (int i = 0; i < 2; ++i) multiply(Tmm(4 + i), a_offset(i, s, part), c_tile(i, 0), c_tile(i, 1));
+            } else {
+                multiply(tmm4, a_offset(0, s, 0), tmm0, tmm1);
+                multiply(tmm5, a_offset(0, s, 1), tmm2, tmm3);
+            }
         }
     }
 
-    // A hi then A lo of m tile i, k-tile s, each times both B tiles.
-    void load_a_and_multiply(int i, int s) {
-        const int64_t hi = i * a_tile_stride() + s * 2 * a_tile_bytes();
-        tileloadd(tmm4, ptr[r_aa + r_s64 + hi]);
-        tdpbf16ps(c_tile(i, 0), tmm4, tmm6);
-        tdpbf16ps(c_tile(i, 1), tmm4, tmm7);
-        tileloadd(tmm5, ptr[r_aa + r_s64 + hi + a_tile_bytes()]);
-        tdpbf16ps(c_tile(i, 0), tmm5, tmm6);
-        tdpbf16ps(c_tile(i, 1), tmm5, tmm7);
+    // Byte offset of the A tile of m tile i, k-step s, part 0 (hi) / 1 (lo).
+    int64_t a_offset(int i, int s, int part) const { return i * a_tile_stride() + (s * 2 + part) * a_tile_bytes(); }
+
+    // a = the A tile at r_aa + off; c0 += a · B0, c1 += a · B1.
+    void multiply(const Tmm &a, int64_t off, const Tmm &c0, const Tmm &c1) {
+        tileloadd(a, ptr[r_aa + r_s64 + off]);
+        tdpbf16ps(c0, a, tmm6);
+        tdpbf16ps(c1, a, tmm7);
     }
 
-    // acc = fma(C, scale, acc) for the block's C tiles (through the scratch).
+    // acc = fma(C, scale, acc) for the block's C tiles (through the scratch);
+    // one m tile: C = C_hi + C_lo.
     void store(int tiles) {
-        for (int i = 0; i < tiles; ++i)
-            for (int t = 0; t < 2; ++t) tilestored(ptr[r_tmp + r_s64 + (2 * i + t) * tile_bytes], c_tile(i, t));
+        for (int i = 0; i < 4; ++i) tilestored(ptr[r_tmp + r_s64 + i * tile_bytes], Tmm(i));
         int n = 0;
         for (int i = 0; i < tiles; ++i)
             for (int t = 0; t < 2; ++t)
-                for (int r = 0; r < c_.a_rows; ++r, ++n) {
-                    const Zmm a = tmp(n);
+                for (int r = 0; r < c_.a_rows; ++r, n += 2) {
+                    const Zmm a = tmp(n), c = tmp(n + 1);
                     const int64_t at = (int64_t(i) * 16 + r) * acc_row_bytes + t * 64;
+                    const int64_t row = (2 * i + t) * tile_bytes + r * 64;
                     vmovups(a, ptr[r_accb + at]);
-                    vfmadd231ps(a, scale_vec(t), ptr[r_tmp + (2 * i + t) * tile_bytes + r * 64]);
+                    if (tiles == 1) {
+                        vmovups(c, ptr[r_tmp + row]);
+                        vaddps(c, c, ptr[r_tmp + row + 2 * tile_bytes]);
+                        vfmadd231ps(a, scale_vec(t), c);
+                    } else {
+                        vfmadd231ps(a, scale_vec(t), ptr[r_tmp + row]);
+                    }
                     vmovups(ptr[r_accb + at], a);
                 }
     }
