@@ -49,10 +49,9 @@ bool is_4bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
 // The rows' bound for case c (see the top of the file).
 std::vector<double> amx_bound(const case_data &c) {
     const matmul_desc &d = c.d;
-    const int64_t k_pad = (d.k + 31) / 32 * 32;
     const bool per_oc = d.n_groups() == 1;
-    const int64_t chunk = jit::matmul_wc_amx_chunk(k_pad, per_oc ? k_pad : d.group_size(), per_oc);
-    const double eps = jit::matmul_wc_amx_epsilon(k_pad, chunk);
+    const int64_t chunk = jit::matmul_wc_amx_chunk((d.k + 31) / 32 * 32, d.group_size(), per_oc);
+    const double eps = jit::matmul_wc_amx_epsilon((d.k + chunk - 1) / chunk * chunk, chunk);
     std::vector<double> b = testdata::matmul_error_bound(c, false); // 1e-5 · (Σ|x·deq(W)| + |bias|)
     double max_scale = 0;
     for (float s : c.scale) max_scale = std::max(max_scale, double(std::fabs(s)));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dispatch/rows.h"
@@ -43,8 +44,9 @@ amx_layout make_layout(const matmul_desc &d) {
     l.x4 = four_bit(d.wei_dt);
     l.per_oc = d.n_groups() == 1;
     l.k_pad = (d.k + 31) / 32 * 32;
+    l.chunk = jit::matmul_wc_amx_chunk(l.k_pad, d.group_size(), l.per_oc);
+    if (l.per_oc) l.k_pad = (d.k + l.chunk - 1) / l.chunk * l.chunk; // whole chunks
     l.gs = l.per_oc ? l.k_pad : d.group_size();
-    l.chunk = jit::matmul_wc_amx_chunk(l.k_pad, l.gs, l.per_oc);
     l.k_tiles = l.k_pad / 32;
     l.n_chunks = (l.k_pad + l.chunk - 1) / l.chunk;
     l.n_panels = (d.n + panel - 1) / panel;
@@ -110,12 +112,9 @@ public:
         b_bytes_ = c.k_steps * 2 * 1024;
         gens_.push_back(jit::make_matmul_wc_amx_generator(c));
         main_ = gens_.back()->entry<matmul_wc_amx_fn>();
-        tail_ = main_;
-        if (l_.k_pad % l_.chunk) { // per-OC: a shorter last chunk
-            c.k_steps = static_cast<int>((l_.k_pad % l_.chunk) / 32);
-            gens_.push_back(jit::make_matmul_wc_amx_generator(c));
-            tail_ = gens_.back()->entry<matmul_wc_amx_fn>();
-        }
+        c.decompress_only = true;
+        gens_.push_back(jit::make_matmul_wc_amx_generator(c));
+        first_ = gens_.back()->entry<matmul_wc_amx_fn>();
         gens_.push_back(jit::make_amx_tile_config_generator());
         load_cfg_ = gens_.back()->entry<jit::matmul_wc_amx_cfg_fn>();
         gens_.push_back(jit::make_amx_tile_release_generator());
@@ -178,37 +177,57 @@ private:
     // accumulators and buffers. K is cut into blocks of activations that
     // stay in L2 (~256 KB), each run over all the thread's panels; every
     // output sums its chunks in the same order whatever the thread count.
+    // Call j computes chunk j from buffer j % 2 and decompresses chunk j + 1
+    // into buffer (j + 1) % 2 (the last one into a spare third buffer).
     bool run_panels(const amx_packed &p, const uint16_t *a, float *y, int t, int nt) const {
         const int64_t p0 = l_.n_panels * t / nt, p1 = l_.n_panels * (t + 1) / nt, np = p1 - p0;
-        const size_t bytes = static_cast<size_t>((np * acc_floats() + scratch_floats) * 4 + 2 * b_bytes_);
+        const size_t bytes = static_cast<size_t>((np * acc_floats() + scratch_floats) * 4 + 3 * b_bytes_);
         uint8_t *buf = thread_scratch(1, bytes);
-        if (!buf) return false;
-        uint16_t *b = reinterpret_cast<uint16_t *>(buf);
-        float *scratch = reinterpret_cast<float *>(buf + 2 * b_bytes_);
+        if (!buf || np == 0) return buf != nullptr;
+        uint16_t *b[3];
+        for (int i = 0; i < 3; ++i) b[i] = reinterpret_cast<uint16_t *>(buf + i * b_bytes_);
+        float *scratch = reinterpret_cast<float *>(buf + 3 * b_bytes_);
         float *acc = scratch + scratch_floats;
         std::memset(acc, 0, static_cast<size_t>(np * acc_floats()) * 4);
         const int64_t a_chunk_bytes = l_.m_tiles * l_.a_rows * l_.chunk * 4;
         const int64_t per_block = std::max<int64_t>(1, (256 << 10) / a_chunk_bytes);
+        std::vector<std::pair<int64_t, int64_t>> order; // (panel, chunk) of each call
+        order.reserve(static_cast<size_t>(np * l_.n_chunks));
+        for (int64_t c0 = 0; c0 < l_.n_chunks; c0 += per_block)
+            for (int64_t pi = p0; pi < p1; ++pi)
+                for (int64_t c = c0; c < std::min(l_.n_chunks, c0 + per_block); ++c) order.emplace_back(pi, c);
         load_cfg_(cfg_);
-        int parity = 0;
         matmul_wc_amx_call call;
         call.scratch = scratch;
-        for (int64_t c0 = 0; c0 < l_.n_chunks; c0 += per_block)
-            for (int64_t pi = p0; pi < p1; ++pi) {
-                call.acc = acc + (pi - p0) * acc_floats();
-                for (int64_t c = c0; c < std::min(l_.n_chunks, c0 + per_block); ++c) {
-                    const int64_t k0 = c * l_.chunk, kt0 = k0 / 32;
-                    call.w = p.wei.get() + pi * l_.panel_bytes() + kt0 * 2 * 16 * l_.row_bytes;
-                    call.params = p.params.get() + (pi * l_.n_groups() + k0 / l_.gs) * l_.param_bytes();
-                    call.a = a + kt0 * 2 * l_.a_rows * 32;
-                    call.b = b + parity * (b_bytes_ / 2); // double buffer: the next chunk decompresses elsewhere
-                    parity ^= 1;
-                    (c + 1 < l_.n_chunks || !(l_.k_pad % l_.chunk) ? main_ : tail_)(&call);
-                }
-            }
+        set_next(p, order[0], b[0], &call);
+        call.params = call.zp_params;
+        first_(&call);
+        for (size_t j = 0; j < order.size(); ++j) {
+            const auto [pi, c] = order[j];
+            const int64_t kt0 = c * l_.chunk / 32;
+            call.params = params_of(p, pi, c);
+            call.b = b[j % 2];
+            call.a = a + kt0 * 2 * l_.a_rows * 32;
+            call.acc = acc + (pi - p0) * acc_floats();
+            if (j + 1 < order.size()) set_next(p, order[j + 1], b[(j + 1) % 2], &call);
+            else set_next(p, order[j], b[2], &call);
+            main_(&call);
+        }
         for (int64_t pi = p0; pi < p1; ++pi) store_panel(p, pi, acc + (pi - p0) * acc_floats(), y);
         release_();
         return true;
+    }
+
+    const uint8_t *params_of(const amx_packed &p, int64_t pi, int64_t c) const {
+        return p.params.get() + (pi * l_.n_groups() + c * l_.chunk / l_.gs) * l_.param_bytes();
+    }
+
+    // The chunk a call decompresses: (panel, chunk) into `out`.
+    void set_next(const amx_packed &p, std::pair<int64_t, int64_t> pc, uint16_t *out, matmul_wc_amx_call *call) const {
+        const int64_t kt0 = pc.second * l_.chunk / 32;
+        call->w = p.wei.get() + pc.first * l_.panel_bytes() + kt0 * 2 * 16 * l_.row_bytes;
+        call->zp_params = params_of(p, pc.first, pc.second);
+        call->b_out = out;
     }
 
     void store_panel(const amx_packed &p, int64_t pi, const float *acc, float *y) const {
@@ -269,7 +288,7 @@ private:
     alignas(64) uint8_t cfg_[64];
     int64_t b_bytes_ = 0; // one decompression buffer
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
-    matmul_wc_amx_fn main_ = nullptr, tail_ = nullptr;
+    matmul_wc_amx_fn main_ = nullptr, first_ = nullptr; // a chunk; the first decompression alone
     jit::matmul_wc_amx_cfg_fn load_cfg_ = nullptr;
     void (*release_)() = nullptr;
 };

@@ -21,9 +21,11 @@
 // 64 values; 4-bit: int16 per (tile, n, j), 64 values).
 //
 // One call of a generated kernel handles one chunk of one panel for all M
-// rows: decompress the chunk into the buffer, then per block of two 16-row
-// tiles zero the C tiles, run the k-tiles (B from the buffer, A hi and lo
-// from the activation buffer), and drain C into the f32 accumulators.
+// rows: per block of two 16-row tiles zero the C tiles, run the k-tiles (B
+// from the buffer the previous call filled, A hi and lo from the activation
+// buffer), and drain C into the f32 accumulators; between the tile
+// operations it decompresses the next call's chunk into the other buffer
+// (double buffering: the vector ports work while the tile unit does).
 #pragma once
 
 #include <cstdint>
@@ -37,23 +39,26 @@ namespace qconv::jit {
 // The activation buffer: per 16-row tile mt, k-tile kt and part p (0: hi,
 // 1: lo) a tile of a_rows rows × 32 bf16 at ((mt·k_tiles + kt)·2 + p)·a_rows·64 bytes.
 struct matmul_wc_amx_call {
-    const uint8_t *w;   // the chunk's compressed weights (first k-tile of the chunk)
-    const void *params; // the chunk's group parameters: scale[32], zp'[64]
-    const uint16_t *a;  // activation tiles of the chunk's first k-tile (mt = 0)
-    float *acc;         // accumulators [m_tiles·16][32] (rows of 128 bytes)
-    uint16_t *b;        // decompressed B: k_steps × 2 tiles × 1 KB, 64-byte aligned
-    float *scratch;     // 4 KB, 64-byte aligned: the four drained C tiles
+    const uint8_t *w;      // the next call's chunk of compressed weights, decompressed by this call
+    const void *zp_params; // its group's parameters (zp' used)
+    uint16_t *b_out;       // where it goes: k_steps × 2 tiles × 1 KB, 64-byte aligned
+    const void *params;    // this chunk's group parameters: scale[32], zp'[64]
+    const uint16_t *b;     // this chunk's decompressed B (written by the previous call)
+    const uint16_t *a;     // activation tiles of the chunk's first k-tile (mt = 0)
+    float *acc;            // accumulators [m_tiles·16][32] (rows of 128 bytes)
+    float *scratch;        // 4 KB, 64-byte aligned: the four drained C tiles
 };
 using matmul_wc_amx_fn = void (*)(const matmul_wc_amx_call *);
 using matmul_wc_amx_cfg_fn = void (*)(const void *); // ldtilecfg of a 64-byte config
 
 struct matmul_wc_amx_config {
     bool four_bit = false;
-    bool zp = false;     // subtract zp' (false only when every zp' is 0)
-    int k_steps = 4;     // k-tiles of 32 k per call (chunk = 32·k_steps k)
-    int64_t m_tiles = 1; // 16-row tiles of A and C
-    int a_rows = 16;     // rows of each A / C tile (M when M < 16)
-    int64_t k_tiles = 1; // k-tiles of the whole (padded) K
+    bool zp = false;              // subtract zp' (false only when every zp' is 0)
+    int k_steps = 4;              // k-tiles of 32 k per call (chunk = 32·k_steps k)
+    int64_t m_tiles = 1;          // 16-row tiles of A and C
+    int a_rows = 16;              // rows of each A / C tile (M when M < 16)
+    int64_t k_tiles = 1;          // k-tiles of the whole (padded) K
+    bool decompress_only = false; // the first chunk of a thread: no tile work
     int row_bytes() const { return four_bit ? 16 : 32; }
     int64_t chunk_bytes() const { return int64_t(k_steps) * 2 * 16 * row_bytes(); }
 };
@@ -68,9 +73,9 @@ std::unique_ptr<jit_generator> make_matmul_wc_amx_generator(const matmul_wc_amx_
 std::unique_ptr<jit_generator> make_amx_tile_config_generator();
 std::unique_ptr<jit_generator> make_amx_tile_release_generator();
 
-// Chunk length (k between drains of the C tiles) for K padded to k_pad and
-// group size gs (per output channel: any chunk): the largest of 128, 96, 64,
-// 32 (dividing gs when group-wise) whose bound stays within
+// Chunk length (k between drains of the C tiles) for K padded to k_pad (a
+// multiple of 32) and group size gs: the largest of 128, 96, 64, 32 dividing
+// gs (per output channel: K is padded to a multiple of it) whose bound stays within
 // matmul_wc_amx_max_epsilon; 32 when none does (the rows then refuse).
 int64_t matmul_wc_amx_chunk(int64_t k_pad, int64_t gs, bool per_oc);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "kernels/jit/matmul_wc_amx.h"
 #include "kernels/jit/matmul_wc_common.h"
@@ -27,32 +28,48 @@ public:
     }
 
 protected:
+    // Decompression of the next chunk is spread over the tile operations of
+    // this one (the tile unit and the vector ports then work at once): its
+    // rows go between the multiplies of the first unrolled_blocks blocks.
     void generate() override {
         preamble();
         load_args();
-        decompress();
-        mov(r_aa, r_a);
-        mov(r_accb, r_acc);
-        const int64_t pairs = c_.m_tiles / 2;
-        if (pairs > 0)
-            emit_counted_loop(*this, r_cnt, pairs, [this] {
-                compute_block(2);
-                store(2);
-                add(r_aa, 2 * a_tile_stride());
-                add(r_accb, 2 * 16 * acc_row_bytes);
-            });
-        if (c_.m_tiles % 2) {
-            compute_block(1);
-            store(1);
+        if (c_.decompress_only) {
+            emit_rows(rows_total());
+        } else {
+            mov(r_aa, r_a);
+            mov(r_accb, r_acc);
+            std::vector<int> blocks(static_cast<size_t>(c_.m_tiles / 2), 2);
+            if (c_.m_tiles % 2) blocks.push_back(1);
+            const size_t unrolled = std::min<size_t>(blocks.size(), unrolled_blocks);
+            int mults = 0;
+            for (size_t i = 0; i < unrolled; ++i) mults += blocks[i] * 2 * c_.k_steps;
+            rows_per_multiply_ = (rows_total() + mults - 1) / mults;
+            for (size_t i = 0; i < unrolled; ++i) block(blocks[i]);
+            emit_rows(rows_total() - next_row_);
+            rows_per_multiply_ = 0;
+            const size_t loop_pairs = blocks.size() - unrolled - (blocks.size() > unrolled && blocks.back() == 1);
+            if (loop_pairs > 0) emit_counted_loop(*this, r_cnt, static_cast<int64_t>(loop_pairs), [this] { block(2); });
+            if (blocks.size() > unrolled && blocks.back() == 1) block(1);
         }
         postamble();
         emit_constants();
     }
 
+    static constexpr size_t unrolled_blocks = 4;
+
+    // One block of `tiles` m tiles: compute, drain, advance.
+    void block(int tiles) {
+        compute_block(tiles);
+        store(tiles);
+        add(r_aa, tiles * a_tile_stride());
+        add(r_accb, tiles * 16 * acc_row_bytes);
+    }
+
 private:
     // ---- registers
     const Reg64 r_arg = rdi, r_w = r8, r_prm = r9, r_a = r10, r_acc = r11, r_b = rsi, r_tmp = rdx;
-    const Reg64 r_s64 = rcx, r_cnt = rax, r_aa = r12, r_accb = r13;
+    const Reg64 r_s64 = rcx, r_cnt = rax, r_aa = r12, r_accb = r13, r_bout = r14, r_zprm = r15;
     // Vector registers: zp' (8-bit: 4 dword vectors; 4-bit: 2 word vectors),
     // the scales of the two tiles, the 4-bit mask and table, temporaries.
     Zmm zp_vec(int t, int h) const { return Zmm(t * 2 + h); }
@@ -62,6 +79,8 @@ private:
     // Tiles: C (m tile i, n tile t) tmm0..3, A hi / lo tmm4 / tmm5, B tmm6 / tmm7.
     Tmm c_tile(int i, int t) const { return Tmm(2 * i + t); }
     Label l_table_, l_mask_;
+    int next_row_ = 0;          // the next row of B to decompress
+    int rows_per_multiply_ = 0; // rows emitted after each multiply()
 
     int64_t a_tile_bytes() const { return int64_t(c_.a_rows) * 64; }
     // Bytes from one m tile's activations to the next one's.
@@ -73,23 +92,28 @@ private:
         mov(r_a, ptr[r_arg + offsetof(matmul_wc_amx_call, a)]);
         mov(r_acc, ptr[r_arg + offsetof(matmul_wc_amx_call, acc)]);
         mov(r_b, ptr[r_arg + offsetof(matmul_wc_amx_call, b)]);
+        mov(r_bout, ptr[r_arg + offsetof(matmul_wc_amx_call, b_out)]);
+        mov(r_zprm, ptr[r_arg + offsetof(matmul_wc_amx_call, zp_params)]);
         mov(r_tmp, ptr[r_arg + offsetof(matmul_wc_amx_call, scratch)]);
         mov(r_s64, 64);
         for (int t = 0; t < 2; ++t) vmovups(scale_vec(t), ptr[r_prm + 64 * t]);
         if (c_.zp)
             for (int t = 0; t < 2; ++t)
                 for (int h = 0; h < (c_.four_bit ? 1 : 2); ++h)
-                    vmovups(zp_vec(t, h), ptr[r_prm + 128 + (c_.four_bit ? 64 * t : 128 * t + 64 * h)]);
+                    vmovups(zp_vec(t, h), ptr[r_zprm + 128 + (c_.four_bit ? 64 * t : 128 * t + 64 * h)]);
         if (c_.four_bit) {
             vmovups(z_table, ptr[rip + l_table_]);
             vpbroadcastd(z_mask, ptr[rip + l_mask_]);
         }
     }
 
-    // The chunk's B tiles, k_steps × 2 tiles × 16 rows, into the buffer.
-    void decompress() {
-        for (int q = 0; q < c_.k_steps * 2 * 16; ++q) {
-            const int t = (q / 16) % 2;
+    int rows_total() const { return c_.k_steps * 2 * 16; }
+
+    // The next n rows of the next chunk's B tiles (k_steps × 2 tiles × 16
+    // rows) from r_w into r_bout.
+    void emit_rows(int n) {
+        for (; n > 0 && next_row_ < rows_total(); --n, ++next_row_) {
+            const int q = next_row_, t = (q / 16) % 2;
             if (c_.four_bit) decompress_row4(q, t);
             else decompress_row8(q, t);
         }
@@ -107,7 +131,7 @@ private:
         vcvtdq2ps(lo, lo);
         vcvtdq2ps(hi, hi);
         vcvtne2ps2bf16(lo, hi, lo); // words 0..15 from lo (n 0..7), 16..31 from hi
-        vmovaps(ptr[r_b + q * 64], lo);
+        vmovaps(ptr[r_bout + q * 64], lo);
     }
 
     // 16 bytes, two nibbles each -> 32 bf16 [n][j]: dword n = low | high << 16,
@@ -119,7 +143,7 @@ private:
         vpternlogd(v, s, z_mask, 0xA8); // (v | s) & mask
         if (c_.zp) vpsubw(v, v, zp_vec(t, 0));
         vpermw(v, v, z_table);
-        vmovaps(ptr[r_b + q * 64], v);
+        vmovaps(ptr[r_bout + q * 64], v);
     }
 
     // C tiles of `tiles` m tiles (at r_aa) × 2 n tiles over the chunk. Two
@@ -149,6 +173,7 @@ private:
         tileloadd(a, ptr[r_aa + r_s64 + off]);
         tdpbf16ps(c0, a, tmm6);
         tdpbf16ps(c1, a, tmm7);
+        emit_rows(rows_per_multiply_);
     }
 
     // acc = fma(C, scale, acc) for the block's C tiles (through the scratch);
@@ -240,8 +265,11 @@ std::unique_ptr<jit_generator> make_amx_tile_config_generator() { return created
 std::unique_ptr<jit_generator> make_amx_tile_release_generator() { return created<amx_tile_release_generator>(); }
 
 int64_t matmul_wc_amx_chunk(int64_t k_pad, int64_t gs, bool per_oc) {
-    for (int64_t c = 128; c >= 32; c -= 32)
-        if ((per_oc || gs % c == 0) && matmul_wc_amx_epsilon(k_pad, c) <= matmul_wc_amx_max_epsilon) return c;
+    for (int64_t c = 128; c >= 32; c -= 32) {
+        if (!per_oc && gs % c != 0) continue;
+        const int64_t k = per_oc ? (k_pad + c - 1) / c * c : k_pad;
+        if (matmul_wc_amx_epsilon(k, c) <= matmul_wc_amx_max_epsilon) return c;
+    }
     return 32;
 }
 
