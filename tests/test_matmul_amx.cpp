@@ -163,7 +163,9 @@ TEST(MatmulAmxAccuracy, OutlierChannelsLongK) {
                 }
             const double worst = check(c);
             // eps of these problems and the measured share of it.
-            std::printf("[ amx ] %s %s: max |y - ref| = %.3g of the bound\n", to_string(dt), c.d.key().c_str(), worst);
+            const double eps = jit::matmul_wc_amx_epsilon(4096, 128);
+            std::printf("[ amx ] %s %s: max |y - ref| = %.3g of the bound (eps %.3g), ~%.3g of the magnitude sum\n",
+                        to_string(dt), c.d.key().c_str(), worst, eps, worst * eps);
             EXPECT_LT(worst, 0.2);
         }
 }
@@ -232,9 +234,17 @@ TEST(MatmulAmxRows, RefusesWithReasons) {
     // A K whose bound would exceed 3e-5 (per OC, every chunk length).
     EXPECT_FALSE(row(false).supports(desc(32, 1 << 16, 64, dtype::u8, 0, zpk::none, false), named, pl, &why));
     EXPECT_NE(why.find("3e-5"), std::string::npos) << why;
-    // ... and the longest ones it takes: per OC 16384 (chunks of 96), g128 14336.
-    EXPECT_TRUE(row(false).supports(desc(32, 16384, 64, dtype::u8, 0, zpk::none, false), named, pl, &why)) << why;
-    EXPECT_TRUE(row(false).supports(desc(32, 14336, 64, dtype::u8, 128, zpk::none, false), named, pl, &why)) << why;
+    // ... and the longest ones it takes (docs/semantics.md §7): per OC 17280
+    // (chunks of 96), groups of 128 15616 (chunks of 64), groups of 32 9856.
+    const auto takes = [&](int64_t k, int64_t g) {
+        return bool(row(false).supports(desc(32, k, 64, dtype::u8, g, zpk::none, false), named, pl, &why));
+    };
+    EXPECT_TRUE(takes(17280, 0)) << why;
+    EXPECT_FALSE(takes(17280 + 32, 0));
+    EXPECT_TRUE(takes(15616, 128)) << why;
+    EXPECT_FALSE(takes(15616 + 128, 128));
+    EXPECT_TRUE(takes(9856, 32)) << why;
+    EXPECT_FALSE(takes(9856 + 32, 32));
     // Weight types.
     EXPECT_FALSE(row(true).supports(desc(32, 64, 64, dtype::u8, 0, zpk::none, false), {}, pl, &why));
     EXPECT_NE(why.find("u4/s4"), std::string::npos) << why;
