@@ -217,6 +217,24 @@ TEST(MatmulAmxAccuracy, NonFiniteActivations) {
     }
 }
 
+// Called from inside a parallel region (nested regions inactive: a team of
+// one), the row still computes every panel, with the same bytes.
+TEST(MatmulAmxAccuracy, InsideAParallelRegion) {
+    SKIP_WITHOUT_AMX();
+    const matmul_desc d = desc(32, 256, 200, dtype::u4, 64, zpk::per_group, true);
+    const case_data c = testdata::make_matmul_data(d, 13);
+    matmul_hints h;
+    h.impl = row_name(true);
+    const matmul mm(d, c.weights(), h);
+    const size_t ny = static_cast<size_t>(d.m * d.n);
+    std::vector<float> want(ny), got(2 * ny, -1.f);
+    mm.execute(c.x.data(), want.data(), 2);
+#pragma omp parallel for num_threads(2)
+    for (int i = 0; i < 2; ++i) mm.execute(c.x.data(), got.data() + i * ny, 2);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), ny * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data() + ny, ny * sizeof(float)));
+}
+
 // ------------------------------------------------------------ refusals
 TEST(MatmulAmxRows, RefusesWithReasons) {
     SKIP_WITHOUT_AMX();

@@ -145,8 +145,10 @@ public:
         convert_a(d_, l_, x, a, static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
         const int nt = static_cast<int>(std::min<int64_t>(max_threads, l_.n_panels));
         bool failed = false;
+        // The team may be smaller than nt (nested inside another parallel
+        // region): the panels are split over the threads it has.
 #pragma omp parallel num_threads(nt)
-        if (!run_panels(p, a, y, omp_get_thread_num(), nt)) {
+        if (!run_panels(p, a, y, omp_get_thread_num(), omp_get_num_threads())) {
 #pragma omp atomic write
             failed = true;
         }
