@@ -217,6 +217,21 @@ TEST(MatmulAmxAccuracy, NonFiniteActivations) {
     }
 }
 
+// Denormal and tiny activations (the tile unit and the bf16 conversion flush
+// denormals): within the bound's absolute term.
+TEST(MatmulAmxAccuracy, TinyActivations) {
+    SKIP_WITHOUT_AMX();
+    case_data c = testdata::make_matmul_data(desc(20, 512, 40, dtype::s8, 128, zpk::per_group, false), 17);
+    for (int64_t m = 0; m < c.d.m; ++m)
+        for (int64_t k = 0; k < c.d.k; ++k) {
+            float &v = c.x[static_cast<size_t>(m * c.d.k + k)];
+            if (m % 4 == 1) v *= 1e-40f;                   // denormal
+            if (m % 4 == 2) v *= 1e-36f;                   // normal, its low part denormal
+            if (m % 4 == 3 && k % 2) v = v * 1e-40f + 1.f; // mixed with ordinary values
+        }
+    check(c);
+}
+
 // Called from inside a parallel region (nested regions inactive: a team of
 // one), the row still computes every panel, with the same bytes.
 TEST(MatmulAmxAccuracy, InsideAParallelRegion) {

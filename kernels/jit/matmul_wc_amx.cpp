@@ -199,7 +199,7 @@ private:
             for (int64_t pi = p0; pi < p1; ++pi)
                 for (int64_t c = c0; c < std::min(l_.n_chunks, c0 + per_block); ++c) order.emplace_back(pi, c);
         load_cfg_(cfg_);
-        matmul_wc_amx_call call;
+        matmul_wc_amx_call call{};
         call.scratch = scratch;
         set_next(p, order[0], b[0], &call);
         call.params = call.zp_params;
