@@ -24,8 +24,9 @@ using jit::matmul_wc_amx_fn;
 
 constexpr int64_t panel = 32;            // columns per panel: two B tiles
 constexpr int64_t scratch_floats = 1024; // four drained C tiles
-// Below this M the AVX-512 f32 rows are faster (docs/matmul_wc.md, measured).
-constexpr int64_t amx_min_m = 5;
+// Below this M the AVX-512 f32 rows are as fast or faster (docs/matmul_wc.md,
+// measured at K = N = 4096, 1 thread): 8-bit from M = 4, 4-bit from M = 3.
+int64_t amx_min_m(bool x4) { return x4 ? 3 : 4; }
 
 // Sizes of the packed layout and of the calls.
 struct amx_layout {
@@ -309,8 +310,8 @@ bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const st
         return reject(why, "k " + std::to_string(d.k) + " gives an error bound of " + std::to_string(eps) +
                                " > 3e-5 of sum |x*deq(w)| (docs/semantics.md 7)");
     // The M rule orders the rows; naming the row runs it at any M.
-    if (d.m < amx_min_m && h.impl != name)
-        return reject(why, "m < " + std::to_string(amx_min_m) +
+    if (d.m < amx_min_m(x4) && h.impl != name)
+        return reject(why, "m < " + std::to_string(amx_min_m(x4)) +
                                ": the AVX-512 f32 row is faster there (docs/matmul_wc.md, AMX-BF16 rows)");
     return true;
 }
