@@ -287,14 +287,14 @@ TEST(MatmulAmxRows, RefusesWithReasons) {
               "jit:matmul_wc_x8:avx512_core");
 }
 
-// The table: from M = 4 (8-bit) / 3 (4-bit) on the AMX rows, below it the AVX-512 ones.
+// The table: from M = 5 (8-bit) / 3 (4-bit) on the AMX rows, below it the AVX-512 ones.
 TEST(MatmulAmxRows, TableChoosesByM) {
     SKIP_WITHOUT_AMX();
     const impl::platform pl = impl::host_platform();
     for (bool x4 : {false, true}) {
         const dtype dt = x4 ? dtype::u4 : dtype::u8;
         EXPECT_EQ(impl::select_matmul(desc(32, 256, 64, dt, 128, zpk::per_group, false), {}, pl).name, row_name(x4));
-        const int64_t first = x4 ? 3 : 4;
+        const int64_t first = x4 ? 3 : 5;
         EXPECT_EQ(impl::select_matmul(desc(first, 256, 64, dt, 0, zpk::none, false), {}, pl).name, row_name(x4));
         EXPECT_EQ(impl::select_matmul(desc(first - 1, 256, 64, dt, 0, zpk::none, false), {}, pl).name,
                   x4 ? "jit:matmul_wc_x4:avx512_core" : "jit:matmul_wc_x8:avx512_core");

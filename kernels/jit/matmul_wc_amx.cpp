@@ -25,8 +25,9 @@ using jit::matmul_wc_amx_fn;
 constexpr int64_t panel = 32;            // columns per panel: two B tiles
 constexpr int64_t scratch_floats = 1024; // four drained C tiles
 // Below this M the AVX-512 f32 rows are as fast or faster (docs/matmul_wc.md,
-// measured at K = N = 4096, 1 thread): 8-bit from M = 4, 4-bit from M = 3.
-int64_t amx_min_m(bool x4) { return x4 ? 3 : 4; }
+// measured at K = N = 4096, 1 thread): 4-bit from M = 3; 8-bit from M = 5 (at
+// M = 4 the two are level, and the f32 row's bound is the tighter one).
+int64_t amx_min_m(bool x4) { return x4 ? 3 : 5; }
 
 // Sizes of the packed layout and of the calls.
 struct amx_layout {
