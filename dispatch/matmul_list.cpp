@@ -11,6 +11,11 @@ std::vector<matmul_entry> build_matmul_list() {
     return {
         // Opt-in dynamic quantization of X (matmul_hints::dynamic_quantization).
         matmul_wc_dq_row("jit:matmul_wc_dq:avx512_core_vnni"),
+        // f32 accuracy on AMX-BF16 (bf16 hi/lo split of X, 3e-5 bound), before the
+        // AVX-512 rows from M = 5 (8-bit) / 3 (4-bit) on (their supports()): measured
+        // 4.3-4.8x them at M = 32; below, those are faster (docs/matmul_wc.md).
+        matmul_wc_amx_row("jit:matmul_wc_x8:avx512_core_amx", false),
+        matmul_wc_amx_row("jit:matmul_wc_x4:avx512_core_amx", true),
         // f32 accuracy: decompression into FMAs, zmm then ymm.
         matmul_wc_row("jit:matmul_wc_x8:avx512_core", true, false),
         matmul_wc_row("jit:matmul_wc_x4:avx512_core", true, true),

@@ -44,11 +44,12 @@ const impl::matmul_entry *find_row(const std::string &name) {
     return nullptr;
 }
 
-// The JIT rows (selected by their declared family).
+// The JIT rows (selected by their declared family); the AMX-BF16 rows have
+// their own suite (tests/test_matmul_amx.cpp: another bound, an M rule).
 std::vector<std::string> jit_rows() {
     std::vector<std::string> names;
     for (const auto &e : impl::matmul_list())
-        if (e.family == "jit") names.push_back(e.name);
+        if (e.family == "jit" && !e.needs.has(impl::cpu_feature::amx_bf16)) names.push_back(e.name);
     return names;
 }
 
@@ -304,12 +305,16 @@ TEST(MatmulJit, PublicApi) {
         matmul_hints h;
         h.impl = name;
         matmul mm(d, c.weights(), h);
+        const bool amx = plat.has(impl::cpu_feature::amx_bf16);
         if (name == "auto" && plat.has(impl::cpu_feature::avx2)) {
-            EXPECT_EQ(mm.impl_name(), plat.has(impl::cpu_feature::avx512_core) ? "jit:matmul_wc_x8:avx512_core"
-                                                                               : "jit:matmul_wc_x8:avx2");
+            EXPECT_EQ(mm.impl_name(), amx                                        ? "jit:matmul_wc_x8:avx512_core_amx"
+                                      : plat.has(impl::cpu_feature::avx512_core) ? "jit:matmul_wc_x8:avx512_core"
+                                                                                 : "jit:matmul_wc_x8:avx2");
         }
         mm.execute(c.x.data(), y.data(), 2);
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i]) << name << " " << i;
+        // The AMX-BF16 rows' bound is at most 3e-5 instead of 1e-5 (docs/semantics.md §7).
+        const double widen = mm.impl_name().find("_amx") != std::string::npos ? 3.0 : 1.0;
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_LE(std::fabs(y[i] - ref[i]), widen * bound[i]) << name << " " << i;
     }
 }
 

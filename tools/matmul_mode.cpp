@@ -10,7 +10,8 @@
 // repeated over its groups), x in [-1, 1), bias in [-2, 2). --dq requests
 // dynamic quantization (matmul_hints::dynamic_quantization).
 // Correctness: |y − y_ref| <= 1e-5 · (Σ_k |x·deq(W)| + |bias|) per element
-// against ref::matmul (the bound of tests/test_matmul.cpp); with --dq the
+// against ref::matmul (the bound of tests/test_matmul.cpp; 3e-5 for the
+// AMX-BF16 rows, docs/semantics.md §7); with --dq the
 // dynamic-quantization term Σ_k |deq(W)|·sx/2 is added (matmul_wc_dq.cpp).
 // Output: one line per implementation: op=matmul impl= desc= wei= group= zp=
 // bias= status= [errors=] [ms= gflops= gbps= (compressed weight bytes per
@@ -168,8 +169,10 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     r.status = "ok";
     if (!co.dump_dir.empty()) r.y = y;
     if (ref) {
+        // The AMX-BF16 rows are held to at most 3e-5 instead of 1e-5 (docs/semantics.md §7).
+        const double widen = r.impl.find("_amx") != std::string::npos ? 3.0 : 1.0;
         for (size_t i = 0; i < y.size(); ++i) {
-            if (std::fabs(double(y[i]) - double((*ref)[i])) <= (*bound)[i]) continue;
+            if (std::fabs(double(y[i]) - double((*ref)[i])) <= widen * (*bound)[i]) continue;
             if (!r.errors)
                 r.why = "first at m=" + std::to_string(i / c.d.n) + " n=" + std::to_string(i % c.d.n) + ": got " +
                         format_double(y[i], 6) + " want " + format_double((*ref)[i], 6);
