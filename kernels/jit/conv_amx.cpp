@@ -534,18 +534,7 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
                 return reject(why, u8 ? "zero point outside [0, 255] (u8 source)"
                                       : "zero point outside [-128, 127] (s8 source)");
     }
-    for (const lowered_op &op : a.ops) {
-        switch (op.k) {
-        case lowered_op::kind::eltwise:
-        case lowered_op::kind::binary:
-        case lowered_op::kind::prelu:
-        case lowered_op::kind::sum:
-        case lowered_op::kind::depthwise_scale_shift:
-        case lowered_op::kind::depthwise_prelu:
-        case lowered_op::kind::quantization: break;
-        default: return reject(why, "lowered post-op kind not implemented");
-        }
-    }
+    if (!pipeline::takes(a, why)) return false;
     const amx_geometry g = make_geometry(d);
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
     const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);

@@ -17,6 +17,24 @@ std::vector<float> per_oc(const std::vector<float> &v, int64_t oc, const char *f
 
 } // namespace
 
+bool pipeline::takes(const attr_set &a, std::string *why) {
+    for (const lowered_op &op : a.ops) {
+        switch (op.k) {
+        case lowered_op::kind::eltwise:
+        case lowered_op::kind::binary:
+        case lowered_op::kind::prelu:
+        case lowered_op::kind::sum:
+        case lowered_op::kind::depthwise_scale_shift:
+        case lowered_op::kind::depthwise_prelu:
+        case lowered_op::kind::quantization: break;
+        default:
+            if (why) *why = "lowered post-op kind not implemented";
+            return false;
+        }
+    }
+    return true;
+}
+
 pipeline pipeline::build(const conv_problem &p, const attr_set &a) {
     pipeline pp;
     const int64_t oc = p.desc.oc;

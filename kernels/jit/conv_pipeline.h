@@ -50,6 +50,9 @@ struct pipeline {
     std::vector<pipeline_op> ops;
 
     static pipeline build(const conv_problem &p, const attr_set &a);
+    // Whether the pipeline implements every lowered op of `a` (a fused
+    // dw-conv it does not); false with the reason otherwise.
+    static bool takes(const attr_set &a, std::string *why);
 };
 
 // One tile: npix output pixels (consecutive in dst, OC elements apart) ×

@@ -693,18 +693,7 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
         break;
     }
     }
-    for (const lowered_op &op : a.ops) {
-        switch (op.k) {
-        case lowered_op::kind::eltwise:
-        case lowered_op::kind::binary:
-        case lowered_op::kind::prelu:
-        case lowered_op::kind::sum:
-        case lowered_op::kind::depthwise_scale_shift:
-        case lowered_op::kind::depthwise_prelu:
-        case lowered_op::kind::quantization: break;
-        default: return reject(why, "lowered post-op kind not implemented");
-        }
-    }
+    if (!pipeline::takes(a, why)) return false;
     // Register blocking and address displacements are 32-bit.
     const int64_t icg4 = rnd_up(d.icg(), 4);
     if (d.ic * d.iw * d.sw * 32 > (int64_t(1) << 30) || d.kw > 64 || icg4 / 4 > (int64_t(1) << 30))
