@@ -70,4 +70,19 @@ std::vector<uint32_t> padded_tap_sums(const conv_problem &p, const attr_set &a, 
     return s;
 }
 
+bool zp_fits_padding(const conv_problem &p, const attr_set &a, std::string *why) {
+    auto no = [why](const char *reason) {
+        if (why) *why = reason;
+        return false;
+    };
+    if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != p.desc.ic)
+        return no("zero point needs 1 or IC values");
+    const bool u8 = p.src_dt == dtype::u8;
+    const int32_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
+    for (int32_t z : a.zp_values)
+        if (z < lo || z > hi)
+            return no(u8 ? "zero point outside [0, 255] (u8 source)" : "zero point outside [-128, 127] (s8 source)");
+    return true;
+}
+
 } // namespace qconv

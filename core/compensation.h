@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/lowering.h"
@@ -27,6 +28,11 @@ std::vector<int32_t> zp_compensation(const conv_desc &d, const int8_t *wei, cons
 
 // 128 for an s8 source (the kernels read x ^ 0x80 = x + 128), 0 for u8.
 int32_t source_shift(dtype src);
+
+// Whether attr's zero-point values can stand in the padding as source bytes
+// (what pad_byte() and the compensation assume): 1 or IC values, each in the
+// source type's range; false with the reason in *why otherwise.
+bool zp_fits_padding(const conv_problem &p, const attr_set &a, std::string *why);
 
 // The byte a padded tap of input channel ic holds in the kernels' view:
 // zp[ic] + shift (the legacy zero point of attr, 0 without one).

@@ -523,17 +523,8 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
         return reject(why, "depthwise (groups == IC == OC): the depthwise rows take it");
     if (d.g > 1 && (d.icg() < 16 || d.ocg() < 16))
         return reject(why, "groups with fewer than 16 input or output channels do not fill the tiles");
-    if (a.zp != zp_mechanism::none) {
-        // Padded taps hold the zero point as a source byte.
-        if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != d.ic)
-            return reject(why, "zero point needs 1 or IC values");
-        const bool u8 = p.src_dt == dtype::u8;
-        const int32_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
-        for (int32_t z : a.zp_values)
-            if (z < lo || z > hi)
-                return reject(why, u8 ? "zero point outside [0, 255] (u8 source)"
-                                      : "zero point outside [-128, 127] (s8 source)");
-    }
+    // Padded taps hold the zero point as a source byte.
+    if (a.zp != zp_mechanism::none && !zp_fits_padding(p, a, why)) return false;
     if (!pipeline::takes(a, why)) return false;
     const amx_geometry g = make_geometry(d);
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");

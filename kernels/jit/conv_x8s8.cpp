@@ -680,18 +680,10 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
     case zp_mechanism::none: break;
     case zp_mechanism::stock_per_tensor:
         return reject(why, "stock per-tensor zero point is served as legacy per-channel (attr[0])");
-    case zp_mechanism::legacy_per_channel: {
+    case zp_mechanism::legacy_per_channel:
         // Padded taps hold the zero point as a source value (pad_byte).
-        if (a.zp_values.size() != 1 && static_cast<int64_t>(a.zp_values.size()) != d.ic)
-            return reject(why, "legacy zero point needs 1 or IC values");
-        const bool u8 = p.src_dt == dtype::u8;
-        const int32_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
-        for (int32_t z : a.zp_values)
-            if (z < lo || z > hi)
-                return reject(why, u8 ? "legacy zero point outside [0, 255] (u8 source)"
-                                      : "legacy zero point outside [-128, 127] (s8 source)");
+        if (!zp_fits_padding(p, a, why)) return false;
         break;
-    }
     }
     if (!pipeline::takes(a, why)) return false;
     // Register blocking and address displacements are 32-bit.
