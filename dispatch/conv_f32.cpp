@@ -82,13 +82,9 @@ void convolution_f32::execute(const float *src, float *dst, int threads) const {
     if (!p_) fail("convolution_f32", "moved-from primitive");
     if (!src) fail("src", "null pointer");
     if (!dst) fail("dst", "null pointer");
-    if (impl::verbose_level() < 1) {
-        p_->kernel->execute(src, dst, threads);
-        return;
-    }
-    const double t0 = impl::now_ms();
-    p_->kernel->execute(src, dst, threads);
-    impl::verbose_print("exec," + p_->name + "," + p_->verbose_desc + "," + impl::verbose_ms(impl::now_ms() - t0));
+    impl::verbose_exec(
+        p_->name, [&] { p_->kernel->execute(src, dst, threads); },
+        [&] { return p_->verbose_desc.empty() ? p_->desc.str() + ",dt=f32:f32:f32" : p_->verbose_desc; });
 }
 
 const std::string &convolution_f32::impl_name() const { return p_->name; }

@@ -73,15 +73,9 @@ void convolution::execute(const void *src, void *dst, const exec_args &args) con
                            std::to_string(args.binary.size()) + " tensor(s) were given");
     for (int i = 0; i < full; ++i)
         if (!args.binary[static_cast<size_t>(i)]) fail("binary", "null tensor #" + std::to_string(i));
-    if (verbose_level() < 1) {
-        p_->kernel->execute(*p_->weights, src, dst, args);
-        return;
-    }
-    const double t0 = impl::now_ms();
-    p_->kernel->execute(*p_->weights, src, dst, args);
-    const double ms = impl::now_ms() - t0;
-    const std::string desc = p_->verbose_desc.empty() ? impl::verbose_problem(p_->problem) : p_->verbose_desc;
-    verbose_print("exec," + p_->name + "," + desc + "," + impl::verbose_ms(ms));
+    impl::verbose_exec(
+        p_->name, [&] { p_->kernel->execute(*p_->weights, src, dst, args); },
+        [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->problem) : p_->verbose_desc; });
 }
 
 const std::string &convolution::impl_name() const { return p_->name; }

@@ -78,15 +78,9 @@ void matmul::execute(const float *x, float *y, int threads) const {
     if (!p_) fail("matmul", "moved-from primitive");
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
-    if (verbose_level() < 1) {
-        p_->kernel->execute(*p_->weights, x, y, threads);
-        return;
-    }
-    const double t0 = impl::now_ms();
-    p_->kernel->execute(*p_->weights, x, y, threads);
-    const double ms = impl::now_ms() - t0;
-    const std::string desc = p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc;
-    verbose_print("exec," + p_->name + "," + desc + "," + impl::verbose_ms(ms));
+    impl::verbose_exec(
+        p_->name, [&] { p_->kernel->execute(*p_->weights, x, y, threads); },
+        [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc; });
 }
 
 const std::string &matmul::impl_name() const { return p_->name; }

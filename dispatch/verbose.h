@@ -32,4 +32,18 @@ double now_ms();
 // A time for a verbose line: milliseconds with four decimals.
 std::string verbose_ms(double ms);
 
+// Runs `run()`; at level 1 and above also times it and prints
+// "exec,<name>,<desc()>,<ms>" (desc is only computed then).
+template <class Run, class Desc>
+void verbose_exec(const std::string &name, Run run, Desc desc) {
+    if (verbose_level() < 1) {
+        run();
+        return;
+    }
+    const double t0 = now_ms();
+    run();
+    const double ms = now_ms() - t0;
+    verbose_print("exec," + name + "," + desc() + "," + verbose_ms(ms));
+}
+
 } // namespace qconv::impl
