@@ -559,6 +559,12 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
 // 3x3 s2 OC 64, 64: 0.035 vs 0.070). Forced by name the row takes them.
 // The same for the measured cases below.
 //
+// A strided 1x1 gathers one pixel's channels per row, padded to the K chunks:
+// where they fill under 60 % of them the tiles multiply mostly zeros (the 1x1
+// list, AMX vs VNNI ms: IC 72 → 128 bytes, sw3, OC 80: 0.030 vs 0.024; every
+// other strided 1x1 there fills 73-98 % and the AMX row is 1.3-3.5x faster;
+// IC 72 at stride 1, a padded copy built once per image: 0.067 vs 0.077).
+//
 // Small problems: a call costs ~2-3 us (tile configuration, the first tile
 // loads), so under 1.5 M MACs, or with fewer than 10 output pixels, the VNNI
 // rows win (AMX vs best ms: 1 pixel 0.0010-0.0025 vs 0.0004-0.0007; 1.18 M
@@ -574,6 +580,9 @@ std::string rows_below_are_faster(const conv_problem &p, const attr_set &a) {
     if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
         return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
                "a KxK kernel): the VNNI row is faster";
+    if (g.view == view_kind::gathered && d.kh * d.kw == 1 && g.kt * 10 < int64_t(g.nk) * g.kc * 6)
+        return "a strided 1x1 whose channels fill under 60 % of the K chunks: the tiles multiply mostly padding and "
+               "the VNNI row is faster (IC 72 into 128, sw3, OC 80: 0.030 against 0.024 ms)";
     if (d.ops() / 2 < 1.5e6 || d.mb * d.oh * d.ow < 10)
         return "under 1.5 M MACs or 10 output pixels the tile set-up costs more than the VNNI rows take";
     if (d.icg() <= 4 && a.zp == zp_mechanism::none && !a.has_legacy_ops())
