@@ -117,6 +117,18 @@ matmul_desc desc(int64_t m, int64_t k, int64_t n, dtype dt, int64_t group, zpk z
     return d;
 }
 
+// Every weight at the type's extreme (lo with sign, else hi), the zero point at
+// the other one, scales 1, every x = x_value; lo and hi returned.
+case_data extreme_case(const matmul_desc &d, uint32_t seed, int sign, float x_value, int32_t *lo, int32_t *hi) {
+    case_data c = testdata::make_matmul_data(d, seed);
+    testdata::weight_range(d.wei_dt, lo, hi);
+    for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, d.wei_dt, i, sign ? *lo : *hi);
+    for (auto &s : c.scale) s = 1.f;
+    for (auto &z : c.zp) z = sign ? *hi : *lo;
+    for (auto &v : c.x) v = x_value;
+    return c;
+}
+
 // ------------------------------------------------------------ the sweep
 struct amx_param {
     dtype wei;
@@ -202,13 +214,8 @@ TEST(MatmulAmxDq, ExtremeValuesLongK) {
     for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4})
         for (int sign : {0, 1}) {
             const matmul_desc d = desc(16, 4096, 37, dt, 128, zpk::per_tensor, false);
-            case_data c = testdata::make_matmul_data(d, 3);
             int32_t lo, hi;
-            testdata::weight_range(dt, &lo, &hi);
-            for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, dt, i, sign ? lo : hi);
-            for (auto &s : c.scale) s = 1.f;
-            for (auto &zv : c.zp) zv = sign ? hi : lo;
-            for (auto &v : c.x) v = 127.f;
+            const case_data c = extreme_case(d, 3, sign, 127.f, &lo, &hi);
             check(c, dq_row_name, true);
             matmul_hints h;
             h.impl = dq_row_name;
@@ -280,13 +287,8 @@ TEST(MatmulAmxAccuracy, ExtremeValuesAreExact) {
     for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4})
         for (int sign : {0, 1}) {
             const matmul_desc d = desc(20, 4096, 40, dt, 128, zpk::per_tensor, false);
-            case_data c = testdata::make_matmul_data(d, 7);
             int32_t lo, hi;
-            testdata::weight_range(dt, &lo, &hi);
-            for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, dt, i, sign ? lo : hi);
-            for (auto &s : c.scale) s = 1.f;
-            for (auto &z : c.zp) z = sign ? hi : lo;
-            for (auto &v : c.x) v = 1.f;
+            const case_data c = extreme_case(d, 7, sign, 1.f, &lo, &hi);
             matmul_hints h;
             h.impl = row_name(is_4bit(dt));
             const matmul mm(d, c.weights(), h);

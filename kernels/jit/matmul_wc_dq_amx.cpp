@@ -402,7 +402,6 @@ bool dq_amx_supports(const matmul_desc &d, const matmul_hints &h, const std::str
     if (d.m < amx_dq_min_m && h.impl != name)
         return reject(why, "m < " + std::to_string(amx_dq_min_m) +
                                ": the VNNI dynamic-quantization row is faster there (docs/matmul_wc.md)");
-    if (d.m > 4096 && h.impl != name) return reject(why, "m > 4096: the q buffer would not stay in cache");
     return true;
 }
 
