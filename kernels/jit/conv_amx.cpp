@@ -236,21 +236,40 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
     const int64_t b_tile = int64_t(g.kc) / 4 * 64, per_ob = int64_t(g.nk) * g.taps * 2 * b_tile;
     auto pk = std::make_shared<amx_packed>(static_cast<size_t>(g.g * g.nob * per_ob));
-    std::memset(pk->wei.p, 0, pk->wei.n);
-    const bool gathered = g.view == view_kind::gathered;
-    for (int64_t gr = 0; gr < g.g; ++gr)
-        for (int64_t oc = 0; oc < g.ocg; ++oc) {
-            const int64_t ob = oc / blk, h = (oc % blk) / 16, o = oc % 16;
-            auto *base = reinterpret_cast<int8_t *>(pk->wei.p + (gr * g.nob + ob) * per_ob);
+    // Weights as [G·OCg][tap][ICg] (taps outer: a tap's k, and a gathered
+    // window's k = tap·ICg + ic, consecutive; the user's layout when KH·KW = 1),
+    // then written in the packed order: each B tile row is 16 channels × 4
+    // consecutive k, one 4-byte move per channel where the 4 k exist.
+    const int64_t khkw = d.kh * d.kw, blocks = g.g * g.nob, per_oc = g.icg * khkw;
+    std::vector<int8_t> tap_major;
+    const int8_t *w = wei;
+    if (khkw > 1) {
+        tap_major.resize(static_cast<size_t>(d.oc * per_oc));
+#pragma omp parallel for schedule(static) if (d.oc * per_oc > (1 << 16))
+        for (int64_t oc = 0; oc < d.oc; ++oc)
+            for (int64_t tap = 0; tap < khkw; ++tap)
+                for (int64_t ic = 0; ic < g.icg; ++ic)
+                    tap_major[oc * per_oc + tap * g.icg + ic] = wei[oc * per_oc + ic * khkw + tap];
+        w = tap_major.data();
+    }
+#pragma omp parallel for schedule(static) if (blocks > 1 && g.g * g.ocg * g.kt * g.taps > (1 << 16))
+    for (int64_t it = 0; it < blocks; ++it) {
+        const int64_t gr = it / g.nob, ob = it % g.nob;
+        auto *out = reinterpret_cast<int8_t *>(pk->wei.p + it * per_ob);
+        for (int64_t chunk = 0; chunk < g.nk; ++chunk)
             for (int64_t t = 0; t < g.taps; ++t)
-                for (int64_t k = 0; k < g.kt; ++k) {
-                    const int64_t ic = gathered ? k % g.icg : k, tap = gathered ? k / g.icg : t;
-                    const int64_t kh = tap / d.kw, kw = tap % d.kw;
-                    const int64_t chunk = k / g.kc, r = (k % g.kc) / 4, j = k % 4;
-                    base[((chunk * g.taps + t) * 2 + h) * b_tile + r * 64 + o * 4 + j] =
-                        wei[(((gr * g.ocg + oc) * g.icg + ic) * d.kh + kh) * d.kw + kw];
-                }
-        }
+                for (int64_t h = 0; h < 2; ++h)
+                    for (int64_t r = 0; r < g.kc / 4; ++r)
+                        for (int64_t o = 0; o < 16; ++o, out += 4) {
+                            const int64_t oc = ob * blk + h * 16 + o, k0 = chunk * g.kc + r * 4;
+                            const int8_t *x = w + (gr * g.ocg + std::min(oc, g.ocg - 1)) * per_oc + t * g.kt + k0;
+                            if (oc < g.ocg && k0 + 4 <= g.kt) {
+                                std::memcpy(out, x, 4);
+                                continue;
+                            }
+                            for (int64_t j = 0; j < 4; ++j) out[j] = oc < g.ocg && k0 + j < g.kt ? x[j] : int8_t(0);
+                        }
+    }
     pk->comp.assign(static_cast<size_t>(d.oc + blk), 0); // a block reads 32 values
     if (a_.zp != zp_mechanism::none) {
         const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
