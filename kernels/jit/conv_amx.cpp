@@ -51,6 +51,18 @@ __attribute__((target("avx512f,avx512bw"))) inline void zero_n(uint8_t *d, int64
     if (n > 0) _mm512_mask_storeu_epi8(d, ~uint64_t(0) >> (64 - n), z);
 }
 
+// One B tile row: 16 channels (stride bytes apart from x) × 4 consecutive
+// bytes each; the tail form zero-fills channels ≥ channels and bytes ≥ bytes.
+__attribute__((target("avx512f"))) inline void gather_tile_row(const int8_t *x, int64_t stride, int8_t *out) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int32_t>(stride)));
+    _mm512_storeu_si512(out, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, idx, x, 1));
+}
+inline void tile_row_tail(const int8_t *x, int64_t stride, int64_t channels, int64_t bytes, int8_t *out) {
+    for (int64_t o = 0; o < 16; ++o)
+        for (int64_t j = 0; j < 4; ++j) out[o * 4 + j] = o < channels && j < bytes ? x[o * stride + j] : int8_t(0);
+}
+
 enum class view_kind { in_place, padded, gathered };
 const char *to_string(view_kind v) {
     return v == view_kind::in_place ? "in_place" : v == view_kind::padded ? "padded" : "gathered";
@@ -259,16 +271,13 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
         for (int64_t chunk = 0; chunk < g.nk; ++chunk)
             for (int64_t t = 0; t < g.taps; ++t)
                 for (int64_t h = 0; h < 2; ++h)
-                    for (int64_t r = 0; r < g.kc / 4; ++r)
-                        for (int64_t o = 0; o < 16; ++o, out += 4) {
-                            const int64_t oc = ob * blk + h * 16 + o, k0 = chunk * g.kc + r * 4;
-                            const int8_t *x = w + (gr * g.ocg + std::min(oc, g.ocg - 1)) * per_oc + t * g.kt + k0;
-                            if (oc < g.ocg && k0 + 4 <= g.kt) {
-                                std::memcpy(out, x, 4);
-                                continue;
-                            }
-                            for (int64_t j = 0; j < 4; ++j) out[j] = oc < g.ocg && k0 + j < g.kt ? x[j] : int8_t(0);
-                        }
+                    for (int64_t r = 0; r < g.kc / 4; ++r, out += 64) {
+                        const int64_t oc0 = ob * blk + h * 16, k0 = chunk * g.kc + r * 4;
+                        const int8_t *x = w + (gr * g.ocg + std::min(oc0, g.ocg - 1)) * per_oc + t * g.kt + k0;
+                        if (oc0 + 16 <= g.ocg && k0 + 4 <= g.kt && per_oc < (int64_t(1) << 27))
+                            gather_tile_row(x, per_oc, out);
+                        else tile_row_tail(x, per_oc, g.ocg - oc0, g.kt - k0, out);
+                    }
     }
     pk->comp.assign(static_cast<size_t>(d.oc + blk), 0); // a block reads 32 values
     if (a_.zp != zp_mechanism::none) {
