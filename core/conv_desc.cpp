@@ -103,7 +103,8 @@ dim_result solve_dim(const dim_text &t, const dim_names &n) {
                       std::to_string(d0) + " " + n.p + "=" + std::to_string(r.pt) + " cannot give " + n.o + "=" +
                       std::to_string(r.o) + " (implied end pad " + std::to_string(r.pb) + " is not above -" +
                       std::to_string(r.s) + ")");
-    if (r.pb > size_limit) fail(n.o, std::string("implied end pad ") + std::to_string(r.pb) + " exceeds the size limit 2^40");
+    if (r.pb > size_limit)
+        fail(n.o, std::string("implied end pad ") + std::to_string(r.pb) + " exceeds the size limit 2^40");
     return r;
 }
 

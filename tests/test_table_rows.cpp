@@ -41,8 +41,8 @@ protected:
         const impl::conv_entry &e = row(GetParam());
         const impl::platform pl = impl::host_platform();
         if (!pl.has_all(e.needs)) {
-            missing_ = e.name + " needs " + e.needs.str() + "; this CPU (under the cap) lacks " +
-                       pl.features.missing(e.needs);
+            missing_ =
+                e.name + " needs " + e.needs.str() + "; this CPU (under the cap) lacks " + pl.features.missing(e.needs);
             return 0;
         }
         // Below VNNI a peer may run a saturating oneDNN kernel (exact() false):
@@ -63,8 +63,7 @@ protected:
             SCOPED_TRACE(p.desc.str() + " src " + to_string(p.src_dt) + " dst " + to_string(p.dst_dt) + " zp " +
                          to_string(p.src_zp.effective_kind()) + " ops " + to_string(p.ops) + " plan " + plan->str());
             test::ConvTester t;
-            t.desc(p.desc).src(p.src_dt).dst(p.dst_dt).zp(p.src_zp).post_ops(p.ops).scales(p.scales).bias(
-                p.with_bias);
+            t.desc(p.desc).src(p.src_dt).dst(p.dst_dt).zp(p.src_zp).post_ops(p.ops).scales(p.scales).bias(p.with_bias);
             t.enforce_brgconv().seed(31);
             EXPECT_TRUE(t.run(e.name));
             EXPECT_EQ(t.impl_name(), e.name);

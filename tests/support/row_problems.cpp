@@ -34,11 +34,11 @@ std::vector<conv_problem> sweep(const std::vector<const char *> &descs) {
 
 std::vector<conv_problem> conv_pad_only_candidates() {
     return sweep({
-        "mb1ic32ih6iw6oc48kh1ph1pw0oh7ow7", // 1x1, pads_begin [1,0] pads_end [0,1] (the graph case)
-        "mb2ic16ih5oc24kh3ph1oh8",          // 3x3, end pad 4: the last 2 rows/columns pad-only
-        "mb1ic16ih8oc32kh3sh2ph4oh7",       // strided, pad-only first and last row
-        "g2mb1ic16ih4oc24kh1ph2oh8",        // grouped 1x1, 2 pad-only rows/columns each end
-        "g32mb1ic32ih5oc32kh3ph3oh10",      // depthwise, pad-only first and last 2
+        "mb1ic32ih6iw6oc48kh1ph1pw0oh7ow7",    // 1x1, pads_begin [1,0] pads_end [0,1] (the graph case)
+        "mb2ic16ih5oc24kh3ph1oh8",             // 3x3, end pad 4: the last 2 rows/columns pad-only
+        "mb1ic16ih8oc32kh3sh2ph4oh7",          // strided, pad-only first and last row
+        "g2mb1ic16ih4oc24kh1ph2oh8",           // grouped 1x1, 2 pad-only rows/columns each end
+        "g32mb1ic32ih5oc32kh3ph3oh10",         // depthwise, pad-only first and last 2
         "mb1ic64ih4iw3oc64kh1kw3ph0pw2oh6ow7", // 1x1 rows, 3-wide columns, channels of 64
     });
 }
