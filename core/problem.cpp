@@ -4,6 +4,7 @@
 // key() strings are exact: floats are printed in hexadecimal (%a), so two
 // problems have the same key iff they hold the same values. They are used as
 // kernel-cache keys.
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -125,7 +126,15 @@ bool conv_problem::operator==(const conv_problem &o) const {
 // -------------------------------------------------------------- matmul_desc
 matmul_desc matmul_desc::parse(const std::string &text_in) {
     const std::string text = detail::trim(text_in);
-    const auto tokens = detail::tokenize_desc(text, /*allow_name=*/false, [&](const std::string &key) {
+    // "m?": a run-time M (the tokenizer reads numbers: it sees m0).
+    std::string numeric = text;
+    bool runtime_rows = false;
+    for (size_t q = numeric.find("m?"); q != std::string::npos; q = numeric.find("m?", q + 1))
+        if (q == 0 || numeric[q - 1] == '_' || std::isdigit(static_cast<unsigned char>(numeric[q - 1]))) {
+            numeric[q + 1] = '0';
+            runtime_rows = true;
+        }
+    const auto tokens = detail::tokenize_desc(numeric, /*allow_name=*/false, [&](const std::string &key) {
         if (key != "m" && key != "k" && key != "n")
             fail("desc", "unknown key '" + key + "' in matmul descriptor '" + text + "' (keys: m k n)");
     });
@@ -138,12 +147,13 @@ matmul_desc matmul_desc::parse(const std::string &text_in) {
     }
     if (!has_k) fail("k", "missing in matmul descriptor '" + text + "'");
     if (!has_n) fail("n", "missing in matmul descriptor '" + text + "'");
+    if (d.m == 0 && !runtime_rows) fail("m", "must be positive (got 0; a run-time M is written m?)");
     d.validate();
     return d;
 }
 
 std::string matmul_desc::str() const {
-    return "m" + std::to_string(m) + "k" + std::to_string(k) + "n" + std::to_string(n);
+    return "m" + (runtime() ? std::string("?") : std::to_string(m)) + "k" + std::to_string(k) + "n" + std::to_string(n);
 }
 
 void matmul_desc::validate() const {
@@ -151,7 +161,7 @@ void matmul_desc::validate() const {
         if (v < 1) fail(field, "must be positive (got " + std::to_string(v) + ")");
         if (v > detail::size_limit) fail(field, std::to_string(v) + " exceeds the size limit 2^40");
     };
-    check("m", m);
+    if (m != runtime_m) check("m", m); // 0: a run-time M
     check("k", k);
     check("n", n);
     if (wei_dt != dtype::u8 && wei_dt != dtype::s8 && wei_dt != dtype::u4 && wei_dt != dtype::s4)
@@ -161,9 +171,9 @@ void matmul_desc::validate() const {
         fail("group", "group size " + std::to_string(group) + " does not divide k=" + std::to_string(k));
     if (zp != zp_kind::none && zp != zp_kind::per_tensor && zp != zp_kind::per_group)
         fail("zp", "unknown zero-point kind");
-    detail::checked_elems({m, k}, "x", "m*k");
+    if (!runtime()) detail::checked_elems({m, k}, "x", "m*k");
     detail::checked_elems({n, k}, "wei", "n*k");
-    detail::checked_elems({m, n}, "y", "m*n");
+    if (!runtime()) detail::checked_elems({m, n}, "y", "m*n");
 }
 
 int64_t matmul_desc::wei_bytes() const {

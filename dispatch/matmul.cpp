@@ -1,10 +1,17 @@
 // qconv::matmul: validation (including the dequantized range), the
 // dispatcher's choice, the cached kernel, its own packed weights, and checked
-// execution.
+// execution; for a run-time M, one choice per M class (dispatcher.h), the
+// weights packed once per row and packing.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <memory>
+#include <vector>
+
+#include "core/desc_text.h"
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
@@ -55,6 +62,13 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     check_dequantized_range(d, w);
 
     const impl::platform plat = impl::host_platform();
+    if (d.runtime()) {
+        p_ = create_runtime(d, w, hints, plat);
+        if (verbose_level() >= 1)
+            verbose_print("create,planned," + p_->name + ",attr[0]," + p_->verbose_desc + "," +
+                          impl::verbose_ms(impl::now_ms() - t0));
+        return;
+    }
     const impl::matmul_choice choice = impl::select_matmul(d, hints, plat);
     auto prim = std::make_unique<impl::matmul_primitive>();
     prim->desc = d;
@@ -70,12 +84,60 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     p_ = std::move(prim);
 }
 
+// Every M class, in increasing M: the table's row for the class's M, its
+// kernel (from the kernel cache) and packed weights, shared between classes
+// of one row whose kernels report the same packing(). The name lists the rows
+// with the M ranges they run.
+std::unique_ptr<impl::matmul_primitive> matmul::create_runtime(const matmul_desc &d, const matmul_weights &w,
+                                                               const matmul_hints &hints, const impl::platform &plat) {
+    auto prim = std::make_unique<impl::matmul_primitive>();
+    prim->desc = d;
+    prim->verbose_desc = impl::verbose_problem(d, hints);
+    std::map<std::string, std::shared_ptr<const impl::packed>> packs;
+    std::vector<int64_t> ms;
+    for (int64_t m = 1; m <= impl::matmul_exact_m; ++m) ms.push_back(m);
+    for (int64_t m = 2 * impl::matmul_m_step; m <= impl::matmul_m_chunk; m += impl::matmul_m_step) ms.push_back(m);
+    for (const int64_t m : ms) {
+        matmul_desc dm = d;
+        dm.m = m;
+        const impl::matmul_choice choice = impl::select_matmul(dm, hints, plat);
+        impl::matmul_m_class c;
+        c.m = m;
+        c.name = choice.name;
+        c.kernel = impl::cached_matmul_kernel(choice, dm, hints, plat);
+        const std::string packing = c.kernel->packing();
+        if (packing.empty()) {
+            c.weights = c.kernel->pack(w);
+        } else {
+            auto &shared = packs[choice.name + "|" + packing];
+            if (!shared) shared = c.kernel->pack(w);
+            c.weights = shared;
+        }
+        if (verbose_level() >= 1) c.verbose_desc = impl::verbose_problem(dm, hints);
+        prim->classes.push_back(std::move(c));
+    }
+    // "row(m1-4)+row(m5-)": consecutive classes of one row form a range.
+    const auto &cl = prim->classes;
+    for (size_t i = 0; i < cl.size();) {
+        size_t j = i;
+        while (j + 1 < cl.size() && cl[j + 1].name == cl[i].name) ++j;
+        const int64_t lo = i == 0 ? 1 : cl[i - 1].m + 1;
+        if (!prim->name.empty()) prim->name += "+";
+        prim->name += cl[i].name + "(m" + std::to_string(lo) + "-" +
+                      (j + 1 == cl.size() ? std::string() : std::to_string(cl[j].m)) + ")";
+        i = j + 1;
+    }
+    return prim;
+}
+
 matmul::~matmul() = default;
 matmul::matmul(matmul &&) noexcept = default;
 matmul &matmul::operator=(matmul &&) noexcept = default;
 
 void matmul::execute(const float *x, float *y, int threads) const {
     if (!p_) fail("matmul", "moved-from primitive");
+    if (p_->desc.runtime())
+        fail("m", "this MatMul was created with a run-time M: pass the rows, execute(x, y, m, threads)");
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
     impl::verbose_exec(
@@ -83,7 +145,57 @@ void matmul::execute(const float *x, float *y, int threads) const {
         [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc; });
 }
 
+namespace {
+void check_rows(const matmul_desc &d, int64_t m) {
+    if (m < 1) fail("m", "must be positive (got " + std::to_string(m) + ")");
+    if (!d.runtime() && m != d.m)
+        fail("m", "this MatMul was created for m=" + std::to_string(d.m) + " (got " + std::to_string(m) +
+                      "); create it with m = matmul_desc::runtime_m to vary the rows");
+    detail::checked_elems({m, d.k}, "x", "m*k");
+    detail::checked_elems({m, d.n}, "y", "m*n");
+}
+
+const impl::matmul_m_class &class_for(const impl::matmul_primitive &p, int64_t rows) {
+    return p.classes[impl::matmul_class_index(impl::matmul_class_m(rows))];
+}
+} // namespace
+
+void matmul::execute(const float *x, float *y, int64_t m, int threads) const {
+    if (!p_) fail("matmul", "moved-from primitive");
+    check_rows(p_->desc, m);
+    if (!p_->desc.runtime()) return execute(x, y, threads);
+    if (!x) fail("x", "null pointer");
+    if (!y) fail("y", "null pointer");
+    const int64_t K = p_->desc.k, N = p_->desc.n;
+    // Chunks of matmul_m_chunk rows; a chunk whose rows are not its class's M
+    // runs on a copy padded with zero rows (rows are independent).
+    for (int64_t r0 = 0; r0 < m; r0 += impl::matmul_m_chunk) {
+        const int64_t rows = std::min(impl::matmul_m_chunk, m - r0);
+        const impl::matmul_m_class &c = class_for(*p_, rows);
+        const float *xs = x + r0 * K;
+        float *ys = y + r0 * N;
+        auto run = [&] {
+            if (c.m == rows) return c.kernel->execute(*c.weights, xs, ys, threads);
+            std::vector<float> xp(size_t(c.m * K), 0.f), yp(size_t(c.m * N));
+            std::memcpy(xp.data(), xs, size_t(rows * K) * sizeof(float));
+            c.kernel->execute(*c.weights, xp.data(), yp.data(), threads);
+            std::memcpy(ys, yp.data(), size_t(rows * N) * sizeof(float));
+        };
+        impl::verbose_exec(c.name, run, [&] {
+            matmul_desc dr = p_->desc;
+            dr.m = rows;
+            return impl::verbose_problem(dr, {}) + ",class=m" + std::to_string(c.m);
+        });
+    }
+}
+
 const std::string &matmul::impl_name() const { return p_->name; }
+const std::string &matmul::impl_name(int64_t m) const {
+    if (!p_) fail("matmul", "moved-from primitive");
+    check_rows(p_->desc, m);
+    if (!p_->desc.runtime()) return p_->name;
+    return class_for(*p_, std::min(m, impl::matmul_m_chunk)).name;
+}
 const matmul_desc &matmul::desc() const { return p_->desc; }
 
 std::vector<std::string> matmul_implementations() {

@@ -87,6 +87,7 @@ struct matmul_case : testdata::matmul_data {
 
 matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t seed) {
     matmul_desc d = matmul_desc::parse(t.text);
+    if (d.runtime()) fail("m", "the driver runs a given M ('" + t.text + "' leaves it to run time)");
     d.wei_dt = s.wei;
     d.group = s.group;
     d.zp = s.zp;

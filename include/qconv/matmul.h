@@ -5,6 +5,13 @@
 //   deq(W)[n,k] = (W[n,k] − zp[n, k/GS]) · scale[n, k/GS]
 // with GS = K (per output channel) or a group size dividing K. The zero point
 // is optional and may be per-tensor. X and Y are f32, row-major.
+//
+// M may be left to run time (m = matmul_desc::runtime_m, `m?` in text): the
+// MatMul is created for K, N and the weights, and each execute(x, y, m)
+// runs m rows on the row the table picks for m's class (every M up to 16,
+// multiples of 16 up to 256, chunks of 256 beyond; docs/matmul_wc.md). Every
+// class is planned at creation, the weights packed once per row that can run;
+// concurrent execute() calls on one primitive are safe.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +25,19 @@ namespace qconv {
 
 struct matmul_desc {
     enum class zp_kind { none, per_tensor, per_group }; // per_group = per-OC when group == K
+    static constexpr int64_t runtime_m = 0;             // m given to each execute()
     int64_t m = 1, k = 0, n = 0;
     dtype wei_dt = dtype::u8; // u8, s8, u4, s4
     int64_t group = 0;        // 0 or K: per output channel
     zp_kind zp = zp_kind::none;
     bool with_bias = false;
 
-    // "m1k4096n4096" (keys m k n, optional '_'); other fields keep defaults.
+    // "m1k4096n4096" (keys m k n, optional '_'; "m?" = runtime_m); other
+    // fields keep defaults.
     static matmul_desc parse(const std::string &text);
     std::string str() const; // shape text, parse(str()) gives the same m/k/n
-    void validate() const;   // throws qconv::error naming the field
+    bool runtime() const { return m == runtime_m; }
+    void validate() const; // throws qconv::error naming the field
     int64_t group_size() const { return group == 0 ? k : group; }
     int64_t n_groups() const { return k / group_size(); }
     int64_t wei_bytes() const; // packed size of W
@@ -54,7 +64,8 @@ struct matmul_hints {
 
 namespace impl {
 class matmul_primitive;
-}
+struct platform;
+} // namespace impl
 
 class matmul {
 public:
@@ -63,11 +74,23 @@ public:
     matmul(matmul &&) noexcept;
     matmul &operator=(matmul &&) noexcept;
     // x: M rows of K f32; y: M rows of N f32. threads 0: OpenMP default.
+    // For a MatMul created with a fixed M; one with a run-time M throws
+    // qconv::error naming "m" (pass the rows: the overload below).
     void execute(const float *x, float *y, int threads = 0) const;
+    // x: m rows of K f32; y: m rows of N f32. A run-time-M MatMul takes any
+    // m ≥ 1; a fixed-M one only its own M. Bad m: qconv::error naming "m".
+    void execute(const float *x, float *y, int64_t m, int threads = 0) const;
+    // The row that runs it; for a run-time M the rows per M range, e.g.
+    // "jit:matmul_wc_x8:avx512_core(m1-4)+jit:matmul_wc_x8:avx512_core_amx(m5-)".
     const std::string &impl_name() const;
+    // The row that runs m rows (any m ≥ 1 for a run-time M).
+    const std::string &impl_name(int64_t m) const;
     const matmul_desc &desc() const;
 
 private:
+    static std::unique_ptr<impl::matmul_primitive> create_runtime(const matmul_desc &d, const matmul_weights &w,
+                                                                  const matmul_hints &hints,
+                                                                  const impl::platform &plat);
     std::unique_ptr<impl::matmul_primitive> p_;
 };
 
