@@ -336,7 +336,19 @@ std::vector<node *> graph::results() const {
     return r;
 }
 void graph::infer() {
-    for (node *n : topo_order()) infer_node(*n);
+    for (node *n : topo_order()) infer_node(*n, dynamic_value_);
+}
+bool graph::is_dynamic() const {
+    for (const auto &n : nodes_)
+        if (n->kind == op::Parameter)
+            for (int64_t d : n->attr.shape)
+                if (d == dynamic_dim) return true;
+    return false;
+}
+void graph::bind_dynamic(int64_t value) {
+    if (value < 1 || value > max_elems)
+        fail("?", "the run-time dimension must be in [1, 2^31] (got " + std::to_string(value) + ")");
+    dynamic_value_ = value;
 }
 void graph::prune() {
     std::set<const node *> live;
@@ -362,6 +374,7 @@ std::unique_ptr<graph> graph::clone() const {
     }
     for (const auto &c : g->nodes_)
         for (node *&in : c->inputs) in = map.at(in);
+    g->dynamic_value_ = dynamic_value_;
     return g;
 }
 std::map<std::string, int> graph::count_ops() const {
@@ -509,16 +522,20 @@ void infer_transpose(node &n) {
 }
 } // namespace
 
-void infer_node(node &n) {
+void infer_node(node &n, int64_t dynamic_value) {
     for (const node *in : n.inputs)
         if (!in) bad(n, "input is missing");
     switch (n.kind) {
-    case op::Parameter:
+    case op::Parameter: {
         need_inputs(n, 0);
-        check_dims(n, n.attr.shape, "shape");
+        shape_t s = n.attr.shape;
+        for (int64_t &d : s)
+            if (d == dynamic_dim) d = dynamic_value;
+        check_dims(n, s, "shape");
         n.out_type = n.attr.type;
-        n.out_shape = n.attr.shape;
+        n.out_shape = s;
         break;
+    }
     case op::Constant: {
         need_inputs(n, 0);
         check_dims(n, n.attr.shape, "shape");

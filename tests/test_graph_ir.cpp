@@ -3,9 +3,11 @@
 // elementwise, layout, MatMul and Convolution kernels on small hand-checked cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "qconv/graph.h"
@@ -284,6 +286,36 @@ TEST(GraphText, FilesThatComputeNothingAreErrors) {
     std::remove(no_result.c_str());
 }
 
+// A run-time dimension: `?` in Parameter shapes only; printed back as `?`,
+// and the inferred shapes that follow it show `?` too.
+TEST(GraphText, RunTimeDimension) {
+    auto g = parse("x = Parameter f32[1,1,?,8]\n"
+                   "t = Transpose(x) order=[0,3,1,2]\n"
+                   "r = Result(t)\n");
+    EXPECT_TRUE(g->is_dynamic());
+    EXPECT_EQ(g->find("x")->attr.shape, (shape_t{1, 1, dynamic_dim, 8}));
+    EXPECT_EQ(g->find("t")->out_shape, (shape_t{1, 8, 1, 1})); // `?` = 1 until bound
+    const std::string t = to_text(*g);
+    EXPECT_NE(t.find("x = Parameter f32[1,1,?,8]"), std::string::npos) << t;
+    EXPECT_NE(t.find("# f32[1,8,1,?]"), std::string::npos) << t;
+    EXPECT_EQ(to_text(*parse(t)), t);
+    g->bind_dynamic(5);
+    g->infer();
+    EXPECT_EQ(g->find("t")->out_shape, (shape_t{1, 8, 1, 5}));
+    EXPECT_FALSE(parse("x = Parameter f32[2,3]\nr = Result(x)\n")->is_dynamic());
+    const std::string c = error_of("c = Constant f32[?,2] fill(1)\n");
+    EXPECT_EQ(c.rfind("line 1:", 0), 0u) << c;
+    EXPECT_NE(c.find("Parameter shapes only"), std::string::npos) << c;
+    EXPECT_NE(error_of("x = Parameter f32[2,4]\nr = Reshape(x) shape=[?,2]\n").find("expected an integer"),
+              std::string::npos);
+    try {
+        g->bind_dynamic(0);
+        ADD_FAILURE() << "bind_dynamic(0) accepted";
+    } catch (const qconv::error &e) {
+        EXPECT_EQ(std::string(e.what()).rfind("?:", 0), 0u) << e.what();
+    }
+}
+
 // ------------------------------------------------------------ executor
 // Outputs that read nothing but padding are valid (OpenVINO and ONNX accept
 // them; docs/semantics.md §2): a 1x1 convolution with pads_begin [1,0] and
@@ -316,7 +348,7 @@ TEST(GraphExec, PadOnlyOutputsAreTheBiasOfAZeroSum) {
         const auto out = cg.run({x});
         ASSERT_EQ(out[0].shape, (shape_t{1, 2, 5, 5}));
         EXPECT_EQ(out[0].data, expect) << "fold_constants=" << fold;
-        EXPECT_EQ(out[0].data[0], 0.5f);     // oc 0, the pad-only first row
+        EXPECT_EQ(out[0].data[0], 0.5f);      // oc 0, the pad-only first row
         EXPECT_EQ(out[0].data[25 + 4], -4.f); // oc 1, row 0 column 4
         EXPECT_EQ(out[0].data[25 + 9], -4.f); // oc 1, row 1, the pad-only last column
     }
@@ -337,6 +369,77 @@ TEST(GraphExec, PadOnlyOutputsOfAKxKGroupConvolution) {
     // (0,0), (1,1)): x[2h][2w] + x[2h+1][2w+1]; group 1 (taps (0,1), (1,0)).
     EXPECT_EQ(out[0].data, (std::vector<float>{1 + 5, 3, 0, 7, 9, 0, 0, 0, 0, //
                                                11 + 13, 15, 0, 17, 0, 0, 0, 0, 0}));
+}
+
+// The same graph with `?` fixed at v (the text with `?` replaced).
+std::unique_ptr<graph> fixed_at(const std::string &text, int64_t v) {
+    std::string t = text;
+    for (size_t q = t.find('?'); q != std::string::npos; q = t.find('?', q)) t.replace(q, 1, std::to_string(v));
+    return parse(t);
+}
+
+float max_abs(const std::vector<float> &v) {
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+// A graph whose token count is `?` runs at any count: shapes are inferred per
+// run, its compressed MatMuls (before and after the conv1x1 → MatMul rewrite)
+// take the rows of each run; the results are those of the graph written for
+// that count (bit for bit where the MatMul row's M class is the count).
+TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
+    const std::string path = std::string(QCONV_SOURCE_DIR) + "/examples/ffn_u4_tokens.qg";
+    std::ifstream f(path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto g = parse(text);
+    ASSERT_TRUE(g->is_dynamic());
+    auto rewritten = g->clone();
+    const auto records = run_passes(*rewritten);
+    ASSERT_EQ(records.size(), 2u);
+    for (const auto &r : records) EXPECT_TRUE(r.rewritten) << r.conv << ": " << r.reason;
+    const compiled_graph before(*g), after(*rewritten);
+    bool fused = false;
+    for (const auto &[id, impl] : after.impls()) fused |= impl.find("m?k64n96") != std::string::npos;
+    EXPECT_TRUE(fused) << "the up projection is a run-time-M MatMul";
+    for (const int64_t tokens : {3, 32, 37, 3}) {
+        SCOPED_TRACE("tokens " + std::to_string(tokens));
+        auto fixed = fixed_at(text, tokens);
+        auto fixed_rw = fixed->clone();
+        run_passes(*fixed_rw);
+        const auto in = random_inputs(*g, 7, tokens);
+        ASSERT_EQ(in[0].shape, (shape_t{1, 1, tokens, 64}));
+        const auto want = compiled_graph(*fixed).run(in), want_rw = compiled_graph(*fixed_rw).run(in);
+        const auto got = before.run(in), got_rw = after.run(in);
+        ASSERT_EQ(got[0].shape, (shape_t{1, 1, tokens, 64}));
+        ASSERT_EQ(got_rw[0].shape, (shape_t{1, 1, tokens, 64}));
+        EXPECT_EQ(got[0].data, want[0].data); // f32 convolutions, as written
+        const float scale = max_abs(want[0].data);
+        ASSERT_GT(scale, 0.f);
+        float vs_fixed = 0, vs_before = 0;
+        for (size_t i = 0; i < got_rw[0].data.size(); ++i) {
+            vs_fixed = std::max(vs_fixed, std::fabs(got_rw[0].data[i] - want_rw[0].data[i]));
+            vs_before = std::max(vs_before, std::fabs(got_rw[0].data[i] - want[0].data[i]));
+        }
+        EXPECT_LE(vs_fixed / scale, 1e-5f);  // the rewritten graph written for that count
+        EXPECT_LE(vs_before / scale, 1e-4f); // the graph as written (the driver's tolerance)
+        if (tokens == 3 || tokens == 32) EXPECT_EQ(got_rw[0].data, want_rw[0].data);
+    }
+    // Every `?` takes one value.
+    auto two = parse("a = Parameter f32[?,4]\nb = Parameter f32[?,4]\nc = Add(a, b)\nr = Result(c)\n");
+    const compiled_graph cg(*two);
+    tensor a{etype::f32, {2, 4}, std::vector<float>(8, 1.f)}, b{etype::f32, {3, 4}, std::vector<float>(12, 1.f)};
+    std::string what = "no error";
+    try {
+        cg.run({a, b});
+    } catch (const qconv::error &e) {
+        what = e.what();
+    }
+    EXPECT_EQ(what.rfind("inputs:", 0), 0u) << what;
+    EXPECT_NE(what.find("one value"), std::string::npos) << what;
+    b.shape = {2, 4};
+    b.data.resize(8);
+    EXPECT_EQ(cg.run({a, b})[0].data, std::vector<float>(8, 2.f));
 }
 
 TEST(GraphExec, TransposeReshapeAndBroadcast) {
