@@ -171,6 +171,8 @@ void matmul_desc::validate() const {
         fail("group", "group size " + std::to_string(group) + " does not divide k=" + std::to_string(k));
     if (zp != zp_kind::none && zp != zp_kind::per_tensor && zp != zp_kind::per_group)
         fail("zp", "unknown zero-point kind");
+    if (scale_dt != dtype::f32 && scale_dt != dtype::f16)
+        fail("scale_dt", std::string("must be f32 or f16 (got ") + to_string(scale_dt) + ")");
     if (!runtime()) detail::checked_elems({m, k}, "x", "m*k");
     detail::checked_elems({n, k}, "wei", "n*k");
     if (!runtime()) detail::checked_elems({m, n}, "y", "m*n");
@@ -191,7 +193,7 @@ int64_t matmul_desc::zp_elems() const {
 
 std::string matmul_desc::key() const {
     return str() + "|wei=" + to_string(wei_dt) + "|group=" + std::to_string(group_size()) + "|zp=" + to_string(zp) +
-           "|bias=" + std::to_string(int(with_bias));
+           "|bias=" + std::to_string(int(with_bias)) + (scale_dt == dtype::f16 ? "|scale=f16" : "");
 }
 
 const char *to_string(matmul_desc::zp_kind z) {

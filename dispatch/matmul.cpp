@@ -56,14 +56,36 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     const double t0 = impl::now_ms();
     d.validate();
     if (!w.wei) fail("wei", "null pointer");
-    if (!w.scale) fail("scale", "null pointer");
+    if (d.scale_dt == dtype::f16 ? !w.scale_f16 : !w.scale)
+        fail("scale", std::string("null pointer (scale_dt ") + to_string(d.scale_dt) +
+                          ": matmul_weights::" + (d.scale_dt == dtype::f16 ? "scale_f16" : "scale") + ")");
     if (d.zp_elems() > 0 && !w.zp) fail("zp", "null pointer while a zero point is declared");
     if (d.with_bias && !w.bias) fail("bias", "null pointer while with_bias is set");
+    // f16 scales: converted once, exactly, to f32; the rows see f32 scales
+    // (and pack them; the copy goes when the constructor returns).
+    std::vector<float> scale32;
+    matmul_weights w32 = w;
+    if (d.scale_dt == dtype::f16) {
+        scale32.resize(size_t(d.scale_elems()));
+        for (int64_t i = 0; i < d.scale_elems(); ++i) scale32[size_t(i)] = f16_to_f32(w.scale_f16[i]);
+        w32.scale = scale32.data();
+        w32.scale_f16 = nullptr;
+    }
+    build(d, w32, hints, t0);
+}
+
+// The rows see f32 scales (d: the user's descriptor with scale_dt f32); the
+// primitive keeps and prints the user's.
+void matmul::build(const matmul_desc &user, const matmul_weights &w, const matmul_hints &hints, double t0) {
+    matmul_desc d = user;
+    d.scale_dt = dtype::f32;
     check_dequantized_range(d, w);
 
     const impl::platform plat = impl::host_platform();
     if (d.runtime()) {
         p_ = create_runtime(d, w, hints, plat);
+        p_->desc = user;
+        p_->verbose_desc = impl::verbose_problem(user, hints);
         if (verbose_level() >= 1)
             verbose_print("create,planned," + p_->name + ",attr[0]," + p_->verbose_desc + "," +
                           impl::verbose_ms(impl::now_ms() - t0));
@@ -71,13 +93,13 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
     }
     const impl::matmul_choice choice = impl::select_matmul(d, hints, plat);
     auto prim = std::make_unique<impl::matmul_primitive>();
-    prim->desc = d;
+    prim->desc = user;
     prim->name = choice.name;
     bool hit = false;
     prim->kernel = impl::cached_matmul_kernel(choice, d, hints, plat, &hit);
     prim->weights = prim->kernel->pack(w);
     if (verbose_level() >= 1) {
-        prim->verbose_desc = impl::verbose_problem(d, hints);
+        prim->verbose_desc = impl::verbose_problem(user, hints);
         verbose_print(std::string("create,") + (hit ? "cache_hit," : "cache_miss,") + prim->name + ",attr[0]," +
                       prim->verbose_desc + "," + impl::verbose_ms(impl::now_ms() - t0));
     }

@@ -48,6 +48,7 @@ std::string verbose_problem(const matmul_desc &d, const matmul_hints &h) {
     s += ",group=" + std::to_string(d.group_size());
     s += std::string(",zp=") + to_string(d.zp);
     if (d.with_bias) s += ",bias";
+    if (d.scale_dt == dtype::f16) s += ",scale=f16";
     if (h.dynamic_quantization) s += ",dynamic_quantization";
     return s;
 }

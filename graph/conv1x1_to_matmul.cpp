@@ -40,14 +40,18 @@ namespace pt = pattern;
 
 bool is_order(const node *n, std::vector<int64_t> o) { return n->kind == op::Transpose && n->attr.order == o; }
 
-// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape].
+// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape],
+// Scale an f32 Constant or Convert(f16 Constant) to f32.
 pt::P weights_pattern() {
     auto wq = pt::is({op::Constant, op::Parameter}, {}, "wq", pt::integer_type());
     auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(etype::f32));
     auto zp = pt::is({op::Constant}, {}, "zp", pt::integer_type());
     auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(etype::f32));
     auto sub = pt::optional(op::Subtract, {cw, cz}, "sub");
-    auto sc = pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32));
+    // f32 scales, or f16 ones converted to f32 (exact).
+    auto sc = pt::alt({pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32)),
+                       pt::is({op::Convert}, {pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f16))}, "cscale",
+                              pt::of_type(etype::f32))});
     auto mul = pt::alt({pt::is({op::Multiply}, {sub, sc}), pt::is({op::Multiply}, {sc, sub})}, "mul");
     return pt::optional(op::Reshape, {mul}, "wreshape");
 }
@@ -57,9 +61,13 @@ std::string explain_weights(const node *w) {
     const node *m = w->kind == op::Reshape ? w->inputs[0] : w;
     if (m->kind != op::Multiply) return "weights are not a decompression subgraph (no Multiply by a scale)";
     const node *a = m->inputs[0], *b = m->inputs[1];
-    if (a->kind == op::Constant) std::swap(a, b);
-    if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
-    if (b->out_type != etype::f32) return "scale is not f32";
+    auto f16_scale = [](const node *n) {
+        return n->kind == op::Convert && n->inputs[0]->kind == op::Constant && n->inputs[0]->out_type == etype::f16;
+    };
+    if (a->kind == op::Constant || f16_scale(a)) std::swap(a, b);
+    if (f16_scale(b)) b = b->inputs[0];
+    else if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
+    else if (b->out_type != etype::f32) return "scale is not f32 (nor Convert(f16 Constant))";
     if (a->kind == op::Subtract) {
         const node *z = a->inputs[1];
         if (z->kind != op::Convert || z->inputs[0]->kind != op::Constant || !is_integer(z->inputs[0]->out_type))
@@ -283,6 +291,7 @@ private:
             x = add(op::Subtract, {x, cz2}, {}, sub, "_2d");
         }
         node *s2 = reshaped_constant(scale, drop_trailing(scale->out_shape, d.size(), dropped), "_2d");
+        if (b.count("cscale")) s2 = add(op::Convert, {s2}, ca, b.at("cscale"), "_2d"); // f16 scales
         x = add(op::Multiply, {x, s2}, {}, mul, "_2d");
         if (x->out_shape != shape_t{OC, IC}) {
             const node *from = b.count("wreshape") ? b.at("wreshape") : mul;

@@ -283,12 +283,13 @@ struct compressed {
     node *wq = nullptr;        // Constant or Parameter
     std::vector<node *> chain; // decompression nodes (fused)
     matmul_desc desc;
-    std::vector<float> scale;     // [N][NG]
-    std::vector<int32_t> zp;      // 0, 1 or [N][NG]
-    std::vector<float> bias;      // N or empty
-    int64_t rows = 0;             // M of this compilation (desc.m is runtime_m in a graph with `?`)
-    std::shared_ptr<matmul> prim; // built at compile time when Wq is a Constant
-    std::string impl;             // the row the dispatcher chose, and the problem
+    std::vector<float> scale;        // [N][NG]
+    std::vector<uint16_t> scale_f16; // the same in IEEE half, iff desc.scale_dt is f16
+    std::vector<int32_t> zp;         // 0, 1 or [N][NG]
+    std::vector<float> bias;         // N or empty
+    int64_t rows = 0;                // M of this compilation (desc.m is runtime_m in a graph with `?`)
+    std::shared_ptr<matmul> prim;    // built at compile time when Wq is a Constant
+    std::string impl;                // the row the dispatcher chose, and the problem
     matmul_hints hints;
 };
 
@@ -302,7 +303,8 @@ using matmul_pool = std::map<std::string, std::shared_ptr<matmul>>;
 
 bool create_primitive(compressed *c, bool dq, matmul_pool *pool) {
     matmul_weights w;
-    w.scale = c->scale.data();
+    if (c->desc.scale_dt == dtype::f16) w.scale_f16 = c->scale_f16.data();
+    else w.scale = c->scale.data();
     w.zp = c->zp.empty() ? nullptr : c->zp.data();
     w.bias = c->bias.empty() ? nullptr : c->bias.data();
     std::string name;
@@ -329,7 +331,7 @@ bool create_primitive(compressed *c, bool dq, matmul_pool *pool) {
     const matmul_desc &d = c->desc;
     c->impl = name + " " + d.str() + " " + to_string(d.wei_dt) +
               (d.group ? " group" + std::to_string(d.group) : " per_oc") + " zp:" + to_string(d.zp) +
-              (d.with_bias ? " bias" : "");
+              (d.with_bias ? " bias" : "") + (d.scale_dt == dtype::f16 ? " scale:f16" : "");
     return true;
 }
 
@@ -382,9 +384,22 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     }
     if (w->kind != op::Multiply) return false;
     chain.push_back(w);
+    // The scale: an f32 Constant, or Convert(f16 Constant) to f32 (f16 scales).
+    auto scale_constant = [](node *n) -> node * {
+        if (n->kind == op::Constant && n->out_type == etype::f32) return n;
+        if (n->kind == op::Convert && n->out_type == etype::f32 && n->inputs[0]->kind == op::Constant &&
+            n->inputs[0]->out_type == etype::f16)
+            return n->inputs[0];
+        return nullptr;
+    };
     node *x = w->inputs[0], *s = w->inputs[1];
-    if (x->kind == op::Constant) std::swap(x, s);
-    if (s->kind != op::Constant || s->out_type != etype::f32) return false;
+    if (scale_constant(x) && !scale_constant(s)) std::swap(x, s);
+    if (!scale_constant(s)) return false;
+    if (scale_constant(s) != s) {
+        chain.push_back(s); // the Convert
+        s = scale_constant(s);
+        c->desc.scale_dt = dtype::f16;
+    }
     node *zp = nullptr, *sub = nullptr;
     if (x->kind == op::Subtract) {
         sub = x;
@@ -427,6 +442,8 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     c->desc.wei_dt = dt;
     c->desc.group = G == K ? 0 : G;
     c->scale.assign(sv.begin(), sv.end());
+    if (c->desc.scale_dt == dtype::f16)
+        for (float v : c->scale) c->scale_f16.push_back(f32_to_f16(v)); // exact: the values are f16
     if (zp) {
         const int64_t lo = detail::type_min(q->out_type), hi = detail::type_max(q->out_type);
         for (double v : zv)
@@ -706,6 +723,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 const auto bytes = pack_weights(wt, c.wq->out_type);
                 matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
                                  c.bias.empty() ? nullptr : c.bias.data()};
+                if (c.desc.scale_dt == dtype::f16) w.scale = nullptr, w.scale_f16 = c.scale_f16.data();
                 matmul(c.desc, w, c.hints).execute(x.data.data(), y.data.data(), c.rows, S.threads);
             }
             continue;

@@ -42,7 +42,7 @@ int32_t zero_point_at(const matmul_desc &d, const matmul_weights &w, int64_t n, 
 void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float *y) {
     d.validate();
     if (!w.wei) fail("wei", "is null");
-    if (!w.scale) fail("scale", "is null");
+    if (d.scale_dt == dtype::f16 ? !w.scale_f16 : !w.scale) fail("scale", "is null");
     if (d.zp != matmul_desc::zp_kind::none && !w.zp) fail("zp", "is null but a zero point is declared");
     if (d.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
     if (!x) fail("x", "is null");
@@ -58,7 +58,7 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t g = k / GS;
                 const int32_t q = weight_element(w.wei, d.wei_dt, n * K + k) - zero_point_at(d, w, n, g);
-                row[k] = static_cast<float>(q) * w.scale[n * NG + g];
+                row[k] = static_cast<float>(q) * scale_at(d, w, n * NG + g);
             }
             for (int64_t m = 0; m < M; ++m) {
                 const float *xr = x + m * K;

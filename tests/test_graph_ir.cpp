@@ -442,6 +442,48 @@ TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
     EXPECT_EQ(cg.run({a, b})[0].data, std::vector<float>(8, 2.f));
 }
 
+// f16 scales (Convert(f16 Constant) to f32, as OpenVINO's compressed weights
+// carry them): the rewrite takes them, the executor fuses them into a MatMul
+// with f16 scales, and the result is the graph's as written.
+TEST(GraphExec, F16ScalesAreRewrittenAndFused) {
+    const std::string text = "x   = Parameter f32[1,1,?,64]\n"
+                             "t   = Transpose(x) order=[0,3,1,2]\n"
+                             "w   = Constant u8[48,2,32,1,1] random(1, 0, 255)\n"
+                             "w_f = Convert(w) to=f32\n"
+                             "z   = Constant u8[48,2,1,1,1] random(2, 100, 150)\n"
+                             "z_f = Convert(z) to=f32\n"
+                             "w_z = Subtract(w_f, z_f)\n"
+                             "s   = Constant f16[48,2,1,1,1] random(3, 0.001, 0.01)\n"
+                             "s_f = Convert(s) to=f32\n"
+                             "w_s = Multiply(s_f, w_z)\n"
+                             "w_r = Reshape(w_s) shape=[48,64,1,1]\n"
+                             "c   = Convolution(t, w_r)\n"
+                             "y   = Transpose(c) order=[0,2,3,1]\n"
+                             "r   = Result(y)\n";
+    auto g = parse(text);
+    auto after = g->clone();
+    const auto records = run_passes(*after);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_TRUE(records[0].rewritten) << records[0].reason;
+    EXPECT_EQ(after->count_ops()["MatMul"], 1);
+    const std::string saved = to_text(*after);
+    EXPECT_NE(saved.find("Constant f16[48,2,1]"), std::string::npos) << saved; // the scales stay f16
+    EXPECT_EQ(to_text(*parse(saved)), saved);
+    const compiled_graph cb(*g), ca(*after);
+    bool f16 = false;
+    for (const auto &[id, impl] : ca.impls()) f16 |= impl.find("scale:f16") != std::string::npos;
+    EXPECT_TRUE(f16) << "the MatMul takes the scales as f16";
+    for (int64_t tokens : {1, 9}) {
+        const auto in = random_inputs(*g, 5, tokens);
+        const auto want = cb.run(in), got = ca.run(in);
+        ASSERT_EQ(got[0].shape, want[0].shape);
+        const float scale = max_abs(want[0].data);
+        ASSERT_GT(scale, 0.f);
+        for (size_t i = 0; i < got[0].data.size(); ++i)
+            ASSERT_LE(std::fabs(got[0].data[i] - want[0].data[i]), 1e-5f * scale) << tokens << " " << i;
+    }
+}
+
 TEST(GraphExec, TransposeReshapeAndBroadcast) {
     auto g = parse("x = Parameter f32[2,3]\n"
                    "t = Transpose(x) order=[1,0]\n"

@@ -3,12 +3,13 @@
 // (P) or both.
 //
 //   qconv-driver matmul [--wei=u8|s8|u4|s4] [--group=per_oc|N] [--zp=none|tensor|per_oc|per_group]
-//                       [--bias] [--dq] [common options] m1k4096n4096 ... | --batch=FILE
+//                       [--bias] [--dq] [--scale-dt=f32|f16] [common options] m1k4096n4096 ... | --batch=FILE
 //
 // Data (seeded): random weights over the type's range, scales in [0.01, 0.1),
 // zero points over the type's range (per_oc: one value per output channel,
 // repeated over its groups), x in [-1, 1), bias in [-2, 2). --dq requests
-// dynamic quantization (matmul_hints::dynamic_quantization).
+// dynamic quantization (matmul_hints::dynamic_quantization). --scale-dt=f16 hands the
+// scales over in IEEE half (matmul_desc::scale_dt; the values rounded to f16 first).
 // Correctness: |y − y_ref| <= 1e-5 · (Σ_k |x·deq(W)| + |bias|) per element
 // against ref::matmul (the bound of tests/test_matmul.cpp; 3e-5 for the
 // AMX-BF16 rows, docs/semantics.md §7); with --dq the
@@ -55,6 +56,7 @@ struct matmul_settings {
     zpk zp = zpk::none;
     bool bias = false;
     bool dq = false;
+    dtype scale_dt = dtype::f32;
 };
 
 matmul_settings parse_settings(const options &o) {
@@ -77,6 +79,8 @@ matmul_settings parse_settings(const options &o) {
     else throw usage_error("--zp: expected none, tensor, per_oc or per_group");
     s.bias = o.has("bias") && o.get("bias", "1") != "0";
     s.dq = o.has("dq") && o.get("dq", "1") != "0";
+    s.scale_dt = parse_dtype(o.get("scale-dt", "f32"), "--scale-dt");
+    if (s.scale_dt != dtype::f32 && s.scale_dt != dtype::f16) throw usage_error("--scale-dt: expected f32 or f16");
     return s;
 }
 
@@ -92,6 +96,7 @@ matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t 
     d.group = s.group;
     d.zp = s.zp;
     d.with_bias = s.bias;
+    d.scale_dt = s.scale_dt;
     matmul_case c;
     static_cast<testdata::matmul_data &>(c) = testdata::make_matmul_data(d, seed);
     c.count = t.count;
@@ -128,6 +133,7 @@ void dump_run(const std::string &root, int index, const matmul_case &c, const ma
       << "group=" << d.group << "\n"
       << "zp=" << s.zp_text << "\n"
       << "bias=" << (d.with_bias ? 1 : 0) << "\n"
+      << "scale_dt=" << to_string(d.scale_dt) << "\n"
       << "dq=" << (s.dq ? 1 : 0) << "\n"
       << "impl=" << r.impl << "\n"
       << "status=" << r.status << "\n"
@@ -253,6 +259,7 @@ int matmul_mode(const std::vector<std::string> &args) {
             l.add("op", "matmul").add("impl", r.impl).add("desc", c.d.str()).add("wei", to_string(c.d.wei_dt));
             l.add("group", s.group_text).add("zp", s.zp_text).add("bias", s.bias ? "1" : "0");
             if (s.dq) l.add("dq", "1");
+            if (s.scale_dt != dtype::f32) l.add("scale_dt", to_string(s.scale_dt));
             l.add("status", r.status);
             if (r.errors) l.add_int("errors", r.errors);
             if (r.ms > 0) {

@@ -4,7 +4,9 @@
 // the whole tensor in the low nibble of byte i);
 //   deq(W)[n,k] = (W[n,k] − zp[n, k/GS]) · scale[n, k/GS]
 // with GS = K (per output channel) or a group size dividing K. The zero point
-// is optional and may be per-tensor. X and Y are f32, row-major.
+// is optional and may be per-tensor. X and Y are f32, row-major. Scales are
+// f32 or IEEE half (scale_dt f16, as OpenVINO's compressed weights carry them;
+// converted exactly to f32 at creation).
 //
 // M may be left to run time (m = matmul_desc::runtime_m, `m?` in text): the
 // MatMul is created for K, N and the weights, and each execute(x, y, m)
@@ -31,6 +33,7 @@ struct matmul_desc {
     int64_t group = 0;        // 0 or K: per output channel
     zp_kind zp = zp_kind::none;
     bool with_bias = false;
+    dtype scale_dt = dtype::f32; // f32 (matmul_weights::scale) or f16 (matmul_weights::scale_f16)
 
     // "m1k4096n4096" (keys m k n, optional '_'; "m?" = runtime_m); other
     // fields keep defaults.
@@ -49,10 +52,11 @@ struct matmul_desc {
 const char *to_string(matmul_desc::zp_kind z);
 
 struct matmul_weights {
-    const uint8_t *wei = nullptr; // wei_bytes() bytes
-    const float *scale = nullptr; // [N][NG]
-    const int32_t *zp = nullptr;  // 1 or [N][NG] values in the weight type's range
-    const float *bias = nullptr;  // N, iff with_bias
+    const uint8_t *wei = nullptr;        // wei_bytes() bytes
+    const float *scale = nullptr;        // [N][NG], iff scale_dt is f32
+    const int32_t *zp = nullptr;         // 1 or [N][NG] values in the weight type's range
+    const float *bias = nullptr;         // N, iff with_bias
+    const uint16_t *scale_f16 = nullptr; // [N][NG] IEEE half, iff scale_dt is f16
 };
 
 struct matmul_hints {
@@ -88,6 +92,7 @@ public:
     const matmul_desc &desc() const;
 
 private:
+    void build(const matmul_desc &d, const matmul_weights &w32, const matmul_hints &hints, double t0);
     static std::unique_ptr<impl::matmul_primitive> create_runtime(const matmul_desc &d, const matmul_weights &w,
                                                                   const matmul_hints &hints,
                                                                   const impl::platform &plat);
@@ -98,5 +103,9 @@ std::vector<std::string> matmul_implementations();
 
 // Unpacks element i of a packed u4/s4 (or byte) weight tensor as an integer.
 int32_t weight_at(const uint8_t *w, dtype dt, int64_t i);
+// Scale i ([N][NG] row-major) as f32, of either scale type.
+inline float scale_at(const matmul_desc &d, const matmul_weights &w, int64_t i) {
+    return d.scale_dt == dtype::f16 ? f16_to_f32(w.scale_f16[i]) : w.scale[i];
+}
 
 } // namespace qconv
