@@ -724,7 +724,9 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
                                  c.bias.empty() ? nullptr : c.bias.data()};
                 if (c.desc.scale_dt == dtype::f16) w.scale = nullptr, w.scale_f16 = c.scale_f16.data();
-                matmul(c.desc, w, c.hints).execute(x.data.data(), y.data.data(), c.rows, S.threads);
+                matmul_desc dm = c.desc; // weights per run: a primitive for this run's rows
+                dm.m = c.rows;
+                matmul(dm, w, c.hints).execute(x.data.data(), y.data.data(), c.rows, S.threads);
             }
             continue;
         }

@@ -425,6 +425,26 @@ TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
         EXPECT_LE(vs_before / scale, 1e-4f); // the graph as written (the driver's tolerance)
         if (tokens == 3 || tokens == 32) EXPECT_EQ(got_rw[0].data, want_rw[0].data);
     }
+    // Weights from a Parameter: the MatMul is created per run, for its rows.
+    const std::string pw = "x = Parameter f32[?,32]\n"
+                           "q = Parameter u8[16,32]\n"
+                           "q_f = Convert(q) to=f32\n"
+                           "s = Constant f32[16,1] pow2(4, -7, -5)\n"
+                           "w = Multiply(q_f, s)\n"
+                           "m = MatMul(x, w) transpose_b=true\n"
+                           "r = Result(m)\n";
+    auto gp = parse(pw);
+    const compiled_graph cp(*gp);
+    bool per_run = false;
+    for (const auto &[id, impl] : cp.impls()) per_run |= impl.find("weights from a Parameter") != std::string::npos;
+    EXPECT_TRUE(per_run);
+    for (const int64_t rows : {2, 19}) {
+        const auto in = random_inputs(*gp, 3, rows);
+        const auto want = compiled_graph(*fixed_at(pw, rows)).run(in);
+        const auto got = cp.run(in);
+        ASSERT_EQ(got[0].shape, (shape_t{rows, 16}));
+        EXPECT_EQ(got[0].data, want[0].data) << rows;
+    }
     // Every `?` takes one value.
     auto two = parse("a = Parameter f32[?,4]\nb = Parameter f32[?,4]\nc = Add(a, b)\nr = Result(c)\n");
     const compiled_graph cg(*two);
