@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/desc_text.h"
 #include "qconv/conv.h"
@@ -173,6 +174,9 @@ void matmul_desc::validate() const {
         fail("zp", "unknown zero-point kind");
     if (scale_dt != dtype::f32 && scale_dt != dtype::f16)
         fail("scale_dt", std::string("must be f32 or f16 (got ") + to_string(scale_dt) + ")");
+    for (auto [field, dt] : {std::pair<const char *, dtype>{"src_dt", src_dt}, {"dst_dt", dst_dt}})
+        if (dt != dtype::f32 && dt != dtype::f16 && dt != dtype::bf16)
+            fail(field, std::string("must be f32, f16 or bf16 (got ") + to_string(dt) + ")");
     if (!runtime()) detail::checked_elems({m, k}, "x", "m*k");
     detail::checked_elems({n, k}, "wei", "n*k");
     if (!runtime()) detail::checked_elems({m, n}, "y", "m*n");
@@ -193,7 +197,10 @@ int64_t matmul_desc::zp_elems() const {
 
 std::string matmul_desc::key() const {
     return str() + "|wei=" + to_string(wei_dt) + "|group=" + std::to_string(group_size()) + "|zp=" + to_string(zp) +
-           "|bias=" + std::to_string(int(with_bias)) + (scale_dt == dtype::f16 ? "|scale=f16" : "");
+           "|bias=" + std::to_string(int(with_bias)) + (scale_dt == dtype::f16 ? "|scale=f16" : "") +
+           (src_dt != dtype::f32 || dst_dt != dtype::f32
+                ? std::string("|dt=") + to_string(src_dt) + ":" + to_string(dst_dt)
+                : std::string());
 }
 
 const char *to_string(matmul_desc::zp_kind z) {

@@ -106,6 +106,7 @@ public:
     // A run-time M (desc.m == runtime_m): every class, in increasing M,
     // built at creation and read-only afterwards (execute() takes no lock).
     std::vector<matmul_m_class> classes;
+    bool avx512_convert = false; // f16/bf16 activations converted on AVX-512 (the platform has it)
 };
 
 // The kernel for (problem, attr, platform, entry, plan) from the global

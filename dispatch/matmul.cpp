@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/desc_text.h"
 
 #include "dispatch/dispatcher.h"
@@ -78,7 +79,7 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
 // primitive keeps and prints the user's.
 void matmul::build(const matmul_desc &user, const matmul_weights &w, const matmul_hints &hints, double t0) {
     matmul_desc d = user;
-    d.scale_dt = dtype::f32;
+    d.scale_dt = d.src_dt = d.dst_dt = dtype::f32;
     check_dequantized_range(d, w);
 
     const impl::platform plat = impl::host_platform();
@@ -86,6 +87,7 @@ void matmul::build(const matmul_desc &user, const matmul_weights &w, const matmu
         p_ = create_runtime(d, w, hints, plat);
         p_->desc = user;
         p_->verbose_desc = impl::verbose_problem(user, hints);
+        p_->avx512_convert = plat.has(impl::cpu_feature::avx512_core);
         if (verbose_level() >= 1)
             verbose_print("create,planned," + p_->name + ",attr[0]," + p_->verbose_desc + "," +
                           impl::verbose_ms(impl::now_ms() - t0));
@@ -94,6 +96,7 @@ void matmul::build(const matmul_desc &user, const matmul_weights &w, const matmu
     const impl::matmul_choice choice = impl::select_matmul(d, hints, plat);
     auto prim = std::make_unique<impl::matmul_primitive>();
     prim->desc = user;
+    prim->avx512_convert = plat.has(impl::cpu_feature::avx512_core);
     prim->name = choice.name;
     bool hit = false;
     prim->kernel = impl::cached_matmul_kernel(choice, d, hints, plat, &hit);
@@ -156,17 +159,6 @@ matmul::~matmul() = default;
 matmul::matmul(matmul &&) noexcept = default;
 matmul &matmul::operator=(matmul &&) noexcept = default;
 
-void matmul::execute(const float *x, float *y, int threads) const {
-    if (!p_) fail("matmul", "moved-from primitive");
-    if (p_->desc.runtime())
-        fail("m", "this MatMul was created with a run-time M: pass the rows, execute(x, y, m, threads)");
-    if (!x) fail("x", "null pointer");
-    if (!y) fail("y", "null pointer");
-    impl::verbose_exec(
-        p_->name, [&] { p_->kernel->execute(*p_->weights, x, y, threads); },
-        [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc; });
-}
-
 namespace {
 void check_rows(const matmul_desc &d, int64_t m) {
     if (m < 1) fail("m", "must be positive (got " + std::to_string(m) + ")");
@@ -177,17 +169,70 @@ void check_rows(const matmul_desc &d, int64_t m) {
     detail::checked_elems({m, d.n}, "y", "m*n");
 }
 
+void check_f32(const matmul_desc &d) {
+    if (d.src_dt != dtype::f32 || d.dst_dt != dtype::f32)
+        fail(d.src_dt != dtype::f32 ? "x" : "y", std::string("this MatMul takes ") + to_string(d.src_dt) +
+                                                     " activations and gives " + to_string(d.dst_dt) +
+                                                     ": pass them with execute_typed()");
+}
+
 const impl::matmul_m_class &class_for(const impl::matmul_primitive &p, int64_t rows) {
     return p.classes[impl::matmul_class_index(impl::matmul_class_m(rows))];
 }
 } // namespace
 
+void matmul::execute(const float *x, float *y, int threads) const {
+    if (!p_) fail("matmul", "moved-from primitive");
+    if (p_->desc.runtime())
+        fail("m", "this MatMul was created with a run-time M: pass the rows, execute(x, y, m, threads)");
+    check_f32(p_->desc);
+    if (!x) fail("x", "null pointer");
+    if (!y) fail("y", "null pointer");
+    run_rows(x, y, p_->desc.m, threads);
+}
+
 void matmul::execute(const float *x, float *y, int64_t m, int threads) const {
     if (!p_) fail("matmul", "moved-from primitive");
     check_rows(p_->desc, m);
-    if (!p_->desc.runtime()) return execute(x, y, threads);
+    check_f32(p_->desc);
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
+    run_rows(x, y, m, threads);
+}
+
+// Activations of other types: X converted to f32 (exact), the f32 rows, Y
+// rounded from f32 (core/convert.h; AVX-512 loops where the platform has them).
+void matmul::execute_typed(const void *x, void *y, int64_t m, int threads) const {
+    if (!p_) fail("matmul", "moved-from primitive");
+    const matmul_desc &d = p_->desc;
+    if (m == 0 && !d.runtime()) m = d.m;
+    check_rows(d, m);
+    if (!x) fail("x", "null pointer");
+    if (!y) fail("y", "null pointer");
+    std::vector<float> x32, y32;
+    const float *xf = static_cast<const float *>(x);
+    float *yf = static_cast<float *>(y);
+    if (d.src_dt != dtype::f32) {
+        x32.resize(size_t(m * d.k));
+        detail::to_f32(d.src_dt, x, x32.data(), m * d.k, p_->avx512_convert);
+        xf = x32.data();
+    }
+    if (d.dst_dt != dtype::f32) {
+        y32.resize(size_t(m * d.n));
+        yf = y32.data();
+    }
+    run_rows(xf, yf, m, threads);
+    if (d.dst_dt != dtype::f32) detail::from_f32(d.dst_dt, yf, y, m * d.n, p_->avx512_convert);
+}
+
+// m rows of f32 X to f32 Y (arguments checked).
+void matmul::run_rows(const float *x, float *y, int64_t m, int threads) const {
+    if (!p_->desc.runtime()) {
+        impl::verbose_exec(
+            p_->name, [&] { p_->kernel->execute(*p_->weights, x, y, threads); },
+            [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc; });
+        return;
+    }
     const int64_t K = p_->desc.k, N = p_->desc.n;
     // Chunks of matmul_m_chunk rows; a chunk whose rows are not its class's M
     // runs on a copy padded with zero rows (rows are independent).

@@ -9,6 +9,8 @@
 
 #include "reference/reference.h"
 
+#include "core/convert.h"
+
 namespace qconv::ref {
 
 namespace {
@@ -47,6 +49,7 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
     if (d.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
     if (!x) fail("x", "is null");
     if (!y) fail("y", "is null");
+    if (d.src_dt != dtype::f32 || d.dst_dt != dtype::f32) fail("x", "f16/bf16 activations: use matmul_typed");
     weight_element(w.wei, d.wei_dt, 0); // rejects a bad type outside the parallel loop
 
     const int64_t M = d.m, K = d.k, N = d.n, GS = d.group_size(), NG = d.n_groups();
@@ -70,6 +73,18 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
             }
         }
     }
+}
+
+void matmul_typed(const matmul_desc &d, const matmul_weights &w, const void *x, void *y) {
+    d.validate();
+    if (!x) fail("x", "is null");
+    if (!y) fail("y", "is null");
+    matmul_desc f = d;
+    f.src_dt = f.dst_dt = dtype::f32;
+    std::vector<float> x32(size_t(d.m * d.k)), y32(size_t(d.m * d.n));
+    detail::to_f32(d.src_dt, x, x32.data(), d.m * d.k, false);
+    matmul(f, w, x32.data(), y32.data());
+    detail::from_f32(d.dst_dt, y32.data(), y, d.m * d.n, false);
 }
 
 } // namespace qconv::ref

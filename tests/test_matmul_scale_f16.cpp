@@ -2,7 +2,7 @@
 // conversion to f32 is exact, so every row of the table, forced by name,
 // gives the bytes it gives for the same values in f32, and the reference
 // reads them as the same values; fixed and run-time M; bad scale input names
-// the field; the driver's --scale-dt.
+// the field; the driver's --scale-dt and --dt.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,6 +145,13 @@ TEST(ScaleF16, DriverScaleDt) {
     EXPECT_NE(r.out.find("status=ok"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("status=mismatch"), std::string::npos) << r.out;
     EXPECT_EQ(test::run_driver({"matmul", "--scale-dt=bf16", "m4k128n64"}).rc, 2);
+    // --dt: 16-bit activations (tests/test_matmul_activations.cpp holds the kernels' side).
+    const auto a = test::run_driver({"matmul", "--dt=bf16:f16", "--scale-dt=f16", "--mode=C", "m5k128n64"});
+    ASSERT_EQ(a.rc, 0) << a.out << a.err;
+    EXPECT_NE(a.out.find("dt=bf16:f16"), std::string::npos) << a.out;
+    EXPECT_NE(a.out.find("status=ok"), std::string::npos) << a.out;
+    EXPECT_EQ(a.out.find("status=mismatch"), std::string::npos) << a.out;
+    EXPECT_EQ(test::run_driver({"matmul", "--dt=s8", "m4k128n64"}).rc, 2);
 }
 
 } // namespace

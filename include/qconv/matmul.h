@@ -4,7 +4,9 @@
 // the whole tensor in the low nibble of byte i);
 //   deq(W)[n,k] = (W[n,k] − zp[n, k/GS]) · scale[n, k/GS]
 // with GS = K (per output channel) or a group size dividing K. The zero point
-// is optional and may be per-tensor. X and Y are f32, row-major. Scales are
+// is optional and may be per-tensor. X and Y are row-major, f32, f16 or bf16
+// (src_dt/dst_dt: X converted exactly to f32, Y rounded once from the f32
+// result, to nearest even; docs/semantics.md §7). Scales are
 // f32 or IEEE half (scale_dt f16, as OpenVINO's compressed weights carry them;
 // converted exactly to f32 at creation).
 //
@@ -34,6 +36,8 @@ struct matmul_desc {
     zp_kind zp = zp_kind::none;
     bool with_bias = false;
     dtype scale_dt = dtype::f32; // f32 (matmul_weights::scale) or f16 (matmul_weights::scale_f16)
+    dtype src_dt = dtype::f32;   // X: f32, f16 or bf16
+    dtype dst_dt = dtype::f32;   // Y: f32, f16 or bf16
 
     // "m1k4096n4096" (keys m k n, optional '_'; "m?" = runtime_m); other
     // fields keep defaults.
@@ -84,6 +88,10 @@ public:
     // x: m rows of K f32; y: m rows of N f32. A run-time-M MatMul takes any
     // m ≥ 1; a fixed-M one only its own M. Bad m: qconv::error naming "m".
     void execute(const float *x, float *y, int64_t m, int threads = 0) const;
+    // X and Y of the descriptor's src_dt / dst_dt (f16 and bf16 elements as
+    // 16-bit words), M given (m) or the descriptor's (m = 0 on a fixed M).
+    // The float* forms above require f32 activations.
+    void execute_typed(const void *x, void *y, int64_t m = 0, int threads = 0) const;
     // The row that runs it; for a run-time M the rows per M range, e.g.
     // "jit:matmul_wc_x8:avx512_core(m1-4)+jit:matmul_wc_x8:avx512_core_amx(m5-)".
     const std::string &impl_name() const;
@@ -92,6 +100,7 @@ public:
     const matmul_desc &desc() const;
 
 private:
+    void run_rows(const float *x, float *y, int64_t m, int threads) const;
     void build(const matmul_desc &d, const matmul_weights &w32, const matmul_hints &hints, double t0);
     static std::unique_ptr<impl::matmul_primitive> create_runtime(const matmul_desc &d, const matmul_weights &w,
                                                                   const matmul_hints &hints,
