@@ -9,7 +9,10 @@
 //      oh = (ih + 2·pt − kh_extent) / sh + 1
 //  - a given output size fixes the bottom pad:
 //      pb = (oh − 1)·sh + kh_extent − ih − pt
-//    which must satisfy −sh < pb ≤ pt + kh_extent − 1;
+//    which must satisfy pb > −sh (a negative pb skips input rows no window
+//    reads); a large pb is valid: the last output rows then read nothing but
+//    padding and are the bias (and post-ops) of a zero sum, as the first
+//    rows are under a top pad of kh_extent or more (docs/semantics.md §2);
 //  - a given oh without ph derives the top pad as benchdnn does:
 //      pt = max(0, ((oh − 1)·sh − ih + kh_extent) / 2)
 //    (any odd remainder goes to the bottom pad, as TensorFlow's SAME does).
@@ -94,12 +97,14 @@ dim_result solve_dim(const dim_text &t, const dim_names &n) {
     const int64_t span = checked_add(checked_mul(r.o - 1, r.s, n.o, what), kext, n.o, what);
     r.pt = t.p ? *t.p : std::max<int64_t>(0, (span - r.i) / 2);
     r.pb = span - r.i - r.pt;
-    if (!(r.pb > -r.s && r.pb <= r.pt + kext - 1))
+    if (r.pb <= -r.s)
         fail(n.o, "inconsistent output size: " + std::string(n.i) + "=" + std::to_string(r.i) + " " + n.k + "=" +
                       std::to_string(r.k) + " " + n.s + "=" + std::to_string(r.s) + " " + n.d + "=" +
                       std::to_string(d0) + " " + n.p + "=" + std::to_string(r.pt) + " cannot give " + n.o + "=" +
-                      std::to_string(r.o) + " (implied end pad " + std::to_string(r.pb) + " is outside (-" +
-                      std::to_string(r.s) + ", " + std::to_string(r.pt + kext - 1) + "])");
+                      std::to_string(r.o) + " (implied end pad " + std::to_string(r.pb) + " is not above -" +
+                      std::to_string(r.s) + ")");
+    if (r.pb > size_limit)
+        fail(n.o, std::string("implied end pad ") + std::to_string(r.pb) + " exceeds the size limit 2^40");
     return r;
 }
 
@@ -127,10 +132,10 @@ void validate_dim(int64_t i, int64_t o, int64_t k, int64_t s, int64_t pt, int64_
                       std::to_string(i) + " " + n.k + "=" + std::to_string(k) + " " + n.s + "=" + std::to_string(s) +
                       " dilation=" + std::to_string(d) + " pads " + std::to_string(pt) + "," + std::to_string(pb) +
                       " give " + std::to_string(expect));
-    if (!(pb_min > -s && pb_min <= pt + kext - 1))
-        fail(n.o, std::string(n.o) + "=" + std::to_string(o) + " needs an end pad of " + std::to_string(pb_min) +
-                      ", more than the kernel extent - 1 + " + pt_name + " = " + std::to_string(pt + kext - 1) +
-                      ": the last outputs would read nothing but padding (unsupported)");
+    // Any end pad at or above kext (pad-only last outputs) is valid.
+    if (pb_min <= -s)
+        fail(n.o, std::string(n.o) + "=" + std::to_string(o) + " implies an end pad of " + std::to_string(pb_min) +
+                      ", not above -" + n.s + " = " + std::to_string(-s));
 }
 
 const char *const known_keys[] = {"g",  "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh",

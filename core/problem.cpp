@@ -4,10 +4,12 @@
 // key() strings are exact: floats are printed in hexadecimal (%a), so two
 // problems have the same key iff they hold the same values. They are used as
 // kernel-cache keys.
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/desc_text.h"
 #include "qconv/conv.h"
@@ -125,7 +127,15 @@ bool conv_problem::operator==(const conv_problem &o) const {
 // -------------------------------------------------------------- matmul_desc
 matmul_desc matmul_desc::parse(const std::string &text_in) {
     const std::string text = detail::trim(text_in);
-    const auto tokens = detail::tokenize_desc(text, /*allow_name=*/false, [&](const std::string &key) {
+    // "m?": a run-time M (the tokenizer reads numbers: it sees m0).
+    std::string numeric = text;
+    bool runtime_rows = false;
+    for (size_t q = numeric.find("m?"); q != std::string::npos; q = numeric.find("m?", q + 1))
+        if (q == 0 || numeric[q - 1] == '_' || std::isdigit(static_cast<unsigned char>(numeric[q - 1]))) {
+            numeric[q + 1] = '0';
+            runtime_rows = true;
+        }
+    const auto tokens = detail::tokenize_desc(numeric, /*allow_name=*/false, [&](const std::string &key) {
         if (key != "m" && key != "k" && key != "n")
             fail("desc", "unknown key '" + key + "' in matmul descriptor '" + text + "' (keys: m k n)");
     });
@@ -138,12 +148,13 @@ matmul_desc matmul_desc::parse(const std::string &text_in) {
     }
     if (!has_k) fail("k", "missing in matmul descriptor '" + text + "'");
     if (!has_n) fail("n", "missing in matmul descriptor '" + text + "'");
+    if (d.m == 0 && !runtime_rows) fail("m", "must be positive (got 0; a run-time M is written m?)");
     d.validate();
     return d;
 }
 
 std::string matmul_desc::str() const {
-    return "m" + std::to_string(m) + "k" + std::to_string(k) + "n" + std::to_string(n);
+    return "m" + (runtime() ? std::string("?") : std::to_string(m)) + "k" + std::to_string(k) + "n" + std::to_string(n);
 }
 
 void matmul_desc::validate() const {
@@ -151,7 +162,7 @@ void matmul_desc::validate() const {
         if (v < 1) fail(field, "must be positive (got " + std::to_string(v) + ")");
         if (v > detail::size_limit) fail(field, std::to_string(v) + " exceeds the size limit 2^40");
     };
-    check("m", m);
+    if (m != runtime_m) check("m", m); // 0: a run-time M
     check("k", k);
     check("n", n);
     if (wei_dt != dtype::u8 && wei_dt != dtype::s8 && wei_dt != dtype::u4 && wei_dt != dtype::s4)
@@ -161,9 +172,14 @@ void matmul_desc::validate() const {
         fail("group", "group size " + std::to_string(group) + " does not divide k=" + std::to_string(k));
     if (zp != zp_kind::none && zp != zp_kind::per_tensor && zp != zp_kind::per_group)
         fail("zp", "unknown zero-point kind");
-    detail::checked_elems({m, k}, "x", "m*k");
+    if (scale_dt != dtype::f32 && scale_dt != dtype::f16)
+        fail("scale_dt", std::string("must be f32 or f16 (got ") + to_string(scale_dt) + ")");
+    for (auto [field, dt] : {std::pair<const char *, dtype>{"src_dt", src_dt}, {"dst_dt", dst_dt}})
+        if (dt != dtype::f32 && dt != dtype::f16 && dt != dtype::bf16)
+            fail(field, std::string("must be f32, f16 or bf16 (got ") + to_string(dt) + ")");
+    if (!runtime()) detail::checked_elems({m, k}, "x", "m*k");
     detail::checked_elems({n, k}, "wei", "n*k");
-    detail::checked_elems({m, n}, "y", "m*n");
+    if (!runtime()) detail::checked_elems({m, n}, "y", "m*n");
 }
 
 int64_t matmul_desc::wei_bytes() const {
@@ -181,7 +197,10 @@ int64_t matmul_desc::zp_elems() const {
 
 std::string matmul_desc::key() const {
     return str() + "|wei=" + to_string(wei_dt) + "|group=" + std::to_string(group_size()) + "|zp=" + to_string(zp) +
-           "|bias=" + std::to_string(int(with_bias));
+           "|bias=" + std::to_string(int(with_bias)) + (scale_dt == dtype::f16 ? "|scale=f16" : "") +
+           (src_dt != dtype::f32 || dst_dt != dtype::f32
+                ? std::string("|dt=") + to_string(src_dt) + ":" + to_string(dst_dt)
+                : std::string());
 }
 
 const char *to_string(matmul_desc::zp_kind z) {

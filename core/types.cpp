@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace qconv {
 
@@ -61,6 +64,39 @@ isa parse_isa(const std::string &s, const std::string &field) {
         valid += (i ? ", " : "") + std::string(isa_names[i]);
     }
     fail(field, "unknown ISA '" + s + "' (valid: " + valid + ")");
+}
+
+// IEEE binary16 <-> binary32 (bit manipulation, no F16C needed).
+uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u); // inf/nan
+    if (ax >= 0x477FF000u) return sign | 0x7C00u;                                    // overflow → inf
+    if (ax < 0x38800000u) {                                                          // subnormal / zero
+        float a;
+        std::memcpy(&a, &ax, 4);
+        // a * 2^24 rounded to nearest even gives the subnormal mantissa.
+        return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+    }
+    uint32_t m = ax + 0xC8000000u;   // rebias exponent 127 → 15 (−112 << 23)
+    m += 0x0FFFu + ((m >> 13) & 1u); // round to nearest even
+    return sign | static_cast<uint16_t>(m >> 13);
+}
+
+float f16_to_f32(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    float r;
+    if (e == 0) r = std::ldexp(static_cast<float>(m), -24);
+    else if (e == 31) r = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    else r = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
+    uint32_t x;
+    std::memcpy(&x, &r, 4);
+    x |= sign;
+    std::memcpy(&r, &x, 4);
+    return r;
 }
 
 } // namespace qconv

@@ -73,6 +73,29 @@ public:
     std::shared_ptr<const packed> weights;
 };
 
+// One M class of a run-time-M MatMul: the row the table picks for the
+// class's M, its kernel for that M, and packed weights shared with the other
+// classes of the row when the kernels' packing() agree.
+struct matmul_m_class {
+    int64_t m = 0; // the rows the kernel runs: every M of the class, padded up to it
+    std::string name;
+    std::string verbose_desc;
+    std::shared_ptr<const matmul_kernel> kernel;
+    std::shared_ptr<const packed> weights;
+};
+
+// The M classes of a run-time M: every M up to 16, then multiples of 16 up
+// to 256; more rows run in chunks of 256 (the last chunk by its class).
+constexpr int64_t matmul_exact_m = 16, matmul_m_step = 16, matmul_m_chunk = 256;
+// The class M that runs m rows (1 ≤ m ≤ matmul_m_chunk).
+inline int64_t matmul_class_m(int64_t m) {
+    return m <= matmul_exact_m ? m : (m + matmul_m_step - 1) / matmul_m_step * matmul_m_step;
+}
+// Its index in matmul_primitive::classes.
+inline size_t matmul_class_index(int64_t class_m) {
+    return class_m <= matmul_exact_m ? size_t(class_m - 1) : size_t(matmul_exact_m + class_m / matmul_m_step - 2);
+}
+
 class matmul_primitive {
 public:
     matmul_desc desc;
@@ -80,6 +103,10 @@ public:
     std::string verbose_desc;
     std::shared_ptr<const matmul_kernel> kernel;
     std::shared_ptr<const packed> weights;
+    // A run-time M (desc.m == runtime_m): every class, in increasing M,
+    // built at creation and read-only afterwards (execute() takes no lock).
+    std::vector<matmul_m_class> classes;
+    bool avx512_convert = false; // f16/bf16 activations converted on AVX-512 (the platform has it)
 };
 
 // The kernel for (problem, attr, platform, entry, plan) from the global

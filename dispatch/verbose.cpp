@@ -48,6 +48,9 @@ std::string verbose_problem(const matmul_desc &d, const matmul_hints &h) {
     s += ",group=" + std::to_string(d.group_size());
     s += std::string(",zp=") + to_string(d.zp);
     if (d.with_bias) s += ",bias";
+    if (d.scale_dt == dtype::f16) s += ",scale=f16";
+    if (d.src_dt != dtype::f32 || d.dst_dt != dtype::f32)
+        s += std::string(",dt=") + to_string(d.src_dt) + ":" + to_string(d.dst_dt);
     if (h.dynamic_quantization) s += ",dynamic_quantization";
     return s;
 }

@@ -40,14 +40,18 @@ namespace pt = pattern;
 
 bool is_order(const node *n, std::vector<int64_t> o) { return n->kind == op::Transpose && n->attr.order == o; }
 
-// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape].
+// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape],
+// Scale an f32 Constant or Convert(f16 Constant) to f32.
 pt::P weights_pattern() {
     auto wq = pt::is({op::Constant, op::Parameter}, {}, "wq", pt::integer_type());
     auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(etype::f32));
     auto zp = pt::is({op::Constant}, {}, "zp", pt::integer_type());
     auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(etype::f32));
     auto sub = pt::optional(op::Subtract, {cw, cz}, "sub");
-    auto sc = pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32));
+    // f32 scales, or f16 ones converted to f32 (exact).
+    auto sc = pt::alt({pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32)),
+                       pt::is({op::Convert}, {pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f16))}, "cscale",
+                              pt::of_type(etype::f32))});
     auto mul = pt::alt({pt::is({op::Multiply}, {sub, sc}), pt::is({op::Multiply}, {sc, sub})}, "mul");
     return pt::optional(op::Reshape, {mul}, "wreshape");
 }
@@ -57,9 +61,13 @@ std::string explain_weights(const node *w) {
     const node *m = w->kind == op::Reshape ? w->inputs[0] : w;
     if (m->kind != op::Multiply) return "weights are not a decompression subgraph (no Multiply by a scale)";
     const node *a = m->inputs[0], *b = m->inputs[1];
-    if (a->kind == op::Constant) std::swap(a, b);
-    if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
-    if (b->out_type != etype::f32) return "scale is not f32";
+    auto f16_scale = [](const node *n) {
+        return n->kind == op::Convert && n->inputs[0]->kind == op::Constant && n->inputs[0]->out_type == etype::f16;
+    };
+    if (a->kind == op::Constant || f16_scale(a)) std::swap(a, b);
+    if (f16_scale(b)) b = b->inputs[0];
+    else if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
+    else if (b->out_type != etype::f32) return "scale is not f32 (nor Convert(f16 Constant))";
     if (a->kind == op::Subtract) {
         const node *z = a->inputs[1];
         if (z->kind != op::Convert || z->inputs[0]->kind != op::Constant || !is_integer(z->inputs[0]->out_type))
@@ -86,7 +94,15 @@ shape_t drop_trailing(const shape_t &s, size_t r, size_t k) {
 
 class rewriter {
 public:
-    rewriter(graph &g, const veto_callback &veto) : g_(g), veto_(veto) {}
+    rewriter(graph &g, const veto_callback &veto) : g_(g), veto_(veto) {
+        // With `?`: the shapes at another value tell which dims follow it.
+        if (g.is_dynamic()) {
+            auto probe = g.clone();
+            probe->bind_dynamic(g.dynamic_value() + 1);
+            probe->infer();
+            for (const auto &n : probe->nodes()) other_shape_[n->id] = n->out_shape;
+        }
+    }
 
     rewrite_record visit(node *c) {
         rewrite_record r{c->id, false, ""};
@@ -137,7 +153,13 @@ private:
         if (c->pads_b != std::vector<int64_t>{0, 0} || c->pads_e != std::vector<int64_t>{0, 0})
             return "padding " + to_string(c->pads_b) + "/" + to_string(c->pads_e) + " is not zero";
         const int64_t N = xs[0], IC = xs[1], H = xs[2], W = xs[3], OC = ys[1];
-        const bool spatial1 = H * W == 1;
+        // H·W = 1 for every value of `?` (the Reshape forms bake it in).
+        bool spatial1 = H * W == 1;
+        if (g_.is_dynamic()) {
+            auto it = other_shape_.find(c->inputs[0]->id);
+            spatial1 =
+                spatial1 && it != other_shape_.end() && it->second.size() == 4 && it->second[2] * it->second[3] == 1;
+        }
 
         // Weights.
         pt::bindings b;
@@ -188,7 +210,9 @@ private:
                 return "output Transpose order " + to_string(s->attr.order) + " is not [0,2,3,1]";
             layout = s;
             out_kind = "transpose";
-        } else if (s && s->kind == op::Reshape && spatial1) {
+        } else if (s && s->kind == op::Reshape && spatial1 && !g_.is_dynamic()) {
+            // (With `?` its target was written for the NCHW input: it is fed
+            // through the fix-up instead.)
             layout = s;
             out_kind = "reshape";
         }
@@ -198,10 +222,13 @@ private:
 
         // The new activation A' (NHWC).
         node *act = nullptr;
+        // In a graph with a run-time dimension (`?`) N may follow it: the
+        // Reshapes then infer it (-1).
+        const int64_t n_dim = g_.is_dynamic() ? -1 : N;
         if (act_kind == "transpose") act = a->inputs[0];
-        else if (act_kind == "reshape") act = reshape(a->inputs[0], {N, 1, 1, IC}, a, "_nhwc");
+        else if (act_kind == "reshape") act = reshape(a->inputs[0], {n_dim, 1, 1, IC}, a, "_nhwc");
         else {
-            act = spatial1 ? reshape(a, {N, 1, 1, IC}, c, "_act_nhwc") : transpose(a, {0, 2, 3, 1}, c, "_act_nhwc");
+            act = spatial1 ? reshape(a, {n_dim, 1, 1, IC}, c, "_act_nhwc") : transpose(a, {0, 2, 3, 1}, c, "_act_nhwc");
             if (!c->friendly_name.empty()) act->friendly_name = c->friendly_name + "_act_nhwc";
         }
 
@@ -229,7 +256,8 @@ private:
         } else {
             // The fix-up takes over t's output and its friendly name; the NHWC
             // node before it is named apart, so no two nodes share one.
-            node *fix = spatial1 ? reshape(z, {N, OC, 1, 1}, t, "_nchw") : transpose(z, {0, 3, 1, 2}, t, "_nchw");
+            node *fix = spatial1 ? reshape(z, {g_.is_dynamic() ? -1 : N, OC, 1, 1}, t, "_nchw")
+                                 : transpose(z, {0, 3, 1, 2}, t, "_nchw");
             if (!t->friendly_name.empty()) z->friendly_name = t->friendly_name + "_nhwc";
             g_.replace_uses(t, fix);
         }
@@ -263,6 +291,7 @@ private:
             x = add(op::Subtract, {x, cz2}, {}, sub, "_2d");
         }
         node *s2 = reshaped_constant(scale, drop_trailing(scale->out_shape, d.size(), dropped), "_2d");
+        if (b.count("cscale")) s2 = add(op::Convert, {s2}, ca, b.at("cscale"), "_2d"); // f16 scales
         x = add(op::Multiply, {x, s2}, {}, mul, "_2d");
         if (x->out_shape != shape_t{OC, IC}) {
             const node *from = b.count("wreshape") ? b.at("wreshape") : mul;
@@ -271,6 +300,7 @@ private:
         return x;
     }
 
+    std::unordered_map<std::string, shape_t> other_shape_; // graphs with `?`: shapes at another value
     graph &g_;
     const veto_callback &veto_;
 };

@@ -21,6 +21,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "graph/detail.h"
@@ -281,11 +283,13 @@ struct compressed {
     node *wq = nullptr;        // Constant or Parameter
     std::vector<node *> chain; // decompression nodes (fused)
     matmul_desc desc;
-    std::vector<float> scale;     // [N][NG]
-    std::vector<int32_t> zp;      // 0, 1 or [N][NG]
-    std::vector<float> bias;      // N or empty
-    std::shared_ptr<matmul> prim; // built at compile time when Wq is a Constant
-    std::string impl;             // the row the dispatcher chose, and the problem
+    std::vector<float> scale;        // [N][NG]
+    std::vector<uint16_t> scale_f16; // the same in IEEE half, iff desc.scale_dt is f16
+    std::vector<int32_t> zp;         // 0, 1 or [N][NG]
+    std::vector<float> bias;         // N or empty
+    int64_t rows = 0;                // M of this compilation (desc.m is runtime_m in a graph with `?`)
+    std::shared_ptr<matmul> prim;    // built at compile time when Wq is a Constant
+    std::string impl;                // the row the dispatcher chose, and the problem
     matmul_hints hints;
 };
 
@@ -293,9 +297,14 @@ struct compressed {
 // (weights from a Parameter: the primitive is then created per run; the
 // dispatcher's choice depends on the descriptor only). False when no row
 // takes the problem.
-bool create_primitive(compressed *c, bool dq) {
+// Run-time-M MatMuls of a graph with `?`, shared by its compilations (one
+// per value): node id and descriptor → primitive.
+using matmul_pool = std::map<std::string, std::shared_ptr<matmul>>;
+
+bool create_primitive(compressed *c, bool dq, matmul_pool *pool) {
     matmul_weights w;
-    w.scale = c->scale.data();
+    if (c->desc.scale_dt == dtype::f16) w.scale_f16 = c->scale_f16.data();
+    else w.scale = c->scale.data();
     w.zp = c->zp.empty() ? nullptr : c->zp.data();
     w.bias = c->bias.empty() ? nullptr : c->bias.data();
     std::string name;
@@ -305,7 +314,11 @@ bool create_primitive(compressed *c, bool dq) {
     try {
         if (c->wq->kind == op::Constant) {
             w.wei = c->wq->data->bytes.data();
-            c->prim = std::make_shared<matmul>(c->desc, w, h);
+            std::shared_ptr<matmul> *shared = nullptr;
+            if (pool) shared = &(*pool)[c->mm->id + "|" + c->desc.key() + "|dq=" + std::to_string(dq)];
+            if (shared && *shared) c->prim = *shared;
+            else c->prim = std::make_shared<matmul>(c->desc, w, h);
+            if (shared) *shared = c->prim;
             name = c->prim->impl_name();
         } else {
             const std::vector<uint8_t> zeros(c->desc.wei_bytes(), 0);
@@ -318,7 +331,7 @@ bool create_primitive(compressed *c, bool dq) {
     const matmul_desc &d = c->desc;
     c->impl = name + " " + d.str() + " " + to_string(d.wei_dt) +
               (d.group ? " group" + std::to_string(d.group) : " per_oc") + " zp:" + to_string(d.zp) +
-              (d.with_bias ? " bias" : "");
+              (d.with_bias ? " bias" : "") + (d.scale_dt == dtype::f16 ? " scale:f16" : "");
     return true;
 }
 
@@ -371,9 +384,22 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     }
     if (w->kind != op::Multiply) return false;
     chain.push_back(w);
+    // The scale: an f32 Constant, or Convert(f16 Constant) to f32 (f16 scales).
+    auto scale_constant = [](node *n) -> node * {
+        if (n->kind == op::Constant && n->out_type == etype::f32) return n;
+        if (n->kind == op::Convert && n->out_type == etype::f32 && n->inputs[0]->kind == op::Constant &&
+            n->inputs[0]->out_type == etype::f16)
+            return n->inputs[0];
+        return nullptr;
+    };
     node *x = w->inputs[0], *s = w->inputs[1];
-    if (x->kind == op::Constant) std::swap(x, s);
-    if (s->kind != op::Constant || s->out_type != etype::f32) return false;
+    if (scale_constant(x) && !scale_constant(s)) std::swap(x, s);
+    if (!scale_constant(s)) return false;
+    if (scale_constant(s) != s) {
+        chain.push_back(s); // the Convert
+        s = scale_constant(s);
+        c->desc.scale_dt = dtype::f16;
+    }
     node *zp = nullptr, *sub = nullptr;
     if (x->kind == op::Subtract) {
         sub = x;
@@ -409,12 +435,15 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     c->mm = mm;
     c->wq = q;
     c->chain = chain;
-    c->desc.m = elems_of(mm->out_shape) / N;
+    c->rows = elems_of(mm->out_shape) / N;
+    c->desc.m = g.is_dynamic() ? matmul_desc::runtime_m : c->rows;
     c->desc.k = K;
     c->desc.n = N;
     c->desc.wei_dt = dt;
     c->desc.group = G == K ? 0 : G;
     c->scale.assign(sv.begin(), sv.end());
+    if (c->desc.scale_dt == dtype::f16)
+        for (float v : c->scale) c->scale_f16.push_back(f32_to_f16(v)); // exact: the values are f16
     if (zp) {
         const int64_t lo = detail::type_min(q->out_type), hi = detail::type_max(q->out_type);
         for (double v : zv)
@@ -469,13 +498,41 @@ struct compiled_graph::state {
     std::unique_ptr<graph> owner; // the compiled clone (steps point into it)
 };
 
+// A graph with `?`: the graph as given, and one compilation per value of
+// `?` seen by run() (at most `keep`, the oldest dropped first), all sharing
+// the run-time-M MatMuls of `pool`.
+struct compiled_graph::dynamic {
+    static constexpr size_t keep = 8;
+    std::unique_ptr<graph> source;
+    compile_options opt;
+    std::mutex mu;
+    matmul_pool pool;
+    std::vector<std::pair<int64_t, std::shared_ptr<const state>>> compiled; // oldest first
+};
+
 compiled_graph::compiled_graph(const graph &g, int threads) : compiled_graph(g, compile_options{threads, true}) {}
 
-compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s_(std::make_unique<state>()) {
-    auto &S = *s_;
+compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) {
+    if (gin.is_dynamic()) {
+        d_ = std::make_unique<dynamic>();
+        d_->source = gin.clone();
+        d_->opt = opt;
+        s_ = compile(gin, opt, d_.get(), gin.dynamic_value());
+        d_->compiled.push_back({gin.dynamic_value(), s_});
+        return;
+    }
+    s_ = compile(gin, opt, nullptr, 1);
+}
+
+std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph &gin, const compile_options &opt,
+                                                                     dynamic *dyn, int64_t dynamic_value) {
+    matmul_pool *pool = dyn ? &dyn->pool : nullptr;
+    auto s = std::make_shared<state>();
+    auto &S = *s;
     S.threads = opt.threads;
     // Work on a private, inferred clone (the caller's graph stays untouched).
     auto g = gin.clone();
+    if (g->is_dynamic()) g->bind_dynamic(dynamic_value);
     g->infer();
     const auto order = g->topo_order();
     std::map<const node *, int> slot;
@@ -490,7 +547,8 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
     for (node *n : order) {
         compressed c;
         if (!recognize(*g, n, &c)) continue;
-        if (!create_primitive(&c, opt.dynamic_quantization)) continue; // e.g. a group size no row takes: runs unfused
+        if (!create_primitive(&c, opt.dynamic_quantization, pool))
+            continue; // e.g. a group size no row takes: runs unfused
         // A chain node is absorbed only if nothing outside the chain reads it.
         std::set<const node *> inside(c.chain.begin(), c.chain.end());
         inside.insert(n);
@@ -579,12 +637,58 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) : s
     if (detail::verbose_level() >= 1)
         for (const auto &[id, impl] : S.impls)
             std::fprintf(stderr, "qconv_verbose,graph,compile,%s,%s\n", id.c_str(), impl.c_str());
+    return s;
 }
 
 compiled_graph::~compiled_graph() = default;
 
+// The value of `?` the inputs give: the same at every `?` of every Parameter.
+int64_t compiled_graph::dynamic_value_of(const std::vector<tensor> &inputs) const {
+    const auto params = d_->source->parameters();
+    if (inputs.size() != params.size())
+        fail("inputs", "expected " + std::to_string(params.size()) + " tensors, got " + std::to_string(inputs.size()));
+    int64_t v = 0;
+    std::string first;
+    for (size_t p = 0; p < params.size(); ++p) {
+        const shape_t &want = params[p]->attr.shape, &got = inputs[p].shape;
+        if (want.size() != got.size())
+            fail("inputs", "Parameter '" + params[p]->id + "' has rank " + std::to_string(want.size()) + ", got " +
+                               to_string(got));
+        for (size_t i = 0; i < want.size(); ++i) {
+            if (want[i] != dynamic_dim) continue;
+            if (v == 0) {
+                v = got[i];
+                first = "'" + params[p]->id + "' dim " + std::to_string(i);
+            } else if (got[i] != v) {
+                fail("inputs", "every '?' takes one value: " + first + " is " + std::to_string(v) + ", '" +
+                                   params[p]->id + "' dim " + std::to_string(i) + " is " + std::to_string(got[i]));
+            }
+        }
+    }
+    if (v < 1)
+        fail("inputs", "the run-time dimension '?' must be positive (" + first + " is " + std::to_string(v) + ")");
+    return v;
+}
+
 std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const {
-    const auto &S = *s_;
+    if (!d_) return run_state(*s_, inputs);
+    const int64_t v = dynamic_value_of(inputs);
+    std::shared_ptr<const state> st;
+    {
+        std::lock_guard<std::mutex> lock(d_->mu);
+        for (const auto &[value, c] : d_->compiled)
+            if (value == v) st = c;
+        if (!st) {
+            // Compiled under the lock: concurrent runs of a new value wait for one compilation.
+            st = compile(*d_->source, d_->opt, d_.get(), v);
+            if (d_->compiled.size() >= dynamic::keep) d_->compiled.erase(d_->compiled.begin());
+            d_->compiled.push_back({v, st});
+        }
+    }
+    return run_state(*st, inputs);
+}
+
+std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<tensor> &inputs) {
     if (inputs.size() != S.params.size())
         fail("inputs",
              "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
@@ -610,16 +714,19 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
             y.type = etype::f32;
             y.shape = (c.bias_add ? c.bias_add : c.mm)->out_shape;
             y.data.resize(elems_of(y.shape));
-            if (static_cast<int64_t>(x.data.size()) != c.desc.m * c.desc.k)
+            if (static_cast<int64_t>(x.data.size()) != c.rows * c.desc.k)
                 fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.data.size()) + " elements");
             if (c.prim) {
-                c.prim->execute(x.data.data(), y.data.data(), S.threads);
+                c.prim->execute(x.data.data(), y.data.data(), c.rows, S.threads);
             } else {
                 const tensor &wt = get(st.in[1]);
                 const auto bytes = pack_weights(wt, c.wq->out_type);
                 matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
                                  c.bias.empty() ? nullptr : c.bias.data()};
-                matmul(c.desc, w, c.hints).execute(x.data.data(), y.data.data(), S.threads);
+                if (c.desc.scale_dt == dtype::f16) w.scale = nullptr, w.scale_f16 = c.scale_f16.data();
+                matmul_desc dm = c.desc; // weights per run: a primitive for this run's rows
+                dm.m = c.rows;
+                matmul(dm, w, c.hints).execute(x.data.data(), y.data.data(), c.rows, S.threads);
             }
             continue;
         }
@@ -650,11 +757,16 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
 
 std::vector<std::pair<std::string, std::string>> compiled_graph::impls() const { return s_->impls; }
 
-std::vector<tensor> random_inputs(const graph &g, uint64_t seed) {
+std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value) {
     std::vector<tensor> r;
     detail::rng rng(seed);
+    const int64_t v = dynamic_value > 0 ? dynamic_value : g.dynamic_value();
     for (const node *p : g.parameters()) {
-        tensor t{p->attr.type, p->attr.shape, std::vector<float>(elems_of(p->attr.shape))};
+        shape_t s = p->attr.shape;
+        for (int64_t &d : s)
+            if (d == dynamic_dim) d = v;
+        check_shape(s, "inputs");
+        tensor t{p->attr.type, s, std::vector<float>(elems_of(s))};
         for (float &v : t.data)
             v = is_integer(t.type) ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
                                                                     std::min<int64_t>(detail::type_max(t.type), 127)))

@@ -90,36 +90,8 @@ const char *to_string(pad_mode m) {
 
 // ------------------------------------------------------------- detail
 namespace detail {
-uint16_t f32_to_f16(float f) {
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    const uint32_t ax = x & 0x7FFFFFFFu;
-    if (ax >= 0x7F800000u) return sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0u); // inf/nan
-    if (ax >= 0x477FF000u) return sign | 0x7C00u;                                    // overflow → inf
-    if (ax < 0x38800000u) {                                                          // subnormal / zero
-        float a;
-        std::memcpy(&a, &ax, 4);
-        // a * 2^24 rounded to nearest even gives the subnormal mantissa.
-        return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
-    }
-    uint32_t m = ax + 0xC8000000u;   // rebias exponent 127 → 15 (−112 << 23)
-    m += 0x0FFFu + ((m >> 13) & 1u); // round to nearest even
-    return sign | static_cast<uint16_t>(m >> 13);
-}
-float f16_to_f32(uint16_t h) {
-    const uint32_t sign = (h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    float r;
-    if (e == 0) r = std::ldexp(static_cast<float>(m), -24);
-    else if (e == 31) r = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-    else r = std::ldexp(static_cast<float>(m | 0x400), static_cast<int>(e) - 25);
-    uint32_t x;
-    std::memcpy(&x, &r, 4);
-    x |= sign;
-    std::memcpy(&r, &x, 4);
-    return r;
-}
+uint16_t f32_to_f16(float f) { return qconv::f32_to_f16(f); }
+float f16_to_f32(uint16_t h) { return qconv::f16_to_f32(h); }
 int64_t type_min(etype t) {
     switch (t) {
     case etype::u8:
@@ -336,7 +308,19 @@ std::vector<node *> graph::results() const {
     return r;
 }
 void graph::infer() {
-    for (node *n : topo_order()) infer_node(*n);
+    for (node *n : topo_order()) infer_node(*n, dynamic_value_);
+}
+bool graph::is_dynamic() const {
+    for (const auto &n : nodes_)
+        if (n->kind == op::Parameter)
+            for (int64_t d : n->attr.shape)
+                if (d == dynamic_dim) return true;
+    return false;
+}
+void graph::bind_dynamic(int64_t value) {
+    if (value < 1 || value > max_elems)
+        fail("?", "the run-time dimension must be in [1, 2^31] (got " + std::to_string(value) + ")");
+    dynamic_value_ = value;
 }
 void graph::prune() {
     std::set<const node *> live;
@@ -362,6 +346,7 @@ std::unique_ptr<graph> graph::clone() const {
     }
     for (const auto &c : g->nodes_)
         for (node *&in : c->inputs) in = map.at(in);
+    g->dynamic_value_ = dynamic_value_;
     return g;
 }
 std::map<std::string, int> graph::count_ops() const {
@@ -509,16 +494,20 @@ void infer_transpose(node &n) {
 }
 } // namespace
 
-void infer_node(node &n) {
+void infer_node(node &n, int64_t dynamic_value) {
     for (const node *in : n.inputs)
         if (!in) bad(n, "input is missing");
     switch (n.kind) {
-    case op::Parameter:
+    case op::Parameter: {
         need_inputs(n, 0);
-        check_dims(n, n.attr.shape, "shape");
+        shape_t s = n.attr.shape;
+        for (int64_t &d : s)
+            if (d == dynamic_dim) d = dynamic_value;
+        check_dims(n, s, "shape");
         n.out_type = n.attr.type;
-        n.out_shape = n.attr.shape;
+        n.out_shape = s;
         break;
+    }
     case op::Constant: {
         need_inputs(n, 0);
         check_dims(n, n.attr.shape, "shape");

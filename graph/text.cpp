@@ -77,7 +77,7 @@ public:
 private:
     static bool is_word(char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '+' ||
-               c == ':' || c == '/';
+               c == ':' || c == '/' || c == '?';
     }
     void skip() {
         while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[p_]))) ++p_;
@@ -198,15 +198,29 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
     }
 }
 
-// "f32[1,2,3]"
+// "f32[1,2,3]"; a Parameter's dims may be `?` (dynamic_dim), checked at 1.
 void parse_typed_shape(lexer &lx, node &n) {
     n.attr.type = parse_etype(lx.word("an element type"), "line " + std::to_string(n.line));
-    n.attr.shape = int_list(lx);
+    n.attr.shape.clear();
+    shape_t probe;
+    for (const std::string &w : word_list(lx)) {
+        if (w == "?" && n.kind != op::Parameter)
+            lx.err("'?' (a run-time dimension) is allowed in Parameter shapes only");
+        n.attr.shape.push_back(w == "?" ? dynamic_dim : to_int(lx, w));
+        probe.push_back(w == "?" ? 1 : n.attr.shape.back());
+    }
     try {
-        check_shape(n.attr.shape, "shape");
+        check_shape(probe, "shape");
     } catch (const error &e) {
         lx.err(e.what());
     }
+}
+
+// "[1,?,1024]"
+std::string shape_text(const shape_t &s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + (s[i] == dynamic_dim ? "?" : std::to_string(s[i]));
+    return r + "]";
 }
 
 std::shared_ptr<constant_data> inline_values(lexer &lx, const node &n) {
@@ -444,10 +458,29 @@ std::unique_ptr<graph> load_file(const std::string &path) {
 
 std::string to_text(const graph &g) {
     std::string out;
+    // With `?`: the inferred shapes at two values tell which dims follow it
+    // (printed `?` in the trailing comments).
+    std::map<std::string, shape_t> other;
+    if (g.is_dynamic()) try {
+            auto probe = g.clone();
+            probe->bind_dynamic(g.dynamic_value() == 2 ? 3 : 2);
+            probe->infer();
+            for (const auto &n : probe->nodes()) other[n->id] = n->out_shape;
+        } catch (const error &) {
+            other.clear();
+        }
+    auto out_shape = [&](const node &n) {
+        shape_t s = n.out_shape;
+        auto it = other.find(n.id);
+        if (it != other.end() && it->second.size() == s.size())
+            for (size_t i = 0; i < s.size(); ++i)
+                if (it->second[i] != s[i]) s[i] = dynamic_dim;
+        return shape_text(s);
+    };
     for (const node *n : g.topo_order()) {
         std::string l = n->id + " = " + to_string(n->kind);
         if (n->kind == op::Parameter || n->kind == op::Constant) {
-            l += std::string(" ") + to_string(n->attr.type) + to_string(n->attr.shape);
+            l += std::string(" ") + to_string(n->attr.type) + shape_text(n->attr.shape);
             if (n->kind == op::Constant) {
                 if (n->data && !n->data->generator.empty()) {
                     l += " " + n->data->generator;
@@ -478,7 +511,7 @@ std::string to_text(const graph &g) {
             l += "}";
         }
         if (n->kind != op::Parameter && n->kind != op::Constant && !n->out_shape.empty())
-            l += "  # " + std::string(to_string(n->out_type)) + to_string(n->out_shape);
+            l += "  # " + std::string(to_string(n->out_type)) + out_shape(*n);
         out += l + "\n";
     }
     return out;

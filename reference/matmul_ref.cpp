@@ -9,6 +9,8 @@
 
 #include "reference/reference.h"
 
+#include "core/convert.h"
+
 namespace qconv::ref {
 
 namespace {
@@ -42,11 +44,12 @@ int32_t zero_point_at(const matmul_desc &d, const matmul_weights &w, int64_t n, 
 void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float *y) {
     d.validate();
     if (!w.wei) fail("wei", "is null");
-    if (!w.scale) fail("scale", "is null");
+    if (d.scale_dt == dtype::f16 ? !w.scale_f16 : !w.scale) fail("scale", "is null");
     if (d.zp != matmul_desc::zp_kind::none && !w.zp) fail("zp", "is null but a zero point is declared");
     if (d.with_bias && !w.bias) fail("bias", "with_bias is set but no bias was given");
     if (!x) fail("x", "is null");
     if (!y) fail("y", "is null");
+    if (d.src_dt != dtype::f32 || d.dst_dt != dtype::f32) fail("x", "f16/bf16 activations: use matmul_typed");
     weight_element(w.wei, d.wei_dt, 0); // rejects a bad type outside the parallel loop
 
     const int64_t M = d.m, K = d.k, N = d.n, GS = d.group_size(), NG = d.n_groups();
@@ -58,7 +61,7 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t g = k / GS;
                 const int32_t q = weight_element(w.wei, d.wei_dt, n * K + k) - zero_point_at(d, w, n, g);
-                row[k] = static_cast<float>(q) * w.scale[n * NG + g];
+                row[k] = static_cast<float>(q) * scale_at(d, w, n * NG + g);
             }
             for (int64_t m = 0; m < M; ++m) {
                 const float *xr = x + m * K;
@@ -70,6 +73,18 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
             }
         }
     }
+}
+
+void matmul_typed(const matmul_desc &d, const matmul_weights &w, const void *x, void *y) {
+    d.validate();
+    if (!x) fail("x", "is null");
+    if (!y) fail("y", "is null");
+    matmul_desc f = d;
+    f.src_dt = f.dst_dt = dtype::f32;
+    std::vector<float> x32(size_t(d.m * d.k)), y32(size_t(d.m * d.n));
+    detail::to_f32(d.src_dt, x, x32.data(), d.m * d.k, false);
+    matmul(f, w, x32.data(), y32.data());
+    detail::from_f32(d.dst_dt, y32.data(), y, d.m * d.n, false);
 }
 
 } // namespace qconv::ref

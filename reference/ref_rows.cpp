@@ -59,6 +59,9 @@ class ref_matmul_kernel : public matmul_kernel {
 public:
     explicit ref_matmul_kernel(const matmul_desc &d) : d_(d) {}
 
+    // Plain copies of the weights: the same for every M.
+    std::string packing() const override { return "ref"; }
+
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         auto p = std::make_shared<ref_matmul_packed>();
         p->wei.assign(w.wei, w.wei + d_.wei_bytes());

@@ -39,5 +39,8 @@ void conv_f32(const conv_desc &d, const float *src, const float *wei, const floa
 
 // Weight-compressed MatMul (docs/semantics.md).
 void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float *y);
+// X and Y of d's src_dt / dst_dt (f32, f16, bf16): X converted exactly to f32,
+// the f32 definition above, Y rounded to nearest even (scalar conversions).
+void matmul_typed(const matmul_desc &d, const matmul_weights &w, const void *x, void *y);
 
 } // namespace qconv::ref

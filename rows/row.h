@@ -89,6 +89,11 @@ public:
     virtual ~matmul_kernel() = default;
     virtual std::shared_ptr<const packed> pack(const matmul_weights &w) const = 0;
     virtual void execute(const packed &w, const float *x, float *y, int threads) const = 0;
+    // Kernels of one row for descriptors that differ only in M may share
+    // packed weights when they return the same non-empty packing() (a
+    // run-time-M primitive packs once per row and packing). "": the packed
+    // weights depend on M too (e.g. they hold an M-specific oneDNN primitive).
+    virtual std::string packing() const { return ""; }
 };
 
 struct matmul_entry {

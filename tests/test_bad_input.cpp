@@ -45,10 +45,8 @@ TEST(BadInput, ConvDescriptorText) {
         {"ic4ih5oc4kh3sh0", "sh", "positive"},
         {"ic4ih5oc4kh3ph-1", "ph", "non-negative"},
         {"ic4ih5oc4kh3dh-1", "dh", "non-negative"},
-        {"ic4ih5oc4oh9kh3ph1", "oh", "inconsistent output size"},          // pb = 8+3-5-1 > pt+2
-        {"ic4ih56oc4oh56kh3sh2ph1", "oh", "inconsistent output size"},     // pb = 56 > 3
-        {"ic8ih56oc8oh27kh1sh2", "oh", "inconsistent output size"},        // pb = -3 <= -sh
-        {"ic4ih10iw10oc4oh8ow11kh3ph0", "ow", "inconsistent output size"}, // pr = 10+3-10 > 2
+        {"ic8ih56oc8oh27kh1sh2", "oh", "inconsistent output size"},       // pb = -3 <= -sh
+        {"ic8ih8iw56oc8oh4ow27kh1sh2", "ow", "inconsistent output size"}, // pr = -3 <= -sw
         {"g3ic4ih5oc6kh3", "g", "do not divide ic"},
         {"g4ic8ih5oc6kh3", "g", "do not divide oc"},
         {"g0ic8ih5oc8kh3", "g", "positive"},

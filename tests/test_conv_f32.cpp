@@ -48,7 +48,9 @@ class ConvF32Rows : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ConvF32Rows, MatchTheReference) {
     for (const std::string text :
-         {"mb2ic17ih9oc23kh3ph1", "g4mb1ic32ih7oc16kh3sh2ph1", "mb1ic64ih5oc32kh1", "mb1ic8ih10oc8kh3dh1ph2"}) {
+         {"mb2ic17ih9oc23kh3ph1", "g4mb1ic32ih7oc16kh3sh2ph1", "mb1ic64ih5oc32kh1", "mb1ic8ih10oc8kh3dh1ph2",
+          // outputs that read only padding (semantics §2): first row / last column, end pads, strided
+          "mb1ic8ih6iw6oc16kh1ph1pw0oh7ow7", "mb2ic16ih5oc8kh3ph1oh8", "g2mb1ic8ih8oc8kh3sh2ph4oh7"}) {
         const f32_case c = make_case(text);
         const convolution_f32 conv(c.d, c.wei.data(), c.bias.data(), GetParam());
         EXPECT_EQ(conv.impl_name(), GetParam());
@@ -79,6 +81,14 @@ TEST(ConvF32, TableEndsWithTheReferenceAndAutoTakesTheFirstRow) {
     ASSERT_EQ(names, (std::vector<std::string>{"onednn:conv_f32", "ref:conv_f32"}));
     const f32_case c = make_case("mb1ic16ih6oc8kh3ph1");
     EXPECT_EQ(convolution_f32(c.d, c.wei.data(), nullptr).impl_name(), "onednn:conv_f32");
+}
+
+// Pad-only outputs do not send auto to the reference (oneDNN takes them).
+TEST(ConvF32, AutoTakesPadOnlyOutputsOnOneDnn) {
+    for (const char *text : {"mb1ic8ih6iw6oc16kh1ph1pw0oh7ow7", "mb2ic16ih5oc8kh3ph1oh8"}) {
+        const f32_case c = make_case(text);
+        EXPECT_EQ(convolution_f32(c.d, c.wei.data(), c.bias.data()).impl_name(), "onednn:conv_f32") << text;
+    }
 }
 
 TEST(ConvF32, BadInputNamesTheField) {

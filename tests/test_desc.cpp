@@ -156,6 +156,31 @@ TEST(ConvDesc, GivenOutputSizeDerivesBottomPad) {
     EXPECT_EQ(fields(conv_desc::parse("ic1ih6oc1oh6kh3ph0"), "pt pb"), "pt=0 pb=2");
 }
 
+// End pads of a kernel extent or more are valid (semantics §2): the last
+// outputs read nothing but padding, as the first do under a large top pad.
+TEST(ConvDesc, EndPadsMayLeaveOutputsReadingOnlyPadding) {
+    // pb = 8 + 3 - 5 - 1 = 5 > pt + 2: outputs 6..8 read rows >= 5 only.
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih5oc4oh9kh3ph1"), "pt pb pl pr"), "pt=1 pb=5 pl=1 pr=5");
+    // The graph case: 1x1, pads_begin [1,0], pads_end [0,1].
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih6iw6oc4oh7ow7kh1ph1pw0"), "pt pb pl pr"), "pt=1 pb=0 pl=0 pr=1");
+    // Strided: pb = 55*2 + 3 - 56 - 1 = 56.
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih56oc4oh56kh3sh2ph1"), "pb"), "pb=56");
+    EXPECT_EQ(fields(conv_desc::parse("ic4ih10iw10oc4oh8ow11kh3ph0"), "pb pr"), "pb=0 pr=3");
+    for (const char *t : {"ic4ih5oc4oh9kh3ph1", "ic4ih6iw6oc4oh7ow7kh1ph1pw0", "ic4ih56oc4oh56kh3sh2ph1"}) {
+        const conv_desc d = conv_desc::parse(t);
+        EXPECT_NO_THROW(d.validate()) << t;
+        EXPECT_EQ(conv_desc::parse(d.str()), d) << t;
+    }
+    // A built descriptor with pads on both ends larger than the kernel.
+    conv_desc d;
+    d.mb = 1, d.ic = d.oc = 4, d.ih = d.iw = 3, d.kh = d.kw = 1;
+    d.pt = 2, d.pb = 3, d.pl = 0, d.pr = 4;
+    d.oh = 8, d.ow = 7;
+    EXPECT_NO_THROW(d.validate());
+    d.ow = 8; // pads 0,4 give 7
+    EXPECT_THROW(d.validate(), qconv::error);
+}
+
 TEST(ConvDesc, GivenOutputSizeWithoutPadDerivesTopPadLikeBenchdnn) {
     EXPECT_EQ(fields(conv_desc::parse("ic64ih56oc64oh56kh3"), "pt pb"), "pt=1 pb=1");
     // ((112-1)*2 - 224 + 7) / 2 = 2, the odd remainder goes to the bottom.

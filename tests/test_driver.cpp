@@ -467,7 +467,8 @@ TEST(Driver, ExitStatuses) {
     EXPECT_NE(run_driver({"conv", "--impl=list"}).out.find("impl=ref:conv"), std::string::npos);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--impl=ref:conv"}).rc, 0);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--no-such-option"}).rc, 2);
-    EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh5kh1ph0"}).rc, 2); // inconsistent oh
+    EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh5kh1ph0"}).rc, 0);    // a pad-only last row is valid
+    EXPECT_EQ(run_driver({"conv", "mb1ic8ih8oc4oh3kh1sh2ph0"}).rc, 2); // inconsistent oh (pb -3)
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--zp=channel"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--threads=-1"}).rc, 2);
     EXPECT_EQ(run_driver({"conv", "mb1ic4ih4oc4oh4kh1ph0", "--mb=x"}).rc, 2);

@@ -39,6 +39,20 @@ std::map<std::string, std::string> fields(const std::string &out, const std::str
 
 const std::string examples = std::string(QCONV_SOURCE_DIR) + "/examples/";
 
+// --dim gives the run-time dimension `?`: the example runs at that token count.
+TEST(GraphDriver, RunTimeDimension) {
+    for (const char *dim : {"5", "40"}) {
+        const auto r = run_driver({"graph", examples + "ffn_u4_tokens.qg", std::string("--dim=") + dim, "--reps=1"});
+        ASSERT_EQ(r.rc, 0) << r.out << r.err;
+        auto kv = fields(r.out, "op=graph");
+        EXPECT_EQ(kv["dim"], dim);
+        EXPECT_EQ(kv["rewritten"], "2/2");
+        EXPECT_EQ(kv["status"], "ok");
+    }
+    EXPECT_EQ(run_driver({"graph", examples + "ffn_u4_tokens.qg", "--dim=0"}).rc, 2);
+    EXPECT_EQ(run_driver({"graph", examples + "linear_i8_reshape.qg", "--dim=3"}).rc, 2); // no `?`
+}
+
 TEST(GraphDriver, RewritesAndMatches) {
     const std::string saved = ::testing::TempDir() + "/linear_after.qg";
     const auto r = run_driver({"graph", examples + "linear_i8_reshape.qg", "--save=" + saved, "--reps=2"});

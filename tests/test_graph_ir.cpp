@@ -3,9 +3,11 @@
 // elementwise, layout, MatMul and Convolution kernels on small hand-checked cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "qconv/graph.h"
@@ -284,24 +286,222 @@ TEST(GraphText, FilesThatComputeNothingAreErrors) {
     std::remove(no_result.c_str());
 }
 
+// A run-time dimension: `?` in Parameter shapes only; printed back as `?`,
+// and the inferred shapes that follow it show `?` too.
+TEST(GraphText, RunTimeDimension) {
+    auto g = parse("x = Parameter f32[1,1,?,8]\n"
+                   "t = Transpose(x) order=[0,3,1,2]\n"
+                   "r = Result(t)\n");
+    EXPECT_TRUE(g->is_dynamic());
+    EXPECT_EQ(g->find("x")->attr.shape, (shape_t{1, 1, dynamic_dim, 8}));
+    EXPECT_EQ(g->find("t")->out_shape, (shape_t{1, 8, 1, 1})); // `?` = 1 until bound
+    const std::string t = to_text(*g);
+    EXPECT_NE(t.find("x = Parameter f32[1,1,?,8]"), std::string::npos) << t;
+    EXPECT_NE(t.find("# f32[1,8,1,?]"), std::string::npos) << t;
+    EXPECT_EQ(to_text(*parse(t)), t);
+    g->bind_dynamic(5);
+    g->infer();
+    EXPECT_EQ(g->find("t")->out_shape, (shape_t{1, 8, 1, 5}));
+    EXPECT_FALSE(parse("x = Parameter f32[2,3]\nr = Result(x)\n")->is_dynamic());
+    const std::string c = error_of("c = Constant f32[?,2] fill(1)\n");
+    EXPECT_EQ(c.rfind("line 1:", 0), 0u) << c;
+    EXPECT_NE(c.find("Parameter shapes only"), std::string::npos) << c;
+    EXPECT_NE(error_of("x = Parameter f32[2,4]\nr = Reshape(x) shape=[?,2]\n").find("expected an integer"),
+              std::string::npos);
+    try {
+        g->bind_dynamic(0);
+        ADD_FAILURE() << "bind_dynamic(0) accepted";
+    } catch (const qconv::error &e) {
+        EXPECT_EQ(std::string(e.what()).rfind("?:", 0), 0u) << e.what();
+    }
+}
+
 // ------------------------------------------------------------ executor
-// End padding beyond what any output reads: the error names the node and
-// says what is wrong (it used to read "oh=6 but ... give 6").
-TEST(GraphExec, EndPaddingBeyondTheKernelNamesTheNode) {
-    auto g = parse("x = Parameter f32[1,8,4,4]\n"
-                   "w = Constant f32[8,8,1,1] random(1, -1, 1)\n"
-                   "c = Convolution(x, w) strides=[1,1] pads_begin=[0,0] pads_end=[2,2]\n"
+// Outputs that read nothing but padding are valid (OpenVINO and ONNX accept
+// them; docs/semantics.md §2): a 1x1 convolution with pads_begin [1,0] and
+// pads_end [0,1] gives a 5x5 output whose first row and last column are the
+// (zero) bias, the rest the weighted input shifted down one row.
+TEST(GraphExec, PadOnlyOutputsAreTheBiasOfAZeroSum) {
+    auto g = parse("x = Parameter f32[1,2,4,4]\n"
+                   "w = Constant f32[2,2,1,1] [1, 2, -1, 3]\n"
+                   "c = Convolution(x, w) strides=[1,1] pads_begin=[1,0] pads_end=[0,1]\n"
+                   "b = Constant f32[1,2,1,1] [0.5, -4]\n"
+                   "a = Add(c, b)\n"
+                   "r = Result(a)\n");
+    EXPECT_EQ(g->find("c")->out_shape, (shape_t{1, 2, 5, 5}));
+    tensor x{etype::f32, {1, 2, 4, 4}, {}};
+    for (int i = 0; i < 32; ++i) x.data.push_back(static_cast<float>(i % 7 - 3));
+    const float wt[2][2] = {{1, 2}, {-1, 3}}, bias[2] = {0.5f, -4.f};
+    std::vector<float> expect;
+    for (int oc = 0; oc < 2; ++oc)
+        for (int h = 0; h < 5; ++h)
+            for (int w = 0; w < 5; ++w) {
+                float acc = 0.f;
+                if (h >= 1 && w < 4)
+                    for (int ic = 0; ic < 2; ++ic) acc += wt[oc][ic] * x.data[size_t(ic * 16 + (h - 1) * 4 + w)];
+                expect.push_back(acc + bias[oc]);
+            }
+    for (const bool fold : {true, false}) {
+        compile_options o;
+        o.fold_constants = fold;
+        compiled_graph cg(*g, o);
+        const auto out = cg.run({x});
+        ASSERT_EQ(out[0].shape, (shape_t{1, 2, 5, 5}));
+        EXPECT_EQ(out[0].data, expect) << "fold_constants=" << fold;
+        EXPECT_EQ(out[0].data[0], 0.5f);      // oc 0, the pad-only first row
+        EXPECT_EQ(out[0].data[25 + 4], -4.f); // oc 1, row 0 column 4
+        EXPECT_EQ(out[0].data[25 + 9], -4.f); // oc 1, row 1, the pad-only last column
+    }
+}
+
+// A strided 2x2 GroupConvolution whose end pads (3) leave the last output row
+// and column reading nothing but padding: those outputs are 0.
+TEST(GraphExec, PadOnlyOutputsOfAKxKGroupConvolution) {
+    auto g = parse("x = Parameter f32[1,2,3,3]\n"
+                   "w = Constant f32[2,1,1,2,2] [1, 0, 0, 1, 0, 1, 1, 0]\n"
+                   "c = GroupConvolution(x, w) strides=[2,2] pads_begin=[0,0] pads_end=[3,3]\n"
                    "r = Result(c)\n");
+    tensor x{etype::f32, {1, 2, 3, 3}, {}};
+    for (int i = 0; i < 18; ++i) x.data.push_back(static_cast<float>(i + 1));
+    const auto out = compiled_graph(*g).run({x});
+    ASSERT_EQ(out[0].shape, (shape_t{1, 2, 3, 3}));
+    // Output (h, w) reads rows 2h..2h+1 and columns 2w..2w+1. Group 0 (taps
+    // (0,0), (1,1)): x[2h][2w] + x[2h+1][2w+1]; group 1 (taps (0,1), (1,0)).
+    EXPECT_EQ(out[0].data, (std::vector<float>{1 + 5, 3, 0, 7, 9, 0, 0, 0, 0, //
+                                               11 + 13, 15, 0, 17, 0, 0, 0, 0, 0}));
+}
+
+// The same graph with `?` fixed at v (the text with `?` replaced).
+std::unique_ptr<graph> fixed_at(const std::string &text, int64_t v) {
+    std::string t = text;
+    for (size_t q = t.find('?'); q != std::string::npos; q = t.find('?', q)) t.replace(q, 1, std::to_string(v));
+    return parse(t);
+}
+
+float max_abs(const std::vector<float> &v) {
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+// A graph whose token count is `?` runs at any count: shapes are inferred per
+// run, its compressed MatMuls (before and after the conv1x1 → MatMul rewrite)
+// take the rows of each run; the results are those of the graph written for
+// that count (bit for bit where the MatMul row's M class is the count).
+TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
+    const std::string path = std::string(QCONV_SOURCE_DIR) + "/examples/ffn_u4_tokens.qg";
+    std::ifstream f(path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto g = parse(text);
+    ASSERT_TRUE(g->is_dynamic());
+    auto rewritten = g->clone();
+    const auto records = run_passes(*rewritten);
+    ASSERT_EQ(records.size(), 2u);
+    for (const auto &r : records) EXPECT_TRUE(r.rewritten) << r.conv << ": " << r.reason;
+    const compiled_graph before(*g), after(*rewritten);
+    bool fused = false;
+    for (const auto &[id, impl] : after.impls()) fused |= impl.find("m?k64n96") != std::string::npos;
+    EXPECT_TRUE(fused) << "the up projection is a run-time-M MatMul";
+    for (const int64_t tokens : {3, 32, 37, 3}) {
+        SCOPED_TRACE("tokens " + std::to_string(tokens));
+        auto fixed = fixed_at(text, tokens);
+        auto fixed_rw = fixed->clone();
+        run_passes(*fixed_rw);
+        const auto in = random_inputs(*g, 7, tokens);
+        ASSERT_EQ(in[0].shape, (shape_t{1, 1, tokens, 64}));
+        const auto want = compiled_graph(*fixed).run(in), want_rw = compiled_graph(*fixed_rw).run(in);
+        const auto got = before.run(in), got_rw = after.run(in);
+        ASSERT_EQ(got[0].shape, (shape_t{1, 1, tokens, 64}));
+        ASSERT_EQ(got_rw[0].shape, (shape_t{1, 1, tokens, 64}));
+        EXPECT_EQ(got[0].data, want[0].data); // f32 convolutions, as written
+        const float scale = max_abs(want[0].data);
+        ASSERT_GT(scale, 0.f);
+        float vs_fixed = 0, vs_before = 0;
+        for (size_t i = 0; i < got_rw[0].data.size(); ++i) {
+            vs_fixed = std::max(vs_fixed, std::fabs(got_rw[0].data[i] - want_rw[0].data[i]));
+            vs_before = std::max(vs_before, std::fabs(got_rw[0].data[i] - want[0].data[i]));
+        }
+        EXPECT_LE(vs_fixed / scale, 1e-5f);  // the rewritten graph written for that count
+        EXPECT_LE(vs_before / scale, 1e-4f); // the graph as written (the driver's tolerance)
+        if (tokens == 3 || tokens == 32) EXPECT_EQ(got_rw[0].data, want_rw[0].data);
+    }
+    // Weights from a Parameter: the MatMul is created per run, for its rows.
+    const std::string pw = "x = Parameter f32[?,32]\n"
+                           "q = Parameter u8[16,32]\n"
+                           "q_f = Convert(q) to=f32\n"
+                           "s = Constant f32[16,1] pow2(4, -7, -5)\n"
+                           "w = Multiply(q_f, s)\n"
+                           "m = MatMul(x, w) transpose_b=true\n"
+                           "r = Result(m)\n";
+    auto gp = parse(pw);
+    const compiled_graph cp(*gp);
+    bool per_run = false;
+    for (const auto &[id, impl] : cp.impls()) per_run |= impl.find("weights from a Parameter") != std::string::npos;
+    EXPECT_TRUE(per_run);
+    for (const int64_t rows : {2, 19}) {
+        const auto in = random_inputs(*gp, 3, rows);
+        const auto want = compiled_graph(*fixed_at(pw, rows)).run(in);
+        const auto got = cp.run(in);
+        ASSERT_EQ(got[0].shape, (shape_t{rows, 16}));
+        EXPECT_EQ(got[0].data, want[0].data) << rows;
+    }
+    // Every `?` takes one value.
+    auto two = parse("a = Parameter f32[?,4]\nb = Parameter f32[?,4]\nc = Add(a, b)\nr = Result(c)\n");
+    const compiled_graph cg(*two);
+    tensor a{etype::f32, {2, 4}, std::vector<float>(8, 1.f)}, b{etype::f32, {3, 4}, std::vector<float>(12, 1.f)};
     std::string what = "no error";
     try {
-        compiled_graph cg(*g);
-        tensor in{etype::f32, {1, 8, 4, 4}, std::vector<float>(128, 1.f)};
-        cg.run({in});
+        cg.run({a, b});
     } catch (const qconv::error &e) {
         what = e.what();
     }
-    EXPECT_EQ(what.rfind("node c: Convolution:", 0), 0u) << what;
-    EXPECT_NE(what.find("end pad of 2"), std::string::npos) << what;
+    EXPECT_EQ(what.rfind("inputs:", 0), 0u) << what;
+    EXPECT_NE(what.find("one value"), std::string::npos) << what;
+    b.shape = {2, 4};
+    b.data.resize(8);
+    EXPECT_EQ(cg.run({a, b})[0].data, std::vector<float>(8, 2.f));
+}
+
+// f16 scales (Convert(f16 Constant) to f32, as OpenVINO's compressed weights
+// carry them): the rewrite takes them, the executor fuses them into a MatMul
+// with f16 scales, and the result is the graph's as written.
+TEST(GraphExec, F16ScalesAreRewrittenAndFused) {
+    const std::string text = "x   = Parameter f32[1,1,?,64]\n"
+                             "t   = Transpose(x) order=[0,3,1,2]\n"
+                             "w   = Constant u8[48,2,32,1,1] random(1, 0, 255)\n"
+                             "w_f = Convert(w) to=f32\n"
+                             "z   = Constant u8[48,2,1,1,1] random(2, 100, 150)\n"
+                             "z_f = Convert(z) to=f32\n"
+                             "w_z = Subtract(w_f, z_f)\n"
+                             "s   = Constant f16[48,2,1,1,1] random(3, 0.001, 0.01)\n"
+                             "s_f = Convert(s) to=f32\n"
+                             "w_s = Multiply(s_f, w_z)\n"
+                             "w_r = Reshape(w_s) shape=[48,64,1,1]\n"
+                             "c   = Convolution(t, w_r)\n"
+                             "y   = Transpose(c) order=[0,2,3,1]\n"
+                             "r   = Result(y)\n";
+    auto g = parse(text);
+    auto after = g->clone();
+    const auto records = run_passes(*after);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_TRUE(records[0].rewritten) << records[0].reason;
+    EXPECT_EQ(after->count_ops()["MatMul"], 1);
+    const std::string saved = to_text(*after);
+    EXPECT_NE(saved.find("Constant f16[48,2,1]"), std::string::npos) << saved; // the scales stay f16
+    EXPECT_EQ(to_text(*parse(saved)), saved);
+    const compiled_graph cb(*g), ca(*after);
+    bool f16 = false;
+    for (const auto &[id, impl] : ca.impls()) f16 |= impl.find("scale:f16") != std::string::npos;
+    EXPECT_TRUE(f16) << "the MatMul takes the scales as f16";
+    for (int64_t tokens : {1, 9}) {
+        const auto in = random_inputs(*g, 5, tokens);
+        const auto want = cb.run(in), got = ca.run(in);
+        ASSERT_EQ(got[0].shape, want[0].shape);
+        const float scale = max_abs(want[0].data);
+        ASSERT_GT(scale, 0.f);
+        for (size_t i = 0; i < got[0].data.size(); ++i)
+            ASSERT_LE(std::fabs(got[0].data[i] - want[0].data[i]), 1e-5f * scale) << tokens << " " << i;
+    }
 }
 
 TEST(GraphExec, TransposeReshapeAndBroadcast) {

@@ -1,4 +1,4 @@
-// `qconv-driver graph FILE [--save=FILE] [--dq]`: loads a graph in the text format,
+// `qconv-driver graph FILE [--save=FILE] [--dq] [--dim=N]`: loads a graph in the text format,
 // runs it as written and after the passes (conv1x1 → MatMul rewrite,
 // Transpose cancellation) on the same random inputs, and prints
 //   one `graph=before|after node=ID op=OP impl="..."` line per node,
@@ -7,7 +7,8 @@
 //   before_ms= after_ms= speedup= max_abs_diff= max_rel_diff= status=ok|mismatch.
 // max_rel_diff is max|after − before| / max|before| over every output; the
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq). --dq turns on the compressed MatMuls'
-// opt-in dynamic quantization in the rewritten graph. Exit status 1 on a mismatch.
+// opt-in dynamic quantization in the rewritten graph. --dim gives the value of the graph's
+// run-time dimension `?` (default 1). Exit status 1 on a mismatch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -54,12 +55,28 @@ int graph_mode(const std::vector<std::string> &args) {
     } catch (const std::exception &) {
     }
     if (!(tol >= 0)) throw usage_error("--tol: expected a non-negative number (got '" + tol_text + "')");
+    const std::string dim_text = o.get("dim", "");
+    int64_t dim = 0;
+    if (!dim_text.empty()) {
+        try {
+            size_t pos = 0;
+            dim = std::stoll(dim_text, &pos);
+            if (pos != dim_text.size()) dim = 0;
+        } catch (const std::exception &) {
+        }
+        if (dim < 1) throw usage_error("--dim: expected a positive integer (got '" + dim_text + "')");
+    }
     o.check_all_used();
     if (o.words().size() != 1)
         throw usage_error("graph: expected one graph file (got " + std::to_string(o.words().size()) + ")");
     const std::string file = o.words()[0];
 
     auto before = graph::load_file(file);
+    if (dim) {
+        if (!before->is_dynamic()) throw usage_error("--dim: '" + file + "' has no run-time dimension '?'");
+        before->bind_dynamic(dim);
+        before->infer();
+    }
     auto after = before->clone();
     const auto records = graph::run_passes(*after);
     if (!save.empty()) graph::save_file(*after, save);
@@ -101,6 +118,7 @@ int graph_mode(const std::vector<std::string> &args) {
     l.add("op", "graph")
         .add("file", file)
         .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()));
+    if (before->is_dynamic()) l.add_int("dim", before->dynamic_value());
     l.add_int("nodes_before", static_cast<int64_t>(before->size()))
         .add_int("nodes_after", static_cast<int64_t>(after->size()));
     l.add("before_ms", tb.median_ms, 4).add("after_ms", ta.median_ms, 4);

@@ -3,12 +3,16 @@
 // (P) or both.
 //
 //   qconv-driver matmul [--wei=u8|s8|u4|s4] [--group=per_oc|N] [--zp=none|tensor|per_oc|per_group]
-//                       [--bias] [--dq] [common options] m1k4096n4096 ... | --batch=FILE
+//                       [--bias] [--dq] [--scale-dt=f32|f16] [--dt=T|X:Y] [common options] m1k4096n4096 ...
+//                       | --batch=FILE
 //
 // Data (seeded): random weights over the type's range, scales in [0.01, 0.1),
 // zero points over the type's range (per_oc: one value per output channel,
 // repeated over its groups), x in [-1, 1), bias in [-2, 2). --dq requests
-// dynamic quantization (matmul_hints::dynamic_quantization).
+// dynamic quantization (matmul_hints::dynamic_quantization). --scale-dt=f16 hands the
+// scales over in IEEE half (matmul_desc::scale_dt; the values rounded to f16 first). --dt gives
+// the activation types (f32, f16, bf16; one for X and Y, or X:Y): x is rounded to its type, Y
+// compared with the bound plus half an ulp of its type.
 // Correctness: |y − y_ref| <= 1e-5 · (Σ_k |x·deq(W)| + |bias|) per element
 // against ref::matmul (the bound of tests/test_matmul.cpp; 3e-5 for the
 // AMX-BF16 rows, docs/semantics.md §7); with --dq the
@@ -36,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
 #include "tests/support/testdata.h"
@@ -55,6 +60,8 @@ struct matmul_settings {
     zpk zp = zpk::none;
     bool bias = false;
     bool dq = false;
+    dtype scale_dt = dtype::f32;
+    dtype src_dt = dtype::f32, dst_dt = dtype::f32;
 };
 
 matmul_settings parse_settings(const options &o) {
@@ -77,23 +84,42 @@ matmul_settings parse_settings(const options &o) {
     else throw usage_error("--zp: expected none, tensor, per_oc or per_group");
     s.bias = o.has("bias") && o.get("bias", "1") != "0";
     s.dq = o.has("dq") && o.get("dq", "1") != "0";
+    s.scale_dt = parse_dtype(o.get("scale-dt", "f32"), "--scale-dt");
+    if (s.scale_dt != dtype::f32 && s.scale_dt != dtype::f16) throw usage_error("--scale-dt: expected f32 or f16");
+    const std::string dt = o.get("dt", "f32");
+    const size_t colon = dt.find(':');
+    s.src_dt = parse_dtype(dt.substr(0, colon), "--dt");
+    s.dst_dt = colon == std::string::npos ? s.src_dt : parse_dtype(dt.substr(colon + 1), "--dt");
+    for (dtype t : {s.src_dt, s.dst_dt})
+        if (t != dtype::f32 && t != dtype::f16 && t != dtype::bf16)
+            throw usage_error("--dt: expected f32, f16 or bf16 (or X:Y)");
     return s;
 }
 
 // A problem of the batch with its data (tests/support/testdata.h) and its count (*N).
 struct matmul_case : testdata::matmul_data {
     int64_t count = 1;
+    std::vector<uint16_t> x16; // x in src_dt when that is f16 or bf16
 };
 
 matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t seed) {
     matmul_desc d = matmul_desc::parse(t.text);
+    if (d.runtime()) fail("m", "the driver runs a given M ('" + t.text + "' leaves it to run time)");
     d.wei_dt = s.wei;
     d.group = s.group;
     d.zp = s.zp;
     d.with_bias = s.bias;
+    d.scale_dt = s.scale_dt;
+    d.src_dt = s.src_dt;
+    d.dst_dt = s.dst_dt;
     matmul_case c;
     static_cast<testdata::matmul_data &>(c) = testdata::make_matmul_data(d, seed);
     c.count = t.count;
+    if (d.src_dt != dtype::f32) { // x rounded to its type: the reference sees the same values
+        c.x16.resize(c.x.size());
+        detail::from_f32(d.src_dt, c.x.data(), c.x16.data(), int64_t(c.x.size()), false);
+        detail::to_f32(d.src_dt, c.x16.data(), c.x.data(), int64_t(c.x.size()), false);
+    }
     if (s.zp_per_oc) // one zero point per output channel, repeated over its groups
         for (int64_t n = 0; n < d.n; ++n)
             for (int64_t g = 1; g < d.n_groups(); ++g) c.zp[n * d.n_groups() + g] = c.zp[n * d.n_groups()];
@@ -127,6 +153,8 @@ void dump_run(const std::string &root, int index, const matmul_case &c, const ma
       << "group=" << d.group << "\n"
       << "zp=" << s.zp_text << "\n"
       << "bias=" << (d.with_bias ? 1 : 0) << "\n"
+      << "scale_dt=" << to_string(d.scale_dt) << "\n"
+      << "dt=" << to_string(d.src_dt) << ":" << to_string(d.dst_dt) << "\n"
       << "dq=" << (s.dq ? 1 : 0) << "\n"
       << "impl=" << r.impl << "\n"
       << "status=" << r.status << "\n"
@@ -159,8 +187,12 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     }
     r.impl = mm->impl_name();
     std::vector<float> y(static_cast<size_t>(c.d.m * c.d.n), 0.f);
+    std::vector<uint16_t> y16(c.d.dst_dt == dtype::f32 ? 0 : y.size());
+    const void *xin = c.x16.empty() ? static_cast<const void *>(c.x.data()) : c.x16.data();
+    void *yout = y16.empty() ? static_cast<void *>(y.data()) : y16.data();
     try {
-        mm->execute(c.x.data(), y.data(), co.threads);
+        mm->execute_typed(xin, yout, 0, co.threads);
+        if (!y16.empty()) detail::to_f32(c.d.dst_dt, y16.data(), y.data(), int64_t(y.size()), false);
     } catch (const std::exception &e) {
         r.status = "failed";
         r.why = std::string("execute: ") + e.what();
@@ -171,8 +203,12 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     if (ref) {
         // The AMX-BF16 rows are held to at most 3e-5 instead of 1e-5 (docs/semantics.md §7).
         const double widen = r.impl.find("_amx") != std::string::npos ? 3.0 : 1.0;
+        // A 16-bit Y adds its rounding, at most u·|y| ≤ u·(|ref| + bound) with the unit
+        // roundoff u = 2^-8 (bf16) or 2^-11 (f16).
+        const double ulp = c.d.dst_dt == dtype::bf16 ? 0x1p-8 : c.d.dst_dt == dtype::f16 ? 0x1p-11 : 0.0;
         for (size_t i = 0; i < y.size(); ++i) {
-            if (std::fabs(double(y[i]) - double((*ref)[i])) <= widen * (*bound)[i]) continue;
+            const double tol = widen * (*bound)[i] * (1 + ulp) + ulp * std::fabs(double((*ref)[i]));
+            if (std::fabs(double(y[i]) - double((*ref)[i])) <= tol) continue;
             if (!r.errors)
                 r.why = "first at m=" + std::to_string(i / c.d.n) + " n=" + std::to_string(i % c.d.n) + ": got " +
                         format_double(y[i], 6) + " want " + format_double((*ref)[i], 6);
@@ -182,7 +218,7 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
     }
     if (co.performance()) {
         const timing t =
-            measure([&] { mm->execute(c.x.data(), y.data(), co.threads); }, co.reps, co.budget_ms, co.correctness());
+            measure([&] { mm->execute_typed(xin, yout, 0, co.threads); }, co.reps, co.budget_ms, co.correctness());
         r.ms = t.median_ms;
         r.reps = t.reps;
     }
@@ -238,7 +274,9 @@ int matmul_mode(const std::vector<std::string> &args) {
         std::vector<double> bound;
         if (co.correctness()) {
             ref.resize(static_cast<size_t>(c.d.m * c.d.n));
-            ref::matmul(c.d, c.weights(), c.x.data(), ref.data());
+            matmul_desc f = c.d; // the f32 definition on the (rounded) x
+            f.src_dt = f.dst_dt = dtype::f32;
+            ref::matmul(f, c.weights(), c.x.data(), ref.data());
             bound = testdata::matmul_error_bound(c, s.dq);
         }
         std::vector<run_result> runs;
@@ -252,6 +290,9 @@ int matmul_mode(const std::vector<std::string> &args) {
             l.add("op", "matmul").add("impl", r.impl).add("desc", c.d.str()).add("wei", to_string(c.d.wei_dt));
             l.add("group", s.group_text).add("zp", s.zp_text).add("bias", s.bias ? "1" : "0");
             if (s.dq) l.add("dq", "1");
+            if (s.scale_dt != dtype::f32) l.add("scale_dt", to_string(s.scale_dt));
+            if (s.src_dt != dtype::f32 || s.dst_dt != dtype::f32)
+                l.add("dt", std::string(to_string(s.src_dt)) + ":" + to_string(s.dst_dt));
             l.add("status", r.status);
             if (r.errors) l.add_int("errors", r.errors);
             if (r.ms > 0) {

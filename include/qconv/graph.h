@@ -41,6 +41,10 @@ bool is_integer(etype t);
 int64_t storage_bytes(etype t, int64_t elems);
 
 using shape_t = std::vector<int64_t>;
+// `?` in a Parameter's shape: the graph's run-time dimension (a batch or
+// sequence length given per run). Every `?` of a graph takes the same value;
+// shapes are inferred with it (graph::bind_dynamic, compiled_graph::run).
+constexpr int64_t dynamic_dim = -1;
 std::string to_string(const shape_t &s); // "[1,2,3]"
 int64_t elems_of(const shape_t &s);
 // Largest element count of any tensor in a graph (2^31).
@@ -135,8 +139,14 @@ public:
     std::vector<node *> topo_order() const;
     std::vector<node *> parameters() const; // in creation order
     std::vector<node *> results() const;    // in creation order
-    // Shape and type inference of every node; throws qconv::error naming the node's line.
+    // Shape and type inference of every node, `?` taking the value bound
+    // (default 1); throws qconv::error naming the node's line.
     void infer();
+    // Whether some Parameter's shape holds `?` (dynamic_dim).
+    bool is_dynamic() const;
+    // The value `?` takes in infer() (≥ 1; throws qconv::error naming "?").
+    void bind_dynamic(int64_t value);
+    int64_t dynamic_value() const { return dynamic_value_; }
     // Removes nodes on which no Result depends (Parameters are kept).
     void prune();
     std::string unique_id(const std::string &base) const;
@@ -148,10 +158,12 @@ public:
 private:
     std::vector<std::unique_ptr<node>> nodes_;
     int next_id_ = 0;
+    int64_t dynamic_value_ = 1;
 };
 
-// Shape inference for one node (inputs already inferred).
-void infer_node(node &n);
+// Shape inference for one node (inputs already inferred); a Parameter's `?`
+// takes `dynamic_value`.
+void infer_node(node &n, int64_t dynamic_value = 1);
 
 // ------------------------------------------------------------ text format
 std::unique_ptr<graph> parse(const std::string &text);
@@ -205,17 +217,26 @@ public:
     compiled_graph(const compiled_graph &) = delete;
     compiled_graph &operator=(const compiled_graph &) = delete;
     // One tensor per Parameter (graph order); returns one tensor per Result.
+    // In a graph with `?` the inputs' shapes give its value (the same at
+    // every `?`); the graph is compiled once per value (a few values are
+    // kept), its compressed MatMuls are run-time-M primitives shared by all.
     std::vector<tensor> run(const std::vector<tensor> &inputs) const;
     // (node id, implementation) for every node, in execution order.
     std::vector<std::pair<std::string, std::string>> impls() const;
 
 private:
     struct state;
-    std::unique_ptr<state> s_;
+    struct dynamic;
+    static std::shared_ptr<const state> compile(const graph &g, const compile_options &o, dynamic *d,
+                                                int64_t dynamic_value);
+    static std::vector<tensor> run_state(const state &s, const std::vector<tensor> &inputs);
+    int64_t dynamic_value_of(const std::vector<tensor> &inputs) const;
+    std::shared_ptr<const state> s_; // the compilation impls() reports (at the graph's value of `?`)
+    std::unique_ptr<dynamic> d_;     // a graph with `?`
 };
 
 // Random inputs for every Parameter: f32 uniform in [-1, 1); integer types
-// uniform over their range.
-std::vector<tensor> random_inputs(const graph &g, uint64_t seed);
+// uniform over their range. `?` takes dynamic_value (default: the graph's).
+std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value = 0);
 
 } // namespace qconv::graph

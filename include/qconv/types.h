@@ -29,6 +29,11 @@ dtype parse_dtype(const std::string &s, const std::string &field = "dt");
 int bits_of(dtype dt);
 bool is_integer(dtype dt);
 
+// IEEE half precision: f32 → f16 rounds to nearest even (overflow → inf,
+// NaN stays NaN); f16 → f32 is exact.
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
 // CPU ISA levels, ordered: each level includes everything below it.
 enum class isa {
     sse41,

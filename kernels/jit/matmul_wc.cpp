@@ -115,13 +115,27 @@ public:
         return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(most, (zmm ? 24 : 12) / (4 * d.m))));
     }
 
+    // The panels a packing holds: whole calls of pc panels for every pc in 1..4.
+    static int64_t padded_panels(int64_t np) {
+        int64_t most = np;
+        for (int64_t pc = 1; pc <= 4; ++pc) most = std::max(most, (np + pc - 1) / pc * pc);
+        return most;
+    }
+
+    // The packed layout depends on K, N, the types and the register width,
+    // never on M (make_layout, padded_panels).
+    std::string packing() const override { return zmm_ ? "wc:zmm" : "wc:ymm"; }
+
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<wc_packed>();
-        // Whole calls of pc_ panels; the extra panels stay zero (scale 0, never stored).
-        // lut8 loads read up to 3 bytes past a vector's block: 64 bytes of slack.
-        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_bytes() + 64));
-        p->params = alloc_wc_buffer<float>(static_cast<size_t>(n_calls_ * pc_ * l_.panel_params()));
+        // Whole calls of pc panels for every pc an M may give (1..4), so that
+        // the kernels of every M share one packing (packing()); the extra
+        // panels stay zero (scale 0, never stored). lut8 loads read up to 3
+        // bytes past a vector's block: 64 bytes of slack.
+        const int64_t panels = padded_panels(l_.n_panels);
+        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(panels * l_.panel_bytes() + 64));
+        p->params = alloc_wc_buffer<float>(static_cast<size_t>(panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
         for (int v = 0; v < 16; ++v)

@@ -123,6 +123,10 @@ public:
         release_ = gens_.back()->entry<void (*)()>();
     }
 
+    // Panels and parameters depend on K, N and the types, not on M (the
+    // M tiling lives in the A buffer of each execute()).
+    std::string packing() const override { return "amx"; }
+
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<amx_packed>();

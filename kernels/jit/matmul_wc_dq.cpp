@@ -238,6 +238,9 @@ public:
         return static_cast<int>(std::min<int64_t>(4, (per_call + steps - 1) / steps));
     }
 
+    // make_dq_layout does not read M.
+    std::string packing() const override { return "dq"; }
+
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<dq_packed>();

@@ -7,15 +7,8 @@
 
 namespace qconv::test {
 
-std::vector<conv_problem> conv_candidates() {
-    static const char *descs[] = {
-        "mb2ic32ih6oc48kh1",       // 1x1
-        "mb1ic16ih7oc40kh3ph1",    // 3x3
-        "mb1ic16ih8oc32kh3sh2ph1", // strided
-        "g2mb1ic16ih5oc24kh3ph1",  // grouped
-        "g32mb1ic32ih7oc32kh3ph1", // depthwise
-        "mb1ic64ih4oc64kh1",       // 1x1, channel multiples of 64
-    };
+namespace {
+std::vector<conv_problem> sweep(const std::vector<const char *> &descs) {
     static const char *ops[] = {"", "relu", "fq:per_channel", "add:per_oc"};
     static const char *zps[] = {"none", "tensor:3", "channel:random"};
     std::vector<conv_problem> out;
@@ -36,6 +29,29 @@ std::vector<conv_problem> conv_candidates() {
                         out.push_back(std::move(p));
                     }
     return out;
+}
+} // namespace
+
+std::vector<conv_problem> conv_pad_only_candidates() {
+    return sweep({
+        "mb1ic32ih6iw6oc48kh1ph1pw0oh7ow7",    // 1x1, pads_begin [1,0] pads_end [0,1] (the graph case)
+        "mb2ic16ih5oc24kh3ph1oh8",             // 3x3, end pad 4: the last 2 rows/columns pad-only
+        "mb1ic16ih8oc32kh3sh2ph4oh7",          // strided, pad-only first and last row
+        "g2mb1ic16ih4oc24kh1ph2oh8",           // grouped 1x1, 2 pad-only rows/columns each end
+        "g32mb1ic32ih5oc32kh3ph3oh10",         // depthwise, pad-only first and last 2
+        "mb1ic64ih4iw3oc64kh1kw3ph0pw2oh6ow7", // 1x1 rows, 3-wide columns, channels of 64
+    });
+}
+
+std::vector<conv_problem> conv_candidates() {
+    return sweep({
+        "mb2ic32ih6oc48kh1",       // 1x1
+        "mb1ic16ih7oc40kh3ph1",    // 3x3
+        "mb1ic16ih8oc32kh3sh2ph1", // strided
+        "g2mb1ic16ih5oc24kh3ph1",  // grouped
+        "g32mb1ic32ih7oc32kh3ph1", // depthwise
+        "mb1ic64ih4oc64kh1",       // 1x1, channel multiples of 64
+    });
 }
 
 bool find_conv_problem(const impl::conv_entry &row, conv_candidate *out, std::string *why) {

@@ -25,6 +25,11 @@ struct conv_candidate {
 };
 // Every candidate problem, in a fixed order (small shapes first).
 std::vector<conv_problem> conv_candidates();
+// The same sweep over shapes whose first or last output rows/columns read
+// nothing but padding (begin and end pads of a kernel extent or more; 1x1,
+// 3x3, strided, grouped, depthwise): those outputs are bias and post-ops of a
+// zero sum (docs/semantics.md §2).
+std::vector<conv_problem> conv_pad_only_candidates();
 // The first candidate `row` supports with some attribute set on the host
 // platform; false (and *why holds the last reason) when none does.
 bool find_conv_problem(const impl::conv_entry &row, conv_candidate *out, std::string *why = nullptr);

@@ -180,7 +180,8 @@ void set_weight(std::vector<uint8_t> &w, dtype dt, int64_t i, int32_t v) {
 matmul_weights matmul_data::weights() const {
     matmul_weights w;
     w.wei = wei.data();
-    w.scale = scale.data();
+    if (d.scale_dt == dtype::f16) w.scale_f16 = scale_f16.data();
+    else w.scale = scale.data();
     w.zp = zp.empty() ? nullptr : zp.data();
     w.bias = d.with_bias ? bias.data() : nullptr;
     return w;
@@ -199,6 +200,11 @@ matmul_data make_matmul_data(const matmul_desc &d, uint32_t seed) {
     std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.f, 1.f), bd(-2.f, 2.f);
     c.scale.resize(static_cast<size_t>(d.scale_elems()));
     for (auto &v : c.scale) v = sd(gen);
+    if (d.scale_dt == dtype::f16)
+        for (auto &v : c.scale) {
+            c.scale_f16.push_back(f32_to_f16(v));
+            v = f16_to_f32(c.scale_f16.back());
+        }
     c.zp.resize(static_cast<size_t>(d.zp_elems()));
     for (auto &v : c.zp) v = wd(gen);
     c.bias.resize(static_cast<size_t>(d.n));

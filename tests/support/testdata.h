@@ -83,7 +83,8 @@ void set_weight(std::vector<uint8_t> &w, dtype dt, int64_t i, int32_t v);
 struct matmul_data {
     matmul_desc d;
     std::vector<uint8_t> wei;
-    std::vector<float> scale, bias, x;
+    std::vector<float> scale, bias, x; // scale: the f32 values (f16 values when scale_dt is f16)
+    std::vector<uint16_t> scale_f16;   // the same scales in IEEE half, iff scale_dt is f16
     std::vector<int32_t> zp;
     matmul_weights weights() const;
 };
