@@ -17,6 +17,14 @@ uint16_t f32_to_bf16(float f) {
 
 namespace {
 
+// GCC 12 warns -Wmaybe-uninitialized / -Wuninitialized inside its own
+// unmasked AVX-512 intrinsics (their undefined pass-through operand).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 __attribute__((target("avx512f"))) void f16_to_f32_avx512(const uint16_t *s, float *d, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -57,6 +65,10 @@ __attribute__((target("avx512f,avx512bw"))) void f32_to_bf16_avx512(const float 
     }
     for (; i < n; ++i) d[i] = f32_to_bf16(s[i]);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 } // namespace
 

@@ -213,6 +213,10 @@ public:
         }
     }
 
+    // The panels, chunks and parameters depend on K, N, the group and the
+    // types, not on M (the M tiling lives in each execute()'s q buffer).
+    std::string packing() const override { return "dq_amx"; }
+
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<dq_amx_packed>();
