@@ -4,6 +4,7 @@
 // CPU features (the row constructor says which), peers run only when forced
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
+#include "dispatch/conv_dw_pair.h"
 #include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/onednn/onednn_conv.h"
@@ -49,6 +50,12 @@ std::vector<conv_entry> build_conv_list() {
         jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core, false),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2, false),
+
+        // A 1x1 with a fused depthwise item that no fused row above takes:
+        // the two halves as two primitives through the normal dispatch (each
+        // half on its fastest exact row), on every ISA; the rows above refuse
+        // the dw item, so nothing falls to the reference.
+        conv_dw_pair_row(),
 
         // Peers (run when forced by name, never chosen by auto). oneDNN's
         // brgconv on AMX: wrong results that depend on the thread count (the
