@@ -48,6 +48,12 @@ std::vector<conv_entry> build_conv_list() {
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
         jit::conv_row("jit:conv_x8s8:avx2_vnni", conv_isa::avx2_vnni, false),
         jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core, false),
+        // 1x1 + fused depthwise item (AVX2 machines' MobileNet blocks): both
+        // halves on this ISA's kernels, band by band through a ring of
+        // intermediate rows; measured against the composite row below
+        // (docs/perf_log.md, issue #27).
+        jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
+        jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2, false),
 

@@ -211,5 +211,8 @@ impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1);
 impl::conv_entry conv_dw_row(const std::string &name, conv_isa i);
 // The depthwise row kernel: jit:conv_dw_x8s8_rows:avx512_core_vnni.
 impl::conv_entry conv_dw_rows_row(const std::string &name);
+// A 1x1 with a fused 3x3 depthwise item, band by band through a per-thread
+// ring of intermediate rows (conv_1x1_dw.cpp): jit:conv_1x1_dw_x8s8:<isa>.
+impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i);
 
 } // namespace qconv::jit
