@@ -346,7 +346,7 @@ std::string to_string(const post_ops &ops) {
         }
         case post_op::kind::dw_conv:
             s += "dw:" + std::to_string(p.dw_stride) + ":" + to_string(p.dw_mid_dt);
-            if (!p.dw_bias.empty()) s += ":bias";
+            s += p.dw_bias.empty() ? ":nobias" : ":bias";
             break;
         }
     }

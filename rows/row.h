@@ -70,7 +70,9 @@ struct conv_entry {
     // Where "auto" leaves a problem the row supports to the rows below it,
     // because they are measured faster there: the reason, or "" (unset:
     // never). Forced by name the row still runs, and the tuned mode times it.
-    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &)>;
+    // The platform is the one decided for (rows measured slower than the rows
+    // below only on some CPUs defer there alone).
+    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &, const platform &)>;
     defer_fn defer;
 
     // The plan for (p, attr) on `pl`, or null with the reason in *why (the

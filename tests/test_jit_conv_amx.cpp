@@ -307,9 +307,9 @@ TEST(AmxConv, RefusesWithReasons) {
     why.clear();
     EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
     ASSERT_TRUE(row().defer);
-    EXPECT_NE(row().defer(p, a).find("VNNI row is faster"), std::string::npos);
+    EXPECT_NE(row().defer(p, a, qconv::impl::platform{}).find("VNNI row is faster"), std::string::npos);
     p.desc = qconv::conv_desc::parse("mb1ic3ih224oc64oh112kh7sh2ph3"); // ResNet-50 conv1: taken
-    EXPECT_EQ(row().defer(p, a), "");
+    EXPECT_EQ(row().defer(p, a, qconv::impl::platform{}), "");
 }
 
 // On an AMX machine the row is the dispatcher's first choice, legacy

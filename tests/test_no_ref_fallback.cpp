@@ -29,7 +29,6 @@ struct combination {
 // The documented exceptions (docs/dispatch.md): nothing but these may fall
 // to the reference.
 std::string documented_reference_only(const combination &c) {
-    if (c.chain.find("dw_conv") != std::string::npos) return "a fused dw-conv post-op";
     return "";
 }
 

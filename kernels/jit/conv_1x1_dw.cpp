@@ -85,9 +85,10 @@ int default_band(const conv_problem &p, int s) {
         const int v = std::atoi(e);
         if (v > 0) return v;
     }
-    // About 48 KiB of ring (the measurements in docs/perf_log.md, issue #27).
+    // About 128 KiB of ring: 16 rows of the MobileNet blocks at stride 1
+    // (bands of 2, 8, 16 and whole images measured; docs/perf_log.md, issue #27).
     const int64_t row = p.desc.ow * p.desc.oc;
-    int64_t rows = std::max<int64_t>(3, (48 << 10) / std::max<int64_t>(1, row));
+    int64_t rows = std::max<int64_t>(3, (128 << 10) / std::max<int64_t>(1, row));
     return static_cast<int>(std::max<int64_t>(1, (rows - 3) / s + 1));
 }
 
@@ -237,6 +238,12 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
         pl->knobs = k;
         pl->band = default_band(p, p.dw()->dw_stride);
         return pl;
+    };
+    // With AVX-512 the composite row's halves run on the zmm rows (and AMX),
+    // faster than both halves on ymm here (docs/perf_log.md, issue #27).
+    e.defer = [](const conv_problem &, const attr_set &, const impl::platform &pl) -> std::string {
+        return pl.has(impl::cpu_feature::avx512_core) ? "AVX-512: the composite row's halves on the zmm rows are faster"
+                                                      : "";
     };
     e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &pl) -> std::shared_ptr<const impl::conv_kernel> {
         return std::make_shared<fused_kernel>(p, a, dynamic_cast<const fused_plan &>(pl));
