@@ -71,6 +71,13 @@ std::vector<conv_entry> build_conv_list() {
         onednn::brgconv_peer_row("onednn:brgconv:avx512_core_amx", "brgconv", isa::avx512_core_amx),
         // Whatever oneDNN picks first (known-wrong and untrusted
         // implementations passed over).
+        // oneDNN's 1x1 + dw (append_dw; oneDNN 2.6.3 runs it as its
+        // ref_fused_convolution of two sub-primitives), for comparison:
+        // peers, outside the wrapped-row sweep (docs/dispatch.md).
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_amx", isa::avx512_core_amx, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_vnni", isa::avx512_core_vnni, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core", isa::avx512_core, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx2", isa::avx2, true),
         onednn::any_row(),
         // The reference: always last.
         ref_conv_row(),
