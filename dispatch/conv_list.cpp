@@ -77,6 +77,7 @@ std::vector<conv_entry> build_conv_list() {
         onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_amx", isa::avx512_core_amx, true),
         onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_vnni", isa::avx512_core_vnni, true),
         onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core", isa::avx512_core, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx2_vnni", isa::avx2_vnni, true),
         onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx2", isa::avx2, true),
         onednn::any_row(),
         // The reference: always last.

@@ -239,6 +239,45 @@ INSTANTIATE_TEST_SUITE_P(Random, DwSmall, ::testing::Combine(::testing::ValuesIn
                              return std::string(std::get<0>(i.param).name) + "_" + std::get<1>(i.param).name;
                          });
 
+// oneDNN's append_dw rows are peers; where the implementation oneDNN runs
+// is exact (VNNI sub-primitives) they match the reference bit for bit, and
+// below VNNI (saturating sums) or on AMX (untrusted brgconv) they say exact=0.
+TEST(DwOnednn, PeersMatchTheReferenceWhereExact) {
+    const impl::platform pl = impl::host_platform();
+    int ran = 0;
+    for (const auto &e : impl::conv_list()) {
+        if (e.name.rfind("onednn:conv_1x1_dw:", 0) != 0) continue;
+        EXPECT_TRUE(e.peer) << e.name;
+        if (!pl.has_all(e.needs)) continue;
+        for (int stride : {1, 2}) {
+            ConvTester t;
+            t.desc("mb2ic24ih9iw7oc40kh1").post_ops("relu;dw:" + std::to_string(stride) + ":u8;clip:0:6").threads(2);
+            const conv_problem p = [&] {
+                conv_problem q;
+                q.desc = conv_desc::parse("mb2ic24ih9iw7oc40kh1");
+                q.ops = testdata::make_post_ops("relu;dw:" + std::to_string(stride) + ":u8;clip:0:6", 40, 1);
+                q.scales = testdata::make_scales(40, false, 1);
+                q.with_bias = true;
+                return q;
+            }();
+            const auto w = testdata::make_weights(p.desc, testdata::data_kind::random, 1);
+            const auto b = testdata::make_bias(p.desc, 1);
+            conv_hints h;
+            h.impl = e.name;
+            std::unique_ptr<convolution> c;
+            try {
+                c = std::make_unique<convolution>(p, w.data(), b.data(), h);
+            } catch (const error &) {
+                continue; // oneDNN offers nothing at this ISA here (it follows DNNL_MAX_CPU_ISA)
+            }
+            if (!c->exact()) continue;
+            t.seed(1);
+            if (t.run(e.name)) ++ran;
+        }
+    }
+    std::printf("%d exact oneDNN append_dw runs matched the reference\n", ran);
+}
+
 // ------------------------------------------------------------ dispatch
 // A chain with the dw item is never an error and never falls to the
 // reference: the fused rows on AVX2 / AVX-VNNI, the composite elsewhere.

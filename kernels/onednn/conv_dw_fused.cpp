@@ -23,6 +23,7 @@
 
 #include "core/dw_fusion.h"
 #include "kernels/onednn/conv_select.h"
+#include "kernels/onednn/known_wrong.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "kernels/onednn/onednn_util.h"
 
@@ -72,6 +73,19 @@ int dw_impl_level(const std::string &info) {
     isa l;
     if (!parse_impl_info(head, &kind, &l) || kind == "ref") return -1;
     return static_cast<int>(l);
+}
+
+// Whether both halves of `info` return the reference's int32 sums (below
+// VNNI oneDNN's int8 kernels saturate 16-bit partial sums; its brgconv on AMX
+// is untrusted): exact_impl() of each sub-primitive.
+bool dw_impl_exact(const std::string &info) {
+    const std::string fused = "ref_fused_convolution:any:";
+    if (info.rfind(fused, 0) != 0) return exact_impl(info);
+    const std::string rest = info.substr(fused.size());
+    size_t c = rest.find(':');
+    c = c == std::string::npos ? c : rest.find(':', c + 1);
+    if (c == std::string::npos) return false;
+    return exact_impl(rest.substr(0, c)) && exact_impl(rest.substr(c + 1));
 }
 
 struct dw_plan : plan {
@@ -142,8 +156,10 @@ class dw_kernel final : public conv_kernel {
 public:
     dw_kernel(const conv_problem &p, const attr_set &a, isa level) : h_(split_dw(p)), level_(level) {
         split_dw(a, &a1_, &a2_);
-        get(effective_threads(0));
+        exact_ = dw_impl_exact(get(effective_threads(0))->pd.impl_info_str());
     }
+
+    bool exact() const override { return exact_; }
 
     std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const override {
         if (!wei) fail("wei", "is null");
@@ -207,6 +223,7 @@ private:
     dw_halves h_;
     attr_set a1_, a2_;
     isa level_;
+    bool exact_ = false;
     mutable std::mutex mu_;
     mutable std::map<int, std::shared_ptr<const built>> by_threads_;
 };
