@@ -268,7 +268,7 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
         ref::store(p.dst_dt, c.dst0.data(), i, float(in.ConsumeIntegralInRange<int>(-8, 8)));
     for (const auto &op : p.ops)
         if (op.k == post_op::kind::binary && op.bcast == broadcast::full) {
-            std::vector<float> t(size_t(dst_elems));
+            std::vector<float> t(static_cast<size_t>(dst_elems));
             for (auto &x : t) x = (in.ConsumeBool() ? -1.f : 1.f) * pow2(in, -2, 2);
             c.full.push_back(std::move(t));
         }
