@@ -276,11 +276,11 @@ void validate_one(const post_op &p, size_t i, int64_t oc) {
         if (p.dw_stride != 1 && p.dw_stride != 2)
             fail(field(i, "dw_stride"), "must be 1 or 2 (got " + std::to_string(p.dw_stride) + ")");
         if (p.dw_mid_dt != dtype::u8 && p.dw_mid_dt != dtype::s8)
-            fail(field(i, "dw_mid_dt"), std::string("the intermediate must be u8 or s8 (got ") +
-                                            to_string(p.dw_mid_dt) + ")");
+            fail(field(i, "dw_mid_dt"),
+                 std::string("the intermediate must be u8 or s8 (got ") + to_string(p.dw_mid_dt) + ")");
         if (int64_t(p.dw_wei.size()) != 9 * oc)
-            fail(field(i, "dw_wei"), "expected 9·OC=" + std::to_string(9 * oc) + " weights (got " +
-                                         std::to_string(p.dw_wei.size()) + ")");
+            fail(field(i, "dw_wei"),
+                 "expected 9·OC=" + std::to_string(9 * oc) + " weights (got " + std::to_string(p.dw_wei.size()) + ")");
         if (!p.dw_bias.empty() && int64_t(p.dw_bias.size()) != oc)
             fail(field(i, "dw_bias"), "expected none or OC=" + std::to_string(oc) + " values (got " +
                                           std::to_string(p.dw_bias.size()) + ")");

@@ -114,10 +114,10 @@ void conv_problem::validate() const {
         if (desc.kh != 1 || desc.kw != 1)
             fail("post_ops", "a dw conv item needs a 1x1 convolution (got kh=" + std::to_string(desc.kh) +
                                  " kw=" + std::to_string(desc.kw) + ")");
-        if (desc.g != 1) fail("post_ops", "a dw conv item needs an ungrouped 1x1 convolution (got g=" +
-                                              std::to_string(desc.g) + ")");
-        if (desc.pt != 0 || desc.pl != 0)
-            fail("post_ops", "a dw conv item needs an unpadded 1x1 convolution");
+        if (desc.g != 1)
+            fail("post_ops",
+                 "a dw conv item needs an ungrouped 1x1 convolution (got g=" + std::to_string(desc.g) + ")");
+        if (desc.pt != 0 || desc.pl != 0) fail("post_ops", "a dw conv item needs an unpadded 1x1 convolution");
         dst_desc().validate();
     }
 }

@@ -25,7 +25,8 @@ public:
     std::shared_ptr<const packed> pack(const int8_t *wei, const float *bias) const override {
         auto pk = std::make_shared<pair_packed>();
         pk->pw = std::make_unique<convolution>(h_.pw, wei, bias);
-        pk->dw = std::make_unique<convolution>(h_.dw, h_.dw_wei.data(), h_.dw_bias.empty() ? nullptr : h_.dw_bias.data());
+        pk->dw =
+            std::make_unique<convolution>(h_.dw, h_.dw_wei.data(), h_.dw_bias.empty() ? nullptr : h_.dw_bias.data());
         return pk;
     }
 

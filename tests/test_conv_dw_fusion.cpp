@@ -69,9 +69,11 @@ TEST(DwConvText, FullFormRoundTrips) {
 TEST(DwConvText, BadItemsNameTheField) {
     const int64_t oc = 2;
     const std::string w = weights_text(18, 1);
-    test::expect_error_prefix([&] { parse_post_ops("dw:3:u8:" + w + ":none:none", oc); }, "post_ops[0].dw_stride: must be 1 or 2");
+    test::expect_error_prefix([&] { parse_post_ops("dw:3:u8:" + w + ":none:none", oc); },
+                              "post_ops[0].dw_stride: must be 1 or 2");
     test::expect_error_prefix([&] { parse_post_ops("dw:1:f32:" + w + ":none:none", oc); }, "post_ops[0].dw_mid_dt:");
-    test::expect_error_prefix([&] { parse_post_ops("dw:1:u8:1,2:none:none", oc); }, "post_ops[0].dw_wei: expected 9·OC=18");
+    test::expect_error_prefix([&] { parse_post_ops("dw:1:u8:1,2:none:none", oc); },
+                              "post_ops[0].dw_wei: expected 9·OC=18");
     test::expect_error_prefix([&] { parse_post_ops("dw:1:u8:" + weights_text(17, 1) + ",128:none:none", oc); },
                               "post_ops: 'dw:1:u8:", "weight 128 is outside [-128, 127]");
     test::expect_error_prefix([&] { parse_post_ops("dw:1:u8:" + w + ":1,2,3:none", oc); },
@@ -81,7 +83,8 @@ TEST(DwConvText, BadItemsNameTheField) {
     const std::string item = "dw:1:u8:" + w + ":none:none";
     test::expect_error_prefix([&] { parse_post_ops(item + ";" + item, oc); }, "post_ops[1]: at most one dw conv item");
     test::expect_error_prefix([&] { parse_post_ops("sum;" + item, oc); }, "post_ops[0]: a sum before the dw conv item");
-    test::expect_error_prefix([&] { parse_post_ops("add:full;" + item, oc); }, "post_ops[0]: a full-tensor binary before");
+    test::expect_error_prefix([&] { parse_post_ops("add:full;" + item, oc); },
+                              "post_ops[0]: a full-tensor binary before");
     EXPECT_NO_THROW(parse_post_ops(item + ";sum;add:full", oc));
 }
 
@@ -184,7 +187,8 @@ TEST_P(DwPairs, MatchTheReference) {
     EXPECT_EQ(t.impl_name(), rc.impl);
 }
 
-INSTANTIATE_TEST_SUITE_P(MobileNet, DwPairs, ::testing::Combine(::testing::ValuesIn(kPairs), ::testing::ValuesIn(kRows)),
+INSTANTIATE_TEST_SUITE_P(MobileNet, DwPairs,
+                         ::testing::Combine(::testing::ValuesIn(kPairs), ::testing::ValuesIn(kRows)),
                          [](const auto &i) {
                              return std::string(std::get<0>(i.param).name) + "_" + std::get<1>(i.param).name;
                          });

@@ -381,7 +381,8 @@ TEST(PostOpsText, ParsesEveryForm) {
     EXPECT_EQ(ops[15].levels, 16);
     EXPECT_EQ(ops[15].out_hi, std::vector<float>{7.5f});
     // The dw item (no sum or full binary before it: those would read the intermediate).
-    const post_op dw = parse_post_ops("relu;dw:2:s8:-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4:none:0.5;sum", oc)[1];
+    const post_op dw = parse_post_ops(
+        "relu;dw:2:s8:-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4:none:0.5;sum", oc)[1];
     EXPECT_EQ(dw.k, post_op::kind::dw_conv);
     EXPECT_EQ(dw.dw_stride, 2);
     EXPECT_EQ(dw.dw_mid_dt, dtype::s8);

@@ -272,8 +272,9 @@ int64_t recompute_and_check(const std::string &dir) {
                             for (int64_t t = 0; t < 3; ++t) {
                                 const int64_t iy = y * dd.sh - 1 + r, ix = x * dd.sw - 1 + t;
                                 if (iy < 0 || iy >= oh || ix < 0 || ix >= ow) continue;
-                                acc += dwei[static_cast<size_t>(c * 9 + r * 3 + t)] *
-                                       static_cast<int64_t>(mid[static_cast<size_t>(((b * oh + iy) * ow + ix) * oc + c)]);
+                                acc +=
+                                    dwei[static_cast<size_t>(c * 9 + r * 3 + t)] *
+                                    static_cast<int64_t>(mid[static_cast<size_t>(((b * oh + iy) * ow + ix) * oc + c)]);
                             }
                         const int64_t off = ((b * dd.oh + y) * dd.ow + x) * oc + c;
                         float v = std::fmaf(static_cast<float>(acc), at(dscale, c), dbias.empty() ? 0.f : dbias[c]);

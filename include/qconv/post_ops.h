@@ -94,11 +94,11 @@ struct post_op {
     // the conv's output, stored first as dw_mid_dt (docs/semantics.md §5).
     // The items before it are the 1x1's post-ops, the items after it the
     // depthwise's; the problem's dst_dt and dst_zp are the depthwise's.
-    int dw_stride = 1;             // 1 or 2
-    dtype dw_mid_dt = dtype::u8;   // the intermediate: u8 or s8
-    std::vector<int8_t> dw_wei;    // OC·9 s8, plain [OC][1][3][3]
-    std::vector<float> dw_bias;    // empty (no bias) or OC values
-    std::vector<float> dw_scales;  // empty (1.0), 1 or OC values
+    int dw_stride = 1;            // 1 or 2
+    dtype dw_mid_dt = dtype::u8;  // the intermediate: u8 or s8
+    std::vector<int8_t> dw_wei;   // OC·9 s8, plain [OC][1][3][3]
+    std::vector<float> dw_bias;   // empty (no bias) or OC values
+    std::vector<float> dw_scales; // empty (1.0), 1 or OC values
 
     static post_op eltwise(eltwise_alg a, float alpha = 0.f, float beta = 0.f);
     static post_op relu(float alpha = 0.f) { return eltwise(eltwise_alg::relu, alpha); }

@@ -140,8 +140,8 @@ public:
         const auto &pk = static_cast<const fused_packed &>(w);
         const conv_desc &pd = h_.pw.desc, &dd = h_.dw.desc;
         const int64_t work = pd.mb * n_bands_;
-        const int threads = static_cast<int>(
-            std::min<int64_t>(work, args.threads > 0 ? args.threads : omp_get_max_threads()));
+        const int threads =
+            static_cast<int>(std::min<int64_t>(work, args.threads > 0 ? args.threads : omp_get_max_threads()));
         const int64_t src_row = pd.iw * pd.ic; // bytes (u8/s8)
         const int64_t dst_es = h_.dw.dst_dt == dtype::f32 || h_.dw.dst_dt == dtype::s32 ? 4 : 1;
         const int64_t out_row = dd.ow * dd.oc; // elements
@@ -230,7 +230,8 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
     e.family = "jit";
     e.only_1x1 = true;
     e.needs = required_features(i);
-    e.decide = [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) -> impl::plan_ptr {
+    e.decide = [i](const conv_problem &p, const attr_set &a, const impl::platform &,
+                   std::string *why) -> impl::plan_ptr {
         const conv_knobs k = conv_knobs::from_env();
         if (!fused_supports(i, p, a, k, why)) return nullptr;
         auto pl = std::make_shared<fused_plan>();
@@ -245,7 +246,8 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
         return pl.has(impl::cpu_feature::avx512_core) ? "AVX-512: the composite row's halves on the zmm rows are faster"
                                                       : "";
     };
-    e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &pl) -> std::shared_ptr<const impl::conv_kernel> {
+    e.build = [](const conv_problem &p, const attr_set &a,
+                 const impl::plan &pl) -> std::shared_ptr<const impl::conv_kernel> {
         return std::make_shared<fused_kernel>(p, a, dynamic_cast<const fused_plan &>(pl));
     };
     return e;

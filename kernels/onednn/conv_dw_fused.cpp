@@ -17,8 +17,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dw_fusion.h"
@@ -95,9 +95,8 @@ struct dw_plan : plan {
 };
 
 // The primitive descriptor on oneDNN's implementation at `level`.
-std::optional<dnnl::convolution_forward::primitive_desc> make_pd(const dw_halves &h, const attr_set &a1,
-                                                                 const attr_set &a2, isa level, int threads,
-                                                                 std::string *why) {
+std::optional<dnnl::convolution_forward::primitive_desc>
+make_pd(const dw_halves &h, const attr_set &a1, const attr_set &a2, isa level, int threads, std::string *why) {
     const conv_desc &d = h.pw.desc;
     const auto &eng = cpu_engine();
     const md_t src({d.mb, d.ic, d.ih, d.iw}, to_dnnl(h.pw.src_dt), tag_t::nhwc);
@@ -135,8 +134,9 @@ std::optional<dnnl::convolution_forward::primitive_desc> make_pd(const dw_halves
             } while (p.next_impl());
         },
         why, "oneDNN refuses the fused 1x1 + dw convolution");
-    if (ok && !pd) reject(why, "oneDNN offers no implementation at " + std::string(to_string(level)) +
-                                   (offered.empty() ? "" : " (offered: " + offered + ")"));
+    if (ok && !pd)
+        reject(why, "oneDNN offers no implementation at " + std::string(to_string(level)) +
+                        (offered.empty() ? "" : " (offered: " + offered + ")"));
     if (pd) {
         const md_t want({d.mb, d.oc, h.dw.desc.oh, h.dw.desc.ow}, to_dnnl(h.dw.dst_dt), tag_t::nhwc);
         if (pd->dst_desc() != want) {
@@ -191,8 +191,7 @@ public:
         m[DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(w.bias.data()));
         m[DNNL_ARG_DST] = dnnl::memory(b->pd.dst_desc(), eng, dst);
         m[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = w.dw_wei;
-        m[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] =
-            dnnl::memory(bias_md, eng, const_cast<float *>(w.dw_bias.data()));
+        m[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(w.dw_bias.data()));
         const md_t sp = b->pd.scratchpad_desc();
         if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
         threads_guard guard(threads);
