@@ -1,4 +1,6 @@
-// The AMX-BF16 weight-compressed MatMul rows against ref::matmul.
+// The AMX weight-compressed MatMul rows against ref::matmul: the AMX-BF16
+// rows (f32 accuracy) and the AMX-INT8 dynamic-quantization row (its own
+// bound, testdata::matmul_error_bound, as for the VNNI one).
 //
 // Bound (docs/semantics.md §7): per output
 //   |y − y_ref| <= eps · (Σ_k |x·deq(W)| + |bias|) + 2^-120 · Σ_k (|w − zp| + 1)·|scale|
@@ -45,11 +47,14 @@ using case_data = testdata::matmul_data;
 
 const char *row_name(bool x4) { return x4 ? "jit:matmul_wc_x4:avx512_core_amx" : "jit:matmul_wc_x8:avx512_core_amx"; }
 
-const impl::matmul_entry &row(bool x4) {
+constexpr const char *dq_row_name = "jit:matmul_wc_dq:avx512_core_amx";
+
+const impl::matmul_entry &row_named(const std::string &name) {
     for (const auto &e : impl::matmul_list())
-        if (e.name == row_name(x4)) return e;
-    throw std::runtime_error("no AMX row");
+        if (e.name == name) return e;
+    throw std::runtime_error("no row " + name);
 }
+const impl::matmul_entry &row(bool x4) { return row_named(row_name(x4)); }
 
 bool is_4bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
 
@@ -68,17 +73,18 @@ std::vector<double> amx_bound(const case_data &c) {
 }
 
 // Runs the row (named, so any M runs) at 1, 2 and 3 threads: identical bytes,
-// within the bound. Returns the largest |y − y_ref| / bound seen.
-double check(const case_data &c) {
-    const bool x4 = is_4bit(c.d.wei_dt);
-    SCOPED_TRACE(std::string(row_name(x4)) + " " + c.d.key());
+// within the bound (the dynamic-quantization row: the bound of
+// testdata::matmul_error_bound for it). Returns the largest |y − y_ref| / bound seen.
+double check(const case_data &c, const std::string &name, bool dq) {
+    SCOPED_TRACE(name + " " + c.d.key());
     matmul_hints h;
-    h.impl = row_name(x4);
+    h.impl = name;
+    h.dynamic_quantization = dq;
     std::string why;
-    const impl::plan_ptr plan = row(x4).supports(c.d, h, impl::host_platform(), &why);
+    const impl::plan_ptr plan = row_named(name).supports(c.d, h, impl::host_platform(), &why);
     EXPECT_TRUE(plan) << why;
     if (!plan) return 0;
-    auto kernel = row(x4).create(c.d, h, *plan);
+    auto kernel = row_named(name).create(c.d, h, *plan);
     auto packed = kernel->pack(c.weights());
     const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
     std::vector<float> ref(ny), y1(ny, -7.f), y2(ny, 7.f), y3(ny, 3.f);
@@ -91,7 +97,7 @@ double check(const case_data &c) {
     kernel->execute(*packed, c.x.data(), y3.data(), 3);
     EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), ny * sizeof(float))) << "threads 1 and 2 differ";
     EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), ny * sizeof(float))) << "threads 1 and 3 differ";
-    const std::vector<double> bound = amx_bound(c);
+    const std::vector<double> bound = dq ? testdata::matmul_error_bound(c, true) : amx_bound(c);
     double worst = 0;
     int bad = 0;
     for (size_t i = 0; i < ny; ++i) {
@@ -103,11 +109,24 @@ double check(const case_data &c) {
     }
     return worst;
 }
+double check(const case_data &c) { return check(c, row_name(is_4bit(c.d.wei_dt)), false); }
 
 matmul_desc desc(int64_t m, int64_t k, int64_t n, dtype dt, int64_t group, zpk zp, bool bias) {
     matmul_desc d;
     d.m = m, d.k = k, d.n = n, d.wei_dt = dt, d.group = group, d.zp = zp, d.with_bias = bias;
     return d;
+}
+
+// Every weight at the type's extreme (lo with sign, else hi), the zero point at
+// the other one, scales 1, every x = x_value; lo and hi returned.
+case_data extreme_case(const matmul_desc &d, uint32_t seed, int sign, float x_value, int32_t *lo, int32_t *hi) {
+    case_data c = testdata::make_matmul_data(d, seed);
+    testdata::weight_range(d.wei_dt, lo, hi);
+    for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, d.wei_dt, i, sign ? *lo : *hi);
+    for (auto &s : c.scale) s = 1.f;
+    for (auto &z : c.zp) z = sign ? *hi : *lo;
+    for (auto &v : c.x) v = x_value;
+    return c;
 }
 
 // ------------------------------------------------------------ the sweep
@@ -154,6 +173,91 @@ TEST_P(MatmulAmx, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Rows, MatmulAmx, testing::ValuesIn(amx_params()),
                          [](const testing::TestParamInfo<amx_param> &i) { return describe(i.param); });
 
+// ------------------------------------------------ dynamic quantization (AMX-INT8)
+// jit:matmul_wc_dq:avx512_core_amx: every weight type, per OC and groups of
+// 64 / 128 / 192 (chunks of 64), every zero-point kind, M from 1 to 300.
+class MatmulAmxDq : public testing::TestWithParam<amx_param> {};
+
+bool amx_int8_available() { return amx_available() && impl::host_platform().has(impl::cpu_feature::amx_int8); }
+
+TEST_P(MatmulAmxDq, MatchesReference) {
+    if (!amx_int8_available()) GTEST_SKIP() << "needs AMX-INT8 (Sapphire Rapids class)";
+    const amx_param &p = GetParam();
+    const std::vector<int64_t> ks =
+        p.group == 0 ? std::vector<int64_t>{13, 160, 600} : std::vector<int64_t>{p.group * 3};
+    uint32_t seed = 1;
+    for (int64_t k : ks)
+        for (int64_t m : {1, 3, 12, 16, 17, 33, 300}) {
+            const int64_t n = m % 2 ? 70 : 37;
+            check(testdata::make_matmul_data(desc(m, k, n, p.wei, p.group, p.zp, m % 3 == 0), seed++), dq_row_name,
+                  true);
+            if (HasFailure()) return;
+        }
+}
+
+std::vector<amx_param> dq_params() {
+    std::vector<amx_param> v;
+    for (const amx_param &p : amx_params())
+        if (p.group != 32) v.push_back(p); // refused (a tile's K is 64): RefusesWithReasons
+    for (dtype dt : {dtype::u8, dtype::u4}) v.push_back({dt, 192, zpk::per_group});
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, MatmulAmxDq, testing::ValuesIn(dq_params()),
+                         [](const testing::TestParamInfo<amx_param> &i) { return describe(i.param); });
+
+// The weights at their extremes with zero points at the other end over a long
+// K and x = 127 (so sx = 1 and q = 127 exactly): every chunk's sum and the
+// f32 accumulation are exact, the result is K·127·(w − zp).
+TEST(MatmulAmxDq, ExtremeValuesLongK) {
+    if (!amx_int8_available()) GTEST_SKIP() << "needs AMX-INT8 (Sapphire Rapids class)";
+    for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4})
+        for (int sign : {0, 1}) {
+            const matmul_desc d = desc(16, 4096, 37, dt, 128, zpk::per_tensor, false);
+            int32_t lo, hi;
+            const case_data c = extreme_case(d, 3, sign, 127.f, &lo, &hi);
+            check(c, dq_row_name, true);
+            matmul_hints h;
+            h.impl = dq_row_name;
+            h.dynamic_quantization = true;
+            std::string why;
+            const impl::plan_ptr plan = row_named(dq_row_name).supports(d, h, impl::host_platform(), &why);
+            ASSERT_TRUE(plan) << why;
+            auto kern = row_named(dq_row_name).create(d, h, *plan);
+            auto pk = kern->pack(c.weights());
+            std::vector<float> y(static_cast<size_t>(d.m * d.n), 1.f);
+            kern->execute(*pk, c.x.data(), y.data(), 2);
+            const float want = float(d.k) * 127.f * float(sign ? lo - hi : hi - lo);
+            for (float v : y) ASSERT_EQ(v, want) << to_string(dt);
+        }
+}
+
+// Opt-in only; groups that are not a multiple of 64 and M < 12 (unless
+// named) go to the VNNI row.
+TEST(MatmulAmxDq, TableAndRefusals) {
+    if (!amx_int8_available()) GTEST_SKIP() << "needs AMX-INT8 (Sapphire Rapids class)";
+    const impl::platform pl = impl::host_platform();
+    matmul_hints dq;
+    dq.dynamic_quantization = true;
+    std::string why;
+    const impl::matmul_entry &e = row_named(dq_row_name);
+    EXPECT_FALSE(e.supports(desc(32, 256, 64, dtype::u8, 128, zpk::none, false), {}, pl, &why));
+    EXPECT_NE(why.find("dynamic quantization"), std::string::npos) << why;
+    why.clear();
+    EXPECT_FALSE(e.supports(desc(32, 256, 64, dtype::u4, 32, zpk::none, false), dq, pl, &why));
+    EXPECT_NE(why.find("multiple of 64"), std::string::npos) << why;
+    why.clear();
+    EXPECT_FALSE(e.supports(desc(11, 256, 64, dtype::u8, 0, zpk::none, false), dq, pl, &why));
+    EXPECT_NE(why.find("m < 12"), std::string::npos) << why;
+    EXPECT_EQ(impl::select_matmul(desc(12, 256, 64, dtype::u8, 0, zpk::none, false), dq, pl).name, dq_row_name);
+    EXPECT_EQ(impl::select_matmul(desc(11, 256, 64, dtype::u8, 0, zpk::none, false), dq, pl).name,
+              "jit:matmul_wc_dq:avx512_core_vnni");
+    EXPECT_EQ(impl::select_matmul(desc(64, 256, 64, dtype::u4, 32, zpk::none, false), dq, pl).name,
+              "jit:matmul_wc_dq:avx512_core_vnni");
+    EXPECT_EQ(impl::select_matmul(desc(64, 256, 64, dtype::u4, 64, zpk::none, false), {}, pl).name,
+              "jit:matmul_wc_x4:avx512_core_amx");
+}
+
 // ------------------------------------------------------------ accuracy
 // Outlier channels (|x| up to 1000 beside values near 1e-3) at the sizes of
 // the headline problems: the largest error stays far inside the bound.
@@ -183,13 +287,8 @@ TEST(MatmulAmxAccuracy, ExtremeValuesAreExact) {
     for (dtype dt : {dtype::u8, dtype::s8, dtype::u4, dtype::s4})
         for (int sign : {0, 1}) {
             const matmul_desc d = desc(20, 4096, 40, dt, 128, zpk::per_tensor, false);
-            case_data c = testdata::make_matmul_data(d, 7);
             int32_t lo, hi;
-            testdata::weight_range(dt, &lo, &hi);
-            for (int64_t i = 0; i < d.n * d.k; ++i) testdata::set_weight(c.wei, dt, i, sign ? lo : hi);
-            for (auto &s : c.scale) s = 1.f;
-            for (auto &z : c.zp) z = sign ? hi : lo;
-            for (auto &v : c.x) v = 1.f;
+            const case_data c = extreme_case(d, 7, sign, 1.f, &lo, &hi);
             matmul_hints h;
             h.impl = row_name(is_4bit(dt));
             const matmul mm(d, c.weights(), h);

@@ -127,7 +127,7 @@ struct block_ring {
 struct amx_packed : impl::packed {
     explicit amx_packed(size_t bytes) : wei(bytes) {}
     aligned_bytes wei;
-    std::vector<int32_t> comp; // OC + 16: −Σ zp·w
+    std::vector<int32_t> comp; // OC + 32: −Σ zp·w
     std::vector<float> bias;   // OC + 16 (empty without bias)
 };
 
@@ -147,6 +147,8 @@ public:
         c.kc = g_.kc;
         c.s8_src = p.src_dt == dtype::s8;
         c.pipe = fused_ ? &pipe_ : nullptr;
+        c.comp_in_tiles = fused_ && a.zp != zp_mechanism::none; // without a zero point comp is 0 (no s8 shift)
+        c.dst_pixel_elems = p.desc.oc;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
@@ -198,6 +200,7 @@ private:
     bool qb_inner_ = false;
     std::unique_ptr<amx_ukernel> ukernel_;
     std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
+    std::vector<bool> consecutive_;            // per pixel block: its 32 outputs are consecutive pixels
     std::vector<int> full_idx_;                // exec_args::binary index of each full operand, chain order
     std::vector<std::vector<uint8_t>> pad_px_; // per group: one padded pixel (ps bytes)
 };
@@ -215,6 +218,13 @@ void conv_amx_kernel::make_pixel_table() {
     for (int64_t q = 0; q < g_.q; ++q) {
         if (g_.view != view_kind::padded) pix_[q] = q;
         else if (q % g_.wb < d.ow) pix_[q] = q / g_.wb * d.ow + q % g_.wb;
+    }
+    consecutive_.assign(static_cast<size_t>(g_.nq), false);
+    for (int64_t qb = 0; qb < g_.nq; ++qb) {
+        const int64_t *px = pix_.data() + qb * blk;
+        bool c = px[0] >= 0;
+        for (int i = 1; i < blk && c; ++i) c = px[i] == px[0] + i;
+        consecutive_[static_cast<size_t>(qb)] = c;
     }
 }
 
@@ -241,7 +251,7 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
                         wei[(((gr * g.ocg + oc) * g.icg + ic) * d.kh + kh) * d.kw + kw];
                 }
         }
-    pk->comp.assign(static_cast<size_t>(d.oc + 16), 0);
+    pk->comp.assign(static_cast<size_t>(d.oc + blk), 0); // a block reads 32 values
     if (a_.zp != zp_mechanism::none) {
         const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
         std::copy(c.begin(), c.end(), pk->comp.begin());
@@ -436,11 +446,16 @@ void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, co
         reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
     if (!fused_) return;
     const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow, q0 = qb * blk;
-    for (int i = 0; i < blk; ++i) {
-        const int64_t px = pix_[q0 + i];
-        rows[i] = px < 0 ? -1 : (img + px) * d.oc;
+    if (consecutive_[static_cast<size_t>(qb)]) {
+        call.row_off = nullptr;
+        call.row0 = (img + pix_[q0]) * d.oc;
+    } else {
+        for (int i = 0; i < blk; ++i) {
+            const int64_t px = pix_[q0 + i];
+            rows[i] = px < 0 ? -1 : (img + px) * d.oc;
+        }
+        call.row_off = rows;
     }
-    call.row_off = rows;
     const int64_t dsz = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
     call.dst = static_cast<uint8_t *>(dst) + c0 * dsz;
     call.comp = pk.comp.data() + c0;
@@ -544,6 +559,12 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
 // 3x3 s2 OC 64, 64: 0.035 vs 0.070). Forced by name the row takes them.
 // The same for the measured cases below.
 //
+// A strided 1x1 gathers one pixel's channels per row, padded to the K chunks:
+// where they fill under 60 % of them the tiles multiply mostly zeros (the 1x1
+// list, AMX vs VNNI ms: IC 72 → 128 bytes, sw3, OC 80: 0.030 vs 0.024; every
+// other strided 1x1 there fills 73-98 % and the AMX row is 1.3-3.5x faster;
+// IC 72 at stride 1, a padded copy built once per image: 0.067 vs 0.077).
+//
 // Small problems: a call costs ~2-3 us (tile configuration, the first tile
 // loads), so under 1.5 M MACs, or with fewer than 10 output pixels, the VNNI
 // rows win (AMX vs best ms: 1 pixel 0.0010-0.0025 vs 0.0004-0.0007; 1.18 M
@@ -559,6 +580,9 @@ std::string rows_below_are_faster(const conv_problem &p, const attr_set &a) {
     if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
         return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
                "a KxK kernel): the VNNI row is faster";
+    if (g.view == view_kind::gathered && d.kh * d.kw == 1 && g.kt * 10 < int64_t(g.nk) * g.kc * 6)
+        return "a strided 1x1 whose channels fill under 60 % of the K chunks: the tiles multiply mostly padding and "
+               "the VNNI row is faster (IC 72 into 128, sw3, OC 80: 0.030 against 0.024 ms)";
     if (d.ops() / 2 < 1.5e6 || d.mb * d.oh * d.ow < 10)
         return "under 1.5 M MACs or 10 output pixels the tile set-up costs more than the VNNI rows take";
     if (d.icg() <= 4 && a.zp == zp_mechanism::none && !a.has_legacy_ops())

@@ -25,7 +25,9 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 class amx_block_gen : public conv_epilogue_gen {
 public:
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
+        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {
+        comp_in_acc_ = true; // in the tiles, or zero
+    }
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:
@@ -40,8 +42,8 @@ protected:
         add(reg_end, reg_param);
         Xbyak::Label l_block, l_first;
         L(l_block);
+        init_accumulators();
         load_args();
-        for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
         compute_block();
         if (cfg_.pipe) {
             cmp(reg_param, ptr[rsp]);
@@ -74,6 +76,18 @@ private:
     Xbyak::Tmm c_tile(int i) const { return Xbyak::Tmm(i); }
     Xbyak::Tmm a_tile(int i) const { return Xbyak::Tmm(4 + i); }
     Xbyak::Tmm b_tile(int i) const { return Xbyak::Tmm(6 + i); }
+
+    // C tiles = 0, or every row = the block's comp (a zero stride).
+    void init_accumulators() {
+        if (!cfg_.comp_in_tiles) {
+            for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
+            return;
+        }
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, comp)]);
+        xor_(reg_c_stride, reg_c_stride);
+        for (int p = 0; p < 2; ++p)
+            for (int h = 0; h < 2; ++h) tileloadd(c_tile(p * 2 + h), ptr[reg_c + reg_c_stride + h * 64]);
+    }
 
     void load_args() {
         mov(reg_a0, ptr[reg_param + offsetof(amx_call, a)]);
@@ -139,9 +153,10 @@ private:
     // Every vector is masked by k1, loaded per vector from the call (the
     // block's channel count is a runtime value).
     bool tail(int) const override { return true; }
-    Xbyak::Address full_operand(int i, int, int b) override {
+    Xbyak::Address full_operand(int i, int w, int b) override {
         mov(reg_full, ptr[reg_param + offsetof(amx_call, full) + 8 * i]);
-        return ptr[reg_full + reg_row * 4 + b * 64];
+        const int64_t row = consecutive_ ? w * cfg_.dst_pixel_elems * 4 : 0;
+        return ptr[reg_full + reg_row * 4 + static_cast<int32_t>(row + b * 64)];
     }
 
     void load_epilogue_args() {
@@ -156,13 +171,31 @@ private:
         vxorps(zmm_zero, zmm_zero, zmm_zero);
     }
 
-    // Per OC vector (parameters hoisted), per pixel row of the buffer: skip
-    // rows whose offset is negative, else y = C row → pipeline → dst.
+    // The pipeline over the block's buffer: consecutive outputs (no row
+    // table: one address per block, no per-row test) or through the table.
     void apply_post_ops() {
         load_epilogue_args();
+        Xbyak::Label l_table, l_done;
+        test(reg_rows, reg_rows);
+        jnz(l_table, T_NEAR);
+        mov(reg_row, ptr[reg_param + offsetof(amx_call, row0)]);
+        epilogue_rows(true);
+        jmp(l_done, T_NEAR);
+        L(l_table);
+        epilogue_rows(false);
+        L(l_done);
+    }
+
+    // Per OC vector (parameters hoisted), per pixel row of the buffer: y = C
+    // row → pipeline → dst; through the table, rows whose offset is negative
+    // are skipped.
+    void epilogue_rows(bool consecutive) {
+        consecutive_ = consecutive;
         const Xbyak::Zmm y(0);
         const int dsz_ = dsz();
         const Xbyak::RegExp dst_row = dsz_ == 1 ? reg_dst_base + reg_row : reg_dst_base + reg_row * 4;
+        const int64_t pix = consecutive ? cfg_.dst_pixel_elems * dsz_ : 0; // dst bytes between rows
+        if (consecutive) lea(reg_dst, ptr[dst_row]);
         for (int b = 0; b < 2; ++b) {
             Xbyak::Label l_none;
             kmovw(k1, ptr[reg_param + offsetof(amx_call, mask) + 2 * b]);
@@ -171,19 +204,24 @@ private:
             emit_load_params(b);
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
-                mov(reg_row, ptr[reg_rows + w * 8]);
-                test(reg_row, reg_row);
-                js(l_skip, T_NEAR);
-                lea(reg_dst, ptr[dst_row]);
+                if (!consecutive) {
+                    mov(reg_row, ptr[reg_rows + w * 8]);
+                    test(reg_row, reg_row);
+                    js(l_skip, T_NEAR);
+                    lea(reg_dst, ptr[dst_row]);
+                }
+                const int wr = consecutive ? w : 0;
                 vmovdqu32(y, ptr[reg_c + w * c_row_bytes + b * 64]);
-                emit_pixel_pipeline(y, 0, b, 0);
-                emit_store(y, ptr[reg_dst + b * 16 * dsz_], tail(b), cfg_.pipe->dst_dt);
-                L(l_skip);
+                emit_pixel_pipeline(y, wr, b, pix);
+                emit_store(y, ptr[reg_dst + static_cast<int32_t>(wr * pix + b * 16 * dsz_)], tail(b),
+                           cfg_.pipe->dst_dt);
+                if (!consecutive) L(l_skip);
             }
             L(l_none);
         }
     }
 
+    bool consecutive_ = false;
     const amx_ukernel_cfg cfg_;
     const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
                        reg_k = r10, reg_c = r10, reg_c_stride = r9;

@@ -130,5 +130,8 @@ matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
 matmul_entry matmul_wc_dq_row(const std::string &name);
 // AMX-BF16 at f32 accuracy (kernels/jit/matmul_wc_amx.cpp): jit:matmul_wc_{x8,x4}:avx512_core_amx.
 matmul_entry matmul_wc_amx_row(const std::string &name, bool x4);
+// Opt-in dynamic quantization on AMX-INT8 (kernels/jit/matmul_wc_dq_amx.cpp):
+// jit:matmul_wc_dq:avx512_core_amx.
+matmul_entry matmul_wc_dq_amx_row(const std::string &name);
 
 } // namespace qconv::impl

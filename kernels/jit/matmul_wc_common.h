@@ -1,6 +1,6 @@
 // Pieces shared by the weight-compressed MatMul kernels: the f32 rows
 // (matmul_wc.cpp, matmul_wc_gen.cpp) and the dynamic-quantization row
-// (matmul_wc_dq.cpp).
+// (matmul_wc_dq.cpp, matmul_wc_dq_amx.cpp).
 //
 // Host side (qconv::impl): the zeroed, aligned buffers that hold packed
 // weights and parameters (2 MB aligned and advised onto transparent huge
@@ -88,6 +88,12 @@ inline bool wc_shape_ok(const matmul_desc &d, std::string *why) {
     if (gs <= 0 || d.k % gs != 0) return reject(why, "group size must divide k");
     return true;
 }
+
+// Dynamic quantization of X (the rows jit:matmul_wc_dq:*, matmul_wc_dq.cpp):
+// max |x| over n values (NaN lanes ignored), and q[k] = clamp(rne(x[k]·inv),
+// ±127) for n values, returning Σ q.
+float dq_abs_max(const float *x, int64_t n);
+int32_t dq_quantize(const float *x, int64_t n, float inv, int8_t *q);
 
 } // namespace qconv::impl
 

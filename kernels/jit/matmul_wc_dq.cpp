@@ -200,46 +200,6 @@ struct dq_packed : packed {
 // (NaN → −127, as std::max(−127, NaN) gives), Σ q.
 // (GCC 12's intrinsic headers trip -Wmaybe-uninitialized on their own
 // _mm512_undefined_ps(); GCC bug 105593.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-__attribute__((target("avx512f,avx512bw"))) float abs_max(const float *x, int64_t n) {
-    __m512 m = _mm512_setzero_ps();
-    for (int64_t k = 0; k < n; k += 16) {
-        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
-        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + k));
-        m = _mm512_max_ps(a, m); // a NaN lane keeps m (the second operand)
-    }
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, m);
-    float r = 0.f;
-    for (float v : lanes) r = std::max(r, v);
-    return r;
-}
-
-__attribute__((target("avx512f,avx512bw"))) int32_t quantize(const float *x, int64_t n, float inv, int8_t *q) {
-    const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
-    __m512i sum = _mm512_setzero_si512();
-    for (int64_t k = 0; k < n; k += 16) {
-        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
-        __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + k), vinv),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi); // max(NaN, −127) = −127
-        const __m512i v = _mm512_cvtps_epi32(r);
-        _mm512_mask_cvtepi32_storeu_epi8(q + k, live, v);
-        sum = _mm512_add_epi32(sum, v); // masked-off lanes loaded 0 → q = 0
-    }
-    alignas(64) int32_t lanes[16];
-    _mm512_store_si512(lanes, sum);
-    int32_t r = 0;
-    for (int32_t v : lanes) r += v;
-    return r;
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 class dq_kernel : public matmul_kernel {
 public:
@@ -338,11 +298,11 @@ private:
     void quantize_row(const float *xr, int64_t m, int8_t *q, float *sx, float *sumq) const {
         for (int64_t g = 0; g < l_.ng; ++g) {
             const float *xg = xr + g * l_.gs;
-            const float amax = abs_max(xg, l_.gs);
+            const float amax = dq_abs_max(xg, l_.gs);
             const float s = amax / 127.f;
             const float inv = amax > 0.f ? 127.f / amax : 0.f;
             int8_t *qg = q + m * l_.kq + g * l_.steps_per_group * l_.kstep;
-            const int32_t sum = quantize(xg, l_.gs, inv, qg);
+            const int32_t sum = dq_quantize(xg, l_.gs, inv, qg);
             sx[g * d_.m + m] = s;
             sumq[g * d_.m + m] = static_cast<float>(sum);
         }
@@ -390,6 +350,48 @@ private:
 };
 
 } // namespace
+
+// The quantization of X shared with the AMX-INT8 row (matmul_wc_common.h).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+__attribute__((target("avx512f,avx512bw"))) float dq_abs_max(const float *x, int64_t n) {
+    __m512 m = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(live, x + k));
+        m = _mm512_max_ps(a, m); // a NaN lane keeps m (the second operand)
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, m);
+    float r = 0.f;
+    for (float v : lanes) r = std::max(r, v);
+    return r;
+}
+
+__attribute__((target("avx512f,avx512bw"))) int32_t dq_quantize(const float *x, int64_t n, float inv, int8_t *q) {
+    const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n; k += 16) {
+        const __mmask16 live = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+        __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(live, x + k), vinv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi); // max(NaN, −127) = −127
+        const __m512i v = _mm512_cvtps_epi32(r);
+        _mm512_mask_cvtepi32_storeu_epi8(q + k, live, v);
+        sum = _mm512_add_epi32(sum, v); // masked-off lanes loaded 0 → q = 0
+    }
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, sum);
+    int32_t r = 0;
+    for (int32_t v : lanes) r += v;
+    return r;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 matmul_entry matmul_wc_dq_row(const std::string &name) {
     if (name != "jit:matmul_wc_dq:avx512_core_vnni")

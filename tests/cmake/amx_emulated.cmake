@@ -7,8 +7,9 @@
 add_test(NAME jit_conv_amx_emulated
          COMMAND test_jit_conv_amx --gtest_filter=AmxConv.*:Cases/AmxSmall.*)
 set_tests_properties(jit_conv_amx_emulated PROPERTIES ENVIRONMENT "QCONV_TEST_AMX=emulate" TIMEOUT 600)
-# The AMX-BF16 MatMul rows likewise (their accuracy and table tests, and the
-# per-OC and group-128 cases of every weight type).
+# The AMX MatMul rows likewise (the BF16 rows' accuracy and table tests and
+# their per-OC and group-128 cases of every weight type; the dynamic-quantization
+# row's extremes, table and group-128 cases).
 add_test(NAME matmul_amx_emulated
-         COMMAND test_matmul_amx --gtest_filter=MatmulAmxAccuracy.*:MatmulAmxRows.*:Rows/MatmulAmx.MatchesReference/*_oc_*:Rows/MatmulAmx.MatchesReference/*_g128_*)
+         COMMAND test_matmul_amx --gtest_filter=MatmulAmxAccuracy.*:MatmulAmxRows.*:Rows/MatmulAmx.MatchesReference/*_oc_*:Rows/MatmulAmx.MatchesReference/*_g128_*:MatmulAmxDq.*:Rows/MatmulAmxDq.MatchesReference/*_g128_*)
 set_tests_properties(matmul_amx_emulated PROPERTIES ENVIRONMENT "QCONV_TEST_AMX=emulate" TIMEOUT 600)
