@@ -313,6 +313,14 @@ TEST(DwDispatch, AutoOnThisMachineMatchesTheReference) {
     t.desc("mb2ic24ih9oc40kh1").zp("channel:random").post_ops("relu;dw:2:u8;add:per_oc").threads(2);
     ASSERT_TRUE(t.run("auto"));
     EXPECT_NE(t.impl_name(), "ref:conv");
+    // Under a cap below AVX-512 (QCONV_MAX_CPU_ISA=avx2 / avx2_vnni, CTest
+    // conv_dw_fusion_isa_cap_*) the fused row of the level runs, else the composite.
+    const impl::platform pl = impl::host_platform();
+    const char *want = pl.has(impl::cpu_feature::avx512_core) ? kComposite
+                       : pl.has(impl::cpu_feature::avx2_vnni) ? kFusedVnni
+                       : pl.has(impl::cpu_feature::avx2)      ? kFusedAvx2
+                                                              : kComposite;
+    EXPECT_EQ(t.impl_name(), want) << pl.key();
 }
 
 } // namespace
