@@ -80,15 +80,12 @@ conv_problem dw_rows(const conv_problem &dw, int64_t rows, int64_t n, bool first
     return q;
 }
 
-int default_band(const conv_problem &p, int s) {
-    if (const char *e = std::getenv("QCONV_JIT_CONV_DW_BAND")) {
-        const int v = std::atoi(e);
-        if (v > 0) return v;
-    }
+int default_band(const conv_problem &p, int s, const conv_knobs &k) {
+    if (k.dw_band > 0) return k.dw_band;
     // About 128 KiB of ring: 16 rows of the MobileNet blocks at stride 1
     // (bands of 2, 8, 16 and whole images measured; docs/perf_log.md, issue #27).
     const int64_t row = p.desc.ow * p.desc.oc;
-    int64_t rows = std::max<int64_t>(3, (128 << 10) / std::max<int64_t>(1, row));
+    const int64_t rows = std::max<int64_t>(3, (128 << 10) / std::max<int64_t>(1, row));
     return static_cast<int>(std::max<int64_t>(1, (rows - 3) / s + 1));
 }
 
@@ -237,7 +234,7 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
         auto pl = std::make_shared<fused_plan>();
         pl->isa = i;
         pl->knobs = k;
-        pl->band = default_band(p, p.dw()->dw_stride);
+        pl->band = default_band(p, p.dw()->dw_stride, k);
         return pl;
     };
     // With AVX-512 the composite row's halves run on the zmm rows (and AMX),
