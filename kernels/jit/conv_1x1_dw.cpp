@@ -82,10 +82,13 @@ conv_problem dw_rows(const conv_problem &dw, int64_t rows, int64_t n, bool first
 
 int default_band(const conv_problem &p, int s, const conv_knobs &k) {
     if (k.dw_band > 0) return k.dw_band;
-    // About 128 KiB of ring: 16 rows of the MobileNet blocks at stride 1
-    // (bands of 2, 8, 16 and whole images measured; docs/perf_log.md, issue #27).
+    // About 256 KiB of ring: 34 rows of the MobileNet blocks at stride 1, 17
+    // at stride 2. Each band costs two kernel calls, which cost about what the
+    // ring saves: bands of 2, 8, 16 and whole images measured 0.91, 0.98,
+    // 1.01, 0.98x the composite at stride 1, bands of 4, 8, 16, 32 at stride 2
+    // 0.95, 0.98, 1.00, 1.00x (docs/perf_log.md, issue #27).
     const int64_t row = p.desc.ow * p.desc.oc;
-    const int64_t rows = std::max<int64_t>(3, (128 << 10) / std::max<int64_t>(1, row));
+    const int64_t rows = std::max<int64_t>(3, (256 << 10) / std::max<int64_t>(1, row));
     return static_cast<int>(std::max<int64_t>(1, (rows - 3) / s + 1));
 }
 

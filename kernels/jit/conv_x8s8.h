@@ -132,7 +132,7 @@ struct conv_knobs {
     bool dw_pair = true;    // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
     bool dw_row = true;     // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
     int dw_native = -1;     // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
-    int dw_band = 0; // QCONV_JIT_CONV_DW_BAND=N: depthwise rows per band of the fused 1x1 + dw rows (0: ~128 KiB ring)
+    int dw_band = 0; // QCONV_JIT_CONV_DW_BAND=N: depthwise rows per band of the fused 1x1 + dw rows (0: ~256 KiB ring)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;
