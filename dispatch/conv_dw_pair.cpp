@@ -52,6 +52,7 @@ conv_entry conv_dw_pair_row() {
     e.name = "composite:conv_1x1_dw";
     e.family = "composite";
     e.only_1x1 = true;
+    e.only_dw_item = true;
     e.decide = decide_by([](const conv_problem &p, const attr_set &, const platform &, std::string *why) {
         return p.dw() ? true : reject(why, "no fused dw conv item (the composite runs only 1x1 + dw chains)");
     });

@@ -65,6 +65,7 @@ struct conv_entry {
     std::string family;          // "jit", "onednn" or "ref"
     bool only_1x1 = false;       // takes 1x1 kernels only
     bool only_depthwise = false; // takes groups == IC == OC only
+    bool only_dw_item = false;   // takes chains with a fused dw item (post_op::kind::dw_conv) only
     decide_fn decide;            // the row's own checks (needs already satisfied)
     build_fn build;
     // Where "auto" leaves a problem the row supports to the rows below it,

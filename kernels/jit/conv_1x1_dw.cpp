@@ -229,6 +229,7 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
     e.name = name;
     e.family = "jit";
     e.only_1x1 = true;
+    e.only_dw_item = true;
     e.needs = required_features(i);
     e.decide = [i](const conv_problem &p, const attr_set &a, const impl::platform &,
                    std::string *why) -> impl::plan_ptr {

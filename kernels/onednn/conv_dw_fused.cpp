@@ -255,6 +255,7 @@ conv_entry conv_1x1_dw_row(const std::string &name, isa level, bool peer) {
     e.family = "onednn";
     e.peer = peer;
     e.only_1x1 = true;
+    e.only_dw_item = true;
     e.needs = level_features(level);
     e.needs.remove(cpu_feature::avx512_bf16);
     e.decide = [level](const conv_problem &p, const attr_set &a, const platform &, std::string *why) -> plan_ptr {
