@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,10 @@ struct row_case {
     const char *name;
     const char *impl;
 };
+// Readable parameters in test listings.
+void PrintTo(const pair_case &c, std::ostream *os) { *os << c.name << " " << c.desc << " dw stride " << c.stride; }
+void PrintTo(const row_case &c, std::ostream *os) { *os << c.impl; }
+
 const row_case kRows[] = {{"fused_avx2_vnni", kFusedVnni}, {"fused_avx2", kFusedAvx2}, {"composite", kComposite}};
 
 class DwPairs : public ::testing::TestWithParam<std::tuple<pair_case, row_case>> {};
@@ -220,6 +225,8 @@ const small_case kSmall[] = {
      "extreme"},
     {"strided_1x1", "mb1ic8ih9oc8oh5kh1sh2", dtype::u8, "none", "dw:1:u8", dtype::u8, "random"},
 };
+
+void PrintTo(const small_case &c, std::ostream *os) { *os << c.name << " " << c.desc << " " << c.ops; }
 
 class DwSmall : public ::testing::TestWithParam<std::tuple<small_case, row_case>> {};
 
