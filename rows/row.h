@@ -62,7 +62,7 @@ struct conv_entry {
     feature_set needs; // CPU features the row's code uses
     bool peer = false; // runs when forced by name (driver, benchmarks), never chosen by "auto"
     // What tests and benchmarks select rows by (never by parsing names):
-    std::string family;          // "jit", "onednn" or "ref"
+    std::string family;          // "jit", "onednn", "composite" or "ref"
     bool only_1x1 = false;       // takes 1x1 kernels only
     bool only_depthwise = false; // takes groups == IC == OC only
     bool only_dw_item = false;   // takes chains with a fused dw item (post_op::kind::dw_conv) only

@@ -330,5 +330,24 @@ TEST(DwDispatch, AutoOnThisMachineMatchesTheReference) {
     EXPECT_EQ(t.impl_name(), want) << pl.key();
 }
 
+// The tuned mode times the composite row too, whose halves are tuned
+// primitives of their own (a recursive tuning on the same thread: it once
+// deadlocked); the tuned choice computes the same bytes as auto's.
+TEST(DwDispatch, TunedModeRunsAndMatchesAuto) {
+    conv_problem p;
+    p.desc = conv_desc::parse("mb2ic17ih9oc24kh1");
+    p.ops = testdata::make_post_ops("relu;dw:2:u8;relu", p.desc.oc, 1);
+    p.scales = testdata::make_scales(p.desc.oc, false, 1);
+    const auto src = testdata::make_src(p, testdata::data_kind::random, 1);
+    const auto w = testdata::make_weights(p.desc, testdata::data_kind::random, 1);
+    conv_hints tuned;
+    tuned.tune = true;
+    const convolution a(p, w.data(), nullptr), t(p, w.data(), nullptr, tuned);
+    std::vector<uint8_t> da(static_cast<size_t>(p.dst_elems())), dt(da.size());
+    a.execute(src.data(), da.data());
+    t.execute(src.data(), dt.data());
+    EXPECT_EQ(da, dt) << a.impl_name() << " vs tuned " << t.impl_name();
+}
+
 } // namespace
 } // namespace qconv
