@@ -28,7 +28,7 @@ struct lowered_op {
         depthwise_scale_shift, // legacy: y·a[c] + b[c]
         depthwise_prelu,       // legacy: y ≥ 0 ? y : y·a[c]
         quantization,          // legacy FQ: clamp(cl,ch), ·isc+ish, [rne], [·osc+osh]
-        dw_conv,               // legacy fused 3x3 depthwise conv: recognised, executed by no implementation
+        dw_conv,               // fused 3x3 depthwise item: the cut between the two convs (core/dw_fusion.h)
     };
     kind k = kind::eltwise;
     eltwise_alg alg = eltwise_alg::relu;

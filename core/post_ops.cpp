@@ -185,16 +185,24 @@ post_op post_op::fake_quantize(int levels, std::vector<float> il, std::vector<fl
     return p;
 }
 
-post_op post_op::dw_conv() {
+post_op post_op::dw_conv(int stride, dtype mid_dt, std::vector<int8_t> wei, std::vector<float> bias,
+                         std::vector<float> scales) {
     post_op p;
     p.k = kind::dw_conv;
+    p.dw_stride = stride;
+    p.dw_mid_dt = mid_dt;
+    p.dw_wei = std::move(wei);
+    p.dw_bias = std::move(bias);
+    p.dw_scales = std::move(scales);
     return p;
 }
 
 bool post_op::operator==(const post_op &o) const {
     return k == o.k && alg == o.alg && alpha == o.alpha && beta == o.beta && balg == o.balg && bcast == o.bcast &&
            sum_scale == o.sum_scale && sum_zp == o.sum_zp && scale == o.scale && shift == o.shift &&
-           levels == o.levels && in_lo == o.in_lo && in_hi == o.in_hi && out_lo == o.out_lo && out_hi == o.out_hi;
+           levels == o.levels && in_lo == o.in_lo && in_hi == o.in_hi && out_lo == o.out_lo && out_hi == o.out_hi &&
+           dw_stride == o.dw_stride && dw_mid_dt == o.dw_mid_dt && dw_wei == o.dw_wei && dw_bias == o.dw_bias &&
+           dw_scales == o.dw_scales;
 }
 
 namespace {

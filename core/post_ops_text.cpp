@@ -13,7 +13,9 @@
 //   sum       sum[:scale[:zp]]
 //   legacy    scale_shift:SCALE_LIST:SHIFT_LIST   prelu:SLOPE_LIST
 //             fq:LEVELS:IN_LO_LIST:IN_HI_LIST:OUT_LO_LIST:OUT_HI_LIST
-//             dw_conv
+//   dw conv   dw:STRIDE:MID_DT:WEIGHTS:BIAS:SCALES  (WEIGHTS: 9·OC integers in
+//             [−128, 127], [c][kh][kw]; BIAS: OC values or none; SCALES: 1 or
+//             OC values or none); the items after it are the depthwise's
 // "" and "none" mean an empty chain. to_text() prints this form, so
 // parse_post_ops(to_text(ops), oc) == ops for every valid chain.
 #include <cmath>
@@ -181,9 +183,21 @@ post_op parse_item(const std::string &item) {
         return post_op::fake_quantize(int(levels), parse_list(item, f[2], "in_lo"), parse_list(item, f[3], "in_hi"),
                                       parse_list(item, f[4], "out_lo"), parse_list(item, f[5], "out_hi"));
     }
-    if (name == "dw_conv") {
-        check_args(item, f, 1);
-        return post_op::dw_conv();
+    if (name == "dw" || name == "dw_conv") {
+        if (f.size() != 6) fail("post_ops", "'" + item + "': expected dw:STRIDE:MID_DT:WEIGHTS:BIAS:SCALES");
+        const int64_t stride = parse_int(item, f[1], "stride");
+        const dtype mid = parse_dtype(f[2], "post_ops: '" + item + "': mid_dt");
+        std::vector<int8_t> wei;
+        for (const std::string &x : split(f[3], ',')) {
+            const int64_t v = parse_int(item, trim(x), "weight");
+            if (v < -128 || v > 127)
+                fail("post_ops", "'" + item + "': weight " + std::to_string(v) + " is outside [-128, 127]");
+            wei.push_back(int8_t(v));
+        }
+        auto opt = [&](const std::string &s, const char *what) {
+            return s == "none" ? std::vector<float>() : parse_list(item, s, what);
+        };
+        return post_op::dw_conv(int(stride), mid, std::move(wei), opt(f[4], "bias"), opt(f[5], "scale"));
     }
     fail("post_ops", "unknown post-op '" + name + "'");
 }
@@ -258,7 +272,24 @@ void validate_one(const post_op &p, size_t i, int64_t oc) {
                                             fmt(at(p.in_lo, c)) + " >= " + fmt(at(p.in_hi, c)) + ")");
         return;
     }
-    case post_op::kind::dw_conv: return;
+    case post_op::kind::dw_conv: {
+        if (p.dw_stride != 1 && p.dw_stride != 2)
+            fail(field(i, "dw_stride"), "must be 1 or 2 (got " + std::to_string(p.dw_stride) + ")");
+        if (p.dw_mid_dt != dtype::u8 && p.dw_mid_dt != dtype::s8)
+            fail(field(i, "dw_mid_dt"),
+                 std::string("the intermediate must be u8 or s8 (got ") + to_string(p.dw_mid_dt) + ")");
+        if (int64_t(p.dw_wei.size()) != 9 * oc)
+            fail(field(i, "dw_wei"),
+                 "expected 9·OC=" + std::to_string(9 * oc) + " weights (got " + std::to_string(p.dw_wei.size()) + ")");
+        if (!p.dw_bias.empty() && int64_t(p.dw_bias.size()) != oc)
+            fail(field(i, "dw_bias"), "expected none or OC=" + std::to_string(oc) + " values (got " +
+                                          std::to_string(p.dw_bias.size()) + ")");
+        for (size_t j = 0; j < p.dw_bias.size(); ++j)
+            if (!std::isfinite(p.dw_bias[j]))
+                fail(field(i, "dw_bias"), "value #" + std::to_string(j) + " must be finite");
+        check_vec(i, "dw_scales", p.dw_scales, oc, /*allow_empty=*/true);
+        return;
+    }
     }
     fail(field(i, "kind"), "unknown post-op kind " + std::to_string(int(p.k)));
 }
@@ -313,7 +344,10 @@ std::string to_string(const post_ops &ops) {
             if (p.levels != 256) s += ":" + std::to_string(p.levels);
             break;
         }
-        case post_op::kind::dw_conv: s += "dw_conv"; break;
+        case post_op::kind::dw_conv:
+            s += "dw:" + std::to_string(p.dw_stride) + ":" + to_string(p.dw_mid_dt);
+            s += p.dw_bias.empty() ? ":nobias" : ":bias";
+            break;
         }
     }
     return s;
@@ -334,7 +368,14 @@ std::string to_text(const post_ops &ops) {
             s += "fq:" + std::to_string(p.levels) + ":" + list_text(p.in_lo) + ":" + list_text(p.in_hi) + ":" +
                  list_text(p.out_lo) + ":" + list_text(p.out_hi);
             break;
-        default: s += to_string(post_ops{p}); // eltwise, sum, dw_conv: the short form has every value
+        case post_op::kind::dw_conv: {
+            s += "dw:" + std::to_string(p.dw_stride) + ":" + to_string(p.dw_mid_dt) + ":";
+            for (size_t j = 0; j < p.dw_wei.size(); ++j) s += (j ? "," : "") + std::to_string(int(p.dw_wei[j]));
+            s += ":" + (p.dw_bias.empty() ? std::string("none") : list_text(p.dw_bias));
+            s += ":" + (p.dw_scales.empty() ? std::string("none") : list_text(p.dw_scales));
+            break;
+        }
+        default: s += to_string(post_ops{p}); // eltwise, sum: the short form has every value
         }
     }
     return s;
@@ -342,7 +383,22 @@ std::string to_text(const post_ops &ops) {
 
 void validate(const post_ops &ops, int64_t oc) {
     if (oc < 1) fail("oc", "must be positive (got " + std::to_string(oc) + ")");
-    for (size_t i = 0; i < ops.size(); ++i) validate_one(ops[i], i, oc);
+    int dw = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        validate_one(ops[i], i, oc);
+        if (ops[i].k == post_op::kind::dw_conv && ++dw > 1) fail(field(i, ""), "at most one dw conv item");
+        // Before the dw item the post-ops act on the intermediate, which no
+        // tensor holds: nothing may read a tensor of its shape.
+        if (dw == 0 && ops[i].k == post_op::kind::sum)
+            for (size_t j = i + 1; j < ops.size(); ++j)
+                if (ops[j].k == post_op::kind::dw_conv)
+                    fail(field(i, ""), "a sum before the dw conv item has no destination to read (put it after)");
+        if (dw == 0 && ops[i].k == post_op::kind::binary && ops[i].bcast == broadcast::full)
+            for (size_t j = i + 1; j < ops.size(); ++j)
+                if (ops[j].k == post_op::kind::dw_conv)
+                    fail(field(i, ""), "a full-tensor binary before the dw conv item would read the intermediate "
+                                       "(put it after)");
+    }
 }
 
 } // namespace qconv

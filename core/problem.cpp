@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/desc_text.h"
+#include "core/dw_fusion.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
 
@@ -53,7 +54,12 @@ std::string post_op_key(const post_op &p) {
         s += ":" + std::to_string(p.levels) + ":" + join(p.in_lo) + ":" + join(p.in_hi) + ":" + join(p.out_lo) + ":" +
              join(p.out_hi);
         break;
-    case post_op::kind::dw_conv: break;
+    case post_op::kind::dw_conv: {
+        s += ":" + std::to_string(p.dw_stride) + ":" + std::to_string(int(p.dw_mid_dt)) + ":";
+        for (size_t i = 0; i < p.dw_wei.size(); ++i) s += (i ? "," : "") + std::to_string(int(p.dw_wei[i]));
+        s += ":" + join(p.dw_bias) + ":" + join(p.dw_scales);
+        break;
+    }
     }
     return s;
 }
@@ -105,6 +111,28 @@ void conv_problem::validate() const {
     if (dst_dt == dtype::s8) check_int_range("dst_zp", dst_zp, -128, 127, "(s8 destination)");
 
     qconv::validate(ops, desc.oc);
+    if (dw()) {
+        // The fused depthwise runs over a 1x1 convolution's output.
+        if (desc.kh != 1 || desc.kw != 1)
+            fail("post_ops", "a dw conv item needs a 1x1 convolution (got kh=" + std::to_string(desc.kh) +
+                                 " kw=" + std::to_string(desc.kw) + ")");
+        if (desc.g != 1)
+            fail("post_ops",
+                 "a dw conv item needs an ungrouped 1x1 convolution (got g=" + std::to_string(desc.g) + ")");
+        if (desc.pt != 0 || desc.pl != 0) fail("post_ops", "a dw conv item needs an unpadded 1x1 convolution");
+        dst_desc().validate();
+    }
+}
+
+const post_op *conv_problem::dw() const {
+    for (const post_op &op : ops)
+        if (op.k == post_op::kind::dw_conv) return &op;
+    return nullptr;
+}
+
+conv_desc conv_problem::dst_desc() const {
+    const post_op *item = dw();
+    return item ? dw_desc_over(desc, item->dw_stride) : desc;
 }
 
 std::string conv_problem::key() const {

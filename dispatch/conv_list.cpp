@@ -4,6 +4,7 @@
 // CPU features (the row constructor says which), peers run only when forced
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
+#include "dispatch/conv_dw_pair.h"
 #include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/onednn/onednn_conv.h"
@@ -47,8 +48,20 @@ std::vector<conv_entry> build_conv_list() {
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
         jit::conv_row("jit:conv_x8s8:avx2_vnni", conv_isa::avx2_vnni, false),
         jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core, false),
+        // 1x1 + fused depthwise item (AVX2 machines' MobileNet blocks): both
+        // halves on this ISA's kernels, band by band through a ring of
+        // intermediate rows; measured against the composite row below
+        // (docs/perf_log.md, issue #27).
+        jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
+        jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2, false),
+
+        // A 1x1 with a fused depthwise item that no fused row above takes:
+        // the two halves as two primitives through the normal dispatch (each
+        // half on its fastest exact row), on every ISA; the rows above refuse
+        // the dw item, so nothing falls to the reference.
+        conv_dw_pair_row(),
 
         // Peers (run when forced by name, never chosen by auto). oneDNN's
         // brgconv on AMX: wrong results that depend on the thread count (the
@@ -58,6 +71,14 @@ std::vector<conv_entry> build_conv_list() {
         onednn::brgconv_peer_row("onednn:brgconv:avx512_core_amx", "brgconv", isa::avx512_core_amx),
         // Whatever oneDNN picks first (known-wrong and untrusted
         // implementations passed over).
+        // oneDNN's 1x1 + dw (append_dw; oneDNN 2.6.3 runs it as its
+        // ref_fused_convolution of two sub-primitives), for comparison:
+        // peers, outside the wrapped-row sweep (docs/dispatch.md).
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_amx", isa::avx512_core_amx, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core_vnni", isa::avx512_core_vnni, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx512_core", isa::avx512_core, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx2_vnni", isa::avx2_vnni, true),
+        onednn::conv_1x1_dw_row("onednn:conv_1x1_dw:avx2", isa::avx2, true),
         onednn::any_row(),
         // The reference: always last.
         ref_conv_row(),

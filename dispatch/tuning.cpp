@@ -26,8 +26,10 @@ bool tuned_dispatch(const conv_hints &hints) {
 
 namespace {
 // The winner per (problem, platform, thread count), decided once per
-// process by timing every accepting row.
-std::mutex tuned_mu;
+// process by timing every accepting row. Recursive: timing the composite
+// row (a fused dw item) creates its two halves' primitives, which are tuned
+// too, on the same thread.
+std::recursive_mutex tuned_mu;
 std::map<std::string, std::string> tuned_winner;
 } // namespace
 
@@ -37,7 +39,7 @@ conv_choice tuned_choice(const conv_problem &p, const platform &plat, const conv
     const std::vector<conv_choice> cands = accepting_conv(conv_list(), attrs, p, plat);
     if (cands.size() <= 1) return select_conv(p, plat, hints);
     const std::string key = p.key() + "|" + plat.str() + "|t" + std::to_string(omp_get_max_threads());
-    std::lock_guard<std::mutex> lock(tuned_mu); // one problem tuned at a time: timings do not overlap
+    std::lock_guard<std::recursive_mutex> lock(tuned_mu); // one problem tuned at a time: timings do not overlap
     const auto known = tuned_winner.find(key);
     if (known != tuned_winner.end())
         for (const auto &c : cands)

@@ -80,7 +80,7 @@ float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_
         if (op.dequantize) y = madd(y, param(op.osc, c, "fake_quantize"), param(op.osh, c, "fake_quantize"));
         return y;
     }
-    case K::dw_conv: fail("post_ops", "the fused depthwise conv is executed by no implementation");
+    case K::dw_conv: fail("post_ops", "the fused depthwise conv is run by ref::conv, not by the pipeline");
     }
     fail("post_ops", "unknown lowered post-op kind");
 }

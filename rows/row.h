@@ -62,15 +62,18 @@ struct conv_entry {
     feature_set needs; // CPU features the row's code uses
     bool peer = false; // runs when forced by name (driver, benchmarks), never chosen by "auto"
     // What tests and benchmarks select rows by (never by parsing names):
-    std::string family;          // "jit", "onednn" or "ref"
+    std::string family;          // "jit", "onednn", "composite" or "ref"
     bool only_1x1 = false;       // takes 1x1 kernels only
     bool only_depthwise = false; // takes groups == IC == OC only
+    bool only_dw_item = false;   // takes chains with a fused dw item (post_op::kind::dw_conv) only
     decide_fn decide;            // the row's own checks (needs already satisfied)
     build_fn build;
     // Where "auto" leaves a problem the row supports to the rows below it,
     // because they are measured faster there: the reason, or "" (unset:
     // never). Forced by name the row still runs, and the tuned mode times it.
-    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &)>;
+    // The platform is the one decided for (rows measured slower than the rows
+    // below only on some CPUs defer there alone).
+    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &, const platform &)>;
     defer_fn defer;
 
     // The plan for (p, attr) on `pl`, or null with the reason in *why (the

@@ -101,9 +101,9 @@ const std::vector<row> rows = {
     {"avx2_pertensor_binary", isa::avx2, "tensor:3", with_binary, hint, {a0_lpc_legacy}},
     {"avx2vnni_pertensor_nobinary", isa::avx2_vnni, "tensor:3", no_binary, no_hint, {a0_lpc_plain}},
     // ---- a fused dw-conv keeps everything in attr[0]
-    {"amx_pertensor_dwconv", isa::avx512_core_amx, "tensor:3", "dw_conv", no_hint, {a0_lpc_legacy}},
-    {"vnni_pertensor_dwconv", isa::avx512_core_vnni, "tensor:3", "dw_conv", hint, {a0_lpc_legacy}},
-    {"avx2_nozp_dwconv", isa::avx2, "none", "dw_conv", no_hint, {a0_none_legacy}},
+    {"amx_pertensor_dwconv", isa::avx512_core_amx, "tensor:3", "dw", no_hint, {a0_lpc_legacy}},
+    {"vnni_pertensor_dwconv", isa::avx512_core_vnni, "tensor:3", "dw", hint, {a0_lpc_legacy}},
+    {"avx2_nozp_dwconv", isa::avx2, "none", "dw", no_hint, {a0_none_legacy}},
 };
 
 conv_problem make_problem(const row &r) {

@@ -361,9 +361,9 @@ TEST(PostOpsText, ParsesEveryForm) {
     const auto ops = parse_post_ops("relu;relu:0.5;clip:0:6;linear:2:1;gelu_erf;swish;add:per_oc:1,-2,3;"
                                     "mul:per_tensor:0.5;max:full;sum;sum:0.5:3;scale_shift:0.5,1,2:-1,0,4;"
                                     "prelu:0.25,0.5,0.25;prelu:0.125;fq:256:0,-32,-64:255,223,191:-128:127;"
-                                    "fq:16:-4:26:0:7.5;dw_conv",
+                                    "fq:16:-4:26:0:7.5",
                                     oc);
-    ASSERT_EQ(ops.size(), 17u);
+    ASSERT_EQ(ops.size(), 16u);
     EXPECT_EQ(ops[0].k, post_op::kind::eltwise);
     EXPECT_EQ(ops[0].alg, eltwise_alg::relu);
     EXPECT_EQ(ops[0].alpha, 0.f);
@@ -405,7 +405,17 @@ TEST(PostOpsText, ParsesEveryForm) {
     EXPECT_EQ(ops[14].out_hi, std::vector<float>{127.f});
     EXPECT_EQ(ops[15].levels, 16);
     EXPECT_EQ(ops[15].out_hi, std::vector<float>{7.5f});
-    EXPECT_EQ(ops[16].k, post_op::kind::dw_conv);
+    // The dw item (no sum or full binary before it: those would read the intermediate).
+    const post_op dw = parse_post_ops(
+        "relu;dw:2:s8:-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4,-4,-3,-2,-1,0,1,2,3,4:none:0.5;sum", oc)[1];
+    EXPECT_EQ(dw.k, post_op::kind::dw_conv);
+    EXPECT_EQ(dw.dw_stride, 2);
+    EXPECT_EQ(dw.dw_mid_dt, dtype::s8);
+    ASSERT_EQ(dw.dw_wei.size(), 27u);
+    EXPECT_EQ(dw.dw_wei[0], -4);
+    EXPECT_EQ(dw.dw_wei[26], 4);
+    EXPECT_TRUE(dw.dw_bias.empty());
+    EXPECT_EQ(dw.dw_scales, std::vector<float>{0.5f});
     EXPECT_TRUE(parse_post_ops("", oc).empty());
     EXPECT_TRUE(parse_post_ops("none", oc).empty());
 }
@@ -427,9 +437,12 @@ TEST(PostOpsText, ShortFormRoundTripsThroughTheGenerator) {
     const std::string text =
         "relu;relu:0.25;clip;clip:-1:3;linear:2:1;linear:0.5;gelu_tanh;mish;add:per_oc;"
         "sub:per_tensor:-3;div:per_oc;max:full;sum;sum:0.5;sum:2:-4;scale_shift;scale_shift:per_tensor;"
-        "prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor;fq:per_channel:2;dw_conv";
+        "prelu;prelu:per_tensor;fq:per_channel;fq:per_tensor;fq:per_channel:2";
     const auto ops = testdata::make_post_ops(text, 16, 3);
     EXPECT_EQ(to_string(ops), text);
+    const std::string dw_text = "relu;dw:2:s8:nobias;add:full;sum";
+    EXPECT_EQ(to_string(testdata::make_post_ops(dw_text, 16, 3)), dw_text);
+    EXPECT_EQ(testdata::make_post_ops(dw_text, 16, 3), testdata::make_post_ops(dw_text, 16, 3));
     // Same (text, oc, seed): same values, so the short form regenerates the chain.
     EXPECT_EQ(testdata::make_post_ops(to_string(ops), 16, 3), ops);
     EXPECT_EQ(to_string(post_ops{}), "");

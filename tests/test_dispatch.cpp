@@ -118,7 +118,7 @@ TEST(DispatchWalk, DeferredRowsRunOnlyByName) {
     // A row that supports the problem but defers it (rows below are measured
     // faster there) is passed over by auto with the reason, and runs when forced.
     std::vector<conv_entry> t = {model("slow_here", any_supports), model("ref", any_supports)};
-    t[0].defer = [](const conv_problem &q, const attr_set &) {
+    t[0].defer = [](const conv_problem &q, const attr_set &, const impl::platform &) {
         return q.desc.ic < 32 ? std::string("measured slower on small IC") : std::string();
     };
     const conv_problem p = problem("none", "");
@@ -397,18 +397,23 @@ TEST(ConvolutionApi, UnknownImplementationIsAnError) {
     }
 }
 
-TEST(ConvolutionApi, DwConvPostOpIsRefusedWithItsReason) {
-    const conv_problem p = problem("none", "dw_conv");
+TEST(ConvolutionApi, DwConvItemIsRefusedByTheDenseRowsWithItsReason) {
+    conv_problem p = problem("none", "");
+    p.desc = conv_desc::parse("g1mb1ic16ih6oc8oh6kh1");
+    p.ops = testdata::make_post_ops("relu;dw:2", p.desc.oc, 1);
     const auto w = testdata::make_weights(p.desc, testdata::data_kind::random, 1);
+    const std::string dense = "jit:conv_x8s8:avx2";
     try {
-        convolution c(p, w.data(), nullptr, with_impl("ref:conv"));
+        convolution c(p, w.data(), nullptr, with_impl(dense));
         FAIL() << "no error";
     } catch (const error &e) {
         const std::string m = e.what();
-        EXPECT_EQ(m.rfind("impl: 'ref:conv' does not support", 0), 0u) << m;
-        EXPECT_NE(m.find("dw_conv"), std::string::npos) << m;
+        EXPECT_EQ(m.rfind("impl: '" + dense + "' does not support", 0), 0u) << m;
+        EXPECT_NE(m.find("fused dw conv item"), std::string::npos) << m;
     }
-    EXPECT_THROW(convolution(p, w.data(), nullptr), error);
+    // The reference and auto take it.
+    EXPECT_EQ(convolution(p, w.data(), nullptr, with_impl("ref:conv")).impl_name(), "ref:conv");
+    EXPECT_NE(convolution(p, w.data(), nullptr).impl_name(), "ref:conv");
 }
 
 TEST(ConvolutionApi, BadArgumentsNameTheField) {

@@ -182,7 +182,9 @@ int64_t recompute_and_check(const std::string &dir) {
     EXPECT_EQ(src.size(), static_cast<size_t>(mb * ih * iw * ic));
     EXPECT_EQ(wei.size(), static_cast<size_t>(oc * icg * kh * kw));
     EXPECT_TRUE(scale.size() == 1 || scale.size() == static_cast<size_t>(oc));
-    EXPECT_EQ(dst.size(), static_cast<size_t>(mb * oh * ow * oc) * dst_bytes);
+    // With a fused dw item the destination has the depthwise's shape (dst_desc).
+    const qconv::conv_desc dd = qconv::conv_desc::parse(kv.count("dst_desc") ? kv.at("dst_desc") : kv.at("desc"));
+    EXPECT_EQ(dst.size(), static_cast<size_t>(dd.dst_elems()) * dst_bytes);
     const bool with_bias = kv.at("bias") == "1";
     EXPECT_EQ(exists(dir + "/bias.bin"), with_bias);
     const auto bias = read_array<float>(dir + "/bias.bin");
@@ -207,7 +209,15 @@ int64_t recompute_and_check(const std::string &dir) {
         }
     }
     const float dst_zp = static_cast<float>(I("dst_zp"));
-
+    // A fused dw item (docs/semantics.md §5): the post-ops before it end the
+    // 1x1, whose result is stored as mid_dt into the intermediate; the
+    // depthwise then runs over it with the item's weights, bias and scales.
+    size_t dwi = ops.size();
+    for (size_t i = 0; i < ops.size(); ++i)
+        if (ops[i].kind == "dw_conv") dwi = i;
+    const bool fused = dwi < ops.size();
+    std::vector<double> mid;
+    if (fused) mid.resize(static_cast<size_t>(mb * oh * ow * oc));
     int64_t bad = 0, n = 0;
     for (int64_t b = 0; b < mb; ++b)
         for (int64_t y = 0; y < oh; ++y)
@@ -228,6 +238,11 @@ int64_t recompute_and_check(const std::string &dir) {
                             }
                     const int64_t off = ((b * oh + y) * ow + x) * oc + c;
                     float v = std::fmaf(static_cast<float>(acc), at(scale, c), with_bias ? bias[c] : 0.f);
+                    if (fused) {
+                        for (size_t i = 0; i < dwi; ++i) v = apply(ops[i], v, c, 0.f);
+                        mid[static_cast<size_t>(off)] = store(ops[dwi].kv.at("mid_dt"), v);
+                        continue;
+                    }
                     const float prev = dst_prev.empty() ? 0.f : static_cast<float>(load(dst_dt, dst_prev, off));
                     for (const auto &op : ops) v = apply(op, v, c, prev);
                     v += dst_zp;
@@ -237,6 +252,42 @@ int64_t recompute_and_check(const std::string &dir) {
                         ADD_FAILURE() << dir << " (" << kv.at("impl") << "): at mb=" << b << " oh=" << y << " ow=" << x
                                       << " oc=" << c << " got " << got << ", recomputed " << want;
                 }
+    if (fused) {
+        const post_op_spec &item = ops[dwi];
+        const std::string pre = dir + "/post_op" + std::to_string(dwi) + "_";
+        const auto dwei = read_array<int8_t>(pre + "wei.bin");
+        const auto dbias = read_array<float>(pre + "bias.bin");
+        auto dscale = read_array<float>(pre + "scale.bin");
+        if (dscale.empty()) dscale = {1.f};
+        EXPECT_EQ(qconv::conv_desc::parse(item.kv.at("desc")), dd);
+        EXPECT_EQ(dwei.size(), static_cast<size_t>(9 * oc));
+        EXPECT_EQ(dd.kh, 3);
+        EXPECT_EQ(dd.ih, oh);
+        for (int64_t b = 0; b < mb; ++b)
+            for (int64_t y = 0; y < dd.oh; ++y)
+                for (int64_t x = 0; x < dd.ow; ++x)
+                    for (int64_t c = 0; c < oc; ++c) {
+                        int64_t acc = 0;
+                        for (int64_t r = 0; r < 3; ++r)
+                            for (int64_t t = 0; t < 3; ++t) {
+                                const int64_t iy = y * dd.sh - 1 + r, ix = x * dd.sw - 1 + t;
+                                if (iy < 0 || iy >= oh || ix < 0 || ix >= ow) continue;
+                                acc +=
+                                    dwei[static_cast<size_t>(c * 9 + r * 3 + t)] *
+                                    static_cast<int64_t>(mid[static_cast<size_t>(((b * oh + iy) * ow + ix) * oc + c)]);
+                            }
+                        const int64_t off = ((b * dd.oh + y) * dd.ow + x) * oc + c;
+                        float v = std::fmaf(static_cast<float>(acc), at(dscale, c), dbias.empty() ? 0.f : dbias[c]);
+                        const float prev = dst_prev.empty() ? 0.f : static_cast<float>(load(dst_dt, dst_prev, off));
+                        for (size_t i = dwi + 1; i < ops.size(); ++i) v = apply(ops[i], v, c, prev);
+                        v += dst_zp;
+                        const double want = store(dst_dt, v), got = load(dst_dt, dst, off);
+                        ++n;
+                        if (want != got && bad++ < 5)
+                            ADD_FAILURE() << dir << " (" << kv.at("impl") << "): depthwise at mb=" << b << " oh=" << y
+                                          << " ow=" << x << " oc=" << c << " got " << got << ", recomputed " << want;
+                    }
+    }
     EXPECT_EQ(bad, 0) << dir;
     return n;
 }
@@ -253,16 +304,17 @@ std::vector<std::string> dump_folders(const std::string &root) {
     }
 }
 
-void dump_and_recompute(const std::vector<std::string> &options, int min_folders) {
+// Runs the driver on `shapes` (default: three dense and grouped problems).
+void dump_and_recompute(const std::vector<std::string> &options, int min_folders,
+                        const std::vector<std::string> &shapes = {}) {
     const std::string dir = make_temp_dir();
     ASSERT_FALSE(dir.empty());
-    std::vector<std::string> args = {"conv",
-                                     "g2mb2ic6ih7iw6oc10oh4ow3kh3kw3sh2sw2ph1pw1n\"grouped_strided\"",
-                                     "mb1ic19ih5oc7oh5kh3ph1",
-                                     "mb1ic8ih9oc5oh5kh3dh1ph0",
-                                     "--mode=C",
-                                     "--impl=all",
-                                     "--dump=" + dir};
+    std::vector<std::string> args = {"conv"};
+    if (shapes.empty())
+        args.insert(args.end(), {"g2mb2ic6ih7iw6oc10oh4ow3kh3kw3sh2sw2ph1pw1n\"grouped_strided\"",
+                                 "mb1ic19ih5oc7oh5kh3ph1", "mb1ic8ih9oc5oh5kh3dh1ph0"});
+    else args.insert(args.end(), shapes.begin(), shapes.end());
+    args.insert(args.end(), {"--mode=C", "--impl=all", "--dump=" + dir});
     args.insert(args.end(), options.begin(), options.end());
     const run_result r = run_driver(args);
     EXPECT_EQ(r.rc, 0) << r.out;
@@ -289,6 +341,15 @@ TEST(Driver, DumpRecomputedS8SourceScaleShiftSumF32NoBias) {
 
 TEST(Driver, DumpRecomputedBinaryS32) {
     dump_and_recompute({"--dt=u8:s8:s32", "--zp=channel:9", "--post-ops=mul:per_oc;max:per_tensor", "--dst-zp=5"}, 3);
+}
+
+// A fused dw item: the intermediate and the depthwise recomputed from the
+// dump (every row that takes it: fused, composite, oneDNN peers, reference).
+TEST(Driver, DumpRecomputedFusedDepthwise) {
+    dump_and_recompute({"--dt=u8:s8:s8", "--zp=channel:random", "--post-ops=relu;dw:2:u8;sum:0.5;prelu"}, 2,
+                       {"mb2ic9ih7iw5oc11kh1", "mb1ic4ih2oc6kh1"});
+    dump_and_recompute({"--dt=s8:s8:f32", "--post-ops=scale_shift;dw:1:s8:nobias;relu", "--dst-zp=0"}, 2,
+                       {"mb1ic13ih6iw3oc7kh1"});
 }
 
 TEST(Driver, DumpHasNoZpOrBiasFilesWhenAbsent) {

@@ -613,7 +613,8 @@ TEST(RefPostOps, QuantizationToU8InsideConv) {
     EXPECT_EQ(run<uint8_t>(p, ops_only({q}), t.x.data(), t.w), (std::vector<uint8_t>{2, 0, 8, 0}));
 }
 
-TEST(RefPostOps, FusedDwConvIsRejected) {
+// The dw item is run by ref::conv as two convolutions, never by the pipeline.
+TEST(RefPostOps, FusedDwConvMarkerIsNotAPipelineStep) {
     pipe_case t;
     lowered_op op;
     op.k = lowered_op::kind::dw_conv;

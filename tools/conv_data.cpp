@@ -108,7 +108,7 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
     c.wei = testdata::make_weights(d, s.data, seed);
     if (s.bias) c.bias = testdata::make_bias(d, seed);
     if (has_sum(p.ops)) c.dst_init = testdata::make_dst(p, seed);
-    else c.dst_init.assign(testdata::bytes_of(s.dst_dt, d.dst_elems()), 0);
+    else c.dst_init.assign(testdata::bytes_of(s.dst_dt, p.dst_elems()), 0);
     c.full = testdata::make_binary_tensors(p, seed);
     c.tolerant = s.data == data_kind::extreme || has_transcendental(p.ops);
     return c;
@@ -179,7 +179,7 @@ double value_at(dtype dt, const std::vector<uint8_t> &v, int64_t i) {
 int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::string *first) {
     const auto &want = c.reference();
     const dtype dt = c.p.dst_dt;
-    const int64_t n = c.p.desc.dst_elems();
+    const int64_t n = c.p.dst_elems();
     int64_t bad = 0;
     for (int64_t i = 0; i < n; ++i) {
         const double w = value_at(dt, want, i), r = value_at(dt, got, i);
@@ -189,7 +189,7 @@ int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::st
         else if (dt == dtype::f32) ok = std::fabs(w - r) <= 1e-5 * std::max(1.0, std::fabs(w));
         else ok = std::fabs(w - r) <= 1.0;
         if (!ok && bad++ == 0 && first) {
-            const conv_desc &d = c.p.desc;
+            const conv_desc d = c.p.dst_desc();
             const int64_t oc = i % d.oc, ow = i / d.oc % d.ow, oh = i / d.oc / d.ow % d.oh, mb = i / d.oc / d.ow / d.oh;
             *first = "first at mb=" + std::to_string(mb) + " oh=" + std::to_string(oh) + " ow=" + std::to_string(ow) +
                      " oc=" + std::to_string(oc) + ": got " + format_double(r, 6) + " expected " + format_double(w, 6);

@@ -12,7 +12,10 @@
 //   dst.bin      NHWC, destination type, as computed by the implementation
 //   dst_prev.bin the destination before execution (only with a sum post-op)
 //   post_op<i>_<param>.bin   f32 parameter vectors of post-op i (1 or OC values;
-//                            `full` for a full binary tensor, NHWC)
+//                            `full` for a full binary tensor, NHWC); a dw_conv
+//                            item: _wei.bin s8 [OC][3][3], _bias.bin, _scale.bin
+//                            (its line gives stride, mid_dt and the depthwise
+//                            desc; dst.bin then has that desc's shape)
 // All arrays are raw little-endian.
 #include <cstdio>
 #include <fstream>
@@ -89,7 +92,20 @@ std::string describe_post_op(const std::string &dir, size_t i, const post_op &op
         vec("out_lo", op.out_lo);
         vec("out_hi", op.out_hi);
         break;
-    case post_op::kind::dw_conv: break;
+    case post_op::kind::dw_conv: {
+        // The depthwise half: its shape, intermediate type, weights, bias and
+        // scales; the items after this one are its post-ops, dst_dt and
+        // dst_zp its destination's (docs/semantics.md §5).
+        const conv_desc dd = c.p.dst_desc();
+        s += " stride=" + std::to_string(op.dw_stride) + " mid_dt=" + to_string(op.dw_mid_dt) +
+             " kernel=3 pad=1 desc=" + dd.str() + " mid_shape=" + std::to_string(c.p.desc.mb) + "x" +
+             std::to_string(c.p.desc.oh) + "x" + std::to_string(c.p.desc.ow) + "x" + std::to_string(c.p.desc.oc);
+        write_vec(pre + "wei.bin", op.dw_wei);
+        s += " wei=" + std::to_string(op.dw_wei.size()) + "(s8,[OC][3][3])";
+        vec("bias", op.dw_bias);
+        vec("scale", op.dw_scales);
+        break;
+    }
     }
     return s;
 }
@@ -107,6 +123,7 @@ void dump_run(const std::string &root, int index, const conv_case &c, const conv
 
     std::ofstream t(dir + "/problem.txt");
     t << "desc=" << d.str() << "\n" // every field spelled out
+      << "dst_desc=" << p.dst_desc().str() << "\n"
       << "dt=" << to_string(p.src_dt) << ":s8:" << to_string(p.dst_dt) << "\n"
       << "zp=" << zp_text(p.src_zp) << "\n"
       << "post_ops=" << to_string(p.ops) << "\n"

@@ -20,6 +20,11 @@
 namespace qconv::driver {
 
 namespace {
+// Multiply-adds ×2 of the whole problem: with a fused dw item, both convolutions.
+double problem_ops(const conv_problem &p) { return p.desc.ops() + (p.dw() ? p.dst_desc().ops() : 0.0); }
+} // namespace
+
+namespace {
 
 struct run_result {
     std::string requested; // "auto" or a name
@@ -159,7 +164,7 @@ out_line make_line(const conv_case &c, const conv_settings &s, const run_result 
     if (!r.exact) l.add("exact", "0");
     if (r.errors) l.add_int("errors", r.errors);
     if (perf && r.ms > 0) {
-        l.add("ms", r.ms, 4).add("gops", c.p.desc.ops() / (r.ms * 1e6), 2);
+        l.add("ms", r.ms, 4).add("gops", problem_ops(c.p) / (r.ms * 1e6), 2);
         if (base_ms > 0) l.add("ratio", base_ms / r.ms, 3);
         l.add_int("reps", r.reps);
     }
@@ -170,7 +175,7 @@ out_line make_line(const conv_case &c, const conv_settings &s, const run_result 
 report_problem to_report(const conv_case &c, const std::vector<run_result> &runs, int baseline) {
     report_problem p;
     p.layer = c.p.desc.name.empty() ? c.p.desc.str() : c.p.desc.name;
-    p.ops = c.p.desc.ops();
+    p.ops = problem_ops(c.p);
     p.count = c.count;
     p.baseline = baseline;
     for (const auto &r : runs) p.runs.push_back({r.impl, r.requested == "auto", r.status, r.exact, r.ms, r.why});
@@ -230,7 +235,7 @@ int conv_mode(const std::vector<std::string> &args) {
         for (const auto &r : runs) {
             rep.line(make_line(c, s, r, base, co.performance()));
             const std::string key = r.requested == "auto" ? "auto" : r.impl;
-            tot.add(key, r.status, c.p.desc.ops(), r.ms, base, c.count);
+            tot.add(key, r.status, problem_ops(c.p), r.ms, base, c.count);
             failed = failed || r.status == "mismatch" || r.status == "failed";
         }
         rep.add(to_report(c, runs, base_run));

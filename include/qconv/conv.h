@@ -37,6 +37,13 @@ struct conv_problem {
 
     void validate() const; // throws qconv::error naming the field
     float scale(int64_t c) const { return scales.empty() ? 1.f : scales.size() == 1 ? scales[0] : scales[c]; }
+    // The fused depthwise item (post_op::kind::dw_conv) of ops, or null.
+    const post_op *dw() const;
+    // The destination's shape: desc, or with a dw item the depthwise
+    // convolution's (g = ic = oc = OC, 3x3, padding 1, its stride) over desc's
+    // output. execute() writes dst_desc().dst_elems() elements of dst_dt.
+    conv_desc dst_desc() const;
+    int64_t dst_elems() const { return dst_desc().dst_elems(); }
     // Stable text identity of everything above, values included (cache key).
     std::string key() const;
     bool operator==(const conv_problem &o) const;

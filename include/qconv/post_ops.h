@@ -90,6 +90,15 @@ struct post_op {
     // fake_quantize: each of 1 (per-tensor) or OC values
     int levels = 256;
     std::vector<float> in_lo, in_hi, out_lo, out_hi;
+    // dw_conv: a 3x3 depthwise convolution (padding 1, stride dw_stride) over
+    // the conv's output, stored first as dw_mid_dt (docs/semantics.md §5).
+    // The items before it are the 1x1's post-ops, the items after it the
+    // depthwise's; the problem's dst_dt and dst_zp are the depthwise's.
+    int dw_stride = 1;            // 1 or 2
+    dtype dw_mid_dt = dtype::u8;  // the intermediate: u8 or s8
+    std::vector<int8_t> dw_wei;   // OC·9 s8, plain [OC][1][3][3]
+    std::vector<float> dw_bias;   // empty (no bias) or OC values
+    std::vector<float> dw_scales; // empty (1.0), 1 or OC values
 
     static post_op eltwise(eltwise_alg a, float alpha = 0.f, float beta = 0.f);
     static post_op relu(float alpha = 0.f) { return eltwise(eltwise_alg::relu, alpha); }
@@ -99,9 +108,9 @@ struct post_op {
     static post_op prelu(std::vector<float> slope);
     static post_op fake_quantize(int levels, std::vector<float> il, std::vector<float> ih, std::vector<float> ol,
                                  std::vector<float> oh);
-    // A fused 3x3 depthwise conv after the conv (legacy, AVX2 only): known to
-    // the attr builder, executed by no implementation (create() says so).
-    static post_op dw_conv();
+    // A fused 3x3 depthwise conv after a 1x1 conv (docs/semantics.md §5).
+    static post_op dw_conv(int stride, dtype mid_dt, std::vector<int8_t> wei, std::vector<float> bias = {},
+                           std::vector<float> scales = {});
 
     bool operator==(const post_op &o) const;
 };
@@ -113,7 +122,10 @@ using post_ops = std::vector<post_op>;
 //   add:per_tensor:2  mul:per_oc:1,2,..  max:full                    (binary)
 //   sum  sum:0.5  sum:0.5:3
 //   scale_shift:SCALES:SHIFTS  prelu:SLOPES
-//   fq:LEVELS:IN_LO:IN_HI:OUT_LO:OUT_HI  dw_conv
+//   fq:LEVELS:IN_LO:IN_HI:OUT_LO:OUT_HI
+//   dw:STRIDE:MID_DT:WEIGHTS:BIAS:SCALES   (WEIGHTS 9·OC values, BIAS OC
+//       values or none, SCALES 1 or OC values or none; items after it are
+//       the depthwise's post-ops)
 // Throws qconv::error naming the item or field on bad text or values.
 post_ops parse_post_ops(const std::string &text, int64_t oc);
 // The full form: parse_post_ops(to_text(ops), oc) == ops.

@@ -635,7 +635,9 @@ impl::conv_entry conv_amx_row(const std::string &name) {
         pl->view = to_string(make_geometry(p.desc).view);
         return pl;
     };
-    e.defer = [](const conv_problem &p, const attr_set &a) { return rows_below_are_faster(p, a); };
+    e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &) {
+        return rows_below_are_faster(p, a);
+    };
     e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
         return std::make_shared<conv_amx_kernel>(p, a);
     };

@@ -27,6 +27,9 @@ bool pipeline::takes(const attr_set &a, std::string *why) {
         case lowered_op::kind::depthwise_scale_shift:
         case lowered_op::kind::depthwise_prelu:
         case lowered_op::kind::quantization: break;
+        case lowered_op::kind::dw_conv:
+            if (why) *why = "a fused dw conv item (the fused 1x1+dw rows and the composite row take it)";
+            return false;
         default:
             if (why) *why = "lowered post-op kind not implemented";
             return false;

@@ -626,6 +626,7 @@ conv_knobs conv_knobs::from_env() {
     k.dw_direct = flag("QCONV_JIT_CONV_DW_DIRECT");
     k.dw_pair = flag("QCONV_JIT_CONV_DW_PAIR");
     k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
+    k.dw_band = number("QCONV_JIT_CONV_DW_BAND");
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
     k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
     return k;
@@ -647,6 +648,7 @@ std::string conv_knobs::str() const {
     if (dw_pair != d.dw_pair) add("dw_pair", dw_pair);
     if (dw_row != d.dw_row) add("dw_row", dw_row);
     if (dw_native != d.dw_native) add("dw_native", dw_native);
+    if (dw_band != d.dw_band) add("dw_band", dw_band);
     return s.empty() ? "default" : s;
 }
 

@@ -132,6 +132,7 @@ struct conv_knobs {
     bool dw_pair = true;    // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
     bool dw_row = true;     // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
     int dw_native = -1;     // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
+    int dw_band = 0; // QCONV_JIT_CONV_DW_BAND=N: depthwise rows per band of the fused 1x1 + dw rows (0: ~256 KiB ring)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;
@@ -211,5 +212,8 @@ impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1);
 impl::conv_entry conv_dw_row(const std::string &name, conv_isa i);
 // The depthwise row kernel: jit:conv_dw_x8s8_rows:avx512_core_vnni.
 impl::conv_entry conv_dw_rows_row(const std::string &name);
+// A 1x1 with a fused 3x3 depthwise item, band by band through a per-thread
+// ring of intermediate rows (conv_1x1_dw.cpp): jit:conv_1x1_dw_x8s8:<isa>.
+impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i);
 
 } // namespace qconv::jit

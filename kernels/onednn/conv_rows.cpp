@@ -117,7 +117,10 @@ conv_entry make_row(const std::string &name, const selector &sel, bool peer) {
     e.decide = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
         return onednn::supports(sel, p, attr, plat, why);
     };
-    if (!peer) e.defer = [sel](const conv_problem &p, const attr_set &) { return slower_than_the_jit_rows(sel, p); };
+    if (!peer)
+        e.defer = [sel](const conv_problem &p, const attr_set &, const impl::platform &) {
+            return slower_than_the_jit_rows(sel, p);
+        };
     e.build = [](const conv_problem &p, const attr_set &attr, const plan &pl) { return onednn::create(p, attr, pl); };
     return e;
 }

@@ -59,6 +59,9 @@ conv_entry brgconv_row(const std::string &name, const std::string &kind, isa lev
 conv_entry brgconv_peer_row(const std::string &name, const std::string &kind, isa level);
 conv_entry jit_row(const std::string &name, isa level);
 conv_entry any_row();
+// oneDNN's fused 1x1 + 3x3 depthwise (post_ops::append_dw) at an ISA level,
+// for chains with a dw item (conv_dw_fused.cpp); a peer runs only when forced.
+conv_entry conv_1x1_dw_row(const std::string &name, isa level, bool peer);
 
 // The oneDNN implementation a kernel made by create() runs
 // (impl_info_str(), e.g. "brgconv:avx512_core_vnni"); empty for other kernels.

@@ -9,4 +9,7 @@ foreach(cap avx2 avx2_vnni avx512_core)
   add_test(NAME jit_conv_dw_isa_cap_${cap}
            COMMAND test_jit_conv_dw --gtest_filter=JitConvDw.S8SourceTensorZeroPoint:JitConvDw.AvxVnni*)
   set_tests_properties(jit_conv_dw_isa_cap_${cap} PROPERTIES ENVIRONMENT "QCONV_MAX_CPU_ISA=${cap}" TIMEOUT 600)
+  # The fused 1x1 + dw rows: under an AVX2 cap auto picks them (AVX-512 caps: the composite).
+  add_test(NAME conv_dw_fusion_isa_cap_${cap} COMMAND test_conv_dw_fusion)
+  set_tests_properties(conv_dw_fusion_isa_cap_${cap} PROPERTIES ENVIRONMENT "QCONV_MAX_CPU_ISA=${cap}" TIMEOUT 600)
 endforeach()

@@ -202,6 +202,45 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
     for (int i = 0; i < nops && !trans; ++i) p.ops.push_back(make_op(in, d.oc, c.wide, i == nops - 1, &trans));
     p.dst_zp = trans && p.dst_dt == dtype::f32 ? 0 : in.ConsumeIntegralInRange<int32_t>(-4, 4);
     if (trans) p.dst_zp = 0;
+    // One exact-data input in six: a fused depthwise item (docs/semantics.md
+    // §5) after the conv made a 1x1, placed before any sum or full binary
+    // (those may only follow it) and before any FakeQuantize or
+    // transcendental eltwise (a tolerated difference in the intermediate
+    // would be amplified by the depthwise).
+    if (!c.wide && in.ConsumeIntegralInRange<int>(0, 5) == 0) {
+        d.g = 1;
+        d.kh = d.kw = d.dh = d.dw = 1;
+        d.pt = d.pl = 0;
+        d.oh = (d.ih - 1) / d.sh + 1;
+        d.ow = (d.iw - 1) / d.sw + 1;
+        d.pb = (d.oh - 1) * d.sh + 1 - d.ih;
+        d.pr = (d.ow - 1) * d.sw + 1 - d.iw;
+        if (double(d.mb) * d.oc * d.oh * d.ow * d.ic > 4e6) return false;
+        size_t pos = 0, limit = p.ops.size();
+        for (size_t i = 0; i < p.ops.size(); ++i) {
+            const post_op &op = p.ops[i];
+            if (op.k == post_op::kind::sum || op.k == post_op::kind::fake_quantize ||
+                (op.k == post_op::kind::binary && op.bcast == broadcast::full) ||
+                (op.k == post_op::kind::eltwise && is_transcendental(op.alg))) {
+                limit = i;
+                break;
+            }
+        }
+        pos = size_t(in.ConsumeIntegralInRange<size_t>(0, limit));
+        std::vector<int8_t> w(size_t(9 * d.oc));
+        for (auto &x : w) x = int8_t(in.ConsumeIntegralInRange<int>(-4, 4));
+        std::vector<float> b, sc;
+        if (in.ConsumeBool()) {
+            b.resize(size_t(d.oc));
+            for (auto &x : b) x = float(in.ConsumeIntegralInRange<int>(-8, 8));
+        }
+        if (in.ConsumeBool()) {
+            sc.resize(in.ConsumeBool() ? size_t(d.oc) : 1);
+            for (auto &x : sc) x = pow2(in, -4, 0);
+        }
+        p.ops.insert(p.ops.begin() + std::ptrdiff_t(pos),
+                     post_op::dw_conv(in.ConsumeBool() ? 2 : 1, in.ConsumeBool() ? dtype::u8 : dtype::s8, w, b, sc));
+    }
     try {
         p.validate();
         validate(p.ops, d.oc);
@@ -222,13 +261,14 @@ bool build_conv(FuzzedDataProvider &in, conv_case &c) {
                                : in.ConsumeIntegral<int8_t>();
     c.bias.resize(size_t(d.oc));
     for (auto &b : c.bias) b = float(in.ConsumeIntegralInRange<int>(-8, 8));
-    const size_t dst_bytes = size_t(d.dst_elems()) * size_t(bits_of(p.dst_dt) / 8);
+    const int64_t dst_elems = p.dst_elems(); // the depthwise's with a dw item
+    const size_t dst_bytes = size_t(dst_elems) * size_t(bits_of(p.dst_dt) / 8);
     c.dst0.assign(dst_bytes, 0);
-    for (int64_t i = 0; i < d.dst_elems(); ++i)
+    for (int64_t i = 0; i < dst_elems; ++i)
         ref::store(p.dst_dt, c.dst0.data(), i, float(in.ConsumeIntegralInRange<int>(-8, 8)));
     for (const auto &op : p.ops)
         if (op.k == post_op::kind::binary && op.bcast == broadcast::full) {
-            std::vector<float> t(size_t(d.dst_elems()));
+            std::vector<float> t(static_cast<size_t>(dst_elems));
             for (auto &x : t) x = (in.ConsumeBool() ? -1.f : 1.f) * pow2(in, -2, 2);
             c.full.push_back(std::move(t));
         }
@@ -348,7 +388,7 @@ void check_conv(const conv_case &c) {
     const bool f32 = p.dst_dt == dtype::f32;
     const bool loose = f32 || c.wide || fq || transcendental(p.ops);
     const double int_bound = fq ? fq_flip_bound(p.ops) : 1.0;
-    const int64_t n = p.desc.dst_elems();
+    const int64_t n = p.dst_elems();
 
     for (const auto &e : impl::conv_list()) {
         // The peer onednn:any (never chosen by "auto") runs on request only:

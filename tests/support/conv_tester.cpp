@@ -177,7 +177,7 @@ bool ConvTester::run(const std::string &impl) {
     EXPECT_EQ(bad, 0) << ran_impl_ << " attr[" << ran_attr_ << "] on " << d.str() << " dt=" << to_string(p_.src_dt)
                       << ":s8:" << to_string(p_.dst_dt) << " zp=" << to_string(p_.src_zp.effective_kind())
                       << " post_ops=" << to_string(p_.ops) << " data=" << testdata::to_string(data_)
-                      << " seed=" << seed_ << ": " << bad << " of " << d.dst_elems() << " differ\n"
+                      << " seed=" << seed_ << ": " << bad << " of " << p_.dst_elems() << " differ\n"
                       << report;
     return true;
 }
@@ -187,7 +187,8 @@ int64_t compare_dst(const conv_problem &p, const void *got, const void *want, do
     const bool f32 = p.dst_dt == dtype::f32;
     int64_t bad = 0;
     std::ostringstream out;
-    for (int64_t i = 0; i < p.desc.dst_elems(); ++i) {
+    const conv_desc d = p.dst_desc(); // the depthwise's shape with a dw item
+    for (int64_t i = 0; i < d.dst_elems(); ++i) {
         const float g = ref::load(p.dst_dt, got, i), w = ref::load(p.dst_dt, want, i);
         bool ok = same(g, w);
         if (!ok && loose) {
@@ -195,7 +196,7 @@ int64_t compare_dst(const conv_problem &p, const void *got, const void *want, do
             ok = f32 ? diff <= rel_tol * std::max(1.0, std::fabs(static_cast<double>(w))) : diff <= 1.0;
         }
         if (ok) continue;
-        if (++bad <= 10) out << "  " << where(p.desc, i) << " got " << g << " want " << w << "\n";
+        if (++bad <= 10) out << "  " << where(d, i) << " got " << g << " want " << w << "\n";
     }
     if (report) *report = out.str();
     return bad;

@@ -28,6 +28,22 @@ std::vector<conv_problem> sweep(const std::vector<const char *> &descs) {
                         p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
                         out.push_back(std::move(p));
                     }
+    // A 1x1 with a fused depthwise item (stride 1 and 2, u8 and s8 intermediates).
+    for (const char *dt : {"u8", "s8"})
+        for (const char *zp : zps)
+            for (const char *op : {"relu;dw:1:u8;relu", "dw:2:s8;add:per_oc"})
+                for (dtype dst : {dtype::u8, dtype::f32}) {
+                    conv_problem p;
+                    p.desc = conv_desc::parse("mb2ic19ih6iw5oc24kh1");
+                    p.src_dt = parse_dtype(dt);
+                    if (p.src_dt == dtype::s8 && std::string(zp) == "channel:random") continue;
+                    p.dst_dt = dst;
+                    p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
+                    p.scales = testdata::make_scales(p.desc.oc, false, 1);
+                    p.with_bias = true;
+                    p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
+                    out.push_back(std::move(p));
+                }
     return out;
 }
 } // namespace

@@ -6,7 +6,7 @@
 // The candidates span the kernel families: 1x1 and 3x3, strided, grouped and
 // depthwise shapes; u8 and s8 sources; no / per-tensor / per-channel zero
 // point; no post-ops, relu, per-channel FakeQuantize, per-OC binary add; u8
-// and f32 destinations. MatMul: u8/s8/u4/s4 weights, per-OC and group-wise
+// and f32 destinations; a 1x1 with a fused depthwise item. MatMul: u8/s8/u4/s4 weights, per-OC and group-wise
 // scales, every zero-point kind, with and without dynamic quantization.
 #pragma once
 

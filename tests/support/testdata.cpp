@@ -126,7 +126,7 @@ std::vector<std::vector<float>> make_binary_tensors(const conv_problem &p, uint3
     std::vector<std::vector<float>> out;
     for (const auto &op : p.ops) {
         if (op.k != post_op::kind::binary || op.bcast != broadcast::full) continue;
-        std::vector<float> t(static_cast<size_t>(p.desc.dst_elems()));
+        std::vector<float> t(static_cast<size_t>(p.dst_elems()));
         for (auto &x : t) x = values[r.uniform(0, 7)];
         out.push_back(std::move(t));
     }
@@ -135,7 +135,7 @@ std::vector<std::vector<float>> make_binary_tensors(const conv_problem &p, uint3
 
 std::vector<uint8_t> make_dst(const conv_problem &p, uint32_t seed) {
     rng r = stream_rng(seed, s_dst);
-    const int64_t n = p.desc.dst_elems();
+    const int64_t n = p.dst_elems();
     std::vector<uint8_t> v(bytes_of(p.dst_dt, n));
     for (int64_t i = 0; i < n; ++i) {
         switch (p.dst_dt) {

@@ -64,6 +64,7 @@ zero_point make_zp(const std::string &spec, int64_t ic, dtype src_dt, data_kind 
 // testdata_post_ops.cpp lists the sets):
 //   add|sub|mul|div|max|min[:per_tensor|per_oc]   scale_shift[:per_tensor|per_oc]
 //   prelu[:per_tensor|per_oc]   fq[:per_tensor|per_channel[:levels]]
+//   dw[:STRIDE[:MID_DT[:bias|nobias[:random|extreme]]]]   (a fused 3x3 depthwise)
 // Items with values, and every other item, pass through as written.
 post_ops make_post_ops(const std::string &text, int64_t oc, uint32_t seed);
 // One f32 NHWC tensor of dst's shape per `full` binary post-op, in chain order.

@@ -14,6 +14,11 @@
 //                 ish = m are exact; oh − ol = (L−1)·2^b with b ∈ {0, −1}
 //                 and ol ∈ {0, −128}, so osc = 2^b and osh = ol are exact.
 //                 per tensor: the same rule drawn once.
+//   dw            dw[:STRIDE[:MID_DT[:bias|nobias[:random|extreme]]]]
+//                 (defaults 1, u8, bias, random): weights s8 in [−4, 4]
+//                 (extreme: whole channels of 127, of −128, and mixed
+//                 −128/127), bias integers [−8, 8], scales 2^−5 .. 2^−2
+//                 per channel — the depthwise's f32 pipeline stays exact.
 // Values come from a std::mt19937 seeded with (seed, item index), reduced
 // with %, so a (text, oc, seed) triple gives the same values everywhere.
 #include <cmath>
@@ -94,6 +99,32 @@ std::string fq_item(gen &g, const std::string &levels_text, int64_t n) {
     return "fq:" + levels_text + ":" + list(il) + ":" + list(ih) + ":" + list(ol) + ":" + list(oh);
 }
 
+std::string ints_text(const std::vector<int> &v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+
+// The dw shorthand (up to 5 fields; the full form has 6).
+std::string dw_item(gen &g, const std::vector<std::string> &f, int64_t oc) {
+    const std::string stride = f.size() > 1 ? f[1] : "1", mid = f.size() > 2 ? f[2] : "u8";
+    const bool bias = f.size() <= 3 || f[3] != "nobias";
+    const bool extreme = f.size() > 4 && f[4] == "extreme";
+    std::vector<int> wei(static_cast<size_t>(9 * oc));
+    for (int64_t c = 0; c < oc; ++c) {
+        const uint32_t mode = g.rng() % 3;
+        for (int t = 0; t < 9; ++t) {
+            int v = int(g.rng() % 9) - 4;
+            if (extreme) v = mode == 0 ? 127 : mode == 1 ? -128 : (g.rng() % 2 ? 127 : -128);
+            wei[static_cast<size_t>(c * 9 + t)] = v;
+        }
+    }
+    std::vector<float> scales(static_cast<size_t>(oc));
+    for (auto &x : scales) x = std::ldexp(1.f, -2 - int(g.rng() % 4));
+    return "dw:" + stride + ":" + mid + ":" + ints_text(wei) + ":" + (bias ? list(g.ints(oc, -8, 8)) : "none") + ":" +
+           list(scales);
+}
+
 // One item with its values written out; an item that already has them, or
 // that the parser will reject, is returned as it is.
 std::string complete(const std::string &item, int64_t oc, gen &g) {
@@ -103,6 +134,7 @@ std::string complete(const std::string &item, int64_t oc, gen &g) {
         const std::string bc = f.size() > 1 ? f[1] : "per_tensor";
         return is_bcast(bc) ? binary_item(g, name, bc, oc) : item;
     }
+    if (name == "dw" && f.size() <= 5) return dw_item(g, f, oc);
     const bool shorthand =
         f.size() == 1 || (f.size() == 2 && is_bcast(f[1])) || (name == "fq" && f.size() == 3 && is_bcast(f[1]));
     if (!shorthand) return item;
