@@ -39,9 +39,9 @@ constexpr int tile_bytes = 1024;
 constexpr int c_row_bytes = 128; // 32 int32 columns per panel
 
 struct dq_amx_call {
-    const int8_t *a;  // q tiles of the chunk's first k-tile, m tile 0
-    const int8_t *b;  // the chunk's B tiles: k_steps × 2 × 1 KB
-    int32_t *c;       // [m_tiles · a_rows][32] int32
+    const int8_t *a; // q tiles of the chunk's first k-tile, m tile 0
+    const int8_t *b; // the chunk's B tiles: k_steps × 2 × 1 KB
+    int32_t *c;      // [m_tiles · a_rows][32] int32
 };
 using dq_amx_fn = void (*)(const dq_amx_call *);
 
@@ -182,9 +182,9 @@ dq_amx_layout make_layout(const matmul_desc &d) {
 }
 
 struct dq_amx_packed : packed {
-    aligned_buffer<uint8_t> wei;   // n_panels × panel_bytes
-    std::vector<float> scale;      // [ng][n_panels · 32]
-    std::vector<int32_t> zp;       // [ng][n_panels · 32]: zp' (the weight's zero point; 4-bit: + 8 if signed)
+    aligned_buffer<uint8_t> wei; // n_panels × panel_bytes
+    std::vector<float> scale;    // [ng][n_panels · 32]
+    std::vector<int32_t> zp;     // [ng][n_panels · 32]: zp' (the weight's zero point; 4-bit: + 8 if signed)
     std::vector<float> bias;
 };
 
@@ -278,8 +278,8 @@ private:
     }
 
     // Panels [p0, p1): per panel, the chunks in order into one accumulator block.
-    void run_panels(const dq_amx_packed &p, const int8_t *a, const float *sx, const int32_t *sumq, float *y,
-                    int64_t p0, int64_t p1) const {
+    void run_panels(const dq_amx_packed &p, const int8_t *a, const float *sx, const int32_t *sumq, float *y, int64_t p0,
+                    int64_t p1) const {
         const int64_t rows = l_.m_tiles * l_.a_rows;
         std::unique_ptr<int32_t[]> c_buf(new int32_t[static_cast<size_t>(rows * panel + 16)]);
         std::vector<float> acc(static_cast<size_t>(rows * panel));
@@ -317,7 +317,7 @@ private:
     // 4-bit chunk → s8 B tiles: byte 2i / 2i + 1 from the low / high nibble of
     // packed byte i, minus zp' of its column.
     __attribute__((target("avx512f,avx512bw"))) void decompress(const uint8_t *w, const int32_t *zp,
-                                                                  int8_t *out) const {
+                                                                int8_t *out) const {
         __m512i zpv[2];
         for (int t = 0; t < 2; ++t) {
             alignas(64) int8_t z[64];
