@@ -47,7 +47,9 @@ TEST(ActivationConversion, SixteenBitToF32IsExactOnEveryPattern) {
             // Back to the type: the same pattern (NaN stays NaN).
             std::vector<uint16_t> back(1);
             detail::from_f32(t, &scalar[i], back.data(), 1, false);
-            if (!std::isnan(scalar[i])) ASSERT_EQ(back[0], h[i]) << to_string(t) << " " << i;
+            if (!std::isnan(scalar[i])) {
+                ASSERT_EQ(back[0], h[i]) << to_string(t) << " " << i;
+            }
         }
     }
     EXPECT_EQ(detail::bf16_to_f32(0x3F80), 1.f);
@@ -176,7 +178,9 @@ TEST(Activations, RunTimeMAndErrors) {
     mm.execute_typed(x16.data(), y20.data(), 20);
     mm.execute_typed(x16.data(), y3.data(), 3);
     // Rows are independent: 3 rows are the first 3 of 20 where both classes run one row kind.
-    if (mm.impl_name(3) == mm.impl_name(20)) EXPECT_EQ(0, std::memcmp(y3.data(), y20.data(), y3.size() * 2));
+    if (mm.impl_name(3) == mm.impl_name(20)) {
+        EXPECT_EQ(0, std::memcmp(y3.data(), y20.data(), y3.size() * 2));
+    }
     std::vector<float> xf(c.x.size()), yf(y20.size());
     test::expect_error_prefix([&] { mm.execute(xf.data(), yf.data(), int64_t(3)); }, "x", "execute_typed");
     test::expect_error_prefix([&] { mm.execute_typed(x16.data(), y3.data(), 0); }, "m", "positive");
