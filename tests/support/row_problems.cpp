@@ -8,6 +8,22 @@
 namespace qconv::test {
 
 namespace {
+// One candidate: desc with source type dt, zero point zp, the post-op text op,
+// per-OC scales and bias; none for an s8 source with a per-channel zero point.
+void add_candidate(std::vector<conv_problem> &out, const char *desc, const char *dt, const char *zp, const char *op,
+                   dtype dst) {
+    conv_problem p;
+    p.desc = conv_desc::parse(desc);
+    p.src_dt = parse_dtype(dt);
+    if (p.src_dt == dtype::s8 && std::string(zp) == "channel:random") return;
+    p.dst_dt = dst;
+    p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
+    p.scales = testdata::make_scales(p.desc.oc, false, 1);
+    p.with_bias = true;
+    p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
+    out.push_back(std::move(p));
+}
+
 std::vector<conv_problem> sweep(const std::vector<const char *> &descs) {
     static const char *ops[] = {"", "relu", "fq:per_channel", "add:per_oc"};
     static const char *zps[] = {"none", "tensor:3", "channel:random"};
@@ -16,34 +32,12 @@ std::vector<conv_problem> sweep(const std::vector<const char *> &descs) {
         for (const char *zp : zps)
             for (const char *op : ops)
                 for (const char *d : descs)
-                    for (dtype dst : {dtype::u8, dtype::f32}) {
-                        conv_problem p;
-                        p.desc = conv_desc::parse(d);
-                        p.src_dt = parse_dtype(dt);
-                        if (p.src_dt == dtype::s8 && std::string(zp) == "channel:random") continue;
-                        p.dst_dt = dst;
-                        p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
-                        p.scales = testdata::make_scales(p.desc.oc, false, 1);
-                        p.with_bias = true;
-                        p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
-                        out.push_back(std::move(p));
-                    }
+                    for (dtype dst : {dtype::u8, dtype::f32}) add_candidate(out, d, dt, zp, op, dst);
     // A 1x1 with a fused depthwise item (stride 1 and 2, u8 and s8 intermediates).
     for (const char *dt : {"u8", "s8"})
         for (const char *zp : zps)
             for (const char *op : {"relu;dw:1:u8;relu", "dw:2:s8;add:per_oc"})
-                for (dtype dst : {dtype::u8, dtype::f32}) {
-                    conv_problem p;
-                    p.desc = conv_desc::parse("mb2ic19ih6iw5oc24kh1");
-                    p.src_dt = parse_dtype(dt);
-                    if (p.src_dt == dtype::s8 && std::string(zp) == "channel:random") continue;
-                    p.dst_dt = dst;
-                    p.src_zp = testdata::make_zp(zp, p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
-                    p.scales = testdata::make_scales(p.desc.oc, false, 1);
-                    p.with_bias = true;
-                    p.ops = testdata::make_post_ops(op, p.desc.oc, 1);
-                    out.push_back(std::move(p));
-                }
+                for (dtype dst : {dtype::u8, dtype::f32}) add_candidate(out, "mb2ic19ih6iw5oc24kh1", dt, zp, op, dst);
     return out;
 }
 } // namespace
