@@ -159,7 +159,7 @@ public:
         c.kc = g_.kc;
         c.s8_src = p.src_dt == dtype::s8;
         c.pipe = fused_ ? &pipe_ : nullptr;
-        c.comp_in_tiles = fused_ && a.zp != zp_mechanism::none; // without a zero point comp is 0 (no s8 shift)
+        c.comp_zero = a.zp == zp_mechanism::none; // no s8 shift on AMX
         c.dst_pixel_elems = p.desc.oc;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();

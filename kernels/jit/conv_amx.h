@@ -47,10 +47,9 @@ struct amx_ukernel_cfg {
     bool s8_src = false; // tdpbssd instead of tdpbusd
     // Fused output pipeline (null: the kernel only stores the C tiles).
     const struct pipeline *pipe = nullptr;
-    // Fused: the C tiles start from comp (16 rows of the call's comp, a
-    // zero-stride tileloadd) instead of zero, so the epilogue adds nothing;
-    // without it comp must be zero.
-    bool comp_in_tiles = false;
+    // Fused: comp is zero (no zero point: the AMX row needs no s8 shift), so
+    // the epilogue adds none.
+    bool comp_zero = false;
     // Fused: destination elements between consecutive output pixels (OC).
     int64_t dst_pixel_elems = 0;
 };
@@ -63,7 +62,7 @@ struct amx_call {
     int32_t *c;       // int32 [32 pixels][32 channels], 64-byte aligned
     // Fused kernels: row_off[i] = element offset of pixel i's output from
     // dst (−1: not stored), or null when the 32 outputs are consecutive
-    // pixels from element offset row0; dst, comp (32 values readable), bias
+    // pixels from element offset row0; dst, comp, bias
     // and the full operands at channel c0 of the block, c_off = c0 · 4;
     // mask: valid channels of each 16-channel half.
     const int64_t *row_off;

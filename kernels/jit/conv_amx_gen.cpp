@@ -26,7 +26,7 @@ class amx_block_gen : public conv_epilogue_gen {
 public:
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
         : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {
-        comp_in_acc_ = true; // in the tiles, or zero
+        comp_in_acc_ = cfg.comp_zero;
     }
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
@@ -42,8 +42,8 @@ protected:
         add(reg_end, reg_param);
         Xbyak::Label l_block, l_first;
         L(l_block);
-        init_accumulators();
         load_args();
+        for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
         compute_block();
         if (cfg_.pipe) {
             cmp(reg_param, ptr[rsp]);
@@ -76,18 +76,6 @@ private:
     Xbyak::Tmm c_tile(int i) const { return Xbyak::Tmm(i); }
     Xbyak::Tmm a_tile(int i) const { return Xbyak::Tmm(4 + i); }
     Xbyak::Tmm b_tile(int i) const { return Xbyak::Tmm(6 + i); }
-
-    // C tiles = 0, or every row = the block's comp (a zero stride).
-    void init_accumulators() {
-        if (!cfg_.comp_in_tiles) {
-            for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
-            return;
-        }
-        mov(reg_c, ptr[reg_param + offsetof(amx_call, comp)]);
-        xor_(reg_c_stride, reg_c_stride);
-        for (int p = 0; p < 2; ++p)
-            for (int h = 0; h < 2; ++h) tileloadd(c_tile(p * 2 + h), ptr[reg_c + reg_c_stride + h * 64]);
-    }
 
     void load_args() {
         mov(reg_a0, ptr[reg_param + offsetof(amx_call, a)]);

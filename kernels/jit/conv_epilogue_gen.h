@@ -51,8 +51,8 @@ protected:
     // Lanes of the channel tail (ymm mode: byte tails are stored lane by lane).
     virtual int tail_lanes() const { return 16; }
 
-    // Set by a kernel whose accumulators already hold comp (the AMX kernel
-    // starts its C tiles from it) or whose comp is zero: no vpaddd per vector.
+    // Set by a kernel whose comp is zero where the pipeline's flag cannot
+    // tell (the AMX kernel's s8 source: no shift): no vpaddd per vector.
     bool comp_in_acc_ = false;
     bool adds_comp() const { return !epi_pipe_->comp_is_zero && !comp_in_acc_; }
 
