@@ -192,12 +192,7 @@ public:
         m[DNNL_ARG_DST] = dnnl::memory(b->pd.dst_desc(), eng, dst);
         m[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = w.dw_wei;
         m[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(w.dw_bias.data()));
-        const md_t sp = b->pd.scratchpad_desc();
-        if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
-        threads_guard guard(threads);
-        dnnl::stream s(eng);
-        b->prim.execute(s, m);
-        s.wait();
+        run_primitive(b->prim, b->pd.scratchpad_desc(), m, threads);
     }
 
 private:

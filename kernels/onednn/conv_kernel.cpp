@@ -87,13 +87,7 @@ public:
         if (r_.src_zp)
             m[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = dnnl::memory(md_t({1}, dt_t::s32, tag_t::x), eng, &zp);
         for (const operand &o : r_.operands) m[o.arg] = operand_memory(o, w, args);
-        const md_t sp = b->pd.scratchpad_desc();
-        if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
-
-        threads_guard guard(threads);
-        dnnl::stream s(eng);
-        b->prim.execute(s, m);
-        s.wait();
+        run_primitive(b->prim, b->pd.scratchpad_desc(), m, threads);
     }
 
 private:

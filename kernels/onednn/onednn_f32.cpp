@@ -57,17 +57,6 @@ dnnl::primitive_attr user_scratchpad() {
     return a;
 }
 
-// Runs a primitive with its arguments, a per-thread scratchpad and a stream of its own.
-template <class B>
-void run(const B &b, std::unordered_map<int, dnnl::memory> &m, int threads) {
-    const md_t sp = b.pd.scratchpad_desc();
-    if (sp.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(sp);
-    threads_guard guard(threads);
-    dnnl::stream s(cpu_engine());
-    b.prim.execute(s, m);
-    s.wait();
-}
-
 } // namespace
 
 // One f32 primitive with weights given plain: the source/destination
@@ -113,7 +102,7 @@ struct f32_primitive {
         m[DNNL_ARG_WEIGHTS] =
             b->pd.weights_desc() == w_md ? w : reorder_to(plain_w_md, plain.data(), b->pd.weights_desc());
         if (!bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(bias.data()));
-        run(*b, m, n);
+        run_primitive(b->prim, b->pd.scratchpad_desc(), m, n);
     }
 
     std::string impl_info() const { return prims->get(effective_threads(0))->pd.impl_info_str(); }

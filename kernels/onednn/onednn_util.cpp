@@ -75,6 +75,15 @@ dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {
     return dnnl::memory(md, cpu_engine(), need ? buf.get() : nullptr);
 }
 
+void run_primitive(const dnnl::primitive &prim, const dnnl::memory::desc &scratchpad_md,
+                   std::unordered_map<int, dnnl::memory> &m, int threads) {
+    if (scratchpad_md.get_size() > 0) m[DNNL_ARG_SCRATCHPAD] = thread_scratchpad(scratchpad_md);
+    threads_guard guard(threads);
+    dnnl::stream s(cpu_engine());
+    prim.execute(s, m);
+    s.wait();
+}
+
 dnnl::memory reorder_to(const dnnl::memory::desc &from_md, const void *from, const dnnl::memory::desc &to) {
     const dnnl::engine &eng = cpu_engine();
     dnnl::memory src(from_md, eng, const_cast<void *>(from));

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "qconv/types.h"
 
@@ -45,6 +46,12 @@ private:
 // A scratchpad memory for `md`, backed by a buffer owned by the calling
 // thread (grown on demand, reused by later calls of the same thread).
 dnnl::memory thread_scratchpad(const dnnl::memory::desc &md);
+
+// Runs prim with the arguments m (plus a per-thread scratchpad of
+// scratchpad_md when it has a size) on a stream of its own, with `threads`
+// OpenMP threads (threads_guard), and waits for it.
+void run_primitive(const dnnl::primitive &prim, const dnnl::memory::desc &scratchpad_md,
+                   std::unordered_map<int, dnnl::memory> &m, int threads);
 
 // A new memory of descriptor `to` holding `from` (of descriptor `from_md`)
 // reordered into it: used once at creation to pack weights.
