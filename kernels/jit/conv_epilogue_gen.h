@@ -53,8 +53,8 @@ protected:
 
     // Set by a kernel whose comp is zero where the pipeline's flag cannot
     // tell (the AMX kernel's s8 source: no shift): no vpaddd per vector.
-    bool comp_in_acc_ = false;
-    bool adds_comp() const { return !epi_pipe_->comp_is_zero && !comp_in_acc_; }
+    bool comp_known_zero_ = false;
+    bool adds_comp() const { return !epi_pipe_->comp_is_zero && !comp_known_zero_; }
 
     const bool ymm_;
     const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13, reg_comp = r14,
