@@ -152,6 +152,7 @@ class conv_amx_kernel : public impl::conv_kernel {
 public:
     conv_amx_kernel(const conv_problem &p, const attr_set &a)
         : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(make_geometry(p.desc)) {
+        pipe_.comp_is_zero = a.zp == zp_mechanism::none; // tdpbssd reads s8 as is: no +128 shift, no comp
         fused_ = pipeline_fusable(a, conv_knobs::from_env());
         amx_ukernel_cfg c;
         c.tap_off = g_.tap_off;
@@ -159,7 +160,6 @@ public:
         c.kc = g_.kc;
         c.s8_src = p.src_dt == dtype::s8;
         c.pipe = fused_ ? &pipe_ : nullptr;
-        c.comp_zero = a.zp == zp_mechanism::none; // no s8 shift on AMX
         c.dst_pixel_elems = p.desc.oc;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();

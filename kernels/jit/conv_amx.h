@@ -47,9 +47,6 @@ struct amx_ukernel_cfg {
     bool s8_src = false; // tdpbssd instead of tdpbusd
     // Fused output pipeline (null: the kernel only stores the C tiles).
     const struct pipeline *pipe = nullptr;
-    // Fused: comp is zero (no zero point: the AMX row needs no s8 shift), so
-    // the epilogue adds none.
-    bool comp_zero = false;
     // Fused: destination elements between consecutive output pixels (OC).
     int64_t dst_pixel_elems = 0;
 };

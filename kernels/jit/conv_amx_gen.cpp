@@ -25,9 +25,7 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 class amx_block_gen : public conv_epilogue_gen {
 public:
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {
-        comp_known_zero_ = cfg.comp_zero;
-    }
+        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:

@@ -51,11 +51,6 @@ protected:
     // Lanes of the channel tail (ymm mode: byte tails are stored lane by lane).
     virtual int tail_lanes() const { return 16; }
 
-    // Set by a kernel whose comp is zero where the pipeline's flag cannot
-    // tell (the AMX kernel's s8 source: no shift): no vpaddd per vector.
-    bool comp_known_zero_ = false;
-    bool adds_comp() const { return !epi_pipe_->comp_is_zero && !comp_known_zero_; }
-
     const bool ymm_;
     const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13, reg_comp = r14,
                        reg_pbase = r15;
@@ -140,7 +135,7 @@ protected:
             vmovups(v_scale(), oc_arr(pp.scale, b));
             return;
         }
-        if (adds_comp()) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+        if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
         vmovups(zmm_scale, oc_arr(pp.scale, b));
         if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
     }
@@ -161,12 +156,12 @@ protected:
     void emit_pixel_pipeline(const Xbyak::Xmm &y, int w, int b, int64_t pix) {
         const pipeline &pp = *epi_pipe_;
         if (ymm_) {
-            if (adds_comp()) vpaddd(y, y, ptr[reg_comp + b * 32]);
+            if (!pp.comp_is_zero) vpaddd(y, y, ptr[reg_comp + b * 32]);
             vcvtdq2ps(y, y);
             if (pp.with_bias) vfmadd213ps(y, v_scale(), ptr[reg_bias + b * 32]);
             else vfmadd213ps(y, v_scale(), cst(0.f));
         } else {
-            if (adds_comp()) vpaddd(y, y, zmm_comp);
+            if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
             vcvtdq2ps(y, y);
             if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
             else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
