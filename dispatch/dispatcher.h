@@ -40,7 +40,10 @@ struct conv_choice {
 conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
                            const conv_problem &p, const platform &plat, const conv_hints &hints,
                            std::vector<std::string> *rejections = nullptr);
-// Decision on conv_list() with build_attrs(p, plat, hints).
+// The attribute sets select_conv() walks: build_attrs(), or
+// build_attrs_for_peer() for a peer forced by name.
+std::vector<attr_set> conv_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints);
+// Decision on conv_list() with conv_attrs(p, plat, hints).
 conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
                         std::vector<std::string> *rejections = nullptr);
 // Every (entry, first accepting attr set) that "auto" could pick, in table

@@ -82,11 +82,14 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
     fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
 }
 
+std::vector<attr_set> conv_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints) {
+    const conv_entry *forced = is_auto(hints.impl) ? nullptr : find_entry(conv_list(), hints.impl);
+    return forced && forced->peer ? build_attrs_for_peer(p, plat, hints) : build_attrs(p, plat, hints);
+}
+
 conv_choice select_conv(const conv_problem &p, const platform &plat, const conv_hints &hints,
                         std::vector<std::string> *rejections) {
-    const bool forced_peer = !is_auto(hints.impl) && find_entry(conv_list(), hints.impl)->peer;
-    return select_conv_in(conv_list(), forced_peer ? build_attrs_for_peer(p, plat, hints) : build_attrs(p, plat, hints),
-                          p, plat, hints, rejections);
+    return select_conv_in(conv_list(), conv_attrs(p, plat, hints), p, plat, hints, rejections);
 }
 
 std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,

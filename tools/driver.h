@@ -12,7 +12,8 @@
 //   - report: where results go — key=value lines on stdout (the default, for
 //     scripts) or, with --report=table, a table for a person with the lines
 //     in a log file (tools/table_report.cpp);
-//   - the exit codes: 0 all passed, 1 a mismatch or failure, 2 bad input.
+//   - the exit codes: 0 all passed, 1 a mismatch or failure, 2 bad input (a
+//     run of a row labelled exact=0 that differs is status=inexact, no failure).
 // Modes reach implementations only through the public API (include/qconv).
 #pragma once
 
@@ -126,7 +127,7 @@ public:
 
 private:
     struct acc {
-        int problems = 0, ok = 0, mismatch = 0, unimplemented = 0, failed = 0;
+        int problems = 0, ok = 0, mismatch = 0, inexact = 0, unimplemented = 0, failed = 0;
         double ops = 0, ms = 0, base_ms = 0, own_ms_with_base = 0;
     };
     std::vector<std::string> order_;
@@ -138,7 +139,7 @@ private:
 struct report_run {
     std::string impl;       // the implementation that ran (the name asked for when unimplemented)
     bool automatic = false; // requested as "auto"
-    std::string status;     // ok | mismatch | unimplemented | failed
+    std::string status;     // ok | mismatch | inexact | unimplemented | failed
     bool exact = true;      // false: a peer known to be inexact (exact=0)
     double ms = -1;         // < 0: not measured
     std::string why;

@@ -72,6 +72,7 @@ void totals::add(const std::string &impl, const std::string &status, double ops,
     ++a.problems;
     if (status == "ok") ++a.ok;
     else if (status == "mismatch") ++a.mismatch;
+    else if (status == "inexact") ++a.inexact;
     else if (status == "unimplemented") ++a.unimplemented;
     else ++a.failed;
     if (ms >= 0) {
@@ -91,6 +92,7 @@ std::vector<out_line> totals::lines(const std::string &op, bool performance) con
         out_line l;
         l.add("op", op).add("impl", name).add("total", "1").add_int("problems", a.problems).add_int("ok", a.ok);
         l.add_int("mismatch", a.mismatch).add_int("unimplemented", a.unimplemented).add_int("failed", a.failed);
+        if (a.inexact) l.add_int("inexact", a.inexact);
         if (performance && a.ms > 0) {
             l.add("ms", a.ms, 4).add("gops", a.ops / (a.ms * 1e6), 2);
             if (a.own_ms_with_base > 0) l.add("ratio", a.base_ms / a.own_ms_with_base, 3);

@@ -193,6 +193,7 @@ void print_troubles(const std::vector<report_problem> &problems) {
             ++tried[k];
             std::string kind;
             if (r.status == "unimplemented") kind = "unimplemented";
+            else if (r.status == "inexact") kind = "differs, as labelled (exact=0)";
             else if (r.status != "ok") kind = r.status == "mismatch" ? "mismatched" : "failed";
             else if (!r.exact) kind = "inexact (exact=0)";
             if (kind.empty()) continue;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "dispatch/attr_builder.h"
+#include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
 #include "reference/reference.h"
 
@@ -167,13 +167,26 @@ bool ConvTester::run(const std::string &impl) {
     got_ = dst0;
     conv->execute(src.data(), got_.data(), args);
 
-    const auto attrs = impl::build_attrs(p_, impl::host_platform(), hints);
+    // The sets the dispatcher chose among (a peer forced by name has its own).
+    const auto attrs = impl::conv_attrs(p_, impl::host_platform(), hints);
     want_ = dst0;
     ref::conv(p_, attrs.at(static_cast<size_t>(ran_attr_)), src.data(), wei.data(), bias_ ? bias.data() : nullptr,
               want_.data(), args);
 
     std::string report;
     const int64_t bad = compare_dst(p_, got_.data(), want_.data(), tol_, &report);
+    // A row labelled inexact on this CPU (oneDNN below VNNI saturates 16-bit
+    // partial sums and halves s8-source weights; brgconv on AMX is untrusted)
+    // makes no claim on the bits: where it differs the case is skipped with
+    // the count. `auto` never picks such a row.
+    if (!conv->exact()) {
+        if (impl == "auto") ADD_FAILURE() << "auto chose " << ran_impl_ << ", labelled inexact (exact=0)";
+        if (bad == 0) return true;
+        const std::string why = ran_impl_ + " is labelled inexact (exact=0) on this CPU: " + std::to_string(bad) +
+                                " of " + std::to_string(p_.dst_elems()) + " outputs differ, not checked";
+        [&] { GTEST_SKIP() << why; }();
+        return false;
+    }
     EXPECT_EQ(bad, 0) << ran_impl_ << " attr[" << ran_attr_ << "] on " << d.str() << " dt=" << to_string(p_.src_dt)
                       << ":s8:" << to_string(p_.dst_dt) << " zp=" << to_string(p_.src_zp.effective_kind())
                       << " post_ops=" << to_string(p_.ops) << " data=" << testdata::to_string(data_)

@@ -10,6 +10,9 @@
 // ref::conv with the attribute set the dispatcher chose, and compares the
 // destinations: bit-exact (values equal), or — when a transcendental eltwise
 // is in the chain — f32 within a relative `tolerance()` and integers within 1.
+// A row labelled inexact on this CPU (exact() false: oneDNN below VNNI,
+// brgconv on AMX) that differs is skipped with the count; `auto` choosing
+// such a row fails.
 // run() returns false when the case was skipped, so a caller adding checks
 // after it can `if (!t.run(...)) return;`.
 //
