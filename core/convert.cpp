@@ -7,14 +7,6 @@
 
 namespace qconv::detail {
 
-uint16_t f32_to_bf16(float f) {
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((x >> 16) | 0x40u); // NaN: quiet, sign kept
-    x += 0x7FFFu + ((x >> 16) & 1u);                                         // round to nearest even
-    return uint16_t(x >> 16);
-}
-
 namespace {
 
 // GCC 12 warns -Wmaybe-uninitialized / -Wuninitialized inside its own

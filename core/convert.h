@@ -17,13 +17,4 @@ void to_f32(dtype from, const void *src, float *dst, int64_t n, bool avx512);
 // n f32 elements at src to type `to` (f32, f16 or bf16) at dst.
 void from_f32(dtype to, const float *src, void *dst, int64_t n, bool avx512);
 
-// One element, the scalar definitions.
-inline float bf16_to_f32(uint16_t h) {
-    const uint32_t x = uint32_t(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &x, 4);
-    return f;
-}
-uint16_t f32_to_bf16(float f);
-
 } // namespace qconv::detail

@@ -66,6 +66,21 @@ isa parse_isa(const std::string &s, const std::string &field) {
     fail(field, "unknown ISA '" + s + "' (valid: " + valid + ")");
 }
 
+uint16_t f32_to_bf16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((x >> 16) | 0x40u); // NaN: quiet, sign kept
+    x += 0x7FFFu + ((x >> 16) & 1u);                                         // round to nearest even
+    return uint16_t(x >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+    const uint32_t x = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
 // IEEE binary16 <-> binary32 (bit manipulation, no F16C needed).
 uint16_t f32_to_f16(float f) {
     uint32_t x;

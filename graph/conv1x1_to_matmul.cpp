@@ -40,24 +40,25 @@ namespace pt = pattern;
 
 bool is_order(const node *n, std::vector<int64_t> o) { return n->kind == op::Transpose && n->attr.order == o; }
 
-// The decompression subgraph: Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape],
-// Scale an f32 Constant or Convert(f16 Constant) to f32.
-pt::P weights_pattern() {
+// The decompression subgraph in the convolution's type T (f32, f16 or bf16):
+// Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape], Scale a Constant
+// of type T or Convert(f16 Constant) to T.
+pt::P weights_pattern(etype T) {
     auto wq = pt::is({op::Constant, op::Parameter}, {}, "wq", pt::integer_type());
-    auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(etype::f32));
+    auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(T));
     auto zp = pt::is({op::Constant}, {}, "zp", pt::integer_type());
-    auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(etype::f32));
+    auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(T));
     auto sub = pt::optional(op::Subtract, {cw, cz}, "sub");
-    // f32 scales, or f16 ones converted to f32 (exact).
-    auto sc = pt::alt({pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f32)),
+    // Scales of type T, or f16 ones converted to T (exact).
+    auto sc = pt::alt({pt::is({op::Constant}, {}, "scale", pt::of_type(T)),
                        pt::is({op::Convert}, {pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f16))}, "cscale",
-                              pt::of_type(etype::f32))});
+                              pt::of_type(T))});
     auto mul = pt::alt({pt::is({op::Multiply}, {sub, sc}), pt::is({op::Multiply}, {sc, sub})}, "mul");
     return pt::optional(op::Reshape, {mul}, "wreshape");
 }
 
 // One line saying why the weights are not a decompression subgraph.
-std::string explain_weights(const node *w) {
+std::string explain_weights(const node *w, etype T) {
     const node *m = w->kind == op::Reshape ? w->inputs[0] : w;
     if (m->kind != op::Multiply) return "weights are not a decompression subgraph (no Multiply by a scale)";
     const node *a = m->inputs[0], *b = m->inputs[1];
@@ -67,7 +68,7 @@ std::string explain_weights(const node *w) {
     if (a->kind == op::Constant || f16_scale(a)) std::swap(a, b);
     if (f16_scale(b)) b = b->inputs[0];
     else if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
-    else if (b->out_type != etype::f32) return "scale is not f32 (nor Convert(f16 Constant))";
+    else if (b->out_type != T) return std::string("scale is not ") + to_string(T) + " (nor Convert(f16 Constant))";
     if (a->kind == op::Subtract) {
         const node *z = a->inputs[1];
         if (z->kind != op::Convert || z->inputs[0]->kind != op::Constant || !is_integer(z->inputs[0]->out_type))
@@ -144,7 +145,9 @@ private:
     std::string try_rewrite(node *c, bool *done) {
         if (c->kind == op::GroupConvolution) return "GroupConvolution (grouped) is not rewritten";
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
-        if (c->out_type != etype::f32) return std::string("element type ") + to_string(c->out_type) + " is not f32";
+        const etype T = c->out_type; // the activation type
+        if (T != etype::f32 && T != etype::f16 && T != etype::bf16)
+            return std::string("element type ") + to_string(T) + " is not f32, f16 or bf16";
         if (ws[2] != 1 || ws[3] != 1)
             return "kernel " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) + " is not 1x1";
         if (c->attr.strides != std::vector<int64_t>{1, 1}) return "stride " + to_string(c->attr.strides) + " is not 1";
@@ -163,7 +166,7 @@ private:
 
         // Weights.
         pt::bindings b;
-        if (!pt::match(weights_pattern(), c->inputs[1], &b)) return explain_weights(c->inputs[1]);
+        if (!pt::match(weights_pattern(T), c->inputs[1], &b)) return explain_weights(c->inputs[1], T);
         node *wq = b.at("wq"), *mul = b.at("mul");
         if (mul->out_shape != wq->out_shape)
             return "scale/zero point broadcast " + to_string(mul->out_shape) + " beyond the weights " +
@@ -232,7 +235,7 @@ private:
             if (!c->friendly_name.empty()) act->friendly_name = c->friendly_name + "_act_nhwc";
         }
 
-        node *w2 = rebuild_weights(b, OC, IC);
+        node *w2 = rebuild_weights(b, OC, IC, T);
 
         attributes mm;
         mm.transpose_b = true;
@@ -263,16 +266,16 @@ private:
         }
         *done = true;
         std::ostringstream why;
-        why << "rewritten: activation=" << act_kind << " weights=" << to_string(wq->out_type)
-            << (wq->kind == op::Parameter ? "(Parameter)" : "") << (b.count("wreshape") ? " group-wise" : " per-OC")
-            << (b.count("sub") ? " zp" : "") << (bias ? " bias" : "") << (cvt ? " convert" : "")
-            << " output=" << out_kind;
+        why << "rewritten: activation=" << act_kind << (T != etype::f32 ? std::string(":") + to_string(T) : "")
+            << " weights=" << to_string(wq->out_type) << (wq->kind == op::Parameter ? "(Parameter)" : "")
+            << (b.count("wreshape") ? " group-wise" : " per-OC") << (b.count("sub") ? " zp" : "")
+            << (bias ? " bias" : "") << (cvt ? " convert" : "") << " output=" << out_kind;
         return why.str();
     }
 
     // Convert(Wq) [− Convert(ZP)] · Scale with the trailing unit dims removed
     // (2-D [OC,IC] per-OC, 3-D [OC,NG,GS] group-wise), then Reshape to [OC,IC].
-    node *rebuild_weights(pt::bindings &b, int64_t OC, int64_t IC) {
+    node *rebuild_weights(pt::bindings &b, int64_t OC, int64_t IC, etype T) {
         node *wq = b.at("wq"), *cw = b.at("cw"), *mul = b.at("mul"), *scale = b.at("scale");
         const shape_t &d = wq->out_shape;
         size_t keep = d.size();
@@ -282,7 +285,7 @@ private:
 
         node *q = wq->kind == op::Constant ? reshaped_constant(wq, d2, "_2d") : reshape(wq, d2, wq, "_2d");
         attributes ca;
-        ca.type = etype::f32;
+        ca.type = T;
         node *x = add(op::Convert, {q}, ca, cw, "_2d");
         if (b.count("sub")) {
             node *zp = b.at("zp"), *cz = b.at("cz"), *sub = b.at("sub");

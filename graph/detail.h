@@ -20,7 +20,7 @@ inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
 // Range of an integer element type.
 int64_t type_min(etype t);
 int64_t type_max(etype t);
-// Rounds (half to even) and saturates a value into type t; floats: f16 rounding.
+// Rounds (half to even) and saturates a value into type t; floats: f16/bf16 rounding.
 double to_type(etype t, double v);
 
 // Element i of packed storage as double / writes element i.

@@ -15,7 +15,9 @@
 //    convolution, else the reference; weights known at compile time are
 //    reordered once, others per run; NCHW is transposed to NHWC around it).
 // Values are held as f32 (integer types exact up to 2^24); an op whose output
-// type is f16 or an integer type rounds its results to that type.
+// type is f16, bf16 or an integer type rounds its results to that type. A
+// compressed MatMul of f16/bf16 activations runs the primitive with that
+// src_dt/dst_dt; its decompression is exact in f32 (docs/graph.md).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -269,6 +271,9 @@ std::string kernel_name(const node &n) {
 
 dtype to_qconv(etype t) {
     switch (t) {
+    case etype::f32: return dtype::f32;
+    case etype::f16: return dtype::f16;
+    case etype::bf16: return dtype::bf16;
     case etype::u8: return dtype::u8;
     case etype::i8: return dtype::s8;
     case etype::u4: return dtype::u4;
@@ -331,7 +336,8 @@ bool create_primitive(compressed *c, bool dq, matmul_pool *pool) {
     const matmul_desc &d = c->desc;
     c->impl = name + " " + d.str() + " " + to_string(d.wei_dt) +
               (d.group ? " group" + std::to_string(d.group) : " per_oc") + " zp:" + to_string(d.zp) +
-              (d.with_bias ? " bias" : "") + (d.scale_dt == dtype::f16 ? " scale:f16" : "");
+              (d.with_bias ? " bias" : "") + (d.scale_dt == dtype::f16 ? " scale:f16" : "") +
+              (d.src_dt != dtype::f32 ? std::string(" x:") + to_string(d.src_dt) : "");
     return true;
 }
 
@@ -374,7 +380,10 @@ int64_t group_of(const node &c, const shape_t &D) {
 
 bool recognize(const graph &g, node *mm, compressed *c) {
     if (mm->kind != op::MatMul || !mm->attr.transpose_b || mm->attr.transpose_a) return false;
-    if (mm->out_type != etype::f32 || mm->inputs[1]->out_shape.size() != 2) return false;
+    // The activation type T: f32, f16 or bf16 (X, Y and the decompression chain).
+    const etype T = mm->out_type;
+    if (T != etype::f32 && T != etype::f16 && T != etype::bf16) return false;
+    if (mm->inputs[1]->out_shape.size() != 2) return false;
     const int64_t N = mm->inputs[1]->out_shape[0], K = mm->inputs[1]->out_shape[1];
     node *w = mm->inputs[1];
     std::vector<node *> chain;
@@ -384,10 +393,11 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     }
     if (w->kind != op::Multiply) return false;
     chain.push_back(w);
-    // The scale: an f32 Constant, or Convert(f16 Constant) to f32 (f16 scales).
-    auto scale_constant = [](node *n) -> node * {
-        if (n->kind == op::Constant && n->out_type == etype::f32) return n;
-        if (n->kind == op::Convert && n->out_type == etype::f32 && n->inputs[0]->kind == op::Constant &&
+    // The scale: a Constant of type T, or Convert(f16 Constant) to T. f16
+    // scales reach the primitive as f16; bf16 ones are exact in f32.
+    auto scale_constant = [T](node *n) -> node * {
+        if (n->kind == op::Constant && n->out_type == T) return n;
+        if (n->kind == op::Convert && n->out_type == T && n->inputs[0]->kind == op::Constant &&
             n->inputs[0]->out_type == etype::f16)
             return n->inputs[0];
         return nullptr;
@@ -398,8 +408,8 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     if (scale_constant(s) != s) {
         chain.push_back(s); // the Convert
         s = scale_constant(s);
-        c->desc.scale_dt = dtype::f16;
     }
+    if (s->out_type == etype::f16) c->desc.scale_dt = dtype::f16;
     node *zp = nullptr, *sub = nullptr;
     if (x->kind == op::Subtract) {
         sub = x;
@@ -411,7 +421,7 @@ bool recognize(const graph &g, node *mm, compressed *c) {
         zp = cz->inputs[0];
         x = x->inputs[0];
     }
-    if (x->kind != op::Convert || x->out_type != etype::f32) return false;
+    if (x->kind != op::Convert || x->out_type != T) return false;
     chain.push_back(x);
     node *q = x->inputs[0];
     if (q->kind == op::Reshape) {
@@ -420,7 +430,7 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     }
     if (q->kind != op::Constant && q->kind != op::Parameter) return false;
     const dtype dt = to_qconv(q->out_type);
-    if (dt == dtype::undef) return false;
+    if (dt != dtype::u8 && dt != dtype::s8 && dt != dtype::u4 && dt != dtype::s4) return false;
     const shape_t &D = x->out_shape; // the decompression shape
     if (w->out_shape != D || (sub && sub->out_shape != D)) return false;
     if (D.empty() || D[0] != N || elems_of(D) != N * K) return false;
@@ -440,6 +450,7 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     c->desc.k = K;
     c->desc.n = N;
     c->desc.wei_dt = dt;
+    c->desc.src_dt = c->desc.dst_dt = to_qconv(T);
     c->desc.group = G == K ? 0 : G;
     c->scale.assign(sv.begin(), sv.end());
     if (c->desc.scale_dt == dtype::f16)
@@ -458,8 +469,7 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     if (cons.size() == 1 && cons[0]->kind == op::Add && cons[0]->out_shape == mm->out_shape) {
         node *add = cons[0];
         node *b = add->inputs[0] == mm ? add->inputs[1] : add->inputs[0];
-        if (b->kind == op::Constant && b->out_type == etype::f32 && elems_of(b->out_shape) == N &&
-            b->out_shape.back() == N) {
+        if (b->kind == op::Constant && b->out_type == T && elems_of(b->out_shape) == N && b->out_shape.back() == N) {
             c->bias_add = add;
             c->bias.resize(N);
             for (int64_t i = 0; i < N; ++i) c->bias[i] = static_cast<float>(b->value(i));
@@ -467,6 +477,21 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     }
     c->desc.with_bias = c->bias_add != nullptr;
     return true;
+}
+
+// Runs a compressed MatMul on f32-held values: f32 activations directly,
+// f16/bf16 ones (exact in f32) as 16-bit words through execute_typed().
+void run_compressed(const matmul &mm, const tensor &x, tensor &y, int64_t rows, int threads) {
+    const matmul_desc &d = mm.desc();
+    if (d.src_dt == dtype::f32) {
+        mm.execute(x.data.data(), y.data.data(), rows, threads);
+        return;
+    }
+    const bool f16 = d.src_dt == dtype::f16;
+    std::vector<uint16_t> xh(x.data.size()), yh(y.data.size());
+    for (size_t i = 0; i < xh.size(); ++i) xh[i] = f16 ? f32_to_f16(x.data[i]) : f32_to_bf16(x.data[i]);
+    mm.execute_typed(xh.data(), yh.data(), rows, threads);
+    for (size_t i = 0; i < yh.size(); ++i) y.data[i] = f16 ? f16_to_f32(yh[i]) : bf16_to_f32(yh[i]);
 }
 
 std::vector<uint8_t> pack_weights(const tensor &t, etype et) {
@@ -606,10 +631,11 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         }
         state::step st{n, in, out, -1, nullptr, false};
         std::string impl = kernel_name(*n);
-        if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && n->out_type == etype::f32) {
+        if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && !is_integer(n->out_type)) {
             // The f32 convolution primitive (oneDNN's, else the reference):
             // constant weights are reordered once; weights computed at run
-            // time mean a primitive per run.
+            // time mean a primitive per run. An f16/bf16 convolution runs it
+            // on the (exact) f32 values and rounds the result to its type.
             const bool known = S.known[in[1]];
             std::vector<float> zeros;
             if (!known) zeros.assign(elems_of(n->inputs[1]->out_shape), 0.f);
@@ -711,13 +737,13 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
             tensor &y = v[st.out];
-            y.type = etype::f32;
+            y.type = c.mm->out_type;
             y.shape = (c.bias_add ? c.bias_add : c.mm)->out_shape;
             y.data.resize(elems_of(y.shape));
             if (static_cast<int64_t>(x.data.size()) != c.rows * c.desc.k)
                 fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.data.size()) + " elements");
             if (c.prim) {
-                c.prim->execute(x.data.data(), y.data.data(), c.rows, S.threads);
+                run_compressed(*c.prim, x, y, c.rows, S.threads);
             } else {
                 const tensor &wt = get(st.in[1]);
                 const auto bytes = pack_weights(wt, c.wq->out_type);
@@ -726,7 +752,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 if (c.desc.scale_dt == dtype::f16) w.scale = nullptr, w.scale_f16 = c.scale_f16.data();
                 matmul_desc dm = c.desc; // weights per run: a primitive for this run's rows
                 dm.m = c.rows;
-                matmul(dm, w, c.hints).execute(x.data.data(), y.data.data(), c.rows, S.threads);
+                run_compressed(matmul(dm, w, c.hints), x, y, c.rows, S.threads);
             }
             continue;
         }
@@ -741,6 +767,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             std::shared_ptr<convolution_f32> c = st.conv;
             if (!c) c = std::make_shared<convolution_f32>(conv_desc_of(*st.n), ins[1]->data.data(), nullptr);
             convolution_nchw(*ins[0], o, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
+            round_to(o);
             continue;
         }
         for (size_t k = 0; k < ins.size(); ++k)

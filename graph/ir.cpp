@@ -21,9 +21,9 @@ struct etype_info {
     bool integer;
 };
 constexpr etype_info etypes[] = {
-    {etype::f32, "f32", 32, false}, {etype::f16, "f16", 16, false}, {etype::u8, "u8", 8, true},
-    {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},     {etype::i4, "i4", 4, true},
-    {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
+    {etype::f32, "f32", 32, false}, {etype::f16, "f16", 16, false}, {etype::bf16, "bf16", 16, false},
+    {etype::u8, "u8", 8, true},     {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},
+    {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
 constexpr const char *op_names[] = {"Parameter", "Constant", "Convert",   "Subtract",    "Multiply",
                                     "Add",       "Reshape",  "Transpose", "Convolution", "GroupConvolution",
@@ -38,7 +38,7 @@ const char *to_string(etype t) {
 etype parse_etype(const std::string &s, const std::string &field) {
     for (const auto &e : etypes)
         if (s == e.name) return e.t;
-    fail(field, "unknown element type '" + s + "' (expected f32, f16, u8, i8, u4, i4, i32 or i64)");
+    fail(field, "unknown element type '" + s + "' (expected f32, f16, bf16, u8, i8, u4, i4, i32 or i64)");
 }
 int bits_of(etype t) {
     for (const auto &e : etypes)
@@ -117,6 +117,7 @@ int64_t type_max(etype t) {
 double to_type(etype t, double v) {
     if (t == etype::f32) return static_cast<float>(v);
     if (t == etype::f16) return round_f16(static_cast<float>(v));
+    if (t == etype::bf16) return qconv::bf16_to_f32(qconv::f32_to_bf16(static_cast<float>(v)));
     if (std::isnan(v)) return 0;
     const double r = std::nearbyint(v); // default rounding mode: half to even
     // The largest double below 2^63 (double(INT64_MAX) rounds up to 2^63).
@@ -139,6 +140,7 @@ double load(etype t, const uint8_t *b, int64_t i) {
     switch (t) {
     case etype::f32: return get<float>(b, i);
     case etype::f16: return f16_to_f32(get<uint16_t>(b, i));
+    case etype::bf16: return qconv::bf16_to_f32(get<uint16_t>(b, i));
     case etype::u8: return b[i];
     case etype::i8: return static_cast<int8_t>(b[i]);
     case etype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
@@ -156,6 +158,7 @@ void store(etype t, uint8_t *b, int64_t i, double v) {
     switch (t) {
     case etype::f32: put(b, i, static_cast<float>(v)); break;
     case etype::f16: put(b, i, f32_to_f16(static_cast<float>(v))); break;
+    case etype::bf16: put(b, i, qconv::f32_to_bf16(static_cast<float>(v))); break;
     case etype::u8: b[i] = static_cast<uint8_t>(v); break;
     case etype::i8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
     case etype::u4:

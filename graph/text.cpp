@@ -487,7 +487,7 @@ std::string to_text(const graph &g) {
                 } else {
                     l += " [";
                     const int64_t cnt = elems_of(n->attr.shape);
-                    const bool f32 = n->attr.type == etype::f32 || n->attr.type == etype::f16;
+                    const bool f32 = !is_integer(n->attr.type);
                     for (int64_t i = 0; i < cnt; ++i)
                         l += (i ? ", " : "") +
                              (f32 ? fmt_float(static_cast<float>(n->value(i))) : detail::fmt_double(n->value(i)));

@@ -35,21 +35,6 @@ T saturate_rne(float y) {
     return static_cast<T>(std::min(std::max(r, lo), hi));
 }
 
-uint16_t f32_to_bf16(float y) {
-    uint32_t u;
-    std::memcpy(&u, &y, 4);
-    if (std::isnan(y)) return static_cast<uint16_t>((u >> 16) | 0x40); // quiet NaN
-    const uint32_t bias = 0x7fff + ((u >> 16) & 1);                    // round half to even
-    return static_cast<uint16_t>((u + bias) >> 16);
-}
-
-float bf16_to_f32(uint16_t h) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float y;
-    std::memcpy(&y, &u, 4);
-    return y;
-}
-
 } // namespace
 
 float apply_op(const lowered_op &op, float y, int64_t c, int64_t off, float dst_prev, const exec_args &args) {

@@ -75,6 +75,26 @@ TEST(GraphDriver, RewritesAndMatches) {
     EXPECT_EQ(g->count_ops()["Convolution"], 0);
 }
 
+// The f16 FFN (f16 activations and scales, as OpenVINO exports them): both
+// layers are rewritten into MatMuls that take X, Y and the scales as f16, and
+// the rewritten graph agrees with the graph as written within the f16 bound.
+TEST(GraphDriver, F16ActivationsAreRewritten) {
+    const auto r = run_driver({"graph", examples + "ffn_u4_f16.qg", "--reps=1"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    auto kv = fields(r.out, "op=graph");
+    EXPECT_EQ(kv["rewritten"], "2/2");
+    EXPECT_EQ(kv["status"], "ok");
+    EXPECT_EQ(kv["tol"], "0.01");
+    EXPECT_GT(std::stod(kv["max_rel_diff"]), 0.0); // the graph as written rounds every node to f16
+    EXPECT_LT(std::stod(kv["max_rel_diff"]), 5e-3);
+    for (const char *node : {"graph=after node=up_matmul ", "graph=after node=down_matmul "}) {
+        const size_t at = r.out.find(node);
+        ASSERT_NE(at, std::string::npos) << node << "\n" << r.out;
+        const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+        EXPECT_NE(line.find("scale:f16 x:f16\""), std::string::npos) << line;
+    }
+}
+
 // A bound no run can meet (the outputs differ by rounding) gives a mismatch and exit 1.
 TEST(GraphDriver, MismatchExitsOne) {
     const std::string g = ::testing::TempDir() + "/rounding.qg";

@@ -105,6 +105,31 @@ TEST(GraphIr, ConvertRoundsAndSaturates) {
     EXPECT_EQ(out[2].data[3], 300.0f);
 }
 
+// bf16 is the top half of an f32: a Convert rounds to nearest even, a
+// Constant stores two bytes per element and its text form round-trips.
+TEST(GraphIr, Bf16RoundsToNearestEvenAndRoundTrips) {
+    auto g = parse("x = Constant f32[4] [1.00390625, 1.01171875, 1.0078125, -3.4e38]\n"
+                   "b = Convert(x) to=bf16\n"
+                   "k = Constant bf16[2] [0.5, -1.5]\n"
+                   "r1 = Result(b)\nr2 = Result(k)\n");
+    const auto out = compiled_graph(*g).run({});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].type, etype::bf16);
+    // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1); 1 + 3·2^-8 a tie
+    // up to 1 + 2^-6; 1 + 2^-7 is a bf16.
+    EXPECT_EQ(out[0].data[0], 1.0f);
+    EXPECT_EQ(out[0].data[1], 1.015625f);
+    EXPECT_EQ(out[0].data[2], 1.0078125f);
+    EXPECT_EQ(out[0].data[3], -INFINITY); // beyond the largest bf16
+    EXPECT_EQ(out[1].data, (std::vector<float>{0.5f, -1.5f}));
+    const node *k = g->find("k");
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->data->bytes.size(), 4u);
+    const std::string text = to_text(*g);
+    EXPECT_NE(text.find("k = Constant bf16[2] [0.5, -1.5]"), std::string::npos) << text;
+    EXPECT_EQ(to_text(*parse(text)), text);
+}
+
 TEST(GraphIr, Generators) {
     auto a = generate(etype::u4, {5, 7}, "random(3, 2, 9)");
     auto b = generate(etype::u4, {35}, "random(3, 2, 9)");
@@ -423,7 +448,9 @@ TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
         }
         EXPECT_LE(vs_fixed / scale, 1e-5f);  // the rewritten graph written for that count
         EXPECT_LE(vs_before / scale, 1e-4f); // the graph as written (the driver's tolerance)
-        if (tokens == 3 || tokens == 32) EXPECT_EQ(got_rw[0].data, want_rw[0].data);
+        if (tokens == 3 || tokens == 32) {
+            EXPECT_EQ(got_rw[0].data, want_rw[0].data);
+        }
     }
     // Weights from a Parameter: the MatMul is created per run, for its rows.
     const std::string pw = "x = Parameter f32[?,32]\n"
@@ -502,6 +529,107 @@ TEST(GraphExec, F16ScalesAreRewrittenAndFused) {
         for (size_t i = 0; i < got[0].data.size(); ++i)
             ASSERT_LE(std::fabs(got[0].data[i] - want[0].data[i]), 1e-5f * scale) << tokens << " " << i;
     }
+}
+
+// f16 and bf16 activations, as OpenVINO exports compressed weights for f16
+// inference (the decompression chain in the activation type, f16 scales
+// without a Convert): the rewrite takes the convolution, the executor fuses a
+// MatMul whose X, Y and scales keep their types. With pow2 scales and small
+// integer inputs every product and sum is exact: the MatMul's result is the
+// exact value rounded once to the type, and the graph as written (which
+// rounds the convolution and then the bias sum) is within one ulp of it.
+std::string typed_ffn(const char *t, const char *scale) {
+    std::string s =
+        std::string("x   = Parameter T[1,1,?,64]\n"
+                    "tx  = Transpose(x) order=[0,3,1,2]\n"
+                    "w   = Constant u4[48,2,32,1,1] random(1, 0, 15)\n"
+                    "w_f = Convert(w) to=T\n"
+                    "z   = Constant u4[48,2,1,1,1] random(2, 0, 15)\n"
+                    "z_f = Convert(z) to=T\n"
+                    "w_z = Subtract(w_f, z_f)\n"
+                    "s   = Constant S[48,2,1,1,1] pow2(3, -6, -2)\n") +
+        (std::string(scale) == "T" ? "w_s = Multiply(w_z, s)\n" : "s_t = Convert(s) to=T\nw_s = Multiply(w_z, s_t)\n") +
+        "w_r = Reshape(w_s) shape=[48,64,1,1]\n"
+        "c   = Convolution(tx, w_r)\n"
+        "b   = Constant T[1,48,1,1] pow2(4, -3, 0)\n"
+        "cb  = Add(c, b)\n"
+        "y   = Transpose(cb) order=[0,2,3,1]\n"
+        "r   = Result(y)\n";
+    const std::string st = std::string(scale) == "T" ? t : scale;
+    for (const auto &[from, to] : {std::pair<std::string, std::string>{"T[", std::string(t) + "["},
+                                   {"=T\n", std::string("=") + t + "\n"},
+                                   {"S[", st + "["}})
+        for (size_t at; (at = s.find(from)) != std::string::npos;) s.replace(at, from.size(), to);
+    return s;
+}
+
+TEST(GraphExec, F16AndBf16ActivationsAreRewrittenAndFused) {
+    struct variant {
+        const char *type, *scale;
+        etype et;
+    };
+    for (const variant v :
+         {variant{"f16", "T", etype::f16}, variant{"bf16", "T", etype::bf16}, variant{"bf16", "f16", etype::bf16}}) {
+        SCOPED_TRACE(std::string(v.type) + " scales " + v.scale);
+        auto g = parse(typed_ffn(v.type, v.scale));
+        auto after = g->clone();
+        const auto records = run_passes(*after);
+        ASSERT_EQ(records.size(), 1u);
+        EXPECT_TRUE(records[0].rewritten) << records[0].reason;
+        EXPECT_NE(records[0].reason.find(std::string("activation=transpose:") + v.type), std::string::npos)
+            << records[0].reason;
+        EXPECT_EQ(after->count_ops()["MatMul"], 1);
+        const std::string saved = to_text(*after);
+        EXPECT_EQ(to_text(*parse(saved)), saved);
+        const compiled_graph cb(*g), ca(*after);
+        bool typed = false, f16_scale = false;
+        for (const auto &[id, impl] : ca.impls()) {
+            typed |= impl.find(std::string(" x:") + v.type) != std::string::npos;
+            f16_scale |= impl.find("scale:f16") != std::string::npos;
+        }
+        EXPECT_TRUE(typed) << "the MatMul takes X and Y as " << v.type;
+        EXPECT_EQ(f16_scale, v.et == etype::f16 || std::string(v.scale) == "f16");
+        // y = round(Σ x·(w − zp)·s + b) once: exact in double, then RNE to the type.
+        auto value = [&](const char *id, int64_t i) { return g->find(id)->value(i); };
+        auto round_to_type = [&](double exact) {
+            const float f = static_cast<float>(exact); // exact: fewer than 24 significant bits
+            return v.et == etype::f16 ? qconv::f16_to_f32(qconv::f32_to_f16(f))
+                                      : qconv::bf16_to_f32(qconv::f32_to_bf16(f));
+        };
+        for (int64_t tokens : {1, 7}) {
+            auto in = random_inputs(*g, 5, tokens);
+            ASSERT_EQ(in[0].type, v.et);
+            uint32_t k = 1;
+            for (float &x : in[0].data)
+                x = static_cast<float>(static_cast<int>((k = k * 1103515245u + 12345u) >> 28) - 8);
+            const auto want = cb.run(in), got = ca.run(in);
+            ASSERT_EQ(got[0].shape, want[0].shape);
+            EXPECT_EQ(got[0].type, v.et);
+            int64_t bad = 0;
+            for (int64_t t = 0; t < tokens; ++t)
+                for (int64_t oc = 0; oc < 48; ++oc) {
+                    double acc = value("b", oc);
+                    for (int64_t i = 0; i < 64; ++i)
+                        acc += in[0].data[t * 64 + i] * (value("w", oc * 64 + i) - value("z", oc * 2 + i / 32)) *
+                               value("s", oc * 2 + i / 32);
+                    const float exact = round_to_type(acc), y = got[0].data[t * 48 + oc];
+                    if (y != exact && bad++ < 3)
+                        ADD_FAILURE() << "token " << t << " oc " << oc << ": " << y << " vs " << exact;
+                    // The graph as written rounds the convolution, then the sum
+                    // with the bias: one unit in the last place apart at most.
+                    const float ulp = std::ldexp(1.f, std::ilogb(exact) - (v.et == etype::f16 ? 10 : 7));
+                    EXPECT_LE(std::fabs(want[0].data[t * 48 + oc] - exact), ulp) << t << " " << oc;
+                }
+            EXPECT_EQ(bad, 0) << tokens;
+        }
+    }
+    // A scale that is neither of the activation type nor an f16 Constant
+    // (here Convert(f32 Constant) to f16) is refused with the reason.
+    auto mixed = parse(typed_ffn("f16", "f32"));
+    const auto records = run_passes(*mixed);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_FALSE(records[0].rewritten);
+    EXPECT_NE(records[0].reason.find("scale is not a Constant"), std::string::npos) << records[0].reason;
 }
 
 TEST(GraphExec, TransposeReshapeAndBroadcast) {

@@ -52,16 +52,16 @@ TEST(ActivationConversion, SixteenBitToF32IsExactOnEveryPattern) {
             }
         }
     }
-    EXPECT_EQ(detail::bf16_to_f32(0x3F80), 1.f);
+    EXPECT_EQ(bf16_to_f32(0x3F80), 1.f);
 }
 
 TEST(ActivationConversion, F32ToSixteenBitRoundsToNearestEven) {
-    EXPECT_EQ(detail::f32_to_bf16(1.f + 0x1p-8f), 0x3F80);     // a tie: to even
-    EXPECT_EQ(detail::f32_to_bf16(1.f + 3 * 0x1p-8f), 0x3F82); // a tie: up to even
-    EXPECT_EQ(detail::f32_to_bf16(1.f + 0x1p-8f + 0x1p-20f), 0x3F81);
-    EXPECT_EQ(detail::f32_to_bf16(3.4e38f), 0x7F80);   // beyond the largest bf16: inf
-    EXPECT_EQ(detail::f32_to_bf16(0x1p-130f), 0x0008); // denormals are kept
-    EXPECT_TRUE(std::isnan(detail::bf16_to_f32(detail::f32_to_bf16(NAN))));
+    EXPECT_EQ(f32_to_bf16(1.f + 0x1p-8f), 0x3F80);     // a tie: to even
+    EXPECT_EQ(f32_to_bf16(1.f + 3 * 0x1p-8f), 0x3F82); // a tie: up to even
+    EXPECT_EQ(f32_to_bf16(1.f + 0x1p-8f + 0x1p-20f), 0x3F81);
+    EXPECT_EQ(f32_to_bf16(3.4e38f), 0x7F80);   // beyond the largest bf16: inf
+    EXPECT_EQ(f32_to_bf16(0x1p-130f), 0x0008); // denormals are kept
+    EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
     // Vector against scalar on random bit patterns and every f32 near the f16/bf16 boundaries.
     std::mt19937 gen(5);
     std::vector<float> v(1 << 18);

@@ -33,7 +33,7 @@
 namespace qconv::graph {
 
 // ------------------------------------------------------------------ types
-enum class etype { f32, f16, u8, i8, u4, i4, i32, i64 };
+enum class etype { f32, f16, bf16, u8, i8, u4, i4, i32, i64 };
 const char *to_string(etype t);
 etype parse_etype(const std::string &s, const std::string &field = "type");
 int bits_of(etype t);

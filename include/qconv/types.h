@@ -33,6 +33,10 @@ bool is_integer(dtype dt);
 // NaN stays NaN); f16 → f32 is exact.
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
+// bfloat16 (the top half of an f32): f32 → bf16 rounds to nearest even
+// (overflow → inf, NaN stays NaN, quieted); bf16 → f32 is exact.
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
 
 // CPU ISA levels, ordered: each level includes everything below it.
 enum class isa {
