@@ -36,7 +36,7 @@ std::vector<conv_entry> build_conv_list() {
         // AVX-512 VNNI: qconv's kernel ahead of brgconv (measured faster on
         // ResNet-50, MobileNet and the 1x1 list, and it takes every zero point
         // and post-op in attr[0]); brgconv stays for what it refuses.
-        jit::conv_row("jit:conv_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni, false),
+        jit::conv_row("jit:conv_x8s8:avx512_core_vnni", conv_isa::avx512_core_vnni),
         onednn::brgconv_row("onednn:brgconv_1x1:avx512_core_vnni", "brgconv_1x1", isa::avx512_core_vnni),
         onednn::brgconv_row("onednn:brgconv:avx512_core_vnni", "brgconv", isa::avx512_core_vnni),
 
@@ -46,8 +46,8 @@ std::vector<conv_entry> build_conv_list() {
         // conv1 3.5x).
         jit::conv_dw_row("jit:conv_dw_x8s8:avx512_core", conv_isa::avx512_core),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
-        jit::conv_row("jit:conv_x8s8:avx2_vnni", conv_isa::avx2_vnni, false),
-        jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core, false),
+        jit::conv_row("jit:conv_x8s8:avx2_vnni", conv_isa::avx2_vnni),
+        jit::conv_row("jit:conv_x8s8:avx512_core", conv_isa::avx512_core),
         // 1x1 + fused depthwise item (AVX2 machines' MobileNet blocks): both
         // halves on this ISA's kernels, band by band through a ring of
         // intermediate rows; measured against the composite row below
@@ -55,7 +55,7 @@ std::vector<conv_entry> build_conv_list() {
         jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2_vnni", conv_isa::avx2_vnni),
         jit::conv_1x1_dw_row("jit:conv_1x1_dw_x8s8:avx2", conv_isa::avx2),
         jit::conv_dw_row("jit:conv_dw_x8s8:avx2", conv_isa::avx2),
-        jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2, false),
+        jit::conv_row("jit:conv_x8s8:avx2", conv_isa::avx2),
 
         // A 1x1 with a fused depthwise item that no fused row above takes:
         // the two halves as two primitives through the normal dispatch (each

@@ -15,6 +15,7 @@
 
 #include "core/compensation.h"
 #include "kernels/jit/conv_pipeline.h"
+#include "kernels/jit/conv_x8s8_plan.h"
 
 namespace qconv::jit {
 namespace {
@@ -60,50 +61,31 @@ struct jit_packed : impl::packed {
     std::vector<float> bias;   // OC + padding (empty without bias)
 };
 
-// Everything derived from (problem, attr) that execute() needs.
-struct geometry {
-    int64_t mb, g, icg, ocg, icg4, ocg16;   // ocg16: OCg rounded up to the lane count
-    int lanes, es, wb;                      // OC lanes per vector; bytes per source / weight element
-    int64_t oh, ow;                         // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
-    int64_t ih_p, iw_p;                     // source view rows/cols as iterated (padded copy or original)
-    int64_t cp_rows, cp_cols;               // rows/cols of the padded copy
-    int64_t cs;                             // bytes per source pixel in the view
-    int64_t kh, kw, sh, sw, dh, dw, pt, pl; // pt, pl: 0 unless direct (view origin)
-    bool copy = false;                      // build a padded source copy
-    bool flat = false;                      // 1x1 flattened into one row
-    bool subsample = false;                 // strided 1x1 copy: only the pixels read, stride 1 in the copy
-    int64_t step_h = 1, step_w = 1;         // source pixels per copy pixel (subsample: the strides)
-    bool flat2d = false;                    // short rows: the OH·OW pixels as one list, blocks may span rows
-    bool taps_inner = false;                // loop order ic4 → taps (weights packed [ic4][kh][kw])
-    bool direct = false;                    // padded convolution read in place, padding taps skipped
-    int64_t ow_real = 0;                    // OW (flat2d maps a pixel index p to (p / OW, p % OW))
-    int nb_big;                             // vector blocks per full OC block (≤ 4)
-    int64_t n_ob;                           // OC blocks per group
-    int ur_w;                               // pixels per micro-kernel call (full OC block)
-};
-
 class conv_x8s8_kernel : public impl::conv_kernel {
 public:
-    conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)) {
-        plan();
+    conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k,
+                     const conv_geometry &g)
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), g_(g), fused_(g.fused) {
+        plan_padding();
+        plan_row_classes();
+        for (int k = 0; k < 2; ++k) {
+            plan_blocks(k);
+            compile_blocks(k);
+        }
     }
 
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
     void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
 
 private:
-    void plan();
-    // Pixels per call: as many as the registers allow, balanced over a row so
-    // that a short row (e.g. OW = 7) is not split into 6 + 1. Flattened 1x1
-    // rows are long: the maximum is used.
-    int ur_w_for(int nb, int64_t ow) const {
-        int64_t mx = std::min(24, max_accumulators(isa_, nb) / nb);
-        if (knobs_.ur > 0) mx = std::min<int64_t>(mx, knobs_.ur);
-        if (g_.flat || g_.flat2d || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
-        const int64_t calls = (ow + mx - 1) / mx;
-        return static_cast<int>((ow + calls - 1) / calls);
-    }
+    // The builder: what the plan (conv_x8s8_plan.h) implies for this kernel.
+    void plan_padding();     // the value of a padded source pixel
+    void plan_row_classes(); // direct mode: rows sharing their valid kernel rows
+    void plan_blocks(int k); // pixel blocks and thread chunks of OC-block kind k
+    void compile_blocks(int k);
+    // Valid taps (bit kh·KW + kw) of output pixel (oh, ow) (direct mode).
+    uint64_t tap_bits(int64_t oh, int64_t ow) const;
+    conv_ukernel_cfg ukernel_cfg(int u, int nb, int last_n, int col0, const std::vector<uint64_t> &masks) const;
     template <typename T>
     void make_padded_source_t(const void *src, T *buf, int threads) const;
     void make_padded_source(const void *src, uint8_t *buf, int threads) const;
@@ -113,7 +95,7 @@ private:
     attr_set a_;
     conv_knobs knobs_;
     pipeline pipe_;
-    geometry g_{};
+    conv_geometry g_;
     bool fused_ = false; // output pipeline inside the micro-kernels
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
     // (+ valid-tap masks per pixel in direct mode)
@@ -126,6 +108,7 @@ private:
         std::vector<std::vector<conv_ukernel_fn>> fn; // [row class][block]
     };
     std::vector<int> row_cls_;         // row class of each iterated output row (direct mode)
+    std::vector<uint64_t> cls_mask_;   // valid kernel rows of each row class
     std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
     block_plan bp_[2];                 // full OC block, last OC block
     int64_t n_chunks_ = 1;
@@ -136,93 +119,8 @@ private:
     void fill_padding(T *px, int64_t n) const; // n padded pixels
 };
 
-void conv_x8s8_kernel::plan() {
-    const conv_desc &d = p_.desc;
-    geometry &g = g_;
-    g.mb = d.mb;
-    g.g = d.g;
-    g.icg = d.icg();
-    g.ocg = d.ocg();
-    g.lanes = oc_lanes(isa_);
-    g.es = src_elem_bytes(isa_);
-    g.wb = g.es;
-    g.icg4 = rnd_up(g.icg, 4);
-    g.ocg16 = rnd_up(g.ocg, g.lanes);
-    g.kh = d.kh;
-    g.kw = d.kw;
-    g.sh = d.sh;
-    g.sw = d.sw;
-    g.dh = d.dh;
-    g.dw = d.dw;
-    g.pt = d.pt;
-    g.pl = d.pl;
-    // Source rows/cols actually touched, with the padding origin at (−pt, −pl).
-    const int64_t rows = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
-    const int64_t cols = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
-    const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
-    g.copy = padded || g.icg4 != g.icg || g.es != 1;
-    // Direct mode: a padded source is read in place; the micro-kernel of
-    // each pixel block skips the (pixel, tap) pairs that fall into the
-    // padding (no zp, u8: they would contribute w·0 = 0; zero point or s8
-    // source: per-pixel correction rows add their w·v back, see pack()), so
-    // the int32 sums equal the padded copy's, without the copy and with fewer
-    // multiply-adds. Needs the VNNI byte layout, ICg a multiple of 4 and the
-    // taps-inner loop; displacements (a block of ≤ 24 pixels spans at most
-    // 24 / OW + 2 output rows) must fit 32 bits.
-    {
-        const int64_t span = ((d.kh * d.dh + (24 / d.ow + 2) * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
-        g.direct = padded && is_vnni(isa_) && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
-                   span < (int64_t(1) << 30) && knobs_.direct;
-        if (g.direct) g.copy = false;
-    }
-    // A strided 1x1 convolution that needs a copy anyway (ICg not a multiple
-    // of 4, a widened source) copies only the pixels it reads — the OH×OW
-    // subsampled image — and runs as a flattened stride-1 1x1 (the full
-    // image's copy cost up to 13x brgconv_1x1 on such layers).
-    g.subsample = g.copy && !padded && !g.direct && d.kh == 1 && d.kw == 1 && (d.sh > 1 || d.sw > 1);
-    g.flat =
-        (d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && !padded && d.oh == d.ih && d.ow == d.iw) || g.subsample;
-    g.cp_rows = rows;
-    g.cp_cols = cols;
-    if (g.subsample) {
-        g.cp_rows = d.oh, g.cp_cols = d.ow;
-        g.step_h = d.sh, g.step_w = d.sw;
-        g.sh = g.sw = 1;
-    }
-    if (g.copy) {
-        g.ih_p = g.cp_rows;
-        g.iw_p = g.cp_cols;
-        g.cs = g.g * g.icg4;
-    } else {
-        g.ih_p = d.ih;
-        g.iw_p = d.iw;
-        g.cs = d.ic;
-    }
-    // Origin of the view: the padded copy starts at (−pt, −pl) already.
-    if (!g.direct) g.pt = g.pl = 0;
-    // Rows shorter than two register blocks waste the tail block of every
-    // row: run the image's pixels as one list (blocks cross row ends).
-    g.ow_real = d.ow;
-    // The flat2d knob turns this off (tests, comparisons).
-    g.flat2d = !g.flat && d.oh > 1 && d.ow < 16 && knobs_.flat2d;
-    g.oh = g.flat || g.flat2d ? 1 : d.oh;
-    g.ow = g.flat || g.flat2d ? d.oh * d.ow : d.ow;
-    if (g.flat) g.ih_p = 1, g.iw_p = g.subsample ? d.oh * d.ow : d.ih * d.iw;
-    // Loop order: every tap unrolled inside one ICg/4 loop, when the taps
-    // are few enough for the code size and their displacements fit 32 bits.
-    {
-        const int64_t span = ((g.kh - 1) * g.dh * g.iw_p + (g.kw - 1) * g.dw + g.ow * g.sw) * g.cs * g.es;
-        g.taps_inner =
-            g.direct || (g.kh * g.kw > 1 && g.kh * g.kw <= 64 && span < (int64_t(1) << 30) && knobs_.taps_inner);
-    }
-    const int64_t nvec = g.ocg16 / g.lanes;
-    int nb_max = max_oc_vectors(isa_);
-    if (knobs_.nb > 0) nb_max = std::min(nb_max, knobs_.nb);
-    g.nb_big = static_cast<int>(std::min<int64_t>(nb_max, nvec));
-    g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
-
-    // The output pipeline is fused into zmm micro-kernels when it can be.
-    fused_ = pipeline_fusable(a_, knobs_);
+void conv_x8s8_kernel::plan_padding() {
+    const conv_geometry &g = g_;
     // The value of a padded source pixel: zp bytes, 0x80 (s8) or 0; padded channels 0.
     // Direct mode: the value a skipped tap stands for (see corr in pack()).
     pad_pixel_.assign(static_cast<size_t>(g.cs), 0);
@@ -233,133 +131,155 @@ void conv_x8s8_kernel::plan() {
             }
     pad_bytes8_.assign(pad_pixel_.begin(), pad_pixel_.end());
     pad_zero_ = std::all_of(pad_pixel_.begin(), pad_pixel_.end(), [](uint16_t v) { return v == 0; });
+}
 
-    // Pixel blocks and micro-kernels, for the full OC block (kind 0) and the
-    // last one (kind 1). Row-wise blocking: ur-wide blocks and a tail, one
-    // chunk per row. One long pixel list (flattened 1x1, short rows): the
-    // fewest blocks, balanced (49 = 4·6 + 5·5, not 8·6 + 1: a tiny
-    // block still streams all the weights), grouped into chunks of ≥ 32
-    // pixels for the threads; flat2d compiles one kernel per start column.
-    const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
-    const int last_lanes = static_cast<int>(g.ocg - (nvec - 1) * g.lanes);
-    const std::pair<int, int> kinds[2] = {{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}, {last_nb, last_lanes}};
-    const bool list = g.flat || g.flat2d;
-    n_chunks_ = 1;
+void conv_x8s8_kernel::plan_row_classes() {
+    const conv_geometry &g = g_;
     // Direct mode, row-wise blocking: rows whose valid kernel rows are the
     // same share micro-kernels (row class); otherwise one class.
-    std::vector<uint64_t> cls_mask; // valid kernel rows of each class
     row_cls_.assign(static_cast<size_t>(g.oh), 0);
-    if (g.direct && !list) {
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-            uint64_t m = 0;
-            for (int64_t kh = 0; kh < g.kh; ++kh) {
-                const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
-                if (ih >= 0 && ih < d.ih) m |= uint64_t(1) << kh;
-            }
-            const auto it = std::find(cls_mask.begin(), cls_mask.end(), m);
-            row_cls_[oh] = static_cast<int>(it - cls_mask.begin());
-            if (it == cls_mask.end()) cls_mask.push_back(m);
-        }
-    }
-    const int n_cls = std::max<int>(1, static_cast<int>(cls_mask.size()));
-    // Valid taps (bit kh·KW + kw) of output pixel (oh, ow).
-    auto tap_bits = [&](int64_t oh, int64_t ow) {
+    if (!g.direct || g.list()) return;
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
         uint64_t m = 0;
-        for (int64_t kh = 0; kh < g.kh; ++kh)
-            for (int64_t kw = 0; kw < g.kw; ++kw) {
-                const int64_t ih = oh * g.sh - g.pt + kh * g.dh, iw = ow * g.sw - g.pl + kw * g.dw;
-                if (ih >= 0 && ih < d.ih && iw >= 0 && iw < d.iw) m |= uint64_t(1) << (kh * g.kw + kw);
-            }
-        return m;
-    };
-    for (int k = 0; k < 2; ++k) {
-        const auto [nb, ln] = kinds[k];
-        block_plan &bp = bp_[k];
-        const int64_t ur = ur_w_for(nb, g.ow);
-        bp.start.clear();
-        if (list) {
-            // nblk = ⌈ow / ur⌉ blocks, sizes differing by at most one (≤ ur).
-            const int64_t nblk = (g.ow + ur - 1) / ur, base = g.ow / nblk, big = g.ow % nblk;
-            for (int64_t i = 0, p = 0; i < nblk; p += i < big ? base + 1 : base, ++i) bp.start.push_back(p);
-        } else {
-            for (int64_t p = 0; p < g.ow; p += ur) bp.start.push_back(p);
+        for (int64_t kh = 0; kh < g.kh; ++kh) {
+            const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+            if (ih >= 0 && ih < p_.desc.ih) m |= uint64_t(1) << kh;
         }
-        const int64_t nblk = static_cast<int64_t>(bp.start.size());
-        bp.start.push_back(g.ow);
-        bp.chunk.assign(1, 0);
-        const int64_t n_ch = list ? std::max<int64_t>(1, g.ow / 32) : 1;
-        for (int64_t i = 1, c = 1; i < nblk; ++i)
-            if (bp.start[i] * n_ch >= c * g.ow) bp.chunk.push_back(i), ++c;
-        bp.chunk.push_back(nblk);
-        n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
-        const int last_n = fused_ ? ln : 16;
-        bp.fn.assign(static_cast<size_t>(n_cls), {});
-        for (int cl = 0; cl < n_cls; ++cl)
-            for (int64_t i = 0; i < nblk; ++i) {
-                const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
-                const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
-                std::vector<uint64_t> masks; // direct mode: valid taps per pixel
-                if (g.direct) {
-                    // A representative row of the class (row-wise) or the block's own pixels (list).
-                    int64_t oh_r = 0;
-                    if (!list) oh_r = std::find(row_cls_.begin(), row_cls_.end(), cl) - row_cls_.begin();
-                    for (int w = 0; w < u; ++w) {
-                        const int64_t p = bp.start[i] + w;
-                        masks.push_back(list ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
-                    }
-                    const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
-                    if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
-                    // Zero point / s8 source: a skipped tap must still add w·v (v = the
-                    // padded value): per-pixel correction rows, one per distinct mask.
-                    if (!pad_zero_)
-                        for (uint64_t m : masks) {
-                            if (m == all || std::count(corr_masks_.begin(), corr_masks_.end(), m)) continue;
-                            corr_masks_.push_back(m);
-                        }
-                }
-                auto &slot = kernels_[{u, nb, last_n, col0, masks}];
-                if (!slot) {
-                    conv_ukernel_cfg c;
-                    if (col0 >= 0)
-                        for (int w = 0; w < u; ++w) {
-                            const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
-                            c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
-                        }
-                    c.isa = isa_;
-                    c.ur_w = u;
-                    c.nb = nb;
-                    c.kh = static_cast<int>(g.kh);
-                    c.kw = static_cast<int>(g.kw);
-                    c.ic4 = static_cast<int>(g.icg4 / 4);
-                    c.pix_stride = g.cs * g.es;
-                    c.row_stride = g.iw_p * g.cs * g.es;
-                    c.sw = static_cast<int>(g.sw);
-                    c.dh = static_cast<int>(g.dh);
-                    c.dw = static_cast<int>(g.dw);
-                    c.xor_src = !g.copy && p_.src_dt == dtype::s8;
-                    c.pipe = fused_ ? &pipe_ : nullptr;
-                    c.last_n = last_n;
-                    c.taps_inner = g.taps_inner;
-                    c.tap_mask = masks;
-                    if (!pad_zero_ && !masks.empty()) {
-                        const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
-                        for (uint64_t m : masks)
-                            c.tap_corr.push_back(
-                                m == all ? -1
-                                         : static_cast<int>(std::find(corr_masks_.begin(), corr_masks_.end(), m) -
-                                                            corr_masks_.begin()));
-                        c.corr_stride = (d.oc + 16) * 4;
-                    }
-                    slot = std::make_unique<conv_ukernel>(c);
-                }
-                bp.fn[cl].push_back(slot->fn());
-            }
+        const auto it = std::find(cls_mask_.begin(), cls_mask_.end(), m);
+        row_cls_[oh] = static_cast<int>(it - cls_mask_.begin());
+        if (it == cls_mask_.end()) cls_mask_.push_back(m);
     }
+}
+
+uint64_t conv_x8s8_kernel::tap_bits(int64_t oh, int64_t ow) const {
+    const conv_desc &d = p_.desc;
+    const conv_geometry &g = g_;
+    uint64_t m = 0;
+    for (int64_t kh = 0; kh < g.kh; ++kh)
+        for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t ih = oh * g.sh - g.pt + kh * g.dh, iw = ow * g.sw - g.pl + kw * g.dw;
+            if (ih >= 0 && ih < d.ih && iw >= 0 && iw < d.iw) m |= uint64_t(1) << (kh * g.kw + kw);
+        }
+    return m;
+}
+
+// OC-block kinds: the full block (kind 0) and the last one (kind 1), as
+// (vectors, valid lanes of the last vector).
+std::pair<int, int> oc_block_kind(const conv_geometry &g, int k) {
+    const int64_t nvec = g.ocg16 / g.lanes;
+    const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
+    const int last_lanes = static_cast<int>(g.ocg - (nvec - 1) * g.lanes);
+    return k == 0 ? std::pair<int, int>{g.nb_big, g.n_ob > 1 ? g.lanes : last_lanes}
+                  : std::pair<int, int>{last_nb, last_lanes};
+}
+
+void conv_x8s8_kernel::plan_blocks(int k) {
+    const conv_geometry &g = g_;
+    // Row-wise blocking: ur-wide blocks and a tail, one chunk per row. One
+    // long pixel list (flattened 1x1, short rows): the fewest blocks,
+    // balanced (49 = 4·6 + 5·5, not 8·6 + 1: a tiny block still streams all
+    // the weights), grouped into chunks of ≥ 32 pixels for the threads.
+    block_plan &bp = bp_[k];
+    const int64_t ur = pixels_per_call(g, isa_, knobs_, oc_block_kind(g, k).first, g.ow);
+    bp.start.clear();
+    if (g.list()) {
+        // nblk = ⌈ow / ur⌉ blocks, sizes differing by at most one (≤ ur).
+        const int64_t nblk = (g.ow + ur - 1) / ur, base = g.ow / nblk, big = g.ow % nblk;
+        for (int64_t i = 0, p = 0; i < nblk; p += i < big ? base + 1 : base, ++i) bp.start.push_back(p);
+    } else {
+        for (int64_t p = 0; p < g.ow; p += ur) bp.start.push_back(p);
+    }
+    const int64_t nblk = static_cast<int64_t>(bp.start.size());
+    bp.start.push_back(g.ow);
+    bp.chunk.assign(1, 0);
+    const int64_t n_ch = g.list() ? std::max<int64_t>(1, g.ow / 32) : 1;
+    for (int64_t i = 1, c = 1; i < nblk; ++i)
+        if (bp.start[i] * n_ch >= c * g.ow) bp.chunk.push_back(i), ++c;
+    bp.chunk.push_back(nblk);
+    if (k == 0) n_chunks_ = 1;
+    n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
+}
+
+conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int col0,
+                                               const std::vector<uint64_t> &masks) const {
+    const conv_desc &d = p_.desc;
+    const conv_geometry &g = g_;
+    conv_ukernel_cfg c;
+    if (col0 >= 0)
+        for (int w = 0; w < u; ++w) {
+            const int64_t q = col0 + w, dr = q / d.ow, col = q % d.ow;
+            c.pix_off.push_back((dr * d.sh * g.iw_p + (col - col0) * d.sw) * g.cs * g.es);
+        }
+    c.isa = isa_;
+    c.ur_w = u;
+    c.nb = nb;
+    c.kh = static_cast<int>(g.kh);
+    c.kw = static_cast<int>(g.kw);
+    c.ic4 = static_cast<int>(g.icg4 / 4);
+    c.pix_stride = g.cs * g.es;
+    c.row_stride = g.iw_p * g.cs * g.es;
+    c.sw = static_cast<int>(g.sw);
+    c.dh = static_cast<int>(g.dh);
+    c.dw = static_cast<int>(g.dw);
+    c.xor_src = !g.copy && p_.src_dt == dtype::s8;
+    c.pipe = fused_ ? &pipe_ : nullptr;
+    c.last_n = last_n;
+    c.taps_inner = g.taps_inner;
+    c.tap_mask = masks;
+    if (!pad_zero_ && !masks.empty()) {
+        const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+        for (uint64_t m : masks)
+            c.tap_corr.push_back(m == all ? -1
+                                          : static_cast<int>(std::find(corr_masks_.begin(), corr_masks_.end(), m) -
+                                                             corr_masks_.begin()));
+        c.corr_stride = (d.oc + 16) * 4;
+    }
+    return c;
+}
+
+// The micro-kernel of every pixel block of kind k and row class (shared by
+// equal configurations); flat2d compiles one kernel per start column.
+void conv_x8s8_kernel::compile_blocks(int k) {
+    const conv_desc &d = p_.desc;
+    const conv_geometry &g = g_;
+    const auto [nb, ln] = oc_block_kind(g, k);
+    block_plan &bp = bp_[k];
+    const int64_t nblk = static_cast<int64_t>(bp.start.size()) - 1;
+    const int last_n = fused_ ? ln : 16;
+    const int n_cls = std::max<int>(1, static_cast<int>(cls_mask_.size()));
+    bp.fn.assign(static_cast<size_t>(n_cls), {});
+    for (int cl = 0; cl < n_cls; ++cl)
+        for (int64_t i = 0; i < nblk; ++i) {
+            const int u = static_cast<int>(bp.start[i + 1] - bp.start[i]);
+            const int col0 = g.flat2d ? static_cast<int>(bp.start[i] % d.ow) : -1;
+            std::vector<uint64_t> masks; // direct mode: valid taps per pixel
+            if (g.direct) {
+                // A representative row of the class (row-wise) or the block's own pixels (list).
+                int64_t oh_r = 0;
+                if (!g.list()) oh_r = std::find(row_cls_.begin(), row_cls_.end(), cl) - row_cls_.begin();
+                for (int w = 0; w < u; ++w) {
+                    const int64_t p = bp.start[i] + w;
+                    masks.push_back(g.list() ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
+                }
+                const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+                if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
+                // Zero point / s8 source: a skipped tap must still add w·v (v = the
+                // padded value): per-pixel correction rows, one per distinct mask.
+                if (!pad_zero_)
+                    for (uint64_t m : masks) {
+                        if (m == all || std::count(corr_masks_.begin(), corr_masks_.end(), m)) continue;
+                        corr_masks_.push_back(m);
+                    }
+            }
+            auto &slot = kernels_[{u, nb, last_n, col0, masks}];
+            if (!slot) slot = std::make_unique<conv_ukernel>(ukernel_cfg(u, nb, last_n, col0, masks));
+            bp.fn[cl].push_back(slot->fn());
+        }
 }
 
 std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, const float *bias) const {
     const conv_desc &d = p_.desc;
-    const geometry &g = g_;
+    const conv_geometry &g = g_;
     if (!wei) fail("wei", "is null");
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
@@ -421,7 +341,7 @@ void conv_x8s8_kernel::fill_padding(T *px, int64_t n) const {
 template <typename T>
 void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads) const {
     const conv_desc &d = p_.desc;
-    const geometry &g = g_;
+    const conv_geometry &g = g_;
     const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00; // s8 x → u8 x + 128
     const uint8_t *s = static_cast<const uint8_t *>(src);
     // Work-shared inside execute()'s parallel region (implicit barrier at the end).
@@ -492,7 +412,7 @@ void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int thr
 
 void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    const geometry &g = g_;
+    const conv_geometry &g = g_;
     const auto &pk = dynamic_cast<const jit_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
@@ -654,7 +574,8 @@ std::string conv_knobs::str() const {
 
 std::string conv_plan::str() const {
     const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
-    return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) + " knobs=" + knobs.str();
+    return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) +
+           (geometry ? " " + geometry->str() : std::string()) + " knobs=" + knobs.str();
 }
 
 bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
@@ -665,10 +586,6 @@ bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
         if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
     }
     return !transcendental && n_full <= max_fused_full && k.fused;
-}
-
-std::string conv_impl_name(conv_isa i, bool only_1x1) {
-    return std::string(only_1x1 ? "jit:conv_x8s8_1x1:" : "jit:conv_x8s8:") + to_string(i);
 }
 
 bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why) {
@@ -696,7 +613,8 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
-    return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs);
+    const conv_geometry g = pl.geometry ? *pl.geometry : plan_geometry(pl.isa, p, a, pl.knobs);
+    return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs, g);
 }
 
 namespace {
@@ -726,16 +644,17 @@ impl::plan_ptr make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs)
 }
 } // namespace
 
-impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1) {
-    impl::conv_entry e =
-        make_row(name, conv_impl_name(i, only_1x1), i, conv_plan::kind::dense,
-                 [i, only_1x1](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
-                     return conv_supports(i, only_1x1, p, a, why)
-                                ? make_plan(i, conv_plan::kind::dense, conv_knobs::from_env())
-                                : nullptr;
-                 });
-    e.only_1x1 = only_1x1;
-    return e;
+impl::conv_entry conv_row(const std::string &name, conv_isa i) {
+    return make_row(name, std::string("jit:conv_x8s8:") + to_string(i), i, conv_plan::kind::dense,
+                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+                        if (!conv_supports(i, false, p, a, why)) return impl::plan_ptr();
+                        const conv_knobs k = conv_knobs::from_env();
+                        auto pl = std::make_shared<conv_plan>();
+                        pl->isa = i;
+                        pl->knobs = k;
+                        pl->geometry = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
+                        return impl::plan_ptr(pl);
+                    });
 }
 
 impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {

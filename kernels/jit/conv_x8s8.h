@@ -185,20 +185,22 @@ int max_accumulators_dw(conv_isa i, int kw);
 // The CPU features a variant's instructions need.
 impl::feature_set required_features(conv_isa i);
 
-// Implementation names.
-std::string conv_impl_name(conv_isa i, bool only_1x1);
-
-// What a JIT conv row decided: the variant and the knobs its kernels are
-// built with (the blocking follows from them and the problem).
+// What a JIT conv row decided: the variant, the knobs its kernels are built
+// with and, for the dense rows, the geometry (conv_x8s8_plan.h: source,
+// loop order, blocking, pipeline). A dense plan without one (the fused
+// 1x1 + dw row plans each band's problem) is planned by conv_create().
+struct conv_geometry;
 struct conv_plan : impl::plan {
     conv_isa isa = conv_isa::avx512_core_vnni;
     enum class kind { dense, depthwise, depthwise_rows } k = kind::dense;
     conv_knobs knobs;
+    std::shared_ptr<const conv_geometry> geometry;
+    // "dense:avx2 source=padded_copy pixels=list taps=inner oc_blocks=1x2 pipeline=tile knobs=default".
     std::string str() const override;
 };
 
 // Whether the dense family can run (problem, attr) with variant i (the
-// platform's features are the row's business).
+// platform's features are the row's business); only_1x1: a 1x1 kernel only.
 bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why);
 // Whether the depthwise family can (groups == IC == OC); `rows`: the row
 // kernel (AVX-512 VNNI + VBMI), which also needs the knob on.
@@ -208,7 +210,7 @@ std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, cons
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 
 // Table rows (dispatch/conv_list.cpp); `name` must be the configuration's.
-impl::conv_entry conv_row(const std::string &name, conv_isa i, bool only_1x1);
+impl::conv_entry conv_row(const std::string &name, conv_isa i);
 impl::conv_entry conv_dw_row(const std::string &name, conv_isa i);
 // The depthwise row kernel: jit:conv_dw_x8s8_rows:avx512_core_vnni.
 impl::conv_entry conv_dw_rows_row(const std::string &name);
