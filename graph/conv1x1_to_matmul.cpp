@@ -142,6 +142,48 @@ private:
         return n;
     }
 
+    // The output side of Convolution c, through single consumers: an optional
+    // bias Add with a [1,OC,1,1] Constant, an optional Convert, then how the
+    // result is read (a [0,2,3,1] Transpose, a Reshape when H·W = 1, or the
+    // fix-up). A reason when an output Transpose has another order.
+    struct output_chain {
+        node *last = nullptr, *bias = nullptr, *bias_const = nullptr, *cvt = nullptr, *layout = nullptr;
+        std::string kind = "fixup";
+    };
+    std::string match_output(node *c, int64_t OC, bool spatial1, output_chain *o) const {
+        auto single = [&](node *n) {
+            auto cs = g_.consumers(n);
+            return cs.size() == 1 ? cs[0] : nullptr;
+        };
+        node *t = c;
+        if (node *s = single(t); s && s->kind == op::Add) {
+            node *other = s->inputs[0] == t ? s->inputs[1] : s->inputs[0];
+            if (other->kind == op::Constant && other->out_shape == shape_t{1, OC, 1, 1} &&
+                s->out_shape == c->out_shape) {
+                o->bias = s;
+                o->bias_const = other;
+                t = s;
+            }
+        }
+        if (node *s = single(t); s && s->kind == op::Convert) {
+            o->cvt = s;
+            t = s;
+        }
+        o->last = t;
+        if (node *s = single(t); s && s->kind == op::Transpose) {
+            if (!is_order(s, {0, 2, 3, 1}))
+                return "output Transpose order " + to_string(s->attr.order) + " is not [0,2,3,1]";
+            o->layout = s;
+            o->kind = "transpose";
+        } else if (s && s->kind == op::Reshape && spatial1 && !g_.is_dynamic()) {
+            // (With `?` its target was written for the NCHW input: it is fed
+            // through the fix-up instead.)
+            o->layout = s;
+            o->kind = "reshape";
+        }
+        return "";
+    }
+
     std::string try_rewrite(node *c, bool *done) {
         if (c->kind == op::GroupConvolution) return "GroupConvolution (grouped) is not rewritten";
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
@@ -188,37 +230,10 @@ private:
             act_kind = "direct";
         }
 
-        // Output chain through single consumers.
-        node *t = c, *bias = nullptr, *cvt = nullptr, *bias_const = nullptr;
-        auto single = [&](node *n) {
-            auto cs = g_.consumers(n);
-            return cs.size() == 1 ? cs[0] : nullptr;
-        };
-        if (node *s = single(t); s && s->kind == op::Add) {
-            node *other = s->inputs[0] == t ? s->inputs[1] : s->inputs[0];
-            if (other->kind == op::Constant && other->out_shape == shape_t{1, OC, 1, 1} && s->out_shape == ys) {
-                bias = s;
-                bias_const = other;
-                t = s;
-            }
-        }
-        if (node *s = single(t); s && s->kind == op::Convert) {
-            cvt = s;
-            t = s;
-        }
-        node *layout = nullptr;
-        std::string out_kind = "fixup";
-        if (node *s = single(t); s && s->kind == op::Transpose) {
-            if (!is_order(s, {0, 2, 3, 1}))
-                return "output Transpose order " + to_string(s->attr.order) + " is not [0,2,3,1]";
-            layout = s;
-            out_kind = "transpose";
-        } else if (s && s->kind == op::Reshape && spatial1 && !g_.is_dynamic()) {
-            // (With `?` its target was written for the NCHW input: it is fed
-            // through the fix-up instead.)
-            layout = s;
-            out_kind = "reshape";
-        }
+        output_chain out;
+        if (std::string why = match_output(c, OC, spatial1, &out); !why.empty()) return why;
+        node *t = out.last, *bias = out.bias, *cvt = out.cvt, *bias_const = out.bias_const, *layout = out.layout;
+        const std::string &out_kind = out.kind;
         if (act_kind == "direct" && !layout)
             return "isolated Convolution: no Transpose/Reshape on the activation or the output";
         if (veto_ && veto_(*c)) return "vetoed by callback";
