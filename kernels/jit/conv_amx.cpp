@@ -21,7 +21,6 @@ namespace {
 constexpr const char *row_name = "jit:conv_x8s8:avx512_core_amx";
 constexpr int blk = 32; // pixels and channels per micro-kernel call
 
-int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct aligned_bytes {

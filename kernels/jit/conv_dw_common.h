@@ -17,8 +17,6 @@
 
 namespace qconv::jit::dw {
 
-inline int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
 struct dw_packed : impl::packed {
     std::vector<int32_t> wei;       // conv_ukernel: [kh][kw][cpad]
     std::vector<uint8_t> wei8;      // row kernel: [block][kh][kw][vector][64]

@@ -20,8 +20,6 @@
 namespace qconv::jit {
 namespace {
 
-int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
 // Three-channel pixels (first layers) widened to four bytes, the fourth 0,
 // XORed with `flip` (0x80 per channel for s8 sources): four pixels per
 // 16-byte shuffle while 18 source bytes remain (the load never passes the
@@ -65,7 +63,7 @@ class conv_x8s8_kernel : public impl::conv_kernel {
 public:
     conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                      const conv_geometry &g)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), g_(g), fused_(g.fused) {
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), g_(g) {
         plan_padding();
         plan_row_classes();
         for (int k = 0; k < 2; ++k) {
@@ -96,7 +94,6 @@ private:
     conv_knobs knobs_;
     pipeline pipe_;
     conv_geometry g_;
-    bool fused_ = false; // output pipeline inside the micro-kernels
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
     // (+ valid-tap masks per pixel in direct mode)
     std::map<std::tuple<int, int, int, int, std::vector<uint64_t>>, std::unique_ptr<conv_ukernel>> kernels_;
@@ -163,6 +160,11 @@ uint64_t conv_x8s8_kernel::tap_bits(int64_t oh, int64_t ow) const {
     return m;
 }
 
+// The tap mask with every tap of the kernel valid.
+uint64_t all_taps(const conv_geometry &g) {
+    return g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+}
+
 // OC-block kinds: the full block (kind 0) and the last one (kind 1), as
 // (vectors, valid lanes of the last vector).
 std::pair<int, int> oc_block_kind(const conv_geometry &g, int k) {
@@ -196,7 +198,6 @@ void conv_x8s8_kernel::plan_blocks(int k) {
     for (int64_t i = 1, c = 1; i < nblk; ++i)
         if (bp.start[i] * n_ch >= c * g.ow) bp.chunk.push_back(i), ++c;
     bp.chunk.push_back(nblk);
-    if (k == 0) n_chunks_ = 1;
     n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
 }
 
@@ -222,12 +223,12 @@ conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int co
     c.dh = static_cast<int>(g.dh);
     c.dw = static_cast<int>(g.dw);
     c.xor_src = !g.copy && p_.src_dt == dtype::s8;
-    c.pipe = fused_ ? &pipe_ : nullptr;
+    c.pipe = g.fused ? &pipe_ : nullptr;
     c.last_n = last_n;
     c.taps_inner = g.taps_inner;
     c.tap_mask = masks;
     if (!pad_zero_ && !masks.empty()) {
-        const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+        const uint64_t all = all_taps(g);
         for (uint64_t m : masks)
             c.tap_corr.push_back(m == all ? -1
                                           : static_cast<int>(std::find(corr_masks_.begin(), corr_masks_.end(), m) -
@@ -245,7 +246,7 @@ void conv_x8s8_kernel::compile_blocks(int k) {
     const auto [nb, ln] = oc_block_kind(g, k);
     block_plan &bp = bp_[k];
     const int64_t nblk = static_cast<int64_t>(bp.start.size()) - 1;
-    const int last_n = fused_ ? ln : 16;
+    const int last_n = g.fused ? ln : 16;
     const int n_cls = std::max<int>(1, static_cast<int>(cls_mask_.size()));
     bp.fn.assign(static_cast<size_t>(n_cls), {});
     for (int cl = 0; cl < n_cls; ++cl)
@@ -261,7 +262,7 @@ void conv_x8s8_kernel::compile_blocks(int k) {
                     const int64_t p = bp.start[i] + w;
                     masks.push_back(g.list() ? tap_bits(p / d.ow, p % d.ow) : tap_bits(oh_r, p));
                 }
-                const uint64_t all = g.kh * g.kw == 64 ? ~uint64_t(0) : (uint64_t(1) << (g.kh * g.kw)) - 1;
+                const uint64_t all = all_taps(g);
                 if (std::all_of(masks.begin(), masks.end(), [&](uint64_t m) { return m == all; })) masks.clear();
                 // Zero point / s8 source: a skipped tap must still add w·v (v = the
                 // padded value): per-pixel correction rows, one per distinct mask.
@@ -493,7 +494,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 }
                 call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(view) + src_off);
                 const int64_t off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + gr * g.ocg + oc0;
-                if (fused_) {
+                if (g.fused) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;
                     for (size_t f = 0; f < full_idx.size(); ++f) call.full[f] = args.binary[full_idx[f]] + off0;
                     fns[i](&call);

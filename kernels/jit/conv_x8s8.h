@@ -52,6 +52,9 @@
 
 namespace qconv::jit {
 
+// a rounded up to a multiple of b (b > 0).
+inline int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
 // Instruction family used for the u8·s8 multiply-accumulate.
 enum class conv_isa {
     avx512_core_vnni, // vpdpbusd zmm

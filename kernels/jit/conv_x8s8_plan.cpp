@@ -6,8 +6,6 @@ namespace qconv::jit {
 
 namespace {
 
-int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
 // How the source is read: a padded copy, in place (direct), or as it is.
 void plan_source(conv_geometry &g, conv_isa isa, const conv_desc &d, const conv_knobs &k) {
     // Source rows/cols actually touched, with the padding origin at (−pt, −pl).
