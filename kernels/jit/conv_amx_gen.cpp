@@ -15,6 +15,7 @@
 #include "kernels/jit/conv_amx.h"
 #include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/jit_base.h"
+#include "kernels/jit/jit_traits.h"
 #include "qconv/types.h"
 
 namespace qconv::jit {
@@ -24,8 +25,10 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
 class amx_block_gen : public conv_epilogue_gen {
 public:
+    using traits = amx_traits; // tile accumulators, zmm epilogue
+    static_assert(traits::acc == acc_kind::tiles, "the tile products are stored, then the zmm epilogue reloads them");
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : conv_epilogue_gen(256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
+        : conv_epilogue_gen(traits{}, 256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
     const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
 
 protected:
@@ -65,7 +68,7 @@ protected:
         ret();
         if (cfg_.pipe) {
             align(64);
-            emit_const_pool();
+            emit_const_pool<traits>();
         }
     }
 
@@ -187,7 +190,7 @@ private:
             kmovw(k1, ptr[reg_param + offsetof(amx_call, mask) + 2 * b]);
             kortestw(k1, k1);
             jz(l_none, T_NEAR); // no channel in this vector
-            emit_load_params(b);
+            emit_load_params<traits>(b);
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
                 if (!consecutive) {
@@ -198,9 +201,9 @@ private:
                 }
                 const int wr = consecutive ? w : 0;
                 vmovdqu32(y, ptr[reg_c + w * c_row_bytes + b * 64]);
-                emit_pixel_pipeline(y, wr, b, pix);
-                emit_store(y, ptr[reg_dst + static_cast<int32_t>(wr * pix + b * 16 * dsz_)], tail(b),
-                           cfg_.pipe->dst_dt);
+                emit_pixel_pipeline<traits>(y, wr, b, pix);
+                emit_store<traits>(y, ptr[reg_dst + static_cast<int32_t>(wr * pix + b * 16 * dsz_)], tail(b),
+                                   cfg_.pipe->dst_dt);
                 if (!consecutive) L(l_skip);
             }
             L(l_none);
@@ -214,29 +217,14 @@ private:
     const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx, reg_end = rbp;
 };
 
-// ldtilecfg [rdi] / tilerelease.
-class amx_tilecfg_gen : public jit_generator {
-public:
-    explicit amx_tilecfg_gen(bool load) : jit_generator(4096), load_(load) {}
-    const char *name() const override { return load_ ? "jit:amx_ldtilecfg" : "jit:amx_tilerelease"; }
-
-protected:
-    void generate() override {
-        if (load_) ldtilecfg(ptr[rdi]);
-        else tilerelease();
-        ret();
-    }
-
-private:
-    bool load_;
-};
-
 } // namespace
 
 struct amx_ukernel::gens {
-    explicit gens(const amx_ukernel_cfg &cfg) : block(cfg), load(true), release(false) {}
+    explicit gens(const amx_ukernel_cfg &cfg)
+        : block(cfg), load(amx_tile_helper::op::load_config, row), release(amx_tile_helper::op::release, row) {}
+    static constexpr const char *row = "jit:conv_x8s8:avx512_core_amx";
     amx_block_gen block;
-    amx_tilecfg_gen load, release;
+    amx_tile_helper load, release;
 };
 
 amx_ukernel::amx_ukernel(const amx_ukernel_cfg &cfg) {
@@ -244,8 +232,6 @@ amx_ukernel::amx_ukernel(const amx_ukernel_cfg &cfg) {
     if (cfg.tap_off.empty() || cfg.nk < 1) fail("taps", "at least one tap and one K chunk");
     gens_ = std::make_unique<gens>(cfg);
     gens_->block.create();
-    gens_->load.create();
-    gens_->release.create();
     fn_ = gens_->block.entry<amx_ukernel_fn>();
     // Palette 1: C tiles 16 rows × 64 bytes, A 16 rows × kc bytes, B kc/4 rows × 64 bytes.
     std::memset(tilecfg_, 0, sizeof(tilecfg_));

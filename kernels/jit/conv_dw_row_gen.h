@@ -14,6 +14,7 @@
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/jit/jit_base.h"
+#include "kernels/jit/jit_traits.h"
 
 namespace qconv::jit::dw {
 
@@ -101,8 +102,9 @@ inline int dw_max_acc(int nb, int kh, int kw) { return std::min(25, 28 - dw_chun
 // Fused epilogue registers: zmm26..29 comp, scale, bias, zero; zmm25 spare.
 class dw_row_gen : public conv_epilogue_gen {
 public:
-    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(code_size(c), c.pipe, 26, 25), cfg(c) {}
-    const char *name() const override { return "jit:conv_dw_x8s8:avx512_core_vnni:row"; }
+    using traits = isa_traits<conv_isa::avx512_core_vnni>; // zmm, VNNI (and VBMI)
+    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(traits{}, code_size(c), c.pipe, 26, 25), cfg(c) {}
+    const char *name() const override { return "jit:conv_dw_x8s8_rows:avx512_core_vnni"; }
 
 private:
     static size_t code_size(const dw_row_cfg &c) {
@@ -435,10 +437,10 @@ private:
         const pipeline &pp = *cfg.pipe;
         vxorps(zmm_zero, zmm_zero, zmm_zero);
         for (int q = 0; q < 4; ++q) {
-            emit_load_params(q);
+            emit_load_params<traits>(q);
             for (int w = 0; w < u; ++w) {
                 const Xbyak::Zmm y = acc(w, q);
-                emit_pixel_pipeline(y, w, q, 0); // u8 / s8 only: no sum, no full-tensor operand
+                emit_pixel_pipeline<traits>(y, w, q, 0); // u8 / s8 only: no sum, no full-tensor operand
                 emit_to_int8_range(y, pp.dst_dt, pp.dst_dt == dtype::u8);
             }
         }
@@ -459,7 +461,7 @@ private:
         }
         for (int w = 0; w < u; ++w) {
             if (pp.dst_dt == dtype::s8)
-                for (int q = 0; q < 3; ++q) vpandd(acc(w, q), acc(w, q), cst(bits_float(0xffu)));
+                for (int q = 0; q < 3; ++q) vpandd(acc(w, q), acc(w, q), cst<traits>(bits_float(0xffu)));
             vpslld(acc(w, 1), acc(w, 1), 8);
             vpslld(acc(w, 2), acc(w, 2), 16);
             vpslld(acc(w, 3), acc(w, 3), 24);
@@ -495,7 +497,7 @@ private:
         L(l_pack_idx); // dword 4q + L ← dword 4L + q
         for (int q = 0; q < 4; ++q)
             for (int l = 0; l < 4; ++l) dd(4 * l + q);
-        emit_const_pool();
+        emit_const_pool<traits>();
     }
     // ------------------------------------------------------------ fused epilogue
     // The pipeline itself is conv_epilogue_gen's (single-rounding vfmadd for
@@ -519,14 +521,15 @@ private:
         // then packed together (vpackus/ss + vpermd) and stored as 4 × 16 bytes.
         const bool packable = pp.dst_dt == dtype::u8 || pp.dst_dt == dtype::s8;
         for (int b = 0; b < nbv_; ++b) {
-            emit_load_params(b);
+            emit_load_params<traits>(b);
             for (int w = 0; w < u;) {
                 const int group = packable && !tail(b) && w + 4 <= u ? 4 : 1;
                 for (int q = 0; q < group; ++q) {
                     const Xbyak::Zmm y = acc(acc_base_ + w + q, b);
-                    emit_pixel_pipeline(y, pix_base_ + w + q, b, pix);
+                    emit_pixel_pipeline<traits>(y, pix_base_ + w + q, b, pix);
                     if (group == 1)
-                        emit_store(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * dsz()], tail(b), pp.dst_dt);
+                        emit_store<traits>(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * dsz()], tail(b),
+                                           pp.dst_dt);
                     else emit_to_int8_range(y, pp.dst_dt, true);
                 }
                 if (group == 4) emit_pack_store(acc_base_ + w, pix_base_ + w, b, pix, pp.dst_dt);
@@ -543,16 +546,16 @@ private:
     // keeps them positive).
     void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt, bool packed = false) {
         if (dt == dtype::u8 && packed) {
-            vbroadcastss(zmm_t, cst_plain(32767.f));
+            vbroadcastss(zmm_t, cst_plain<traits>(32767.f));
             vminps(y, zmm_t, y);
         } else if (dt == dtype::u8) {
             vmaxps(y, y, zmm_zero); // NaN → 0
-            vminps(y, y, cst(255.f));
+            vminps(y, y, cst<traits>(255.f));
         } else {
             vcmpps(k2, y, y, cmp_ord);
             vmovaps(y | k2 | T_z, y);
-            vmaxps(y, y, cst(-128.f));
-            vminps(y, y, cst(127.f));
+            vmaxps(y, y, cst<traits>(-128.f));
+            vminps(y, y, cst<traits>(127.f));
         }
         vcvtps2dq(y, y);
     }

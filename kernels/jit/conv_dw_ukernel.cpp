@@ -210,7 +210,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                 t.c0 = c0;
                 t.nc = nc;
                 t.dst_off0 = off0;
-                if (is_ymm(isa_)) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
+                if (!isa_facts(isa_).evex) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
                 else run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
             }
         }

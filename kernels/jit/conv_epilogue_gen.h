@@ -16,8 +16,10 @@
 // Every y·a + b of the pipeline is one vfmadd: the reference's madd(), one
 // rounding, so the results are the reference's bits on any data.
 //
-// ymm mode (the avx2 / avx2_vnni kernels; AVX2 + FMA instructions only, VEX,
-// registers 0..15, no mask registers): scale in ymm12, scratch ymm13/14/15;
+// Every emitter is a template over the kernel's traits (jit_traits.h): the
+// EVEX kernels (zmm) use k-masks and embedded broadcasts; the VEX kernels
+// (avx2 / avx2_vnni; AVX2 + FMA instructions only, registers 0..15, no mask
+// registers) keep the scale in ymm12 and use ymm13/14/15 as scratch;
 // comp, bias and the constants are memory operands (the pool holds every
 // constant as a whole 32-byte vector); masked operations become compare +
 // vblendvps; channel tails use vmaskmovps (4-byte elements) or byte
@@ -30,17 +32,22 @@
 
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/jit_base.h"
+#include "kernels/jit/jit_traits.h"
 
 namespace qconv::jit {
 
 class conv_epilogue_gen : public jit_generator {
 protected:
-    // param_reg0: zmm of comp, then scale, bias and zero; spare: one more free zmm.
-    // ymm: registers 12..15 (param_reg0 and spare are ignored).
-    conv_epilogue_gen(size_t code_size, const pipeline *pipe, int param_reg0, int spare, bool ymm = false)
-        : jit_generator(code_size), ymm_(ymm), zmm_comp(ymm ? 12 : param_reg0), zmm_scale(ymm ? 12 : param_reg0 + 1),
-          zmm_bias(ymm ? 12 : param_reg0 + 2), zmm_zero(ymm ? 12 : param_reg0 + 3), zmm_spare(ymm ? 15 : spare),
-          zmm_u(ymm ? 14 : 30), zmm_t(ymm ? 13 : 31), epi_pipe_(pipe) {}
+    // T: the kernel's traits, which its calls of the emitters repeat.
+    // EVEX: param_reg0 is the zmm of comp, then scale, bias and zero; spare
+    // one more free zmm. VEX: registers 12..15 (param_reg0 and spare ignored).
+    template <class T>
+    conv_epilogue_gen(T, size_t code_size, const pipeline *pipe, int param_reg0, int spare)
+        : jit_generator(code_size), zmm_comp(T::evex ? param_reg0 : 12), zmm_scale(T::evex ? param_reg0 + 1 : 12),
+          zmm_bias(T::evex ? param_reg0 + 2 : 12), zmm_zero(T::evex ? param_reg0 + 3 : 12),
+          zmm_spare(T::evex ? spare : 15), zmm_u(T::evex ? 30 : 14), zmm_t(T::evex ? 31 : 13), epi_pipe_(pipe) {
+        static_assert(T::lanes == 8 || T::lanes == 16, "the epilogue is written for ymm and zmm");
+    }
 
     // Whether OC vector b of the current tile is a masked (k1) channel tail.
     virtual bool tail(int b) const = 0;
@@ -48,23 +55,19 @@ protected:
     // the address of its vector (pixel w, OC vector b).
     virtual Xbyak::Address full_operand(int i, int w, int b) = 0;
 
-    // Lanes of the channel tail (ymm mode: byte tails are stored lane by lane).
+    // Lanes of the channel tail (VEX: byte tails are stored lane by lane).
     virtual int tail_lanes() const { return 16; }
 
-    const bool ymm_;
     const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13, reg_comp = r14,
                        reg_pbase = r15;
-    // The zmm registers (zmm mode); their indices name the ymm registers in ymm mode.
+    // The zmm registers (EVEX); their indices name the ymm registers of VEX kernels.
     const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
     const Xbyak::Zmm zmm_u, zmm_t;
-    // The same registers at the mode's width.
-    Xbyak::Xmm vr(int i) const { return ymm_ ? Xbyak::Xmm(Xbyak::Ymm(i)) : Xbyak::Xmm(Xbyak::Zmm(i)); }
-    Xbyak::Xmm v_t() const { return vr(zmm_t.getIdx()); }
-    Xbyak::Xmm v_u() const { return vr(zmm_u.getIdx()); }
-    Xbyak::Xmm v_spare() const { return vr(zmm_spare.getIdx()); }
-    Xbyak::Xmm v_scale() const { return vr(zmm_scale.getIdx()); }
-    int vec_bytes() const { return ymm_ ? 32 : 64; }
-    int vec_lanes() const { return ymm_ ? 8 : 16; }
+    // The same registers at the kernel's width.
+    template <class T>
+    static typename T::Vmm vr(const Xbyak::Zmm &z) {
+        return typename T::Vmm(z.getIdx());
+    }
     static constexpr int cmp_unord = 3, cmp_ord = 7, cmp_ngt_uq = 10, cmp_nge_uq = 9, cmp_ge_oq = 29;
 
     // Destination element bytes.
@@ -87,13 +90,18 @@ protected:
         std::memcpy(&v, &bits, 4);
         return v;
     }
-    // {1to16} operand (zmm) or a whole 32-byte vector (ymm).
+    // {1to16} operand (EVEX) or a whole 32-byte vector (VEX: the pool
+    // holds each constant eight times).
+    template <class T>
     Xbyak::Address cst(float v) {
-        if (ymm_) return ptr[rip + l_const + cidx(v) * 32];
-        return ptr_b[rip + l_const + cidx(v) * 4];
+        if constexpr (T::evex) return ptr_b[rip + l_const + cidx(v) * 4];
+        else return ptr[rip + l_const + cidx(v) * 32];
     }
-    Xbyak::Address cst_plain(float v) { return ptr[rip + l_const + cidx(v) * (ymm_ ? 32 : 4)]; } // scalar load
-    // ymm: lanes 0..tail_lanes()−1 all ones (vmaskmovps), loaded into m.
+    template <class T>
+    Xbyak::Address cst_plain(float v) { // scalar load
+        return ptr[rip + l_const + cidx(v) * (T::evex ? 4 : 32)];
+    }
+    // VEX: lanes 0..tail_lanes()−1 all ones (vmaskmovps), loaded into m.
     Xbyak::Label l_tmask;
     bool use_tmask_ = false;
     void load_tail_mask(const Xbyak::Xmm &m) {
@@ -101,12 +109,13 @@ protected:
         vmovups(m, ptr[rip + l_tmask]);
     }
     // The pool itself (after the code; the caller aligns it).
+    template <class T>
     void emit_const_pool() {
         L(l_const);
         for (float v : consts_) {
             uint32_t bits;
             std::memcpy(&bits, &v, 4);
-            for (int i = 0; i < (ymm_ ? 8 : 1); ++i) dd(bits);
+            for (int i = 0; i < (T::evex ? 1 : 8); ++i) dd(bits);
         }
         if (use_tmask_) {
             L(l_tmask);
@@ -117,27 +126,29 @@ protected:
     // Address of a per-OC array of the pipeline at vector b of this tile:
     // relative to reg_pbase (= scale + c0) when the distance fits a 32-bit
     // displacement, else through reg_tmp (so use one such address at a time).
+    template <class T>
     Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
-        const int64_t diff = reinterpret_cast<intptr_t>(v.data()) -
-                             reinterpret_cast<intptr_t>(epi_pipe_->scale.data()) + b * vec_bytes();
+        const int64_t diff =
+            reinterpret_cast<intptr_t>(v.data()) - reinterpret_cast<intptr_t>(epi_pipe_->scale.data()) + b * T::vbytes;
         if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
             return ptr[reg_pbase + static_cast<int32_t>(diff)];
         mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
         add(reg_tmp, reg_coff);
-        return ptr[reg_tmp + b * vec_bytes()];
+        return ptr[reg_tmp + b * T::vbytes];
     }
 
     // ------------------------------------------------------------ pipeline
     // comp, scale and bias of OC vector b, hoisted out of the pixel loop.
+    template <class T>
     void emit_load_params(int b) {
         const pipeline &pp = *epi_pipe_;
-        if (ymm_) { // comp and bias are memory operands
-            vmovups(v_scale(), oc_arr(pp.scale, b));
-            return;
+        if constexpr (!T::evex) { // comp and bias are memory operands
+            vmovups(vr<T>(zmm_scale), oc_arr<T>(pp.scale, b));
+        } else {
+            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+            vmovups(zmm_scale, oc_arr<T>(pp.scale, b));
+            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
         }
-        if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
-        vmovups(zmm_scale, oc_arr(pp.scale, b));
-        if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
     }
 
     // A ReLU (alpha 0) that ends the chain of an integer destination with
@@ -153,13 +164,14 @@ protected:
     // Accumulator y (pixel w, OC vector b; zmm_zero = 0 and the vector's
     // parameters loaded) → the value to store: acc·scale + bias with one
     // rounding, the post-ops, + dst_zp. pix: dst bytes between pixels.
+    template <class T>
     void emit_pixel_pipeline(const Xbyak::Xmm &y, int w, int b, int64_t pix) {
         const pipeline &pp = *epi_pipe_;
-        if (ymm_) {
+        if constexpr (!T::evex) {
             if (!pp.comp_is_zero) vpaddd(y, y, ptr[reg_comp + b * 32]);
             vcvtdq2ps(y, y);
-            if (pp.with_bias) vfmadd213ps(y, v_scale(), ptr[reg_bias + b * 32]);
-            else vfmadd213ps(y, v_scale(), cst(0.f));
+            if (pp.with_bias) vfmadd213ps(y, vr<T>(zmm_scale), ptr[reg_bias + b * 32]);
+            else vfmadd213ps(y, vr<T>(zmm_scale), cst<T>(0.f));
         } else {
             if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
             vcvtdq2ps(y, y);
@@ -171,44 +183,47 @@ protected:
         for (size_t i = 0; i < pp.ops.size(); ++i) {
             if (relu_last && i + 1 == pp.ops.size()) {
                 if (pp.dst_dt != dtype::u8) { // u8: the store clamps
-                    if (ymm_) vmaxps(y, y, cst(0.f));
-                    else vmaxps(y, y, zmm_zero);
+                    if constexpr (T::evex) vmaxps(y, y, zmm_zero);
+                    else vmaxps(y, y, cst<T>(0.f));
                 }
                 break;
             }
-            emit_op(pp.ops[i], y, w, b, full_i, pix);
+            emit_op<T>(pp.ops[i], y, w, b, full_i, pix);
         }
         // + dst_zp; adding 0 only turns −0 into +0, invisible in integers.
-        if (!(pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f)) vaddps(y, y, cst(pp.dst_zp));
+        if (!(pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f)) vaddps(y, y, cst<T>(pp.dst_zp));
     }
 
     // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
-    // ymm: t2 receives the NaN mask of v.
+    // VEX: t2 receives the NaN mask of v.
+    template <class T>
     void emit_fmaxmin(const Xbyak::Xmm &y, const Xbyak::Xmm &v, bool is_max, const Xbyak::Xmm &t,
                       const Xbyak::Xmm *t2 = nullptr) {
         if (is_max) vmaxps(t, y, v);
         else vminps(t, y, v);
-        if (ymm_) {
+        if constexpr (!T::evex) {
             vcmpps(*t2, v, v, cmp_unord);
             vblendvps(y, t, y, *t2); // v NaN ? y : max/min
-            return;
+        } else {
+            vcmpps(k2, v, v, cmp_unord);
+            vmovaps(t | k2, y);
+            vmovaps(y, t);
         }
-        vcmpps(k2, v, v, cmp_unord);
-        vmovaps(t | k2, y);
-        vmovaps(y, t);
     }
     // y = fmax(y, c) / fmin(y, c) for a constant c: one vmaxps / vminps with
     // c second (returned when y is NaN); a NaN c leaves y.
+    template <class T>
     void emit_fmaxmin_const(const Xbyak::Xmm &y, float c, bool is_max) {
         if (c != c) return;
-        if (is_max) vmaxps(y, y, cst(c));
-        else vminps(y, y, cst(c));
+        if (is_max) vmaxps(y, y, cst<T>(c));
+        else vminps(y, y, cst<T>(c));
     }
 
     // v = float(destination vector at a) (the sum post-op's previous value).
-    // ymm tails: m is clobbered (the lane mask).
+    // VEX tails: m is clobbered (the lane mask).
+    template <class T>
     void emit_load_dst_f32(const Xbyak::Xmm &v, const Xbyak::Address &a, bool tl, dtype dt, const Xbyak::Xmm &m) {
-        if (ymm_) {
+        if constexpr (!T::evex) {
             const bool four = dt == dtype::f32 || dt == dtype::s32;
             if (!tl) {
                 if (dt == dtype::f32) vmovups(v, a);
@@ -227,150 +242,163 @@ protected:
                 else vpmovzxbd(v, xv);
             }
             if (dt != dtype::f32) vcvtdq2ps(v, v);
-            return;
-        }
-        const Xbyak::Xmm vz = tl ? (v | k1 | T_z) : v;
-        switch (dt) {
-        case dtype::f32: vmovups(vz, a); break;
-        case dtype::s32:
-            vmovdqu32(vz, a);
-            vcvtdq2ps(v, v);
-            break;
-        case dtype::s8:
-            vpmovsxbd(vz, a);
-            vcvtdq2ps(v, v);
-            break;
-        default:
-            vpmovzxbd(vz, a);
-            vcvtdq2ps(v, v);
-            break;
+        } else {
+            const Xbyak::Xmm vz = tl ? (v | k1 | T_z) : v;
+            switch (dt) {
+            case dtype::f32: vmovups(vz, a); break;
+            case dtype::s32:
+                vmovdqu32(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            case dtype::s8:
+                vpmovsxbd(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            default:
+                vpmovzxbd(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            }
         }
     }
 
     // y = madd(y, a[c], b[c]) over per-OC arrays a, b.
+    template <class T>
     void emit_madd_oc(const Xbyak::Xmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
-        vmovups(v_t(), oc_arr(a, b));
-        vfmadd213ps(y, v_t(), oc_arr(bv, b));
+        vmovups(vr<T>(zmm_t), oc_arr<T>(a, b));
+        vfmadd213ps(y, vr<T>(zmm_t), oc_arr<T>(bv, b));
     }
 
+    template <class T>
     void emit_op(const pipeline_op &op, const Xbyak::Xmm &y, int w, int b, int &full_i, int64_t pix) {
         using K = lowered_op::kind;
-        const Xbyak::Xmm t = v_t(), u = v_u(), sp = v_spare();
+        const Xbyak::Xmm t = vr<T>(zmm_t), u = vr<T>(zmm_u), sp = vr<T>(zmm_spare);
         switch (op.k) {
         case K::eltwise:
             switch (op.alg) {
             case eltwise_alg::relu:
-                if (ymm_) {
-                    vmulps(t, y, cst(op.alpha));
-                    vcmpps(u, y, cst(0.f), cmp_ngt_uq);
+                if constexpr (!T::evex) {
+                    vmulps(t, y, cst<T>(op.alpha));
+                    vcmpps(u, y, cst<T>(0.f), cmp_ngt_uq);
                     vblendvps(y, y, t, u);
                     break;
                 }
                 vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
-                vmulps(y | k2, y, cst(op.alpha));
+                vmulps(y | k2, y, cst<T>(op.alpha));
                 break;
             case eltwise_alg::clip:
-                if (ymm_) {
-                    emit_fmaxmin_const(y, op.alpha, true);
-                    emit_fmaxmin_const(y, op.beta, false);
+                if constexpr (!T::evex) {
+                    emit_fmaxmin_const<T>(y, op.alpha, true);
+                    emit_fmaxmin_const<T>(y, op.beta, false);
                     break;
                 }
-                vbroadcastss(t, cst_plain(op.alpha));
-                emit_fmaxmin(y, t, true, u);
-                vbroadcastss(t, cst_plain(op.beta));
-                emit_fmaxmin(y, t, false, u);
+                vbroadcastss(t, cst_plain<T>(op.alpha));
+                emit_fmaxmin<T>(y, t, true, u);
+                vbroadcastss(t, cst_plain<T>(op.beta));
+                emit_fmaxmin<T>(y, t, false, u);
                 break;
             case eltwise_alg::linear: // madd(y, alpha, beta)
-                vbroadcastss(t, cst_plain(op.alpha));
-                vfmadd213ps(y, t, cst(op.beta));
+                vbroadcastss(t, cst_plain<T>(op.alpha));
+                vfmadd213ps(y, t, cst<T>(op.beta));
                 break;
             case eltwise_alg::hardswish:
-                vdivps(u, y, cst(6.f));
-                vaddps(u, u, cst(0.5f));
-                if (ymm_) {
-                    emit_fmaxmin_const(u, 0.f, true);
-                    emit_fmaxmin_const(u, 1.f, false);
+                vdivps(u, y, cst<T>(6.f));
+                vaddps(u, u, cst<T>(0.5f));
+                if constexpr (!T::evex) {
+                    emit_fmaxmin_const<T>(u, 0.f, true);
+                    emit_fmaxmin_const<T>(u, 1.f, false);
                     vmulps(y, y, u);
                     break;
                 }
                 vxorps(t, t, t);
-                emit_fmaxmin(u, t, true, zmm_spare);
-                vbroadcastss(t, cst_plain(1.f));
-                emit_fmaxmin(u, t, false, zmm_spare);
+                emit_fmaxmin<T>(u, t, true, zmm_spare);
+                vbroadcastss(t, cst_plain<T>(1.f));
+                emit_fmaxmin<T>(u, t, false, zmm_spare);
                 vmulps(y, y, u);
                 break;
-            case eltwise_alg::abs: vandps(y, y, cst(bits_float(0x7fffffffu))); break;
+            case eltwise_alg::abs: vandps(y, y, cst<T>(bits_float(0x7fffffffu))); break;
             case eltwise_alg::sqrt: vsqrtps(y, y); break;
             case eltwise_alg::square: vmulps(y, y, y); break;
-            case eltwise_alg::round: emit_round(y); break;
+            case eltwise_alg::round: emit_round<T>(y); break;
             default: fail("post_ops", "transcendental eltwise is not fused");
             }
             break;
         case K::binary: {
             if (op.full) {
                 const Xbyak::Address a = full_operand(full_i++, w, b);
-                if (ymm_ && tail(b)) {
-                    load_tail_mask(u);
-                    vmaskmovps(t, u, a);
-                } else if (tail(b)) {
+                if (!tail(b)) {
+                    vmovups(t, a);
+                } else if constexpr (T::evex) {
                     vmovups(t | k1 | T_z, a);
                 } else {
-                    vmovups(t, a);
+                    load_tail_mask(u);
+                    vmaskmovps(t, u, a);
                 }
             } else {
-                vmovups(t, oc_arr(op.a, b));
+                vmovups(t, oc_arr<T>(op.a, b));
             }
             switch (op.balg) {
             case binary_alg::add: vaddps(y, y, t); break;
             case binary_alg::sub: vsubps(y, y, t); break;
             case binary_alg::mul: vmulps(y, y, t); break;
             case binary_alg::div: vdivps(y, y, t); break;
-            case binary_alg::max: emit_fmaxmin(y, t, true, u, &sp); break;
-            case binary_alg::min: emit_fmaxmin(y, t, false, u, &sp); break;
+            case binary_alg::max: emit_fmaxmin<T>(y, t, true, u, &sp); break;
+            case binary_alg::min: emit_fmaxmin<T>(y, t, false, u, &sp); break;
             }
             break;
         }
         case K::prelu:
         case K::depthwise_prelu:
-            if (ymm_) {
-                vmulps(t, y, oc_arr(op.a, b));
-                vcmpps(u, y, cst(0.f), cmp_nge_uq);
+            if constexpr (!T::evex) {
+                vmulps(t, y, oc_arr<T>(op.a, b));
+                vcmpps(u, y, cst<T>(0.f), cmp_nge_uq);
                 vblendvps(y, y, t, u);
                 break;
             }
             vcmpps(k2, y, zmm_zero, cmp_nge_uq);
-            vmulps(y | k2, y, oc_arr(op.a, b));
+            vmulps(y | k2, y, oc_arr<T>(op.a, b));
             break;
         case K::sum: // madd(prev − zp, scale, y)
-            emit_load_dst_f32(t, ptr[reg_dst + w * pix + b * vec_lanes() * dsz()], tail(b), epi_pipe_->dst_dt, u);
-            vsubps(t, t, cst(op.sum_zp));
-            vfmadd231ps(y, t, cst(op.sum_scale));
+            emit_load_dst_f32<T>(t, ptr[reg_dst + w * pix + b * T::lanes * dsz()], tail(b), epi_pipe_->dst_dt, u);
+            vsubps(t, t, cst<T>(op.sum_zp));
+            vfmadd231ps(y, t, cst<T>(op.sum_scale));
             break;
-        case K::depthwise_scale_shift: emit_madd_oc(y, op.a, op.b, b); break;
+        case K::depthwise_scale_shift: emit_madd_oc<T>(y, op.a, op.b, b); break;
         case K::quantization:
-            vmovups(t, oc_arr(op.q[0], b));
+            vmovups(t, oc_arr<T>(op.q[0], b));
             vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
-            vmovups(t, oc_arr(op.q[1], b));
+            vmovups(t, oc_arr<T>(op.q[1], b));
             vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
-            emit_madd_oc(y, op.q[2], op.q[3], b);
-            if (op.round) emit_round(y);
-            if (op.dequantize) emit_madd_oc(y, op.q[4], op.q[5], b);
+            emit_madd_oc<T>(y, op.q[2], op.q[3], b);
+            if (op.round) emit_round<T>(y);
+            if (op.dequantize) emit_madd_oc<T>(y, op.q[4], op.q[5], b);
             break;
         default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
         }
     }
 
     // Round half to even.
+    template <class T>
     void emit_round(const Xbyak::Xmm &y) {
-        if (ymm_) vroundps(y, y, 0x08);
+        if constexpr (!T::evex) vroundps(y, y, 0x08);
         else vrndscaleps(y, y, 0x08);
     }
 
-    // ymm store: the same conversions as below without mask registers; u8 /
-    // s8 values clamped to their range in float, converted (MXCSR: round half
-    // to even) and packed (exact: the values fit).
-    void emit_store_ymm(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
-        const Xbyak::Xmm t = v_t();
+    // Store y at a: f32 as is; s32 / s8 / u8: NaN → 0, round half to even
+    // (MXCSR / vrndscaleps), saturate. tl: channel tail (k1 on EVEX).
+    template <class T>
+    void emit_store(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        if constexpr (T::evex) emit_store_evex<T>(y, a, tl, dt);
+        else emit_store_vex<T>(y, a, tl, dt);
+    }
+
+    // VEX: the same conversions as emit_store_evex without mask registers;
+    // u8 / s8 values clamped to their range in float, converted (MXCSR: round
+    // half to even) and packed (exact: the values fit).
+    template <class T>
+    void emit_store_vex(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        static_assert(!T::evex);
+        const Xbyak::Xmm t = vr<T>(zmm_t);
         if (dt == dtype::f32) {
             if (tl) {
                 load_tail_mask(t);
@@ -386,9 +414,9 @@ protected:
         }
         if (dt == dtype::s32) {
             vroundps(y, y, 0x08);
-            vcmpps(t, y, cst(2147483648.f), cmp_ge_oq);
+            vcmpps(t, y, cst<T>(2147483648.f), cmp_ge_oq);
             vcvtps2dq(y, y); // too large → INT_MIN, replaced below
-            vblendvps(y, y, cst(bits_float(0x7fffffffu)), t);
+            vblendvps(y, y, cst<T>(bits_float(0x7fffffffu)), t);
             if (tl) {
                 load_tail_mask(t);
                 vmaskmovps(a, t, y);
@@ -397,8 +425,8 @@ protected:
             }
             return;
         }
-        vmaxps(y, y, cst(dt == dtype::u8 ? 0.f : -128.f));
-        vminps(y, y, cst(dt == dtype::u8 ? 255.f : 127.f));
+        vmaxps(y, y, cst<T>(dt == dtype::u8 ? 0.f : -128.f));
+        vminps(y, y, cst<T>(dt == dtype::u8 ? 255.f : 127.f));
         vcvtps2dq(y, y);
         const Xbyak::Xmm xy(y.getIdx()), xt(t.getIdx());
         vextracti128(xt, Xbyak::Ymm(y.getIdx()), 1);
@@ -413,13 +441,9 @@ protected:
         for (int i = 0; i < tail_lanes(); ++i) vpextrb(ptr[reg_tmp + i], xy, i);
     }
 
-    // Store y at a: f32 as is; s32 / s8 / u8: NaN → 0, round half to even
-    // (MXCSR / vrndscaleps), saturate. tl: channel tail (k1).
-    void emit_store(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
-        if (ymm_) {
-            emit_store_ymm(y, a, tl, dt);
-            return;
-        }
+    template <class T>
+    void emit_store_evex(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        static_assert(T::evex);
         const Xbyak::Zmm &t = zmm_t;
         if (dt == dtype::f32) {
             if (tl) vmovups(a | k1, y);
@@ -432,9 +456,9 @@ protected:
         }
         if (dt == dtype::s32) {
             vrndscaleps(y, y, 0x08);
-            vcmpps(k3, y, cst(2147483648.f), cmp_ge_oq);
+            vcmpps(k3, y, cst<T>(2147483648.f), cmp_ge_oq);
             vcvtps2dq(y, y); // too large → INT_MIN, fixed below
-            vpbroadcastd(t, cst_plain(bits_float(0x7fffffffu)));
+            vpbroadcastd(t, cst_plain<T>(bits_float(0x7fffffffu)));
             vmovdqa32(y | k3, t);
             if (tl) vmovdqu32(a | k1, y);
             else vmovdqu32(a, y);
@@ -449,8 +473,8 @@ protected:
             else vpmovusdb(a, y);
             return;
         }
-        vmaxps(y, y, cst(-128.f)); // NaN was zeroed above
-        vminps(y, y, cst(127.f));
+        vmaxps(y, y, cst<T>(-128.f)); // NaN was zeroed above
+        vminps(y, y, cst<T>(127.f));
         vcvtps2dq(y, y);
         if (tl) vpmovdb(a | k1, y);
         else vpmovdb(a, y);

@@ -508,7 +508,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 t.c0 = gr * g.ocg + oc0;
                 t.nc = nc;
                 t.dst_off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + t.c0;
-                if (is_ymm(isa_)) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
+                if (!isa_facts(isa_).evex) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
                 else run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
             }
         }

@@ -48,26 +48,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/jit/conv_isa.h"
 #include "rows/row.h"
 
 namespace qconv::jit {
 
+class jit_generator;
+
 // a rounded up to a multiple of b (b > 0).
 inline int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
-// Instruction family used for the u8·s8 multiply-accumulate.
-enum class conv_isa {
-    avx512_core_vnni, // vpdpbusd zmm
-    avx512_core,      // zmm: widen to int16, vpmaddwd (exact)
-    avx2,             // ymm: widen to int16, vpmaddwd (exact)
-    avx2_vnni,        // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
-};
-const char *to_string(conv_isa i);
-// Register facts: ymm (16 registers, 8 OC lanes, no mask registers) or zmm
-// (32 registers, 16 lanes); u8 bytes multiplied by vpdpbusd (VNNI) or
-// widened to u16 for vpmaddwd.
-inline bool is_ymm(conv_isa i) { return i == conv_isa::avx2 || i == conv_isa::avx2_vnni; }
-inline bool is_vnni(conv_isa i) { return i == conv_isa::avx512_core_vnni || i == conv_isa::avx2_vnni; }
 
 // Compile-time configuration of one micro-kernel.
 struct conv_ukernel_cfg {
@@ -171,8 +160,7 @@ public:
 
 private:
     conv_ukernel_cfg cfg_;
-    struct gen;
-    std::unique_ptr<gen> gen_;
+    std::unique_ptr<jit_generator> gen_;
     conv_ukernel_fn fn_ = nullptr;
 };
 

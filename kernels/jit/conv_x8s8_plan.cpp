@@ -23,7 +23,7 @@ void plan_source(conv_geometry &g, conv_isa isa, const conv_desc &d, const conv_
     // 24 / OW + 2 output rows) must fit 32 bits.
     {
         const int64_t span = ((d.kh * d.dh + (24 / d.ow + 2) * d.sh) * d.iw + d.kw * d.dw + d.ow * d.sw) * d.ic;
-        g.direct = padded && is_vnni(isa) && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
+        g.direct = padded && isa_facts(isa).vnni && g.icg4 == g.icg && d.kh * d.kw > 1 && d.kh * d.kw <= 64 &&
                    span < (int64_t(1) << 30) && k.direct;
         if (g.direct) g.copy = false;
     }

@@ -1,5 +1,6 @@
 // The accumulation micro-kernel of the int8 conv family (see conv_x8s8.h),
-// one template for four register widths / instruction families.
+// one template over the traits of four register widths / instruction
+// families (jit_traits.h).
 //
 // avx512_core_vnni (zmm, 16 OC lanes) / avx2_vnni (ymm, 8 OC lanes, VEX-encoded
 //   vpdpbusd of AVX-VNNI): source u8 bytes, weights [ic4][oc][4] s8; one
@@ -33,6 +34,7 @@
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
 #include "kernels/jit/jit_base.h"
+#include "kernels/jit/jit_traits.h"
 
 namespace qconv::jit {
 
@@ -46,89 +48,99 @@ const char *to_string(conv_isa i) {
     return "?";
 }
 
-int oc_lanes(conv_isa i) { return is_ymm(i) ? 8 : 16; }
-int max_oc_vectors(conv_isa i) { return is_ymm(i) ? 2 : 4; }
-// ymm: at most 12 accumulators, so that the fused epilogue has ymm12..15.
-int max_accumulators(conv_isa i, int nb) {
-    if (!is_ymm(i)) return 25;
-    return std::min(12, 16 - nb - (is_vnni(i) ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
+isa_fact_set isa_facts(conv_isa i) {
+    return with_traits(i, [](auto t) {
+        using T = decltype(t);
+        return isa_fact_set{T::lanes, T::vbytes, T::n_vregs, T::evex, T::vnni};
+    });
 }
-int src_elem_bytes(conv_isa i) { return is_vnni(i) ? 1 : 2; }
+
+int oc_lanes(conv_isa i) { return isa_facts(i).lanes; }
+int max_oc_vectors(conv_isa i) { return isa_facts(i).evex ? 4 : 2; }
+// VEX: at most 12 accumulators, so that the fused epilogue has ymm12..15.
+int max_accumulators(conv_isa i, int nb) {
+    const isa_fact_set f = isa_facts(i);
+    if (f.evex) return 25;
+    return std::min(12, 16 - nb - (f.vnni ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
+}
+int src_elem_bytes(conv_isa i) { return isa_facts(i).vnni ? 1 : 2; }
 int max_accumulators_dw(conv_isa i, int kw) {
     // KW weights, two sources, a temporary (not with vpdpwssd on ymm).
-    if (is_ymm(i)) return std::min(12, 16 - kw - (is_vnni(i) ? 2 : 3));
+    const isa_fact_set f = isa_facts(i);
+    if (!f.evex) return std::min(12, 16 - kw - (f.vnni ? 2 : 3));
     return std::min(25, 32 - kw - 3);
 }
 
+namespace {
+
 // Fused epilogue registers: zmm25..28 comp, scale, bias, zero; zmm29 spare
 // (the weight and broadcast registers are dead by then); ymm: ymm12..15.
-struct conv_ukernel::gen : public conv_epilogue_gen {
-    explicit gen(const conv_ukernel_cfg &c)
-        : conv_epilogue_gen(64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29, is_ymm(c.isa)), cfg(c) {
-        name_ = std::string("jit:conv_x8s8_ukernel:") + to_string(c.isa) + ":ur" + std::to_string(c.ur_w) + "x" +
-                std::to_string(c.nb);
-        vnni = is_vnni(c.isa);
-        zmm_ = !is_ymm(c.isa);
-        vbytes = zmm_ ? 64 : 32;
-        lanes = oc_lanes(c.isa);
+template <class T>
+struct ukernel_gen : public conv_epilogue_gen {
+    static_assert(T::acc == acc_kind::vregs, "the vector micro-kernel accumulates in registers");
+    using Vmm = typename T::Vmm;
+    static constexpr bool evex = T::evex, vnni = T::vnni;
+    static constexpr int vbytes = T::vbytes, lanes = T::lanes;
+    // Bytes of weights per 4-IC step and OC vector.
+    static constexpr int wstep = vnni ? lanes * 4 : lanes * 8;
+
+    explicit ukernel_gen(const conv_ukernel_cfg &c)
+        : conv_epilogue_gen(T{}, 64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
+        // The row family's name, then the blocking: jit:conv_x8s8:avx2:ur4x2.
+        name_ = std::string(c.depthwise ? "jit:conv_dw_x8s8:" : "jit:conv_x8s8:") + to_string(T::isa) + ":ur" +
+                std::to_string(c.ur_w) + "x" + std::to_string(c.nb);
         const int n_acc = cfg.ur_w * cfg.nb;
-        wbase = zmm_ ? 25 : n_acc;
-        bcast0 = zmm_ ? 29 : wbase + cfg.nb;
-        tmp0 = zmm_ ? 30 : bcast0 + 1;
-        x80 = zmm_ ? 31 : 15;
-        // Bytes of weights per 4-IC step and OC vector.
-        wstep = vnni ? lanes * 4 : lanes * 8;
+        wbase = evex ? 25 : n_acc;
+        bcast0 = evex ? 29 : wbase + cfg.nb;
+        tmp0 = evex ? 30 : bcast0 + 1;
     }
     const char *name() const override { return name_.c_str(); }
 
     conv_ukernel_cfg cfg;
     std::string name_;
-    bool vnni = true, zmm_ = true;
-    int vbytes = 64, lanes = 16, wbase = 25, bcast0 = 29, tmp0 = 30, x80 = 31, wstep = 64;
+    int wbase = 25, bcast0 = 29, tmp0 = 30;
+    static constexpr int x80 = evex ? 31 : 15;
 
     // rdi: conv_call *; loop registers; epilogue pointers.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
     const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10; // reg_coff = r11 (epilogue)
 
-    Xbyak::Xmm vreg(int i) const {
-        if (zmm_) return Xbyak::Zmm(i);
-        return Xbyak::Ymm(i);
-    }
-    Xbyak::Xmm acc(int w, int b) const { return vreg(w * cfg.nb + b); }
+    static Vmm vreg(int i) { return Vmm(i); }
+    Vmm acc(int w, int b) const { return vreg(w * cfg.nb + b); }
     // Full-vector moves (EVEX for zmm, VEX for ymm).
-    void vload(const Xbyak::Xmm &r, const Xbyak::Address &a) {
-        if (zmm_) vmovdqu32(r, a);
+    void vload(const Vmm &r, const Xbyak::Address &a) {
+        if constexpr (evex) vmovdqu32(r, a);
         else vmovdqu(r, a);
     }
-    void vstore(const Xbyak::Address &a, const Xbyak::Xmm &r) {
-        if (zmm_) vmovdqu32(a, r);
+    void vstore(const Xbyak::Address &a, const Vmm &r) {
+        if constexpr (evex) vmovdqu32(a, r);
         else vmovdqu(a, r);
     }
-    Xbyak::Xmm wreg(int b) const { return vreg(wbase + b); }
+    Vmm wreg(int b) const { return vreg(wbase + b); }
 
     void emit_zero_acc() {
         for (int i = 0; i < cfg.ur_w * cfg.nb; ++i) {
-            if (zmm_) vpxord(vreg(i), vreg(i), vreg(i));
+            if constexpr (evex) vpxord(vreg(i), vreg(i), vreg(i));
             else vpxor(vreg(i), vreg(i), vreg(i));
         }
         if (cfg.xor_src) {
             mov(eax, 0x80808080u);
-            if (zmm_) {
-                vpbroadcastd(Xbyak::Zmm(x80), eax);
+            if constexpr (evex) {
+                vpbroadcastd(vreg(x80), eax);
             } else { // no GPR broadcast without AVX-512
                 vmovd(Xbyak::Xmm(x80), eax);
-                vpbroadcastd(Xbyak::Ymm(x80), Xbyak::Xmm(x80));
+                vpbroadcastd(vreg(x80), Xbyak::Xmm(x80));
             }
         }
     }
     // acc += u8 s · s8 w, four products per lane (EVEX on zmm, VEX on ymm).
-    void dpbusd(const Xbyak::Xmm &a, const Xbyak::Xmm &s, const Xbyak::Xmm &w) {
-        if (zmm_) vpdpbusd(Xbyak::Zmm(a.getIdx()), Xbyak::Zmm(s.getIdx()), Xbyak::Zmm(w.getIdx()));
-        else vpdpbusd(Xbyak::Ymm(a.getIdx()), Xbyak::Ymm(s.getIdx()), Xbyak::Ymm(w.getIdx()), Xbyak::VexEncoding);
+    void dpbusd(const Vmm &a, const Vmm &s, const Vmm &w) {
+        if constexpr (evex) vpdpbusd(a, s, w);
+        else vpdpbusd(a, s, w, Xbyak::VexEncoding);
     }
-    void dpwssd(const Xbyak::Xmm &a, const Xbyak::Xmm &s, const Xbyak::Xmm &w) {
-        if (zmm_) vpdpwssd(Xbyak::Zmm(a.getIdx()), Xbyak::Zmm(s.getIdx()), Xbyak::Zmm(w.getIdx()));
-        else vpdpwssd(Xbyak::Ymm(a.getIdx()), Xbyak::Ymm(s.getIdx()), Xbyak::Ymm(w.getIdx()), Xbyak::VexEncoding);
+    void dpwssd(const Vmm &a, const Vmm &s, const Vmm &w) {
+        if constexpr (evex) vpdpwssd(a, s, w);
+        else vpdpwssd(a, s, w, Xbyak::VexEncoding);
     }
 
     Xbyak::Address src_at(int w, int byte_off) const {
@@ -142,10 +154,10 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         for (int w = 0, k = 0; w < cfg.ur_w; ++w) {
             if (!pixel_reads(w)) continue;
             // zmm: alternate zmm29 / zmm30; ymm: one register (renamed).
-            const Xbyak::Xmm s = vreg(zmm_ && (k++ & 1) ? 30 : bcast0);
+            const Vmm s = vreg(evex && (k++ & 1) ? 30 : bcast0);
             vpbroadcastd(s, src_at(w, 0));
             if (cfg.xor_src) {
-                if (zmm_) vpxord(s, s, vreg(x80));
+                if constexpr (evex) vpxord(s, s, vreg(x80));
                 else vpxor(s, s, vreg(x80));
             }
             for (int b = 0; b < cfg.nb; ++b) dpbusd(acc(w, b), s, wreg(b));
@@ -157,10 +169,10 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         for (int pair = 0; pair < 2; ++pair) {
             for (int b = 0; b < cfg.nb; ++b) vload(wreg(b), ptr[reg_wei + wei_off_ + (pair * cfg.nb + b) * vbytes]);
             for (int w = 0; w < cfg.ur_w; ++w) {
-                const Xbyak::Xmm s = vreg(bcast0);
+                const Vmm s = vreg(bcast0);
                 vpbroadcastd(s, src_at(w, pair * 4));
                 for (int b = 0; b < cfg.nb; ++b) {
-                    const Xbyak::Xmm t = vreg(tmp0 + (b & 1));
+                    const Vmm t = vreg(tmp0 + (b & 1));
                     vpmaddwd(t, s, wreg(b));
                     vpaddd(acc(w, b), acc(w, b), t);
                 }
@@ -169,13 +181,13 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     }
 
     void emit_kw_loop() {
-        const int es = src_elem_bytes(cfg.isa);
+        constexpr int es = vnni ? 1 : 2; // source bytes per element (u8 or widened u16)
         for (int kw = 0; kw < cfg.kw; ++kw) {
             Xbyak::Label l_ic;
             lea(reg_aux, ptr[reg_src + kw * cfg.dw * cfg.pix_stride]);
             mov(reg_ic, cfg.ic4);
             L(l_ic);
-            if (vnni) emit_ic_step_vnni();
+            if constexpr (vnni) emit_ic_step_vnni();
             else emit_ic_step_wide();
             add(reg_aux, 4 * es);
             add(reg_wei, cfg.nb * wstep);
@@ -188,7 +200,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     // of tap (kh, kw) is a constant displacement from the step's base, the
     // weights of one 4-IC step are [kh][kw][nb·wstep] bytes.
     void emit_taps_inner_loop() {
-        const int es = src_elem_bytes(cfg.isa);
+        constexpr int es = vnni ? 1 : 2; // source bytes per element (u8 or widened u16)
         const int taps = cfg.kh * cfg.kw;
         Xbyak::Label l_ic;
         mov(reg_ic, cfg.ic4);
@@ -201,7 +213,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
             if (!cfg.tap_mask.empty() &&
                 std::none_of(cfg.tap_mask.begin(), cfg.tap_mask.end(), [t](uint64_t m) { return (m >> t) & 1u; }))
                 continue; // every pixel of the block reads padding here
-            if (vnni) emit_ic_step_vnni();
+            if constexpr (vnni) emit_ic_step_vnni();
             else emit_ic_step_wide();
         }
         tap_off_ = wei_off_ = 0;
@@ -245,7 +257,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         const int span = (cfg.ur_w - 1) * cfg.sw + (cfg.kw - 1) * cfg.dw + 1;
         int flip = 0;
         const bool src_tail = cfg.dw_direct && cfg.last_n < lanes;
-        if (src_tail && zmm_) {
+        if (src_tail && evex) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
@@ -263,24 +275,15 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                         used = r >= 0 && r % cfg.sw == 0 && r / cfg.sw < cfg.ur_w;
                     }
                     if (!used || j < cfg.dw_col_lo || j >= cfg.dw_col_hi) continue; // column in the padding
-                    const Xbyak::Xmm x = vreg(xr0 + (flip++ & 1));
+                    const Vmm x = vreg(xr0 + (flip++ & 1));
                     const Xbyak::Address sa = ptr[reg_src + kh * cfg.dh * cfg.row_stride + j * cfg.pix_stride + b * vb];
-                    if (src_tail && b == cfg.nb - 1 && zmm_) {
-                        vpmovzxbd(Xbyak::Zmm(x.getIdx()) | k1 | T_z, sa);
-                    } else if (src_tail && b == cfg.nb - 1) { // ymm: last_n bytes, nothing read past them
-                        const Xbyak::Xmm xx(x.getIdx());
-                        lea(rax, sa);
-                        vpxor(xx, xx, xx);
-                        for (int i = 0; i < cfg.last_n; ++i) vpinsrb(xx, xx, ptr[rax + i], i);
-                        vpmovzxbd(x, xx);
-                    } else {
-                        vpmovzxbd(x, sa);
-                    }
+                    if (src_tail && b == cfg.nb - 1) load_src_tail(x, sa);
+                    else vpmovzxbd(x, sa);
                     for (int kw = 0; kw < cfg.kw; ++kw) {
                         const int r = j - kw * cfg.dw;
                         if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
                         const int w = r / cfg.sw;
-                        if (vnni) {
+                        if constexpr (vnni) {
                             dpwssd(acc(w, b), x, vreg(wb0 + kw));
                         } else {
                             vpmaddwd(vreg(tmp), x, vreg(wb0 + kw));
@@ -289,6 +292,19 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
                     }
                 }
             }
+    }
+
+    // x = the last_n source bytes at sa widened to int32, nothing read past them.
+    void load_src_tail(const Vmm &x, const Xbyak::Address &sa) {
+        if constexpr (evex) {
+            vpmovzxbd(x | k1 | T_z, sa);
+        } else {
+            const Xbyak::Xmm xx(x.getIdx());
+            lea(rax, sa);
+            vpxor(xx, xx, xx);
+            for (int i = 0; i < cfg.last_n; ++i) vpinsrb(xx, xx, ptr[rax + i], i);
+            vpmovzxbd(x, xx);
+        }
     }
 
     void generate() override {
@@ -335,11 +351,11 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     // the tail mask and the u8 packed store. Accumulators hold y.
     void emit_constants() {
         align(64);
-        emit_const_pool();
+        emit_const_pool<T>();
         if (use_perm_) {
             align(64);
             L(l_perm);
-            if (zmm_)
+            if constexpr (evex)
                 for (int j = 0; j < 16; ++j) dd(static_cast<uint32_t>((j % 4) * 4 + j / 4));
             else
                 for (uint32_t j : {0u, 4u, 1u, 5u, 2u, 6u, 3u, 7u}) dd(j);
@@ -366,41 +382,43 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
         mov(reg_coff, ptr[reg_args + offsetof(conv_call, c_off)]);
         mov(reg_pbase, reinterpret_cast<uintptr_t>(pp.scale.data()));
         add(reg_pbase, reg_coff);
-        if (zmm_ && cfg.last_n < 16) {
+        if (evex && cfg.last_n < 16) {
             mov(eax, (1u << cfg.last_n) - 1u);
             kmovw(k1, eax);
         }
-        if (zmm_) vxorps(zmm_zero, zmm_zero, zmm_zero);
+        if constexpr (evex) vxorps(zmm_zero, zmm_zero, zmm_zero);
         // u8 destination with 4 full OC vectors: the 64 channels of a pixel
         // are packed with saturating packs and stored as one vector.
         // ymm: 2 full OC vectors, 16 channels per store (255 in ymm15, reloaded
         // after each pixel when a binary max / min uses that register).
         const bool packed = pp.dst_dt == dtype::u8 && cfg.last_n == lanes &&
-                            (zmm_ ? cfg.nb == 4 && cfg.ur_w * cfg.nb <= 24 : cfg.nb == 2);
+                            (evex ? cfg.nb == 4 && cfg.ur_w * cfg.nb <= 24 : cfg.nb == 2);
         const bool spare_used = std::any_of(pp.ops.begin(), pp.ops.end(), [](const pipeline_op &op) {
             return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
         });
-        const Xbyak::Xmm r255 = zmm_ ? Xbyak::Xmm(zmm_255) : v_spare();
-        if (packed) vbroadcastss(r255, cst_plain(255.f));
+        const Vmm r255 = evex ? vreg(zmm_255.getIdx()) : vr<T>(zmm_spare);
+        if (packed) vbroadcastss(r255, cst_plain<T>(255.f));
         const int64_t pix = pp.oc * dsz();
         for (int b = 0; b < cfg.nb; ++b) {
-            emit_load_params(b);
+            emit_load_params<T>(b);
             for (int w = 0; w < cfg.ur_w; ++w) {
-                const Xbyak::Xmm y = acc(w, b);
-                emit_pixel_pipeline(y, w, b, pix);
+                const Vmm y = acc(w, b);
+                emit_pixel_pipeline<T>(y, w, b, pix);
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
-                    if (!zmm_ && spare_used) vbroadcastss(r255, cst_plain(255.f));
+                    if (!evex && spare_used) vbroadcastss(r255, cst_plain<T>(255.f));
                     vminps(y, r255, y);
                     vcvtps2dq(y, y);
                     continue;
                 }
-                emit_store(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
+                emit_store<T>(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
             }
         }
-        if (packed && zmm_) emit_store_u8_packed(pix);
-        if (packed && !zmm_) emit_store_u8_packed_ymm(pix);
+        if (packed) {
+            if constexpr (evex) emit_store_u8_packed_zmm(pix);
+            else emit_store_u8_packed_ymm(pix);
+        }
         pop(r15);
         pop(r14);
         pop(r13);
@@ -414,7 +432,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     // k's channels 4·L..4·L+3 and vpermd restores channel order.
     Xbyak::Label l_perm;
     bool use_perm_ = false;
-    void emit_store_u8_packed(int64_t pix) {
+    void emit_store_u8_packed_zmm(int64_t pix) {
         use_perm_ = true;
         const Xbyak::Zmm perm(25), t0(30), t1(31);
         vmovdqu32(perm, ptr[rip + l_perm]);
@@ -431,7 +449,7 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     // puts the 16 bytes in order in the low half.
     void emit_store_u8_packed_ymm(int64_t pix) {
         use_perm_ = true;
-        const Xbyak::Ymm perm(v_u().getIdx()), t0(v_t().getIdx());
+        const Xbyak::Ymm perm(zmm_u.getIdx()), t0(zmm_t.getIdx());
         vmovdqu(perm, ptr[rip + l_perm]);
         for (int w = 0; w < cfg.ur_w; ++w) {
             vpackusdw(t0, Xbyak::Ymm(acc(w, 0).getIdx()), Xbyak::Ymm(acc(w, 1).getIdx()));
@@ -443,17 +461,20 @@ struct conv_ukernel::gen : public conv_epilogue_gen {
     const Xbyak::Zmm zmm_255 = Xbyak::Zmm(24);
 };
 
+} // namespace
+
 conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
     const int max_acc = cfg.depthwise ? max_accumulators_dw(cfg.isa, cfg.kw) : max_accumulators(cfg.isa, cfg.nb);
     if (cfg.nb < 1 || cfg.nb > max_oc_vectors(cfg.isa) || cfg.ur_w < 1 || cfg.ur_w * cfg.nb > max_acc)
         fail("ur_w", "register blocking out of range");
-    if (cfg.xor_src && !is_vnni(cfg.isa)) fail("xor_src", "only the VNNI kernels shift in place");
-    if (cfg.pipe && is_ymm(cfg.isa) && cfg.ur_w * cfg.nb > 12) fail("pipe", "the ymm epilogue needs ymm12..15");
+    const isa_fact_set f = isa_facts(cfg.isa);
+    if (cfg.xor_src && !f.vnni) fail("xor_src", "only the VNNI kernels shift in place");
+    if (cfg.pipe && !f.evex && cfg.ur_w * cfg.nb > 12) fail("pipe", "the ymm epilogue needs ymm12..15");
     if (cfg.dw_direct && (!cfg.depthwise || cfg.kh > 64))
         fail("dw_direct", "needs the depthwise kernel and at most 64 kernel rows");
     if (!cfg.pix_off.empty() && (cfg.depthwise || static_cast<int>(cfg.pix_off.size()) != cfg.ur_w))
         fail("pix_off", "needs one offset per pixel (dense kernels only)");
-    if (!cfg.tap_mask.empty() && (!is_vnni(cfg.isa) || !cfg.taps_inner || cfg.depthwise ||
+    if (!cfg.tap_mask.empty() && (!f.vnni || !cfg.taps_inner || cfg.depthwise ||
                                   static_cast<int>(cfg.tap_mask.size()) != cfg.ur_w || cfg.kh * cfg.kw > 64))
         fail("tap_mask", "needs the VNNI taps-inner kernel and one mask per pixel");
     if (!cfg.tap_corr.empty() && (cfg.tap_mask.size() != cfg.tap_corr.size() || cfg.corr_stride <= 0))
@@ -461,7 +482,9 @@ conv_ukernel::conv_ukernel(const conv_ukernel_cfg &cfg) : cfg_(cfg) {
     for (int r : cfg.tap_corr)
         if (r >= 0 && (r * cfg.corr_stride + cfg.nb * 64 >= (int64_t(1) << 31)))
             fail("tap_corr", "correction table too large for 32-bit displacements");
-    gen_ = std::make_unique<gen>(cfg);
+    gen_ = with_traits(cfg.isa, [&](auto t) -> std::unique_ptr<jit_generator> {
+        return std::make_unique<ukernel_gen<decltype(t)>>(cfg);
+    });
     gen_->create();
     fn_ = gen_->entry<conv_ukernel_fn>();
 }

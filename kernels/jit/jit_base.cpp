@@ -84,6 +84,17 @@ void jit_generator::preamble() {
     push(r15);
 }
 
+amx_tile_helper::amx_tile_helper(op o, const std::string &row)
+    : jit_generator(4096), op_(o), name_(row + (o == op::load_config ? ":ldtilecfg" : ":tilerelease")) {
+    create();
+}
+
+void amx_tile_helper::generate() {
+    if (op_ == op::load_config) ldtilecfg(ptr[abi_param(0)]);
+    else tilerelease();
+    ret();
+}
+
 void jit_generator::postamble() {
     pop(r15);
     pop(r14);

@@ -62,4 +62,22 @@ private:
     bool created_ = false;
 };
 
+// The two one-instruction kernels every AMX row needs: `ldtilecfg [arg 0]`
+// (a 64-byte tile configuration) and `tilerelease`, named after the row
+// that owns them (<row>:ldtilecfg, <row>:tilerelease). Created by the
+// constructor; call through entry<void (*)(const void *)>() / <void (*)()>().
+class amx_tile_helper : public jit_generator {
+public:
+    enum class op { load_config, release };
+    amx_tile_helper(op o, const std::string &row);
+    const char *name() const override { return name_.c_str(); }
+
+protected:
+    void generate() override;
+
+private:
+    op op_;
+    std::string name_;
+};
+
 } // namespace qconv::jit

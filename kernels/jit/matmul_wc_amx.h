@@ -69,9 +69,6 @@ void matmul_wc_amx_tile_config(const matmul_wc_amx_config &c, uint8_t cfg[64]);
 
 // Builds (emits and seals) the chunk kernel for c.
 std::unique_ptr<jit_generator> make_matmul_wc_amx_generator(const matmul_wc_amx_config &c);
-// ldtilecfg [arg] and tilerelease.
-std::unique_ptr<jit_generator> make_amx_tile_config_generator();
-std::unique_ptr<jit_generator> make_amx_tile_release_generator();
 
 // Chunk length (k between drains of the C tiles) for K padded to k_pad (a
 // multiple of 32) and group size gs: the largest of 128, 96, 64, 32 dividing

@@ -215,30 +215,6 @@ private:
     matmul_wc_amx_config c_;
 };
 
-class amx_tile_config_generator : public jit_generator {
-public:
-    amx_tile_config_generator() : jit_generator(4096) {}
-    const char *name() const override { return "jit:matmul_wc_amx:ldtilecfg"; }
-
-protected:
-    void generate() override {
-        ldtilecfg(ptr[abi_param(0)]);
-        ret();
-    }
-};
-
-class amx_tile_release_generator : public jit_generator {
-public:
-    amx_tile_release_generator() : jit_generator(4096) {}
-    const char *name() const override { return "jit:matmul_wc_amx:tilerelease"; }
-
-protected:
-    void generate() override {
-        tilerelease();
-        ret();
-    }
-};
-
 template <typename G, typename... A>
 std::unique_ptr<jit_generator> created(A &&...a) {
     auto g = std::make_unique<G>(std::forward<A>(a)...);
@@ -261,8 +237,6 @@ void matmul_wc_amx_tile_config(const matmul_wc_amx_config &c, uint8_t cfg[64]) {
 std::unique_ptr<jit_generator> make_matmul_wc_amx_generator(const matmul_wc_amx_config &c) {
     return created<matmul_wc_amx_generator>(c);
 }
-std::unique_ptr<jit_generator> make_amx_tile_config_generator() { return created<amx_tile_config_generator>(); }
-std::unique_ptr<jit_generator> make_amx_tile_release_generator() { return created<amx_tile_release_generator>(); }
 
 int64_t matmul_wc_amx_chunk(int64_t k_pad, int64_t gs, bool per_oc) {
     for (int64_t c = 128; c >= 32; c -= 32) {

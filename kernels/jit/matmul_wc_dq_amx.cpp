@@ -116,24 +116,6 @@ private:
     dq_amx_config c_;
 };
 
-class tile_helper_generator : public jit_generator {
-public:
-    explicit tile_helper_generator(bool load) : jit_generator(4096), load_(load) {}
-    const char *name() const override {
-        return load_ ? "jit:matmul_wc_dq:avx512_core_amx:ldtilecfg" : "jit:matmul_wc_dq:avx512_core_amx:tilerelease";
-    }
-
-protected:
-    void generate() override {
-        if (load_) ldtilecfg(ptr[abi_param(0)]);
-        else tilerelease();
-        ret();
-    }
-
-private:
-    bool load_;
-};
-
 } // namespace
 } // namespace jit
 
@@ -199,10 +181,9 @@ public:
         c.signed_b = l_.x4 || d.wei_dt == dtype::s8;
         gen_ = std::make_unique<jit::dq_amx_generator>(c);
         gen_->create();
-        load_ = std::make_unique<jit::tile_helper_generator>(true);
-        load_->create();
-        release_ = std::make_unique<jit::tile_helper_generator>(false);
-        release_->create();
+        const char *row = "jit:matmul_wc_dq:avx512_core_amx";
+        load_ = std::make_unique<jit::amx_tile_helper>(jit::amx_tile_helper::op::load_config, row);
+        release_ = std::make_unique<jit::amx_tile_helper>(jit::amx_tile_helper::op::release, row);
         // Palette 1: C and A a_rows × 64 bytes, B 16 × 64 bytes.
         std::memset(cfg_, 0, sizeof cfg_);
         cfg_[0] = 1;

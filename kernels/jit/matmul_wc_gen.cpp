@@ -1,10 +1,11 @@
 // Code generator of the weight-compressed MatMul kernels: one template over
-// the register width (Xbyak::Ymm for avx2, Xbyak::Zmm for avx512). See
+// the traits of the register width (jit_traits.h: avx2 ymm, avx512_core zmm;
+// f32 FMAs, so the VNNI variants add nothing here). See
 // matmul_wc.h for the layout and the computation.
 #include <cstddef>
 #include <string>
-#include <type_traits>
 
+#include "kernels/jit/jit_traits.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -13,20 +14,22 @@ namespace {
 
 using namespace Xbyak;
 
-template <typename Vmm>
+template <class T>
 class matmul_wc_generator : public jit_generator {
 public:
-    static constexpr bool is_zmm = std::is_same<Vmm, Zmm>::value;
-    static constexpr int vl = is_zmm ? 16 : 8;
+    static_assert(T::acc == acc_kind::vregs, "the MatMul kernel accumulates in vector registers");
+    using Vmm = typename T::Vmm;
+    static constexpr bool evex = T::evex;
+    static constexpr int vl = T::lanes;
 
     explicit matmul_wc_generator(const matmul_wc_config &c) : jit_generator(64 * 1024), c_(c) {
-        if (c.lut && (!is_zmm || !c.four_bit())) fail("jit", "matmul_wc: lut needs zmm and 4-bit weights");
+        if (c.lut && (!evex || !c.four_bit())) fail("jit", "matmul_wc: lut needs zmm and 4-bit weights");
         if (c.lut8 && !c.lut) fail("jit", "matmul_wc: lut8 needs lut");
         if (c.sets() * c.mb * c.vectors() > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4) ||
             (c.pc > 1 && c.nv != 4))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
-        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (is_zmm ? ":avx512_core" : ":avx2");
+        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + ":" + to_string(T::isa);
     }
     const char *name() const override { return name_.c_str(); }
 
@@ -50,7 +53,7 @@ private:
     const Reg64 &x_base(int j) const { return row_base(j); }
     int n_bases() const { return c_.x_packed ? 1 : row_bases_for(c_.mb); }
     // Vector registers: accumulators from 0 up, temporaries at the top.
-    static constexpr int n_regs = is_zmm ? 32 : 16;
+    static constexpr int n_regs = T::n_vregs;
     Vmm vmask() const { return Vmm(n_regs - 1); }
     Vmm vt0() const { return Vmm(n_regs - 2); }
     Vmm vt1() const { return Vmm(n_regs - 3); }
@@ -72,7 +75,7 @@ private:
             vmovups(vmask(), ptr[rbx]); // the table lives in the mask register
         } else if (c_.four_bit()) {
             mov(ebx, 0x0F);
-            if (is_zmm) {
+            if (evex) {
                 vpbroadcastd(vmask(), ebx);
             } else {
                 vmovd(Xmm(vmask().getIdx()), ebx);
@@ -113,7 +116,7 @@ private:
 
     // acc += w · x[m][k].
     void fma_x(const Vmm &a, const Vmm &w, int m, int disp) {
-        if constexpr (is_zmm) {
+        if constexpr (evex) {
             vfmadd231ps(a, w, ptr_b[x_at(m, disp)]);
         } else {
             vbroadcastss(vxb(), ptr[x_at(m, disp)]);
@@ -133,7 +136,7 @@ private:
     }
 
     void vand(const Vmm &d, const Vmm &a, const Vmm &b) {
-        if constexpr (is_zmm) vpandd(d, a, b);
+        if constexpr (evex) vpandd(d, a, b);
         else vpand(d, a, b);
     }
 
@@ -263,8 +266,8 @@ private:
 
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c) {
     std::unique_ptr<jit_generator> g;
-    if (c.zmm) g = std::make_unique<matmul_wc_generator<Zmm>>(c);
-    else g = std::make_unique<matmul_wc_generator<Ymm>>(c);
+    if (c.zmm) g = std::make_unique<matmul_wc_generator<isa_traits<conv_isa::avx512_core>>>(c);
+    else g = std::make_unique<matmul_wc_generator<isa_traits<conv_isa::avx2>>>(c);
     g->create();
     return g;
 }
