@@ -7,20 +7,17 @@
 //        qconv_verbose,skip,<impl>,attr[<id>],<reason>
 //        qconv_verbose,plan,<impl>,attr[<id>],<plan>       (the accepted row)
 //        qconv_verbose,tune,<impl>,attr[<id>],<problem>,<ms>
-// Lines go to stderr, whole (one write under a lock).
+// Lines go to stderr, whole (one write under a lock): core/verbose.h, whose
+// level and printer the graph shares.
 #pragma once
 
 #include <string>
 
+#include "core/verbose.h"
 #include "qconv/conv.h"
 #include "qconv/matmul.h"
 
 namespace qconv::impl {
-
-int verbose_level();
-void set_verbose_level(int level);
-// Prints "qconv_verbose,<fields>\n" to stderr.
-void verbose_print(const std::string &fields);
 
 // benchdnn shape + data types, zero point, scales, bias and post-ops, e.g.
 //   g1mb1ic17ih5oc3oh5kh3ph1,dt=u8:s8:u8,zp=per_tensor:3,scales=per_oc,bias,post_ops=relu;sum

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/verbose.h"
 #include "graph/detail.h"
 #include "graph/pattern.h"
 #include "qconv/graph.h"
@@ -333,10 +334,10 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
         if (n->kind == op::Convolution || n->kind == op::GroupConvolution) records.push_back(rw.visit(n));
     g.prune();
     g.infer();
-    if (detail::verbose_level() >= 2)
+    if (impl::verbose_level() >= 2)
         for (const auto &r : records)
-            std::fprintf(stderr, "qconv_verbose,graph,conv1x1_to_matmul,%s,%s,%s\n", r.conv.c_str(),
-                         r.rewritten ? "rewritten" : "skipped", r.reason.c_str());
+            impl::verbose_print("graph,conv1x1_to_matmul," + r.conv + "," + (r.rewritten ? "rewritten" : "skipped") +
+                                "," + r.reason);
     return records;
 }
 

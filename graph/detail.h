@@ -48,7 +48,4 @@ struct rng {
 
 std::string fmt_double(double v); // shortest text that parses back to the same double
 
-// QCONV_VERBOSE as the graph layer reads it (0 when unset).
-int verbose_level();
-
 } // namespace qconv::graph::detail

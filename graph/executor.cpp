@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/verbose.h"
 #include "graph/detail.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
@@ -660,9 +661,8 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
     S.owner = std::move(g);
-    if (detail::verbose_level() >= 1)
-        for (const auto &[id, impl] : S.impls)
-            std::fprintf(stderr, "qconv_verbose,graph,compile,%s,%s\n", id.c_str(), impl.c_str());
+    if (impl::verbose_level() >= 1)
+        for (const auto &[id, chosen] : S.impls) impl::verbose_print("graph,compile," + id + "," + chosen);
     return s;
 }
 

@@ -180,10 +180,6 @@ std::string fmt_double(double v) {
     }
     return buf;
 }
-int verbose_level() {
-    const char *v = std::getenv("QCONV_VERBOSE");
-    return v ? std::atoi(v) : 0;
-}
 
 } // namespace detail
 
