@@ -1,4 +1,5 @@
-// The attr builder (see attr_builder.h): the seed's two tables as code.
+// The attr builder (see attr_builder.h): the two attribute tables of
+// docs/dispatch.md (Attribute sets) as code.
 #include "dispatch/attr_builder.h"
 
 namespace qconv::impl {

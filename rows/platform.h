@@ -6,7 +6,7 @@
 // Features are not a ladder: Alder Lake has AVX-VNNI without AVX-512, Zen 4
 // has AVX-512 VNNI without AVX-VNNI, Cascade Lake has VNNI without VBMI. Rows
 // declare the features they need and test them with has(feature); the level
-// only names the platform and drives the seed's attribute tables.
+// only names the platform and drives the attribute tables (docs/dispatch.md).
 //
 // This is the row interface's vocabulary (rows/, below kernels/ and
 // dispatch/); the host's platform is detected in dispatch/ (host_platform.h:

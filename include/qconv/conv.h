@@ -57,7 +57,8 @@ struct exec_args {
 };
 
 struct conv_hints {
-    // The seed's "rtinfo": allow oneDNN brgconv with binary post-ops on AVX-512 VNNI.
+    // Allow oneDNN brgconv with binary post-ops on AVX-512 VNNI (OpenVINO's
+    // runtime-info switch; docs/dispatch.md, Attribute sets).
     bool enforce_brgconv = false;
     // "auto" or an implementation name (see implementations()).
     std::string impl = "auto";

@@ -14,8 +14,8 @@
 //     unsupported, with the list of what oneDNN offered as the reason.
 // brgconv rows take attr[0] only when it carries nothing legacy (plain
 // eltwise/sum chains, no zero point): attr[0] with legacy post-ops belongs to
-// the JIT kernels, which is how the seed's tables keep brgconv away from
-// binary post-ops unless attr[1] offers them.
+// the JIT kernels, which is how the attribute tables (docs/dispatch.md)
+// keep brgconv away from binary post-ops unless attr[1] offers them.
 #include "kernels/onednn/onednn_conv.h"
 
 #include "kernels/onednn/conv_kernel.h"
