@@ -52,6 +52,10 @@ std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, con
                                         const conv_problem &p, const platform &plat);
 // Whether an implementation hint asks the dispatcher to choose ("" or "auto").
 bool is_auto(const std::string &impl);
+// The table row of that name; an unknown name is a qconv::error ("impl: ...")
+// listing the valid ones.
+const conv_entry &conv_row_named(const std::string &name);
+const matmul_entry &matmul_row_named(const std::string &name);
 
 struct matmul_choice {
     const matmul_entry *entry = nullptr;

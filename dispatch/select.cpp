@@ -38,6 +38,8 @@ void note_skip(std::vector<std::string> &out, const std::string &name, int attr_
 } // namespace
 
 bool is_auto(const std::string &impl) { return impl.empty() || impl == "auto"; }
+const conv_entry &conv_row_named(const std::string &name) { return *find_entry(conv_list(), name); }
+const matmul_entry &matmul_row_named(const std::string &name) { return *find_entry(matmul_list(), name); }
 
 // ------------------------------------------------------------------ select
 

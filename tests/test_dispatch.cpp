@@ -242,7 +242,8 @@ INSTANTIATE_TEST_SUITE_P(Seed, SeedDecision, ::testing::ValuesIn(decisions),
 
 // ------------------------------------------------- 3. the real table
 
-bool is_brgconv(const std::string &name) { return name.rfind("onednn:brgconv", 0) == 0; }
+// A wrapped oneDNN row (declared family; the rows that take attr[1] are among them).
+bool is_onednn(const impl::conv_choice &c) { return c.entry && c.entry->family == "onednn"; }
 
 TEST(ConvTable, ReferenceIsLastAndNamesMatch) {
     const auto &t = impl::conv_list();
@@ -340,21 +341,22 @@ TEST_P(RealTable, ChoiceFollowsTheSeed) {
         EXPECT_EQ(c.name, "ref:conv");
         EXPECT_EQ(c.attr_id, 0);
     }
-    // The seed's rules, whatever rows exist.
+    // The attribute tables' rules (docs/dispatch.md), whatever rows exist.
     const bool per_channel = std::string(rc.zp).rfind("channel", 0) == 0;
     const bool binary = std::string(rc.ops) == bin;
     if (per_channel || !pl.has(impl::cpu_feature::avx512_core_vnni)) {
         EXPECT_EQ(c.attr_id, 0);
-        EXPECT_FALSE(is_brgconv(c.name));
+        EXPECT_FALSE(is_onednn(c)) << c.name;
     }
     if (!pl.has(impl::cpu_feature::amx_int8) && binary && !rc.enforce) {
-        EXPECT_FALSE(is_brgconv(c.name));
+        EXPECT_FALSE(is_onednn(c)) << c.name;
     }
     if (c.attr_id == 1) {
         EXPECT_TRUE(pl.has(impl::cpu_feature::avx512_core_vnni));
     }
-    // oneDNN's brgconv on AMX is an untrusted peer (docs/dispatch.md): never chosen.
-    EXPECT_FALSE(is_brgconv(c.name) && c.name.find("amx") != std::string::npos);
+    // "auto" never picks a peer (oneDNN's brgconv on AMX is one: untrusted, docs/dispatch.md).
+    ASSERT_NE(c.entry, nullptr);
+    EXPECT_FALSE(c.entry->peer) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Simulated, RealTable, ::testing::ValuesIn(real_cases()),

@@ -21,6 +21,7 @@
 #include "kernels/jit/jit_base.h"
 
 #include "dispatch/attr_builder.h"
+#include "dispatch/dispatcher.h"
 #include "qconv/qconv.h"
 #include "reference/reference.h"
 #include "rows/row.h"
@@ -35,11 +36,7 @@ namespace {
 
 using qconv::impl::cpu_feature;
 
-const qconv::impl::conv_entry &row_entry(const std::string &name) {
-    for (const auto &e : qconv::impl::conv_list())
-        if (e.name == name) return e;
-    throw std::runtime_error("no row " + name);
-}
+const qconv::impl::conv_entry &row_entry(const std::string &name) { return qconv::impl::conv_row_named(name); }
 
 // The JIT rows, dense and depthwise (selected by their declared family); the
 // AMX row, which refuses small groups, has its own suite (test_jit_conv_amx).

@@ -21,11 +21,7 @@
 namespace qconv {
 namespace {
 
-const impl::conv_entry &row(const std::string &name) {
-    for (const auto &e : impl::conv_list())
-        if (e.name == name) return e;
-    throw std::runtime_error("no row " + name);
-}
+const impl::conv_entry &row(const std::string &name) { return impl::conv_row_named(name); }
 
 std::vector<std::string> row_names() {
     std::vector<std::string> n;

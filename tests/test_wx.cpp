@@ -25,8 +25,6 @@ using namespace qconv;
 
 namespace {
 
-bool is_jit(const std::string &name) { return name.rfind("jit:", 0) == 0; }
-
 // Mappings whose permissions contain both 'w' and 'x', one per line.
 std::string writable_executable_mappings() {
     std::ifstream maps("/proc/self/maps");
@@ -60,7 +58,7 @@ TEST(WX, NoWritableExecutableMappingAfterEveryJitKernel) {
     std::vector<std::string> created, skipped;
 
     for (const auto &row : impl::conv_list()) {
-        if (!is_jit(row.name)) continue;
+        if (row.family != "jit") continue;
         test::conv_candidate c;
         std::string why;
         if (!test::find_conv_problem(row, &c, &why)) {
@@ -80,7 +78,7 @@ TEST(WX, NoWritableExecutableMappingAfterEveryJitKernel) {
         created.push_back(row.name);
     }
     for (const auto &row : impl::matmul_list()) {
-        if (!is_jit(row.name)) continue;
+        if (row.family != "jit") continue;
         test::matmul_candidate c;
         std::string why;
         if (!test::find_matmul_problem(row, &c, &why)) {
