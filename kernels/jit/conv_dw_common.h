@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/lowering.h"
@@ -86,9 +87,23 @@ struct dw_exec {
 // The micro-kernel path (conv_dw_ukernel.cpp): every ISA.
 std::shared_ptr<const impl::conv_kernel> make_dw_ukernel(conv_isa isa, const conv_problem &p, const attr_set &a,
                                                          const conv_knobs &k);
-// The row kernel (conv_dw_row_kernel.cpp): avx512_core_vnni with VBMI.
+// What the row kernel (conv_dw_row_kernel.cpp: avx512_core_vnni with VBMI)
+// builds: plan_rows(), a pure function the table row runs in supports(),
+// printed in the plan ("variant=row_pairs source=direct oc_blocks=1
+// pixels=14+14 pipeline=fused").
+struct rows_geometry {
+    bool fused = false;  // the output pipeline runs inside the kernel
+    bool direct = false; // u8 source read in place (no zero point), else the padded copy
+    bool native = false; // the byte layout ("bytes": 64 channels, strided rows)
+    bool pair = false;   // two output rows per call (3x3 stride 1, "row_pairs")
+    int nb = 1;          // 16-channel vectors per block
+    int ur = 1;          // pixels per block of the single-row kernels
+    int ur_pair = 0;     // pixels per block of the row-pair kernels
+    std::string str() const;
+};
+rows_geometry plan_rows(const conv_problem &p, const attr_set &a, const conv_knobs &k);
 std::shared_ptr<const impl::conv_kernel> make_dw_row_kernel(const conv_problem &p, const attr_set &a,
-                                                            const conv_knobs &k);
+                                                            const rows_geometry &g);
 // Whether the row kernel's registers fit the kernel: the weights of a
 // 16-channel block plus one accumulator (VBMI is the row's declared feature).
 bool row_kernel_fits(const conv_desc &d);

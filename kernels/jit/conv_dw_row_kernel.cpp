@@ -1,8 +1,11 @@
-// The depthwise row kernel (conv_dw_row_kernel, avx512_core_vnni with VBMI):
-// plans the row classes and pixel-block runs, picks the variant (kernel-row
-// chunks, row pairs or the byte layout), generates one dw_row_gen per row
-// class, packs the weights in the variant's layout and splits the rows over
-// the threads. row_kernel_fits() is the register check of its table row.
+// The depthwise row kernel (conv_dw_row_kernel, avx512_core_vnni with VBMI).
+// plan_rows() is the pure planner the table row runs in supports(): the
+// variant (kernel-row chunks, row pairs or the byte layout), the source
+// (read in place or a padded copy), the channel blocking and the pixels per
+// block. The kernel builds from that plan: the row classes and pixel-block
+// runs, one dw_row_gen per row class (and per row-pair class), the weights
+// in the variant's layout, and the split of the rows over the threads.
+// row_kernel_fits() is the register check of its table row.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -23,43 +26,112 @@ bool row_kernel_fits(const conv_desc &d) {
     return d.kh <= 64 && dw_max_acc(1, static_cast<int>(d.kh), static_cast<int>(d.kw)) >= 1;
 }
 
+std::string rows_geometry::str() const {
+    const char *variant = native ? "bytes" : pair ? "row_pairs" : "row_chunks";
+    return std::string("variant=") + variant + " source=" + (direct ? "direct" : "padded_copy") +
+           " oc_blocks=" + std::to_string(nb) + " pixels=" + std::to_string(ur) +
+           (pair ? "+" + std::to_string(ur_pair) : std::string()) + " pipeline=" + (fused ? "fused" : "tile");
+}
+
+namespace {
+
+enum class rows_variant { chunks, pairs, bytes };
+
+// Pixels per block the registers allow with nb 16-channel vectors.
+int ur_max(const conv_desc &d, rows_variant v, int nb) {
+    const int kh = static_cast<int>(d.kh), kw = static_cast<int>(d.kw);
+    switch (v) {
+    case rows_variant::bytes: return dw_native_max_acc(kw) / 4;
+    case rows_variant::pairs: return std::min(25, 28 - 2 * kw) / 2;
+    case rows_variant::chunks: return dw_max_acc(nb, kh, kw) / nb;
+    }
+    return 1;
+}
+// The row's pixels in the fewest blocks the registers allow, balanced.
+int ur_for(const conv_desc &d, rows_variant v, int nb) {
+    const int64_t mx = ur_max(d, v, nb), ow = d.ow;
+    if (ow <= mx) return static_cast<int>(ow);
+    const int64_t calls = (ow + mx - 1) / mx;
+    return static_cast<int>((ow + calls - 1) / calls);
+}
+
+// The byte-layout variant: strided rows (QCONV_JIT_CONV_DW_NATIVE=1: any
+// stride, =0: never), u8 / s8 dst, fused, no position-dependent operand.
+bool native_eligible(const conv_problem &p, const attr_set &a, const conv_knobs &k, bool fused) {
+    const conv_desc &d = p.desc;
+    if (k.dw_native == 0) return false;
+    const bool forced = k.dw_native == 1;
+    if (!fused || (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8)) return false;
+    if (dw_native_max_acc(static_cast<int>(d.kw)) < 4) return false;
+    for (const auto &op : a.ops)
+        if (op.k == lowered_op::kind::sum || (op.k == lowered_op::kind::binary && op.bcast == broadcast::full))
+            return false;
+    return forced || d.sw >= 2;
+}
+
+} // namespace
+
+rows_geometry plan_rows(const conv_problem &p, const attr_set &a, const conv_knobs &k) {
+    const conv_desc &d = p.desc;
+    rows_geometry g;
+    g.fused = pipeline_fusable(a, k);
+    g.direct = p.src_dt == dtype::u8 && a.zp == zp_mechanism::none && k.dw_direct;
+    g.native = native_eligible(p, a, k, g.fused);
+    g.pair = g.fused && !g.native && d.kh == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.oh >= 2 &&
+             28 - 2 * d.kw >= 2 && k.dw_pair;
+    // Native: 64-channel groups. Otherwise the widest channel block whose
+    // pixel block still covers the row (fewer passes over the row), else 16
+    // channels with the longest pixel blocks (and 16 for row pairs).
+    const rows_variant single = g.native ? rows_variant::bytes : rows_variant::chunks;
+    g.nb = g.native ? 4 : 1;
+    if (!g.native && !g.pair)
+        for (int nb : {4, 2})
+            if (ur_max(d, single, nb) >= d.ow && (d.oc + 15) / 16 >= nb) {
+                g.nb = nb;
+                break;
+            }
+    g.ur = ur_for(d, single, g.nb);
+    if (g.pair) g.ur_pair = ur_for(d, rows_variant::pairs, 1);
+    return g;
+}
+
 namespace {
 
 class conv_dw_row_kernel : public impl::conv_kernel {
 public:
-    conv_dw_row_kernel(const conv_problem &p, const attr_set &a, const conv_knobs &k)
-        : p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), pc_(p, a) {
-        plan();
+    conv_dw_row_kernel(const conv_problem &p, const attr_set &a, const rows_geometry &g)
+        : p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a), c_(p.desc.oc), nb_(g.nb), fused_(g.fused),
+          direct_(g.direct), native_(g.native), pair_(g.pair) {
+        const conv_desc &d = p_.desc;
+        n_full_ = c_ / (16 * nb_);
+        tail_ = c_ % (16 * nb_) != 0;
+        n_ob_ = n_full_ + (tail_ ? 1 : 0);
+        blk_wbytes_ = native_ ? d.kh * d.kw * 4 * 64 : int64_t(dw_chunks(static_cast<int>(d.kh))) * d.kw * nb_ * 64;
+        if (native_) order_pipeline_natively();
+        if (pair_) build_pair_kernels(row_runs(g.ur_pair));
+        build_row_kernels(row_runs(g.ur));
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
     void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
 
 private:
-    void plan();
-    int ur_max(int nb) const {
-        if (native_) return dw_native_max_acc(static_cast<int>(p_.desc.kw)) / 4;
-        if (pair_) return std::min(25, 28 - 2 * static_cast<int>(p_.desc.kw)) / 2;
-        return dw_max_acc(nb, static_cast<int>(p_.desc.kh), static_cast<int>(p_.desc.kw)) / nb;
-    }
-    bool native_eligible() const;
-    int ur_for(int nb) const {
-        const int64_t mx = ur_max(nb), ow = p_.desc.ow;
-        if (ow <= mx) return static_cast<int>(ow);
-        const int64_t calls = (ow + mx - 1) / mx;
-        return static_cast<int>((ow + calls - 1) / calls);
-    }
+    void order_pipeline_natively();
+    void build_pair_kernels(const std::vector<dw_run> &runs);
+    void build_row_kernels(const std::vector<dw_run> &runs);
     std::pair<uint64_t, int> row_class(int64_t oh) const;
     std::vector<dw_run> row_runs(int ur) const;
+    // Channels in the last (partial) block.
+    int rem() const { return static_cast<int>(c_ - n_full_ * 16 * nb_); }
 
     conv_problem p_;
     attr_set a_;
-    conv_knobs knobs_;
     pipeline pipe_;
     padded_copy pc_;
-    int64_t c_ = 0;
-    int nb_ = 1;
+    int64_t c_;
+    int nb_;
+    bool fused_, direct_, native_, pair_;
     int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
-    bool tail_ = false, fused_ = false, direct_ = false, native_ = false, pair_ = false;
+    bool tail_ = false;
     int64_t pair_wbytes_ = 0;
     std::vector<dw_row_fn> fns_pair_; // per pair of output rows (2p, 2p + 1)
     pipeline pipe_nat_;               // pipe_ with per-OC arrays in the native lane order
@@ -107,103 +179,68 @@ std::vector<dw_run> conv_dw_row_kernel::row_runs(int ur) const {
     return runs;
 }
 
-// The byte-layout variant: strided rows (QCONV_JIT_CONV_DW_NATIVE=1: any
-// stride, =0: never), u8 / s8 dst, fused, no position-dependent operand.
-bool conv_dw_row_kernel::native_eligible() const {
-    const conv_desc &d = p_.desc;
-    if (knobs_.dw_native == 0) return false;
-    const bool forced = knobs_.dw_native == 1;
-    if (!fused_ || (p_.dst_dt != dtype::u8 && p_.dst_dt != dtype::s8)) return false;
-    if (dw_native_max_acc(static_cast<int>(d.kw)) < 4) return false;
-    for (const auto &op : a_.ops)
-        if (op.k == lowered_op::kind::sum || (op.k == lowered_op::kind::binary && op.bcast == broadcast::full))
-            return false;
-    return forced || d.sw >= 2;
+// The pipeline's per-OC arrays in the byte layout's lane order.
+void conv_dw_row_kernel::order_pipeline_natively() {
+    pipe_nat_ = pipe_;
+    pipe_nat_.scale = native_order(pipe_.scale, c_);
+    for (auto &op : pipe_nat_.ops) {
+        op.a = native_order(op.a, c_);
+        op.b = native_order(op.b, c_);
+        for (auto &v : op.q) v = native_order(v, c_);
+    }
 }
 
-void conv_dw_row_kernel::plan() {
+// One kernel per class of output-row pairs (2p, 2p + 1): 16-channel blocks;
+// the single-row kernels serve only an odd last row.
+void conv_dw_row_kernel::build_pair_kernels(const std::vector<dw_run> &pruns) {
     const conv_desc &d = p_.desc;
-    c_ = d.oc;
-    fused_ = pipeline_fusable(a_, knobs_);
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && knobs_.dw_direct;
-    native_ = native_eligible();
-    {
-        pair_ = fused_ && !native_ && d.kh == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.oh >= 2 &&
-                28 - 2 * d.kw >= 2 && knobs_.dw_pair;
-    }
-    // Native: 64-channel groups. Otherwise the widest channel block whose
-    // pixel block still covers the row (fewer passes over the row), else 16
-    // channels with the longest pixel blocks.
-    nb_ = native_ ? 4 : 1;
-    if (!native_ && !pair_)
-        for (int nb : {4, 2})
-            if (ur_max(nb) >= d.ow && (c_ + 15) / 16 >= nb) {
-                nb_ = nb;
-                break;
+    const int rem = this->rem();
+    pair_wbytes_ = 2 * d.kw * 64;
+    std::map<std::pair<uint64_t, int>, dw_row_fn> pmade;
+    fns_pair_.assign(static_cast<size_t>(d.oh / 2), nullptr);
+    for (int64_t pr = 0; pr < d.oh / 2; ++pr) {
+        uint64_t mask = 15;
+        int last = -1;
+        if (direct_) {
+            mask = 0;
+            for (int p = 0; p < 4; ++p) {
+                const int64_t ih = 2 * pr - d.pt + p;
+                if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << p;
+                if (ih == d.ih - 1) last = p;
             }
-    n_full_ = c_ / (16 * nb_);
-    tail_ = c_ % (16 * nb_) != 0;
-    n_ob_ = n_full_ + (tail_ ? 1 : 0);
-    blk_wbytes_ = native_ ? d.kh * d.kw * 4 * 64 : int64_t(dw_chunks(static_cast<int>(d.kh))) * d.kw * nb_ * 64;
-    if (native_) {
-        pipe_nat_ = pipe_;
-        pipe_nat_.scale = native_order(pipe_.scale, c_);
-        for (auto &op : pipe_nat_.ops) {
-            op.a = native_order(op.a, c_);
-            op.b = native_order(op.b, c_);
-            for (auto &v : op.q) v = native_order(v, c_);
         }
+        auto it = pmade.find({mask, last});
+        if (it == pmade.end()) {
+            dw_row_cfg c;
+            c.nb = 1;
+            c.last_nb = tail_ ? 1 : 0;
+            c.last_n = tail_ ? rem : 16;
+            c.kh = 3;
+            c.kw = static_cast<int>(d.kw);
+            c.sw = 1;
+            c.dh = 1;
+            c.dw = static_cast<int>(d.dw);
+            c.pix_stride = direct_ ? c_ : pc_.cpad;
+            c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
+            c.row_mask = mask;
+            c.masked_kh = last;
+            c.runs.insert(c.runs.end(), pruns.begin(), pruns.end());
+            c.pipe = &pipe_;
+            c.blk_wbytes = pair_wbytes_;
+            c.pair = true;
+            c.row_pix = d.ow;
+            gens_.push_back(std::make_unique<dw_row_gen>(c));
+            gens_.back()->create();
+            it = pmade.emplace(std::make_pair(mask, last), gens_.back()->entry<dw_row_fn>()).first;
+        }
+        fns_pair_[pr] = it->second;
     }
+}
 
-    const int rem = static_cast<int>(c_ - n_full_ * 16 * nb_);
-    const bool pair_save = pair_;
-    pair_ = false; // single-row blocking for the single-row kernels
-    const std::vector<dw_run> runs = row_runs(ur_for(nb_));
-    pair_ = pair_save;
-    if (pair_) {
-        // 16-channel blocks; single-row kernels serve only an odd last row.
-        pair_wbytes_ = 2 * d.kw * 64;
-        const std::vector<dw_run> pruns = row_runs(ur_for(1));
-        std::map<std::pair<uint64_t, int>, dw_row_fn> pmade;
-        fns_pair_.assign(static_cast<size_t>(d.oh / 2), nullptr);
-        for (int64_t pr = 0; pr < d.oh / 2; ++pr) {
-            uint64_t mask = 15;
-            int last = -1;
-            if (direct_) {
-                mask = 0;
-                for (int p = 0; p < 4; ++p) {
-                    const int64_t ih = 2 * pr - d.pt + p;
-                    if (ih >= 0 && ih < d.ih) mask |= uint64_t(1) << p;
-                    if (ih == d.ih - 1) last = p;
-                }
-            }
-            auto it = pmade.find({mask, last});
-            if (it == pmade.end()) {
-                dw_row_cfg c;
-                c.nb = 1;
-                c.last_nb = tail_ ? 1 : 0;
-                c.last_n = tail_ ? rem : 16;
-                c.kh = 3;
-                c.kw = static_cast<int>(d.kw);
-                c.sw = 1;
-                c.dh = 1;
-                c.dw = static_cast<int>(d.dw);
-                c.pix_stride = direct_ ? c_ : pc_.cpad;
-                c.row_stride = direct_ ? d.iw * c_ : pc_.cols * pc_.cpad;
-                c.row_mask = mask;
-                c.masked_kh = last;
-                c.runs.insert(c.runs.end(), pruns.begin(), pruns.end());
-                c.pipe = &pipe_;
-                c.blk_wbytes = pair_wbytes_;
-                c.pair = true;
-                c.row_pix = d.ow;
-                gens_.push_back(std::make_unique<dw_row_gen>(c));
-                gens_.back()->create();
-                it = pmade.emplace(std::make_pair(mask, last), gens_.back()->entry<dw_row_fn>()).first;
-            }
-            fns_pair_[pr] = it->second;
-        }
-    }
+// One kernel per row class (kernel rows inside the image, last image row).
+void conv_dw_row_kernel::build_row_kernels(const std::vector<dw_run> &runs) {
+    const conv_desc &d = p_.desc;
+    const int rem = this->rem();
     std::map<std::pair<uint64_t, int>, dw_row_fn> made;
     fns_.assign(static_cast<size_t>(d.oh), nullptr);
     for (int64_t oh = 0; oh < d.oh; ++oh) {
@@ -349,8 +386,8 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
 } // namespace
 
 std::shared_ptr<const impl::conv_kernel> make_dw_row_kernel(const conv_problem &p, const attr_set &a,
-                                                            const conv_knobs &k) {
-    return std::make_shared<conv_dw_row_kernel>(p, a, k);
+                                                            const rows_geometry &g) {
+    return std::make_shared<conv_dw_row_kernel>(p, a, g);
 }
 
 } // namespace qconv::jit::dw

@@ -54,7 +54,8 @@ bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_s
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
-    if (pl.k == conv_plan::kind::depthwise_rows) return dw::make_dw_row_kernel(p, a, pl.knobs);
+    if (pl.k == conv_plan::kind::depthwise_rows)
+        return dw::make_dw_row_kernel(p, a, pl.rows ? *pl.rows : dw::plan_rows(p, a, pl.knobs));
     return dw::make_dw_ukernel(pl.isa, p, a, pl.knobs);
 }
 

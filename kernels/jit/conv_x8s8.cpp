@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/compensation.h"
+#include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8_plan.h"
 
@@ -576,7 +577,8 @@ std::string conv_knobs::str() const {
 std::string conv_plan::str() const {
     const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
     return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) +
-           (geometry ? " " + geometry->str() : std::string()) + " knobs=" + knobs.str();
+           (geometry ? " " + geometry->str() : std::string()) + (rows ? " " + rows->str() : std::string()) +
+           " knobs=" + knobs.str();
 }
 
 bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
@@ -636,7 +638,7 @@ impl::conv_entry make_row(const std::string &name, const std::string &canonical,
     return e;
 }
 
-impl::plan_ptr make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs) {
+std::shared_ptr<conv_plan> make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs) {
     auto pl = std::make_shared<conv_plan>();
     pl->isa = i;
     pl->k = k;
@@ -673,9 +675,10 @@ impl::conv_entry conv_dw_rows_row(const std::string &name) {
                     conv_plan::kind::depthwise_rows,
                     [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
                         const conv_knobs k = conv_knobs::from_env();
-                        return conv_dw_supports(vnni, true, p, a, k, why)
-                                   ? make_plan(vnni, conv_plan::kind::depthwise_rows, k)
-                                   : nullptr;
+                        if (!conv_dw_supports(vnni, true, p, a, k, why)) return impl::plan_ptr();
+                        auto pl = make_plan(vnni, conv_plan::kind::depthwise_rows, k);
+                        pl->rows = std::make_shared<const dw::rows_geometry>(dw::plan_rows(p, a, k));
+                        return impl::plan_ptr(pl);
                     });
 }
 

@@ -181,11 +181,15 @@ impl::feature_set required_features(conv_isa i);
 // loop order, blocking, pipeline). A dense plan without one (the fused
 // 1x1 + dw row plans each band's problem) is planned by conv_create().
 struct conv_geometry;
+namespace dw {
+struct rows_geometry;
+}
 struct conv_plan : impl::plan {
     conv_isa isa = conv_isa::avx512_core_vnni;
     enum class kind { dense, depthwise, depthwise_rows } k = kind::dense;
     conv_knobs knobs;
     std::shared_ptr<const conv_geometry> geometry;
+    std::shared_ptr<const dw::rows_geometry> rows; // the depthwise row kernel's plan
     // "dense:avx2 source=padded_copy pixels=list taps=inner oc_blocks=1x2 pipeline=tile knobs=default".
     std::string str() const override;
 };
