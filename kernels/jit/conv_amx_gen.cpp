@@ -23,13 +23,15 @@ namespace {
 
 constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
+constexpr const char *amx_row = "jit:conv_x8s8:avx512_core_amx"; // the row these kernels serve
+
 class amx_block_gen : public conv_epilogue_gen {
 public:
     using traits = amx_traits; // tile accumulators, zmm epilogue
     static_assert(traits::acc == acc_kind::tiles, "the tile products are stored, then the zmm epilogue reloads them");
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
         : conv_epilogue_gen(traits{}, 256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
-    const char *name() const override { return "jit:conv_x8s8:avx512_core_amx"; }
+    const char *name() const override { return amx_row; }
 
 protected:
     // fn(calls, n): for call i: the tile products of block i are issued, then
@@ -221,8 +223,7 @@ private:
 
 struct amx_ukernel::gens {
     explicit gens(const amx_ukernel_cfg &cfg)
-        : block(cfg), load(amx_tile_helper::op::load_config, row), release(amx_tile_helper::op::release, row) {}
-    static constexpr const char *row = "jit:conv_x8s8:avx512_core_amx";
+        : block(cfg), load(amx_tile_helper::op::load_config, amx_row), release(amx_tile_helper::op::release, amx_row) {}
     amx_block_gen block;
     amx_tile_helper load, release;
 };

@@ -49,10 +49,7 @@ int ur_max(const conv_desc &d, rows_variant v, int nb) {
 }
 // The row's pixels in the fewest blocks the registers allow, balanced.
 int ur_for(const conv_desc &d, rows_variant v, int nb) {
-    const int64_t mx = ur_max(d, v, nb), ow = d.ow;
-    if (ow <= mx) return static_cast<int>(ow);
-    const int64_t calls = (ow + mx - 1) / mx;
-    return static_cast<int>((ow + calls - 1) / calls);
+    return static_cast<int>(balanced_block(d.ow, ur_max(d, v, nb)));
 }
 
 // The byte-layout variant: strided rows (QCONV_JIT_CONV_DW_NATIVE=1: any

@@ -21,7 +21,7 @@ namespace {
 class conv_dw_kernel : public impl::conv_kernel {
 public:
     conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), pc_(p, a) {
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), pc_(p, a) {
         plan();
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
@@ -31,10 +31,7 @@ private:
     void plan();
     int ur_w_for(int nb) const {
         const int64_t mx = std::min(24, max_accumulators_dw(isa_, static_cast<int>(p_.desc.kw)) / nb);
-        const int64_t ow = p_.desc.ow;
-        if (ow <= mx) return static_cast<int>(ow);
-        const int64_t calls = (ow + mx - 1) / mx;
-        return static_cast<int>((ow + calls - 1) / calls);
+        return static_cast<int>(balanced_block(p_.desc.ow, mx));
     }
     // Key: (u, nb, last_n, row mask, first valid column, end of valid columns).
     using key_t = std::tuple<int, int, int, uint64_t, int, int>;
@@ -46,6 +43,7 @@ private:
     attr_set a_;
     conv_knobs knobs_;
     pipeline pipe_;
+    pipeline_fn run_pipe_; // the unfused pipeline body of this ISA
     padded_copy pc_;
     int lanes_ = 16;
     int64_t c_ = 0, cpad_ = 0, nvec_ = 0, rows_ = 0, cols_ = 0;
@@ -210,8 +208,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                 t.c0 = c0;
                 t.nc = nc;
                 t.dst_off0 = off0;
-                if (!isa_facts(isa_).evex) run_pipeline_avx2(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
-                else run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
+                run_pipe_(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
             }
         }
     }

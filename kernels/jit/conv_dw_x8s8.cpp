@@ -54,8 +54,10 @@ bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_s
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
-    if (pl.k == conv_plan::kind::depthwise_rows)
-        return dw::make_dw_row_kernel(p, a, pl.rows ? *pl.rows : dw::plan_rows(p, a, pl.knobs));
+    if (pl.k == conv_plan::kind::depthwise_rows) {
+        if (!pl.rows) fail("plan", "a depthwise_rows plan carries the row kernel's geometry (conv_dw_rows_row)");
+        return dw::make_dw_row_kernel(p, a, *pl.rows);
+    }
     return dw::make_dw_ukernel(pl.isa, p, a, pl.knobs);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/lowering.h"
+#include "kernels/jit/conv_isa.h"
 #include "qconv/conv.h"
 #include "qconv/post_ops.h"
 
@@ -75,5 +76,7 @@ using pipeline_fn = void (*)(const pipeline &pp, const tile &t, const int32_t *c
                              const exec_args &args);
 extern const pipeline_fn run_pipeline_avx512;
 extern const pipeline_fn run_pipeline_avx2;
+// The body for a vector kernel's ISA (chosen once, when a kernel is built).
+inline pipeline_fn pipeline_for(conv_isa i) { return isa_facts(i).evex ? run_pipeline_avx512 : run_pipeline_avx2; }
 
 } // namespace qconv::jit

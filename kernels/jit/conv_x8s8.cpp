@@ -64,7 +64,7 @@ class conv_x8s8_kernel : public impl::conv_kernel {
 public:
     conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                      const conv_geometry &g)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), g_(g) {
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), g_(g) {
         plan_padding();
         plan_row_classes();
         for (int k = 0; k < 2; ++k) {
@@ -94,6 +94,7 @@ private:
     attr_set a_;
     conv_knobs knobs_;
     pipeline pipe_;
+    pipeline_fn run_pipe_; // the unfused pipeline body of this ISA
     conv_geometry g_;
     // (ur_w, nb, last_n, start column or −1) → micro-kernel
     // (+ valid-tap masks per pixel in direct mode)
@@ -509,8 +510,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 t.c0 = gr * g.ocg + oc0;
                 t.nc = nc;
                 t.dst_off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + t.c0;
-                if (!isa_facts(isa_).evex) run_pipeline_avx2(pipe_, t, comp, bias, dst, args);
-                else run_pipeline_avx512(pipe_, t, comp, bias, dst, args);
+                run_pipe_(pipe_, t, comp, bias, dst, args);
             }
         }
     }

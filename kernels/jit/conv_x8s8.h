@@ -57,6 +57,13 @@ class jit_generator;
 
 // a rounded up to a multiple of b (b > 0).
 inline int64_t rnd_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+// The block size that covers n items (pixels of a row) in the fewest blocks
+// of at most mx, balanced: the block sizes differ by at most one.
+inline int64_t balanced_block(int64_t n, int64_t mx) {
+    if (n <= mx) return n;
+    const int64_t blocks = (n + mx - 1) / mx;
+    return (n + blocks - 1) / blocks;
+}
 
 // Compile-time configuration of one micro-kernel.
 struct conv_ukernel_cfg {

@@ -110,9 +110,8 @@ conv_geometry plan_geometry(conv_isa isa, const conv_problem &p, const attr_set 
 int pixels_per_call(const conv_geometry &g, conv_isa isa, const conv_knobs &k, int nb, int64_t ow) {
     int64_t mx = std::min(24, max_accumulators(isa, nb) / nb);
     if (k.ur > 0) mx = std::min<int64_t>(mx, k.ur);
-    if (g.list() || ow <= mx) return static_cast<int>(std::min<int64_t>(ow, mx));
-    const int64_t calls = (ow + mx - 1) / mx;
-    return static_cast<int>((ow + calls - 1) / calls);
+    if (g.list()) return static_cast<int>(std::min<int64_t>(ow, mx));
+    return static_cast<int>(balanced_block(ow, mx));
 }
 
 std::string conv_geometry::str() const {

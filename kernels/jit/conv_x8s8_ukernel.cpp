@@ -81,8 +81,10 @@ struct ukernel_gen : public conv_epilogue_gen {
     using Vmm = typename T::Vmm;
     static constexpr bool evex = T::evex, vnni = T::vnni;
     static constexpr int vbytes = T::vbytes, lanes = T::lanes;
-    // Bytes of weights per 4-IC step and OC vector.
+    // Bytes of weights per 4-IC step and OC vector; source bytes per
+    // element (u8, or u16 widened by the copy).
     static constexpr int wstep = vnni ? lanes * 4 : lanes * 8;
+    static constexpr int es = vnni ? 1 : 2;
 
     explicit ukernel_gen(const conv_ukernel_cfg &c)
         : conv_epilogue_gen(T{}, 64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
@@ -181,7 +183,6 @@ struct ukernel_gen : public conv_epilogue_gen {
     }
 
     void emit_kw_loop() {
-        constexpr int es = vnni ? 1 : 2; // source bytes per element (u8 or widened u16)
         for (int kw = 0; kw < cfg.kw; ++kw) {
             Xbyak::Label l_ic;
             lea(reg_aux, ptr[reg_src + kw * cfg.dw * cfg.pix_stride]);
@@ -200,7 +201,6 @@ struct ukernel_gen : public conv_epilogue_gen {
     // of tap (kh, kw) is a constant displacement from the step's base, the
     // weights of one 4-IC step are [kh][kw][nb·wstep] bytes.
     void emit_taps_inner_loop() {
-        constexpr int es = vnni ? 1 : 2; // source bytes per element (u8 or widened u16)
         const int taps = cfg.kh * cfg.kw;
         Xbyak::Label l_ic;
         mov(reg_ic, cfg.ic4);

@@ -43,33 +43,25 @@ struct zmm_evex {
     static constexpr bool evex = true;
 };
 
+// A vector kernel's traits: the width, VNNI or not, sums in registers.
+template <conv_isa I, class Width, bool Vnni>
+struct vector_traits : Width {
+    static constexpr conv_isa isa = I;
+    static constexpr bool vnni = Vnni;
+    static constexpr acc_kind acc = acc_kind::vregs;
+};
+
 template <conv_isa I>
 struct isa_traits; // specialised for every conv_isa below, and nowhere else
 
 template <>
-struct isa_traits<conv_isa::avx2> : ymm_vex {
-    static constexpr conv_isa isa = conv_isa::avx2;
-    static constexpr bool vnni = false;
-    static constexpr acc_kind acc = acc_kind::vregs;
-};
+struct isa_traits<conv_isa::avx2> : vector_traits<conv_isa::avx2, ymm_vex, false> {};
 template <>
-struct isa_traits<conv_isa::avx2_vnni> : ymm_vex {
-    static constexpr conv_isa isa = conv_isa::avx2_vnni;
-    static constexpr bool vnni = true;
-    static constexpr acc_kind acc = acc_kind::vregs;
-};
+struct isa_traits<conv_isa::avx2_vnni> : vector_traits<conv_isa::avx2_vnni, ymm_vex, true> {};
 template <>
-struct isa_traits<conv_isa::avx512_core> : zmm_evex {
-    static constexpr conv_isa isa = conv_isa::avx512_core;
-    static constexpr bool vnni = false;
-    static constexpr acc_kind acc = acc_kind::vregs;
-};
+struct isa_traits<conv_isa::avx512_core> : vector_traits<conv_isa::avx512_core, zmm_evex, false> {};
 template <>
-struct isa_traits<conv_isa::avx512_core_vnni> : zmm_evex {
-    static constexpr conv_isa isa = conv_isa::avx512_core_vnni;
-    static constexpr bool vnni = true;
-    static constexpr acc_kind acc = acc_kind::vregs;
-};
+struct isa_traits<conv_isa::avx512_core_vnni> : vector_traits<conv_isa::avx512_core_vnni, zmm_evex, true> {};
 
 // avx512_core_amx: tdpbusd / tdpbssd into tiles; the epilogue is zmm.
 struct amx_traits : zmm_evex {

@@ -117,7 +117,7 @@ public:
         c.decompress_only = true;
         gens_.push_back(jit::make_matmul_wc_amx_generator(c));
         first_ = gens_.back()->entry<matmul_wc_amx_fn>();
-        const std::string row = c.four_bit ? "jit:matmul_wc_x4:avx512_core_amx" : "jit:matmul_wc_x8:avx512_core_amx";
+        const std::string row = gens_.back()->name(); // the chunk kernel is named after its row
         gens_.push_back(std::make_unique<jit::amx_tile_helper>(jit::amx_tile_helper::op::load_config, row));
         load_cfg_ = gens_.back()->entry<jit::matmul_wc_amx_cfg_fn>();
         gens_.push_back(std::make_unique<jit::amx_tile_helper>(jit::amx_tile_helper::op::release, row));
