@@ -6,8 +6,8 @@
 #include "dispatch/conv_dw_pair.h"
 
 #include <memory>
-#include <vector>
 
+#include "core/buffers.h"
 #include "core/dw_fusion.h"
 #include "qconv/conv.h"
 
@@ -32,13 +32,11 @@ public:
 
     void execute(const packed &w, const void *src, void *dst, const exec_args &args) const override {
         const auto &pk = static_cast<const pair_packed &>(w);
-        thread_local std::vector<uint8_t> mid;
-        const size_t bytes = static_cast<size_t>(h_.pw.desc.dst_elems());
-        if (mid.size() < bytes) mid.resize(bytes);
+        uint8_t *mid = thread_scratch(scratch_use::composite_mid, static_cast<size_t>(h_.pw.desc.dst_elems()));
         exec_args a1;
         a1.threads = args.threads;
-        pk.pw->execute(src, mid.data(), a1);
-        pk.dw->execute(mid.data(), dst, args); // every full binary operand is the depthwise's
+        pk.pw->execute(src, mid, a1);
+        pk.dw->execute(mid, dst, args); // every full binary operand is the depthwise's
     }
 
 private:

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/buffers.h"
 #include "core/dw_fusion.h"
 #include "kernels/jit/conv_x8s8.h"
 
@@ -153,10 +154,8 @@ public:
         {
             const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
             const int64_t w0 = work * t / nt, w1 = work * (t + 1) / nt;
-            thread_local std::vector<uint8_t> ring_buf;
-            const size_t ring_bytes = static_cast<size_t>(max_rows_ * row_bytes_ + 64);
-            if (ring_buf.size() < ring_bytes) ring_buf.assign(ring_bytes, 0);
-            uint8_t *ring = ring_buf.data();
+            uint8_t *ring =
+                impl::thread_scratch(impl::scratch_use::dw_ring, static_cast<size_t>(max_rows_ * row_bytes_ + 64));
             exec_args one;
             one.threads = 1;
             exec_args two;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/buffers.h"
 #include "core/compensation.h"
 #include "kernels/jit/conv_pipeline.h"
 
@@ -22,17 +23,6 @@ constexpr const char *row_name = "jit:conv_x8s8:avx512_core_amx";
 constexpr int blk = 32; // pixels and channels per micro-kernel call
 
 int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct aligned_bytes {
-    uint8_t *p = nullptr;
-    size_t n = 0;
-    explicit aligned_bytes(size_t count) : n(count) {
-        p = static_cast<uint8_t *>(::operator new[](std::max<size_t>(count, 1), std::align_val_t(64)));
-    }
-    ~aligned_bytes() { ::operator delete[](p, std::align_val_t(64)); }
-    aligned_bytes(const aligned_bytes &) = delete;
-    aligned_bytes &operator=(const aligned_bytes &) = delete;
-};
 
 // Short copies of the source views (a pixel's channels, a kernel row of a
 // window): 64-byte moves, the last one masked (masked-out bytes are neither
@@ -127,7 +117,7 @@ amx_geometry make_geometry(const conv_desc &d) {
 // (pixel blocks alternating under the OC blocks) without copying them again.
 constexpr int batch = 8, ring_slots = 2 * batch;
 struct block_ring {
-    std::unique_ptr<aligned_bytes> b;
+    uint8_t *b = nullptr; // the thread's scratch
     int64_t slot_bytes = 0;
     int64_t key[ring_slots];
     block_ring() { std::fill(key, key + ring_slots, int64_t(-1)); }
@@ -136,10 +126,10 @@ struct block_ring {
 };
 
 struct amx_packed : impl::packed {
-    explicit amx_packed(size_t bytes) : wei(bytes) {}
-    aligned_bytes wei;
-    std::vector<int32_t> comp; // OC + 32: −Σ zp·w
-    std::vector<float> bias;   // OC + 16 (empty without bias)
+    explicit amx_packed(size_t bytes) : wei(impl::alloc_aligned<uint8_t>(bytes)) {}
+    impl::aligned_buffer<uint8_t> wei; // zeroed
+    std::vector<int32_t> comp;         // OC + 32: −Σ zp·w
+    std::vector<float> bias;           // OC + 16 (empty without bias)
 };
 
 struct amx_plan : impl::plan {
@@ -266,7 +256,7 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
 #pragma omp parallel for schedule(static) if (blocks > 1 && g.g * g.ocg * g.kt * g.taps > (1 << 16))
     for (int64_t it = 0; it < blocks; ++it) {
         const int64_t gr = it / g.nob, ob = it % g.nob;
-        auto *out = reinterpret_cast<int8_t *>(pk->wei.p + it * per_ob);
+        auto *out = reinterpret_cast<int8_t *>(pk->wei.get() + it * per_ob);
         for (int64_t chunk = 0; chunk < g.nk; ++chunk)
             for (int64_t t = 0; t < g.taps; ++t)
                 for (int64_t h = 0; h < 2; ++h)
@@ -452,13 +442,13 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
         do ring.cur = (ring.cur + 1) % ring_slots;
         while ((ring.in_use >> ring.cur) & 1u);
         slot = ring.cur;
-        uint8_t *p = ring.b->p + slot * ring.slot_bytes;
+        uint8_t *p = ring.b + slot * ring.slot_bytes;
         if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, p);
         else tail_block(a, q0, p);
         ring.key[slot] = key;
     }
     ring.in_use |= 1u << slot;
-    return ring.b->p + slot * ring.slot_bytes;
+    return ring.b + slot * ring.slot_bytes;
 }
 
 void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
@@ -469,8 +459,8 @@ void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, co
     const item w = decode(it);
     const int64_t ob = w.ob, qb = w.qb, gr = w.gr, n = w.n;
     call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
-    call.b =
-        reinterpret_cast<const int8_t *>(pk.wei.p) + (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
+    call.b = reinterpret_cast<const int8_t *>(pk.wei.get()) +
+             (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
     if (!fused_) return;
     const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow, q0 = qb * blk;
     if (consecutive_[static_cast<size_t>(qb)]) {
@@ -506,7 +496,7 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
     block_ring ring;
     if (ring_needed) {
         ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
-        ring.b = std::make_unique<aligned_bytes>(static_cast<size_t>(ring_slots * ring.slot_bytes));
+        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
     }
     alignas(64) int32_t acc[2][blk * blk];
     amx_call calls[batch] = {};
@@ -534,17 +524,9 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     const auto &pk = dynamic_cast<const amx_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
     const auto *s = static_cast<const uint8_t *>(src);
-    // The padded copy lives in a buffer kept per calling thread, reused while large enough.
-    thread_local std::unique_ptr<aligned_bytes> copy;
     uint8_t *buf = nullptr;
-    if (g.view == view_kind::padded) {
-        const size_t need = static_cast<size_t>(g.mb * g.g * g.img_px * g.ps);
-        if (!copy || copy->n < need) {
-            copy.reset();
-            copy = std::make_unique<aligned_bytes>(need);
-        }
-        buf = copy->p;
-    }
+    if (g.view == view_kind::padded)
+        buf = impl::thread_scratch(impl::scratch_use::amx_copy, static_cast<size_t>(g.mb * g.g * g.img_px * g.ps));
     const int64_t work = g.mb * g.g * g.nq * g.nob;
 #pragma omp parallel num_threads(threads)
     {

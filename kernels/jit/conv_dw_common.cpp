@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/buffers.h"
 #include "core/compensation.h"
 
 namespace qconv::jit::dw {
@@ -74,26 +75,11 @@ std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, 
     return std::make_shared<dw_packed>();
 }
 
-namespace {
-// The calling thread's copy buffer, at least `bytes` long (its last 64 bytes,
-// past any row, zeroed once so that no load ever sees undefined bytes).
-uint8_t *thread_buffer(size_t bytes) {
-    thread_local std::unique_ptr<uint8_t[]> buf;
-    thread_local size_t size = 0;
-    if (size < bytes) {
-        buf.reset(new uint8_t[bytes]);
-        size = bytes;
-        std::memset(buf.get() + bytes - 64, 0, 64);
-    }
-    return buf.get();
-}
-} // namespace
-
 dw_exec::dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool direct, const impl::packed &w,
                  const void *s, const void *dst, const exec_args &args)
     : src(static_cast<const uint8_t *>(s)), full_idx(full_operands(a)), pk(dynamic_cast<const dw_packed &>(w)),
       threads(args.threads > 0 ? args.threads : omp_get_max_threads()),
-      buf(direct ? nullptr : thread_buffer(pc.bytes(p.desc.mb))),
+      buf(direct ? nullptr : impl::thread_scratch(impl::scratch_use::dw_copy, pc.bytes(p.desc.mb))),
       dst_bytes(p.dst_dt == dtype::f32 || p.dst_dt == dtype::s32 ? 4 : 1),
       bias(p.with_bias ? pk.bias.data() : nullptr) {}
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/buffers.h"
 #include "core/compensation.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
@@ -40,24 +41,12 @@ __attribute__((target("ssse3"))) void widen3to4(const uint8_t *x, uint8_t *o, in
     }
 }
 
-template <typename T>
-struct aligned_buf {
-    T *p = nullptr;
-    size_t n = 0;
-    explicit aligned_buf(size_t count) : n(count) {
-        p = static_cast<T *>(::operator new[](std::max<size_t>(count, 1) * sizeof(T), std::align_val_t(64)));
-    }
-    ~aligned_buf() { ::operator delete[](p, std::align_val_t(64)); }
-    aligned_buf(const aligned_buf &) = delete;
-    aligned_buf &operator=(const aligned_buf &) = delete;
-};
-
 struct jit_packed : impl::packed {
-    explicit jit_packed(size_t bytes) : wei(bytes) {}
-    aligned_buf<int8_t> wei;
-    std::vector<int32_t> comp; // OC + padding
-    std::vector<int32_t> corr; // direct mode: [mask][OC + padding] = Σ over the mask's missing taps of w·v
-    std::vector<float> bias;   // OC + padding (empty without bias)
+    explicit jit_packed(size_t bytes) : wei(impl::alloc_aligned<int8_t>(bytes)) {}
+    impl::aligned_buffer<int8_t> wei; // zeroed
+    std::vector<int32_t> comp;        // OC + padding
+    std::vector<int32_t> corr;        // direct mode: [mask][OC + padding] = Σ over the mask's missing taps of w·v
+    std::vector<float> bias;          // OC + padding (empty without bias)
 };
 
 class conv_x8s8_kernel : public impl::conv_kernel {
@@ -287,12 +276,11 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     auto pk = std::make_shared<jit_packed>(static_cast<size_t>(per_group * g.g));
-    std::memset(pk->wei.p, 0, pk->wei.n);
     for (int64_t gr = 0; gr < g.g; ++gr)
         for (int64_t ob = 0; ob < g.n_ob; ++ob) {
             const int64_t oc0 = ob * g.nb_big * g.lanes;
             const int64_t width = std::min<int64_t>(g.nb_big * g.lanes, g.ocg16 - oc0);
-            int8_t *blk = pk->wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
+            int8_t *blk = pk->wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
             int16_t *blk16 = reinterpret_cast<int16_t *>(blk);
             for (int64_t kh = 0; kh < g.kh; ++kh)
                 for (int64_t kw = 0; kw < g.kw; ++kw)
@@ -419,19 +407,13 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     const auto &pk = dynamic_cast<const jit_packed &>(w);
     const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
 
-    // The padded copy lives in a buffer kept per calling thread and reused
-    // while it is large enough (no allocation and no fresh pages per call).
-    thread_local std::unique_ptr<aligned_buf<uint8_t>> padded;
     const uint8_t *view = static_cast<const uint8_t *>(src);
+    uint8_t *pad_buf = nullptr;
     if (g.copy) {
-        const size_t need = static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64);
-        if (!padded || padded->n < need) {
-            padded.reset();
-            padded = std::make_unique<aligned_buf<uint8_t>>(need);
-        }
-        view = padded->p;
+        pad_buf = impl::thread_scratch(impl::scratch_use::dense_copy,
+                                       static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64));
+        view = pad_buf;
     }
-    uint8_t *const pad_buf = g.copy ? padded->p : nullptr;
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     const int64_t nvec = g.ocg16 / g.lanes;
     const int64_t n_chunks = n_chunks_;
@@ -465,7 +447,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int64_t oc0 = ob * g.nb_big * g.lanes;
             const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, nvec - ob * g.nb_big));
             const int nc = static_cast<int>(std::min<int64_t>(nb * g.lanes, g.ocg - oc0));
-            const int8_t *wblk = pk.wei.p + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
+            const int8_t *wblk = pk.wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
             const bool last_block = ob == g.n_ob - 1;
             const block_plan &bp = bp_[last_block ? 1 : 0];
             if (ck + 1 >= static_cast<int64_t>(bp.chunk.size())) continue; // this kind has fewer chunks

@@ -134,8 +134,8 @@ public:
         // panels stay zero (scale 0, never stored). lut8 loads read up to 3
         // bytes past a vector's block: 64 bytes of slack.
         const int64_t panels = padded_panels(l_.n_panels);
-        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(panels * l_.panel_bytes() + 64));
-        p->params = alloc_wc_buffer<float>(static_cast<size_t>(panels * l_.panel_params()));
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(panels * l_.panel_bytes() + 64));
+        p->params = alloc_aligned<float>(static_cast<size_t>(panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int32_t zp = d_.zp == matmul_desc::zp_kind::per_tensor ? w.zp[0] : 0;
         for (int v = 0; v < 16; ++v)

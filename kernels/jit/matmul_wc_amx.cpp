@@ -131,8 +131,8 @@ public:
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<amx_packed>();
-        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
-        p->params = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.n_groups() * l_.param_bytes()));
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.n_groups() * l_.param_bytes()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const bool big = l_.n_panels > 1 && l_.n_panels * l_.panel_bytes() > (1 << 20);
 #pragma omp parallel for schedule(static) if (big)
@@ -147,8 +147,7 @@ public:
         const auto &p = static_cast<const amx_packed &>(pk);
         const int max_threads = threads > 0 ? threads : omp_get_max_threads();
         const size_t a_bytes = static_cast<size_t>(l_.m_tiles * l_.k_tiles * 2 * l_.a_rows * 64);
-        uint16_t *a = reinterpret_cast<uint16_t *>(thread_scratch(0, a_bytes));
-        if (!a) throw std::bad_alloc();
+        auto *a = reinterpret_cast<uint16_t *>(thread_scratch(scratch_use::matmul_a, a_bytes));
         convert_a(d_, l_, x, a, static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
         const int nt = static_cast<int>(std::min<int64_t>(max_threads, l_.n_panels));
         bool failed = false;
@@ -165,23 +164,6 @@ public:
 private:
     int64_t acc_floats() const { return l_.m_tiles * 16 * panel; } // per panel
 
-    // A buffer of at least `bytes` (64-byte aligned) kept by the calling
-    // thread for later calls (OpenMP workers persist); null when out of memory.
-    static uint8_t *thread_scratch(int slot, size_t bytes) {
-        struct kept {
-            aligned_buffer<uint8_t> p;
-            size_t size = 0;
-        };
-        static thread_local kept bufs[2];
-        kept &k = bufs[slot];
-        if (k.size < bytes) {
-            const size_t rounded = (bytes + 63) / 64 * 64;
-            k.p.reset(static_cast<uint8_t *>(std::aligned_alloc(64, rounded)));
-            k.size = k.p ? rounded : 0;
-        }
-        return k.p.get();
-    }
-
     // Thread t of nt: panels [p0, p1), its own tile configuration,
     // accumulators and buffers. K is cut into blocks of activations that
     // stay in L2 (~256 KB), each run over all the thread's panels; every
@@ -191,7 +173,7 @@ private:
     bool run_panels(const amx_packed &p, const uint16_t *a, float *y, int t, int nt) const {
         const int64_t p0 = l_.n_panels * t / nt, p1 = l_.n_panels * (t + 1) / nt, np = p1 - p0;
         const size_t bytes = static_cast<size_t>((np * acc_floats() + scratch_floats) * 4 + 3 * b_bytes_);
-        uint8_t *buf = thread_scratch(1, bytes);
+        uint8_t *buf = try_thread_scratch(scratch_use::matmul_panels, bytes);
         if (!buf || np == 0) return buf != nullptr;
         uint16_t *b[3];
         for (int i = 0; i < 3; ++i) b[i] = reinterpret_cast<uint16_t *>(buf + i * b_bytes_);

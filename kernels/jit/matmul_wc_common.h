@@ -2,10 +2,9 @@
 // (matmul_wc.cpp, matmul_wc_gen.cpp) and the dynamic-quantization row
 // (matmul_wc_dq.cpp, matmul_wc_dq_amx.cpp).
 //
-// Host side (qconv::impl): the zeroed, aligned buffers that hold packed
-// weights and parameters (2 MB aligned and advised onto transparent huge
-// pages from 2 MB on, so a weight stream crosses no 4 KB TLB pages), the
-// 4-bit test and the validation of matmul_weights against a descriptor.
+// Host side (qconv::impl): the 4-bit test and the validation of
+// matmul_weights against a descriptor (packed weights and parameters live in
+// core/buffers.h's zeroed aligned buffers).
 //
 // Generator side (qconv::jit): how a kernel addresses the rows of its block of
 // activations. Rows are a fixed number of bytes apart, held in one stride
@@ -23,34 +22,12 @@
 #include <new>
 #include <string>
 
-#include <sys/mman.h>
-
+#include "core/buffers.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
 #include "rows/row.h"
 
 namespace qconv::impl {
-
-struct aligned_free {
-    void operator()(void *p) const { std::free(p); }
-};
-template <typename T>
-using aligned_buffer = std::unique_ptr<T[], aligned_free>;
-
-// count zeroed elements, 64-byte aligned; from 2 MB on 2 MB aligned and
-// advised onto transparent huge pages (advice only: failure keeps 4 KB pages).
-template <typename T>
-aligned_buffer<T> alloc_wc_buffer(size_t count) {
-    constexpr size_t huge = size_t(2) << 20;
-    const bool big = count * sizeof(T) >= huge;
-    const size_t align = big ? huge : 64;
-    const size_t bytes = std::max<size_t>(64, (count * sizeof(T) + align - 1) / align * align);
-    void *p = std::aligned_alloc(align, bytes);
-    if (!p) throw std::bad_alloc();
-    if (big) madvise(p, bytes, MADV_HUGEPAGE);
-    std::memset(p, 0, bytes);
-    return aligned_buffer<T>(static_cast<T *>(p));
-}
 
 inline bool four_bit(dtype dt) { return dt == dtype::u4 || dt == dtype::s4; }
 

@@ -244,8 +244,8 @@ public:
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<dq_packed>();
-        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
-        p->params = alloc_wc_buffer<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->params = alloc_aligned<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int64_t np = l_.n_panels;
 #pragma omp parallel for schedule(static) if (np > 1 && d_.n * d_.k > (1 << 20))

@@ -201,7 +201,7 @@ public:
     std::shared_ptr<const packed> pack(const matmul_weights &w) const override {
         check_wc_weights(d_, w);
         auto p = std::make_shared<dq_amx_packed>();
-        p->wei = alloc_wc_buffer<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
+        p->wei = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.panel_bytes()));
         const int64_t np32 = l_.n_panels * panel;
         p->scale.assign(static_cast<size_t>(l_.ng * np32), 0.f);
         p->zp.assign(static_cast<size_t>(l_.ng * np32), 0);

@@ -9,6 +9,8 @@
 #include <omp.h>
 #endif
 
+#include "core/buffers.h"
+
 namespace qconv::impl::onednn {
 
 const dnnl::engine &cpu_engine() {
@@ -55,24 +57,9 @@ threads_guard::~threads_guard() {
 #endif
 }
 
-namespace {
-struct aligned_free {
-    void operator()(void *p) const { std::free(p); }
-};
-} // namespace
-
 dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {
-    thread_local std::unique_ptr<void, aligned_free> buf;
-    thread_local size_t cap = 0;
     const size_t need = md.get_size();
-    if (need > cap) {
-        const size_t size = (need + 4095) / 4096 * 4096;
-        void *p = std::aligned_alloc(4096, size);
-        if (!p) throw std::bad_alloc();
-        buf.reset(p);
-        cap = size;
-    }
-    return dnnl::memory(md, cpu_engine(), need ? buf.get() : nullptr);
+    return dnnl::memory(md, cpu_engine(), need ? thread_scratch(scratch_use::onednn_scratchpad, need) : nullptr);
 }
 
 void run_primitive(const dnnl::primitive &prim, const dnnl::memory::desc &scratchpad_md,
