@@ -36,7 +36,8 @@ aligned_buffer<T> alloc_aligned(size_t count) {
 
 enum class scratch_use : int {
     dense_copy,        // jit:conv_x8s8 padded source copy
-    dw_copy,           // depthwise rows' padded source copy
+    dw_copy,           // depthwise kernels' padded source copy
+    dw_row_copy,       // depthwise row kernel: the padded rows of one output row
     amx_copy,          // jit:conv_x8s8:avx512_core_amx padded source copy
     amx_ring,          // jit:conv_x8s8:avx512_core_amx gathered blocks
     dw_ring,           // jit:conv_1x1_dw_x8s8 intermediate rows

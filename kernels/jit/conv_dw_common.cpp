@@ -43,9 +43,7 @@ padded_copy::padded_copy(const conv_problem &p, const attr_set &a) : d(p.desc) {
     for (int64_t ch = 0; ch < c; ++ch) pad_pixel[ch] = pad_byte(p, a, ch);
 }
 
-void padded_copy::row(const uint8_t *s, uint8_t *buf, int64_t nr) const {
-    const int64_t n = nr / rows, r = nr % rows;
-    uint8_t *out = buf + nr * cols * cpad;
+void padded_copy::row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r) const {
     const int64_t ih = r - d.pt;
     for (int64_t col = 0; col < cols; ++col) {
         uint8_t *px = out + col * cpad;

@@ -60,7 +60,11 @@ struct padded_copy {
     padded_copy(const conv_problem &p, const attr_set &a);
     size_t bytes(int64_t mb) const { return static_cast<size_t>(mb * rows * cols * cpad + 64); }
     // Row nr = n · rows + r of the copy.
-    void row(const uint8_t *s, uint8_t *buf, int64_t nr) const;
+    void row(const uint8_t *s, uint8_t *buf, int64_t nr) const {
+        row_into(s, buf + nr * cols * cpad, nr / rows, nr % rows);
+    }
+    // Row r of image n's copy, written to out (cols · cpad bytes).
+    void row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r) const;
 };
 
 // pack()'s argument checks, then an empty packed set.
@@ -92,13 +96,15 @@ std::shared_ptr<const impl::conv_kernel> make_dw_ukernel(conv_isa isa, const con
 // printed in the plan ("variant=row_pairs source=direct oc_blocks=1
 // pixels=14+14 pipeline=fused").
 struct rows_geometry {
-    bool fused = false;  // the output pipeline runs inside the kernel
-    bool direct = false; // u8 source read in place (no zero point), else the padded copy
-    bool native = false; // the byte layout ("bytes": 64 channels, strided rows)
-    bool pair = false;   // two output rows per call (3x3 stride 1, "row_pairs")
-    int nb = 1;          // 16-channel vectors per block
-    int ur = 1;          // pixels per block of the single-row kernels
-    int ur_pair = 0;     // pixels per block of the row-pair kernels
+    bool fused = false;    // the output pipeline runs inside the kernel
+    bool direct = false;   // u8 source read in place (no zero point), else a padded copy:
+    bool row_copy = false; // made per output row into a per-thread buffer (strided single-row
+                           // kernels: the kernel rows stay in L1), else of the whole source first
+    bool native = false;   // the byte layout ("bytes": 64 channels, strided rows)
+    bool pair = false;     // two output rows per call (3x3 stride 1, "row_pairs")
+    int nb = 1;            // 16-channel vectors per block
+    int ur = 1;            // pixels per block of the single-row kernels
+    int ur_pair = 0;       // pixels per block of the row-pair kernels
     std::string str() const;
 };
 rows_geometry plan_rows(const conv_problem &p, const attr_set &a, const conv_knobs &k);

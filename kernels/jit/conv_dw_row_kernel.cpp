@@ -1,7 +1,8 @@
 // The depthwise row kernel (conv_dw_row_kernel, avx512_core_vnni with VBMI).
 // plan_rows() is the pure planner the table row runs in supports(): the
 // variant (kernel-row chunks, row pairs or the byte layout), the source
-// (read in place or a padded copy), the channel blocking and the pixels per
+// (read in place, or a padded copy: of the whole source first, or of one
+// output row's source rows at a time), the channel blocking and the pixels per
 // block. The kernel builds from that plan: the row classes and pixel-block
 // runs, one dw_row_gen per row class (and per row-pair class), the weights
 // in the variant's layout, and the split of the rows over the threads.
@@ -10,9 +11,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
+#include "core/buffers.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_dw_row_gen.h"
 #include "kernels/jit/conv_pipeline.h"
@@ -28,7 +31,10 @@ bool row_kernel_fits(const conv_desc &d) {
 
 std::string rows_geometry::str() const {
     const char *variant = native ? "bytes" : pair ? "row_pairs" : "row_chunks";
-    return std::string("variant=") + variant + " source=" + (direct ? "direct" : "padded_copy") +
+    return std::string("variant=") + variant + " source=" +
+           (direct     ? "direct"
+            : row_copy ? "row_copy"
+                       : "padded_copy") +
            " oc_blocks=" + std::to_string(nb) + " pixels=" + std::to_string(ur) +
            (pair ? "+" + std::to_string(ur_pair) : std::string()) + " pipeline=" + (fused ? "fused" : "tile");
 }
@@ -76,6 +82,9 @@ rows_geometry plan_rows(const conv_problem &p, const attr_set &a, const conv_kno
     g.native = native_eligible(p, a, k, g.fused);
     g.pair = g.fused && !g.native && d.kh == 3 && d.sh == 1 && d.sw == 1 && d.dh == 1 && d.oh >= 2 &&
              28 - 2 * d.kw >= 2 && k.dw_pair;
+    // A copied source of strided rows, copied row by row: the whole copy
+    // (stride 2: 4x the output's pixels) no longer passes through L2 twice.
+    g.row_copy = !g.direct && !g.pair && d.sh >= 2 && k.dw_row_copy;
     // Native: 64-channel groups. Otherwise the widest channel block whose
     // pixel block still covers the row (fewer passes over the row), else 16
     // channels with the longest pixel blocks (and 16 for row pairs).
@@ -98,7 +107,7 @@ class conv_dw_row_kernel : public impl::conv_kernel {
 public:
     conv_dw_row_kernel(const conv_problem &p, const attr_set &a, const rows_geometry &g)
         : p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a), c_(p.desc.oc), nb_(g.nb), fused_(g.fused),
-          direct_(g.direct), native_(g.native), pair_(g.pair) {
+          direct_(g.direct), row_copy_(g.row_copy), native_(g.native), pair_(g.pair) {
         const conv_desc &d = p_.desc;
         n_full_ = c_ / (16 * nb_);
         tail_ = c_ % (16 * nb_) != 0;
@@ -126,7 +135,7 @@ private:
     padded_copy pc_;
     int64_t c_;
     int nb_;
-    bool fused_, direct_, native_, pair_;
+    bool fused_, direct_, row_copy_, native_, pair_;
     int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
     bool tail_ = false;
     int64_t pair_wbytes_ = 0;
@@ -318,7 +327,10 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
 
 void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    dw_exec e(p_, a_, pc_, direct_, w, src, dst, args);
+    dw_exec e(p_, a_, pc_, direct_ || row_copy_, w, src, dst, args);
+    const int64_t span = (d.kh - 1) * d.dh + 1; // source rows of one output row
+    const int64_t copy_row = pc_.cols * pc_.cpad;
+    bool failed = false;
     // Work: (image, row, group of channel blocks); one group per row unless
     // the rows are too few for the threads. Unfused: one block per call.
     int64_t groups = 1;
@@ -330,9 +342,17 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     const int64_t work = d.mb * units * groups;
 #pragma omp parallel num_threads(e.threads)
     {
-        if (!direct_) {
+        if (!direct_ && !row_copy_) {
 #pragma omp for schedule(static)
             for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf, nr);
+        }
+        uint8_t *rows = nullptr; // row copy: this thread's padded rows of one output row
+        if (row_copy_) {
+            rows = impl::try_thread_scratch(impl::scratch_use::dw_row_copy, static_cast<size_t>(span * copy_row + 64));
+            if (!rows) {
+#pragma omp atomic write
+                failed = true;
+            }
         }
         std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_ * 16 + 16));
 #pragma omp for schedule(static) nowait
@@ -343,7 +363,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             const int64_t oh = pair_ ? 2 * unit : unit;
             const bool two = pair_ && oh + 1 < d.oh;
             const int64_t b0 = g * per_group, b1 = std::min(n_ob_, b0 + per_group);
-            if (b0 >= b1) continue;
+            if (b0 >= b1 || (row_copy_ && !rows)) continue;
             const int64_t c0 = b0 * nb_ * 16;
             dw_call call{};
             if (direct_) {
@@ -351,8 +371,11 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 // kernel reads only offsets inside the image.
                 const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw - d.pl) * c_ + c0;
                 call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
+            } else if (row_copy_) {
+                for (int64_t r = 0; r < span; ++r) pc_.row_into(e.src, rows + r * copy_row, n, oh * d.sh + r);
+                call.src = rows + c0;
             } else {
-                call.src = e.buf + (n * pc_.rows + oh * d.sh) * pc_.cols * pc_.cpad + c0;
+                call.src = e.buf + (n * pc_.rows + oh * d.sh) * copy_row + c0;
             }
             call.wei = reinterpret_cast<const int8_t *>(two ? e.pk.wei8_pair.data() + b0 * pair_wbytes_
                                                             : e.pk.wei8.data() + b0 * blk_wbytes_);
@@ -378,6 +401,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
         }
     }
+    if (failed) throw std::bad_alloc();
 }
 
 } // namespace

@@ -529,6 +529,7 @@ conv_knobs conv_knobs::from_env() {
     k.fused = flag("QCONV_JIT_CONV_FUSED");
     k.dw_direct = flag("QCONV_JIT_CONV_DW_DIRECT");
     k.dw_pair = flag("QCONV_JIT_CONV_DW_PAIR");
+    k.dw_row_copy = flag("QCONV_JIT_CONV_DW_ROW_COPY");
     k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
     k.dw_band = number("QCONV_JIT_CONV_DW_BAND");
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
@@ -550,6 +551,7 @@ std::string conv_knobs::str() const {
     if (fused != d.fused) add("fused", fused);
     if (dw_direct != d.dw_direct) add("dw_direct", dw_direct);
     if (dw_pair != d.dw_pair) add("dw_pair", dw_pair);
+    if (dw_row_copy != d.dw_row_copy) add("dw_row_copy", dw_row_copy);
     if (dw_row != d.dw_row) add("dw_row", dw_row);
     if (dw_native != d.dw_native) add("dw_native", dw_native);
     if (dw_band != d.dw_band) add("dw_band", dw_band);

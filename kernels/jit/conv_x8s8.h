@@ -121,16 +121,17 @@ constexpr int max_fused_full = 4;
 // plan — so they are part of the kernel cache key and a kernel never reads
 // the environment while it is built.
 struct conv_knobs {
-    int ur = 0;             // QCONV_JIT_CONV_UR=N: at most N pixels per call (0: the register limit)
-    int nb = 0;             // QCONV_JIT_CONV_NB=N: at most N OC vectors per block (0: the ISA's limit)
-    bool direct = true;     // QCONV_JIT_CONV_DIRECT=0: padded sources always copied
-    bool flat2d = true;     // QCONV_JIT_CONV_FLAT2D=0: short rows not run as one pixel list
-    bool taps_inner = true; // QCONV_JIT_CONV_TAPS_INNER=0: the kh → kw → ICg/4 loop order
-    bool fused = true;      // QCONV_JIT_CONV_FUSED=0: the output pipeline outside the micro-kernels
-    bool dw_direct = true;  // QCONV_JIT_CONV_DW_DIRECT=0: depthwise sources always copied
-    bool dw_pair = true;    // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
-    bool dw_row = true;     // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
-    int dw_native = -1;     // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
+    int ur = 0;              // QCONV_JIT_CONV_UR=N: at most N pixels per call (0: the register limit)
+    int nb = 0;              // QCONV_JIT_CONV_NB=N: at most N OC vectors per block (0: the ISA's limit)
+    bool direct = true;      // QCONV_JIT_CONV_DIRECT=0: padded sources always copied
+    bool flat2d = true;      // QCONV_JIT_CONV_FLAT2D=0: short rows not run as one pixel list
+    bool taps_inner = true;  // QCONV_JIT_CONV_TAPS_INNER=0: the kh → kw → ICg/4 loop order
+    bool fused = true;       // QCONV_JIT_CONV_FUSED=0: the output pipeline outside the micro-kernels
+    bool dw_direct = true;   // QCONV_JIT_CONV_DW_DIRECT=0: depthwise sources always copied
+    bool dw_pair = true;     // QCONV_JIT_CONV_DW_PAIR=0: no row pairs in the depthwise row kernel
+    bool dw_row_copy = true; // QCONV_JIT_CONV_DW_ROW_COPY=0: strided depthwise rows copy the whole source first
+    bool dw_row = true;      // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
+    int dw_native = -1;      // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
     int dw_band = 0; // QCONV_JIT_CONV_DW_BAND=N: depthwise rows per band of the fused 1x1 + dw rows (0: ~256 KiB ring)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
