@@ -218,36 +218,47 @@ TEST(JitConvDw, RowPairsOff) {
 // Strided rows from a copied source (a zero point, or an s8 source): each
 // output row's source rows are copied into a per-thread buffer just before the
 // row is computed (source=row_copy), or the whole source first
-// (QCONV_JIT_CONV_DW_ROW_COPY=0). Both against the reference on strided
-// shapes (mb 1 and 2, tails, dilation, 5-wide rows, padding wider than the
-// stride), both zero-point kinds and s8 sources, every dst type, extreme
-// sums, 1-3 threads (work items split mid-image).
+// (QCONV_JIT_CONV_DW_ROW_COPY=0), or row by row with the pipeline unfused
+// (QCONV_JIT_CONV_FUSED=0: one work item per channel block, each copying its
+// own channels). All against the reference on strided shapes (mb 1 and 2,
+// tails, dilation, 5-wide rows, padding wider than the stride, 256 channels
+// over 3 rows: channel groups split a row over the threads), both zero-point
+// kinds and s8 sources, every dst type, extreme sums, 1-3 threads.
 TEST(JitConvDw, StridedRowCopyOnAndOff) {
     if (!have_vnni()) GTEST_SKIP() << "no AVX-512 VNNI with VBMI";
-    const std::vector<std::string> shapes = {
-        row_shapes()[3], row_shapes()[10], "g70mb2ic70ih11iw13oc70oh5ow6kh3kw3sh2sw2ph0pw0",
-        "g19mb1ic19ih9iw9oc19oh3ow3kh5kw5sh3sw3ph2pw2dh0dw0", "g64mb1ic64ih2iw2oc64oh1ow1kh3kw3sh2sw2ph1pw1"};
+    const std::vector<std::string> shapes = {row_shapes()[3],
+                                             row_shapes()[10],
+                                             "g70mb2ic70ih11iw13oc70oh5ow6kh3kw3sh2sw2ph0pw0",
+                                             "g19mb1ic19ih9iw9oc19oh3ow3kh5kw5sh3sw3ph2pw2dh0dw0",
+                                             "g64mb1ic64ih2iw2oc64oh1ow1kh3kw3sh2sw2ph1pw1",
+                                             "g250mb1ic250ih5iw5oc250oh3ow3kh3kw3sh2sw2ph1pw1"};
     const std::vector<dtype> dsts = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+    struct pass {
+        const char *name, *env, *value;
+    };
+    const pass passes[] = {{"row_copy", nullptr, nullptr},
+                           {"whole_copy", "QCONV_JIT_CONV_DW_ROW_COPY", "0"},
+                           {"unfused", "QCONV_JIT_CONV_FUSED", "0"}};
     int i = 0;
-    for (const char *mode : {"1", "0"}) {
-        setenv("QCONV_JIT_CONV_DW_ROW_COPY", mode, 1);
+    for (const pass &ps : passes) {
+        if (ps.env) setenv(ps.env, ps.value, 1);
         for (const std::string &desc : shapes)
             for (const char *zp : {"tensor:random", "channel:random", "none"})
                 for (dtype src : {dtype::u8, dtype::s8}) {
                     if (src == dtype::s8 ? std::string(zp) == "channel:random" : std::string(zp) == "none") continue;
                     ConvTester t;
-                    // Seeds differ per pass: no cached kernel of the other mode is reused.
+                    // Seeds differ per pass: no cached kernel of another pass is reused.
                     t.desc(desc).src(src).zp(zp).post_ops(chain(i * 3)).dst(dsts[i % dsts.size()]);
                     if (i % 4 == 3) t.data("extreme").scales("none").bias(false).post_ops("").dst(dtype::s32);
                     t.seed(14000 + i).threads(1 + i % 3);
                     ++i;
-                    EXPECT_TRUE(t.run(kRow)) << desc << " zp=" << zp << " row_copy=" << mode;
+                    EXPECT_TRUE(t.run(kRow)) << desc << " zp=" << zp << " pass=" << ps.name;
                     EXPECT_EQ(t.impl_name(), kRow);
                     if (HasFailure()) break;
                 }
+        if (ps.env) unsetenv(ps.env);
         if (HasFailure()) break;
     }
-    unsetenv("QCONV_JIT_CONV_DW_ROW_COPY");
 }
 
 // fuzz_diff: the row kernel on a 3x3 depthwise conv with stride 1 along H and

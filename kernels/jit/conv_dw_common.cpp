@@ -43,26 +43,28 @@ padded_copy::padded_copy(const conv_problem &p, const attr_set &a) : d(p.desc) {
     for (int64_t ch = 0; ch < c; ++ch) pad_pixel[ch] = pad_byte(p, a, ch);
 }
 
-void padded_copy::row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r) const {
+void padded_copy::row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r, int64_t c0, int64_t c1) const {
     const int64_t ih = r - d.pt;
+    const int64_t cv = std::min(c1, c) - c0; // source channels of the range; c1 − c0 − cv padding channels
+    const bool whole = !flip && cpad == c && c0 == 0 && c1 == cpad;
     for (int64_t col = 0; col < cols; ++col) {
-        uint8_t *px = out + col * cpad;
+        uint8_t *px = out + col * cpad + c0;
         const int64_t iw = col - d.pl;
         if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-            std::memcpy(px, pad_pixel.data(), static_cast<size_t>(cpad));
+            std::memcpy(px, pad_pixel.data() + c0, static_cast<size_t>(c1 - c0));
             continue;
         }
-        const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c;
-        if (!flip && cpad == c) { // same layout: the whole valid run at once
+        const uint8_t *x = s + ((n * d.ih + ih) * d.iw + iw) * c + c0;
+        if (whole) { // same layout: the whole valid run at once
             const int64_t run = std::min(d.iw - iw, cols - col);
             std::memcpy(px, x, static_cast<size_t>(run * c));
             col += run - 1;
             continue;
         }
         if (flip)
-            for (int64_t ch = 0; ch < c; ++ch) px[ch] = static_cast<uint8_t>(x[ch] ^ flip);
-        else std::memcpy(px, x, static_cast<size_t>(c));
-        std::memset(px + c, 0, static_cast<size_t>(cpad - c));
+            for (int64_t ch = 0; ch < cv; ++ch) px[ch] = static_cast<uint8_t>(x[ch] ^ flip);
+        else std::memcpy(px, x, static_cast<size_t>(cv));
+        std::memset(px + cv, 0, static_cast<size_t>(c1 - c0 - cv));
     }
 }
 

@@ -61,10 +61,11 @@ struct padded_copy {
     size_t bytes(int64_t mb) const { return static_cast<size_t>(mb * rows * cols * cpad + 64); }
     // Row nr = n · rows + r of the copy.
     void row(const uint8_t *s, uint8_t *buf, int64_t nr) const {
-        row_into(s, buf + nr * cols * cpad, nr / rows, nr % rows);
+        row_into(s, buf + nr * cols * cpad, nr / rows, nr % rows, 0, cpad);
     }
-    // Row r of image n's copy, written to out (cols · cpad bytes).
-    void row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r) const;
+    // Row r of image n's copy written to out (cols pixels of cpad bytes), only
+    // channels [c0, c1) of each pixel (c1 ≤ cpad; channels from c on are 0).
+    void row_into(const uint8_t *s, uint8_t *out, int64_t n, int64_t r, int64_t c0, int64_t c1) const;
 };
 
 // pack()'s argument checks, then an empty packed set.

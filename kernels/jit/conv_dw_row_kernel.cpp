@@ -372,7 +372,9 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
                 const int64_t o = ((n * d.ih + oh * d.sh - d.pt) * d.iw - d.pl) * c_ + c0;
                 call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(e.src) + o);
             } else if (row_copy_) {
-                for (int64_t r = 0; r < span; ++r) pc_.row_into(e.src, rows + r * copy_row, n, oh * d.sh + r);
+                // The channels of this item's blocks only (several groups split a row).
+                const int64_t c1 = b1 == n_ob_ ? pc_.cpad : b1 * nb_ * 16;
+                for (int64_t r = 0; r < span; ++r) pc_.row_into(e.src, rows + r * copy_row, n, oh * d.sh + r, c0, c1);
                 call.src = rows + c0;
             } else {
                 call.src = e.buf + (n * pc_.rows + oh * d.sh) * copy_row + c0;
