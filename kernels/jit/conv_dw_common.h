@@ -72,10 +72,11 @@ struct padded_copy {
 std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, const float *bias);
 
 // What both kernels' execute() start from: the source, the full-tensor
-// operands, the thread count and the buffer of the padded u8 copy (s8
-// shifted by +128; null when the source is read in place). The buffer is the
-// calling thread's, kept and reused while it is large enough: no allocation
-// and no zero-filling per call (the copy writes every byte of every row).
+// operands, the thread count and the buffer of the whole padded u8 copy (s8
+// shifted by +128; null when no whole copy is made: `direct`, the source read
+// in place or copied row by row). The buffer is the calling thread's, kept
+// and reused while it is large enough: no allocation and no zero-filling per
+// call (the copy writes every byte of every row).
 struct dw_exec {
     const uint8_t *src;
     std::vector<int> full_idx;
