@@ -9,15 +9,15 @@
 
 namespace qconv::impl {
 
-void *alloc_aligned_bytes(size_t count) {
+void *alloc_aligned_bytes(size_t bytes) {
     constexpr size_t huge = size_t(2) << 20;
-    const bool big = count >= huge;
+    const bool big = bytes >= huge;
     const size_t align = big ? huge : 64;
-    const size_t bytes = std::max<size_t>(64, (count + align - 1) / align * align);
-    void *p = std::aligned_alloc(align, bytes);
+    const size_t rounded = std::max<size_t>(64, (bytes + align - 1) / align * align);
+    void *p = std::aligned_alloc(align, rounded);
     if (!p) throw std::bad_alloc();
-    if (big) madvise(p, bytes, MADV_HUGEPAGE);
-    std::memset(p, 0, bytes);
+    if (big) madvise(p, rounded, MADV_HUGEPAGE);
+    std::memset(p, 0, rounded);
     return p;
 }
 

@@ -75,11 +75,11 @@ std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, 
     return std::make_shared<dw_packed>();
 }
 
-dw_exec::dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool direct, const impl::packed &w,
-                 const void *s, const void *dst, const exec_args &args)
+dw_exec::dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool whole_copy,
+                 const impl::packed &w, const void *s, const void *dst, const exec_args &args)
     : src(static_cast<const uint8_t *>(s)), full_idx(full_operands(a)), pk(dynamic_cast<const dw_packed &>(w)),
       threads(args.threads > 0 ? args.threads : omp_get_max_threads()),
-      buf(direct ? nullptr : impl::thread_scratch(impl::scratch_use::dw_copy, pc.bytes(p.desc.mb))),
+      buf(!whole_copy ? nullptr : impl::thread_scratch(impl::scratch_use::dw_copy, pc.bytes(p.desc.mb))),
       dst_bytes(p.dst_dt == dtype::f32 || p.dst_dt == dtype::s32 ? 4 : 1),
       bias(p.with_bias ? pk.bias.data() : nullptr) {}
 

@@ -73,8 +73,8 @@ std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, 
 
 // What both kernels' execute() start from: the source, the full-tensor
 // operands, the thread count and the buffer of the whole padded u8 copy (s8
-// shifted by +128; null when no whole copy is made: `direct`, the source read
-// in place or copied row by row). The buffer is the calling thread's, kept
+// shifted by +128; null unless whole_copy: the source read in place, or
+// copied row by row). The buffer is the calling thread's, kept
 // and reused while it is large enough: no allocation and no zero-filling per
 // call (the copy writes every byte of every row).
 struct dw_exec {
@@ -86,7 +86,7 @@ struct dw_exec {
     int64_t dst_bytes;
     const float *bias; // padded bias or null
 
-    dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool direct, const impl::packed &w,
+    dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool whole_copy, const impl::packed &w,
             const void *s, const void *dst, const exec_args &args);
 };
 

@@ -327,7 +327,7 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
 
 void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    dw_exec e(p_, a_, pc_, direct_ || row_copy_, w, src, dst, args);
+    dw_exec e(p_, a_, pc_, !direct_ && !row_copy_, w, src, dst, args);
     const int64_t span = (d.kh - 1) * d.dh + 1; // source rows of one output row
     const int64_t copy_row = pc_.cols * pc_.cpad;
     bool failed = false;
@@ -342,7 +342,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     const int64_t work = d.mb * units * groups;
 #pragma omp parallel num_threads(e.threads)
     {
-        if (!direct_ && !row_copy_) {
+        if (e.buf) {
 #pragma omp for schedule(static)
             for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf, nr);
         }

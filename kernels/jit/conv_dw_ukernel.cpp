@@ -158,7 +158,7 @@ std::shared_ptr<const impl::packed> conv_dw_kernel::pack(const int8_t *wei, cons
 
 void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
-    dw_exec e(p_, a_, pc_, direct_, w, src, dst, args);
+    dw_exec e(p_, a_, pc_, !direct_, w, src, dst, args);
     const int64_t work = d.mb * d.oh * n_ob_;
     // One parallel region: the source copy (unless in place), a barrier, the convolution.
 #pragma omp parallel num_threads(e.threads)
