@@ -48,4 +48,9 @@ struct rng {
 
 std::string fmt_double(double v); // shortest text that parses back to the same double
 
+// Shape and type inference of every node as graph::infer(), except that a
+// Constant without data yet (its generator not run) only has its shape
+// checked: the text reader infers every shape before generating any data.
+void infer_shapes(graph &g);
+
 } // namespace qconv::graph::detail

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/memory.h"
 #include "core/verbose.h"
 #include "graph/detail.h"
 #include "qconv/conv_desc.h"
@@ -560,6 +561,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     auto g = gin.clone();
     if (g->is_dynamic()) g->bind_dynamic(dynamic_value);
     g->infer();
+    check_run_memory(*g); // before any tensor is allocated
     const auto order = g->topo_order();
     std::map<const node *, int> slot;
     for (const node *n : order) slot[n] = static_cast<int>(slot.size());
@@ -784,15 +786,47 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
 
 std::vector<std::pair<std::string, std::string>> compiled_graph::impls() const { return s_->impls; }
 
+double run_bytes(const graph &g) {
+    double bytes = 0;
+    for (const auto &n : g.nodes()) {
+        const double f32 = double(elems_of(n->out_shape)) * 4;
+        bytes += f32;                                                        // the executor's tensor
+        if (n->kind == op::Parameter || n->kind == op::Result) bytes += f32; // the caller's input, the output returned
+        if (n->kind == op::Constant) bytes += double(storage_bytes(n->attr.type, elems_of(n->attr.shape)));
+    }
+    return bytes;
+}
+
+void check_run_memory(const graph &g) {
+    const node *largest = nullptr;
+    for (const auto &n : g.nodes())
+        if (!largest || elems_of(n->out_shape) > elems_of(largest->out_shape)) largest = n.get();
+    if (!largest) return;
+    impl::check_memory(run_bytes(g), largest->where(),
+                       "running the graph (largest tensor: '" + largest->id + "' " + to_string(largest->out_type) +
+                           to_string(largest->out_shape) + ", " +
+                           impl::bytes_text(double(elems_of(largest->out_shape)) * 4) + " in f32)",
+                       double(max_run_bytes), "the graph limit of " + impl::bytes_text(double(max_run_bytes)));
+}
+
 std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value) {
     std::vector<tensor> r;
     detail::rng rng(seed);
     const int64_t v = dynamic_value > 0 ? dynamic_value : g.dynamic_value();
+    std::vector<shape_t> shapes;
+    double bytes = 0;
     for (const node *p : g.parameters()) {
         shape_t s = p->attr.shape;
         for (int64_t &d : s)
             if (d == dynamic_dim) d = v;
         check_shape(s, "inputs");
+        bytes += double(elems_of(s)) * 4;
+        shapes.push_back(s);
+    }
+    impl::check_memory(bytes, "inputs", "random inputs for every Parameter");
+    size_t i = 0;
+    for (const node *p : g.parameters()) {
+        const shape_t &s = shapes[i++];
         tensor t{p->attr.type, s, std::vector<float>(elems_of(s))};
         for (float &v : t.data)
             v = is_integer(t.type) ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),

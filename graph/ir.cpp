@@ -551,4 +551,16 @@ void infer_node(node &n, int64_t dynamic_value) {
     check_dims(n, n.out_shape, "output");
 }
 
+void detail::infer_shapes(graph &g) {
+    for (node *n : g.topo_order()) {
+        if (n->kind != op::Constant || n->data) {
+            infer_node(*n, g.dynamic_value());
+            continue;
+        }
+        check_dims(*n, n->attr.shape, "shape");
+        n->out_type = n->attr.type;
+        n->out_shape = n->attr.shape;
+    }
+}
+
 } // namespace qconv::graph

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/memory.h"
 #include "qconv/graph.h"
 #include "tools/driver.h"
 
@@ -58,7 +59,7 @@ int graph_mode(const std::vector<std::string> &args) {
     options o(args);
     const common_options c = parse_common(o);
     const std::string save = o.get("save", "");
-    const bool dq = o.has("dq");
+    const bool dq = o.get_bool("dq", false);
     const std::string tol_text = o.get("tol", "");
     double tol = -1;
     try {
@@ -92,8 +93,13 @@ int graph_mode(const std::vector<std::string> &args) {
         before->infer();
     }
     if (tol_text.empty()) tol = default_tolerance(*before, dq);
+    graph::check_run_memory(*before); // again with --dim's value of `?`
     auto after = before->clone();
     const auto records = graph::run_passes(*after);
+    // Both graphs are compiled and run side by side: refused, naming the file,
+    // when together they need more than this process may use.
+    impl::check_memory(graph::run_bytes(*before) + graph::run_bytes(*after), file,
+                       "running the graph as written and rewritten");
     if (!save.empty()) graph::save_file(*after, save);
 
     const auto inputs = graph::random_inputs(*before, c.seed);

@@ -166,7 +166,15 @@ private:
 void infer_node(node &n, int64_t dynamic_value = 1);
 
 // ------------------------------------------------------------ text format
+// parse() reads every line and infers every shape before it generates any
+// constant's data, and refuses a graph check_run_memory() refuses.
 std::unique_ptr<graph> parse(const std::string &text);
+// The largest graph file load_file() reads (64 MiB) and its longest line
+// (16 MiB: a Constant of a few million values written out); a larger file, a
+// stream (/dev/zero, a pipe) that goes on past it, a longer line or a NUL byte
+// is an error naming the file.
+constexpr int64_t max_file_bytes = int64_t(64) << 20;
+constexpr int64_t max_line_bytes = int64_t(16) << 20;
 std::unique_ptr<graph> load_file(const std::string &path);
 std::string to_text(const graph &g);
 void save_file(const graph &g, const std::string &path);
@@ -237,6 +245,20 @@ private:
 
 // Random inputs for every Parameter: f32 uniform in [-1, 1); integer types
 // uniform over their range. `?` takes dynamic_value (default: the graph's).
+// Inputs that need more memory than the process may use are an error ("inputs").
 std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value = 0);
+
+// ----------------------------------------------------------------- memory
+// About the bytes one run of g takes (shapes inferred): every node's output
+// held in f32 as the executor holds it, the constants' own storage, the
+// caller's inputs and the outputs returned.
+double run_bytes(const graph &g);
+// The most run_bytes() a graph may have (4 GiB).
+constexpr int64_t max_run_bytes = int64_t(1) << 32;
+// Throws qconv::error naming the largest tensor's node (its line) when
+// run_bytes(g) is above max_run_bytes or above the memory this process may use
+// (physical memory, cgroup limit, RLIMIT_AS/DATA). parse() checks it before
+// any constant is generated, compiled_graph before anything is allocated.
+void check_run_memory(const graph &g);
 
 } // namespace qconv::graph
