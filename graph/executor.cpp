@@ -216,6 +216,162 @@ float gelu(float x, bool tanh_approx) {
     return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f));
 }
 
+// Flat offsets of each broadcast input for one output row: `f(row, offsets)`
+// for every row of the output's last dim; `inner_steps[k]` is input k's
+// stride along that dim (0 when broadcast).
+template <typename F>
+void broadcast_rows(const std::vector<const tensor *> &in, const shape_t &out, F f) {
+    const size_t r = out.size(), k = in.size();
+    std::vector<std::vector<int64_t>> st(k);
+    for (size_t i = 0; i < k; ++i) st[i] = bstrides(in[i]->shape, out);
+    const int64_t inner = r ? out[r - 1] : 1, total = elems_of(out), rows = inner ? total / inner : 0;
+    std::vector<int64_t> steps(k);
+    for (size_t i = 0; i < k; ++i) steps[i] = r ? st[i][r - 1] : 0;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+    for (int64_t j = 0; j < rows; ++j) {
+        std::vector<int64_t> off(k, 0);
+        int64_t rem = j;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t idx = rem % out[d];
+            rem /= out[d];
+            for (size_t i = 0; i < k; ++i) off[i] += idx * st[i][d];
+        }
+        f(j, inner, off, steps);
+    }
+}
+
+// OpenVINO's FakeQuantize, in f32 arithmetic (docs/graph.md).
+float fake_quantize(float x, float il, float ih, float ol, float oh, float lm1) {
+    if (x <= std::min(il, ih)) return ol;
+    if (x > std::max(il, ih)) return oh;
+    return std::nearbyint((x - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol;
+}
+
+// Product of the dims after `axis` (the stride of axis) and the size of axis.
+int64_t inner_of(const shape_t &s, int64_t axis) {
+    int64_t r = 1;
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); ++i) r *= s[i];
+    return r;
+}
+int64_t axis_of(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// QuantizeLinear / DequantizeLinear: scale (and zero point) per tensor or per axis.
+void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const tensor &x = *in[0], &s = *in[1];
+    const tensor *zp = in.size() > 2 ? in[2] : nullptr;
+    const int64_t total = static_cast<int64_t>(o.data.size());
+    const bool per_axis = s.data.size() != 1;
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = per_axis ? inner_of(x.shape, ax) : 1, C = per_axis ? x.shape[ax] : 1;
+    const bool quantize = n.kind == op::QuantizeLinear;
+    const etype ot = o.type;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+    for (int64_t i = 0; i < total; ++i) {
+        const int64_t c = per_axis ? (i / inner) % C : 0;
+        const float sc = s.data[c];
+        const int64_t z = zp ? static_cast<int64_t>(zp->data[c]) : 0;
+        if (quantize) {
+            // round half to even, add the zero point, saturate (NaN → 0)
+            const float q = std::nearbyint(x.data[i] / sc);
+            o.data[i] = static_cast<float>(to_type(ot, static_cast<double>(q) + static_cast<double>(z)));
+        } else {
+            o.data[i] = static_cast<float>(static_cast<int64_t>(x.data[i]) - z) * sc;
+        }
+    }
+}
+
+// MaxPool / AvgPool on NCHW. Window positions outside the input are skipped;
+// AvgPool divides by the real elements (exclude_pad) or by the positions
+// inside the padded input; a window without any input element gives 0.
+void pool(const node &n, const tensor &x, tensor &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = o.shape[2], OW = o.shape[3];
+    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
+    const int64_t PT = n.pads_b[0], PL = n.pads_b[1], PB = n.pads_e[0], PR = n.pads_e[1];
+    const bool is_max = n.kind == op::MaxPool, excl = n.attr.exclude_pad;
+#pragma omp parallel for collapse(2) schedule(static) if (elems_of(o.shape) * KH * KW >= kParallelMin)
+    for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t oh = 0; oh < OH; ++oh) {
+            const float *src = x.data.data() + nc * H * W;
+            float *dst = o.data.data() + (nc * OH + oh) * OW;
+            const int64_t h0 = oh * SH - PT, h1 = h0 + KH;
+            const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h1, H);
+            const int64_t hp = std::min(h1, H + PB) - std::max<int64_t>(h0, -PT);
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t w0 = ow * SW - PL, w1 = w0 + KW;
+                const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w1, W);
+                const int64_t wp = std::min(w1, W + PR) - std::max<int64_t>(w0, -PL);
+                if (ha >= hb || wa >= wb) {
+                    dst[ow] = 0.f;
+                    continue;
+                }
+                if (is_max) {
+                    float m = src[ha * W + wa];
+                    for (int64_t h = ha; h < hb; ++h)
+                        for (int64_t w = wa; w < wb; ++w) m = std::max(m, src[h * W + w]);
+                    dst[ow] = m;
+                } else {
+                    double sum = 0;
+                    for (int64_t h = ha; h < hb; ++h)
+                        for (int64_t w = wa; w < wb; ++w) sum += src[h * W + w];
+                    const int64_t cnt = excl ? (hb - ha) * (wb - wa) : hp * wp;
+                    dst[ow] = static_cast<float>(sum / static_cast<double>(cnt));
+                }
+            }
+        }
+}
+
+void reduce_mean(const node &n, const tensor &x, tensor &o) {
+    const size_t r = x.shape.size();
+    std::vector<bool> red(r, false);
+    for (int64_t a : n.attr.axes) red[axis_of(a, r)] = true;
+    // Output strides seen from the input's index space (0 along reduced axes).
+    shape_t kept(r);
+    for (size_t i = 0; i < r; ++i) kept[i] = red[i] ? 1 : x.shape[i];
+    const auto ost = strides_of(kept);
+    std::vector<double> acc(o.data.size(), 0.0);
+    const int64_t total = static_cast<int64_t>(x.data.size());
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t off = 0;
+        for (size_t d = 0; d < r; ++d)
+            if (!red[d]) off += idx[d] * ost[d];
+        acc[off] += x.data[i];
+        for (int d = static_cast<int>(r) - 1; d >= 0 && ++idx[d] == x.shape[d]; --d) idx[d] = 0;
+    }
+    const double cnt = static_cast<double>(total) / static_cast<double>(std::max<size_t>(o.data.size(), 1));
+    for (size_t i = 0; i < acc.size(); ++i) o.data[i] = static_cast<float>(acc[i] / cnt);
+}
+
+void concat(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const int64_t ax = axis_of(n.attr.axis, o.shape.size());
+    int64_t outer = 1;
+    for (int64_t i = 0; i < ax; ++i) outer *= o.shape[i];
+    const int64_t row = o.shape[ax] * inner_of(o.shape, ax);
+    int64_t at = 0;
+    for (const tensor *t : in) {
+        const int64_t len = t->shape[ax] * inner_of(t->shape, ax);
+        for (int64_t j = 0; j < outer; ++j) std::copy_n(t->data.data() + j * len, len, o.data.data() + j * row + at);
+        at += len;
+    }
+}
+
+void softmax(const node &n, const tensor &x, tensor &o) {
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = inner_of(x.shape, ax), C = x.shape[ax];
+    const int64_t outer = static_cast<int64_t>(x.data.size()) / std::max<int64_t>(C * inner, 1);
+    for (int64_t j = 0; j < outer; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+            const float *src = x.data.data() + j * C * inner + i;
+            float *dst = o.data.data() + j * C * inner + i;
+            float m = src[0];
+            for (int64_t c = 1; c < C; ++c) m = std::max(m, src[c * inner]);
+            double sum = 0;
+            for (int64_t c = 0; c < C; ++c) sum += dst[c * inner] = std::exp(src[c * inner] - m);
+            for (int64_t c = 0; c < C; ++c) dst[c * inner] = static_cast<float>(dst[c * inner] / sum);
+        }
+}
+
 // Reference evaluation of one node on f32-held values.
 void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     o.type = n.out_type;
@@ -246,6 +402,48 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         for (int64_t i = 0; i < cnt; ++i) y[i] = gelu(x[i], t);
         break;
     }
+    case op::FakeQuantize: {
+        const float lm1 = static_cast<float>(n.attr.levels - 1);
+        const tensor &x = *in[0];
+        broadcast_rows(in, o.shape,
+                       [&](int64_t j, int64_t inner, const std::vector<int64_t> &off, const std::vector<int64_t> &st) {
+                           float *y = o.data.data() + j * inner;
+                           for (int64_t i = 0; i < inner; ++i)
+                               y[i] = fake_quantize(x.data[off[0] + i * st[0]], in[1]->data[off[1] + i * st[1]],
+                                                    in[2]->data[off[2] + i * st[2]], in[3]->data[off[3] + i * st[3]],
+                                                    in[4]->data[off[4] + i * st[4]], lm1);
+                       });
+        break;
+    }
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: qdq(n, in, o); break;
+    case op::MaxPool:
+    case op::AvgPool: pool(n, *in[0], o); break;
+    case op::ReduceMean: reduce_mean(n, *in[0], o); break;
+    case op::Concat: concat(n, in, o); break;
+    case op::Clamp: {
+        double lo = n.attr.clamp_min, hi = n.attr.clamp_max;
+        if (is_integer(o.type)) lo = std::ceil(lo), hi = std::floor(hi); // integers: the bounds inside [min, max]
+        const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::min(std::max(in[0]->data[i], flo), fhi);
+        break;
+    }
+    case op::PRelu: {
+        const tensor &x = *in[0], &sl = *in[1];
+        auto f = [](float v, float s) { return v < 0.f ? v * s : v; };
+        if (sl.shape.size() == 1 && x.shape.size() >= 2 && sl.shape[0] == x.shape[1]) {
+            const int64_t inner = inner_of(x.shape, 1), C = x.shape[1];
+            for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = f(x.data[i], sl.data[(i / inner) % C]);
+        } else {
+            binary(x, sl, o, f);
+        }
+        break;
+    }
+    case op::Flatten: o.data = in[0]->data; break;
+    case op::Sigmoid:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = 1.f / (1.f + std::exp(-in[0]->data[i]));
+        break;
+    case op::Softmax: softmax(n, *in[0], o); break;
     }
     round_to(o);
 }
@@ -266,6 +464,18 @@ std::string kernel_name(const node &n) {
     case op::MatMul: return "graph:matmul_f32";
     case op::Relu: return "graph:relu";
     case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
+    case op::FakeQuantize: return "graph:fake_quantize";
+    case op::QuantizeLinear: return std::string("graph:quantize_linear_") + to_string(n.out_type);
+    case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + to_string(n.inputs[0]->out_type);
+    case op::MaxPool: return "graph:max_pool";
+    case op::AvgPool: return "graph:avg_pool";
+    case op::ReduceMean: return "graph:reduce_mean";
+    case op::Concat: return "graph:concat";
+    case op::Clamp: return "graph:clamp";
+    case op::PRelu: return "graph:prelu";
+    case op::Flatten: return "graph:reshape";
+    case op::Sigmoid: return "graph:sigmoid";
+    case op::Softmax: return "graph:softmax";
     }
     return "?";
 }

@@ -249,7 +249,7 @@ TEST(GraphText, BadFilesNameTheLine) {
         // dangling input
         {"x = Parameter f32[2]\n\ny = Relu(zz)\nr = Result(y)\n", "line 3:", "input 'zz' is not defined"},
         // unknown op
-        {"x = Parameter f32[2]\ny = Softmax(x)\n", "line 2:", "unknown op 'Softmax'"},
+        {"x = Parameter f32[2]\ny = Swish(x)\n", "line 2:", "unknown op 'Swish'"},
         // shape mismatch
         {"x = Parameter f32[2,3]\ny = Parameter f32[4]\n# comment\ns = Add(x, y)\n", "line 4:", "do not broadcast"},
         {"x = Parameter f32[1,8,4,4]\nw = Constant f32[4,6,1,1] fill(1)\nc = Convolution(x, w)\n",

@@ -407,9 +407,7 @@ TEST(HostileGraph, DanglingInput) {
     expect_graph_error("x = Parameter f32[1,4]\ny = Relu(nowhere)\nr = Result(y)\n", "'nowhere' is not defined");
 }
 
-TEST(HostileGraph, UnknownOp) {
-    expect_graph_error("x = Parameter f32[1,4]\ny = Softmax(x)\n", "unknown op 'Softmax'");
-}
+TEST(HostileGraph, UnknownOp) { expect_graph_error("x = Parameter f32[1,4]\ny = Swish(x)\n", "unknown op 'Swish'"); }
 
 TEST(HostileGraph, DuplicateId) {
     expect_graph_error("x = Parameter f32[1,4]\nx = Parameter f32[1,4]\n", "defined twice");

@@ -67,6 +67,19 @@ enum class op {
     MatMul,
     Relu,
     Gelu,
+    // Quantized CNNs (docs/graph.md, "Ops of quantized CNNs").
+    FakeQuantize,     // (x, input_low, input_high, output_low, output_high) levels
+    QuantizeLinear,   // (x, scale [, zero_point]) axis: f32 → u8/i8
+    DequantizeLinear, // (x, scale [, zero_point]) axis: u8/i8/i32 → scale's type
+    MaxPool,          // (x) kernel strides pads_begin pads_end rounding_type auto_pad
+    AvgPool,          // as MaxPool, plus exclude_pad
+    ReduceMean,       // (x) axes keep_dims (global average pooling: axes=[2,3])
+    Concat,           // (x, ...) axis
+    Clamp,            // (x) min max (Relu6: min=0 max=6)
+    PRelu,            // (x, slope): slope per channel on axis 1, or numpy broadcast
+    Flatten,          // (x) axis: [prod(d[:axis]), prod(d[axis:])]
+    Sigmoid,          // (x)
+    Softmax,          // (x) axis
     Result
 };
 const char *to_string(op k);
@@ -85,6 +98,17 @@ struct attributes {
     pad_mode auto_pad = pad_mode::explicit_pads;
     bool transpose_a = false, transpose_b = false; // MatMul
     bool gelu_tanh = false;                        // Gelu approximation (default erf)
+    int64_t levels = 256;                          // FakeQuantize
+    // QuantizeLinear/DequantizeLinear (default 1; per tensor when the scale has
+    // one element), Concat (required), Flatten (default 1), Softmax (default 1);
+    // negative values count from the end.
+    int64_t axis = 1;
+    std::vector<int64_t> kernel;         // MaxPool/AvgPool (strides/pads/auto_pad above)
+    bool exclude_pad = false;            // AvgPool
+    bool ceil_mode = false;              // MaxPool/AvgPool rounding_type=ceil (default floor)
+    double clamp_min = 0, clamp_max = 0; // Clamp
+    std::vector<int64_t> axes;           // ReduceMean
+    bool keep_dims = false;              // ReduceMean
 };
 
 // Constant payload, shared between clones and rewrites.
@@ -196,6 +220,7 @@ struct tensor {
     etype type = etype::f32;
     shape_t shape;
     std::vector<float> data; // values as f32 (integers exact up to 2^24)
+    std::vector<float> to_f32() const { return data; }
 };
 
 struct compile_options {
