@@ -329,4 +329,70 @@ TEST(GraphOps, TextRoundTrip) {
     EXPECT_NEAR(sum, 1.0, 1e-6);
 }
 
+// ------------------------------------------------------------ typed tensors
+// Values keep their type between ops: u8/i8 outputs hold one byte per element,
+// f16 two, and integers beyond 2^24 stay exact through layout ops and QDQ.
+TEST(GraphTensor, ValuesKeepTheirType) {
+    const auto out = run_text("x = Constant f32[4] [-1, 0.5, 1.5, 300]\ns = Constant f32[] [1]\n"
+                              "z = Constant i8[] [0]\nq = QuantizeLinear(x, s, z)\n"
+                              "h = Convert(x) to=f16\n"
+                              "big = Constant i32[2] [16777217, -16777219]\nr = Reshape(big) shape=[2,1]\n"
+                              "c = Concat(r, r) axis=1\nw = Convert(c) to=i64\n"
+                              "zb = Constant i32[] [16777216]\nsb = Constant f32[] [0.5]\n"
+                              "d = DequantizeLinear(big, sb, zb)\n"
+                              "r1 = Result(q)\nr2 = Result(h)\nr3 = Result(w)\nr4 = Result(d)\n");
+    EXPECT_EQ(out[0].type, etype::i8);
+    EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{0xFF, 0x00, 0x02, 0x7F})); // -1, 0 (half to even), 2, 127
+    EXPECT_EQ(out[1].type, etype::f16);
+    EXPECT_EQ(out[1].bytes.size(), 8u);
+    EXPECT_EQ(out[1].bytes[0] | out[1].bytes[1] << 8, 0xBC00); // -1 in IEEE half
+    EXPECT_EQ(out[2].type, etype::i64);
+    EXPECT_EQ(out[2].shape, (shape_t{2, 2}));
+    EXPECT_EQ(out[2].values(), (std::vector<double>{16777217, 16777217, -16777219, -16777219}));
+    // (x − zp) exact in integers: 1 and −33554435, then one f32 product each
+    EXPECT_EQ(out[3].values(), (std::vector<double>{0.5, -16777218}));
+}
+
+TEST(GraphTensor, FromF32RoundsAndLayoutsRoundTrip) {
+    const tensor u = tensor::from_f32(etype::u8, {4}, {2.5f, 3.5f, 300.f, -2.f});
+    EXPECT_EQ(u.bytes, (std::vector<uint8_t>{2, 4, 255, 0}));
+    std::vector<float> v(12);
+    for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i);
+    for (const etype t : {etype::f32, etype::u8, etype::bf16, etype::i4}) {
+        SCOPED_TRACE(to_string(t));
+        std::vector<float> w = v;
+        if (t == etype::i4)
+            for (float &x : w) x -= 6;
+        const tensor a = tensor::from_f32(t, {1, 3, 2, 2}, w); // C=3, H=W=2
+        const tensor n = a.to_layout(layout::nhwc);
+        EXPECT_EQ(n.order, layout::nhwc);
+        EXPECT_EQ(n.shape, a.shape);
+        for (int c = 0; c < 3; ++c)
+            for (int hw = 0; hw < 4; ++hw) EXPECT_EQ(n.get(hw * 3 + c), w[c * 4 + hw]) << c << " " << hw;
+        EXPECT_EQ(n.to_f32(), w); // logical (NCHW) order whatever the layout
+        EXPECT_EQ(n.to_layout(layout::plain).bytes, a.bytes);
+    }
+    EXPECT_THROW(tensor(etype::f32, {2, 3}, layout::nhwc), qconv::error);
+    EXPECT_THROW(tensor::from_f32(etype::f32, {2, 3}, {1.f}), qconv::error);
+    EXPECT_THROW(u.f32(), qconv::error);
+}
+
+// Inputs in NHWC or of another type are converted once at the graph's
+// boundary; the results are the same.
+TEST(GraphTensor, InputsAreConvertedAtTheBoundary) {
+    auto g = parse("x = Parameter u8[1,2,2,2]\ns = Constant f32[] [0.5]\nz = Constant u8[] [10]\n"
+                   "d = DequantizeLinear(x, s, z)\nm = MaxPool(x) kernel=[2,2]\nr1 = Result(d)\nr2 = Result(m)\n");
+    const compiled_graph cg(*g);
+    const tensor x = tensor::from_f32(etype::u8, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3});
+    const auto a = cg.run({x});
+    EXPECT_EQ(a[0].to_f32(), (std::vector<float>{0, 1, 2, 3, -5, -4.5, -4, -3.5}));
+    EXPECT_EQ(a[1].type, etype::u8);
+    EXPECT_EQ(a[1].bytes, (std::vector<uint8_t>{16, 3}));
+    const auto b = cg.run({x.to_layout(layout::nhwc)});
+    EXPECT_EQ(b[0].bytes, a[0].bytes);
+    EXPECT_EQ(b[1].bytes, a[1].bytes);
+    const auto c = cg.run({tensor::from_f32(etype::f32, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3.4f})});
+    EXPECT_EQ(c[0].bytes, a[0].bytes); // 3.4 → u8 3
+}
+
 } // namespace
