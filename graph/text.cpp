@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "graph/detail.h"
@@ -152,7 +153,10 @@ generator_spec check_generator(etype t, const std::string &spec);
 void parse_attr(lexer &lx, node &n, const std::string &key) {
     auto &a = n.attr;
     const op k = n.kind;
-    const bool conv = k == op::Convolution || k == op::GroupConvolution;
+    const bool pool = k == op::MaxPool || k == op::AvgPool;
+    const bool conv = k == op::Convolution || k == op::GroupConvolution || pool;
+    const bool has_axis =
+        k == op::QuantizeLinear || k == op::DequantizeLinear || k == op::Concat || k == op::Flatten || k == op::Softmax;
     if (key == "name") {
         token t = lx.next();
         if (t.k != token::str && t.k != token::word) lx.err("name needs a value");
@@ -187,7 +191,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.pads_begin = int_list(lx);
     } else if (conv && key == "pads_end") {
         a.pads_end = int_list(lx);
-    } else if (conv && key == "dilations") {
+    } else if (conv && !pool && key == "dilations") {
         a.dilations = int_list(lx);
     } else if (conv && key == "auto_pad") {
         const std::string w = lx.word("a pad mode");
@@ -204,6 +208,26 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         const std::string w = lx.word("erf or tanh");
         if (w != "erf" && w != "tanh") lx.err("approximation must be erf or tanh");
         a.gelu_tanh = w == "tanh";
+    } else if (k == op::FakeQuantize && key == "levels") {
+        a.levels = to_int(lx, lx.word("an integer"));
+    } else if (has_axis && key == "axis") {
+        a.axis = to_int(lx, lx.word("an integer"));
+    } else if (pool && key == "kernel") {
+        a.kernel = int_list(lx);
+    } else if (pool && key == "rounding_type") {
+        const std::string w = lx.word("floor or ceil");
+        if (w != "floor" && w != "ceil") lx.err("rounding_type must be floor or ceil, got '" + w + "'");
+        a.ceil_mode = w == "ceil";
+    } else if (k == op::AvgPool && key == "exclude_pad") {
+        a.exclude_pad = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::ReduceMean && key == "axes") {
+        a.axes = int_list(lx);
+    } else if (k == op::ReduceMean && key == "keep_dims") {
+        a.keep_dims = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::Clamp && key == "min") {
+        a.clamp_min = to_double(lx, lx.word("a number"));
+    } else if (k == op::Clamp && key == "max") {
+        a.clamp_max = to_double(lx, lx.word("a number"));
     } else {
         lx.err(std::string("unknown attribute '") + key + "' for " + to_string(k));
     }
@@ -299,14 +323,18 @@ pending parse_line(graph &g, const std::string &text, int line) {
             lx.next();
         }
     }
-    bool has_to = false;
+    std::set<std::string> given;
     for (token t = lx.next(); t.k != token::end; t = lx.next()) {
         if (t.k != token::word) lx.err("expected an attribute, got '" + t.text + "'");
         lx.expect("=");
         parse_attr(lx, *n, t.text);
-        has_to |= t.text == "to";
+        given.insert(t.text);
     }
-    if (kind == op::Convert && !has_to) lx.err("Convert needs to=<type>");
+    if (kind == op::Convert && !given.count("to")) lx.err("Convert needs to=<type>");
+    if (kind == op::Clamp && (!given.count("min") || !given.count("max"))) lx.err("Clamp needs min=<v> and max=<v>");
+    if ((kind == op::MaxPool || kind == op::AvgPool) && !given.count("kernel"))
+        lx.err(std::string(to_string(kind)) + " needs kernel=[kh,kw]");
+    if (kind == op::ReduceMean && !given.count("axes")) lx.err("ReduceMean needs axes=[...]");
     return p;
 }
 
@@ -362,6 +390,22 @@ std::string attrs_text(const node &n) {
     case op::Gelu:
         if (a.gelu_tanh) r += " approximation=tanh";
         break;
+    case op::MaxPool:
+    case op::AvgPool:
+        r += " kernel=" + list(a.kernel) + " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) +
+             " pads_end=" + list(a.pads_end);
+        if (a.ceil_mode) r += " rounding_type=ceil";
+        if (a.auto_pad != pad_mode::explicit_pads) r += std::string(" auto_pad=") + to_string(a.auto_pad);
+        if (n.kind == op::AvgPool && a.exclude_pad) r += " exclude_pad=true";
+        break;
+    case op::FakeQuantize: r += " levels=" + std::to_string(a.levels); break;
+    case op::QuantizeLinear:
+    case op::DequantizeLinear:
+    case op::Concat:
+    case op::Flatten:
+    case op::Softmax: r += " axis=" + std::to_string(a.axis); break;
+    case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
+    case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
     default: break;
     }
     return r;

@@ -124,8 +124,10 @@ int graph_mode(const std::vector<std::string> &args) {
     bool same_shape = yb.size() == ya.size();
     for (size_t r = 0; same_shape && r < yb.size(); ++r) {
         same_shape = yb[r].shape == ya[r].shape;
-        for (size_t i = 0; same_shape && i < yb[r].data.size(); ++i) {
-            const double a = ya[r].data[i], b = yb[r].data[i];
+        const std::vector<double> vb = same_shape ? yb[r].values() : std::vector<double>();
+        const std::vector<double> va = same_shape ? ya[r].values() : std::vector<double>();
+        for (size_t i = 0; same_shape && i < vb.size(); ++i) {
+            const double a = va[i], b = vb[i];
             // Equal values (also equal infinities) and NaN on both sides agree.
             const double d = a == b || (std::isnan(a) && std::isnan(b)) ? 0.0 : std::fabs(a - b);
             max_abs = std::isnan(d) ? INFINITY : std::max(max_abs, d);
