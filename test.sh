@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Release into build/ and runs the whole
-# CTest suite (GoogleTest suites, driver runs, install + consumer project).
+# CTest suite (GoogleTest suites, driver runs, install + consumer project),
+# then prints its wall time and ten slowest tests (scripts/run_suite.sh).
 # Extra arguments are passed to ctest (e.g. -R driver).
 set -euo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
@@ -9,5 +10,4 @@ qconv_install_deps
 qconv_configure
 qconv_build
 
-cd "$QCONV_BUILD"
-ctest --output-on-failure -j"${QCONV_TEST_JOBS:-2}" "$@"
+QCONV_SUITE_NAME="${QCONV_SUITE_NAME:-release}" "$QCONV_ROOT/scripts/run_suite.sh" "$QCONV_BUILD" "$@"

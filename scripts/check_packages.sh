@@ -17,32 +17,58 @@
 # the closure is one a fresh machine may lack (libdnnl-dev only recommends
 # ocl-icd-opencl-dev, which its CMake config needs).
 #
-# Environment: QCONV_CHECK_BUILD (build folder, default a temporary one),
-# QCONV_CHECK_TARGETS (targets to build, default all), QCONV_JOBS.
+# Continuous integration traces the Release build it tests (one configure and
+# build, not two): `check_packages.sh trace BUILD_DIR` configures and builds
+# BUILD_DIR as scripts/setup.sh does (with ccache when installed) under strace
+# and keeps the trace in BUILD_DIR/package_trace; `check_packages.sh verify
+# BUILD_DIR` then does steps 2-4 on it. With no argument both run on a
+# temporary folder. The traced build starts from clean objects (an up-to-date
+# folder would open nothing); a ccache hit opens the headers it hashes and runs the
+# linker as a miss does; only the compiler proper is not run, and every package
+# it reads is a Depends of g++, already in the closure. A file that starts to
+# include a new package's header changes, so it misses and is traced in full.
+#
+# Environment: QCONV_CHECK_TARGETS (targets to build, default all), QCONV_JOBS.
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 
+mode="${1:-all}"
+case "$mode" in
+all) work="$(mktemp -d /tmp/qconv_check_packages.XXXXXX)"; build="$work/build"
+     trap 'rm -rf "$work"' EXIT ;;
+trace | verify) build="${2:?usage: check_packages.sh trace|verify BUILD_DIR}"
+     mkdir -p "$build"; work="$(mktemp -d /tmp/qconv_check_packages.XXXXXX)"
+     trap 'rm -rf "$work"' EXIT ;;
+*) echo "usage: check_packages.sh [trace BUILD_DIR | verify BUILD_DIR]" >&2; exit 2 ;;
+esac
+trace="$build/package_trace"
+
 qconv_install_deps
 
-work="$(mktemp -d /tmp/qconv_check_packages.XXXXXX)"
-build="${QCONV_CHECK_BUILD:-$work/build}"
-trap 'rm -rf "$work"' EXIT
-
 # ---------------------------------------------------------------- 1. trace
-targets=()
-for t in ${QCONV_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
-start=$(date +%s)
-if ! strace -f -qq -e trace=open,openat,execve -e signal=none -o "$work/trace" \
-  bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release &&
-           cmake --build "$2" -j"$3" "${@:4}"' _ \
-  "$QCONV_ROOT" "$build" "$QCONV_JOBS" "${targets[@]}" >"$work/build.log" 2>&1; then
-  tail -n 40 "$work/build.log" >&2
-  echo "check_packages: FAILED: configure or build failed (above)" >&2
-  exit 1
+if [ "$mode" != verify ]; then
+  targets=()
+  for t in ${QCONV_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
+  start=$(date +%s)
+  set +e
+  QCONV_BUILD="$build" strace -f -qq -e trace=open,openat,execve -e signal=none -o "$trace" \
+    bash -c 'source "$1/scripts/setup.sh" && qconv_configure && qconv_build_clean_first "${@:2}"' _ \
+    "$QCONV_ROOT" ${QCONV_CHECK_TARGETS:-} >"$work/build.log" 2>&1
+  rc=$?
+  set -e
+  if [ $rc -ne 0 ]; then
+    tail -n 40 "$work/build.log" >&2
+    echo "check_packages: FAILED: configure or build failed (above)" >&2
+    exit 1
+  fi
+  echo "check_packages: configure + build traced in $(( $(date +%s) - start )) s ($trace)"
+  [ "$mode" = trace ] && exit 0
 fi
+[ -s "$trace" ] || { echo "check_packages: no trace in $trace (run 'check_packages.sh trace $build' first)" >&2; exit 2; }
+start=$(date +%s)
 
 # Files that exist, opened successfully (return value >= 0) or executed.
-grep -v ' = -1 ' "$work/trace" |
+grep -v ' = -1 ' "$trace" |
   sed -n 's/.*\(openat([^"]*\|open(\|execve(\)"\([^"]*\)".*/\2/p' |
   grep '^/' | sort -u | while IFS= read -r f; do if [ -f "$f" ]; then printf '%s\n' "$f"; fi; done >"$work/files"
 

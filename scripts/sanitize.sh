@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzzing step of continuous integration (README, "Reliability").
+# The sanitizer and fuzzing steps of continuous integration (README, "Reliability").
 #
-#   1. configures build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer
-#      (LeakSanitizer on), builds the tests and runs the whole CTest suite;
-#   2. configures build-fuzz/ with clang++ and the libFuzzer targets of
-#      tests/fuzz/ and runs each for QCONV_FUZZ_SECONDS (default 60) seconds.
+#   scripts/sanitize.sh [STEP] [ctest arguments...]
+#
+#   build       configures build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer
+#               (LeakSanitizer on) and builds the tests;
+#   suite       runs its whole CTest suite (the quick set, QCONV_TEST_QUICK=1) through
+#               scripts/run_suite.sh (ctest arguments go here);
+#   fuzz-build  configures build-fuzz/ with clang++ and builds the libFuzzer targets of tests/fuzz/;
+#   fuzz        runs each for QCONV_FUZZ_SECONDS (default 60) seconds, two at a time;
+#   all         (or no step) all four in this order.
 #
 # Environment: QCONV_ASAN_BUILD, QCONV_FUZZ_BUILD (build folders),
-# QCONV_FUZZ_SECONDS (0 skips the fuzzers), QCONV_JOBS, QCONV_TEST_JOBS.
-# Extra arguments are passed to ctest (e.g. -R hostile).
+# QCONV_FUZZ_SECONDS (0 skips the fuzzers), QCONV_FUZZ_JOBS (fuzzers at once,
+# default 2), QCONV_JOBS, QCONV_TEST_JOBS.
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 
@@ -16,35 +21,48 @@ ASAN_BUILD="${QCONV_ASAN_BUILD:-$QCONV_ROOT/build-asan}"
 FUZZ_BUILD="${QCONV_FUZZ_BUILD:-$QCONV_ROOT/build-fuzz}"
 FUZZ_SECONDS="${QCONV_FUZZ_SECONDS:-60}"
 
+step="all"
+case "${1:-}" in build | suite | fuzz-build | fuzz | all) step="$1"; shift ;; esac
+
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-export CCACHE_NOHASHDIR=1 # share objects between build folders with the same flags
 
-qconv_install_deps
+asan_build() {
+  cmake -S "$QCONV_ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  cmake --build "$ASAN_BUILD" -j"$QCONV_JOBS" | grep -E '^\[100%\]|error|warning' || true
+  [ "${PIPESTATUS[0]}" -eq 0 ]
+}
 
-# ---------------------------------------------------------------- step 1
-start=$(date +%s)
-cmake -S "$QCONV_ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_BENCH=OFF "${launcher[@]}"
-cmake --build "$ASAN_BUILD" -j"$QCONV_JOBS"
+asan_suite() {
+  # Leaks are errors. The suppressions file holds only entries inside oneDNN /
+  # the OpenMP runtime, each with its justification (never qconv's own code).
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+  export LSAN_OPTIONS="suppressions=$QCONV_ROOT/scripts/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  # The big shape sweeps run a reduced set under the sanitizers (tests/support/quick.h).
+  export QCONV_TEST_QUICK=1
+  QCONV_SUITE_NAME=asan "$QCONV_ROOT/scripts/run_suite.sh" "$ASAN_BUILD" "$@"
+}
 
-# Leaks are errors. The suppressions file holds only entries inside oneDNN /
-# the OpenMP runtime, each with its justification (never qconv's own code).
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
-export LSAN_OPTIONS="suppressions=$QCONV_ROOT/scripts/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# The big shape sweeps run a reduced set under the sanitizers (tests/support/quick.h).
-export QCONV_TEST_QUICK=1
-(cd "$ASAN_BUILD" && ctest --output-on-failure -j"${QCONV_TEST_JOBS:-2}" "$@")
-echo "sanitize: ASan+UBSan suite passed in $(( $(date +%s) - start )) s"
-
-# ---------------------------------------------------------------- step 2
-if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  start=$(date +%s)
+fuzz_build() {
   cmake -S "$QCONV_ROOT" -B "$FUZZ_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++ -DQCONV_SANITIZE=address,undefined \
-    -DQCONV_BUILD_FUZZ=ON -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF "${launcher[@]}"
-  cmake --build "$FUZZ_BUILD" -j"$QCONV_JOBS" --target qconv_fuzzers
+    -DQCONV_BUILD_FUZZ=ON -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  cmake --build "$FUZZ_BUILD" -j"$QCONV_JOBS" --target qconv_fuzzers | grep -E '^\[100%\]|error|warning' || true
+  [ "${PIPESTATUS[0]}" -eq 0 ]
+}
+
+fuzz() {
+  [ "$FUZZ_SECONDS" -gt 0 ] || { echo "sanitize: fuzzers skipped (QCONV_FUZZ_SECONDS=0)"; return 0; }
   QCONV_FUZZ_BUILD="$FUZZ_BUILD" "$QCONV_ROOT/tests/fuzz/run_fuzzers.sh" "$FUZZ_SECONDS"
-  echo "sanitize: fuzzers passed in $(( $(date +%s) - start )) s"
-fi
+}
+
+qconv_install_deps
+case "$step" in
+build) asan_build ;;
+suite) asan_suite "$@" ;;
+fuzz-build) fuzz_build ;;
+fuzz) fuzz ;;
+all) asan_build && asan_suite "$@" && fuzz_build && fuzz ;;
+esac

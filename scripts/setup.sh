@@ -13,7 +13,10 @@ QCONV_BUILD="${QCONV_BUILD:-$QCONV_ROOT/build}"
 QCONV_JOBS="${QCONV_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 # When ccache is installed (optional), let clones in other folders share its
 # objects: paths below the source tree are hashed relative to it.
+# The build folder is not hashed either (debug builds name it in their debug
+# info; a clone's build/ then reuses the objects of another clone's).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$QCONV_ROOT}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 # Why each package is needed: README.md, "Dependencies".
 QCONV_PACKAGES=(
@@ -21,7 +24,7 @@ QCONV_PACKAGES=(
   libxbyak-dev libdnnl-dev ocl-icd-opencl-dev libcpu-features-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
-  gnuplot-nox strace
+  gnuplot-nox strace ccache
 )
 
 qconv_install_deps() {
@@ -46,6 +49,13 @@ qconv_configure() {
   local launcher=()
   command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cmake -S "$QCONV_ROOT" -B "$QCONV_BUILD" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@"
+}
+
+# As qconv_build, every object rebuilt (a ccache hit where the cache has it).
+qconv_build_clean_first() {
+  local targets=() t
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$QCONV_BUILD" --clean-first -j"$QCONV_JOBS" "${targets[@]}"
 }
 
 qconv_build() {

@@ -6,6 +6,7 @@
 #   -DSOURCE_DIR= the source tree   -DWORK_DIR= scratch folder (wiped)
 #   -DDRIVER=     the shared build's qconv-driver
 #   -DCXX=        the C++ compiler   -DJOBS= parallel build jobs
+#   -DLAUNCHER=   the compiler launcher (ccache), when the shared build has one
 foreach(v SOURCE_DIR WORK_DIR DRIVER)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "static_table.cmake: -D${v}= is required")
@@ -28,6 +29,9 @@ file(REMOVE_RECURSE ${WORK_DIR})
 set(flags -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF)
 if(CXX)
   list(APPEND flags -DCMAKE_CXX_COMPILER=${CXX})
+endif()
+if(LAUNCHER)
+  list(APPEND flags -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
 endif()
 if(NOT JOBS)
   set(JOBS 2)
