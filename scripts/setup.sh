@@ -19,6 +19,7 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$QCONV_ROOT}"
 QCONV_PACKAGES=(
   cmake g++ make pkg-config
   libxbyak-dev libdnnl-dev ocl-icd-opencl-dev libcpu-features-dev
+  libonnx-dev libprotobuf-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   gnuplot-nox strace
