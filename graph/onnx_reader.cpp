@@ -916,7 +916,7 @@ void reader::matmul(const onnx_node &n) {
             std::optional<tensor_value> zp;
             if (d.zp) zp = per_tensor ? *d.zp : transposed(*d.zp, sshape, false);
             node *y = compressed_matmul(n, A, wq, zp ? &*zp : nullptr, scale, N, K);
-            y->id = g_->unique_id(id_of(n.p.output(0)));
+            y->id = y->friendly_name = g_->unique_id(id_of(n.p.output(0)));
             define(n, 0, y);
             return;
         }
@@ -1006,7 +1006,7 @@ void reader::matmul_nbits(const onnx_node &n) {
         b.shape = {N};
         y = add(n, op::Add, {y, constant(&n, b, n.p.output(0) + "_bias")});
     } else {
-        y->id = g_->unique_id(id_of(n.p.output(0)));
+        y->id = y->friendly_name = g_->unique_id(id_of(n.p.output(0)));
     }
     define(n, 0, y);
 }

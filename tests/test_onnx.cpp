@@ -580,4 +580,22 @@ TEST(OnnxDriver, RunsAModelWithInputsAndWritesOutputs) {
     EXPECT_THAT(bad.err, HasSubstr("node 'pool1' (#0, MaxPool)"));
 }
 
+// The seed corpus of tests/fuzz/fuzz_onnx.cpp: run with
+//   QCONV_ONNX_CORPUS=tests/fuzz/corpus/onnx build/tests/test_onnx \
+//     --gtest_also_run_disabled_tests --gtest_filter='OnnxCorpus.*'
+TEST(OnnxCorpus, DISABLED_WriteFuzzSeeds) {
+    const char *dir = std::getenv("QCONV_ONNX_CORPUS");
+    if (!dir) GTEST_SKIP() << "QCONV_ONNX_CORPUS is not set";
+    std::filesystem::create_directories(dir);
+    const auto w = om::make_ffn_weights(32, 64, 16, 1);
+    const std::pair<const char *, om::builder> seeds[] = {
+        {"ffn_matmulnbits.onnx", om::ffn_matmulnbits(w)},
+        {"ffn_matmulnbits_typed_zp.onnx", om::ffn_matmulnbits(w, true)},
+        {"ffn_dequantize.onnx", om::ffn_dequantize(w)},
+        {"small_cnn.onnx", om::small_cnn(1)},
+        {"refused_maxpool.onnx", one_node("MaxPool", "pool")},
+    };
+    for (const auto &[name, b] : seeds) std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << b.bytes();
+}
+
 } // namespace

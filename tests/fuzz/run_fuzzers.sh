@@ -19,7 +19,7 @@ build="${QCONV_FUZZ_BUILD:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_desc fuzz_options fuzz_graph fuzz_diff)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_desc fuzz_options fuzz_graph fuzz_onnx fuzz_diff)
 
 # Tiny problems: one OpenMP thread, no spinning workers on the shared cores.
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -38,6 +38,7 @@ for t in "${targets[@]}"; do
   log="$build/fuzz-artifacts/$t.log"
   max_len=4096
   [ "$t" = fuzz_graph ] && max_len=8192
+  [ "$t" = fuzz_onnx ] && max_len=16384
   set +e
   "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 -max_len=$max_len \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" "$work" "$seeds" >"$log" 2>&1
