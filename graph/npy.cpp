@@ -114,7 +114,8 @@ tensor parse_npy(const void *data, size_t size, const std::string &what) {
     const size_t body = size - hstart - hlen;
     if (static_cast<uint64_t>(body) != static_cast<uint64_t>(n) * item)
         fail(what, "holds " + std::to_string(body) + " data bytes, shape " + to_string(shape) + " of " + descr +
-                       " needs " + std::to_string(n * item) + (body < static_cast<uint64_t>(n) * item ? " (truncated)" : ""));
+                       " needs " + std::to_string(n * item) +
+                       (body < static_cast<uint64_t>(n) * item ? " (truncated)" : ""));
     const uint8_t *d = b + hstart + hlen;
     tensor out;
     out.type = t;
@@ -179,7 +180,8 @@ void write_npy(const std::string &path, const tensor &t) {
     if (static_cast<int64_t>(t.data.size()) != elems_of(t.shape))
         fail("npy", "tensor of shape " + to_string(t.shape) + " holds " + std::to_string(t.data.size()) + " values");
     std::string shape = "(";
-    for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
+    for (size_t i = 0; i < t.shape.size(); ++i)
+        shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
     shape += ")";
     std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
     // Total header (magic 6 + version 2 + length 2 + dict + '\n') a multiple of 64.
@@ -188,8 +190,8 @@ void write_npy(const std::string &path, const tensor &t) {
     h += '\n';
     std::ofstream f(path, std::ios::binary);
     if (!f) fail("file", "cannot write '" + path + "'");
-    const char head[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(h.size() & 0xFF),
-                           static_cast<char>(h.size() >> 8)};
+    const char head[10] = {
+        '\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(h.size() & 0xFF), static_cast<char>(h.size() >> 8)};
     f.write(head, 10);
     f << h;
     f.write(reinterpret_cast<const char *>(t.data.data()), static_cast<std::streamsize>(t.data.size() * 4));

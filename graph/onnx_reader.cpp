@@ -103,8 +103,8 @@ bool is_float(etype t) { return t == etype::f32 || t == etype::f16 || t == etype
 std::string id_of(const std::string &name) {
     std::string r;
     for (char c : name) {
-        const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
-                        c == '/' || c == ':';
+        const bool ok =
+            std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':';
         r += ok ? c : '_';
     }
     if (r.empty()) r = "v";
@@ -134,8 +134,7 @@ public:
         tensor_value v;
         const int dt = t.data_type();
         const auto et = to_etype(dt);
-        if (!et)
-            fail(field, "element type " + onnx_type_name(dt) + " is not supported (" + supported_types + ")");
+        if (!et) fail(field, "element type " + onnx_type_name(dt) + " is not supported (" + supported_types + ")");
         v.type = *et;
         if (t.has_segment()) fail(field, "segmented tensors are not supported");
         if (t.dims_size() > 8) fail(field, "rank " + std::to_string(t.dims_size()) + " is above 8");
@@ -151,8 +150,8 @@ public:
         }
         if (t.has_raw_data()) {
             if (static_cast<int64_t>(t.raw_data().size()) != bytes)
-                fail(field, "raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, " +
-                                to_string(v.type) + to_string(v.shape) + " needs " + std::to_string(bytes));
+                fail(field, "raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, " + to_string(v.type) +
+                                to_string(v.shape) + " needs " + std::to_string(bytes));
             out.assign(t.raw_data().begin(), t.raw_data().end());
             check_packed_padding(v, field);
             return v;
@@ -228,7 +227,8 @@ private:
         for (const auto &kv : t.external_data()) {
             auto number = [&](const std::string &s) {
                 int64_t x = 0;
-                if (s.empty() || s.size() > 18) fail(field, "external_data '" + kv.key() + "' = '" + s + "' is not a number");
+                if (s.empty() || s.size() > 18)
+                    fail(field, "external_data '" + kv.key() + "' = '" + s + "' is not a number");
                 for (char c : s) {
                     if (c < '0' || c > '9')
                         fail(field, "external_data '" + kv.key() + "' = '" + s + "' is not a non-negative integer");
@@ -243,13 +243,13 @@ private:
             else fail(field, "external_data key '" + kv.key() + "' is not supported (location, offset, length)");
         }
         if (location.empty()) fail(field, "external data without a location");
-        if (base_.empty()) fail(field, "external data '" + location + "' needs the model's folder (load it from a file)");
+        if (base_.empty())
+            fail(field, "external data '" + location + "' needs the model's folder (load it from a file)");
         const fs::path rel(location);
         if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
             fail(field, "external data location '" + location + "' is absolute: it must lie in the model's folder");
         for (const auto &part : rel)
-            if (part == "..")
-                fail(field, "external data location '" + location + "' leaves the model's folder ('..')");
+            if (part == "..") fail(field, "external data location '" + location + "' leaves the model's folder ('..')");
         std::error_code ec;
         const fs::path base = fs::canonical(base_, ec);
         if (ec) fail(field, "cannot resolve the model's folder '" + base_ + "'");
@@ -267,8 +267,9 @@ private:
             fail(field, "external data length " + std::to_string(length) + " differs from the " +
                             std::to_string(bytes) + " bytes the tensor needs");
         if (offset > size || bytes > size - offset)
-            fail(field, "external data file '" + location + "' holds " + std::to_string(size) + " bytes, the tensor needs " +
-                            std::to_string(bytes) + " from offset " + std::to_string(offset) + " (truncated?)");
+            fail(field, "external data file '" + location + "' holds " + std::to_string(size) +
+                            " bytes, the tensor needs " + std::to_string(bytes) + " from offset " +
+                            std::to_string(offset) + " (truncated?)");
         std::ifstream f(full, std::ios::binary);
         if (!f) fail(field, "cannot open external data file '" + location + "'");
         std::vector<uint8_t> out(static_cast<size_t>(bytes));
@@ -290,8 +291,8 @@ struct onnx_node {
     const pb::NodeProto &p;
     int index;
     std::string field() const {
-        return (p.name().empty() ? "node #" + std::to_string(index) + " (" : "node '" + p.name() + "' (#" +
-                                                                                 std::to_string(index) + ", ") +
+        return (p.name().empty() ? "node #" + std::to_string(index) + " ("
+                                 : "node '" + p.name() + "' (#" + std::to_string(index) + ", ") +
                p.op_type() + ")";
     }
     [[noreturn]] void fail(const std::string &what) const { qconv::fail(field(), what); }
@@ -413,8 +414,8 @@ private:
         return constant(&n, v, (n.p.output_size() ? n.p.output(0) : n.p.op_type()) + suffix);
     }
     void finish(const onnx_node &n, node *r) {
-        r->rt_info["origin"] = quotable("onnx:" + (n.p.name().empty() ? n.p.op_type() + "#" + std::to_string(n.index)
-                                                                      : n.p.name()));
+        r->rt_info["origin"] =
+            quotable("onnx:" + (n.p.name().empty() ? n.p.op_type() + "#" + std::to_string(n.index) : n.p.name()));
         try {
             infer_node(*r, g_->dynamic_value());
         } catch (const error &e) {
@@ -476,7 +477,8 @@ void reader::read_opsets() {
 
 void reader::read_inputs() {
     const auto &gp = m_.graph();
-    if (gp.sparse_initializer_size()) fail("initializer '" + gp.sparse_initializer(0).values().name() + "'", "sparse initializers are not supported");
+    if (gp.sparse_initializer_size())
+        fail("initializer '" + gp.sparse_initializer(0).values().name() + "'", "sparse initializers are not supported");
     for (const auto &t : gp.initializer()) {
         const std::string field = "initializer '" + t.name() + "'";
         if (t.name().empty()) fail("initializer", "an initializer has no name");
@@ -497,7 +499,8 @@ void reader::read_inputs() {
         const auto &tt = in.type().tensor_type();
         const auto et = to_etype(tt.elem_type());
         if (!et)
-            fail(field, "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
+            fail(field,
+                 "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
         if (!tt.has_shape()) fail(field, "has no shape (the IR needs ranks and static dims, one run-time dim '?')");
         shape_t s;
         for (const auto &d : tt.shape().dim()) {
@@ -584,11 +587,13 @@ void reader::find_gelu_patterns() {
     auto near = [](std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-3 * want; };
     for (int e = 0; e < gp.node_size(); ++e) {
         const auto &erf = gp.node(e);
-        if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1) continue;
+        if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1)
+            continue;
         // x / √2
         std::string x;
         int scaled = node_of(erf.input(0), "Div");
-        if (scaled >= 0 && gp.node(scaled).input_size() == 2 && near(scalar_of(gp.node(scaled).input(1)), std::sqrt(2.0)))
+        if (scaled >= 0 && gp.node(scaled).input_size() == 2 &&
+            near(scalar_of(gp.node(scaled).input(1)), std::sqrt(2.0)))
             x = gp.node(scaled).input(0);
         if (x.empty()) {
             scaled = node_of(erf.input(0), "Mul");
@@ -642,8 +647,9 @@ void reader::find_gelu_patterns() {
 // ------------------------------------------------------------ the op table
 // Ops another branch adds to the IR; until then a model using them is refused
 // with this note (the reader maps them once the IR has them).
-constexpr const char *pending_ir = "is not mapped yet: the graph IR has no such op (it comes with the quantized-network "
-                                   "ops; the reader maps it then)";
+constexpr const char *pending_ir =
+    "is not mapped yet: the graph IR has no such op (it comes with the quantized-network "
+    "ops; the reader maps it then)";
 
 struct op_entry {
     const char *name;
@@ -745,7 +751,8 @@ void reader::conv(const onnx_node &n) {
     if (x->out_shape.size() != 4)
         n.fail_input(0, "only 2-D convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
     if (w->out_shape.size() != 4) n.fail_input(1, "weights must be rank 4 (OIHW), got " + to_string(w->out_shape));
-    if (!is_float(x->out_type)) n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
     attributes a;
     const std::string ap = n.get_string("auto_pad", "NOTSET");
     if (ap == "NOTSET") a.auto_pad = pad_mode::explicit_pads;
@@ -758,13 +765,15 @@ void reader::conv(const onnx_node &n) {
         const auto v = n.get_ints(name, {lo == 0 ? 0 : 1, lo == 0 ? 0 : 1});
         if (v.size() != 2) n.fail_attr(name, "needs 2 values for a 2-D convolution, got " + std::to_string(v.size()));
         for (int64_t e : v)
-            if (e < lo || e > lim) n.fail_attr(name, std::to_string(e) + " is not in [" + std::to_string(lo) + ", 2^24]");
+            if (e < lo || e > lim)
+                n.fail_attr(name, std::to_string(e) + " is not in [" + std::to_string(lo) + ", 2^24]");
         return v;
     };
     a.strides = pair("strides", 1);
     a.dilations = pair("dilations", 1);
     const auto pads = n.get_ints("pads", {0, 0, 0, 0});
-    if (pads.size() != 4) n.fail_attr("pads", "needs 4 values (top, left, bottom, right), got " + std::to_string(pads.size()));
+    if (pads.size() != 4)
+        n.fail_attr("pads", "needs 4 values (top, left, bottom, right), got " + std::to_string(pads.size()));
     for (int64_t e : pads)
         if (e < 0 || e > lim) n.fail_attr("pads", std::to_string(e) + " is not in [0, 2^24]");
     if (n.has("pads") && ap != "NOTSET") n.fail_attr("pads", "cannot be given with auto_pad " + ap);
@@ -779,8 +788,8 @@ void reader::conv(const onnx_node &n) {
     const int64_t group = n.get_int("group", 1);
     const int64_t C = x->out_shape[1], OC = ws[0];
     if (group < 1 || C % group || OC % group || C / group != ws[1])
-        n.fail_attr("group", std::to_string(group) + " does not fit " + std::to_string(C) + " input channels and weights " +
-                                 to_string(ws));
+        n.fail_attr("group", std::to_string(group) + " does not fit " + std::to_string(C) +
+                                 " input channels and weights " + to_string(ws));
     node *b = optional_value(n, 2);
     node *y;
     if (group == 1) {
@@ -800,7 +809,8 @@ void reader::conv(const onnx_node &n) {
         y = add(n, op::GroupConvolution, {x, wg}, a, b ? "_conv" : "");
     }
     if (b) {
-        if (b->out_shape != shape_t{OC}) n.fail_input(2, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
+        if (b->out_shape != shape_t{OC})
+            n.fail_input(2, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
         node *b4;
         if (const tensor_value *c = constant_of(n, 2)) {
             tensor_value v = *c;
@@ -839,7 +849,8 @@ void reader::gemm(const onnx_node &n) {
     if (C) {
         if (beta != 1.f) {
             if (const tensor_value *c = constant_of(n, 2)) {
-                if (c->type != T) n.fail_input(2, std::string("element type ") + to_string(c->type) + " differs from A's");
+                if (c->type != T)
+                    n.fail_input(2, std::string("element type ") + to_string(c->type) + " differs from A's");
                 tensor_value v = *c;
                 v.data = std::make_shared<constant_data>(*c->data);
                 for (int64_t i = 0; i < elems_of(v.shape); ++i)
@@ -934,7 +945,8 @@ void reader::matmul_nbits(const onnx_node &n) {
     if (K < 1 || K > max_elems) n.fail_attr("K", std::to_string(K) + " is not in [1, 2^31]");
     if (N < 1 || N > max_elems) n.fail_attr("N", std::to_string(N) + " is not in [1, 2^31]");
     if (bits != 4 && bits != 8) n.fail_attr("bits", std::to_string(bits) + " is not supported (4 or 8)");
-    if (bs < 2 || bs > K || (bs * bits) % 8) n.fail_attr("block_size", std::to_string(bs) + " does not fit K = " + std::to_string(K));
+    if (bs < 2 || bs > K || (bs * bits) % 8)
+        n.fail_attr("block_size", std::to_string(bs) + " does not fit K = " + std::to_string(K));
     if (K % bs)
         n.fail_attr("block_size", "K = " + std::to_string(K) + " is not a multiple of " + std::to_string(bs) +
                                       " (a partial last block is not supported)");
@@ -957,8 +969,8 @@ void reader::matmul_nbits(const onnx_node &n) {
     wq.data = B.data;
     const tensor_value &S = need_constant(n, 2, "the scales");
     if (S.type != T || elems_of(S.shape) != N * NG)
-        n.fail_input(2, "must hold " + std::to_string(N * NG) + " " + to_string(T) + " values, got " + to_string(S.type) +
-                            to_string(S.shape));
+        n.fail_input(2, "must hold " + std::to_string(N * NG) + " " + to_string(T) + " values, got " +
+                            to_string(S.type) + to_string(S.shape));
     const shape_t gshape = NG > 1 ? shape_t{N, NG, 1} : shape_t{N, 1};
     tensor_value scale = S;
     scale.shape = gshape;
@@ -1018,15 +1030,18 @@ void reader::dequantize(const onnx_node &n) {
         n.fail("DequantizeLinear of activations (input 0 is not a constant) " + std::string(pending_ir) +
                "; constant weights are read");
     const tensor_value &x = *xc;
-    if (x.type != etype::u8 && x.type != etype::i8 && x.type != etype::u4 && x.type != etype::i4 && x.type != etype::i32)
+    if (x.type != etype::u8 && x.type != etype::i8 && x.type != etype::u4 && x.type != etype::i4 &&
+        x.type != etype::i32)
         n.fail_input(0, std::string("element type ") + to_string(x.type) + " is not supported (u8, i8, u4, i4, i32)");
     if (bits_of(x.type) == 4 && opset_ < 21)
         n.fail_input(0, "4-bit DequantizeLinear needs opset 21 (the model imports " + std::to_string(opset_) + ")");
     const tensor_value &scale = need_constant(n, 1, "the scale");
-    if (!is_float(scale.type)) n.fail_input(1, std::string("element type ") + to_string(scale.type) + " is not floating point");
+    if (!is_float(scale.type))
+        n.fail_input(1, std::string("element type ") + to_string(scale.type) + " is not floating point");
     const tensor_value *zp = constant_of(n, 2);
     if (n.p.input_size() > 2 && !n.p.input(2).empty() && !zp) n.fail_input(2, "must be a constant");
-    if (zp && zp->type != x.type) n.fail_input(2, std::string("element type ") + to_string(zp->type) + " differs from x's");
+    if (zp && zp->type != x.type)
+        n.fail_input(2, std::string("element type ") + to_string(zp->type) + " differs from x's");
     if (zp && zp->shape != scale.shape)
         n.fail_input(2, "shape " + to_string(zp->shape) + " differs from the scale's " + to_string(scale.shape));
     if (n.has("block_size") && opset_ < 21)
@@ -1058,7 +1073,8 @@ void reader::dequantize(const onnx_node &n) {
                                           " of " + to_string(xs) + " (a partial last block is not supported)");
         shape_t want = xs;
         want[axis] = xs[axis] / block;
-        if (scale.shape != want) n.fail_input(1, "blocked scale must be " + to_string(want) + ", got " + to_string(scale.shape));
+        if (scale.shape != want)
+            n.fail_input(1, "blocked scale must be " + to_string(want) + ", got " + to_string(scale.shape));
         // Split the blocked dim: x [.., d/B, B, ..], scale and zero point [.., d/B, 1, ..] (the same data).
         shape_t ws = xs, ss = want;
         ws[axis] = xs[axis] / block;
@@ -1073,7 +1089,8 @@ void reader::dequantize(const onnx_node &n) {
     to.type = T;
     node *y = add(n, op::Convert, {constant(&n, wq, n.p.input(0) + "_q")}, to, "_" + std::string(to_string(T)));
     if (z) {
-        node *cz = add(n, op::Convert, {constant(&n, *z, n.p.input(0) + "_zp")}, to, "_zp_" + std::string(to_string(T)));
+        node *cz =
+            add(n, op::Convert, {constant(&n, *z, n.p.input(0) + "_zp")}, to, "_zp_" + std::string(to_string(T)));
         y = add(n, op::Subtract, {y, cz}, {}, "_centered");
     }
     y = add(n, op::Multiply, {y, constant(&n, s, n.p.input(0) + "_scale")}, {}, block ? "_blocks" : "");
@@ -1105,7 +1122,8 @@ void reader::reshape(const onnx_node &n) {
     for (int64_t i = 0; i < s.shape[0]; ++i) {
         const auto v = static_cast<int64_t>(at(s, i));
         if (v < -1) n.fail_input(1, "dimension " + std::to_string(v) + " is invalid");
-        if (v == 0 && allowzero) n.fail_attr("allowzero", "1 with a 0 in the shape makes an empty tensor (not supported)");
+        if (v == 0 && allowzero)
+            n.fail_attr("allowzero", "1 with a 0 in the shape makes an empty tensor (not supported)");
         a.target.push_back(v);
     }
     define(n, 0, add(n, op::Reshape, {x}, a));
@@ -1156,7 +1174,8 @@ void reader::constant_node(const onnx_node &n) {
         v.type = t;
         v.shape = std::move(s);
         v.data->bytes.assign(storage_bytes(t, static_cast<int64_t>(values.size())), 0);
-        for (size_t i = 0; i < values.size(); ++i) detail::store(t, v.data->bytes.data(), i, static_cast<double>(values[i]));
+        for (size_t i = 0; i < values.size(); ++i)
+            detail::store(t, v.data->bytes.data(), i, static_cast<double>(values[i]));
     };
     if (a.name() == "value") {
         if (a.type() != pb::AttributeProto::TENSOR) n.fail_attr("value", "expected a tensor");

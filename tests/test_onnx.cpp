@@ -180,7 +180,7 @@ TEST(OnnxOps, ElementwiseAndLayoutOps) {
     a->mutable_t()->set_data_type(om::FLOAT);
     a->mutable_t()->add_dims(2);
     for (float v : {0.25f, -0.5f}) a->mutable_t()->add_float_data(v);
-    b.node("Transpose", {"x"}, {"t"}, "t");                                      // [3, 2]
+    b.node("Transpose", {"x"}, {"t"}, "t");                                       // [3, 2]
     om::attr(b.node("Cast", {"t"}, {"h"}, "to_f16"), "to", int64_t(om::FLOAT16)); // rounds to f16
     om::attr(b.node("Cast", {"h"}, {"f"}, "to_f32"), "to", int64_t(om::FLOAT));
     b.node("Sub", {"f", "k"}, {"s"}, "sub");
@@ -250,14 +250,19 @@ const refusal refusals[] = {
          return b;
      },
      {"node #0 (Relu)", "attribute 'alpha'", "not supported"}},
-    {"BadAttributeValue", [] { return conv_with([](auto &n) { om::attr(n, "auto_pad", std::string("BOGUS")); }); },
+    {"BadAttributeValue",
+     [] { return conv_with([](auto &n) { om::attr(n, "auto_pad", std::string("BOGUS")); }); },
      {"node 'conv1' (#0, Conv)", "attribute 'auto_pad'", "BOGUS"}},
-    {"BadAttributeType", [] { return conv_with([](auto &n) { om::attr(n, "group", std::string("two")); }); },
+    {"BadAttributeType",
+     [] { return conv_with([](auto &n) { om::attr(n, "group", std::string("two")); }); },
      {"node 'conv1' (#0, Conv)", "attribute 'group'", "expected an int"}},
-    {"GroupDoesNotFit", [] { return conv_with([](auto &n) { om::attr(n, "group", int64_t(3)); }); },
+    {"GroupDoesNotFit",
+     [] { return conv_with([](auto &n) { om::attr(n, "group", int64_t(3)); }); },
      {"node 'conv1' (#0, Conv)", "attribute 'group'"}},
     {"ThreeDimensionalStrides",
-     [] { return conv_with([](auto &n) { om::attr(n, "strides", std::vector<int64_t>{1, 1, 1}); }); },
+     [] { return conv_with([](auto &n) {
+              om::attr(n, "strides", std::vector<int64_t>{1, 1, 1});
+          }); },
      {"node 'conv1' (#0, Conv)", "attribute 'strides'", "2 values"}},
     {"Opset12", [] { return one_node("Relu", "r", 12); }, {"opset", "opset 12 is not supported"}},
     {"Opset22", [] { return one_node("Relu", "r", 22); }, {"opset", "opset 22 is not supported"}},
@@ -272,7 +277,8 @@ const refusal refusals[] = {
          return b;
      },
      {"node 'r' (#0, Relu)", "domain 'org.example'"}},
-    {"MatMulNBits3Bits", [] { return nbits_with([](auto &, auto &n) { n.mutable_attribute(2)->set_i(3); }); },
+    {"MatMulNBits3Bits",
+     [] { return nbits_with([](auto &, auto &n) { n.mutable_attribute(2)->set_i(3); }); },
      {"node 'fc' (#0, MatMulNBits)", "attribute 'bits'", "3"}},
     {"MatMulNBitsGIdx",
      [] {
@@ -551,8 +557,8 @@ TEST(OnnxDriver, RunsAModelWithInputsAndWritesOutputs) {
     EXPECT_EQ(kv["rewritten"], "0/0");
     EXPECT_EQ(kv["dim"], "5"); // from the input's token count
     EXPECT_EQ(kv["status"], "ok");
-    for (const char *k : {"nodes_before", "nodes_after", "before_ms", "after_ms", "speedup", "max_abs_diff",
-                          "max_rel_diff", "tol"})
+    for (const char *k :
+         {"nodes_before", "nodes_after", "before_ms", "after_ms", "speedup", "max_abs_diff", "max_rel_diff", "tol"})
         EXPECT_TRUE(kv.count(k)) << k;
     // --save wrote the graph as read; the output file holds the graph's result on x.
     auto saved = g::load_file(dir + "/read.qg");

@@ -14,9 +14,9 @@
 // Parameter's values (by its name) from a NumPy file, the others stay random; --output-dir
 // writes each Result of the rewritten run as DIR/NAME.npy (f32). Exit status 1 on a mismatch.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cctype>
 #include <filesystem>
 
 #include "qconv/graph.h"
@@ -58,9 +58,7 @@ double default_tolerance(const graph::graph &g, bool dq) {
     return tol;
 }
 
-bool is_onnx(const std::string &file) {
-    return file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
-}
+bool is_onnx(const std::string &file) { return file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0; }
 
 // A file name for an output's name: letters, digits, '_', '-', '.' kept.
 std::string file_name(const std::string &name) {
@@ -101,14 +99,14 @@ std::vector<std::pair<size_t, graph::tensor>> read_inputs(const std::vector<std:
         graph::tensor t = graph::read_npy(file);
         const graph::node &p = *params[idx];
         if (t.type != p.attr.type)
-            throw usage_error("--input: '" + name + "' is " + graph::to_string(p.attr.type) + " in the graph, '" + file +
-                              "' holds " + graph::to_string(t.type));
+            throw usage_error("--input: '" + name + "' is " + graph::to_string(p.attr.type) + " in the graph, '" +
+                              file + "' holds " + graph::to_string(t.type));
         const graph::shape_t &want = p.attr.shape;
         bool fits = want.size() == t.shape.size();
         for (size_t d = 0; fits && d < want.size(); ++d) fits = want[d] == graph::dynamic_dim || want[d] == t.shape[d];
         if (!fits)
-            throw usage_error("--input: '" + name + "' is " + shape_text(want) + " in the graph, '" +
-                              file + "' holds " + graph::to_string(t.shape));
+            throw usage_error("--input: '" + name + "' is " + shape_text(want) + " in the graph, '" + file +
+                              "' holds " + graph::to_string(t.shape));
         r.emplace_back(idx, std::move(t));
     }
     return r;

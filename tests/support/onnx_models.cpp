@@ -259,8 +259,8 @@ builder ffn_dequantize(const ffn_weights &w) {
         b.init_f32(p + ".weight_scale", {NG, N}, st);
         b.init_raw(p + ".weight_zp", UINT4, {NG, N}, pack4(zt));
         b.init_f32(p + ".bias", {N}, bias);
-        auto &dq = b.node("DequantizeLinear", {p + ".weight_q", p + ".weight_scale", p + ".weight_zp"},
-                          {p + ".weight"}, p + "/DequantizeLinear");
+        auto &dq = b.node("DequantizeLinear", {p + ".weight_q", p + ".weight_scale", p + ".weight_zp"}, {p + ".weight"},
+                          p + "/DequantizeLinear");
         attr(dq, "axis", int64_t(0));
         attr(dq, "block_size", bs);
         b.node("MatMul", {in, p + ".weight"}, {out + "_mm"}, p + "/MatMul");
