@@ -502,6 +502,7 @@ void reader::read_inputs() {
             fail(field,
                  "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
         if (!tt.has_shape()) fail(field, "has no shape (the IR needs ranks and static dims, one run-time dim '?')");
+        if (tt.shape().dim_size() > 8) fail(field, "rank " + std::to_string(tt.shape().dim_size()) + " is above 8");
         shape_t s;
         for (const auto &d : tt.shape().dim()) {
             if (d.has_dim_value()) {

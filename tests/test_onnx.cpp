@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -586,8 +587,8 @@ TEST(OnnxDriver, RunsAModelWithInputsAndWritesOutputs) {
     EXPECT_THAT(bad.err, HasSubstr("node 'pool1' (#0, MaxPool)"));
 }
 
-// The seed corpus of tests/fuzz/fuzz_onnx.cpp: run with
-//   QCONV_ONNX_CORPUS=tests/fuzz/corpus/onnx build/tests/test_onnx \
+// The seed corpus of tests/fuzz/fuzz_onnx.cpp, written by
+//   QCONV_ONNX_CORPUS=tests/fuzz/corpus/onnx build/tests/test_onnx
 //     --gtest_also_run_disabled_tests --gtest_filter='OnnxCorpus.*'
 TEST(OnnxCorpus, DISABLED_WriteFuzzSeeds) {
     const char *dir = std::getenv("QCONV_ONNX_CORPUS");
