@@ -203,6 +203,71 @@ TEST(OnnxOps, ElementwiseAndLayoutOps) {
     EXPECT_LE(rel_diff(y.data, ref), 1e-6);
 }
 
+// The erf form of Gelu in the orders exporters write it is read as one Gelu.
+class OnnxGeluErfForm : public ::testing::TestWithParam<int> {};
+
+TEST_P(OnnxGeluErfForm, IsOneGelu) {
+    om::builder b(17);
+    b.input("x", om::FLOAT, {2, 8});
+    b.output("y");
+    b.init_f32("inv_sqrt2", {1}, {0.70710678f});
+    b.init_f32("sqrt2", {}, {1.4142135f});
+    b.init_f32("one", {}, {1.f});
+    b.init_f32("half", {}, {0.5f});
+    if (GetParam() == 0) b.node("Mul", {"inv_sqrt2", "x"}, {"d"}); // x·(1/√2), the constant first
+    else b.node("Div", {"x", "sqrt2"}, {"d"});
+    b.node("Erf", {"d"}, {"e"});
+    b.node("Add", {"one", "e"}, {"s"});
+    switch (GetParam()) {
+    case 0: // (x·(1+erf))·0.5
+        b.node("Mul", {"x", "s"}, {"m"});
+        b.node("Mul", {"m", "half"}, {"y"});
+        break;
+    case 1: // ((1+erf)·0.5)·x
+        b.node("Mul", {"s", "half"}, {"m"});
+        b.node("Mul", {"x", "m"}, {"y"});
+        break;
+    default: // (x·0.5)·(1+erf)
+        b.node("Mul", {"half", "x"}, {"h"});
+        b.node("Mul", {"h", "s"}, {"y"});
+        break;
+    }
+    auto gr = read(b);
+    const auto ops = gr->count_ops();
+    EXPECT_EQ(ops.at("Gelu"), 1);
+    EXPECT_EQ(ops.count("Multiply") + ops.count("Add"), 0u);
+    const auto x = input({2, 8}, 3);
+    const auto y = g::compiled_graph(*gr).run({x})[0];
+    std::vector<double> ref;
+    for (float v : x.data) ref.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    EXPECT_LE(rel_diff(y.data, ref), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, OnnxGeluErfForm, ::testing::Values(0, 1, 2));
+
+// A value the pattern's inner nodes compute that something else reads keeps the
+// pattern from matching: the Erf is then refused (the IR has no Erf).
+TEST(OnnxGeluErfForm, SharedInnerValueIsNotRewritten) {
+    om::builder b(17);
+    b.input("x", om::FLOAT, {2, 8});
+    b.output("y");
+    b.output("e");
+    b.init_f32("sqrt2", {}, {1.4142135f});
+    b.init_f32("one", {}, {1.f});
+    b.init_f32("half", {}, {0.5f});
+    b.node("Div", {"x", "sqrt2"}, {"d"});
+    b.node("Erf", {"d"}, {"e"}, "erf");
+    b.node("Add", {"e", "one"}, {"s"});
+    b.node("Mul", {"x", "s"}, {"m"});
+    b.node("Mul", {"m", "half"}, {"y"});
+    try {
+        read(b);
+        ADD_FAILURE() << "accepted";
+    } catch (const qconv::error &e) {
+        EXPECT_THAT(e.what(), ::testing::StartsWith("node #0 (Div)"));
+    }
+}
+
 // --------------------------------------------------------------- refusals
 struct refusal {
     const char *name;
