@@ -167,6 +167,7 @@ void infer_node(node &n, int64_t dynamic_value = 1);
 
 // ------------------------------------------------------------ text format
 std::unique_ptr<graph> parse(const std::string &text);
+// A name ending in ".onnx" is read as an ONNX model (load_onnx, qconv/graph_onnx.h).
 std::unique_ptr<graph> load_file(const std::string &path);
 std::string to_text(const graph &g);
 void save_file(const graph &g, const std::string &path);
