@@ -135,11 +135,13 @@ private:
 
 double max_rel_diff(const std::vector<tensor> &ref, const std::vector<tensor> &got) {
     double max_abs = 0, max_ref = 0;
-    for (size_t r = 0; r < ref.size(); ++r)
-        for (size_t i = 0; i < ref[r].data.size(); ++i) {
-            max_abs = std::max(max_abs, std::fabs(double(got[r].data[i]) - ref[r].data[i]));
-            max_ref = std::max(max_ref, std::fabs(double(ref[r].data[i])));
+    for (size_t r = 0; r < ref.size(); ++r) {
+        const std::vector<double> a = ref[r].values(), b = got[r].values();
+        for (size_t i = 0; i < a.size(); ++i) {
+            max_abs = std::max(max_abs, std::fabs(b[i] - a[i]));
+            max_ref = std::max(max_ref, std::fabs(a[i]));
         }
+    }
     return max_ref > 0 ? max_abs / max_ref : 0;
 }
 

@@ -25,10 +25,11 @@ namespace detail {
 constexpr int64_t size_limit = int64_t(1) << 40;
 
 struct desc_token {
-    std::string key;   // "mb", "ic", ... or "n" for a name
-    int64_t value = 0; // unused for names
-    std::string name;  // the quoted text of n"..."
-    size_t pos = 0;    // offset of the key in the text
+    std::string key;      // "mb", "ic", ... or "n" for a name
+    int64_t value = 0;    // unused for names
+    std::string name;     // the quoted text of n"..."
+    size_t pos = 0;       // offset of the key in the text
+    bool unknown = false; // the value was written `?` (allow_unknown): given at run time
 };
 
 inline int64_t checked_mul(int64_t a, int64_t b, const std::string &field, const std::string &what) {
@@ -60,10 +61,13 @@ inline int64_t checked_elems(const std::vector<int64_t> &factors, const std::str
 
 // Tokenizes `text` (already trimmed). With allow_name, n"..." is a name token.
 // Keys are runs of lowercase letters, each passed to check_key (which throws
-// for unknown keys) and followed by an optionally negative decimal integer.
-// Duplicate keys are rejected here.
+// for unknown keys) and followed by an optionally negative decimal integer,
+// or, with allow_unknown, by `?` alone (desc_token::unknown; the caller says
+// which keys may be unknown). Duplicate keys are rejected here. Messages
+// quote `text` as given.
 inline std::vector<desc_token> tokenize_desc(const std::string &text, bool allow_name,
-                                             const std::function<void(const std::string &)> &check_key) {
+                                             const std::function<void(const std::string &)> &check_key,
+                                             bool allow_unknown = false) {
     std::vector<desc_token> out;
     const std::string quoted = "'" + text + "'";
     if (text.empty()) fail("desc", "empty descriptor");
@@ -90,6 +94,12 @@ inline std::vector<desc_token> tokenize_desc(const std::string &text, bool allow
             if (close == std::string::npos) fail("n", "unterminated name in " + quoted);
             t.name = text.substr(p + 1, close - p - 1);
             p = close + 1;
+            out.push_back(t);
+            continue;
+        }
+        if (allow_unknown && p < text.size() && text[p] == '?') {
+            t.unknown = true;
+            ++p;
             out.push_back(t);
             continue;
         }

@@ -228,6 +228,8 @@ void validate_one(const post_op &p, size_t i, int64_t oc) {
         if (!find_eltwise(p.alg)) fail(field(i, "alg"), "unknown eltwise algorithm");
         check_finite(i, "alpha", p.alpha);
         check_finite(i, "beta", p.beta);
+        if (p.alg == eltwise_alg::clip && p.alpha > p.beta)
+            fail(field(i, "alpha"), "clip's lower bound " + fmt(p.alpha) + " is above its upper bound " + fmt(p.beta));
         return;
     case post_op::kind::binary: {
         if (int(p.balg) < 0 || int(p.balg) > int(binary_alg::min)) fail(field(i, "balg"), "unknown binary algorithm");

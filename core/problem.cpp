@@ -155,22 +155,20 @@ bool conv_problem::operator==(const conv_problem &o) const {
 // -------------------------------------------------------------- matmul_desc
 matmul_desc matmul_desc::parse(const std::string &text_in) {
     const std::string text = detail::trim(text_in);
-    // "m?": a run-time M (the tokenizer reads numbers: it sees m0).
-    std::string numeric = text;
-    bool runtime_rows = false;
-    for (size_t q = numeric.find("m?"); q != std::string::npos; q = numeric.find("m?", q + 1))
-        if (q == 0 || numeric[q - 1] == '_' || std::isdigit(static_cast<unsigned char>(numeric[q - 1]))) {
-            numeric[q + 1] = '0';
-            runtime_rows = true;
-        }
-    const auto tokens = detail::tokenize_desc(numeric, /*allow_name=*/false, [&](const std::string &key) {
-        if (key != "m" && key != "k" && key != "n")
-            fail("desc", "unknown key '" + key + "' in matmul descriptor '" + text + "' (keys: m k n)");
-    });
+    // "m?": a run-time M (`?` in place of the whole number; the other sizes are fixed).
+    const auto tokens = detail::tokenize_desc(
+        text, /*allow_name=*/false,
+        [&](const std::string &key) {
+            if (key != "m" && key != "k" && key != "n")
+                fail("desc", "unknown key '" + key + "' in matmul descriptor '" + text + "' (keys: m k n)");
+        },
+        /*allow_unknown=*/true);
     matmul_desc d;
-    bool has_k = false, has_n = false;
+    bool has_k = false, has_n = false, runtime_rows = false;
     for (const auto &t : tokens) {
-        if (t.key == "m") d.m = t.value;
+        if (t.unknown && t.key != "m")
+            fail(t.key, "only m may be given at run time ('?') in matmul descriptor '" + text + "'");
+        if (t.key == "m") d.m = t.unknown ? runtime_m : t.value, runtime_rows = t.unknown;
         else if (t.key == "k") d.k = t.value, has_k = true;
         else d.n = t.value, has_n = true;
     }

@@ -1,6 +1,7 @@
 // The kernel cache (see cache.h): a map of shared futures plus an LRU list.
 #include "dispatch/cache.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <future>
 #include <list>
@@ -111,8 +112,9 @@ size_t cache_capacity_from_env() {
     const char *v = std::getenv("QCONV_CACHE_CAPACITY");
     if (!v || !*v) return 1024;
     char *end = nullptr;
+    errno = 0;
     const long long n = std::strtoll(v, &end, 10);
-    if (*end != '\0' || n < 0)
+    if (*end != '\0' || n < 0 || errno != 0)
         fail("QCONV_CACHE_CAPACITY", std::string("expected a non-negative integer (got '") + v + "')");
     return static_cast<size_t>(n);
 }

@@ -5,6 +5,7 @@
 #include "dispatch/host_platform.h"
 
 #include "dispatch/dispatcher.h"
+#include "dispatch/environment.h"
 #include "dispatch/verbose.h"
 #include "qconv/types.h"
 
@@ -63,6 +64,7 @@ convolution_f32::convolution_f32(const conv_desc &d, const float *weights, const
     const double t0 = impl::now_ms();
     d.validate();
     if (!weights) fail("weights", "null pointer");
+    impl::check_openmp_threads();
     auto p = std::make_unique<impl::conv_f32_primitive>();
     p->desc = d;
     impl::choose(d, weights, bias, impl, p.get());
@@ -82,6 +84,7 @@ void convolution_f32::execute(const float *src, float *dst, int threads) const {
     if (!p_) fail("convolution_f32", "moved-from primitive");
     if (!src) fail("src", "null pointer");
     if (!dst) fail("dst", "null pointer");
+    impl::check_threads_argument(threads);
     impl::verbose_exec(
         p_->name, [&] { p_->kernel->execute(src, dst, threads); },
         [&] { return p_->verbose_desc.empty() ? p_->desc.str() + ",dt=f32:f32:f32" : p_->verbose_desc; });

@@ -1,10 +1,10 @@
 // qconv::convolution: validation, the dispatcher's choice (or the tuned one),
 // the cached kernel, its own packed weights, and checked execution.
-#include <unistd.h>
-
 #include <memory>
 
+#include "core/memory.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/environment.h"
 #include "dispatch/host_platform.h"
 #include "dispatch/tuning.h"
 #include "dispatch/verbose.h"
@@ -20,14 +20,8 @@ namespace {
 // machine has: refuse it here, before any allocation, rather than let
 // std::bad_alloc (or a sanitizer's allocation abort) surface from a kernel.
 void check_fits_in_memory(const conv_desc &d) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return;
-    const double limit = double(pages) * double(page);
-    const double bytes = double(d.wei_elems()) * 4; // packed copies are at most int32-wide per weight
-    if (bytes > limit)
-        fail("wei", "packing " + std::to_string(d.wei_elems()) + " weights needs about " +
-                        std::to_string(int64_t(bytes / double(1 << 30))) + " GiB, more than this machine's " +
-                        std::to_string(int64_t(limit / double(1 << 30))) + " GiB of memory");
+    // Packed copies are at most int32-wide per weight.
+    impl::check_memory(double(d.wei_elems()) * 4, "wei", "packing " + std::to_string(d.wei_elems()) + " weights");
 }
 } // namespace
 
@@ -37,6 +31,7 @@ convolution::convolution(const conv_problem &p, const int8_t *weights, const flo
     if (!weights) fail("weights", "null pointer");
     if (p.with_bias && !bias) fail("bias", "null pointer while with_bias is set");
     check_fits_in_memory(p.desc);
+    impl::check_openmp_threads();
 
     const impl::platform plat = impl::host_platform();
     const impl::conv_choice choice = impl::is_auto(hints.impl) && impl::tuned_dispatch(hints)
@@ -67,6 +62,7 @@ void convolution::execute(const void *src, void *dst, const exec_args &args) con
     if (!p_) fail("convolution", "moved-from primitive");
     if (!src) fail("src", "null pointer");
     if (!dst) fail("dst", "null pointer");
+    impl::check_threads_argument(args.threads);
     const int full = count_full_binary(p_->problem.ops);
     if (static_cast<int>(args.binary.size()) < full)
         fail("binary", "the chain has " + std::to_string(full) + " full-tensor binary post-op(s) but " +

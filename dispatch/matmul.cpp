@@ -13,8 +13,10 @@
 
 #include "core/convert.h"
 #include "core/desc_text.h"
+#include "core/memory.h"
 
 #include "dispatch/dispatcher.h"
+#include "dispatch/environment.h"
 #include "dispatch/host_platform.h"
 #include "dispatch/verbose.h"
 
@@ -62,6 +64,11 @@ matmul::matmul(const matmul_desc &d, const matmul_weights &w, const matmul_hints
                           ": matmul_weights::" + (d.scale_dt == dtype::f16 ? "scale_f16" : "scale") + ")");
     if (d.zp_elems() > 0 && !w.zp) fail("zp", "null pointer while a zero point is declared");
     if (d.with_bias && !w.bias) fail("bias", "null pointer while with_bias is set");
+    // A valid descriptor can still need more memory than the machine has: the
+    // packed copy (at most 4 bytes per weight) is checked before anything is allocated.
+    impl::check_memory(double(d.k) * double(d.n) * 4, "wei",
+                       "packing " + std::to_string(d.k) + "x" + std::to_string(d.n) + " weights");
+    impl::check_openmp_threads();
     // f16 scales: converted once, exactly, to f32; the rows see f32 scales
     // (and pack them; the copy goes when the constructor returns).
     std::vector<float> scale32;
@@ -227,6 +234,7 @@ void matmul::execute_typed(const void *x, void *y, int64_t m, int threads) const
 
 // m rows of f32 X to f32 Y (arguments checked).
 void matmul::run_rows(const float *x, float *y, int64_t m, int threads) const {
+    impl::check_threads_argument(threads);
     if (!p_->desc.runtime()) {
         impl::verbose_exec(
             p_->name, [&] { p_->kernel->execute(*p_->weights, x, y, threads); },

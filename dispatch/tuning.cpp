@@ -14,13 +14,15 @@
 
 namespace qconv::impl {
 
+bool tuned_dispatch_from_env() {
+    const char *v = std::getenv("QCONV_DISPATCH");
+    if (!v || !*v || std::strcmp(v, "default") == 0) return false;
+    if (std::strcmp(v, "tune") == 0) return true;
+    fail("QCONV_DISPATCH", std::string("unknown value '") + v + "' (valid: default, tune)");
+}
+
 bool tuned_dispatch(const conv_hints &hints) {
-    static const bool env = [] {
-        const char *v = std::getenv("QCONV_DISPATCH");
-        if (!v || !*v || std::strcmp(v, "default") == 0) return false;
-        if (std::strcmp(v, "tune") == 0) return true;
-        fail("QCONV_DISPATCH", std::string("unknown value '") + v + "' (valid: default, tune)");
-    }();
+    static const bool env = tuned_dispatch_from_env();
     return hints.tune || env;
 }
 

@@ -10,6 +10,9 @@ namespace qconv::impl {
 
 // Whether tuned dispatch is on: conv_hints::tune or QCONV_DISPATCH=tune (read once).
 bool tuned_dispatch(const conv_hints &hints);
+// QCONV_DISPATCH as it is now: false when unset, empty or "default", true for
+// "tune"; anything else is an error naming the variable.
+bool tuned_dispatch_from_env();
 // The fastest accepting row for p on plat (timed with the user's weights on
 // data of the problem's shape), or select_conv()'s choice when only one row
 // accepts.

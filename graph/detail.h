@@ -48,4 +48,13 @@ struct rng {
 
 std::string fmt_double(double v); // shortest text that parses back to the same double
 
+// Shape and type inference of every node as graph::infer(), except that a
+// Constant without data yet (its generator not run) only has its shape
+// checked: the text reader infers every shape before generating any data.
+void infer_shapes(graph &g);
+
+// dst = src (packed elements of type t, row-major dims `in`) with its dims
+// permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
+void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
+
 } // namespace qconv::graph::detail

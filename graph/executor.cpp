@@ -3,7 +3,7 @@
 // Compile walks the nodes in topological order:
 //  * a MatMul(X, deq(W), transpose_b) whose weights are a decompression
 //    subgraph — Convert(Wq [→ Reshape]) [− Convert(ZP)] · Scale [→ Reshape] with
-//    Wq an integer Constant or Parameter of u8/i8/u4/i4 and scale/zp per tensor,
+//    Wq an integer Constant or Parameter of u8/i8/u4/i4 and scale/zp per ft,
 //    per output channel or per group of K — becomes ONE qconv::matmul primitive
 //    (the dispatcher picks the row); a following bias Add with a [.., N]
 //    Constant is fused into it. Its decompression nodes are marked "fused";
@@ -14,19 +14,23 @@
 //    f32 convolution primitive (qconv::convolution_f32: oneDNN's f32
 //    convolution, else the reference; weights known at compile time are
 //    reordered once, others per run; NCHW is transposed to NHWC around it).
-// Values are held as f32 (integer types exact up to 2^24); an op whose output
-// type is f16, bf16 or an integer type rounds its results to that type. A
-// compressed MatMul of f16/bf16 activations runs the primitive with that
-// src_dt/dst_dt; its decompression is exact in f32 (docs/graph.md).
+// Values are typed tensors (their node's type): layout and conversion ops and
+// QuantizeLinear/DequantizeLinear work on the typed storage; the other ops
+// compute in f32 on f32 views of their inputs and round their results to
+// their type once. A compressed MatMul of f16/bf16 activations runs the
+// primitive with that src_dt/dst_dt on the 16-bit storage; its decompression
+// is exact in f32 (docs/graph.md).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "core/memory.h"
 #include "core/verbose.h"
 #include "graph/detail.h"
 #include "qconv/conv_desc.h"
@@ -58,13 +62,75 @@ std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out) {
     return st;
 }
 
-void round_to(tensor &t) {
-    if (t.type == etype::f32) return;
-    for (float &v : t.data) v = static_cast<float>(to_type(t.type, v));
+// An f32 view of a value for the reference kernels: the storage itself for
+// an f32 tensor (plain layout), else a converted copy; the output of a kernel
+// is the output tensor's storage when it is f32, else a buffer that commit()
+// rounds into the typed storage.
+struct fspan {
+    float *p = nullptr;
+    size_t n = 0;
+    float &operator[](size_t i) const { return p[i]; }
+    float *data() const { return p; }
+    size_t size() const { return n; }
+};
+struct ft {
+    etype type = etype::f32;
+    shape_t shape;
+    fspan data;
+    std::vector<float> own;
+    ft() = default;
+    ft(const ft &) = delete;
+    ft(ft &&) = default;
+    ft &operator=(ft &&) = default;
+};
+ft view(const tensor &t) {
+    ft f;
+    f.type = t.type;
+    f.shape = t.shape;
+    if (t.type == etype::f32 && t.order == layout::plain) {
+        f.data = {const_cast<float *>(t.f32()), static_cast<size_t>(t.elems())};
+        return f;
+    }
+    f.own = t.to_f32();
+    f.data = {f.own.data(), f.own.size()};
+    return f;
+}
+// A zero-filled f32 buffer of the given shape.
+ft scratch(etype type, const shape_t &s) {
+    ft f;
+    f.type = type;
+    f.shape = s;
+    f.own.assign(static_cast<size_t>(elems_of(s)), 0.f);
+    f.data = {f.own.data(), f.own.size()};
+    return f;
+}
+ft out_view(tensor &o) {
+    if (o.type == etype::f32) {
+        ft f;
+        f.type = o.type;
+        f.shape = o.shape;
+        f.data = {o.f32(), static_cast<size_t>(o.elems())};
+        return f;
+    }
+    return scratch(o.type, o.shape);
+}
+// Rounds a kernel's f32 results into o's type (f16/bf16 nearest even;
+// integers half to even, saturated).
+void commit(const ft &f, tensor &o) {
+    if (o.type == etype::f32) return;
+    uint8_t *b = o.bytes.data();
+    const etype t = o.type;
+    const int64_t n = static_cast<int64_t>(f.data.size());
+    if (bits_of(t) == 4) {
+        for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
 }
 
 template <typename F>
-void binary(const tensor &a, const tensor &b, tensor &o, F f) {
+void binary(const ft &a, const ft &b, ft &o, F f) {
     const int64_t total = static_cast<int64_t>(o.data.size());
     if (a.shape == o.shape && b.shape == o.shape) {
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)
@@ -110,7 +176,7 @@ void binary(const tensor &a, const tensor &b, tensor &o, F f) {
     }
 }
 
-void transpose(const tensor &in, const std::vector<int64_t> &perm, tensor &o) {
+void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
     const size_t r = perm.size();
     const auto is = strides_of(in.shape);
     const int64_t total = static_cast<int64_t>(o.data.size());
@@ -128,7 +194,7 @@ void transpose(const tensor &in, const std::vector<int64_t> &perm, tensor &o) {
     }
 }
 
-void matmul_f32(const node &n, const tensor &a, const tensor &b, tensor &o) {
+void matmul_f32(const node &n, const ft &a, const ft &b, ft &o) {
     const size_t ra = a.shape.size(), ro = o.shape.size();
     const int64_t M = o.shape[ro - 2], N = o.shape[ro - 1];
     const int64_t K = n.attr.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
@@ -193,16 +259,16 @@ conv_desc conv_desc_of(const node &n) {
 
 // NCHW around an NHWC convolution `run(src_nhwc, dst_nhwc)`.
 template <typename F>
-void convolution_nchw(const tensor &x, tensor &o, F run) {
+void convolution_nchw(const ft &x, ft &o, F run) {
     const shape_t &xs = x.shape, &ys = o.shape;
-    tensor xn{x.type, {xs[0], xs[2], xs[3], xs[1]}, std::vector<float>(x.data.size())};
+    ft xn = scratch(x.type, {xs[0], xs[2], xs[3], xs[1]});
     transpose(x, {0, 2, 3, 1}, xn);
-    tensor yn{o.type, {ys[0], ys[2], ys[3], ys[1]}, std::vector<float>(o.data.size())};
+    ft yn = scratch(o.type, {ys[0], ys[2], ys[3], ys[1]});
     run(xn.data.data(), yn.data.data());
     transpose(yn, {0, 3, 1, 2}, o);
 }
 
-void convolution(const node &n, const tensor &x, const tensor &w, tensor &o) {
+void convolution(const node &n, const ft &x, const ft &w, ft &o) {
     const conv_desc d = conv_desc_of(n);
     const convolution_f32 conv(d, w.data.data(), nullptr);
     convolution_nchw(x, o, [&](const float *src, float *dst) { conv.execute(src, dst); });
@@ -216,17 +282,194 @@ float gelu(float x, bool tanh_approx) {
     return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f));
 }
 
-// Reference evaluation of one node on f32-held values.
-void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
-    o.type = n.out_type;
-    o.shape = n.out_shape;
-    o.data.assign(elems_of(n.out_shape), 0.f);
+// Flat offsets of each broadcast input for one output row: `f(row, offsets)`
+// for every row of the output's last dim; `inner_steps[k]` is input k's
+// stride along that dim (0 when broadcast).
+template <typename F>
+void broadcast_rows(const std::vector<const ft *> &in, const shape_t &out, F f) {
+    const size_t r = out.size(), k = in.size();
+    std::vector<std::vector<int64_t>> st(k);
+    for (size_t i = 0; i < k; ++i) st[i] = bstrides(in[i]->shape, out);
+    const int64_t inner = r ? out[r - 1] : 1, total = elems_of(out), rows = inner ? total / inner : 0;
+    std::vector<int64_t> steps(k);
+    for (size_t i = 0; i < k; ++i) steps[i] = r ? st[i][r - 1] : 0;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+    for (int64_t j = 0; j < rows; ++j) {
+        std::vector<int64_t> off(k, 0);
+        int64_t rem = j;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t idx = rem % out[d];
+            rem /= out[d];
+            for (size_t i = 0; i < k; ++i) off[i] += idx * st[i][d];
+        }
+        f(j, inner, off, steps);
+    }
+}
+
+// OpenVINO's FakeQuantize, in f32 arithmetic (docs/graph.md).
+float fake_quantize(float x, float il, float ih, float ol, float oh, float lm1) {
+    if (x <= std::min(il, ih)) return ol;
+    if (x > std::max(il, ih)) return oh;
+    return std::nearbyint((x - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol;
+}
+
+// Product of the dims after `axis` (the stride of axis) and the size of axis.
+int64_t inner_of(const shape_t &s, int64_t axis) {
+    int64_t r = 1;
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); ++i) r *= s[i];
+    return r;
+}
+int64_t axis_of(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// QuantizeLinear / DequantizeLinear on typed values: scale (and zero point)
+// per tensor or per axis. QuantizeLinear writes u8/i8; DequantizeLinear reads
+// the integers exactly (i32 too).
+void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const tensor &x = *in[0];
+    const ft s = view(*in[1]);
+    const tensor *zp = in.size() > 2 ? in[2] : nullptr;
+    const int64_t total = o.elems();
+    const bool per_axis = s.data.size() != 1;
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = per_axis ? inner_of(x.shape, ax) : 1, C = per_axis ? x.shape[ax] : 1;
+    std::vector<int64_t> z(s.data.size(), 0);
+    if (zp)
+        for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
+    const etype ot = o.type, xt = x.type;
+    uint8_t *y = o.bytes.data();
+    if (n.kind == op::QuantizeLinear) {
+        const ft xf = view(x);
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+        for (int64_t i = 0; i < total; ++i) {
+            const int64_t c = per_axis ? (i / inner) % C : 0;
+            // round half to even, add the zero point, saturate (NaN → 0)
+            const float q = std::nearbyint(xf.data[i] / s.data[c]);
+            detail::store(ot, y, i, static_cast<double>(q) + static_cast<double>(z[c]));
+        }
+        return;
+    }
+    const uint8_t *xb = x.bytes.data();
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+    for (int64_t i = 0; i < total; ++i) {
+        const int64_t c = per_axis ? (i / inner) % C : 0;
+        const int64_t d = static_cast<int64_t>(detail::load(xt, xb, i)) - z[c];
+        detail::store(ot, y, i, static_cast<float>(d) * s.data[c]);
+    }
+}
+
+// MaxPool / AvgPool on NCHW. Window positions outside the input are skipped;
+// AvgPool divides by the real elements (exclude_pad) or by the positions
+// inside the padded input; a window without any input element gives 0.
+void pool(const node &n, const ft &x, ft &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = o.shape[2], OW = o.shape[3];
+    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
+    const int64_t PT = n.pads_b[0], PL = n.pads_b[1], PB = n.pads_e[0], PR = n.pads_e[1];
+    const bool is_max = n.kind == op::MaxPool, excl = n.attr.exclude_pad;
+#pragma omp parallel for collapse(2) schedule(static) if (elems_of(o.shape) * KH * KW >= kParallelMin)
+    for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t oh = 0; oh < OH; ++oh) {
+            const float *src = x.data.data() + nc * H * W;
+            float *dst = o.data.data() + (nc * OH + oh) * OW;
+            const int64_t h0 = oh * SH - PT, h1 = h0 + KH;
+            const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h1, H);
+            const int64_t hp = std::min(h1, H + PB) - std::max<int64_t>(h0, -PT);
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t w0 = ow * SW - PL, w1 = w0 + KW;
+                const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w1, W);
+                const int64_t wp = std::min(w1, W + PR) - std::max<int64_t>(w0, -PL);
+                if (ha >= hb || wa >= wb) {
+                    dst[ow] = 0.f;
+                    continue;
+                }
+                if (is_max) {
+                    float m = src[ha * W + wa];
+                    for (int64_t h = ha; h < hb; ++h)
+                        for (int64_t w = wa; w < wb; ++w) m = std::max(m, src[h * W + w]);
+                    dst[ow] = m;
+                } else {
+                    double sum = 0;
+                    for (int64_t h = ha; h < hb; ++h)
+                        for (int64_t w = wa; w < wb; ++w) sum += src[h * W + w];
+                    const int64_t cnt = excl ? (hb - ha) * (wb - wa) : hp * wp;
+                    dst[ow] = static_cast<float>(sum / static_cast<double>(cnt));
+                }
+            }
+        }
+}
+
+void reduce_mean(const node &n, const ft &x, ft &o) {
+    const size_t r = x.shape.size();
+    std::vector<bool> red(r, false);
+    for (int64_t a : n.attr.axes) red[axis_of(a, r)] = true;
+    // Output strides seen from the input's index space (0 along reduced axes).
+    shape_t kept(r);
+    for (size_t i = 0; i < r; ++i) kept[i] = red[i] ? 1 : x.shape[i];
+    const auto ost = strides_of(kept);
+    std::vector<double> acc(o.data.size(), 0.0);
+    const int64_t total = static_cast<int64_t>(x.data.size());
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t off = 0;
+        for (size_t d = 0; d < r; ++d)
+            if (!red[d]) off += idx[d] * ost[d];
+        acc[off] += x.data[i];
+        for (int d = static_cast<int>(r) - 1; d >= 0 && ++idx[d] == x.shape[d]; --d) idx[d] = 0;
+    }
+    const double cnt = static_cast<double>(total) / static_cast<double>(std::max<size_t>(o.data.size(), 1));
+    for (size_t i = 0; i < acc.size(); ++i) o.data[i] = static_cast<float>(acc[i] / cnt);
+}
+
+// Concat on typed storage (bytes; 4-bit types element by element).
+void concat(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const int64_t ax = axis_of(n.attr.axis, o.shape.size());
+    int64_t outer = 1;
+    for (int64_t i = 0; i < ax; ++i) outer *= o.shape[i];
+    const int64_t row = o.shape[ax] * inner_of(o.shape, ax);
+    const int bits = bits_of(o.type);
+    int64_t at = 0;
+    for (const tensor *t : in) {
+        const int64_t len = t->shape[ax] * inner_of(t->shape, ax);
+        for (int64_t j = 0; j < outer; ++j) {
+            if (bits >= 8) {
+                const int64_t es = bits / 8;
+                std::memcpy(o.bytes.data() + (j * row + at) * es, t->bytes.data() + j * len * es, len * es);
+            } else {
+                for (int64_t i = 0; i < len; ++i) o.set(j * row + at + i, t->get(j * len + i));
+            }
+        }
+        at += len;
+    }
+}
+
+void softmax(const node &n, const ft &x, ft &o) {
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = inner_of(x.shape, ax), C = x.shape[ax];
+    const int64_t outer = static_cast<int64_t>(x.data.size()) / std::max<int64_t>(C * inner, 1);
+    for (int64_t j = 0; j < outer; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+            const float *src = x.data.data() + j * C * inner + i;
+            float *dst = o.data.data() + j * C * inner + i;
+            float m = src[0];
+            for (int64_t c = 1; c < C; ++c) m = std::max(m, src[c * inner]);
+            double sum = 0;
+            for (int64_t c = 0; c < C; ++c) sum += dst[c * inner] = std::exp(src[c * inner] - m);
+            for (int64_t c = 0; c < C; ++c) dst[c * inner] = static_cast<float>(dst[c * inner] / sum);
+        }
+}
+
+// Reference evaluation of an op that computes in f32 (o: the output's f32 view).
+void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     switch (n.kind) {
     case op::Parameter:
-    case op::Constant: break; // handled by the caller
+    case op::Constant:
     case op::Convert:
     case op::Reshape:
-    case op::Result: o.data = in[0]->data; break;
+    case op::Result:
+    case op::Flatten:
+    case op::Concat:
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: break; // on typed storage: eval()
     case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
     case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
     case op::Add: binary(*in[0], *in[1], o, [](float a, float b) { return a + b; }); break;
@@ -246,8 +489,99 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         for (int64_t i = 0; i < cnt; ++i) y[i] = gelu(x[i], t);
         break;
     }
+    case op::FakeQuantize: {
+        const float lm1 = static_cast<float>(n.attr.levels - 1);
+        const ft &x = *in[0];
+        broadcast_rows(in, o.shape,
+                       [&](int64_t j, int64_t inner, const std::vector<int64_t> &off, const std::vector<int64_t> &st) {
+                           float *y = o.data.data() + j * inner;
+                           for (int64_t i = 0; i < inner; ++i)
+                               y[i] = fake_quantize(x.data[off[0] + i * st[0]], in[1]->data[off[1] + i * st[1]],
+                                                    in[2]->data[off[2] + i * st[2]], in[3]->data[off[3] + i * st[3]],
+                                                    in[4]->data[off[4] + i * st[4]], lm1);
+                       });
+        break;
     }
-    round_to(o);
+    case op::MaxPool:
+    case op::AvgPool: pool(n, *in[0], o); break;
+    case op::ReduceMean: reduce_mean(n, *in[0], o); break;
+    case op::Clamp: {
+        double lo = n.attr.clamp_min, hi = n.attr.clamp_max;
+        if (is_integer(o.type)) lo = std::ceil(lo), hi = std::floor(hi); // integers: the bounds inside [min, max]
+        const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::min(std::max(in[0]->data[i], flo), fhi);
+        break;
+    }
+    case op::PRelu: {
+        const ft &x = *in[0], &sl = *in[1];
+        auto f = [](float v, float s) { return v < 0.f ? v * s : v; };
+        if (sl.shape.size() == 1 && x.shape.size() >= 2 && sl.shape[0] == x.shape[1]) {
+            const int64_t inner = inner_of(x.shape, 1), C = x.shape[1];
+            for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = f(x.data[i], sl.data[(i / inner) % C]);
+        } else {
+            binary(x, sl, o, f);
+        }
+        break;
+    }
+    case op::Sigmoid:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = 1.f / (1.f + std::exp(-in[0]->data[i]));
+        break;
+    case op::Softmax: softmax(n, *in[0], o); break;
+    }
+}
+
+// Reference evaluation of one node into a typed tensor. Values move between
+// ops in their own type: layout and conversion ops work on the storage
+// (exact for every type), QuantizeLinear/DequantizeLinear read and write the
+// integers directly, every other op computes in f32 on f32 views of its
+// inputs and rounds its results to its type once.
+void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    o = tensor(n.out_type, n.out_shape);
+    std::vector<tensor> plain; // inputs in another layout, made plain
+    std::vector<const tensor *> ins = in;
+    for (auto &t : ins)
+        if (t->order != layout::plain) {
+            plain.reserve(ins.size());
+            plain.push_back(t->to_layout(layout::plain));
+            t = &plain.back();
+        }
+    switch (n.kind) {
+    case op::Parameter:
+    case op::Constant: return; // handled by the caller
+    case op::Reshape:
+    case op::Flatten:
+    case op::Result: o.bytes = ins[0]->bytes; return;
+    case op::Convert: {
+        const tensor &x = *ins[0];
+        const int64_t total = o.elems();
+        if (x.type == o.type) {
+            o.bytes = x.bytes;
+        } else if (bits_of(o.type) == 4) {
+            for (int64_t i = 0; i < total; ++i) o.set(i, x.get(i));
+        } else {
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+            for (int64_t i = 0; i < total; ++i) detail::store(o.type, o.bytes.data(), i, x.get(i));
+        }
+        return;
+    }
+    case op::Transpose:
+        detail::permute(o.type, ins[0]->bytes.data(), ins[0]->shape, n.attr.order, o.bytes.data());
+        return;
+    case op::Concat: concat(n, ins, o); return;
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: qdq(n, ins, o); return;
+    default: break;
+    }
+    std::vector<ft> views;
+    views.reserve(ins.size());
+    std::vector<const ft *> vin;
+    for (const tensor *t : ins) {
+        views.push_back(view(*t));
+        vin.push_back(&views.back());
+    }
+    ft out = out_view(o);
+    eval_f32(n, vin, out);
+    commit(out, o);
 }
 
 std::string kernel_name(const node &n) {
@@ -266,6 +600,18 @@ std::string kernel_name(const node &n) {
     case op::MatMul: return "graph:matmul_f32";
     case op::Relu: return "graph:relu";
     case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
+    case op::FakeQuantize: return "graph:fake_quantize";
+    case op::QuantizeLinear: return std::string("graph:quantize_linear_") + to_string(n.out_type);
+    case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + to_string(n.inputs[0]->out_type);
+    case op::MaxPool: return "graph:max_pool";
+    case op::AvgPool: return "graph:avg_pool";
+    case op::ReduceMean: return "graph:reduce_mean";
+    case op::Concat: return "graph:concat";
+    case op::Clamp: return "graph:clamp";
+    case op::PRelu: return "graph:prelu";
+    case op::Flatten: return "graph:reshape";
+    case op::Sigmoid: return "graph:sigmoid";
+    case op::Softmax: return "graph:softmax";
     }
     return "?";
 }
@@ -480,25 +826,11 @@ bool recognize(const graph &g, node *mm, compressed *c) {
     return true;
 }
 
-// Runs a compressed MatMul on f32-held values: f32 activations directly,
-// f16/bf16 ones (exact in f32) as 16-bit words through execute_typed().
+// Runs a compressed MatMul on typed values: f32 activations as floats,
+// f16/bf16 ones as their 16-bit words through execute_typed().
 void run_compressed(const matmul &mm, const tensor &x, tensor &y, int64_t rows, int threads) {
-    const matmul_desc &d = mm.desc();
-    if (d.src_dt == dtype::f32) {
-        mm.execute(x.data.data(), y.data.data(), rows, threads);
-        return;
-    }
-    const bool f16 = d.src_dt == dtype::f16;
-    std::vector<uint16_t> xh(x.data.size()), yh(y.data.size());
-    for (size_t i = 0; i < xh.size(); ++i) xh[i] = f16 ? f32_to_f16(x.data[i]) : f32_to_bf16(x.data[i]);
-    mm.execute_typed(xh.data(), yh.data(), rows, threads);
-    for (size_t i = 0; i < yh.size(); ++i) y.data[i] = f16 ? f16_to_f32(yh[i]) : bf16_to_f32(yh[i]);
-}
-
-std::vector<uint8_t> pack_weights(const tensor &t, etype et) {
-    std::vector<uint8_t> b(storage_bytes(et, static_cast<int64_t>(t.data.size())), 0);
-    for (size_t i = 0; i < t.data.size(); ++i) detail::store(et, b.data(), i, t.data[i]);
-    return b;
+    if (mm.desc().src_dt == dtype::f32) mm.execute(x.f32(), y.f32(), rows, threads);
+    else mm.execute_typed(x.bytes.data(), y.bytes.data(), rows, threads);
 }
 
 } // namespace
@@ -560,6 +892,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     auto g = gin.clone();
     if (g->is_dynamic()) g->bind_dynamic(dynamic_value);
     g->infer();
+    check_run_memory(*g); // before any tensor is allocated
     const auto order = g->topo_order();
     std::map<const node *, int> slot;
     for (const node *n : order) slot[n] = static_cast<int>(slot.size());
@@ -599,10 +932,8 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         }
         if (n->kind == op::Constant) {
             tensor &t = S.consts[out];
-            t.type = n->out_type;
-            t.shape = n->out_shape;
-            t.data.resize(elems_of(n->out_shape));
-            for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<float>(n->value(i));
+            t = tensor(n->out_type, n->out_shape);
+            t.bytes = n->data->bytes; // packed as the tensor's storage
             S.known[out] = true;
             S.impls.push_back({n->id, "constant"});
             continue;
@@ -638,10 +969,9 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             // time mean a primitive per run. An f16/bf16 convolution runs it
             // on the (exact) f32 values and rounds the result to its type.
             const bool known = S.known[in[1]];
-            std::vector<float> zeros;
-            if (!known) zeros.assign(elems_of(n->inputs[1]->out_shape), 0.f);
-            auto c = std::make_shared<convolution_f32>(conv_desc_of(*n),
-                                                       known ? S.consts[in[1]].data.data() : zeros.data(), nullptr);
+            std::vector<float> w(elems_of(n->inputs[1]->out_shape), 0.f);
+            if (known) w = S.consts[in[1]].to_f32();
+            auto c = std::make_shared<convolution_f32>(conv_desc_of(*n), w.data(), nullptr);
             impl = c->impl_name() + (known ? "" : " (weights per run)");
             if (known) st.conv = c;
             else st.conv_per_run = true;
@@ -657,7 +987,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             if (!(k == 1 && (st.conv || (st.fused >= 0 && S.mms[st.fused].prim))))
                 needed[st.in[k]] = true; // oneDNN / the compressed primitive hold their own weights
     for (size_t i = 0; i < S.slots; ++i)
-        if (S.known[i] && !needed[i]) std::vector<float>().swap(S.consts[i].data);
+        if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
     S.owner = std::move(g);
@@ -724,30 +1054,35 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
     for (size_t p = 0; p < S.params.size(); ++p) {
         const node &pn = *params[p];
         const tensor &t = inputs[p];
-        if (t.shape != pn.out_shape || static_cast<int64_t>(t.data.size()) != elems_of(pn.out_shape))
+        if (t.shape != pn.out_shape || static_cast<int64_t>(t.bytes.size()) != storage_bytes(t.type, t.elems()))
             fail("inputs", "Parameter '" + pn.id + "' expects " + to_string(pn.out_shape) + ", got " +
-                               to_string(t.shape) + " with " + std::to_string(t.data.size()) + " values");
+                               to_string(t.shape) + " with " + std::to_string(t.bytes.size()) + " bytes of " +
+                               to_string(t.type));
+        // The graph's boundary: the value in the Parameter's type (converted as
+        // a Convert does when another type is given) and in plain layout.
         tensor &d = v[S.params[p]];
-        d = t;
-        d.type = pn.out_type;
-        round_to(d);
+        d = t.order == layout::plain ? t : t.to_layout(layout::plain);
+        if (d.type != pn.out_type) {
+            tensor c(pn.out_type, d.shape);
+            for (int64_t i = 0; i < c.elems(); ++i) c.set(i, d.get(i));
+            d = std::move(c);
+        }
     }
     for (const auto &st : S.steps) {
         if (st.fused >= 0) {
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
             tensor &y = v[st.out];
-            y.type = c.mm->out_type;
-            y.shape = (c.bias_add ? c.bias_add : c.mm)->out_shape;
-            y.data.resize(elems_of(y.shape));
-            if (static_cast<int64_t>(x.data.size()) != c.rows * c.desc.k)
-                fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.data.size()) + " elements");
+            y = tensor(c.mm->out_type, (c.bias_add ? c.bias_add : c.mm)->out_shape);
+            if (x.elems() != c.rows * c.desc.k || x.type != y.type || x.order != layout::plain)
+                fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.elems()) + " elements of " +
+                                   to_string(x.type));
             if (c.prim) {
                 run_compressed(*c.prim, x, y, c.rows, S.threads);
             } else {
                 const tensor &wt = get(st.in[1]);
-                const auto bytes = pack_weights(wt, c.wq->out_type);
-                matmul_weights w{bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
+                if (wt.type != c.wq->out_type) fail(st.n->where(), "weights of another type");
+                matmul_weights w{wt.bytes.data(), c.scale.data(), c.zp.empty() ? nullptr : c.zp.data(),
                                  c.bias.empty() ? nullptr : c.bias.data()};
                 if (c.desc.scale_dt == dtype::f16) w.scale = nullptr, w.scale_f16 = c.scale_f16.data();
                 matmul_desc dm = c.desc; // weights per run: a primitive for this run's rows
@@ -760,14 +1095,14 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         for (int i : st.in) ins.push_back(&get(i));
         if (st.conv || st.conv_per_run) {
             tensor &o = v[st.out];
-            o.type = st.n->out_type;
-            o.shape = st.n->out_shape;
-            o.data.assign(elems_of(o.shape), 0.f);
+            o = tensor(st.n->out_type, st.n->out_shape);
             if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
             std::shared_ptr<convolution_f32> c = st.conv;
-            if (!c) c = std::make_shared<convolution_f32>(conv_desc_of(*st.n), ins[1]->data.data(), nullptr);
-            convolution_nchw(*ins[0], o, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
-            round_to(o);
+            if (!c) c = std::make_shared<convolution_f32>(conv_desc_of(*st.n), view(*ins[1]).data.data(), nullptr);
+            const ft x = view(*ins[0]);
+            ft y = out_view(o);
+            convolution_nchw(x, y, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
+            commit(y, o);
             continue;
         }
         for (size_t k = 0; k < ins.size(); ++k)
@@ -784,20 +1119,53 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
 
 std::vector<std::pair<std::string, std::string>> compiled_graph::impls() const { return s_->impls; }
 
+double run_bytes(const graph &g) {
+    double bytes = 0;
+    for (const auto &n : g.nodes()) {
+        const double f32 = double(elems_of(n->out_shape)) * 4;
+        bytes += f32;                                                        // the executor's tensor
+        if (n->kind == op::Parameter || n->kind == op::Result) bytes += f32; // the caller's input, the output returned
+        if (n->kind == op::Constant) bytes += double(storage_bytes(n->attr.type, elems_of(n->attr.shape)));
+    }
+    return bytes;
+}
+
+void check_run_memory(const graph &g) {
+    const node *largest = nullptr;
+    for (const auto &n : g.nodes())
+        if (!largest || elems_of(n->out_shape) > elems_of(largest->out_shape)) largest = n.get();
+    if (!largest) return;
+    impl::check_memory(run_bytes(g), largest->where(),
+                       "running the graph (largest tensor: '" + largest->id + "' " + to_string(largest->out_type) +
+                           to_string(largest->out_shape) + ", " +
+                           impl::bytes_text(double(elems_of(largest->out_shape)) * 4) + " in f32)",
+                       double(max_run_bytes), "the graph limit of " + impl::bytes_text(double(max_run_bytes)));
+}
+
 std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value) {
     std::vector<tensor> r;
     detail::rng rng(seed);
     const int64_t v = dynamic_value > 0 ? dynamic_value : g.dynamic_value();
+    std::vector<shape_t> shapes;
+    double bytes = 0;
     for (const node *p : g.parameters()) {
         shape_t s = p->attr.shape;
         for (int64_t &d : s)
             if (d == dynamic_dim) d = v;
         check_shape(s, "inputs");
-        tensor t{p->attr.type, s, std::vector<float>(elems_of(s))};
-        for (float &v : t.data)
-            v = is_integer(t.type) ? static_cast<float>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
-                                                                    std::min<int64_t>(detail::type_max(t.type), 127)))
-                                   : static_cast<float>(to_type(t.type, rng.uniform() * 2.0 - 1.0));
+        bytes += double(elems_of(s)) * 4;
+        shapes.push_back(s);
+    }
+    impl::check_memory(bytes, "inputs", "random inputs for every Parameter");
+    size_t i = 0;
+    for (const node *p : g.parameters()) {
+        const shape_t &s = shapes[i++];
+        tensor t(p->attr.type, s);
+        for (int64_t e = 0; e < t.elems(); ++e)
+            t.set(e, is_integer(t.type)
+                         ? static_cast<double>(rng.integer(std::max<int64_t>(detail::type_min(t.type), -128),
+                                                           std::min<int64_t>(detail::type_max(t.type), 127)))
+                         : static_cast<double>(static_cast<float>(rng.uniform() * 2.0 - 1.0)));
         r.push_back(std::move(t));
     }
     return r;

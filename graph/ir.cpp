@@ -25,9 +25,11 @@ constexpr etype_info etypes[] = {
     {etype::u8, "u8", 8, true},     {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},
     {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
-constexpr const char *op_names[] = {"Parameter", "Constant", "Convert",   "Subtract",    "Multiply",
-                                    "Add",       "Reshape",  "Transpose", "Convolution", "GroupConvolution",
-                                    "MatMul",    "Relu",     "Gelu",      "Result"};
+constexpr const char *op_names[] = {
+    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",    "Reshape",
+    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",   "FakeQuantize",
+    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat", "Clamp",
+    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Result"};
 } // namespace
 
 const char *to_string(etype t) {
@@ -491,6 +493,93 @@ void infer_transpose(node &n) {
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
+bool is_float(etype t) { return t == etype::f32 || t == etype::f16 || t == etype::bf16; }
+void need_float(const node &n, size_t i, const char *what) {
+    if (!is_float(n.inputs[i]->out_type))
+        bad(n, std::string(what) + " must be f32, f16 or bf16, got " + to_string(n.inputs[i]->out_type));
+}
+// An axis in [-rank, rank) (or [-rank, rank] with `inclusive`), normalized to [0, rank).
+int64_t norm_axis(const node &n, int64_t axis, size_t rank, const char *what, bool inclusive = false) {
+    const int64_t r = static_cast<int64_t>(rank);
+    const int64_t hi = inclusive ? r : r - 1;
+    if (axis < -r || axis > hi)
+        bad(n, std::string(what) + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+    return axis < 0 ? axis + r : axis;
+}
+// MaxPool / AvgPool: NCHW data, 2-D window.
+void infer_pool(node &n) {
+    need_inputs(n, 1);
+    const shape_t &x = n.inputs[0]->out_shape;
+    if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
+    if (n.inputs[0]->out_type == etype::u4 || n.inputs[0]->out_type == etype::i4) bad(n, "4-bit data is not supported");
+    if (n.kind == op::AvgPool) need_float(n, 0, "data");
+    const auto &a = n.attr;
+    if (a.kernel.size() != 2) bad(n, "kernel needs 2 values (got " + to_string(a.kernel) + ")");
+    for (const auto *v : {&a.strides, &a.pads_begin, &a.pads_end})
+        if (v->size() != 2) bad(n, "strides and pads need 2 values");
+    constexpr int64_t lim = int64_t(1) << 24;
+    n.pads_b.assign(2, 0);
+    n.pads_e.assign(2, 0);
+    shape_t o = {x[0], x[1], 0, 0};
+    for (int i = 0; i < 2; ++i) {
+        const int64_t in = x[2 + i], k = a.kernel[i], s = a.strides[i];
+        if (k <= 0 || k > lim) bad(n, "kernel must be in [1, 2^24]");
+        if (s <= 0 || s > lim) bad(n, "strides must be in [1, 2^24]");
+        if (a.pads_begin[i] < 0 || a.pads_end[i] < 0 || a.pads_begin[i] > lim || a.pads_end[i] > lim)
+            bad(n, "pads must be in [0, 2^24]");
+        if (a.auto_pad == pad_mode::same_upper || a.auto_pad == pad_mode::same_lower) {
+            o[2 + i] = (in + s - 1) / s;
+            const int64_t total = std::max<int64_t>(0, (o[2 + i] - 1) * s + k - in);
+            n.pads_b[i] = a.auto_pad == pad_mode::same_upper ? total / 2 : total - total / 2;
+            n.pads_e[i] = total - n.pads_b[i];
+            continue;
+        }
+        if (a.auto_pad == pad_mode::explicit_pads) {
+            n.pads_b[i] = a.pads_begin[i];
+            n.pads_e[i] = a.pads_end[i];
+        }
+        const int64_t span = in + n.pads_b[i] + n.pads_e[i] - k;
+        if (span < 0) bad(n, "kernel larger than the padded input");
+        o[2 + i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    }
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+// QuantizeLinear / DequantizeLinear: scale (and zero point) per tensor or per axis.
+void infer_qdq(node &n) {
+    if (n.inputs.size() != 2 && n.inputs.size() != 3)
+        bad(n, "expects 2 or 3 inputs (x, scale [, zero_point]), got " + std::to_string(n.inputs.size()));
+    const node &x = *n.inputs[0], &s = *n.inputs[1];
+    const node *zp = n.inputs.size() == 3 ? n.inputs[2] : nullptr;
+    need_float(n, 1, "scale");
+    const bool q = n.kind == op::QuantizeLinear;
+    if (q) {
+        need_float(n, 0, "x");
+        if (x.out_type != s.out_type)
+            bad(n, std::string("x and scale element types differ: ") + to_string(x.out_type) + " and " +
+                       to_string(s.out_type));
+        if (zp && zp->out_type != etype::u8 && zp->out_type != etype::i8)
+            bad(n, std::string("zero_point must be u8 or i8, got ") + to_string(zp->out_type));
+    } else {
+        if (x.out_type != etype::u8 && x.out_type != etype::i8 && x.out_type != etype::i32)
+            bad(n, std::string("x must be u8, i8 or i32, got ") + to_string(x.out_type));
+        if (zp && zp->out_type != x.out_type)
+            bad(n, std::string("zero_point type ") + to_string(zp->out_type) + " differs from x's " +
+                       to_string(x.out_type));
+    }
+    const int64_t ns = elems_of(s.out_shape);
+    if (zp && zp->out_shape != s.out_shape)
+        bad(n, "zero_point shape " + to_string(zp->out_shape) + " differs from scale shape " + to_string(s.out_shape));
+    if (ns != 1) {
+        const int64_t ax = norm_axis(n, n.attr.axis, x.out_shape.size(), "axis");
+        if (s.out_shape.size() != 1 || s.out_shape[0] != x.out_shape[ax])
+            bad(n, "a per-axis scale must be 1-D with " + std::to_string(x.out_shape[ax]) + " values (x " +
+                       to_string(x.out_shape) + ", axis " + std::to_string(n.attr.axis) + "), got " +
+                       to_string(s.out_shape));
+    }
+    n.out_shape = x.out_shape;
+    n.out_type = q ? (zp ? zp->out_type : etype::u8) : s.out_type;
+}
 } // namespace
 
 void infer_node(node &n, int64_t dynamic_value) {
@@ -539,8 +628,114 @@ void infer_node(node &n, int64_t dynamic_value) {
     case op::Convolution:
     case op::GroupConvolution: infer_conv(n); break;
     case op::MatMul: infer_matmul(n); break;
+    case op::FakeQuantize: {
+        need_inputs(n, 5);
+        need_float(n, 0, "x");
+        shape_t o = n.inputs[0]->out_shape;
+        for (size_t i = 1; i < 5; ++i) {
+            if (n.inputs[i]->out_type != n.inputs[0]->out_type)
+                bad(n, std::string("input ") + std::to_string(i) + " has type " + to_string(n.inputs[i]->out_type) +
+                           ", x has " + to_string(n.inputs[0]->out_type));
+            o = broadcast(n, o, n.inputs[i]->out_shape);
+        }
+        if (n.attr.levels < 2 || n.attr.levels > (int64_t(1) << 32))
+            bad(n, "levels must be in [2, 2^32], got " + std::to_string(n.attr.levels));
+        n.out_shape = o;
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    }
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: infer_qdq(n); break;
+    case op::MaxPool:
+    case op::AvgPool: infer_pool(n); break;
+    case op::ReduceMean: {
+        need_inputs(n, 1);
+        need_float(n, 0, "x");
+        const shape_t &x = n.inputs[0]->out_shape;
+        if (n.attr.axes.empty()) bad(n, "needs axes=[...]");
+        std::vector<bool> red(x.size(), false);
+        for (int64_t a : n.attr.axes) {
+            const int64_t k = norm_axis(n, a, x.size(), "axis");
+            if (red[k]) bad(n, "axis " + std::to_string(a) + " is given twice");
+            red[k] = true;
+        }
+        shape_t o;
+        for (size_t i = 0; i < x.size(); ++i)
+            if (!red[i]) o.push_back(x[i]);
+            else if (n.attr.keep_dims) o.push_back(1);
+        n.out_shape = o;
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    }
+    case op::Concat: {
+        if (n.inputs.empty()) bad(n, "expects at least one input");
+        const node &f = *n.inputs[0];
+        const int64_t ax = norm_axis(n, n.attr.axis, f.out_shape.size(), "axis");
+        shape_t o = f.out_shape;
+        for (size_t i = 1; i < n.inputs.size(); ++i) {
+            const node &in = *n.inputs[i];
+            if (in.out_type != f.out_type)
+                bad(n, std::string("input ") + std::to_string(i) + " has type " + to_string(in.out_type) +
+                           ", input 0 has " + to_string(f.out_type));
+            bool ok = in.out_shape.size() == o.size();
+            for (size_t d = 0; ok && d < o.size(); ++d) ok = static_cast<int64_t>(d) == ax || in.out_shape[d] == o[d];
+            if (!ok)
+                bad(n, "input " + std::to_string(i) + " shape " + to_string(in.out_shape) +
+                           " differs from input 0 shape " + to_string(f.out_shape) + " outside axis " +
+                           std::to_string(n.attr.axis));
+            if (o[ax] > max_elems - in.out_shape[ax]) bad(n, "the concatenated axis is too large");
+            o[ax] += in.out_shape[ax];
+        }
+        n.out_shape = o;
+        n.out_type = f.out_type;
+        break;
+    }
+    case op::Clamp:
+        need_inputs(n, 1);
+        if (!(n.attr.clamp_min <= n.attr.clamp_max))
+            bad(n, "min " + detail::fmt_double(n.attr.clamp_min) + " is above max " +
+                       detail::fmt_double(n.attr.clamp_max));
+        n.out_shape = n.inputs[0]->out_shape;
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    case op::PRelu: {
+        need_inputs(n, 2);
+        need_float(n, 0, "x");
+        const shape_t &x = n.inputs[0]->out_shape, &sl = n.inputs[1]->out_shape;
+        if (n.inputs[1]->out_type != n.inputs[0]->out_type) bad(n, "x and slope element types differ");
+        const bool per_channel = sl.size() == 1 && x.size() >= 2 && sl[0] == x[1];
+        bool onto = sl.size() <= x.size(); // numpy broadcast of the slope onto x's shape
+        for (size_t i = 0; onto && i < sl.size(); ++i) {
+            const int64_t d = sl[sl.size() - 1 - i];
+            onto = d == 1 || d == x[x.size() - 1 - i];
+        }
+        if (!per_channel && !onto)
+            bad(n,
+                "slope " + to_string(sl) + " is neither per channel (axis 1) nor broadcastable onto " + to_string(x));
+        n.out_shape = x;
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    }
+    case op::Flatten: {
+        need_inputs(n, 1);
+        const shape_t &x = n.inputs[0]->out_shape;
+        const int64_t ax = norm_axis(n, n.attr.axis, x.size(), "axis", true);
+        int64_t a = 1, b = 1;
+        for (size_t i = 0; i < x.size(); ++i) (static_cast<int64_t>(i) < ax ? a : b) *= x[i];
+        n.out_shape = {a, b};
+        n.out_type = n.inputs[0]->out_type;
+        break;
+    }
+    case op::Softmax:
+        need_inputs(n, 1);
+        need_float(n, 0, "x");
+        norm_axis(n, n.attr.axis, n.inputs[0]->out_shape.size(), "axis");
+        n.out_shape = n.inputs[0]->out_shape;
+        n.out_type = n.inputs[0]->out_type;
+        break;
     case op::Relu:
     case op::Gelu:
+    case op::Sigmoid:
     case op::Result:
         need_inputs(n, 1);
         if ((n.kind != op::Result) && is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
@@ -549,6 +744,18 @@ void infer_node(node &n, int64_t dynamic_value) {
         break;
     }
     check_dims(n, n.out_shape, "output");
+}
+
+void detail::infer_shapes(graph &g) {
+    for (node *n : g.topo_order()) {
+        if (n->kind != op::Constant || n->data) {
+            infer_node(*n, g.dynamic_value());
+            continue;
+        }
+        check_dims(*n, n->attr.shape, "shape");
+        n->out_type = n->attr.type;
+        n->out_shape = n->attr.shape;
+    }
 }
 
 } // namespace qconv::graph

@@ -116,59 +116,25 @@ tensor parse_npy(const void *data, size_t size, const std::string &what) {
         fail(what, "holds " + std::to_string(body) + " data bytes, shape " + to_string(shape) + " of " + descr +
                        " needs " + std::to_string(n * item) +
                        (body < static_cast<uint64_t>(n) * item ? " (truncated)" : ""));
+    // The data is the tensor's storage as it is (every type read is stored
+    // natively, little-endian).
     const uint8_t *d = b + hstart + hlen;
-    tensor out;
-    out.type = t;
-    out.shape = shape;
-    out.data.resize(n);
-    constexpr double exact = 16777216.0; // 2^24: integers beyond are not exact in f32
-    for (int64_t i = 0; i < n; ++i) {
-        double v = 0;
-        switch (t) {
-        case etype::f32: {
-            float f;
-            std::memcpy(&f, d + 4 * i, 4);
-            v = f;
-            break;
-        }
-        case etype::f16: {
-            uint16_t x;
-            std::memcpy(&x, d + 2 * i, 2);
-            v = detail::f16_to_f32(x);
-            break;
-        }
-        case etype::u8: v = d[i]; break;
-        case etype::i8: v = static_cast<int8_t>(d[i]); break;
-        case etype::i32: {
-            int32_t x;
-            std::memcpy(&x, d + 4 * i, 4);
-            v = x;
-            break;
-        }
-        default: {
-            int64_t x;
-            std::memcpy(&x, d + 8 * i, 8);
-            v = static_cast<double>(x);
-            break;
-        }
-        }
-        if ((t == etype::i32 || t == etype::i64) && std::fabs(v) > exact)
-            fail(what, "element " + std::to_string(i) + " = " + detail::fmt_double(v) +
-                           " is beyond 2^24 (not exact in the f32 values tensors hold)");
-        out.data[i] = static_cast<float>(v);
-    }
+    tensor out(t, shape);
+    if (n) std::memcpy(out.bytes.data(), d, static_cast<size_t>(n) * item);
     return out;
 }
 
 tensor read_npy(const std::string &path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a .npy file");
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+        fail("file", "'" + path + "' is not a regular file (a device or a pipe is not read)");
     std::ifstream f(path, std::ios::binary);
     if (!f) fail("file", "cannot open '" + path + "'");
     f.seekg(0, std::ios::end);
     const std::streamoff size = f.tellg();
     if (size < 0) fail("file", "cannot read the size of '" + path + "'");
-    if (size > max_file_bytes) fail("file", "'" + path + "' is larger than 2 GiB");
+    if (size > max_npy_bytes) fail("file", "'" + path + "' is larger than 2 GiB (graph::max_npy_bytes)");
     f.seekg(0);
     std::vector<char> bytes(static_cast<size_t>(size));
     f.read(bytes.data(), size);
@@ -177,13 +143,29 @@ tensor read_npy(const std::string &path) {
 }
 
 void write_npy(const std::string &path, const tensor &t) {
-    if (static_cast<int64_t>(t.data.size()) != elems_of(t.shape))
-        fail("npy", "tensor of shape " + to_string(t.shape) + " holds " + std::to_string(t.data.size()) + " values");
+    if (static_cast<int64_t>(t.bytes.size()) != storage_bytes(t.type, t.elems()))
+        fail("npy", "tensor of shape " + to_string(t.shape) + " holds " + std::to_string(t.bytes.size()) + " bytes");
+    // Types with a NumPy dtype are written as they are, in plain (row-major) order;
+    // bf16, u4 and i4 as f32.
+    std::string descr;
+    tensor v = t.to_layout(layout::plain);
+    switch (t.type) {
+    case etype::f32: descr = "<f4"; break;
+    case etype::f16: descr = "<f2"; break;
+    case etype::u8: descr = "|u1"; break;
+    case etype::i8: descr = "|i1"; break;
+    case etype::i32: descr = "<i4"; break;
+    case etype::i64: descr = "<i8"; break;
+    default:
+        descr = "<f4";
+        v = tensor::from_values(etype::f32, t.shape, t.values());
+        break;
+    }
     std::string shape = "(";
     for (size_t i = 0; i < t.shape.size(); ++i)
         shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
     shape += ")";
-    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Total header (magic 6 + version 2 + length 2 + dict + '\n') a multiple of 64.
     const size_t total = 10 + h.size() + 1;
     h.append((64 - total % 64) % 64, ' ');
@@ -194,7 +176,7 @@ void write_npy(const std::string &path, const tensor &t) {
         '\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(h.size() & 0xFF), static_cast<char>(h.size() >> 8)};
     f.write(head, 10);
     f << h;
-    f.write(reinterpret_cast<const char *>(t.data.data()), static_cast<std::streamsize>(t.data.size() * 4));
+    f.write(reinterpret_cast<const char *>(v.bytes.data()), static_cast<std::streamsize>(v.bytes.size()));
     if (!f) fail("file", "write to '" + path + "' failed");
 }
 

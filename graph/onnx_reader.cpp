@@ -262,7 +262,7 @@ private:
         if (!fs::is_regular_file(full, ec)) fail(field, "external data file '" + location + "' is not a regular file");
         const auto size = static_cast<int64_t>(fs::file_size(full, ec));
         if (ec) fail(field, "cannot read the size of external data file '" + location + "'");
-        if (size > max_file_bytes) fail(field, "external data file '" + location + "' is larger than 2 GiB");
+        if (size > max_onnx_bytes) fail(field, "external data file '" + location + "' is larger than 2 GiB");
         if (length >= 0 && length != bytes)
             fail(field, "external data length " + std::to_string(length) + " differs from the " +
                             std::to_string(bytes) + " bytes the tensor needs");
@@ -1229,13 +1229,16 @@ std::unique_ptr<graph> reader::run() {
     } catch (const error &e) {
         fail("model", e.what());
     }
+    // As parse() does for a .qg file: a graph whose run needs more memory than
+    // this process may use is refused before anything runs.
+    check_run_memory(*g_);
     return std::move(g_);
 }
 
 } // namespace
 
 std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir) {
-    if (static_cast<uint64_t>(size) > static_cast<uint64_t>(max_file_bytes))
+    if (static_cast<uint64_t>(size) > static_cast<uint64_t>(max_onnx_bytes))
         fail("model", "larger than 2 GiB (protobuf's limit)");
     pb::ModelProto m;
     if (!m.ParseFromArray(data, static_cast<int>(size)))
@@ -1246,12 +1249,14 @@ std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::stri
 std::unique_ptr<graph> load_onnx(const std::string &path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a model file");
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+        fail("file", "'" + path + "' is not a regular file (a device or a pipe is not read)");
     std::ifstream f(path, std::ios::binary);
     if (!f) fail("file", "cannot open '" + path + "'");
     f.seekg(0, std::ios::end);
     const std::streamoff size = f.tellg();
     if (size < 0) fail("file", "cannot read the size of '" + path + "'");
-    if (size > max_file_bytes) fail("file", "'" + path + "' is larger than 2 GiB (protobuf's limit)");
+    if (size > max_onnx_bytes) fail("file", "'" + path + "' is larger than 2 GiB (protobuf's limit)");
     f.seekg(0);
     std::string bytes(static_cast<size_t>(size), '\0');
     f.read(bytes.data(), size);

@@ -2,11 +2,14 @@
 // and examples/README.md). Parsing is two-phase — every line first, then the
 // input names are resolved — so forward references work and cycles and
 // dangling inputs are reported with their line.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "graph/detail.h"
@@ -137,12 +140,24 @@ bool to_bool(lexer &lx, const std::string &w) {
 struct pending {
     node *n;
     std::vector<std::string> inputs;
+    std::string generator; // a Constant's "random(1, 0, 15)": run once every shape is known
 };
+
+// A generator's name and arguments, checked (everything but the shape).
+struct generator_spec {
+    std::string name;
+    std::vector<double> a;
+    std::string text() const; // "random(1, 0, 15)"
+};
+generator_spec check_generator(etype t, const std::string &spec);
 
 void parse_attr(lexer &lx, node &n, const std::string &key) {
     auto &a = n.attr;
     const op k = n.kind;
-    const bool conv = k == op::Convolution || k == op::GroupConvolution;
+    const bool pool = k == op::MaxPool || k == op::AvgPool;
+    const bool conv = k == op::Convolution || k == op::GroupConvolution || pool;
+    const bool has_axis =
+        k == op::QuantizeLinear || k == op::DequantizeLinear || k == op::Concat || k == op::Flatten || k == op::Softmax;
     if (key == "name") {
         token t = lx.next();
         if (t.k != token::str && t.k != token::word) lx.err("name needs a value");
@@ -177,7 +192,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.pads_begin = int_list(lx);
     } else if (conv && key == "pads_end") {
         a.pads_end = int_list(lx);
-    } else if (conv && key == "dilations") {
+    } else if (conv && !pool && key == "dilations") {
         a.dilations = int_list(lx);
     } else if (conv && key == "auto_pad") {
         const std::string w = lx.word("a pad mode");
@@ -194,6 +209,26 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         const std::string w = lx.word("erf or tanh");
         if (w != "erf" && w != "tanh") lx.err("approximation must be erf or tanh");
         a.gelu_tanh = w == "tanh";
+    } else if (k == op::FakeQuantize && key == "levels") {
+        a.levels = to_int(lx, lx.word("an integer"));
+    } else if (has_axis && key == "axis") {
+        a.axis = to_int(lx, lx.word("an integer"));
+    } else if (pool && key == "kernel") {
+        a.kernel = int_list(lx);
+    } else if (pool && key == "rounding_type") {
+        const std::string w = lx.word("floor or ceil");
+        if (w != "floor" && w != "ceil") lx.err("rounding_type must be floor or ceil, got '" + w + "'");
+        a.ceil_mode = w == "ceil";
+    } else if (k == op::AvgPool && key == "exclude_pad") {
+        a.exclude_pad = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::ReduceMean && key == "axes") {
+        a.axes = int_list(lx);
+    } else if (k == op::ReduceMean && key == "keep_dims") {
+        a.keep_dims = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::Clamp && key == "min") {
+        a.clamp_min = to_double(lx, lx.word("a number"));
+    } else if (k == op::Clamp && key == "max") {
+        a.clamp_max = to_double(lx, lx.word("a number"));
     } else {
         lx.err(std::string("unknown attribute '") + key + "' for " + to_string(k));
     }
@@ -256,7 +291,7 @@ pending parse_line(graph &g, const std::string &text, int line) {
     if (g.find(id)) lx.err("node id '" + id + "' is defined twice");
     node *n = g.add(kind, {}, {}, id);
     n->line = line;
-    pending p{n, {}};
+    pending p{n, {}, {}};
     if (kind == op::Parameter || kind == op::Constant) {
         parse_typed_shape(lx, *n);
         if (kind == op::Constant) {
@@ -266,9 +301,9 @@ pending parse_line(graph &g, const std::string &text, int line) {
             } else if (t.k == token::word) {
                 const std::string gen = lx.word("a generator");
                 lx.expect("(");
-                const std::string args = lx.raw_until_close();
+                p.generator = gen + "(" + lx.raw_until_close() + ")";
                 try {
-                    n->data = generate(n->attr.type, n->attr.shape, gen + "(" + args + ")");
+                    (void)check_generator(n->attr.type, p.generator); // the data comes once every shape is known
                 } catch (const error &e) {
                     lx.err(e.what());
                 }
@@ -289,14 +324,18 @@ pending parse_line(graph &g, const std::string &text, int line) {
             lx.next();
         }
     }
-    bool has_to = false;
+    std::set<std::string> given;
     for (token t = lx.next(); t.k != token::end; t = lx.next()) {
         if (t.k != token::word) lx.err("expected an attribute, got '" + t.text + "'");
         lx.expect("=");
         parse_attr(lx, *n, t.text);
-        has_to |= t.text == "to";
+        given.insert(t.text);
     }
-    if (kind == op::Convert && !has_to) lx.err("Convert needs to=<type>");
+    if (kind == op::Convert && !given.count("to")) lx.err("Convert needs to=<type>");
+    if (kind == op::Clamp && (!given.count("min") || !given.count("max"))) lx.err("Clamp needs min=<v> and max=<v>");
+    if ((kind == op::MaxPool || kind == op::AvgPool) && !given.count("kernel"))
+        lx.err(std::string(to_string(kind)) + " needs kernel=[kh,kw]");
+    if (kind == op::ReduceMean && !given.count("axes")) lx.err("ReduceMean needs axes=[...]");
     return p;
 }
 
@@ -352,35 +391,46 @@ std::string attrs_text(const node &n) {
     case op::Gelu:
         if (a.gelu_tanh) r += " approximation=tanh";
         break;
+    case op::MaxPool:
+    case op::AvgPool:
+        r += " kernel=" + list(a.kernel) + " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) +
+             " pads_end=" + list(a.pads_end);
+        if (a.ceil_mode) r += " rounding_type=ceil";
+        if (a.auto_pad != pad_mode::explicit_pads) r += std::string(" auto_pad=") + to_string(a.auto_pad);
+        if (n.kind == op::AvgPool && a.exclude_pad) r += " exclude_pad=true";
+        break;
+    case op::FakeQuantize: r += " levels=" + std::to_string(a.levels); break;
+    case op::QuantizeLinear:
+    case op::DequantizeLinear:
+    case op::Concat:
+    case op::Flatten:
+    case op::Softmax: r += " axis=" + std::to_string(a.axis); break;
+    case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
+    case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
     default: break;
     }
     return r;
 }
 
-} // namespace
+std::string generator_spec::text() const {
+    std::string r = name + "(";
+    for (size_t i = 0; i < a.size(); ++i) r += (i ? ", " : "") + detail::fmt_double(a[i]);
+    return r + ")";
+}
 
-std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec) {
-    std::vector<double> a;
-    const std::string name = gen_args(spec, &a);
-    check_shape(s, "generator");
-    const int64_t n = elems_of(s);
-    auto d = std::make_shared<constant_data>();
-    d->bytes.assign(storage_bytes(t, n), 0);
-    auto fmt = [&]() {
-        std::string r = name + "(";
-        for (size_t i = 0; i < a.size(); ++i) r += (i ? ", " : "") + detail::fmt_double(a[i]);
-        return r + ")";
-    };
+generator_spec check_generator(etype t, const std::string &spec) {
+    generator_spec g;
+    g.name = gen_args(spec, &g.a);
+    const std::vector<double> &a = g.a;
     const bool integer = is_integer(t);
     auto check_int = [&](double v) {
         if (integer && (v != std::floor(v) || v < detail::type_min(t) || v > detail::type_max(t)))
-            fail("generator", fmt() + ": " + detail::fmt_double(v) + " is not a valid " + to_string(t));
+            fail("generator", g.text() + ": " + detail::fmt_double(v) + " is not a valid " + to_string(t));
     };
-    if (name == "fill") {
+    if (g.name == "fill") {
         if (a.size() != 1) fail("generator", "fill(v) takes one argument");
         check_int(a[0]);
-        for (int64_t i = 0; i < n; ++i) detail::store(t, d->bytes.data(), i, a[0]);
-    } else if (name == "random") {
+    } else if (g.name == "random") {
         if (a.size() != 3) fail("generator", "random(seed, lo, hi) takes three arguments");
         if (a[0] < 0 || a[0] != std::floor(a[0]) || a[0] > 9007199254740992.0)
             fail("generator", "random: seed must be an integer in [0, 2^53]");
@@ -389,6 +439,32 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
             fail("generator", "random: integer bounds must be within ±2^53");
         check_int(a[1]);
         check_int(a[2]);
+    } else if (g.name == "pow2") {
+        if (a.size() != 3) fail("generator", "pow2(seed, emin, emax) takes three arguments");
+        if (integer) fail("generator", "pow2 needs a floating-point type");
+        if (a[1] > a[2] || a[1] != std::floor(a[1]) || a[2] != std::floor(a[2]) || a[1] < -200 || a[2] > 200)
+            fail("generator", "pow2: emin, emax must be integers in [-200, 200] with emin <= emax");
+        if (a[0] < 0 || a[0] != std::floor(a[0]) || a[0] > 9007199254740992.0)
+            fail("generator", "pow2: seed must be an integer in [0, 2^53]");
+    } else {
+        fail("generator", "unknown generator '" + g.name + "' (expected random, pow2 or fill)");
+    }
+    return g;
+}
+
+} // namespace
+
+std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec) {
+    const generator_spec g = check_generator(t, spec);
+    const std::vector<double> &a = g.a;
+    check_shape(s, "generator");
+    const int64_t n = elems_of(s);
+    auto d = std::make_shared<constant_data>();
+    d->bytes.assign(storage_bytes(t, n), 0);
+    const bool integer = is_integer(t);
+    if (g.name == "fill") {
+        for (int64_t i = 0; i < n; ++i) detail::store(t, d->bytes.data(), i, a[0]);
+    } else if (g.name == "random") {
         detail::rng r(static_cast<uint64_t>(a[0]));
         for (int64_t i = 0; i < n; ++i) {
             const double v =
@@ -396,23 +472,15 @@ std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::st
                         : a[1] + r.uniform() * (a[2] - a[1]);
             detail::store(t, d->bytes.data(), i, v);
         }
-    } else if (name == "pow2") {
-        if (a.size() != 3) fail("generator", "pow2(seed, emin, emax) takes three arguments");
-        if (integer) fail("generator", "pow2 needs a floating-point type");
-        if (a[1] > a[2] || a[1] != std::floor(a[1]) || a[2] != std::floor(a[2]) || a[1] < -200 || a[2] > 200)
-            fail("generator", "pow2: emin, emax must be integers in [-200, 200] with emin <= emax");
-        if (a[0] < 0 || a[0] != std::floor(a[0]) || a[0] > 9007199254740992.0)
-            fail("generator", "pow2: seed must be an integer in [0, 2^53]");
+    } else { // pow2
         detail::rng r(static_cast<uint64_t>(a[0]));
         for (int64_t i = 0; i < n; ++i) {
             const int e = static_cast<int>(r.integer(static_cast<int64_t>(a[1]), static_cast<int64_t>(a[2])));
             const double v = (r.next() & 1 ? -1.0 : 1.0) * std::ldexp(1.0, e);
             detail::store(t, d->bytes.data(), i, v);
         }
-    } else {
-        fail("generator", "unknown generator '" + name + "' (expected random, pow2 or fill)");
     }
-    d->generator = fmt();
+    d->generator = g.text();
     return d;
 }
 
@@ -433,7 +501,20 @@ std::unique_ptr<graph> parse(const std::string &text) {
             if (!in) fail("line " + std::to_string(p.n->line), "input '" + name + "' is not defined");
             p.n->inputs.push_back(in);
         }
-    g->infer(); // topological order first: cycles are reported before shapes
+    // Every shape before any data: topological order first (cycles are
+    // reported before shapes), then shapes, then what a run needs — and only
+    // then are the constants generated.
+    detail::infer_shapes(*g);
+    check_run_memory(*g);
+    for (auto &p : nodes) {
+        if (p.generator.empty()) continue;
+        try {
+            p.n->data = generate(p.n->attr.type, p.n->attr.shape, p.generator);
+        } catch (const error &e) {
+            fail("line " + std::to_string(p.n->line), e.what());
+        }
+    }
+    g->infer();
     return g;
 }
 
@@ -444,13 +525,32 @@ std::unique_ptr<graph> load_file(const std::string &path) {
     // file and a graph without a Result are bad input, not an empty run.
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a graph file");
-    std::ifstream f(path);
+    std::ifstream f(path, std::ios::binary);
     if (!f) fail("file", "cannot open '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    // At most max_file_bytes, whatever the file is (a device or a pipe may never
+    // end), text only, lines of at most max_line_bytes.
+    std::string text;
+    char buf[65536];
+    while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+        const size_t got = static_cast<size_t>(f.gcount());
+        if (std::memchr(buf, '\0', got)) fail("file", "'" + path + "' holds a NUL byte: not a graph text file");
+        text.append(buf, got);
+        if (static_cast<int64_t>(text.size()) > max_file_bytes)
+            fail("file", "'" + path + "' is larger than the limit of " + std::to_string(max_file_bytes >> 20) +
+                             " MiB (graph::max_file_bytes)");
+    }
+    if (f.bad()) fail("file", "error reading '" + path + "'");
+    int line = 1;
+    for (size_t b = 0; b < text.size(); ++line) {
+        const size_t e = std::min(text.find('\n', b), text.size());
+        if (static_cast<int64_t>(e - b) > max_line_bytes)
+            fail("file", "'" + path + "' line " + std::to_string(line) + " is longer than the limit of " +
+                             std::to_string(max_line_bytes >> 20) + " MiB (graph::max_line_bytes)");
+        b = e + 1;
+    }
     std::unique_ptr<graph> g;
     try {
-        g = parse(ss.str());
+        g = parse(text);
     } catch (const error &e) {
         throw error(std::string(e.what()) + " (in " + path + ")");
     }

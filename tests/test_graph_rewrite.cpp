@@ -77,9 +77,7 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
     node *wq;
     if (c.wparam) {
         wq = g.parameter(c.wt, ws, "wq");
-        tensor t{c.wt, ws, {}};
-        for (int64_t v : wv) t.data.push_back(static_cast<float>(v));
-        inputs->push_back(t);
+        inputs->push_back(tensor::from_values(c.wt, ws, std::vector<double>(wv.begin(), wv.end())));
     } else {
         wq = g.constant_int(c.wt, ws, wv, "wq");
     }
@@ -97,8 +95,7 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
     node *s;
     if (scale_param) {
         s = g.parameter(etype::f32, ss, "scale");
-        tensor t{etype::f32, ss, std::vector<float>(elems_of(ss), 0.25f)};
-        inputs->push_back(t);
+        inputs->push_back(tensor::from_f32(etype::f32, ss, std::vector<float>(elems_of(ss), 0.25f)));
     } else {
         std::vector<float> sv;
         for (int64_t e : ints(9, elems_of(ss), -4, 0)) sv.push_back(std::ldexp(1.f, static_cast<int>(e)));
@@ -110,9 +107,8 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
 }
 
 tensor int_tensor(const shape_t &s, uint64_t seed) {
-    tensor t{etype::f32, s, {}};
-    for (int64_t v : ints(seed, elems_of(s), -3, 3)) t.data.push_back(static_cast<float>(v));
-    return t;
+    const auto v = ints(seed, elems_of(s), -3, 3);
+    return tensor::from_values(etype::f32, s, std::vector<double>(v.begin(), v.end()));
 }
 
 // The conv with activation / output layout ops as the case says.
@@ -163,10 +159,10 @@ void expect_same_values(const std::vector<tensor> &a, const std::vector<tensor> 
     for (size_t r = 0; r < a.size(); ++r) {
         EXPECT_EQ(a[r].shape, b[r].shape);
         EXPECT_EQ(a[r].type, b[r].type);
-        ASSERT_EQ(a[r].data.size(), b[r].data.size());
+        ASSERT_EQ(static_cast<size_t>(a[r].elems()), static_cast<size_t>(b[r].elems()));
         size_t bad = 0;
-        for (size_t i = 0; i < a[r].data.size(); ++i) bad += a[r].data[i] != b[r].data[i];
-        EXPECT_EQ(bad, 0u) << "of " << a[r].data.size() << " values differ";
+        for (size_t i = 0; i < static_cast<size_t>(a[r].elems()); ++i) bad += a[r].get(i) != b[r].get(i);
+        EXPECT_EQ(bad, 0u) << "of " << static_cast<size_t>(a[r].elems()) << " values differ";
     }
 }
 
@@ -375,7 +371,7 @@ TEST(RewriteNegative, NonConstantScale) {
         case_t c;
         w = weights(g, c, &extra, /*scale_param=*/true);
     });
-    n.in.push_back(tensor{etype::f32, {OC, NG, 1, 1, 1}, std::vector<float>(OC * NG, 0.25f)});
+    n.in.push_back(tensor::from_f32(etype::f32, {OC, NG, 1, 1, 1}, std::vector<float>(OC * NG, 0.25f)));
     // Inputs follow Parameter creation order: x, scale.
     expect_unchanged(std::move(n), "scale is not a Constant");
 }
@@ -563,14 +559,14 @@ TEST(RewriteFixup, OverflowingScalesKeepTheOriginalInfinities) {
     tensor in = int_tensor({1, 1, 4, 64}, 7);
     const auto before = run(*g, {in});
     size_t non_finite = 0;
-    for (float v : before[0].data) non_finite += !std::isfinite(v);
+    for (float v : before[0].to_f32()) non_finite += !std::isfinite(v);
     ASSERT_GT(non_finite, 0u) << "the original graph overflows";
     auto rec = run_passes(*g);
     ASSERT_TRUE(rec[0].rewritten) << rec[0].reason;
     const auto after = run(*g, {in});
-    ASSERT_EQ(after[0].data.size(), before[0].data.size());
-    for (size_t i = 0; i < after[0].data.size(); ++i) {
-        const float b = before[0].data[i], a = after[0].data[i];
+    ASSERT_EQ(static_cast<size_t>(after[0].elems()), static_cast<size_t>(before[0].elems()));
+    for (size_t i = 0; i < static_cast<size_t>(after[0].elems()); ++i) {
+        const float b = before[0].get(i), a = after[0].get(i);
         if (std::isnan(b)) EXPECT_TRUE(std::isnan(a)) << i;
         else if (std::isinf(b)) EXPECT_EQ(a, b) << i;
         else EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << i;
@@ -620,9 +616,9 @@ TEST(RewriteExample, FfnU4) {
     const auto after = run(*g, in);
     ASSERT_EQ(after.size(), 1u);
     double maxabs = 0, maxdiff = 0;
-    for (size_t i = 0; i < after[0].data.size(); ++i) {
-        maxabs = std::max(maxabs, std::fabs(double(before[0].data[i])));
-        maxdiff = std::max(maxdiff, std::fabs(double(before[0].data[i]) - after[0].data[i]));
+    for (size_t i = 0; i < static_cast<size_t>(after[0].elems()); ++i) {
+        maxabs = std::max(maxabs, std::fabs(double(before[0].get(i))));
+        maxdiff = std::max(maxdiff, std::fabs(double(before[0].get(i)) - after[0].get(i)));
     }
     EXPECT_GT(maxabs, 1.0);
     EXPECT_LE(maxdiff, 1e-5 * maxabs);

@@ -12,12 +12,21 @@
 //     is not checked and propagates;
 //   - sizes overflowing int64 or above 2^40 elements are rejected by
 //     validation; a valid size whose packed weights cannot be allocated is a
-//     qconv::error, not std::bad_alloc.
+//     qconv::error, not std::bad_alloc;
+//   - settings from the environment (QCONV_*, OMP_NUM_THREADS above
+//     qconv::max_threads) are errors naming the variable;
+//   - input files are bounded (batch files 16 MiB and 4096-byte lines, graph
+//     files 64 MiB and 16 MiB lines, no NUL byte); what a driver problem or a
+//     graph run needs is checked against a stated limit and the machine's
+//     memory before anything is allocated, and a graph's shapes are all
+//     inferred before any constant is generated.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
 #include "tests/support/expect_error.h"
@@ -93,6 +103,34 @@ std::string write_temp(const std::string &name, const std::string &text) {
     const std::string path = ::testing::TempDir() + "hostile_" + name;
     std::ofstream(path) << text;
     return path;
+}
+
+// Sets (or, with nullptr, unsets) an environment variable for one scope; CTest
+// runs every test in its own process.
+struct scoped_env {
+    std::string name, old;
+    bool had;
+    scoped_env(const char *n, const char *v) : name(n), had(std::getenv(n) != nullptr) {
+        if (had) old = std::getenv(n);
+        if (v) setenv(n, v, 1);
+        else unsetenv(n);
+    }
+    ~scoped_env() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
+// examples/ffn_u4_f16.qg with its s2 Constant made 65536 times larger
+// (2^31 f16 values): the next line's Multiply does not broadcast.
+std::string huge_constant_ffn() {
+    std::ifstream in(std::string(QCONV_SOURCE_DIR) + "/examples/ffn_u4_f16.qg");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "f16[1024,32,1,1,1] random(7", to = "f16[1024,32,65536,1,1] random(7";
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << "examples/ffn_u4_f16.qg changed";
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    return text;
 }
 
 } // namespace
@@ -384,6 +422,101 @@ TEST(HostileMatmul, NaNScaleIsDataAndPropagates) {
     }
 }
 
+// Was a finding (core/problem.cpp, fixed): `m?` was rewritten to `m0` before
+// tokenizing, so 'm?5k64n64' ran m=5, 'k6m?4n64' ran m=4 and 'm??k64n64' was
+// quoted as 'm0?k64n64'. `?` is now a value of its own, for m only.
+TEST(HostileMatmul, RunTimeMOnlyAsAWholeValue) {
+    const struct {
+        const char *text, *field, *detail;
+    } cases[] = {
+        {"m?5k64n64", "desc", "'m?5k64n64'"},
+        {"k6m?4n64", "desc", "'k6m?4n64'"},
+        {"m??k64n64", "desc", "'m??k64n64'"},
+        {"m1k?n64", "k", "only m may be given at run time"},
+        {"m1k64n?", "n", "only m may be given at run time"},
+    };
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.text);
+        expect_error([&] { matmul_desc::parse(c.text); }, c.field, c.detail);
+    }
+    EXPECT_TRUE(matmul_desc::parse("m?k64n64").runtime());
+    EXPECT_TRUE(matmul_desc::parse("k64_m?_n64").runtime());
+    EXPECT_EQ(matmul_desc::parse("m5k64n64").m, 5);
+}
+
+// Was a finding (core/post_ops_text.cpp, fixed): clip:6:0 was accepted.
+TEST(HostilePostOps, ClipLowerBoundAboveUpperBound) {
+    expect_error([] { parse_post_ops("clip:6:0", 16); }, "post_ops[0].alpha", "above its upper bound");
+    expect_error([] { parse_post_ops("relu;clip:1:-1", 16); }, "post_ops[1].alpha", "above its upper bound");
+    EXPECT_NO_THROW(parse_post_ops("clip:2:2", 16)); // a constant is a clip too
+}
+
+// A valid MatMul whose packed weights (up to 4 bytes each) cannot fit is a
+// qconv::error naming the weights before anything is read or allocated.
+TEST(HostileMatmul, WeightsBeyondMemoryAreAnError) {
+    matmul_desc d = matmul_desc::parse("m1k549755813888n1"); // 2^39 weights: 2 TiB packed
+    if (impl::usable_memory() == 0 || double(impl::usable_memory()) > 0x1p41)
+        GTEST_SKIP() << "this machine could hold 2 TiB";
+    const std::vector<uint8_t> wei(64);
+    const std::vector<float> scale(64, 1.f);
+    const matmul_weights w{wei.data(), scale.data(), nullptr, nullptr};
+    expect_error([&] { matmul m(d, w); }, "wei", "more than");
+}
+
+// ============================================================ environment
+
+// Was a finding: QCONV_MAX_CPU_ISA=nonsense, QCONV_CACHE_CAPACITY=-1|abc and
+// QCONV_DISPATCH=foo only showed as unimplemented rows (exit status 0), and
+// OMP_NUM_THREADS=100000 crashed in the OpenMP runtime.
+TEST(HostileEnvironment, EveryBadSettingIsNamed) {
+    const struct {
+        const char *var, *value, *detail;
+    } cases[] = {
+        {"OMP_NUM_THREADS", "100000", "more than qconv's limit of 4096"},
+        {"OMP_NUM_THREADS", "4,100000", "more than qconv's limit of 4096"},
+        {"OMP_NUM_THREADS", "0", "expected positive thread counts"},
+        {"OMP_NUM_THREADS", "abc", "expected positive thread counts"},
+        {"QCONV_MAX_CPU_ISA", "nonsense", "unknown ISA 'nonsense'"},
+        {"QCONV_CACHE_CAPACITY", "-1", "expected a non-negative integer"},
+        {"QCONV_CACHE_CAPACITY", "abc", "expected a non-negative integer"},
+        {"QCONV_CACHE_CAPACITY", "99999999999999999999", "expected a non-negative integer"},
+        {"QCONV_DISPATCH", "foo", "unknown value 'foo'"},
+        {"QCONV_VERBOSE", "abc", "expected a level"},
+    };
+    for (const auto &c : cases) {
+        SCOPED_TRACE(std::string(c.var) + "=" + c.value);
+        const scoped_env e(c.var, c.value);
+        expect_error([] { check_environment(); }, c.var, c.detail);
+    }
+    const struct {
+        const char *var, *value;
+    } good[] = {{"OMP_NUM_THREADS", "4096"},   {"OMP_NUM_THREADS", "8, 2"}, {"QCONV_MAX_CPU_ISA", "AVX2"},
+                {"QCONV_CACHE_CAPACITY", "0"}, {"QCONV_DISPATCH", "tune"},  {"QCONV_VERBOSE", "2"}};
+    for (const auto &g : good) {
+        SCOPED_TRACE(std::string(g.var) + "=" + g.value);
+        const scoped_env e(g.var, g.value);
+        EXPECT_NO_THROW(check_environment());
+    }
+}
+
+// More threads than qconv::max_threads, asked for in exec_args or set through
+// OpenMP, is an error naming it, before any parallel region starts.
+TEST(HostileEnvironment, ThreadCountAboveTheLimit) {
+    const conv_problem p = small_problem();
+    conv_data d(p);
+    const convolution c(p, d.wei.data(), d.bias.data());
+    exec_args args;
+    args.threads = max_threads + 1;
+    expect_error([&] { c.execute(d.src.data(), d.dst.data(), args); }, "threads", "limit of 4096");
+
+    const scoped_env no_env("OMP_NUM_THREADS", nullptr);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(100000);
+    expect_error([&] { convolution c2(p, d.wei.data(), d.bias.data()); }, "threads", "OpenMP would run 100000");
+    expect_error([&] { matmul m(small_matmul(), matmul_data(small_matmul()).w()); }, "threads", "limit of 4096");
+    omp_set_num_threads(before);
+}
+
 // ================================================================== graph
 
 namespace {
@@ -407,9 +540,7 @@ TEST(HostileGraph, DanglingInput) {
     expect_graph_error("x = Parameter f32[1,4]\ny = Relu(nowhere)\nr = Result(y)\n", "'nowhere' is not defined");
 }
 
-TEST(HostileGraph, UnknownOp) {
-    expect_graph_error("x = Parameter f32[1,4]\ny = Softmax(x)\n", "unknown op 'Softmax'");
-}
+TEST(HostileGraph, UnknownOp) { expect_graph_error("x = Parameter f32[1,4]\ny = Swish(x)\n", "unknown op 'Swish'"); }
 
 TEST(HostileGraph, DuplicateId) {
     expect_graph_error("x = Parameter f32[1,4]\nx = Parameter f32[1,4]\n", "defined twice");
@@ -469,6 +600,46 @@ TEST(HostileGraph, TerabyteConstant) {
     expect_graph_error("c = Constant f32[1048576,1048576] fill(0)\nr = Result(c)\n", "line 1");
 }
 
+// Was a finding (graph/text.cpp, fixed): a Constant of 2^31 f16 values was
+// generated (4 GiB, minutes) before the next line's shape check refused the
+// graph. Every shape is now inferred before any data is generated.
+TEST(HostileGraph, ShapesAreCheckedBeforeConstantsAreGenerated) {
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_error([] { graph::parse(huge_constant_ffn()); }, "line 32", "do not broadcast");
+    // The same Constant as a Result: shapes agree, the run would need 12 GiB.
+    expect_graph_error("c = Constant f16[1024,32,65536,1,1] random(7, 0.002, 0.02)\nr = Result(c)\n",
+                       "more than the graph limit of 4 GiB");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 30.0) << "data was generated before the shapes were checked";
+}
+
+// Was a finding (graph/, fixed): a Parameter f32[1,4096,4096,32] (2^29
+// elements, under the 2^31 per-tensor limit) ended in std::bad_alloc. What a
+// run holds (run_bytes) is checked against max_run_bytes and the machine's
+// memory when the graph is read and compiled.
+TEST(HostileGraph, RunBeyondTheGraphLimit) {
+    expect_graph_error("x = Parameter f32[1,4096,4096,32]\nr = Result(x)\n",
+                       "largest tensor: 'x' f32[1,4096,4096,32], 2 GiB in f32) needs about 8 GiB, more than the "
+                       "graph limit of 4 GiB");
+    // A graph built in code is checked when compiled.
+    graph::graph g;
+    graph::node *x = g.parameter(graph::etype::f32, {1, 4096, 4096, 32}, "x");
+    g.add(graph::op::Result, {g.add(graph::op::Relu, {x})});
+    g.infer();
+    EXPECT_GT(graph::run_bytes(g), double(graph::max_run_bytes));
+    expect_error([&] { graph::compiled_graph cg(g); }, "node 'x'", "more than the graph limit");
+}
+
+// Was a finding (graph/text.cpp, fixed): `graph /dev/zero` read forever.
+TEST(HostileGraph, FileLimits) {
+    expect_error([] { graph::load_file("/dev/zero"); }, "file", "NUL byte");
+    const std::string long_line =
+        write_temp("long_line.qg",
+                   "x = Parameter f32[1,4]" + std::string(size_t(graph::max_line_bytes), ' ') + "\nr = Result(x)\n");
+    expect_error([&] { graph::load_file(long_line); }, "file", "line 1 is longer than the limit of 16 MiB");
+    std::remove(long_line.c_str());
+}
+
 TEST(HostileGraph, MissingFile) {
     expect_error([] { graph::load_file("/nonexistent/dir/graph.qg"); }, "file", "cannot open");
 }
@@ -477,13 +648,10 @@ TEST(HostileGraph, ExecutorWrongInputs) {
     const auto g = graph::parse("x = Parameter f32[1,4]\ny = Relu(x)\nr = Result(y)\n");
     const graph::compiled_graph cg(*g, 1);
     expect_error([&] { cg.run({}); }, "", "");
-    graph::tensor t;
-    t.type = graph::etype::f32;
-    t.shape = {2, 4};
-    t.data.assign(8, 1.f);
+    graph::tensor t = graph::tensor::from_f32(graph::etype::f32, {2, 4}, std::vector<float>(8, 1.f));
     expect_error([&] { cg.run({t}); }, "", "");
     t.shape = {1, 4};
-    t.data.assign(3, 1.f); // fewer values than the shape says
+    t.bytes.resize(3 * sizeof(float)); // fewer values than the shape says
     expect_error([&] { cg.run({t}); }, "", "");
 }
 
@@ -494,12 +662,13 @@ struct driver_result {
     int rc = -1;
     std::string err;
 };
-driver_result run_driver(const std::vector<std::string> &args) {
+// env: "VAR=value" settings for the driver's environment (none when empty).
+driver_result run_driver(const std::vector<std::string> &args, const std::string &env = "") {
     // One file per call and process: CTest runs these tests in parallel.
     static int calls = 0;
     const std::string err_path = ::testing::TempDir() + "hostile_driver_err_" + std::to_string(getpid()) + "_" +
                                  std::to_string(++calls) + ".txt";
-    std::string cmd = std::string("timeout 120 ") + QCONV_DRIVER;
+    std::string cmd = "timeout 120 env " + (env.empty() ? std::string() : "'" + env + "' ") + QCONV_DRIVER;
     for (const auto &a : args) cmd += " '" + a + "'";
     cmd += " >/dev/null 2>" + err_path;
     const int status = std::system(cmd.c_str());
@@ -512,9 +681,9 @@ driver_result run_driver(const std::vector<std::string> &args) {
     std::remove(err_path.c_str());
     return r;
 }
-void expect_bad_input(const std::vector<std::string> &args, const std::string &detail) {
-    const driver_result r = run_driver(args);
-    std::string cmd;
+void expect_bad_input(const std::vector<std::string> &args, const std::string &detail, const std::string &env = "") {
+    const driver_result r = run_driver(args, env);
+    std::string cmd = env.empty() ? "" : env + " ";
     for (const auto &a : args) cmd += a + " ";
     EXPECT_EQ(r.rc, 2) << cmd << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find(detail), std::string::npos) << cmd << "\n'" << detail << "' not in stderr: " << r.err;
@@ -537,4 +706,96 @@ TEST(HostileDriver, BadGraphFile) {
 TEST(HostileDriver, BatchFileThatIsADirectoryOrMissing) {
     expect_bad_input({"conv", "--batch=/nonexistent/list"}, "--batch");
     expect_bad_input({"conv", "--batch=" + ::testing::TempDir()}, "--batch");
+}
+
+// One bad input as a careless or hostile user gives it: the driver must exit
+// with status 2 and name what is wrong on stderr.
+struct driver_case {
+    std::string env;
+    std::vector<std::string> args;
+    std::string detail; // in stderr
+};
+void expect_bad_inputs(const std::vector<driver_case> &cases) {
+    for (const auto &c : cases) expect_bad_input(c.args, c.detail, c.env);
+}
+
+// Were findings: a bad setting in the environment ran with exit status 0
+// (rows shown unimplemented) or crashed in the OpenMP runtime.
+TEST(HostileDriver, BadEnvironmentIsBadInput) {
+    const std::vector<std::string> conv = {"conv", "mb1ic4ih5oc4kh3ph1"}, mm = {"matmul", "m1k64n64"};
+    expect_bad_inputs({
+        {"OMP_NUM_THREADS=100000", conv, "OMP_NUM_THREADS: 100000 threads is more than qconv's limit of 4096"},
+        {"OMP_NUM_THREADS=100000", mm, "OMP_NUM_THREADS: 100000 threads is more than qconv's limit of 4096"},
+        {"QCONV_MAX_CPU_ISA=nonsense", conv, "QCONV_MAX_CPU_ISA: unknown ISA 'nonsense'"},
+        {"QCONV_CACHE_CAPACITY=-1", conv, "QCONV_CACHE_CAPACITY: expected a non-negative integer"},
+        {"QCONV_CACHE_CAPACITY=abc", mm, "QCONV_CACHE_CAPACITY: expected a non-negative integer"},
+        {"QCONV_DISPATCH=foo", conv, "QCONV_DISPATCH: unknown value 'foo'"},
+    });
+}
+
+// Were findings: /dev/zero as a batch or graph file was read forever.
+TEST(HostileDriver, InputFilesAreBounded) {
+    const std::string long_line = write_temp("long_line.batch", std::string(5000, 'x') + "\n");
+    const std::string many_lines = write_temp("many_lines.batch", std::string(size_t(17) << 20, '\n'));
+    expect_bad_inputs({
+        {"", {"conv", "--batch=/dev/zero"}, "--batch: /dev/zero:1: a NUL byte"},
+        {"", {"matmul", "--batch=/dev/zero"}, "--batch: /dev/zero:1: a NUL byte"},
+        {"", {"graph", "/dev/zero"}, "file: '/dev/zero' holds a NUL byte"},
+        {"", {"conv", "--batch=" + long_line}, ":1: line longer than 4096 bytes"},
+        {"", {"matmul", "--batch=" + many_lines}, "is larger than the limit of 16 MiB"},
+    });
+    std::remove(long_line.c_str());
+    std::remove(many_lines.c_str());
+}
+
+// Were findings: garbage that ran with exit status 0.
+TEST(HostileDriver, GarbageIsNotRun) {
+    const std::string desc = "mb1ic4ih5oc4kh3ph1";
+    const std::string zero_count = write_temp("zero_count.batch", desc + "n\"layer*0\"\n");
+    const std::string graph = write_temp("relu.qg", "x = Parameter f32[1,4]\ny = Relu(x)\nr = Result(y)\n");
+    expect_bad_inputs({
+        {"", {"matmul", "m?5k64n64"}, "'m?5k64n64'"},
+        {"", {"matmul", "k6m?4n64"}, "'k6m?4n64'"},
+        {"", {"matmul", "--bias=abc", "--dq=2", "m1k64n64"}, "--bias: expected 1 or 0 (got 'abc')"},
+        {"", {"matmul", "--dq=2", "m1k64n64"}, "--dq: expected 1 or 0 (got '2')"},
+        {"", {"graph", "--dq=2", graph}, "--dq: expected 1 or 0 (got '2')"},
+        {"", {"conv", "--post-ops=clip:6:0", desc}, "post_ops[0].alpha: clip's lower bound 6 is above"},
+        {"", {"conv", desc + "n\"layer*-3\""}, "the count *N must be in [1, 1000000] (got '*-3')"},
+        {"", {"conv", "--batch=" + zero_count}, ":1: name \"layer*0\": the count *N must be in [1, 1000000]"},
+    });
+    std::remove(zero_count.c_str());
+    std::remove(graph.c_str());
+}
+
+// Were findings: std::bad_alloc (exit status 1) instead of a named refusal.
+// Every problem below is valid and under the format's limits; the driver now
+// refuses what it would hold for it (max_problem_bytes, 32 GiB, and the
+// machine's memory) before generating any data, and the graph reader what a
+// run needs (graph::max_run_bytes, 4 GiB) before allocating anything.
+TEST(HostileDriver, ProblemsBeyondMemoryAreRefusedByName) {
+    const std::string big = write_temp("big_parameter.qg", "x = Parameter f32[1,4096,4096,32]\nr = Result(x)\n");
+    const std::string ffn = write_temp("huge_constant_ffn.qg", huge_constant_ffn());
+    expect_bad_inputs({
+        {"", {"conv", "ic2147483648ih5oc4kh3"}, "problem 'ic2147483648ih5oc4kh3': wei: the problem's data"},
+        {"", {"conv", "mb1ic16ih100000oc16kh1"}, "problem 'mb1ic16ih100000oc16kh1': dst: the problem's data"},
+        {"", {"matmul", "m1k99999999999n1"}, "problem 'm1k99999999999n1': wei: the problem's data"},
+        {"", {"matmul", "m100000k100000n100000"}, "problem 'm100000k100000n100000': y: the problem's data"},
+        {"", {"graph", big}, "line 1: running the graph (largest tensor: 'x' f32[1,4096,4096,32]"},
+        {"", {"graph", ffn}, "line 32: Multiply 'w2_s': shapes [1024,32,128,1,1] and [1024,32,65536,1,1]"},
+    });
+    std::remove(big.c_str());
+    std::remove(ffn.c_str());
+}
+
+// Were findings: messages that named the wrong thing.
+TEST(HostileDriver, MessagesNameWhatIsWrong) {
+    expect_bad_inputs({
+        {"",
+         {"conv", "--report=table", "--report-dir=/dev/null/x", "mb1ic4ih5oc4kh3ph1"},
+         "--report-dir: cannot create '/dev/null/x'"},
+        {"",
+         {"matmul", "--group=99999999999999999999", "m1k64n64"},
+         "--group: 99999999999999999999 is out of range (it overflows a 64-bit integer)"},
+        {"", {"matmul", "m??k64n64"}, "unexpected character '?' at offset 2 in 'm??k64n64'"},
+    });
 }

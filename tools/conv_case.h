@@ -57,6 +57,10 @@ struct conv_case {
     mutable std::string ref_error; // non-empty when the reference cannot run it
 };
 
+// Refuses (check_problem_memory) a problem whose data the driver cannot hold,
+// from the descriptor and the settings alone: nothing is allocated.
+void check_conv_memory(const conv_desc &d, const conv_settings &s);
+
 // Builds the problem and its data (throws qconv::error / usage_error on bad input).
 conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed);
 

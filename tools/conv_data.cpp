@@ -27,12 +27,6 @@ int64_t parse_int(const std::string &v, const std::string &field, int64_t lo, in
     return x;
 }
 
-bool parse_bool(const std::string &v, const std::string &field) {
-    if (v == "1" || v == "yes" || v == "true" || v == "on") return true;
-    if (v == "0" || v == "no" || v == "false" || v == "off") return false;
-    throw usage_error(field + ": expected 1 or 0 (got '" + v + "')");
-}
-
 bool has_sum(const post_ops &ops) {
     for (const auto &op : ops)
         if (op.k == post_op::kind::sum) return true;
@@ -71,7 +65,7 @@ conv_settings parse_conv_settings(const options &o) {
     if (s.scales == "per_tensor") s.scales = "tensor";
     if (s.scales != "per_oc" && s.scales != "tensor" && s.scales != "none")
         throw usage_error("--scales: expected per_oc, tensor (per_tensor) or none (got '" + s.scales + "')");
-    s.bias = parse_bool(o.get("bias", "1"), "--bias");
+    s.bias = o.get_bool("bias", true);
     s.dst_zp = static_cast<int32_t>(o.get_int("dst-zp", 0, -1000000, 1000000));
     s.mb = o.get_int("mb", 0, 0, 1 << 20);
     const std::string data = o.get("data", "random");
@@ -83,6 +77,27 @@ conv_settings parse_conv_settings(const options &o) {
 }
 
 // ------------------------------------------------------------ generation
+void check_conv_memory(const conv_desc &d, const conv_settings &s) {
+    int full = 0, items = 0; // full-tensor binary operands, post-ops (each with up to OC values)
+    if (!s.post_ops_text.empty())
+        for (const auto &item : split(s.post_ops_text, ';')) {
+            ++items;
+            full += item.find("full") != std::string::npos;
+        }
+    const double dst = double(d.dst_elems()), dst_bytes = bits_of(s.dst_dt) / 8.0;
+    // dst: the initial one, a copy per run, the reference, the timing scratch and the
+    // reference's accumulators; wei: the given weights and a packed copy of up to 4 bytes each.
+    std::vector<std::pair<std::string, double>> parts = {
+        {"src", double(d.src_elems()) * bits_of(s.src_dt) / 8.0},
+        {"wei", double(d.wei_elems()) * 5},
+        {"dst", dst * (4 * dst_bytes + 8)},
+        {"oc", double(d.oc) * 4 * (items + 3)},
+    };
+    if (full) parts.push_back({"post_ops", dst * 4 * full});
+    if (s.zp_text.rfind("channel", 0) == 0) parts.push_back({"zp", double(d.ic) * 4});
+    check_problem_memory(parts);
+}
+
 // The data generators are the ones the test suites use (tests/support/testdata.h).
 conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t seed) {
     conv_case c;
@@ -95,6 +110,7 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
     if (s.mb > 0) p.desc.mb = s.mb;
     p.desc.validate();
     const conv_desc &d = p.desc;
+    check_conv_memory(d, s);
     p.src_dt = s.src_dt;
     p.dst_dt = s.dst_dt;
     p.src_zp = testdata::make_zp(s.zp_text, d.ic, s.src_dt, s.data, seed);

@@ -117,7 +117,7 @@ void dump_run(const std::string &root, int index, const conv_case &c, const conv
     char num[16];
     std::snprintf(num, sizeof num, "%04d", index);
     const std::string dir = root + "/" + num;
-    make_dirs(dir);
+    make_dirs(dir, "--dump");
     const conv_problem &p = c.p;
     const conv_desc &d = p.desc;
 

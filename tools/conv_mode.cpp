@@ -206,6 +206,7 @@ int conv_mode(const std::vector<std::string> &args) {
             conv_desc d = conv_desc::parse(t.text);
             if (s.mb > 0) d.mb = s.mb;
             d.validate();
+            check_conv_memory(d, s);
         } catch (const qconv::error &e) {
             throw usage_error(t.origin + ": " + e.what());
         }

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/types.h"
+
 namespace qconv::driver {
 
 enum exit_code { exit_ok = 0, exit_fail = 1, exit_bad_input = 2 };
@@ -47,6 +49,8 @@ public:
     // All values of a repeatable option, in command-line order.
     std::vector<std::string> all(const std::string &key) const;
     int64_t get_int(const std::string &key, int64_t def, int64_t lo, int64_t hi) const;
+    // "--key" or --key=1|0 (also yes/no, true/false, on/off); anything else is a usage_error.
+    bool get_bool(const std::string &key, bool def) const;
     const std::vector<std::string> &words() const { return words_; }
     // Throws usage_error naming the first option no get()/has()/all() asked for.
     void check_all_used() const;
@@ -87,8 +91,15 @@ struct problem_text {
 };
 // Positional words plus every --batch=FILE line, in order.
 std::vector<problem_text> collect_problems(const options &o);
+// A batch file is read up to batch_max_bytes, each line up to batch_max_line
+// bytes; a longer file or line, or a NUL byte, is a usage_error (so is a
+// directory). Any readable file works, a pipe included.
+constexpr int64_t batch_max_bytes = int64_t(16) << 20;
+constexpr size_t batch_max_line = 4096;
 std::vector<problem_text> read_batch_file(const std::string &path);
-// N of a trailing "*N" inside the quoted name, else 1.
+// N of a trailing "*N" inside the quoted name, else 1; a count outside
+// [1, max_count] (`*0`, `*-3`) is a usage_error.
+constexpr int64_t max_count = 1000000;
 int64_t multiplicity(const std::string &text);
 
 // ----------------------------------------------------------------- output
@@ -195,9 +206,20 @@ int conv_mode(const std::vector<std::string> &args);
 int matmul_mode(const std::vector<std::string> &args);
 int graph_mode(const std::vector<std::string> &args);
 
+// ----------------------------------------------------------------- memory
+// A conv or matmul problem is refused before its data is generated when what
+// the driver holds for it (inputs, outputs, references, weights and their
+// packed copies) is above max_problem_bytes (32 GiB) or above the memory the
+// process may use (core/memory.h).
+constexpr double max_problem_bytes = double(int64_t(1) << 35);
+// parts: (tensor, bytes held for it). Throws qconv::error naming the largest
+// part, with the total and the limit.
+void check_problem_memory(const std::vector<std::pair<std::string, double>> &parts);
+
 // ------------------------------------------------------------------ misc
-// Creates directories like `mkdir -p`; throws usage_error on failure.
-void make_dirs(const std::string &path);
+// Creates directories like `mkdir -p`; throws usage_error naming `option`
+// (--dump, --report-dir) on failure.
+void make_dirs(const std::string &path, const std::string &option);
 void write_file(const std::string &path, const void *data, size_t bytes);
 std::string format_double(double v, int precision);
 

@@ -55,6 +55,9 @@ int main(int argc, char **argv) {
     for (const auto &m : modes) {
         if (name != m.name) continue;
         try {
+            // Settings from the environment are checked before anything runs: a bad
+            // one is bad input (exit 2), not a row reported unimplemented.
+            qconv::check_environment();
             return m.fn(args);
         } catch (const usage_error &e) {
             std::cerr << "qconv-driver: " << e.what() << "\n";

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/memory.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 #include "tools/driver.h"
@@ -133,7 +134,7 @@ int graph_mode(const std::vector<std::string> &args) {
     options o(args);
     const common_options c = parse_common(o);
     const std::string save = o.get("save", "");
-    const bool dq = o.has("dq");
+    const bool dq = o.get_bool("dq", false);
     const std::string tol_text = o.get("tol", "");
     double tol = -1;
     try {
@@ -176,8 +177,13 @@ int graph_mode(const std::vector<std::string> &args) {
         before->infer();
     }
     if (tol_text.empty()) tol = default_tolerance(*before, dq);
+    graph::check_run_memory(*before); // again with --dim's value of `?`
     auto after = before->clone();
     const auto records = graph::run_passes(*after);
+    // Both graphs are compiled and run side by side: refused, naming the file,
+    // when together they need more than this process may use.
+    impl::check_memory(graph::run_bytes(*before) + graph::run_bytes(*after), file,
+                       "running the graph as written and rewritten");
     if (!save.empty()) graph::save_file(is_onnx(file) ? *before : *after, save);
 
     auto inputs = graph::random_inputs(*before, c.seed);
@@ -203,8 +209,10 @@ int graph_mode(const std::vector<std::string> &args) {
     bool same_shape = yb.size() == ya.size();
     for (size_t r = 0; same_shape && r < yb.size(); ++r) {
         same_shape = yb[r].shape == ya[r].shape;
-        for (size_t i = 0; same_shape && i < yb[r].data.size(); ++i) {
-            const double a = ya[r].data[i], b = yb[r].data[i];
+        const std::vector<double> vb = same_shape ? yb[r].values() : std::vector<double>();
+        const std::vector<double> va = same_shape ? ya[r].values() : std::vector<double>();
+        for (size_t i = 0; same_shape && i < vb.size(); ++i) {
+            const double a = va[i], b = vb[i];
             // Equal values (also equal infinities) and NaN on both sides agree.
             const double d = a == b || (std::isnan(a) && std::isnan(b)) ? 0.0 : std::fabs(a - b);
             max_abs = std::isnan(d) ? INFINITY : std::max(max_abs, d);

@@ -32,8 +32,10 @@
 //   bias.bin     f32 [N] (with bias)        y.bin     f32 [M][N], the implementation's
 //   y_ref.bin    f32 [M][N], the reference's (in C mode)
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -71,10 +73,14 @@ matmul_settings parse_settings(const options &o) {
         throw usage_error("--wei: expected u8, s8, u4 or s4");
     s.group_text = o.get("group", "per_oc");
     if (s.group_text != "per_oc") {
-        char *end = nullptr;
-        const long long g = std::strtoll(s.group_text.c_str(), &end, 10);
-        if (!end || *end || g <= 0) throw usage_error("--group: expected per_oc or a positive size");
-        s.group = g;
+        const std::string &g = s.group_text;
+        if (g.empty() || g.find_first_not_of("0123456789") != std::string::npos ||
+            g.find_first_not_of('0') == std::string::npos)
+            throw usage_error("--group: expected per_oc or a positive size (got '" + g + "')");
+        errno = 0;
+        const long long v = std::strtoll(g.c_str(), nullptr, 10);
+        if (errno == ERANGE) throw usage_error("--group: " + g + " is out of range (it overflows a 64-bit integer)");
+        s.group = v;
     }
     s.zp_text = o.get("zp", "none");
     if (s.zp_text == "none") s.zp = zpk::none;
@@ -82,8 +88,8 @@ matmul_settings parse_settings(const options &o) {
     else if (s.zp_text == "per_group") s.zp = zpk::per_group;
     else if (s.zp_text == "per_oc") s.zp = zpk::per_group, s.zp_per_oc = true;
     else throw usage_error("--zp: expected none, tensor, per_oc or per_group");
-    s.bias = o.has("bias") && o.get("bias", "1") != "0";
-    s.dq = o.has("dq") && o.get("dq", "1") != "0";
+    s.bias = o.get_bool("bias", false);
+    s.dq = o.get_bool("dq", false);
     s.scale_dt = parse_dtype(o.get("scale-dt", "f32"), "--scale-dt");
     if (s.scale_dt != dtype::f32 && s.scale_dt != dtype::f16) throw usage_error("--scale-dt: expected f32 or f16");
     const std::string dt = o.get("dt", "f32");
@@ -102,7 +108,24 @@ struct matmul_case : testdata::matmul_data {
     std::vector<uint16_t> x16; // x in src_dt when that is f16 or bf16
 };
 
-matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t seed) {
+// What the driver holds for a problem (x, y, the reference, the bound, the weights
+// and their packed copy), checked before anything is generated.
+void check_matmul_memory(const matmul_desc &d, const matmul_settings &s) {
+    const double mk = double(d.m) * double(d.k), mn = double(d.m) * double(d.n);
+    const bool x16 = s.src_dt != dtype::f32, y16 = s.dst_dt != dtype::f32;
+    check_problem_memory({
+        // x in f32, its 16-bit copy and the f32 copy execute_typed() makes of it
+        {"x", mk * (x16 ? 4 + 2 + 4 : 4)},
+        // y, the reference (f32), the bound (f64), a dump copy, the 16-bit y and its f32 copy
+        {"y", mn * (4 + 4 + 8 + 4 + (y16 ? 2 + 4 : 0))},
+        {"wei", double(d.wei_bytes()) + double(d.k) * double(d.n) * 4},
+        {"scale", double(d.n) * double(d.n_groups()) * (4 + 2 + 4)},
+    });
+}
+
+// The problem's descriptor with the settings applied, validated and checked
+// against the memory limits (nothing allocated).
+matmul_desc make_desc(const problem_text &t, const matmul_settings &s) {
     matmul_desc d = matmul_desc::parse(t.text);
     if (d.runtime()) fail("m", "the driver runs a given M ('" + t.text + "' leaves it to run time)");
     d.wei_dt = s.wei;
@@ -112,6 +135,13 @@ matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t 
     d.scale_dt = s.scale_dt;
     d.src_dt = s.src_dt;
     d.dst_dt = s.dst_dt;
+    d.validate();
+    check_matmul_memory(d, s);
+    return d;
+}
+
+matmul_case make_case(const problem_text &t, const matmul_settings &s, uint32_t seed) {
+    const matmul_desc d = make_desc(t, s);
     matmul_case c;
     static_cast<testdata::matmul_data &>(c) = testdata::make_matmul_data(d, seed);
     c.count = t.count;
@@ -144,7 +174,7 @@ void dump_run(const std::string &root, int index, const matmul_case &c, const ma
     char num[16];
     std::snprintf(num, sizeof num, "%04d", index);
     const std::string dir = root + "/" + num;
-    make_dirs(dir);
+    make_dirs(dir, "--dump");
     const matmul_desc &d = c.d;
     std::ofstream t(dir + "/problem.txt");
     t << "desc=" << d.str() << "\n"
@@ -259,17 +289,23 @@ int matmul_mode(const std::vector<std::string> &args) {
         return exit_ok;
     }
     if (texts.empty()) throw usage_error("matmul: no problem given (DESC... or --batch=FILE)");
-    std::vector<matmul_case> cases;
-    for (size_t i = 0; i < texts.size(); ++i)
-        cases.push_back(make_case(texts[i], s, co.seed + static_cast<uint32_t>(i)));
+    // Every problem is checked before anything runs (bad input never runs half a
+    // batch); each one's data is generated when its turn comes.
+    for (const auto &t : texts) {
+        try {
+            (void)make_desc(t, s);
+        } catch (const qconv::error &e) {
+            throw usage_error(t.origin + ": " + e.what());
+        }
+    }
     const std::vector<std::string> selected = selected_impls(co.impl, names);
 
     totals tot;
     bool failed = false;
     int dump_index = 0;
-    for (size_t ci = 0; ci < cases.size(); ++ci) {
-        const matmul_case &c = cases[ci];
-        rep.progress(ci + 1, cases.size(), c.d.str());
+    for (size_t ci = 0; ci < texts.size(); ++ci) {
+        const matmul_case c = make_case(texts[ci], s, co.seed + static_cast<uint32_t>(ci));
+        rep.progress(ci + 1, texts.size(), c.d.str());
         std::vector<float> ref;
         std::vector<double> bound;
         if (co.correctness()) {

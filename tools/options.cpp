@@ -1,11 +1,13 @@
 // Command-line options of qconv-driver: parsing, the common options, batch files.
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <memory>
 #include <omp.h>
 #include <sys/stat.h>
 
+#include "core/memory.h"
 #include "core/text.h"
 #include "qconv/types.h"
 #include "tools/driver.h"
@@ -57,6 +59,14 @@ int64_t options::get_int(const std::string &key, int64_t def, int64_t lo, int64_
     return x;
 }
 
+bool options::get_bool(const std::string &key, bool def) const {
+    if (!has(key)) return def;
+    const std::string v = get(key, "");
+    if (v == "1" || v == "yes" || v == "true" || v == "on") return true;
+    if (v == "0" || v == "no" || v == "false" || v == "off") return false;
+    throw usage_error("--" + key + ": expected 1 or 0 (got '" + v + "')");
+}
+
 void options::check_all_used() const {
     for (const auto &kv : kv_)
         if (!used_.count(kv.first)) throw usage_error("unknown option --" + kv.first);
@@ -96,7 +106,7 @@ common_options parse_common(const options &o) {
     else throw usage_error("--mode: expected C, P or CP (got '" + m + "')");
     c.impl = o.get("impl", "auto");
     if (c.impl.empty()) throw usage_error("--impl: empty");
-    c.threads = static_cast<int>(o.get_int("threads", 0, 0, 4096));
+    c.threads = static_cast<int>(o.get_int("threads", 0, 0, max_threads));
     c.seed = static_cast<uint32_t>(o.get_int("seed", 1, 0, UINT32_MAX));
     c.dump_dir = o.get("dump", "");
     c.reps = static_cast<int>(o.get_int("reps", 20, 1, 1000000));
@@ -118,26 +128,70 @@ int64_t multiplicity(const std::string &text) {
     const auto q2 = text.find('"', q1 + 1);
     const std::string name = text.substr(q1 + 1, q2 == std::string::npos ? std::string::npos : q2 - q1 - 1);
     const auto star = name.rfind('*');
-    if (star == std::string::npos || star + 1 >= name.size()) return 1;
-    int64_t n = 0;
-    for (size_t i = star + 1; i < name.size(); ++i) {
-        if (name[i] < '0' || name[i] > '9' || n > 1000000) return 1;
-        n = n * 10 + (name[i] - '0');
-    }
-    return n > 0 ? n : 1;
+    if (star == std::string::npos) return 1;
+    // `*` then a number (signed or not) is a count; `*` then other text is part of the name.
+    const std::string n = name.substr(star + 1);
+    size_t i = n.size() > 0 && (n[0] == '-' || n[0] == '+') ? 1 : 0;
+    if (i == n.size() || n.find_first_not_of("0123456789", i) != std::string::npos) return 1;
+    int64_t v = 0;
+    for (; i < n.size() && v <= max_count; ++i) v = v * 10 + (n[i] - '0');
+    if (n[0] == '-' || v < 1 || v > max_count)
+        throw usage_error("name \"" + name + "\": the count *N must be in [1, " + std::to_string(max_count) +
+                          "] (got '*" + n + "')");
+    return v;
 }
+
+namespace {
+// One line of a batch file; the file's size and line length are bounded
+// (batch_max_bytes, batch_max_line) so /dev/zero or a stray binary file is
+// refused after a bounded read instead of filling memory.
+class bounded_lines {
+public:
+    bounded_lines(std::FILE *f, const std::string &path) : f_(f), path_(path) {}
+    bool next(std::string *line) {
+        line->clear();
+        for (int c; (c = std::getc(f_)) != EOF;) {
+            if (++total_ > batch_max_bytes)
+                throw usage_error("--batch: '" + path_ + "' is larger than the limit of " +
+                                  std::to_string(batch_max_bytes >> 20) + " MiB");
+            if (c == '\n') return true;
+            if (c == '\0')
+                throw usage_error("--batch: " + path_ + ":" + std::to_string(lineno_ + 1) +
+                                  ": a NUL byte (not a text file)");
+            if (line->size() >= batch_max_line)
+                throw usage_error("--batch: " + path_ + ":" + std::to_string(lineno_ + 1) + ": line longer than " +
+                                  std::to_string(batch_max_line) + " bytes");
+            line->push_back(static_cast<char>(c));
+        }
+        if (std::ferror(f_)) throw usage_error("--batch: error reading '" + path_ + "'");
+        return !line->empty();
+    }
+    int lineno() const { return lineno_; }
+    void count_line() { ++lineno_; }
+
+private:
+    std::FILE *f_;
+    std::string path_;
+    int64_t total_ = 0;
+    int lineno_ = 0;
+};
+} // namespace
 
 std::vector<problem_text> read_batch_file(const std::string &path) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) throw usage_error("--batch: cannot open '" + path + "'");
     if (S_ISDIR(st.st_mode)) throw usage_error("--batch: '" + path + "' is a directory");
-    std::ifstream in(path);
-    if (!in) throw usage_error("--batch: cannot open '" + path + "'");
+    if (S_ISREG(st.st_mode) && st.st_size > batch_max_bytes)
+        throw usage_error("--batch: '" + path + "' is larger than the limit of " +
+                          std::to_string(batch_max_bytes >> 20) + " MiB");
+    std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!f) throw usage_error("--batch: cannot open '" + path + "'");
     std::vector<problem_text> out;
+    bounded_lines in(f.get(), path);
     std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-        ++lineno;
+    while (in.next(&line)) {
+        in.count_line();
+        const std::string where = path + ":" + std::to_string(in.lineno());
         // '#' starts a comment unless it is inside the quoted name.
         bool quoted = false;
         for (size_t i = 0; i < line.size(); ++i) {
@@ -150,22 +204,45 @@ std::vector<problem_text> read_batch_file(const std::string &path) {
         line = detail::trim(line);
         if (line.empty()) continue;
         if (line.find_first_of(" \t") != std::string::npos)
-            throw usage_error(path + ":" + std::to_string(lineno) + ": one problem per line expected (got '" + line +
-                              "')");
-        out.push_back({line, multiplicity(line), path + ":" + std::to_string(lineno)});
+            throw usage_error(where + ": one problem per line expected (got '" + line + "')");
+        try {
+            out.push_back({line, multiplicity(line), where});
+        } catch (const usage_error &e) {
+            throw usage_error(where + ": " + e.what());
+        }
     }
-    if (in.bad()) throw usage_error("--batch: error reading '" + path + "'");
     return out;
 }
 
 std::vector<problem_text> collect_problems(const options &o) {
     std::vector<problem_text> out;
-    for (const auto &w : o.words()) out.push_back({w, multiplicity(w), "problem '" + w + "'"});
+    for (const auto &w : o.words()) {
+        try {
+            out.push_back({w, multiplicity(w), "problem '" + w + "'"});
+        } catch (const usage_error &e) {
+            throw usage_error("problem '" + w + "': " + e.what());
+        }
+    }
     for (const auto &f : o.all("batch")) {
         auto b = read_batch_file(f);
         out.insert(out.end(), b.begin(), b.end());
     }
     return out;
+}
+
+void check_problem_memory(const std::vector<std::pair<std::string, double>> &parts) {
+    double total = 0;
+    size_t largest = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        total += parts[i].second;
+        if (parts[i].second > parts[largest].second) largest = i;
+    }
+    if (parts.empty()) return;
+    std::string what = "the problem's data (";
+    for (size_t i = 0; i < parts.size(); ++i)
+        what += (i ? ", " : "") + parts[i].first + " " + impl::bytes_text(parts[i].second);
+    impl::check_memory(total, parts[largest].first, what + ")", max_problem_bytes,
+                       "the driver's limit of " + impl::bytes_text(max_problem_bytes) + " per problem");
 }
 
 // The implementations to run: "auto", one name, a comma-separated list or "all".

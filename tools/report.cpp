@@ -102,7 +102,7 @@ std::vector<out_line> totals::lines(const std::string &op, bool performance) con
     return out;
 }
 
-void make_dirs(const std::string &path) {
+void make_dirs(const std::string &path, const std::string &option) {
     std::string cur;
     size_t pos = 0;
     while (pos != std::string::npos) {
@@ -110,7 +110,7 @@ void make_dirs(const std::string &path) {
         cur = path.substr(0, pos);
         if (cur.empty()) continue;
         if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-            throw usage_error("--dump: cannot create '" + cur + "': " + std::strerror(errno));
+            throw usage_error(option + ": cannot create '" + cur + "': " + std::strerror(errno));
     }
 }
 

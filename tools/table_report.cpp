@@ -113,7 +113,7 @@ std::string driver_dir() {
 // <driver's folder>/reports/YYYYmmdd-HHMMSS, with -2, -3, ... when taken.
 std::string new_report_dir() {
     const std::string parent = driver_dir() + "/reports";
-    make_dirs(parent);
+    make_dirs(parent, "--report-dir");
     char stamp[32];
     const std::time_t t = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
@@ -140,7 +140,7 @@ report::~report() {
 
 void report::open_log() {
     if (dir_.empty()) dir_ = new_report_dir();
-    make_dirs(dir_);
+    make_dirs(dir_, "--report-dir");
     const std::string path = dir_ + "/" + op_ + ".log";
     log_ = std::fopen(path.c_str(), "w");
     if (!log_) throw usage_error("--report-dir: cannot write '" + path + "'");

@@ -67,6 +67,19 @@ enum class op {
     MatMul,
     Relu,
     Gelu,
+    // Quantized CNNs (docs/graph.md, "Ops of quantized CNNs").
+    FakeQuantize,     // (x, input_low, input_high, output_low, output_high) levels
+    QuantizeLinear,   // (x, scale [, zero_point]) axis: f32 → u8/i8
+    DequantizeLinear, // (x, scale [, zero_point]) axis: u8/i8/i32 → scale's type
+    MaxPool,          // (x) kernel strides pads_begin pads_end rounding_type auto_pad
+    AvgPool,          // as MaxPool, plus exclude_pad
+    ReduceMean,       // (x) axes keep_dims (global average pooling: axes=[2,3])
+    Concat,           // (x, ...) axis
+    Clamp,            // (x) min max (Relu6: min=0 max=6)
+    PRelu,            // (x, slope): slope per channel on axis 1, or numpy broadcast
+    Flatten,          // (x) axis: [prod(d[:axis]), prod(d[axis:])]
+    Sigmoid,          // (x)
+    Softmax,          // (x) axis
     Result
 };
 const char *to_string(op k);
@@ -85,6 +98,17 @@ struct attributes {
     pad_mode auto_pad = pad_mode::explicit_pads;
     bool transpose_a = false, transpose_b = false; // MatMul
     bool gelu_tanh = false;                        // Gelu approximation (default erf)
+    int64_t levels = 256;                          // FakeQuantize
+    // QuantizeLinear/DequantizeLinear (default 1; per tensor when the scale has
+    // one element), Concat (required), Flatten (default 1), Softmax (default 1);
+    // negative values count from the end.
+    int64_t axis = 1;
+    std::vector<int64_t> kernel;         // MaxPool/AvgPool (strides/pads/auto_pad above)
+    bool exclude_pad = false;            // AvgPool
+    bool ceil_mode = false;              // MaxPool/AvgPool rounding_type=ceil (default floor)
+    double clamp_min = 0, clamp_max = 0; // Clamp
+    std::vector<int64_t> axes;           // ReduceMean
+    bool keep_dims = false;              // ReduceMean
 };
 
 // Constant payload, shared between clones and rewrites.
@@ -166,8 +190,17 @@ private:
 void infer_node(node &n, int64_t dynamic_value = 1);
 
 // ------------------------------------------------------------ text format
+// parse() reads every line and infers every shape before it generates any
+// constant's data, and refuses a graph check_run_memory() refuses.
 std::unique_ptr<graph> parse(const std::string &text);
-// A name ending in ".onnx" is read as an ONNX model (load_onnx, qconv/graph_onnx.h).
+// The largest graph file load_file() reads (64 MiB) and its longest line
+// (16 MiB: a Constant of a few million values written out); a larger file, a
+// stream (/dev/zero, a pipe) that goes on past it, a longer line or a NUL byte
+// is an error naming the file.
+constexpr int64_t max_file_bytes = int64_t(64) << 20;
+constexpr int64_t max_line_bytes = int64_t(16) << 20;
+// A name ending in ".onnx" is read as an ONNX model (load_onnx, qconv/graph_onnx.h;
+// its limit is max_onnx_bytes).
 std::unique_ptr<graph> load_file(const std::string &path);
 std::string to_text(const graph &g);
 void save_file(const graph &g, const std::string &path);
@@ -193,10 +226,44 @@ int cancel_transposes(graph &g);
 std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto = {});
 
 // --------------------------------------------------------------- executor
+// Memory order of a tensor's elements. `shape` always lists the dims in the
+// IR's order (NCHW for 4-D activations); `plain` stores them row-major in that
+// order, `nhwc` (4-D only) stores [N,H,W,C] — the order the int8 convolution
+// takes, so quantized activations can stay NHWC between int8 operations with
+// one layout change at the graph's boundaries.
+enum class layout { plain, nhwc };
+const char *to_string(layout l);
+
+// A value of the executor: typed storage, packed as Constant data (u4/i4 two
+// per byte, element 2i in the low nibble of byte i; f16 as IEEE half; bf16 as
+// the top 16 bits of an f32; the others in their native little-endian form).
 struct tensor {
     etype type = etype::f32;
     shape_t shape;
-    std::vector<float> data; // values as f32 (integers exact up to 2^24)
+    layout order = layout::plain;
+    std::vector<uint8_t> bytes; // storage_bytes(type, elems())
+
+    tensor() = default;
+    // Zero-filled storage of type t and shape s, in layout o.
+    tensor(etype t, shape_t s, layout o = layout::plain);
+    // Values given in the shape's (plain) order, rounded to t as a Convert
+    // does (floats: nearest even; integers: half to even, saturated, NaN → 0).
+    static tensor from_f32(etype t, shape_t s, const std::vector<float> &v);
+    static tensor from_values(etype t, shape_t s, const std::vector<double> &v);
+
+    int64_t elems() const { return elems_of(shape); }
+    // Element i of the storage (in memory order) as a double / stores one (rounded to the type).
+    double get(int64_t i) const;
+    void set(int64_t i, double v);
+    // All values in the shape's (plain) order, whatever the layout. Integers
+    // beyond 2^24 and i64 beyond 2^53 round (use values() / get() for exact ones).
+    std::vector<float> to_f32() const;
+    std::vector<double> values() const;
+    // The same values in layout o (a copy; o == order: unchanged).
+    tensor to_layout(layout o) const;
+    // f32 storage as floats (throws qconv::error unless type is f32).
+    const float *f32() const;
+    float *f32();
 };
 
 struct compile_options {
@@ -238,6 +305,20 @@ private:
 
 // Random inputs for every Parameter: f32 uniform in [-1, 1); integer types
 // uniform over their range. `?` takes dynamic_value (default: the graph's).
+// Inputs that need more memory than the process may use are an error ("inputs").
 std::vector<tensor> random_inputs(const graph &g, uint64_t seed, int64_t dynamic_value = 0);
+
+// ----------------------------------------------------------------- memory
+// About the bytes one run of g takes (shapes inferred): every node's output
+// held in f32 as the executor holds it, the constants' own storage, the
+// caller's inputs and the outputs returned.
+double run_bytes(const graph &g);
+// The most run_bytes() a graph may have (4 GiB).
+constexpr int64_t max_run_bytes = int64_t(1) << 32;
+// Throws qconv::error naming the largest tensor's node (its line) when
+// run_bytes(g) is above max_run_bytes or above the memory this process may use
+// (physical memory, cgroup limit, RLIMIT_AS/DATA). parse() checks it before
+// any constant is generated, compiled_graph before anything is allocated.
+void check_run_memory(const graph &g);
 
 } // namespace qconv::graph

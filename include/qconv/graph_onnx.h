@@ -22,9 +22,12 @@
 
 namespace qconv::graph {
 
-// Largest model file, external data file or .npy file read (protobuf's own
-// limit for one message is 2 GiB); checked before anything is allocated.
-constexpr int64_t max_file_bytes = (int64_t(1) << 31) - 1;
+// Largest model file or external data file read (protobuf's own limit for one
+// message is 2 GiB; a ResNet-50 is ~100 MB in f32, ~25 MB in int8) and largest
+// .npy file; checked before anything is allocated. Only regular files are read.
+// The graph read is then held to check_run_memory (qconv/graph.h) like a .qg file.
+constexpr int64_t max_onnx_bytes = (int64_t(1) << 31) - 1;
+constexpr int64_t max_npy_bytes = (int64_t(1) << 31) - 1;
 
 // Reads an ONNX model file; external data files are read from the model's
 // folder (a location outside it is refused). graph::load_file calls it for a
@@ -35,12 +38,12 @@ std::unique_ptr<graph> load_onnx(const std::string &path);
 std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir = "");
 
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0, little-endian, C order):
-// f32, f16, u8, i8, i32 and i64 arrays (i32/i64 values within ±2^24, exact in
-// the tensor's f32 storage). Anything else is a qconv::error naming the file
-// and the header field.
+// f32, f16, u8, i8, i32 and i64 arrays, read into a tensor of that type.
+// Anything else is a qconv::error naming the file and the header field.
 tensor read_npy(const std::string &path);
 tensor parse_npy(const void *data, size_t size, const std::string &what = "npy");
-// Writes t's values as a little-endian f32 array of t's shape (format 1.0).
+// Writes t as a little-endian array of t's shape and type (format 1.0): f32,
+// f16, u8, i8, i32 and i64 as they are, bf16/u4/i4 as f32.
 void write_npy(const std::string &path, const tensor &t);
 
 } // namespace qconv::graph

@@ -60,4 +60,20 @@ isa max_cpu_isa();
 // Lowers the cap (as oneDNN's ONEDNN_MAX_CPU_ISA). Overrides the environment.
 void set_max_cpu_isa(isa cap);
 
+// The most threads qconv runs with: an execute() asking for more, and a
+// primitive created while OpenMP would start more (OMP_NUM_THREADS,
+// omp_set_num_threads), are errors naming the setting. OpenMP runtimes crash
+// starting tens of thousands of threads; no CPU qconv runs on has 4096.
+constexpr int max_threads = 4096;
+
+// Reads every setting qconv takes from the environment and throws
+// qconv::error naming the first variable whose value is invalid:
+// QCONV_MAX_CPU_ISA (an ISA name), QCONV_CACHE_CAPACITY (a non-negative
+// integer), QCONV_DISPATCH (default or tune), QCONV_VERBOSE (a non-negative
+// integer) and OMP_NUM_THREADS (a list of integers in [1, max_threads]).
+// Primitives refuse the QCONV_ ones when they are first created and a thread
+// count above max_threads; this checks them all at once, before anything runs
+// (qconv-driver calls it at start-up).
+void check_environment();
+
 } // namespace qconv

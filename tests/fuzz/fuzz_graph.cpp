@@ -7,7 +7,7 @@
 // Sizes are bounded before anything is allocated or executed (this fuzzer
 // looks for logic errors, not for the cost of big tensors): at most 64 lines,
 // every bracketed list's product at most 2^16, every inferred tensor at most
-// 2^16 elements and every Convolution/MatMul at most 2^24 multiply-adds.
+// 2^16 elements and every Convolution/MatMul at most 2^24 multiply-adds (a pooling: output × window).
 // Unbounded sizes are covered by tests/test_hostile_input.cpp.
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +63,9 @@ bool small_graph(const g::graph &gr) {
             const double macs = double(e) * double(g::elems_of(n->inputs[1]->out_shape));
             if (macs > double(max_macs)) return false;
         }
+        if ((n->kind == g::op::MaxPool || n->kind == g::op::AvgPool) && n->attr.kernel.size() == 2 &&
+            double(e) * double(n->attr.kernel[0]) * double(n->attr.kernel[1]) > double(max_macs))
+            return false;
     }
     return true;
 }
