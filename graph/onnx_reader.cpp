@@ -431,6 +431,30 @@ private:
 
     // op readers
     void conv(const onnx_node &n);
+    // A Convolution / GroupConvolution (+ bias Add) of x with weights w and
+    // bias b (may be null); `wd` / `bd`: their dequantization when they are a
+    // DequantizeLinear of constants (the chain is then written in the shape the
+    // convolution reads, [G, OCg, ICg, KH, KW] / [1, OC, 1, 1]).
+    node *conv_ir(const onnx_node &n, node *x, node *w, const dequantize_info *wd, node *b, const dequantize_info *bd,
+                  int wi, int bi);
+    void qlinear_conv(const onnx_node &n);
+    void qlinear_matmul(const onnx_node &n);
+    void quantize(const onnx_node &n);
+    void pool(const onnx_node &n);
+    void global_average_pool(const onnx_node &n);
+    void concat(const onnx_node &n);
+    void clip(const onnx_node &n);
+    void flatten(const onnx_node &n);
+    void prelu(const onnx_node &n);
+    void softmax(const onnx_node &n);
+    // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
+    // scale / zero point in shape `ss` (the same data).
+    node *dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
+                        const std::string &name, const std::string &suffix);
+    // DequantizeLinear of an activation x (IR op), scale and zero point IR values.
+    node *dequant_act(const onnx_node &n, node *x, node *scale, node *zp, int64_t axis, const std::string &suffix);
+    // The dequantization info of a QLinear op's constant input q (scale, zp given).
+    dequantize_info qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis);
     void gemm(const onnx_node &n);
     void matmul(const onnx_node &n);
     void matmul_nbits(const onnx_node &n);
@@ -646,12 +670,6 @@ void reader::find_gelu_patterns() {
 }
 
 // ------------------------------------------------------------ the op table
-// Ops another branch adds to the IR; until then a model using them is refused
-// with this note (the reader maps them once the IR has them).
-constexpr const char *pending_ir =
-    "is not mapped yet: the graph IR has no such op (it comes with the quantized-network "
-    "ops; the reader maps it then)";
-
 struct op_entry {
     const char *name;
     void (reader::*read)(const onnx_node &);
@@ -700,18 +718,19 @@ void reader::read_node(const onnx_node &n) {
         {"Cast", &reader::cast, nullptr},
         {"Constant", &reader::constant_node, nullptr},
         {"Identity", nullptr, nullptr},
-        {"DequantizeLinear", &reader::dequantize, nullptr}, // constant weights; activations: pending
-        // Pending IR ops (see pending_ir).
-        {"QuantizeLinear", nullptr, pending_ir},
-        {"QLinearConv", nullptr, pending_ir},
-        {"QLinearMatMul", nullptr, pending_ir},
-        {"MaxPool", nullptr, pending_ir},
-        {"AveragePool", nullptr, pending_ir},
-        {"GlobalAveragePool", nullptr, pending_ir},
-        {"Concat", nullptr, pending_ir},
-        {"Clip", nullptr, pending_ir},
-        {"Flatten", nullptr, pending_ir},
-        {"PRelu", nullptr, pending_ir},
+        {"DequantizeLinear", &reader::dequantize, nullptr},
+        {"QuantizeLinear", &reader::quantize, nullptr},
+        {"QLinearConv", &reader::qlinear_conv, nullptr},
+        {"QLinearMatMul", &reader::qlinear_matmul, nullptr},
+        {"MaxPool", &reader::pool, nullptr},
+        {"AveragePool", &reader::pool, nullptr},
+        {"GlobalAveragePool", &reader::global_average_pool, nullptr},
+        {"Concat", &reader::concat, nullptr},
+        {"Clip", &reader::clip, nullptr},
+        {"Flatten", &reader::flatten, nullptr},
+        {"PRelu", &reader::prelu, nullptr},
+        {"Sigmoid", nullptr, nullptr},
+        {"Softmax", &reader::softmax, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -719,6 +738,7 @@ void reader::read_node(const onnx_node &n) {
         if (e.read) return (this->*e.read)(n);
         n.known_attrs({});
         if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
+        else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
         else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
         else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
         else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
@@ -746,14 +766,8 @@ void reader::gelu(const onnx_node &n) {
     define(n, 0, add(n, op::Gelu, {value(n, 0)}, at));
 }
 
-void reader::conv(const onnx_node &n) {
-    n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
-    node *x = value(n, 0), *w = value(n, 1);
-    if (x->out_shape.size() != 4)
-        n.fail_input(0, "only 2-D convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
-    if (w->out_shape.size() != 4) n.fail_input(1, "weights must be rank 4 (OIHW), got " + to_string(w->out_shape));
-    if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+// auto_pad, strides, dilations and pads of a 2-D Conv or pooling node.
+attributes window_attrs(const onnx_node &n) {
     attributes a;
     const std::string ap = n.get_string("auto_pad", "NOTSET");
     if (ap == "NOTSET") a.auto_pad = pad_mode::explicit_pads;
@@ -764,7 +778,7 @@ void reader::conv(const onnx_node &n) {
     constexpr int64_t lim = int64_t(1) << 24;
     auto pair = [&](const char *name, int64_t lo) {
         const auto v = n.get_ints(name, {lo == 0 ? 0 : 1, lo == 0 ? 0 : 1});
-        if (v.size() != 2) n.fail_attr(name, "needs 2 values for a 2-D convolution, got " + std::to_string(v.size()));
+        if (v.size() != 2) n.fail_attr(name, "needs 2 values for a 2-D window, got " + std::to_string(v.size()));
         for (int64_t e : v)
             if (e < lo || e > lim)
                 n.fail_attr(name, std::to_string(e) + " is not in [" + std::to_string(lo) + ", 2^24]");
@@ -780,7 +794,29 @@ void reader::conv(const onnx_node &n) {
     if (n.has("pads") && ap != "NOTSET") n.fail_attr("pads", "cannot be given with auto_pad " + ap);
     a.pads_begin = {pads[0], pads[1]};
     a.pads_end = {pads[2], pads[3]};
-    const shape_t &ws = w->out_shape;
+    return a;
+}
+
+void reader::conv(const onnx_node &n) {
+    n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    node *x = value(n, 0), *w = value(n, 1);
+    node *b = optional_value(n, 2);
+    const auto wd = dequantized_.find(n.p.input(1));
+    const auto bd = b ? dequantized_.find(n.p.input(2)) : dequantized_.end();
+    define(n, 0,
+           conv_ir(n, x, w, wd == dequantized_.end() ? nullptr : &wd->second, b,
+                   bd == dequantized_.end() ? nullptr : &bd->second, 1, 2));
+}
+
+node *reader::conv_ir(const onnx_node &n, node *x, node *w, const dequantize_info *wd, node *b,
+                      const dequantize_info *bd, int wi, int bi) {
+    if (x->out_shape.size() != 4)
+        n.fail_input(0, "only 2-D convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
+    if (w->out_shape.size() != 4) n.fail_input(wi, "weights must be rank 4 (OIHW), got " + to_string(w->out_shape));
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    const attributes a = window_attrs(n);
+    const shape_t ws = w->out_shape;
     if (n.has("kernel_shape")) {
         const auto k = n.get_ints("kernel_shape", {});
         if (k != std::vector<int64_t>{ws[2], ws[3]})
@@ -791,17 +827,26 @@ void reader::conv(const onnx_node &n) {
     if (group < 1 || C % group || OC % group || C / group != ws[1])
         n.fail_attr("group", std::to_string(group) + " does not fit " + std::to_string(C) +
                                  " input channels and weights " + to_string(ws));
-    node *b = optional_value(n, 2);
+    // A per-tensor or per-output-channel dequantization of constants can be
+    // written in the shape the convolution reads.
+    auto fits = [](const dequantize_info *d) {
+        return d && d->block == 0 && (elems_of(d->scale.shape) == 1 || d->axis == 0);
+    };
     node *y;
     if (group == 1) {
         y = add(n, op::Convolution, {x, w}, a, b ? "_conv" : "");
     } else {
         const shape_t gs = {group, OC / group, ws[1], ws[2], ws[3]};
         node *wg;
-        if (const tensor_value *c = constant_of(n, 1)) {
+        const std::string wname = n.p.input(wi);
+        if (fits(wd)) {
+            const bool per_tensor = elems_of(wd->scale.shape) == 1;
+            wg = dequant_chain(n, *wd, gs, per_tensor ? wd->scale.shape : shape_t{group, OC / group, 1, 1, 1},
+                               wname + "_grouped", "_weights_grouped");
+        } else if (const tensor_value *c = constant_of(n, wi)) {
             tensor_value v = *c;
             v.shape = gs;
-            wg = constant(&n, v, n.p.input(1) + "_grouped");
+            wg = constant(&n, v, wname + "_grouped");
         } else {
             attributes r;
             r.target = gs;
@@ -811,12 +856,17 @@ void reader::conv(const onnx_node &n) {
     }
     if (b) {
         if (b->out_shape != shape_t{OC})
-            n.fail_input(2, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
+            n.fail_input(bi, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
         node *b4;
-        if (const tensor_value *c = constant_of(n, 2)) {
+        const std::string bname = n.p.input(bi);
+        if (fits(bd)) {
+            const bool per_tensor = elems_of(bd->scale.shape) == 1;
+            b4 = dequant_chain(n, *bd, {1, OC, 1, 1}, per_tensor ? bd->scale.shape : shape_t{1, OC, 1, 1},
+                               bname + "_nchw", "_bias");
+        } else if (const tensor_value *c = constant_of(n, bi)) {
             tensor_value v = *c;
             v.shape = {1, OC, 1, 1};
-            b4 = constant(&n, v, n.p.input(2) + "_nchw");
+            b4 = constant(&n, v, bname + "_nchw");
         } else {
             attributes r;
             r.target = {1, OC, 1, 1};
@@ -824,7 +874,7 @@ void reader::conv(const onnx_node &n) {
         }
         y = add(n, op::Add, {y, b4});
     }
-    define(n, 0, y);
+    return y;
 }
 
 void reader::gemm(const onnx_node &n) {
@@ -1024,12 +1074,70 @@ void reader::matmul_nbits(const onnx_node &n) {
     define(n, 0, y);
 }
 
+node *reader::dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
+                            const std::string &name, const std::string &suffix) {
+    const etype T = d.scale.type;
+    attributes to;
+    to.type = T;
+    tensor_value q = d.x, sc = d.scale;
+    q.shape = qs;
+    sc.shape = ss;
+    node *y = add(n, op::Convert, {constant(&n, q, name + "_q")}, to, suffix + "_" + std::string(to_string(T)));
+    if (d.zp) {
+        tensor_value z = *d.zp;
+        z.shape = ss;
+        node *cz =
+            add(n, op::Convert, {constant(&n, z, name + "_zp")}, to, suffix + "_zp_" + std::string(to_string(T)));
+        y = add(n, op::Subtract, {y, cz}, {}, suffix + "_centered");
+    }
+    return add(n, op::Multiply, {y, constant(&n, sc, name + "_scale")}, {}, suffix);
+}
+
+node *reader::dequant_act(const onnx_node &n, node *x, node *scale, node *zp, int64_t axis, const std::string &suffix) {
+    attributes a;
+    a.axis = axis;
+    std::vector<node *> in = {x, scale};
+    if (zp) in.push_back(zp);
+    return add(n, op::DequantizeLinear, in, a, suffix);
+}
+
+// The scale (and zero point) of a QuantizeLinear / DequantizeLinear of
+// activations: per tensor (one value) or per axis (1-D, x.shape[axis] values).
+void check_qdq_params(const onnx_node &n, const node *x, const node *s, const node *z, int si, int zi, int64_t axis) {
+    if (!is_float(s->out_type))
+        n.fail_input(si, std::string("element type ") + to_string(s->out_type) + " is not floating point");
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    if (elems_of(s->out_shape) != 1) {
+        if (axis < -r || axis >= r) n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
+        const int64_t ax = axis < 0 ? axis + r : axis;
+        if (s->out_shape != shape_t{x->out_shape[ax]})
+            n.fail_input(si, "a per-axis scale must be [" + std::to_string(x->out_shape[ax]) + "] (axis " +
+                                 std::to_string(axis) + " of " + to_string(x->out_shape) + "), got " +
+                                 to_string(s->out_shape));
+    }
+    if (z && z->out_shape != s->out_shape)
+        n.fail_input(zi, "shape " + to_string(z->out_shape) + " differs from the scale's " + to_string(s->out_shape));
+}
+
 void reader::dequantize(const onnx_node &n) {
     n.known_attrs({"axis", "block_size"});
     const tensor_value *xc = constant_of(n, 0);
-    if (!xc)
-        n.fail("DequantizeLinear of activations (input 0 is not a constant) " + std::string(pending_ir) +
-               "; constant weights are read");
+    if (!xc) {
+        // Activations: the IR's DequantizeLinear (u8/i8/i32 → the scale's type).
+        node *x = value(n, 0), *s = value(n, 1), *z = optional_value(n, 2);
+        if (n.get_int("block_size", 0) != 0)
+            n.fail_attr("block_size", "blocked DequantizeLinear of activations (input 0 is not a constant) is not "
+                                      "supported; constant weights are read");
+        if (x->out_type != etype::u8 && x->out_type != etype::i8 && x->out_type != etype::i32)
+            n.fail_input(0, std::string("element type ") + to_string(x->out_type) +
+                                " is not supported for activations (u8, i8, i32)");
+        if (z && z->out_type != x->out_type)
+            n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " differs from x's");
+        const int64_t axis = n.get_int("axis", 1);
+        check_qdq_params(n, x, s, z, 1, 2, axis);
+        define(n, 0, dequant_act(n, x, s, z, axis, ""));
+        return;
+    }
     const tensor_value &x = *xc;
     if (x.type != etype::u8 && x.type != etype::i8 && x.type != etype::u4 && x.type != etype::i4 &&
         x.type != etype::i32)
@@ -1108,6 +1216,308 @@ void reader::dequantize(const onnx_node &n) {
     info.block = block;
     dequantized_[n.p.output(0)] = std::move(info);
     define(n, 0, y);
+}
+
+void reader::quantize(const onnx_node &n) {
+    n.known_attrs({"axis", "saturate", "output_dtype", "block_size"});
+    node *x = value(n, 0), *s = value(n, 1), *z = optional_value(n, 2);
+    if (n.get_int("block_size", 0) != 0) n.fail_attr("block_size", "blocked QuantizeLinear is not supported");
+    // saturate concerns float8 outputs only; the u8/i8 outputs read here always saturate.
+    n.get_int("saturate", 1);
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (s->out_type != x->out_type)
+        n.fail_input(1, std::string("element type ") + to_string(s->out_type) + " differs from x's " +
+                            to_string(x->out_type));
+    if (z && z->out_type != etype::u8 && z->out_type != etype::i8)
+        n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " is not supported (u8, i8)");
+    const int64_t axis = n.get_int("axis", 1);
+    check_qdq_params(n, x, s, z, 1, 2, axis);
+    if (n.has("output_dtype")) {
+        const int64_t dt = n.get_int("output_dtype", 0);
+        const auto et = to_etype(static_cast<int>(dt));
+        if (dt != 0 && et != etype::u8 && et != etype::i8)
+            n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " is not supported (UINT8, INT8)");
+        if (dt != 0 && z && z->out_type != *et)
+            n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " differs from the zero point's type");
+        if (dt != 0 && !z && *et == etype::i8) {
+            // The IR's QuantizeLinear takes its output type from the zero point: a zero i8 one.
+            tensor_value zv;
+            zv.type = etype::i8;
+            zv.shape = s->out_shape;
+            zv.data = std::make_shared<constant_data>();
+            zv.data->bytes.assign(storage_bytes(etype::i8, elems_of(zv.shape)), 0);
+            z = constant(&n, zv, n.p.output(0) + "_zero_point");
+        }
+    }
+    attributes a;
+    a.axis = axis;
+    std::vector<node *> in = {x, s};
+    if (z) in.push_back(z);
+    define(n, 0, add(n, op::QuantizeLinear, in, a));
+}
+
+dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis) {
+    dequantize_info d;
+    d.x = need_constant(n, q, "the quantized weights");
+    if (d.x.type != etype::u8 && d.x.type != etype::i8)
+        n.fail_input(q, std::string("element type ") + to_string(d.x.type) + " is not supported (u8, i8)");
+    d.scale = need_constant(n, scale, "the weights' scale");
+    if (d.scale.type != etype::f32)
+        n.fail_input(scale, std::string("element type ") + to_string(d.scale.type) + " is not f32");
+    const int64_t ns = elems_of(d.scale.shape);
+    const int64_t r = static_cast<int64_t>(d.x.shape.size());
+    if (ns != 1 && (d.scale.shape.size() != 1 || axis >= r || d.scale.shape[0] != d.x.shape[axis]))
+        n.fail_input(scale, "must hold one value or one per " + std::string(axis == 0 ? "output channel" : "column") +
+                                ", got " + to_string(d.scale.shape));
+    if (const tensor_value *z = constant_of(n, zp)) {
+        if (z->type != d.x.type)
+            n.fail_input(zp, std::string("element type ") + to_string(z->type) + " differs from the weights'");
+        if (elems_of(z->shape) != ns)
+            n.fail_input(zp, "shape " + to_string(z->shape) + " differs from the scale's " + to_string(d.scale.shape));
+        bool zero = true;
+        for (int64_t i = 0; i < ns; ++i) zero &= at(*z, i) == 0;
+        if (!zero) {
+            d.zp = *z;
+            d.zp->shape = d.scale.shape;
+        }
+    } else if (zp < n.p.input_size() && !n.p.input(zp).empty()) {
+        n.fail_input(zp, "must be a constant");
+    }
+    if (ns != 1) {
+        shape_t bs(r, 1);
+        bs[axis] = d.x.shape[axis];
+        d.scale.shape = bs;
+        if (d.zp) d.zp->shape = bs;
+    }
+    d.axis = axis;
+    return d;
+}
+
+// QLinearConv: its QDQ equivalent, DequantizeLinear(x) → Conv(DequantizeLinear(w),
+// DequantizeLinear(B, x_scale·w_scale)) → QuantizeLinear(y_scale, y_zero_point).
+void reader::qlinear_conv(const onnx_node &n) {
+    n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    node *xq = value(n, 0), *xs = value(n, 1), *xz = optional_value(n, 2);
+    if (xq->out_type != etype::u8 && xq->out_type != etype::i8)
+        n.fail_input(0, std::string("element type ") + to_string(xq->out_type) + " is not supported (u8, i8)");
+    if (xs->out_type != etype::f32) n.fail_input(1, "x_scale must be f32");
+    if (elems_of(xs->out_shape) != 1) n.fail_input(1, "x_scale must hold one value (per tensor)");
+    if (xz && (xz->out_type != xq->out_type || elems_of(xz->out_shape) != 1))
+        n.fail_input(2, "x_zero_point must be one value of x's type");
+    node *ys = value(n, 6), *yz = optional_value(n, 7);
+    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+        n.fail_input(7, "y_zero_point must be one u8 or i8 value");
+    const dequantize_info wd = qlinear_const(n, 3, 4, 5, 0);
+    if (wd.x.shape.size() != 4) n.fail_input(3, "weights must be rank 4 (OIHW), got " + to_string(wd.x.shape));
+    node *x = dequant_act(n, xq, xs, xz, 1, "_x");
+    node *w = dequant_chain(n, wd, wd.x.shape, wd.scale.shape, n.p.input(3), "_w");
+    std::optional<dequantize_info> bd;
+    node *b = nullptr;
+    if (n.inputs() > 8) {
+        // The int32 bias, dequantized with scale x_scale·w_scale (per output channel when w's scale is).
+        const tensor_value &bq = need_constant(n, 8, "the bias");
+        const int64_t OC = wd.x.shape[0];
+        if (bq.type != etype::i32 || bq.shape != shape_t{OC})
+            n.fail_input(8, "bias must be i32[" + std::to_string(OC) + "], got " + to_string(bq.type) +
+                                to_string(bq.shape));
+        const tensor_value &xsc = need_constant(n, 1, "x_scale (the bias's scale is x_scale·w_scale)");
+        const int64_t ns = elems_of(wd.scale.shape);
+        dequantize_info d;
+        d.x = bq;
+        d.scale.type = etype::f32;
+        d.scale.shape = ns == 1 ? shape_t{} : shape_t{OC};
+        d.scale.data = std::make_shared<constant_data>();
+        d.scale.data->bytes.assign(storage_bytes(etype::f32, ns), 0);
+        for (int64_t i = 0; i < ns; ++i)
+            detail::store(etype::f32, d.scale.data->bytes.data(), i,
+                          static_cast<double>(static_cast<float>(at(xsc, 0)) * static_cast<float>(at(wd.scale, i))));
+        d.axis = 0;
+        bd = d;
+        b = dequant_chain(n, d, d.x.shape, d.scale.shape, n.p.input(8), "_bias_1d");
+    }
+    node *y = conv_ir(n, x, w, &wd, b, bd ? &*bd : nullptr, 3, 8);
+    attributes qa;
+    qa.axis = 1;
+    std::vector<node *> in = {y, ys};
+    if (yz) in.push_back(yz);
+    define(n, 0, add(n, op::QuantizeLinear, in, qa, "_q"));
+}
+
+// QLinearMatMul: DequantizeLinear(a) × DequantizeLinear(b) → QuantizeLinear(y_scale, y_zero_point).
+void reader::qlinear_matmul(const onnx_node &n) {
+    n.known_attrs({});
+    node *aq = value(n, 0), *as = value(n, 1), *az = optional_value(n, 2);
+    if (aq->out_type != etype::u8 && aq->out_type != etype::i8)
+        n.fail_input(0, std::string("element type ") + to_string(aq->out_type) + " is not supported (u8, i8)");
+    if (as->out_type != etype::f32 || elems_of(as->out_shape) != 1) n.fail_input(1, "a_scale must be one f32 value");
+    if (az && (az->out_type != aq->out_type || elems_of(az->out_shape) != 1))
+        n.fail_input(2, "a_zero_point must be one value of a's type");
+    node *ys = value(n, 6), *yz = optional_value(n, 7);
+    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+        n.fail_input(7, "y_zero_point must be one u8 or i8 value");
+    node *A = dequant_act(n, aq, as, az, 1, "_a");
+    node *B;
+    if (constant_of(n, 3)) {
+        const auto &bv = need_constant(n, 3, "");
+        if (bv.shape.size() != 2) n.fail_input(3, "constant b must be rank 2, got " + to_string(bv.shape));
+        const dequantize_info bd = qlinear_const(n, 3, 4, 5, 1); // per column of b [K, N]
+        B = dequant_chain(n, bd, bd.x.shape, bd.scale.shape, n.p.input(3), "_b");
+    } else {
+        node *bq = value(n, 3), *bs = value(n, 4), *bz = optional_value(n, 5);
+        if (bq->out_type != etype::u8 && bq->out_type != etype::i8)
+            n.fail_input(3, std::string("element type ") + to_string(bq->out_type) + " is not supported (u8, i8)");
+        if (bs->out_type != etype::f32 || elems_of(bs->out_shape) != 1)
+            n.fail_input(4, "b_scale of a non-constant b must be one f32 value");
+        if (bz && (bz->out_type != bq->out_type || elems_of(bz->out_shape) != 1))
+            n.fail_input(5, "b_zero_point must be one value of b's type");
+        B = dequant_act(n, bq, bs, bz, 1, "_b");
+    }
+    if (A->out_shape.size() < 2) n.fail_input(0, "rank-1 inputs are not supported, got " + to_string(A->out_shape));
+    if (B->out_shape.size() < 2) n.fail_input(3, "rank-1 inputs are not supported, got " + to_string(B->out_shape));
+    node *y = add(n, op::MatMul, {A, B}, {}, "_matmul");
+    attributes qa;
+    qa.axis = 1;
+    std::vector<node *> in = {y, ys};
+    if (yz) in.push_back(yz);
+    define(n, 0, add(n, op::QuantizeLinear, in, qa, "_q"));
+}
+
+// MaxPool / AveragePool (2-D, NCHW).
+void reader::pool(const onnx_node &n) {
+    const bool avg = n.p.op_type() == "AveragePool";
+    if (avg)
+        n.known_attrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+    else n.known_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    node *x = value(n, 0);
+    if (x->out_shape.size() != 4)
+        n.fail_input(0, "only 2-D pooling is supported (NCHW, rank 4), got " + to_string(x->out_shape));
+    if (avg && !is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (!avg && x->out_type != etype::u8 && x->out_type != etype::i8 && !is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not supported (floats, u8, i8)");
+    attributes a = window_attrs(n);
+    if (a.dilations != std::vector<int64_t>{1, 1})
+        n.fail_attr("dilations", to_string(a.dilations) + " is not supported (1, 1 only)");
+    if (!n.has("kernel_shape")) n.fail_attr("kernel_shape", "is required");
+    a.kernel = n.get_ints("kernel_shape", {});
+    if (a.kernel.size() != 2)
+        n.fail_attr("kernel_shape", "needs 2 values for 2-D pooling, got " + std::to_string(a.kernel.size()));
+    for (int64_t k : a.kernel)
+        if (k < 1 || k > (int64_t(1) << 24)) n.fail_attr("kernel_shape", std::to_string(k) + " is not in [1, 2^24]");
+    const int64_t ceil = n.get_int("ceil_mode", 0);
+    if (ceil != 0 && ceil != 1) n.fail_attr("ceil_mode", "must be 0 or 1");
+    a.ceil_mode = ceil == 1;
+    if (avg) {
+        const int64_t cip = n.get_int("count_include_pad", 0);
+        if (cip != 0 && cip != 1) n.fail_attr("count_include_pad", "must be 0 or 1");
+        a.exclude_pad = cip == 0;
+    } else {
+        const int64_t so = n.get_int("storage_order", 0);
+        if (so != 0 && so != 1) n.fail_attr("storage_order", "must be 0 or 1"); // it orders Indices only
+    }
+    if (a.ceil_mode && a.auto_pad == pad_mode::explicit_pads) {
+        // Runtimes differ on a last window that starts in the end padding
+        // (PyTorch and ONNX Runtime drop it): refused rather than guessed.
+        for (int i = 0; i < 2; ++i) {
+            const int64_t in = x->out_shape[2 + i], s = a.strides[i];
+            const int64_t span = in + a.pads_begin[i] + a.pads_end[i] - a.kernel[i];
+            if (span < 0) break; // the IR's inference names it
+            const int64_t o = (span + s - 1) / s + 1;
+            if ((o - 1) * s >= in + a.pads_begin[i])
+                n.fail_attr("ceil_mode", "the last window along dimension " + std::to_string(2 + i) +
+                                             " starts in the end padding (runtimes differ on it): not supported");
+        }
+    }
+    define(n, 0, add(n, avg ? op::AvgPool : op::MaxPool, {x}, a));
+}
+
+// GlobalAveragePool: ReduceMean over the spatial axes, kept (OpenVINO's form).
+void reader::global_average_pool(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    if (r < 3) n.fail_input(0, "must have rank 3 or more (N, C, spatial...), got " + to_string(x->out_shape));
+    attributes a;
+    for (int64_t i = 2; i < r; ++i) a.axes.push_back(i);
+    a.keep_dims = true;
+    define(n, 0, add(n, op::ReduceMean, {x}, a));
+}
+
+void reader::concat(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    if (!n.has("axis")) n.fail_attr("axis", "is required");
+    attributes a;
+    a.axis = n.get_int("axis", 0);
+    std::vector<node *> in;
+    for (int i = 0; i < n.p.input_size(); ++i) {
+        if (n.p.input(i).empty()) n.fail_input(i, "is empty");
+        in.push_back(value(n, i));
+    }
+    if (in.empty()) n.fail("has no inputs");
+    define(n, 0, add(n, op::Concat, in, a));
+}
+
+// Clip (opset 11+: min and max as optional inputs) → Clamp; both must be constants.
+void reader::clip(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    attributes a;
+    const etype T = x->out_type;
+    a.clamp_min = is_integer(T) ? static_cast<double>(detail::type_min(T)) : -HUGE_VAL;
+    a.clamp_max = is_integer(T) ? static_cast<double>(detail::type_max(T)) : HUGE_VAL;
+    for (int i : {1, 2}) {
+        if (i >= n.p.input_size() || n.p.input(i).empty()) continue;
+        const tensor_value &c = need_constant(n, i, i == 1 ? "the minimum" : "the maximum");
+        if (c.type != T) n.fail_input(i, std::string("element type ") + to_string(c.type) + " differs from x's");
+        if (elems_of(c.shape) != 1) n.fail_input(i, "must be a scalar, got " + to_string(c.shape));
+        const double v = at(c, 0);
+        if (std::isnan(v)) n.fail_input(i, "is NaN");
+        (i == 1 ? a.clamp_min : a.clamp_max) = v;
+    }
+    if (!(a.clamp_min <= a.clamp_max))
+        n.fail("min " + detail::fmt_double(a.clamp_min) + " is above max " + detail::fmt_double(a.clamp_max) +
+               " (ONNX gives max everywhere; not supported)");
+    define(n, 0, add(n, op::Clamp, {x}, a));
+}
+
+void reader::flatten(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    attributes a;
+    a.axis = n.get_int("axis", 1);
+    define(n, 0, add(n, op::Flatten, {value(n, 0)}, a));
+}
+
+// PRelu: the slope broadcasts onto x numpy-style (ONNX). The IR reads a 1-D
+// slope with x.shape[1] values per channel (OpenVINO's rule), so a 1-D slope
+// of x of rank 3+ is given its numpy alignment (the last axis) by a Reshape.
+void reader::prelu(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0), *slope = value(n, 1);
+    const size_t r = x->out_shape.size();
+    if (slope->out_shape.size() == 1 && r > 2 && slope->out_shape[0] != 1) {
+        shape_t t(r, 1);
+        t.back() = slope->out_shape[0];
+        if (const tensor_value *c = constant_of(n, 1)) {
+            tensor_value v = *c;
+            v.shape = t;
+            slope = constant(&n, v, n.p.input(1) + "_aligned");
+        } else {
+            attributes ra;
+            ra.target = t;
+            slope = add(n, op::Reshape, {slope}, ra, "_slope");
+        }
+    }
+    define(n, 0, add(n, op::PRelu, {x, slope}));
+}
+
+void reader::softmax(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    attributes a;
+    a.axis = n.get_int("axis", -1); // opset 13+: one axis (default the last)
+    define(n, 0, add(n, op::Softmax, {value(n, 0)}, a));
 }
 
 void reader::reshape(const onnx_node &n) {

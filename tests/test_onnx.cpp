@@ -6,9 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -267,6 +269,406 @@ TEST(OnnxGeluErfForm, SharedInnerValueIsNotRewritten) {
     }
 }
 
+// ---------------------------------------------------- quantized-CNN ops
+// Each op read from ONNX, run, and checked against a computation written here
+// from the ONNX spec (not from the IR's reference executor).
+std::vector<uint8_t> bytes_of(const std::vector<float> &v) {
+    std::vector<uint8_t> r(v.size() * 4);
+    std::memcpy(r.data(), v.data(), r.size());
+    return r;
+}
+std::vector<uint8_t> bytes_of(const std::vector<int32_t> &v) {
+    std::vector<uint8_t> r(v.size() * 4);
+    std::memcpy(r.data(), v.data(), r.size());
+    return r;
+}
+std::vector<uint8_t> bytes_u8(const std::vector<int> &v) { // one byte each (u8 / i8)
+    std::vector<uint8_t> r;
+    for (int x : v) r.push_back(static_cast<uint8_t>(x));
+    return r;
+}
+// ONNX QuantizeLinear on one value: x / s in f32, half to even, + zp, saturated.
+int quantize_value(float x, float s, int zp, int lo, int hi) {
+    const float q = std::nearbyint(x / s);
+    return static_cast<int>(std::clamp(q + static_cast<float>(zp), float(lo), float(hi)));
+}
+std::vector<float> run_one(const om::builder &b, const std::vector<g::tensor> &in) {
+    auto gr = read(b);
+    const auto y = g::compiled_graph(*gr).run(in);
+    EXPECT_EQ(y.size(), 1u);
+    return y.empty() ? std::vector<float>{} : y[0].to_f32();
+}
+g::tensor u8_input(const g::shape_t &s, uint64_t seed) {
+    const auto v = om::integers(seed, static_cast<size_t>(g::elems_of(s)), 0, 255);
+    return g::tensor::from_values(g::etype::u8, s, std::vector<double>(v.begin(), v.end()));
+}
+
+TEST(OnnxQuantized, QdqConvBlockPerTensorAndPerChannel) {
+    // x → Q/DQ (u8 per tensor) → Conv(DQ(w i8 per channel, axis 0), DQ(b i32, x_s·w_s)) → Relu →
+    // Q/DQ (u8), the layout of ONNX Runtime's static quantizer; then a per-channel (axis 1) Q/DQ.
+    const int C = 4, OC = 6, H = 6, W = 5;
+    om::builder b(17);
+    b.input("x", om::FLOAT, {1, C, H, W});
+    b.output("y");
+    const float xs = 0.011f, ys = 0.017f;
+    const int xz = 121, yz = 3;
+    const auto wq = om::integers(11, OC * C * 9, -127, 127);
+    const auto ws = om::uniform(12, OC, 0.002f, 0.01f);
+    const auto bq = om::integers(13, OC, -3000, 3000);
+    std::vector<float> bs(OC);
+    for (int o = 0; o < OC; ++o) bs[o] = xs * ws[o];
+    std::vector<float> cs = om::uniform(14, OC, 0.01f, 0.03f);
+    std::vector<int> cz = om::integers(15, OC, 0, 20);
+    b.init_f32("xs", {}, {xs});
+    b.init_raw("xz", om::UINT8, {}, {uint8_t(xz)});
+    b.init_raw("wq", om::INT8, {OC, C, 3, 3}, bytes_u8(wq));
+    b.init_f32("ws", {OC}, ws);
+    b.init_raw("wz", om::INT8, {OC}, std::vector<uint8_t>(OC, 0));
+    b.init_raw("bq", om::INT32, {OC}, bytes_of(std::vector<int32_t>(bq.begin(), bq.end())));
+    b.init_f32("bs", {OC}, bs);
+    b.init_f32("ys", {}, {ys});
+    b.init_raw("yz", om::UINT8, {}, {uint8_t(yz)});
+    b.init_f32("cs", {OC}, cs);
+    b.init_raw("cz", om::UINT8, {OC}, bytes_u8(cz));
+    b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+    b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+    om::attr(b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}), "axis", int64_t(0));
+    om::attr(b.node("DequantizeLinear", {"bq", "bs"}, {"bd"}), "axis", int64_t(0));
+    auto &conv = b.node("Conv", {"xd", "wd", "bd"}, {"c"}, "conv");
+    om::attr(conv, "pads", std::vector<int64_t>{1, 1, 1, 1});
+    b.node("Relu", {"c"}, {"r"});
+    b.node("QuantizeLinear", {"r", "ys", "yz"}, {"rq"});
+    b.node("DequantizeLinear", {"rq", "ys", "yz"}, {"rd"});
+    om::attr(b.node("QuantizeLinear", {"rd", "cs", "cz"}, {"pq"}), "axis", int64_t(1));
+    om::attr(b.node("DequantizeLinear", {"pq", "cs", "cz"}, {"y"}), "axis", int64_t(1));
+    auto gr = read(b);
+    const auto ops = gr->count_ops();
+    EXPECT_EQ(ops.at("QuantizeLinear"), 3);
+    EXPECT_EQ(ops.at("DequantizeLinear"), 3); // activations; the constants' are Convert/Multiply chains
+    EXPECT_EQ(ops.at("Convolution"), 1);
+    const auto x = input({1, C, H, W}, 16);
+    const auto y = g::compiled_graph(*gr).run({x})[0];
+    ASSERT_EQ(y.type, g::etype::f32);
+    // Reference in double from the spec, the quantizations in f32 as ONNX writes them.
+    const auto xv = x.to_f32();
+    std::vector<double> xd(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) xd[i] = (quantize_value(xv[i], xs, xz, 0, 255) - xz) * double(xs);
+    int differ = 0, total = 0;
+    double worst = 0;
+    for (int o = 0; o < OC; ++o)
+        for (int i = 0; i < H; ++i)
+            for (int j = 0; j < W; ++j) {
+                double acc = bq[o] * double(bs[o]);
+                for (int c = 0; c < C; ++c)
+                    for (int ki = 0; ki < 3; ++ki)
+                        for (int kj = 0; kj < 3; ++kj) {
+                            const int ii = i + ki - 1, jj = j + kj - 1;
+                            if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                            acc += xd[(c * H + ii) * W + jj] * (wq[((o * C + c) * 3 + ki) * 3 + kj] * double(ws[o]));
+                        }
+                const float r = static_cast<float>(std::max(acc, 0.0));
+                const float rd = (quantize_value(r, ys, yz, 0, 255) - yz) * ys;
+                const float want = (quantize_value(rd, cs[o], cz[o], 0, 255) - cz[o]) * cs[o];
+                const float got = y.to_f32()[(o * H + i) * W + j];
+                ++total;
+                if (got != want) ++differ;
+                worst = std::max(worst, std::fabs(double(got) - want) / cs[o]);
+            }
+    // f32 accumulation against double: a value on a rounding boundary may move one step.
+    EXPECT_LE(worst, 1.0 + 1e-3);
+    EXPECT_LE(differ, total / 50) << differ << " of " << total;
+    expect_text_round_trip(*gr, {x});
+}
+
+TEST(OnnxQuantized, QuantizeLinearPerAxisExactAndTypes) {
+    // Per-axis u8 and per-tensor i8 (output_dtype, opset 21) QuantizeLinear outputs are exact.
+    om::builder b(21);
+    b.input("x", om::FLOAT, {2, 3, 4});
+    b.output("q", om::UINT8);
+    b.output("p", om::INT8);
+    const std::vector<float> s = {0.01f, 0.02f, 0.05f};
+    const std::vector<int> z = {0, 128, 255};
+    b.init_f32("s", {3}, s);
+    b.init_raw("z", om::UINT8, {3}, bytes_u8(z));
+    b.init_f32("t", {}, {0.004f});
+    om::attr(b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}), "axis", int64_t(-2));
+    om::attr(b.node("QuantizeLinear", {"x", "t"}, {"p"}), "output_dtype", int64_t(om::INT8));
+    auto gr = read(b);
+    auto x = input({2, 3, 4}, 31);
+    const auto y = g::compiled_graph(*gr).run({x});
+    ASSERT_EQ(y.size(), 2u);
+    EXPECT_EQ(y[0].type, g::etype::u8);
+    EXPECT_EQ(y[1].type, g::etype::i8);
+    const auto xv = x.to_f32();
+    for (int i = 0; i < 24; ++i) {
+        const int c = (i / 4) % 3;
+        EXPECT_EQ(y[0].values()[i], quantize_value(xv[i], s[c], z[c], 0, 255)) << i;
+        EXPECT_EQ(y[1].values()[i], quantize_value(xv[i], 0.004f, 0, -128, 127)) << i;
+    }
+}
+
+TEST(OnnxQuantized, QLinearConvAsQdq) {
+    for (int group : {1, 4}) {
+        const int C = 4, OC = 8, H = 5, W = 6, ICg = C / group, OCg = OC / group;
+        om::builder b(17);
+        b.input("x", om::UINT8, {1, C, H, W});
+        b.output("y", om::UINT8);
+        const float xs = 0.02f, ys = 0.05f;
+        const int xz = 100, yz = 7;
+        const auto wq = om::integers(41, OC * ICg * 9, -127, 127);
+        const auto ws = om::uniform(42, OC, 0.001f, 0.004f);
+        const auto bq = om::integers(43, OC, -2000, 2000);
+        b.init_f32("xs", {}, {xs});
+        b.init_raw("xz", om::UINT8, {}, {uint8_t(xz)});
+        b.init_raw("w", om::INT8, {OC, ICg, 3, 3}, bytes_u8(wq));
+        b.init_f32("ws", {OC}, ws);
+        b.init_raw("wz", om::INT8, {OC}, std::vector<uint8_t>(OC, 0));
+        b.init_f32("ys", {}, {ys});
+        b.init_raw("yz", om::UINT8, {}, {uint8_t(yz)});
+        b.init_raw("b", om::INT32, {OC}, bytes_of(std::vector<int32_t>(bq.begin(), bq.end())));
+        auto &n = b.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"}, {"y"}, "qconv");
+        om::attr(n, "group", int64_t(group));
+        om::attr(n, "strides", std::vector<int64_t>{2, 1});
+        om::attr(n, "pads", std::vector<int64_t>{1, 1, 1, 1});
+        auto gr = read(b);
+        EXPECT_EQ(gr->count_ops().count(group == 1 ? "Convolution" : "GroupConvolution"), 1u);
+        const auto x = u8_input({1, C, H, W}, 44);
+        const auto y = g::compiled_graph(*gr).run({x})[0];
+        ASSERT_EQ(y.type, g::etype::u8);
+        const int OH = (H + 2 - 3) / 2 + 1, OW = W;
+        ASSERT_EQ(y.shape, (g::shape_t{1, OC, OH, OW}));
+        // The integer form of the spec: acc = Σ (x − xz)·w + b; y = saturate(round(acc·xs·ws/ys) + yz).
+        const auto xv = x.values(), yv = y.values();
+        int differ = 0;
+        for (int o = 0; o < OC; ++o)
+            for (int i = 0; i < OH; ++i)
+                for (int j = 0; j < OW; ++j) {
+                    int64_t acc = bq[o];
+                    const int gi = o / OCg;
+                    for (int c = 0; c < ICg; ++c)
+                        for (int ki = 0; ki < 3; ++ki)
+                            for (int kj = 0; kj < 3; ++kj) {
+                                const int ii = 2 * i + ki - 1, jj = j + kj - 1;
+                                if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                                acc += (int64_t(xv[((gi * ICg + c) * H + ii) * W + jj]) - xz) *
+                                       wq[((o * ICg + c) * 3 + ki) * 3 + kj];
+                            }
+                    const double want = std::clamp(std::nearbyint(acc * double(xs) * ws[o] / ys) + yz, 0.0, 255.0);
+                    const double got = yv[(o * OH + i) * OW + j];
+                    EXPECT_LE(std::fabs(got - want), 1.0) << "group " << group << " o " << o;
+                    differ += got != want;
+                }
+        EXPECT_LE(differ, OC * OH * OW / 50) << "group " << group;
+    }
+}
+
+TEST(OnnxQuantized, QLinearMatMulAsQdq) {
+    const int M = 3, K = 16, N = 5;
+    om::builder b(17);
+    b.input("a", om::UINT8, {M, K});
+    b.output("y", om::INT8);
+    const auto bq = om::integers(51, K * N, -128, 127);
+    const auto bs = om::uniform(52, N, 0.002f, 0.006f);
+    const float as = 0.03f, ys = 0.04f;
+    const int az = 128, yz = -5;
+    b.init_f32("as", {}, {as});
+    b.init_raw("az", om::UINT8, {}, {uint8_t(az)});
+    b.init_raw("b", om::INT8, {K, N}, bytes_u8(bq));
+    b.init_f32("bs", {N}, bs);
+    b.init_raw("bz", om::INT8, {N}, bytes_u8(std::vector<int>{0, 1, -1, 2, 0}));
+    b.init_f32("ys", {}, {ys});
+    b.init_raw("yz", om::INT8, {}, {uint8_t(int8_t(yz))});
+    b.node("QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"y"}, "qmm");
+    auto gr = read(b);
+    const auto a = u8_input({M, K}, 53);
+    const auto y = g::compiled_graph(*gr).run({a})[0];
+    ASSERT_EQ(y.type, g::etype::i8);
+    const std::vector<int> bz = {0, 1, -1, 2, 0};
+    const auto av = a.values(), yv = y.values();
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            int64_t acc = 0;
+            for (int k = 0; k < K; ++k) acc += (int64_t(av[m * K + k]) - az) * (bq[k * N + n] - bz[n]);
+            const double want = std::clamp(std::nearbyint(acc * double(as) * bs[n] / ys) + yz, -128.0, 127.0);
+            EXPECT_LE(std::fabs(yv[m * N + n] - want), 1.0) << m << "," << n;
+        }
+}
+
+// A single-node model on x f32 [1, C, H, W].
+om::builder single(const std::string &op, const g::shape_t &xs, const std::function<void(::onnx::NodeProto &)> &f,
+                   int64_t opset = 17) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, std::vector<int64_t>(xs.begin(), xs.end()));
+    b.output("y");
+    f(b.node(op, {"x"}, {"y"}, "n"));
+    return b;
+}
+
+// 2-D pooling from the spec: windows of k at stride s from −pb; `avg_pad`: the
+// divisor counts padding positions inside [−pb, in + pe).
+std::vector<double> pool_ref(const std::vector<float> &x, int C, int H, int W, int k, int s, int pb, int pe, bool ceil,
+                             bool is_max, bool count_pad) {
+    auto out = [&](int in) { return (ceil ? (in + pb + pe - k + s - 1) / s : (in + pb + pe - k) / s) + 1; };
+    const int OH = out(H), OW = out(W);
+    std::vector<double> r;
+    for (int c = 0; c < C; ++c)
+        for (int i = 0; i < OH; ++i)
+            for (int j = 0; j < OW; ++j) {
+                double m = -INFINITY, sum = 0;
+                int n = 0, npad = 0;
+                for (int a = 0; a < k; ++a)
+                    for (int bb = 0; bb < k; ++bb) {
+                        const int ii = i * s - pb + a, jj = j * s - pb + bb;
+                        if (ii < H + pe && jj < W + pe) ++npad;
+                        if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                        const double v = x[(c * H + ii) * W + jj];
+                        m = std::max(m, v);
+                        sum += v;
+                        ++n;
+                    }
+                r.push_back(is_max ? m : sum / (count_pad ? npad : n));
+            }
+    return r;
+}
+
+TEST(OnnxQuantized, Pools) {
+    const int C = 2, H = 7, W = 7;
+    const auto x = input({1, C, H, W}, 61);
+    const auto xv = x.to_f32();
+    struct pcase {
+        const char *op;
+        int k, s, p;
+        bool ceil, count_pad;
+    };
+    for (const pcase &c : {pcase{"MaxPool", 3, 2, 1, false, false}, pcase{"MaxPool", 2, 2, 0, true, false},
+                           pcase{"AveragePool", 3, 2, 1, false, false}, pcase{"AveragePool", 3, 2, 1, false, true},
+                           pcase{"AveragePool", 2, 2, 0, true, true}}) {
+        const auto b = single(c.op, {1, C, H, W}, [&](auto &n) {
+            om::attr(n, "kernel_shape", std::vector<int64_t>{c.k, c.k});
+            om::attr(n, "strides", std::vector<int64_t>{c.s, c.s});
+            om::attr(n, "pads", std::vector<int64_t>{c.p, c.p, c.p, c.p});
+            if (c.ceil) om::attr(n, "ceil_mode", int64_t(1));
+            if (c.count_pad) om::attr(n, "count_include_pad", int64_t(1));
+        });
+        const bool is_max = std::string(c.op) == "MaxPool";
+        EXPECT_LE(rel_diff(run_one(b, {x}), pool_ref(xv, C, H, W, c.k, c.s, c.p, c.p, c.ceil, is_max, c.count_pad)),
+                  1e-6)
+            << c.op << " k" << c.k << " ceil " << c.ceil << " count_pad " << c.count_pad;
+    }
+    // GlobalAveragePool → ReduceMean axes=[2,3] keep_dims.
+    auto gb = single("GlobalAveragePool", {1, C, H, W}, [](auto &) {});
+    auto gr = read(gb);
+    EXPECT_EQ(gr->count_ops().at("ReduceMean"), 1);
+    const auto y = g::compiled_graph(*gr).run({x})[0];
+    EXPECT_EQ(y.shape, (g::shape_t{1, C, 1, 1}));
+    std::vector<double> ref(C, 0.0);
+    for (int i = 0; i < C * H * W; ++i) ref[i / (H * W)] += xv[i] / double(H * W);
+    EXPECT_LE(rel_diff(y.to_f32(), ref), 1e-6);
+    // MaxPool on u8 data stays u8.
+    om::builder mb(17);
+    mb.input("x", om::UINT8, {1, C, H, W});
+    mb.output("y", om::UINT8);
+    om::attr(mb.node("MaxPool", {"x"}, {"y"}), "kernel_shape", std::vector<int64_t>{3, 3});
+    const auto xu = u8_input({1, C, H, W}, 62);
+    const auto yu = g::compiled_graph(*read(mb)).run({xu})[0];
+    EXPECT_EQ(yu.type, g::etype::u8);
+    const auto xuf = xu.to_f32();
+    EXPECT_LE(rel_diff(yu.to_f32(), pool_ref(xuf, C, H, W, 3, 1, 0, 0, false, true, false)), 0.0);
+}
+
+TEST(OnnxQuantized, ElementwiseAndShapeOps) {
+    const g::shape_t xs = {1, 3, 2, 4};
+    const auto x = input(xs, 71);
+    auto xv = x.to_f32();
+    for (float &v : xv) v *= 8; // beyond Relu6's bounds
+    const auto x8 = g::tensor::from_f32(g::etype::f32, xs, xv);
+    auto each = [&](const std::function<double(double, int64_t)> &f) {
+        std::vector<double> r;
+        for (size_t i = 0; i < xv.size(); ++i) r.push_back(f(xv[i], static_cast<int64_t>(i)));
+        return r;
+    };
+    { // Clip with constant min and max (Relu6), and with max only.
+        om::builder b(17);
+        b.input("x", om::FLOAT, {1, 3, 2, 4});
+        b.output("y");
+        b.output("z");
+        b.init_f32("lo", {}, {0.f});
+        b.init_f32("hi", {}, {6.f});
+        b.node("Clip", {"x", "lo", "hi"}, {"y"}, "relu6");
+        b.node("Clip", {"x", "", "hi"}, {"z"}, "max_only");
+        auto gr = read(b);
+        EXPECT_EQ(gr->count_ops().at("Clamp"), 2);
+        const auto y = g::compiled_graph(*gr).run({x8});
+        EXPECT_LE(rel_diff(y[0].to_f32(), each([](double v, int64_t) { return std::clamp(v, 0.0, 6.0); })), 0.0);
+        EXPECT_LE(rel_diff(y[1].to_f32(), each([](double v, int64_t) { return std::min(v, 6.0); })), 0.0);
+    }
+    // Sigmoid; Softmax along the last axis (opset 13's default) and along axis 1.
+    EXPECT_LE(rel_diff(run_one(single("Sigmoid", xs, [](auto &) {}), {x8}),
+                       each([](double v, int64_t) { return 1 / (1 + std::exp(-v)); })),
+              1e-6);
+    for (int64_t axis : {int64_t(-1), int64_t(1)}) {
+        const auto b = single("Softmax", xs, [&](auto &n) {
+            if (axis != -1) om::attr(n, "axis", axis);
+        });
+        const int64_t stride = axis == -1 ? 1 : 8, len = axis == -1 ? 4 : 3;
+        const auto ref = each([&](double v, int64_t i) {
+            const int64_t base = i - ((i / stride) % len) * stride;
+            double sum = 0;
+            for (int64_t k = 0; k < len; ++k) sum += std::exp(xv[base + k * stride] - v);
+            return 1 / sum;
+        });
+        EXPECT_LE(rel_diff(run_one(b, {x8}), ref), 1e-6) << "axis " << axis;
+    }
+    // Flatten (axis 2 → [3·1, 2·4]).
+    {
+        auto gr = read(single("Flatten", xs, [](auto &n) { om::attr(n, "axis", int64_t(2)); }));
+        const auto y = g::compiled_graph(*gr).run({x8})[0];
+        EXPECT_EQ(y.shape, (g::shape_t{3, 8}));
+        EXPECT_EQ(y.to_f32(), xv);
+    }
+    // PRelu: a [C,1,1] slope (per channel) and a 1-D slope of W values (numpy: the last axis,
+    // not the channel axis — here C = 3 and W = 4 differ, and with C = W = 4 below too).
+    const std::vector<float> sc = {0.1f, -0.2f, 0.3f}, sw = {0.5f, 0.25f, -1.f, 2.f};
+    for (bool per_w : {false, true}) {
+        om::builder b(17);
+        b.input("x", om::FLOAT, {1, 3, 2, 4});
+        b.output("y");
+        if (per_w) b.init_f32("s", {4}, sw);
+        else b.init_f32("s", {3, 1, 1}, sc);
+        b.node("PRelu", {"x", "s"}, {"y"});
+        const auto ref = each([&](double v, int64_t i) {
+            const double s = per_w ? sw[i % 4] : sc[(i / 8) % 3];
+            return v < 0 ? v * s : v;
+        });
+        EXPECT_LE(rel_diff(run_one(b, {x8}), ref), 1e-7) << "per_w " << per_w;
+    }
+    {
+        om::builder b(17);
+        b.input("x", om::FLOAT, {1, 4, 1, 4});
+        b.output("y");
+        b.init_f32("s", {4}, sw);
+        b.node("PRelu", {"x", "s"}, {"y"});
+        const auto x4 = input({1, 4, 1, 4}, 72);
+        const auto v = x4.to_f32();
+        std::vector<double> ref;
+        for (size_t i = 0; i < v.size(); ++i) ref.push_back(v[i] < 0 ? v[i] * double(sw[i % 4]) : v[i]);
+        EXPECT_LE(rel_diff(run_one(b, {x4}), ref), 1e-7);
+    }
+    // Concat along axis 1 (and a negative axis) of an input and a Relu of it.
+    for (int64_t axis : {int64_t(1), int64_t(-3)}) {
+        om::builder b(17);
+        b.input("x", om::FLOAT, {1, 3, 2, 4});
+        b.output("y");
+        b.node("Relu", {"x"}, {"r"});
+        om::attr(b.node("Concat", {"x", "r", "x"}, {"y"}), "axis", axis);
+        const auto y = run_one(b, {x8});
+        std::vector<double> ref(xv.begin(), xv.end());
+        for (float v : xv) ref.push_back(std::max(v, 0.f));
+        ref.insert(ref.end(), xv.begin(), xv.end());
+        EXPECT_LE(rel_diff(y, ref), 0.0) << "axis " << axis;
+    }
+}
+
 // --------------------------------------------------------------- refusals
 struct refusal {
     const char *name;
@@ -307,7 +709,7 @@ om::builder nbits_with(const std::function<void(om::builder &, ::onnx::NodeProto
 }
 
 const refusal refusals[] = {
-    {"UnknownOp", [] { return one_node("Softmax", "sm"); }, {"node 'sm' (#0, Softmax)", "op Softmax is not supported"}},
+    {"UnknownOp", [] { return one_node("LRN", "lrn"); }, {"node 'lrn' (#0, LRN)", "op LRN is not supported"}},
     {"UnknownAttributeOfAnUnnamedNode",
      [] {
          om::builder b = one_node("Relu", "");
@@ -332,8 +734,88 @@ const refusal refusals[] = {
     {"Opset12", [] { return one_node("Relu", "r", 12); }, {"opset", "opset 12 is not supported"}},
     {"Opset22", [] { return one_node("Relu", "r", 22); }, {"opset", "opset 22 is not supported"}},
     {"GeluBeforeOpset20", [] { return one_node("Gelu", "g", 17); }, {"node 'g' (#0, Gelu)", "opset 20"}},
-    {"PendingMaxPool", [] { return one_node("MaxPool", "pool"); }, {"node 'pool' (#0, MaxPool)", "not mapped yet"}},
-    {"PendingClip", [] { return one_node("Clip", "clip"); }, {"node 'clip' (#0, Clip)", "not mapped yet"}},
+    {"MaxPoolWithoutKernel",
+     [] { return one_node("MaxPool", "pool"); },
+     {"node 'pool' (#0, MaxPool)", "attribute 'kernel_shape'", "required"}},
+    {"MaxPoolDilated",
+     [] {
+         om::builder b = one_node("MaxPool", "pool");
+         om::attr(*b.graph().mutable_node(0), "kernel_shape", std::vector<int64_t>{2, 2});
+         om::attr(*b.graph().mutable_node(0), "dilations", std::vector<int64_t>{2, 2});
+         return b;
+     },
+     {"node 'pool' (#0, MaxPool)", "attribute 'dilations'"}},
+    {"MaxPoolIndices",
+     [] {
+         om::builder b = one_node("MaxPool", "pool");
+         om::attr(*b.graph().mutable_node(0), "kernel_shape", std::vector<int64_t>{2, 2});
+         b.graph().mutable_node(0)->add_output("indices");
+         return b;
+     },
+     {"node 'pool' (#0, MaxPool)", "output 1 'indices'"}},
+    {"CeilModeWindowInPadding",
+     [] {
+         om::builder b = one_node("AveragePool", "ap");
+         auto &n = *b.graph().mutable_node(0);
+         om::attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+         om::attr(n, "strides", std::vector<int64_t>{2, 2});
+         om::attr(n, "pads", std::vector<int64_t>{0, 0, 1, 1});
+         om::attr(n, "ceil_mode", int64_t(1));
+         return b;
+     },
+     {"node 'ap' (#0, AveragePool)", "attribute 'ceil_mode'", "end padding"}},
+    {"ClipBoundFromAnInput",
+     [] {
+         om::builder b(17);
+         b.input("x", om::FLOAT, {1, 4});
+         b.input("m", om::FLOAT, {});
+         b.output("y");
+         b.node("Clip", {"x", "m"}, {"y"}, "clip");
+         return b;
+     },
+     {"node 'clip' (#0, Clip)", "input 1 'm'", "constant"}},
+    {"ConcatWithoutAxis", [] { return one_node("Concat", "cat"); }, {"node 'cat' (#0, Concat)", "attribute 'axis'"}},
+    {"QuantizeBlocked",
+     [] {
+         om::builder b(21);
+         b.input("x", om::FLOAT, {4, 4});
+         b.output("y", om::UINT8);
+         b.init_f32("s", {2, 4}, std::vector<float>(8, 0.5f));
+         om::attr(b.node("QuantizeLinear", {"x", "s"}, {"y"}, "q"), "block_size", int64_t(2));
+         return b;
+     },
+     {"node 'q' (#0, QuantizeLinear)", "attribute 'block_size'"}},
+    {"QuantizeTo16Bits",
+     [] {
+         om::builder b(21);
+         b.input("x", om::FLOAT, {4});
+         b.output("y");
+         b.init_f32("s", {}, {0.5f});
+         om::attr(b.node("QuantizeLinear", {"x", "s"}, {"y"}, "q"), "output_dtype", int64_t(4));
+         return b;
+     },
+     {"node 'q' (#0, QuantizeLinear)", "attribute 'output_dtype'", "UINT16"}},
+    {"QuantizePerAxisScaleOfWrongLength",
+     [] {
+         om::builder b(17);
+         b.input("x", om::FLOAT, {1, 4, 2});
+         b.output("y");
+         b.init_f32("s", {3}, {0.5f, 0.5f, 0.5f});
+         b.node("QuantizeLinear", {"x", "s"}, {"y"}, "q");
+         return b;
+     },
+     {"node 'q' (#0, QuantizeLinear)", "input 1 's'", "per-axis scale must be [4]"}},
+    {"QLinearConvWeightsFromAnInput",
+     [] {
+         om::builder b(17);
+         b.input("x", om::UINT8, {1, 4, 4, 4});
+         b.input("w", om::INT8, {4, 4, 1, 1});
+         b.output("y", om::UINT8);
+         b.init_f32("s", {}, {0.5f});
+         b.node("QLinearConv", {"x", "s", "", "w", "s", "", "s", ""}, {"y"}, "qc");
+         return b;
+     },
+     {"node 'qc' (#0, QLinearConv)", "input 3 'w'", "constant"}},
     {"LoneErf", [] { return one_node("Erf", "erf"); }, {"node 'erf' (#0, Erf)", "Gelu"}},
     {"UnknownDomain",
      [] {
@@ -374,16 +856,16 @@ const refusal refusals[] = {
          return b;
      },
      {"node 'c' (#0, Cast)", "attribute 'to'", "DOUBLE"}},
-    {"DequantizeActivations",
+    {"DequantizeActivationsBlocked",
      [] {
          om::builder b(21);
          b.input("x", om::UINT8, {1, 4});
          b.output("y");
          b.init_f32("s", {}, {0.5f});
-         b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq");
+         om::attr(b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq"), "block_size", int64_t(2));
          return b;
      },
-     {"node 'dq' (#0, DequantizeLinear)", "not mapped yet"}},
+     {"node 'dq' (#0, DequantizeLinear)", "attribute 'block_size'", "activations"}},
     {"BlockSizeBeforeOpset21",
      [] {
          om::builder b(19);
