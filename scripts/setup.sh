@@ -23,6 +23,7 @@ QCONV_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   gnuplot-nox strace
+  python3-onnx python3-numpy
 )
 
 qconv_install_deps() {
