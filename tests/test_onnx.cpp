@@ -669,6 +669,20 @@ TEST(OnnxQuantized, ElementwiseAndShapeOps) {
     }
 }
 
+TEST(OnnxLimits, ImportedGraphIsHeldToRunMemory) {
+    // 2^30 f32 values in and 2^30 out: 8 GiB, above max_run_bytes — refused at read time, as a .qg file is.
+    om::builder b(17);
+    b.input("x", om::FLOAT, {4, int64_t(1) << 28});
+    b.output("y");
+    b.node("Relu", {"x"}, {"y"}, "r");
+    try {
+        read(b);
+        ADD_FAILURE() << "accepted";
+    } catch (const qconv::error &e) {
+        EXPECT_THAT(e.what(), HasSubstr("running the graph"));
+    }
+}
+
 // --------------------------------------------------------------- refusals
 struct refusal {
     const char *name;
@@ -1137,6 +1151,8 @@ TEST(OnnxDriver, RunsAModelWithInputsAndWritesOutputs) {
 // The seed corpus of tests/fuzz/fuzz_onnx.cpp, written by
 //   QCONV_ONNX_CORPUS=tests/fuzz/corpus/onnx build/tests/test_onnx
 //     --gtest_also_run_disabled_tests --gtest_filter='OnnxCorpus.*'
+// (qlinear_conv.onnx, QLinearConvs with QuantizeLinear/DequantizeLinear, comes from
+//   scripts/make_models.py tests/fuzz/corpus/onnx --models=qlinear_conv --size=8).
 TEST(OnnxCorpus, DISABLED_WriteFuzzSeeds) {
     const char *dir = std::getenv("QCONV_ONNX_CORPUS");
     if (!dir) GTEST_SKIP() << "QCONV_ONNX_CORPUS is not set";
