@@ -117,8 +117,8 @@ def mobilenet_v2(rng):
 
 
 # ------------------------------------------------------------ numpy forward
-def conv2d(x, w, b, stride, pad, groups):
-    """x [C, H, W], w [OC, C/g, k, k] → [OC, OH, OW] (float64 accumulation)."""
+def conv2d(x, w, b, stride, pad, groups, dt=np.float64):
+    """x [C, H, W], w [OC, C/g, k, k] → [OC, OH, OW] (accumulated in dt)."""
     c, h, wd = x.shape
     oc, cg, k, _ = w.shape
     xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
@@ -129,10 +129,10 @@ def conv2d(x, w, b, stride, pad, groups):
         xp, shape=(c, k, k, oh, ow), strides=(st[0], st[1], st[2], st[1] * stride, st[2] * stride))
     if groups == 1:
         cols = win.reshape(c * k * k, oh * ow)
-        y = w.reshape(oc, -1).astype(np.float64) @ cols.astype(np.float64)
+        y = w.reshape(oc, -1).astype(dt) @ cols.astype(dt)
         y = y.reshape(oc, oh, ow)
     elif groups == c and cg == 1 and oc == c:
-        y = np.einsum("cijhw,cij->chw", win.astype(np.float64), w[:, 0].astype(np.float64))
+        y = np.einsum("cijhw,cij->chw", win.astype(dt), w[:, 0].astype(dt))
     else:
         raise ValueError("grouped convolution other than depthwise")
     return (y + b[:, None, None]).astype(np.float32)
@@ -148,8 +148,12 @@ def act(v, kind):
 
 def forward(net, x):
     """Runs the float net on x [3, H, W]; returns every value by name."""
-    vals = {"input": x}
-    for L in net.layers:
+    return forward_from(net, {"input": x}, net.layers)
+
+
+def forward_from(net, vals, layers):
+    vals = dict(vals)
+    for L in layers:
         k = L["kind"]
         if k == "conv":
             v = act(conv2d(vals[L["x"]], L["w"], L["b"], L["stride"], L["pad"], L["groups"]), L["act"])
@@ -171,6 +175,37 @@ def forward(net, x):
             v = L["w"] @ vals[L["x"]] + L["b"]
         vals[L["out"]] = v.astype(np.float32)
     return vals
+
+
+def fake_quantize(v, params):
+    """QuantizeLinear → DequantizeLinear in f32 (half to even, saturated to u8); per channel: axis 0
+    of a [C, H, W] value (the model's axis 1)."""
+    scale, zp, axis = params
+    scale = np.asarray(scale, np.float32)
+    zp = np.asarray(zp, np.float32)
+    if axis is not None:
+        scale, zp = scale.reshape(-1, 1, 1), zp.reshape(-1, 1, 1)
+    q = np.clip(np.round(v.astype(np.float32) / scale) + zp, 0, 255).astype(np.float32)
+    return ((q - zp) * scale).astype(np.float32)
+
+
+def forward_qdq(net, wr, x):
+    """The QDQ graph as written, in numpy: the float forward with the dequantized weights and
+    biases and a QuantizeLinear → DequantizeLinear after every value that has one."""
+    layers = []
+    for L in net.layers:
+        L = dict(L)
+        if L["out"] in wr.deq:
+            L["w"], L["b"] = wr.deq[L["out"]]
+        layers.append(L)
+    q = Net(None)
+    q.layers = layers
+    vals = {"input": fake_quantize(x, wr.qparams["input"])}
+    for L in layers:
+        vals.update(forward_from(q, vals, [L]))
+        if L["out"] in wr.qparams:
+            vals[L["out"]] = fake_quantize(vals[L["out"]], wr.qparams[L["out"]])
+    return vals["logits"]
 
 
 # -------------------------------------------------------------- quantization
@@ -199,6 +234,7 @@ class Writer:
         self.ranges = ranges  # value → (lo, hi) per tensor or per channel arrays
         self.per_channel = per_channel  # values quantized per channel
         self.qparams = {}  # value → (scale, zp, axis or None)
+        self.deq = {}  # layer → (weights, bias) as the DequantizeLinears give them (f32)
 
     def init(self, name, arr):
         self.inits.append(numpy_helper.from_array(arr, name))
@@ -249,6 +285,8 @@ class Writer:
         bz = self.init(base + "_bias_zero_point", np.zeros(len(bs), np.int32))
         self.nodes.append(helper.make_node("DequantizeLinear", [bqn, bsn, bz], [base + "_bias"],
                                            name=base + "_bias_DequantizeLinear", axis=0))
+        shape = (-1,) + (1,) * (w.ndim - 1)
+        self.deq[base] = (q.astype(np.float32) * ws.reshape(shape), bq.astype(np.float32) * bs)
         return base + "_weight", base + "_bias"
 
 
@@ -295,6 +333,7 @@ def write_qdq(net, ranges, per_channel, size, path):
             wr.nodes.append(helper.make_node("Gemm", [dq[L["x"]], w, b], [out], name=out, transB=1))
             dq[out] = wr.qdq(out)
     wr.nodes.append(helper.make_node("Identity", [dq["logits"]], ["output"], name="output"))
+    write_qdq.writer = wr
     graph = helper.make_graph(
         wr.nodes, os.path.splitext(os.path.basename(path))[0],
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
@@ -371,6 +410,24 @@ def qlinear_conv(size, rng, path):
 MODELS = ("resnet50_qdq", "resnet50_qdq_pc", "mobilenet_v2_qdq", "mobilenet_v2_qdq_pc", "qlinear_conv")
 
 
+def compare(args):
+    """--compare MODEL_BASE GOT.npy MAX_STEPS MAX_SHARE: the driver's output against the numpy
+    reference; exit status 1 when more than MAX_SHARE of the elements differ or one by more
+    than MAX_STEPS quantization steps."""
+    base, got, max_steps, max_share = args[0], args[1], float(args[2]), float(args[3])
+    want = np.load(base + ".expected.npy").astype(np.float64)
+    have = np.load(got).astype(np.float64)
+    step = float(np.load(base + ".step.npy"))
+    if want.shape != have.shape:
+        sys.exit("make_models: shapes differ: expected %s, got %s" % (want.shape, have.shape))
+    d = np.abs(want - have) / step
+    steps, share = float(d.max()), float(np.mean(d > 1e-3))
+    print("make_models: against the numpy reference: max_steps=%.3g differ=%.4f%% (bounds %g steps, %g%%)"
+          % (steps, 100 * share, max_steps, 100 * max_share))
+    if steps > max_steps + 1e-3 or share > max_share:
+        sys.exit(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
@@ -378,6 +435,11 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--calib", type=int, default=2, help="calibration inputs (default 2)")
+    ap.add_argument("--reference", action="store_true",
+                    help="also write MODEL.input.npy and MODEL.expected.npy (the QDQ graph run in numpy on "
+                         "that input) and MODEL.step.npy (the output's quantization step)")
+    if len(sys.argv) > 1 and sys.argv[1] == "--compare":
+        return compare(sys.argv[2:])
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     for m in a.models.split(","):
@@ -400,6 +462,13 @@ def main():
                     if (L["groups"] > 1) if m.startswith("mobilenet") else (L["w"].shape[2] == 3 and L["x"] != "input"):
                         pc.add(L["x"])
             write_qdq(net, ranges, pc, a.size, path)
+            if a.reference:
+                wr = write_qdq.writer
+                x = rng.standard_normal((3, a.size, a.size)).astype(np.float32)
+                base = os.path.join(a.outdir, m)
+                np.save(base + ".input.npy", x[None])
+                np.save(base + ".expected.npy", forward_qdq(net, wr, x)[None])
+                np.save(base + ".step.npy", np.float32(wr.qparams["logits"][0]))
         print("make_models: wrote %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6))
 
 
