@@ -4,7 +4,8 @@
 # a per-channel FakeQuantize, correctness + performance, every implementation
 # side by side; then the dispatcher's choice against oneDNN brgconv (ratio=) with a
 # per-tensor zero point; then the graph example (examples/ffn_u4.qg) without and with
-# the conv1x1 -> MatMul rewrite. The conv jobs print a table (--report=table):
+# the conv1x1 -> MatMul rewrite; then a quantized ResNet-50 read from ONNX (generated once into
+# build/models/ by scripts/make_models.py). The conv jobs print a table (--report=table):
 # one row per layer, unimplemented runs collapsed to one line per implementation,
 # totals, and last the folder (build/reports/<timestamp>/) with the raw key=value
 # log and a plot. Extra arguments are passed to the conv runs (e.g. --threads=1).
@@ -28,5 +29,11 @@ echo "== conv: ResNet-50 mb1, u8:s8:u8, per-tensor zp, ReLU: the dispatcher's ch
 
 echo "== graph: transformer feed-forward block (u4 weights, group 128) before/after the conv1x1 -> MatMul rewrite"
 "$driver" graph "$QCONV_ROOT/examples/ffn_u4.qg"
+
+echo "== graph: quantized ResNet-50 (QDQ, u8 activations, per-channel s8 weights; ONNX, made by scripts/make_models.py) as written and after the passes"
+models="$QCONV_BUILD/models"
+[ -f "$models/resnet50_qdq.onnx" ] ||
+  /usr/bin/python3 "$QCONV_ROOT/scripts/make_models.py" "$models" --models=resnet50_qdq --size=224
+"$driver" graph "$models/resnet50_qdq.onnx" --reps=1
 
 # Further main jobs follow here, each one driver command with a heading line.

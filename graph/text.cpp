@@ -14,6 +14,7 @@
 
 #include "graph/detail.h"
 #include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
 
 namespace qconv::graph {
 
@@ -518,6 +519,8 @@ std::unique_ptr<graph> parse(const std::string &text) {
 }
 
 std::unique_ptr<graph> load_file(const std::string &path) {
+    // By extension: an ONNX model (graph/onnx_reader.cpp), else the text format.
+    if (path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) return load_onnx(path);
     // A model file describes something to compute: a directory, an empty
     // file and a graph without a Result are bad input, not an empty run.
     std::error_code ec;

@@ -22,9 +22,11 @@ export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 QCONV_PACKAGES=(
   cmake g++ make pkg-config
   libxbyak-dev libdnnl-dev ocl-icd-opencl-dev libcpu-features-dev
+  libonnx-dev libprotobuf-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   gnuplot-nox strace ccache
+  python3-onnx python3-numpy
 )
 
 qconv_install_deps() {

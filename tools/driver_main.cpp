@@ -23,7 +23,9 @@ const mode_entry modes[] = {
     {"conv", conv_mode, "int8 convolution: conv [options] DESC... | --batch=FILE"},
     {"matmul", matmul_mode,
      "weight-compressed MatMul: matmul [--wei= --group= --zp= --bias --dq] DESC... | --batch=FILE"},
-    {"graph", graph_mode, "graph before/after the conv1x1->MatMul rewrite: graph FILE [--save=FILE]"},
+    {"graph", graph_mode,
+     "graph (.qg or .onnx) before/after the conv1x1->MatMul rewrite: graph FILE [--save=FILE] "
+     "[--input=NAME=FILE.npy] [--output-dir=DIR]"},
 };
 
 void usage(std::ostream &os) {

@@ -1,5 +1,5 @@
-// `qconv-driver graph FILE [--save=FILE] [--dq] [--dim=N]`: loads a graph in the text format,
-// runs it as written and after the passes (conv1x1 → MatMul rewrite,
+// `qconv-driver graph FILE [--save=FILE] [--dq] [--dim=N] [--input=NAME=FILE.npy] [--output-dir=DIR]`:
+// loads a graph (the text format, or an ONNX model for a name ending in .onnx), runs it as written and after the passes (conv1x1 → MatMul rewrite,
 // Transpose cancellation) on the same random inputs, and prints
 //   one `graph=before|after node=ID op=OP impl="..."` line per node,
 //   one `rewrite conv=ID rewritten=0|1 why="..."` line per candidate Convolution,
@@ -9,13 +9,19 @@
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq or f16 inputs,
 // 5e-2 with bf16 inputs: default_tolerance()). --dq turns on the compressed MatMuls'
 // opt-in dynamic quantization in the rewritten graph. --dim gives the value of the graph's
-// run-time dimension `?` (default 1). Exit status 1 on a mismatch.
+// run-time dimension `?` (default 1). --save writes the rewritten graph of a .qg file, and
+// the graph as read of an ONNX model (its import, in the text format). --input gives a
+// Parameter's values (by its name) from a NumPy file, the others stay random; --output-dir
+// writes each Result of the rewritten run as DIR/NAME.npy (f32). Exit status 1 on a mismatch.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/memory.h"
 #include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
 #include "tools/driver.h"
 
 namespace qconv::driver {
@@ -53,6 +59,75 @@ double default_tolerance(const graph::graph &g, bool dq) {
     return tol;
 }
 
+bool is_onnx(const std::string &file) { return file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0; }
+
+// A file name for an output's name: letters, digits, '_', '-', '.' kept.
+std::string file_name(const std::string &name) {
+    std::string r;
+    for (char c : name) r += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '_';
+    if (r.empty() || r[0] == '.') r = "_" + r;
+    return r;
+}
+
+// A shape with `?` for the run-time dimension.
+std::string shape_text(const graph::shape_t &s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+        r += (i ? "," : "") + (s[i] == graph::dynamic_dim ? std::string("?") : std::to_string(s[i]));
+    return r + "]";
+}
+
+// --input=NAME=FILE.npy: (Parameter index, tensor) per option.
+std::vector<std::pair<size_t, graph::tensor>> read_inputs(const std::vector<std::string> &specs,
+                                                          const graph::graph &g) {
+    std::vector<std::pair<size_t, graph::tensor>> r;
+    const auto params = g.parameters();
+    for (const auto &spec : specs) {
+        const auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+            throw usage_error("--input: expected NAME=FILE.npy (got '" + spec + "')");
+        const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+        size_t idx = params.size();
+        for (size_t i = 0; i < params.size(); ++i)
+            if (params[i]->friendly_name == name || params[i]->id == name) idx = i;
+        if (idx == params.size()) {
+            std::string names;
+            for (const auto *p : params) names += (names.empty() ? "" : ", ") + p->friendly_name;
+            throw usage_error("--input: the graph has no input '" + name + "' (inputs: " + names + ")");
+        }
+        for (const auto &[i, t] : r)
+            if (i == idx) throw usage_error("--input: '" + name + "' is given twice");
+        graph::tensor t = graph::read_npy(file);
+        const graph::node &p = *params[idx];
+        if (t.type != p.attr.type)
+            throw usage_error("--input: '" + name + "' is " + graph::to_string(p.attr.type) + " in the graph, '" +
+                              file + "' holds " + graph::to_string(t.type));
+        const graph::shape_t &want = p.attr.shape;
+        bool fits = want.size() == t.shape.size();
+        for (size_t d = 0; fits && d < want.size(); ++d) fits = want[d] == graph::dynamic_dim || want[d] == t.shape[d];
+        if (!fits)
+            throw usage_error("--input: '" + name + "' is " + shape_text(want) + " in the graph, '" + file +
+                              "' holds " + graph::to_string(t.shape));
+        r.emplace_back(idx, std::move(t));
+    }
+    return r;
+}
+
+// The value of `?` the given inputs imply (0: none is at a `?`).
+int64_t dim_of(const std::vector<std::pair<size_t, graph::tensor>> &given, const graph::graph &g) {
+    int64_t v = 0;
+    const auto params = g.parameters();
+    for (const auto &[i, t] : given)
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+            if (params[i]->attr.shape[d] != graph::dynamic_dim) continue;
+            if (v && v != t.shape[d])
+                throw usage_error("--input: the run-time dimension '?' is " + std::to_string(v) + " in one file and " +
+                                  std::to_string(t.shape[d]) + " in another");
+            v = t.shape[d];
+        }
+    return v;
+}
+
 } // namespace
 
 int graph_mode(const std::vector<std::string> &args) {
@@ -81,12 +156,21 @@ int graph_mode(const std::vector<std::string> &args) {
         }
         if (dim < 1) throw usage_error("--dim: expected a positive integer (got '" + dim_text + "')");
     }
+    const auto input_specs = o.all("input");
+    const std::string output_dir = o.get("output-dir", "");
     o.check_all_used();
     if (o.words().size() != 1)
         throw usage_error("graph: expected one graph file (got " + std::to_string(o.words().size()) + ")");
     const std::string file = o.words()[0];
 
     auto before = graph::load_file(file);
+    const auto given = read_inputs(input_specs, *before);
+    if (const int64_t v = dim_of(given, *before)) {
+        if (dim && dim != v)
+            throw usage_error("--dim=" + std::to_string(dim) + " differs from the inputs' run-time dimension " +
+                              std::to_string(v));
+        dim = v;
+    }
     if (dim) {
         if (!before->is_dynamic()) throw usage_error("--dim: '" + file + "' has no run-time dimension '?'");
         before->bind_dynamic(dim);
@@ -100,9 +184,10 @@ int graph_mode(const std::vector<std::string> &args) {
     // when together they need more than this process may use.
     impl::check_memory(graph::run_bytes(*before) + graph::run_bytes(*after), file,
                        "running the graph as written and rewritten");
-    if (!save.empty()) graph::save_file(*after, save);
+    if (!save.empty()) graph::save_file(is_onnx(file) ? *before : *after, save);
 
-    const auto inputs = graph::random_inputs(*before, c.seed);
+    auto inputs = graph::random_inputs(*before, c.seed);
+    for (const auto &[i, t] : given) inputs[i] = t;
     graph::compile_options co;
     co.threads = c.threads;
     graph::compiled_graph cb(*before, co);
@@ -134,6 +219,19 @@ int graph_mode(const std::vector<std::string> &args) {
             if (std::isfinite(b)) max_ref = std::max(max_ref, std::fabs(b));
         }
     }
+    if (!output_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(output_dir, ec);
+        if (ec) throw usage_error("--output-dir: cannot create '" + output_dir + "': " + ec.message());
+        const auto results = after->results();
+        std::set<std::string> used;
+        for (size_t r = 0; r < ya.size() && r < results.size(); ++r) {
+            std::string name = file_name(results[r]->friendly_name);
+            while (!used.insert(name).second) name += "_";
+            graph::write_npy(output_dir + "/" + name + ".npy", ya[r]);
+        }
+    }
+
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
     const bool ok = same_shape && max_rel <= tol;
 

@@ -199,6 +199,8 @@ std::unique_ptr<graph> parse(const std::string &text);
 // is an error naming the file.
 constexpr int64_t max_file_bytes = int64_t(64) << 20;
 constexpr int64_t max_line_bytes = int64_t(16) << 20;
+// A name ending in ".onnx" is read as an ONNX model (load_onnx, qconv/graph_onnx.h;
+// its limit is max_onnx_bytes).
 std::unique_ptr<graph> load_file(const std::string &path);
 std::string to_text(const graph &g);
 void save_file(const graph &g, const std::string &path);

@@ -18,7 +18,7 @@
 #   cmake --build build-fuzz --target qconv_fuzzers
 # Reproduce a finding: build-fuzz/tests/fuzz/fuzz_diff build-fuzz/fuzz-artifacts/crash-...
 set -euo pipefail
-default_targets=(fuzz_desc fuzz_options fuzz_graph fuzz_diff)
+default_targets=(fuzz_desc fuzz_options fuzz_graph fuzz_onnx fuzz_diff)
 if [ "${1:-}" = --list ]; then printf '%s\n' "${default_targets[@]}"; exit 0; fi
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -47,6 +47,7 @@ run_one() {
   mkdir -p "$work"
   [ "$t" = fuzz_graph ] && max_len=8192
   t0=$(date +%s)
+  [ "$t" = fuzz_onnx ] && max_len=16384
   set +e
   "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 -max_len=$max_len \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" "$work" "$seeds" >"$log" 2>&1

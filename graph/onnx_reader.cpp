@@ -1,0 +1,1683 @@
+// The ONNX reader: a ModelProto (ONNX's generated protobuf classes, Debian's
+// libonnx-dev) into the graph IR. docs/graph.md, "ONNX", has the op table.
+//
+// One pass over the nodes, in the file's (topological) order: every ONNX value
+// name maps to the IR node that produces it; each ONNX node adds its IR nodes
+// and infers them at once, so a shape or type that does not fit is reported
+// with the ONNX node. Two rewrites happen on the way:
+//  * the erf form of Gelu, x·0.5·(1 + erf(x/√2)), is found before the pass and
+//    read as one Gelu (the IR has no Erf or Div);
+//  * a weight decompression — MatMulNBits, or DequantizeLinear of constant
+//    weights feeding a MatMul — is written as the executor's compressed-MatMul
+//    pattern, MatMul(X, [Reshape](Multiply(Convert(Wq) − Convert(ZP), Scale)),
+//    transpose_b=true), with Wq, ZP and Scale laid out [N, K/G, G] / [N, K/G, 1].
+// Unused nodes are pruned at the end. Errors: qconv::error starting with
+// "node 'NAME' (#INDEX, OP)" or "node #INDEX (OP)", the attribute or input
+// named after it; whole-model problems start with "model", "opset", "input",
+// "output" or "initializer 'NAME'".
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "graph/detail.h"
+#include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
+
+namespace qconv::graph {
+
+namespace {
+
+namespace pb = ::onnx;
+namespace fs = std::filesystem;
+
+// TensorProto.DataType values. data_type is an int32 field, so the 4-bit types
+// of newer ONNX (UINT4 = 21, INT4 = 22; not in ONNX 1.12's enum) read as integers.
+enum onnx_type : int {
+    t_float = 1,
+    t_uint8 = 2,
+    t_int8 = 3,
+    t_uint16 = 4,
+    t_int16 = 5,
+    t_int32 = 6,
+    t_int64 = 7,
+    t_string = 8,
+    t_bool = 9,
+    t_float16 = 10,
+    t_double = 11,
+    t_uint32 = 12,
+    t_uint64 = 13,
+    t_bfloat16 = 16,
+    t_uint4 = 21,
+    t_int4 = 22,
+};
+
+std::string onnx_type_name(int t) {
+    switch (t) {
+    case t_float: return "FLOAT";
+    case t_uint8: return "UINT8";
+    case t_int8: return "INT8";
+    case t_uint16: return "UINT16";
+    case t_int16: return "INT16";
+    case t_int32: return "INT32";
+    case t_int64: return "INT64";
+    case t_string: return "STRING";
+    case t_bool: return "BOOL";
+    case t_float16: return "FLOAT16";
+    case t_double: return "DOUBLE";
+    case t_uint32: return "UINT32";
+    case t_uint64: return "UINT64";
+    case t_bfloat16: return "BFLOAT16";
+    case t_uint4: return "UINT4";
+    case t_int4: return "INT4";
+    default: return "type " + std::to_string(t);
+    }
+}
+
+std::optional<etype> to_etype(int t) {
+    switch (t) {
+    case t_float: return etype::f32;
+    case t_float16: return etype::f16;
+    case t_bfloat16: return etype::bf16;
+    case t_uint8: return etype::u8;
+    case t_int8: return etype::i8;
+    case t_uint4: return etype::u4;
+    case t_int4: return etype::i4;
+    case t_int32: return etype::i32;
+    case t_int64: return etype::i64;
+    default: return std::nullopt;
+    }
+}
+const char *supported_types = "FLOAT, FLOAT16, BFLOAT16, UINT8, INT8, UINT4, INT4, INT32 or INT64";
+
+bool is_float(etype t) { return t == etype::f32 || t == etype::f16 || t == etype::bf16; }
+
+// A name usable as a node id in the text format (letters, digits, _ . - / :).
+std::string id_of(const std::string &name) {
+    std::string r;
+    for (char c : name) {
+        const bool ok =
+            std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':';
+        r += ok ? c : '_';
+    }
+    if (r.empty()) r = "v";
+    return r;
+}
+// A friendly name the text format can quote (no '"', no control characters).
+std::string quotable(const std::string &s) {
+    std::string r;
+    for (char c : s) r += (c == '"' || static_cast<unsigned char>(c) < 0x20) ? '_' : c;
+    return r;
+}
+
+// A decoded tensor: type, shape and packed IR storage.
+struct tensor_value {
+    etype type = etype::f32;
+    shape_t shape;
+    std::shared_ptr<constant_data> data;
+};
+
+// ---------------------------------------------------------- tensor data
+class data_reader {
+public:
+    explicit data_reader(std::string base_dir) : base_(std::move(base_dir)) {}
+
+    // `field` names the tensor in errors ("initializer 'w'", "node ... attribute 'value'").
+    tensor_value read(const pb::TensorProto &t, const std::string &field) const {
+        tensor_value v;
+        const int dt = t.data_type();
+        const auto et = to_etype(dt);
+        if (!et) fail(field, "element type " + onnx_type_name(dt) + " is not supported (" + supported_types + ")");
+        v.type = *et;
+        if (t.has_segment()) fail(field, "segmented tensors are not supported");
+        if (t.dims_size() > 8) fail(field, "rank " + std::to_string(t.dims_size()) + " is above 8");
+        for (int64_t d : t.dims()) v.shape.push_back(d);
+        check_shape(v.shape, field); // before anything is allocated
+        const int64_t n = elems_of(v.shape);
+        const int64_t bytes = storage_bytes(v.type, n);
+        v.data = std::make_shared<constant_data>();
+        auto &out = v.data->bytes;
+        if (t.data_location() == pb::TensorProto::EXTERNAL) {
+            out = external(t, field, bytes);
+            return v;
+        }
+        if (t.has_raw_data()) {
+            if (static_cast<int64_t>(t.raw_data().size()) != bytes)
+                fail(field, "raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, " + to_string(v.type) +
+                                to_string(v.shape) + " needs " + std::to_string(bytes));
+            out.assign(t.raw_data().begin(), t.raw_data().end());
+            check_packed_padding(v, field);
+            return v;
+        }
+        auto count = [&](int64_t have, int64_t want, const char *what) {
+            if (have != want)
+                fail(field, std::string(what) + " holds " + std::to_string(have) + " values, " + to_string(v.type) +
+                                to_string(v.shape) + " needs " + std::to_string(want));
+        };
+        out.assign(bytes, 0);
+        switch (v.type) {
+        case etype::f32:
+            count(t.float_data_size(), n, "float_data");
+            std::memcpy(out.data(), t.float_data().data(), bytes);
+            break;
+        case etype::i64:
+            count(t.int64_data_size(), n, "int64_data");
+            std::memcpy(out.data(), t.int64_data().data(), bytes);
+            break;
+        case etype::i32:
+            count(t.int32_data_size(), n, "int32_data");
+            std::memcpy(out.data(), t.int32_data().data(), bytes);
+            break;
+        case etype::f16:
+        case etype::bf16:
+            // int32_data holds the 16-bit patterns, one per entry.
+            count(t.int32_data_size(), n, "int32_data");
+            for (int64_t i = 0; i < n; ++i) {
+                const int32_t b = t.int32_data(static_cast<int>(i));
+                if (b < 0 || b > 0xFFFF) fail(field, "int32_data[" + std::to_string(i) + "] is not a 16-bit pattern");
+                const uint16_t h = static_cast<uint16_t>(b);
+                std::memcpy(out.data() + 2 * i, &h, 2);
+            }
+            break;
+        case etype::u8:
+        case etype::i8:
+            count(t.int32_data_size(), n, "int32_data");
+            for (int64_t i = 0; i < n; ++i) {
+                const int32_t x = t.int32_data(static_cast<int>(i));
+                if (x < detail::type_min(v.type) || x > detail::type_max(v.type))
+                    fail(field, "int32_data[" + std::to_string(i) + "] = " + std::to_string(x) + " is outside " +
+                                    to_string(v.type));
+                out[i] = static_cast<uint8_t>(x);
+            }
+            break;
+        case etype::u4:
+        case etype::i4:
+            // int32_data holds the packed bytes (two elements each, the first in the low nibble).
+            count(t.int32_data_size(), bytes, "int32_data (packed bytes)");
+            for (int64_t i = 0; i < bytes; ++i) {
+                const int32_t x = t.int32_data(static_cast<int>(i));
+                if (x < 0 || x > 255) fail(field, "int32_data[" + std::to_string(i) + "] is not a packed byte");
+                out[i] = static_cast<uint8_t>(x);
+            }
+            check_packed_padding(v, field);
+            break;
+        }
+        return v;
+    }
+
+private:
+    // An odd count of 4-bit elements leaves a high nibble unused: it must be 0
+    // (so that the data means one thing whichever way it is read).
+    static void check_packed_padding(tensor_value &v, const std::string &field) {
+        if (bits_of(v.type) != 4) return;
+        const int64_t n = elems_of(v.shape);
+        if ((n & 1) && (v.data->bytes.back() >> 4)) fail(field, "the unused high nibble of the last byte is not 0");
+    }
+
+    std::vector<uint8_t> external(const pb::TensorProto &t, const std::string &field, int64_t bytes) const {
+        std::string location;
+        int64_t offset = 0, length = -1;
+        for (const auto &kv : t.external_data()) {
+            auto number = [&](const std::string &s) {
+                int64_t x = 0;
+                if (s.empty() || s.size() > 18)
+                    fail(field, "external_data '" + kv.key() + "' = '" + s + "' is not a number");
+                for (char c : s) {
+                    if (c < '0' || c > '9')
+                        fail(field, "external_data '" + kv.key() + "' = '" + s + "' is not a non-negative integer");
+                    x = x * 10 + (c - '0');
+                }
+                return x;
+            };
+            if (kv.key() == "location") location = kv.value();
+            else if (kv.key() == "offset") offset = number(kv.value());
+            else if (kv.key() == "length") length = number(kv.value());
+            else if (kv.key() == "checksum") continue; // not verified
+            else fail(field, "external_data key '" + kv.key() + "' is not supported (location, offset, length)");
+        }
+        if (location.empty()) fail(field, "external data without a location");
+        if (base_.empty())
+            fail(field, "external data '" + location + "' needs the model's folder (load it from a file)");
+        const fs::path rel(location);
+        if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+            fail(field, "external data location '" + location + "' is absolute: it must lie in the model's folder");
+        for (const auto &part : rel)
+            if (part == "..") fail(field, "external data location '" + location + "' leaves the model's folder ('..')");
+        std::error_code ec;
+        const fs::path base = fs::canonical(base_, ec);
+        if (ec) fail(field, "cannot resolve the model's folder '" + base_ + "'");
+        const fs::path full = fs::weakly_canonical(base / rel, ec);
+        if (ec) fail(field, "cannot resolve external data location '" + location + "'");
+        // Symbolic links may point elsewhere: the resolved path must still lie below the folder.
+        const auto mis = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+        if (mis.first != base.end())
+            fail(field, "external data location '" + location + "' resolves outside the model's folder");
+        if (!fs::is_regular_file(full, ec)) fail(field, "external data file '" + location + "' is not a regular file");
+        const auto size = static_cast<int64_t>(fs::file_size(full, ec));
+        if (ec) fail(field, "cannot read the size of external data file '" + location + "'");
+        if (size > max_onnx_bytes) fail(field, "external data file '" + location + "' is larger than 2 GiB");
+        if (length >= 0 && length != bytes)
+            fail(field, "external data length " + std::to_string(length) + " differs from the " +
+                            std::to_string(bytes) + " bytes the tensor needs");
+        if (offset > size || bytes > size - offset)
+            fail(field, "external data file '" + location + "' holds " + std::to_string(size) +
+                            " bytes, the tensor needs " + std::to_string(bytes) + " from offset " +
+                            std::to_string(offset) + " (truncated?)");
+        std::ifstream f(full, std::ios::binary);
+        if (!f) fail(field, "cannot open external data file '" + location + "'");
+        std::vector<uint8_t> out(static_cast<size_t>(bytes));
+        f.seekg(offset);
+        f.read(reinterpret_cast<char *>(out.data()), bytes);
+        if (!f || f.gcount() != bytes) fail(field, "reading external data file '" + location + "' failed");
+        return out;
+    }
+
+    std::string base_;
+};
+
+// Element i of a decoded tensor as a double.
+double at(const tensor_value &v, int64_t i) { return detail::load(v.type, v.data->bytes.data(), i); }
+
+// ------------------------------------------------------------- the reader
+// One ONNX node being read: the error prefix and attribute access.
+struct onnx_node {
+    const pb::NodeProto &p;
+    int index;
+    std::string field() const {
+        return (p.name().empty() ? "node #" + std::to_string(index) + " ("
+                                 : "node '" + p.name() + "' (#" + std::to_string(index) + ", ") +
+               p.op_type() + ")";
+    }
+    [[noreturn]] void fail(const std::string &what) const { qconv::fail(field(), what); }
+    [[noreturn]] void fail_attr(const std::string &name, const std::string &what) const {
+        fail("attribute '" + name + "': " + what);
+    }
+    [[noreturn]] void fail_input(int i, const std::string &what) const {
+        fail("input " + std::to_string(i) + (i < p.input_size() ? " '" + p.input(i) + "'" : "") + ": " + what);
+    }
+    const pb::AttributeProto *attr(const std::string &name) const {
+        for (const auto &a : p.attribute())
+            if (a.name() == name) return &a;
+        return nullptr;
+    }
+    // Every attribute must be one the op's reader knows.
+    void known_attrs(std::initializer_list<const char *> names) const {
+        for (const auto &a : p.attribute()) {
+            bool ok = false;
+            for (const char *k : names) ok |= a.name() == k;
+            if (!ok) fail_attr(a.name(), "is not supported for " + p.op_type());
+            if (!a.ref_attr_name().empty()) fail_attr(a.name(), "attribute references are not supported");
+        }
+    }
+    const pb::AttributeProto *typed(const std::string &name, pb::AttributeProto::AttributeType t,
+                                    const char *what) const {
+        const auto *a = attr(name);
+        if (a && a->type() != t) fail_attr(name, std::string("expected ") + what);
+        return a;
+    }
+    int64_t get_int(const std::string &name, int64_t def) const {
+        const auto *a = typed(name, pb::AttributeProto::INT, "an int");
+        return a ? a->i() : def;
+    }
+    bool has(const std::string &name) const { return attr(name) != nullptr; }
+    float get_float(const std::string &name, float def) const {
+        const auto *a = typed(name, pb::AttributeProto::FLOAT, "a float");
+        return a ? a->f() : def;
+    }
+    std::string get_string(const std::string &name, const std::string &def) const {
+        const auto *a = typed(name, pb::AttributeProto::STRING, "a string");
+        return a ? a->s() : def;
+    }
+    std::vector<int64_t> get_ints(const std::string &name, std::vector<int64_t> def) const {
+        const auto *a = typed(name, pb::AttributeProto::INTS, "a list of ints");
+        if (!a) return def;
+        return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+    }
+    // The number of inputs given (trailing empty names are absent inputs).
+    int inputs() const {
+        int n = p.input_size();
+        while (n > 0 && p.input(n - 1).empty()) --n;
+        return n;
+    }
+};
+
+// A DequantizeLinear of constant data, kept so that a MatMul reading it can
+// lay the weights out for the compressed MatMul.
+struct dequantize_info {
+    tensor_value x, scale;
+    std::optional<tensor_value> zp;
+    int64_t axis = 1, block = 0;
+};
+
+class reader {
+public:
+    reader(const pb::ModelProto &m, std::string base_dir) : m_(m), data_(std::move(base_dir)) {}
+
+    std::unique_ptr<graph> run();
+
+private:
+    // -- values
+    node *value(const onnx_node &n, int i) {
+        if (i >= n.p.input_size() || n.p.input(i).empty()) n.fail_input(i, "is required");
+        const auto it = values_.find(n.p.input(i));
+        if (it == values_.end()) n.fail_input(i, "is not defined (by an input, initializer or earlier node)");
+        return it->second;
+    }
+    node *optional_value(const onnx_node &n, int i) {
+        if (i >= n.p.input_size() || n.p.input(i).empty()) return nullptr;
+        return value(n, i);
+    }
+    // The constant an input holds (an initializer or a Constant node's output).
+    const tensor_value *constant_of(const onnx_node &n, int i) {
+        if (i >= n.p.input_size() || n.p.input(i).empty()) return nullptr;
+        value(n, i);
+        const auto it = constants_.find(n.p.input(i));
+        return it == constants_.end() ? nullptr : &it->second;
+    }
+    const tensor_value &need_constant(const onnx_node &n, int i, const char *why) {
+        const tensor_value *c = constant_of(n, i);
+        if (!c) n.fail_input(i, std::string("must be a constant (an initializer or a Constant node): ") + why);
+        return *c;
+    }
+    void define(const onnx_node &n, int out, node *v) {
+        if (out >= n.p.output_size() || n.p.output(out).empty()) return;
+        values_[n.p.output(out)] = v;
+    }
+
+    // -- building IR nodes for ONNX node n
+    node *add(const onnx_node &n, op kind, std::vector<node *> in, attributes a = {}, const std::string &suffix = "") {
+        const std::string base = n.p.output_size() && !n.p.output(0).empty() ? n.p.output(0) : n.p.op_type();
+        node *r = g_->add(kind, std::move(in), std::move(a), g_->unique_id(id_of(base) + suffix));
+        finish(n, r);
+        return r;
+    }
+    node *constant(const onnx_node *n, const tensor_value &v, const std::string &id) {
+        node *r = g_->constant(v.type, v.shape, v.data, g_->unique_id(id_of(id)));
+        if (n) finish(*n, r);
+        else infer_node(*r);
+        return r;
+    }
+    node *scalar(const onnx_node &n, etype t, double x, const std::string &suffix) {
+        tensor_value v;
+        v.type = t;
+        v.shape = {};
+        v.data = std::make_shared<constant_data>();
+        v.data->bytes.assign(storage_bytes(t, 1), 0);
+        detail::store(t, v.data->bytes.data(), 0, x);
+        return constant(&n, v, (n.p.output_size() ? n.p.output(0) : n.p.op_type()) + suffix);
+    }
+    void finish(const onnx_node &n, node *r) {
+        r->rt_info["origin"] =
+            quotable("onnx:" + (n.p.name().empty() ? n.p.op_type() + "#" + std::to_string(n.index) : n.p.name()));
+        try {
+            infer_node(*r, g_->dynamic_value());
+        } catch (const error &e) {
+            n.fail(e.what());
+        }
+    }
+
+    void read_opsets();
+    void read_inputs();
+    void find_gelu_patterns();
+    void read_node(const onnx_node &n);
+    void read_outputs();
+
+    // op readers
+    void conv(const onnx_node &n);
+    // A Convolution / GroupConvolution (+ bias Add) of x with weights w and
+    // bias b (may be null); `wd` / `bd`: their dequantization when they are a
+    // DequantizeLinear of constants (the chain is then written in the shape the
+    // convolution reads, [G, OCg, ICg, KH, KW] / [1, OC, 1, 1]).
+    node *conv_ir(const onnx_node &n, node *x, node *w, const dequantize_info *wd, node *b, const dequantize_info *bd,
+                  int wi, int bi);
+    void qlinear_conv(const onnx_node &n);
+    void qlinear_matmul(const onnx_node &n);
+    void quantize(const onnx_node &n);
+    void pool(const onnx_node &n);
+    void global_average_pool(const onnx_node &n);
+    void concat(const onnx_node &n);
+    void clip(const onnx_node &n);
+    void flatten(const onnx_node &n);
+    void prelu(const onnx_node &n);
+    void softmax(const onnx_node &n);
+    // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
+    // scale / zero point in shape `ss` (the same data).
+    node *dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
+                        const std::string &name, const std::string &suffix);
+    // DequantizeLinear of an activation x (IR op), scale and zero point IR values.
+    node *dequant_act(const onnx_node &n, node *x, node *scale, node *zp, int64_t axis, const std::string &suffix);
+    // The dequantization info of a QLinear op's constant input q (scale, zp given).
+    dequantize_info qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis);
+    void gemm(const onnx_node &n);
+    void matmul(const onnx_node &n);
+    void matmul_nbits(const onnx_node &n);
+    void dequantize(const onnx_node &n);
+    void binary(const onnx_node &n, op kind);
+    void reshape(const onnx_node &n);
+    void transpose(const onnx_node &n);
+    void cast(const onnx_node &n);
+    void constant_node(const onnx_node &n);
+    void gelu(const onnx_node &n);
+    // The compressed-MatMul pattern for weights Wq [N, NG, G] (or [N, K]),
+    // ZP and Scale [N, NG, 1] (or [N, 1] / one value) of activation type T.
+    node *compressed_matmul(const onnx_node &n, node *x, const tensor_value &wq, const tensor_value *zp,
+                            const tensor_value &scale, int64_t N, int64_t K);
+
+    const pb::ModelProto &m_;
+    data_reader data_;
+    std::unique_ptr<graph> g_;
+    std::map<std::string, node *> values_;
+    std::map<std::string, tensor_value> constants_;
+    std::map<std::string, dequantize_info> dequantized_;
+    int64_t opset_ = 0;
+    bool ms_domain_ = false;
+    // The erf form of Gelu: node index → its input x (the last node of the
+    // pattern), and the indices of the pattern's other nodes (skipped).
+    std::map<int, std::string> gelu_at_;
+    std::set<int> gelu_skip_;
+};
+
+void reader::read_opsets() {
+    bool found = false;
+    for (const auto &o : m_.opset_import()) {
+        if (o.domain().empty() || o.domain() == "ai.onnx") {
+            found = true;
+            opset_ = o.version();
+            if (opset_ < 13 || opset_ > 21)
+                fail("opset", "ai.onnx opset " + std::to_string(opset_) + " is not supported (13 to 21)");
+        } else if (o.domain() == "com.microsoft") {
+            ms_domain_ = true;
+        }
+    }
+    if (!found) fail("opset", "the model imports no ai.onnx opset (13 to 21 are supported)");
+}
+
+void reader::read_inputs() {
+    const auto &gp = m_.graph();
+    if (gp.sparse_initializer_size())
+        fail("initializer '" + gp.sparse_initializer(0).values().name() + "'", "sparse initializers are not supported");
+    for (const auto &t : gp.initializer()) {
+        const std::string field = "initializer '" + t.name() + "'";
+        if (t.name().empty()) fail("initializer", "an initializer has no name");
+        if (constants_.count(t.name())) fail(field, "defined twice");
+        tensor_value v = data_.read(t, field);
+        values_[t.name()] = constant(nullptr, v, t.name());
+        values_[t.name()]->friendly_name = quotable(t.name());
+        constants_[t.name()] = std::move(v);
+    }
+    // Inputs; one that is also an initializer (older exporters list them) is the constant.
+    std::string symbol;
+    for (const auto &in : gp.input()) {
+        if (constants_.count(in.name())) continue;
+        const std::string field = "input '" + in.name() + "'";
+        if (in.name().empty()) fail("input", "a graph input has no name");
+        if (values_.count(in.name())) fail(field, "defined twice");
+        if (!in.type().has_tensor_type()) fail(field, "only tensor inputs are supported");
+        const auto &tt = in.type().tensor_type();
+        const auto et = to_etype(tt.elem_type());
+        if (!et)
+            fail(field,
+                 "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
+        if (!tt.has_shape()) fail(field, "has no shape (the IR needs ranks and static dims, one run-time dim '?')");
+        if (tt.shape().dim_size() > 8) fail(field, "rank " + std::to_string(tt.shape().dim_size()) + " is above 8");
+        shape_t s;
+        for (const auto &d : tt.shape().dim()) {
+            if (d.has_dim_value()) {
+                if (d.dim_value() <= 0 || d.dim_value() > max_elems)
+                    fail(field, "dimension " + std::to_string(d.dim_value()) + " is not in [1, 2^31]");
+                s.push_back(d.dim_value());
+                continue;
+            }
+            const std::string sym = d.has_dim_param() ? d.dim_param() : "";
+            if (!symbol.empty() && sym != symbol)
+                fail(field, "symbolic dims '" + symbol + "' and '" + sym +
+                                "' differ: the graph IR has one run-time dimension '?' (give the others fixed values)");
+            symbol = sym.empty() ? "<unnamed>" : sym;
+            s.push_back(dynamic_dim);
+        }
+        node *p = g_->parameter(*et, s, g_->unique_id(id_of(in.name())));
+        p->friendly_name = quotable(in.name());
+        try {
+            infer_node(*p, g_->dynamic_value());
+        } catch (const error &e) {
+            fail(field, e.what());
+        }
+        values_[in.name()] = p;
+    }
+}
+
+// The erf form of Gelu: y = x·0.5·(1 + erf(x/√2)), as exporters write it:
+// Div(x, √2) (or Mul(x, 1/√2)) → Erf → Add(·, 1) → Mul with x → Mul with 0.5,
+// the multiplications in any order (Mul(x, 0.5) first, or 0.5 with the sum).
+void reader::find_gelu_patterns() {
+    const auto &gp = m_.graph();
+    std::map<std::string, int> producer;
+    std::map<std::string, int> uses;
+    for (int i = 0; i < gp.node_size(); ++i) {
+        for (const auto &o : gp.node(i).output()) producer[o] = i;
+        for (const auto &in : gp.node(i).input()) ++uses[in];
+    }
+    for (const auto &o : gp.output()) uses[o.name()] += 2; // a graph output is never an inner value
+    // Scalars of initializers and Constant nodes (value attribute, one element).
+    auto scalar_of = [&](const std::string &name) -> std::optional<double> {
+        const pb::TensorProto *t = nullptr;
+        for (const auto &init : gp.initializer())
+            if (init.name() == name) t = &init;
+        if (!t && producer.count(name)) {
+            const auto &c = gp.node(producer[name]);
+            if (c.op_type() != "Constant" || !c.domain().empty()) return std::nullopt;
+            for (const auto &a : c.attribute()) {
+                if (a.name() == "value" && a.type() == pb::AttributeProto::TENSOR) t = &a.t();
+                if (a.name() == "value_float" && a.type() == pb::AttributeProto::FLOAT) return a.f();
+            }
+        }
+        if (!t) return std::nullopt;
+        try {
+            tensor_value v = data_.read(*t, "gelu");
+            if (elems_of(v.shape) != 1 || !is_float(v.type)) return std::nullopt;
+            return at(v, 0);
+        } catch (const error &) {
+            return std::nullopt;
+        }
+    };
+    auto node_of = [&](const std::string &name, const char *op) -> int {
+        const auto it = producer.find(name);
+        if (it == producer.end()) return -1;
+        const auto &p = gp.node(it->second);
+        return p.op_type() == op && p.domain().empty() && p.output_size() == 1 ? it->second : -1;
+    };
+    // The single consumer of value v, when it is a `op` node.
+    auto only_consumer = [&](const std::string &v, const char *op) -> int {
+        if (uses[v] != 1) return -1;
+        for (int i = 0; i < gp.node_size(); ++i)
+            for (const auto &in : gp.node(i).input())
+                if (in == v)
+                    return gp.node(i).op_type() == op && gp.node(i).domain().empty() && gp.node(i).input_size() == 2 &&
+                                   gp.node(i).output_size() == 1
+                               ? i
+                               : -1;
+        return -1;
+    };
+    auto other = [&](int i, const std::string &v) -> std::string {
+        const auto &p = gp.node(i);
+        return p.input(0) == v ? p.input(1) : p.input(0);
+    };
+    auto near = [](std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-3 * want; };
+    for (int e = 0; e < gp.node_size(); ++e) {
+        const auto &erf = gp.node(e);
+        if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1)
+            continue;
+        // x / √2
+        std::string x;
+        int scaled = node_of(erf.input(0), "Div");
+        if (scaled >= 0 && gp.node(scaled).input_size() == 2 &&
+            near(scalar_of(gp.node(scaled).input(1)), std::sqrt(2.0)))
+            x = gp.node(scaled).input(0);
+        if (x.empty()) {
+            scaled = node_of(erf.input(0), "Mul");
+            if (scaled < 0 || gp.node(scaled).input_size() != 2) continue;
+            const auto &m = gp.node(scaled);
+            if (near(scalar_of(m.input(1)), std::sqrt(0.5))) x = m.input(0);
+            else if (near(scalar_of(m.input(0)), std::sqrt(0.5))) x = m.input(1);
+            else continue;
+        }
+        if (uses[erf.input(0)] != 1) continue;
+        // + 1
+        const int add = only_consumer(erf.output(0), "Add");
+        if (add < 0 || !near(scalar_of(other(add, erf.output(0))), 1.0)) continue;
+        const std::string sum = gp.node(add).output(0);
+        // · x · 0.5 in one of three orders.
+        const int m1 = only_consumer(sum, "Mul");
+        if (m1 < 0) continue;
+        const std::string o1 = other(m1, sum);
+        std::vector<int> inner = {scaled, e, add, m1};
+        int last = -1;
+        if (o1 == x) { // (x·(1+erf))·0.5
+            const int m2 = only_consumer(gp.node(m1).output(0), "Mul");
+            if (m2 < 0 || !near(scalar_of(other(m2, gp.node(m1).output(0))), 0.5)) continue;
+            last = m2;
+            inner.push_back(m2);
+        } else if (near(scalar_of(o1), 0.5)) { // ((1+erf)·0.5)·x
+            const int m2 = only_consumer(gp.node(m1).output(0), "Mul");
+            if (m2 < 0 || other(m2, gp.node(m1).output(0)) != x) continue;
+            last = m2;
+            inner.push_back(m2);
+        } else { // (x·0.5)·(1+erf)
+            const int h = node_of(o1, "Mul");
+            if (h < 0 || uses[o1] != 1 || gp.node(h).input_size() != 2) continue;
+            const auto &hm = gp.node(h);
+            if (!((hm.input(0) == x && near(scalar_of(hm.input(1)), 0.5)) ||
+                  (hm.input(1) == x && near(scalar_of(hm.input(0)), 0.5))))
+                continue;
+            inner.push_back(h);
+            last = m1;
+        }
+        std::set<int> skip(inner.begin(), inner.end());
+        skip.erase(last);
+        bool clash = gelu_at_.count(last) > 0;
+        for (int s : skip) clash |= gelu_skip_.count(s) > 0 || gelu_at_.count(s) > 0;
+        if (clash) continue;
+        gelu_at_[last] = x;
+        gelu_skip_.insert(skip.begin(), skip.end());
+    }
+}
+
+// ------------------------------------------------------------ the op table
+struct op_entry {
+    const char *name;
+    void (reader::*read)(const onnx_node &);
+    const char *pending; // non-null: refused with this note
+};
+
+void reader::read_node(const onnx_node &n) {
+    if (gelu_skip_.count(n.index)) return;
+    const std::string &domain = n.p.domain(), &type = n.p.op_type();
+    for (int i = 1; i < n.p.output_size(); ++i)
+        if (!n.p.output(i).empty())
+            n.fail("output " + std::to_string(i) + " '" + n.p.output(i) + "' is not supported (one output per node)");
+    if (n.p.output_size() == 0 || n.p.output(0).empty()) n.fail("has no output");
+    if (values_.count(n.p.output(0))) n.fail("output '" + n.p.output(0) + "' is defined twice");
+    if (gelu_at_.count(n.index)) {
+        // The last node of an erf-form Gelu (find_gelu_patterns).
+        const std::string &x = gelu_at_[n.index];
+        const auto it = values_.find(x);
+        if (it == values_.end()) n.fail("input '" + x + "' of the erf-form Gelu is not defined");
+        define(n, 0, add(n, op::Gelu, {it->second}));
+        return;
+    }
+    if (domain == "com.microsoft") {
+        if (!ms_domain_) n.fail("domain 'com.microsoft' is not imported by the model (opset_import)");
+        if (type == "MatMulNBits") return matmul_nbits(n);
+        if (type == "Gelu") {
+            n.known_attrs({});
+            define(n, 0, add(n, op::Gelu, {value(n, 0)}));
+            return;
+        }
+        n.fail("op com.microsoft." + type + " is not supported (com.microsoft: MatMulNBits, Gelu)");
+    }
+    if (!domain.empty() && domain != "ai.onnx")
+        n.fail("domain '" + domain + "' is not supported (ai.onnx, com.microsoft)");
+    static const op_entry table[] = {
+        {"Conv", &reader::conv, nullptr},
+        {"Gemm", &reader::gemm, nullptr},
+        {"MatMul", &reader::matmul, nullptr},
+        {"Relu", nullptr, nullptr}, // below
+        {"Gelu", &reader::gelu, nullptr},
+        {"Add", nullptr, nullptr},
+        {"Mul", nullptr, nullptr},
+        {"Sub", nullptr, nullptr},
+        {"Reshape", &reader::reshape, nullptr},
+        {"Transpose", &reader::transpose, nullptr},
+        {"Cast", &reader::cast, nullptr},
+        {"Constant", &reader::constant_node, nullptr},
+        {"Identity", nullptr, nullptr},
+        {"DequantizeLinear", &reader::dequantize, nullptr},
+        {"QuantizeLinear", &reader::quantize, nullptr},
+        {"QLinearConv", &reader::qlinear_conv, nullptr},
+        {"QLinearMatMul", &reader::qlinear_matmul, nullptr},
+        {"MaxPool", &reader::pool, nullptr},
+        {"AveragePool", &reader::pool, nullptr},
+        {"GlobalAveragePool", &reader::global_average_pool, nullptr},
+        {"Concat", &reader::concat, nullptr},
+        {"Clip", &reader::clip, nullptr},
+        {"Flatten", &reader::flatten, nullptr},
+        {"PRelu", &reader::prelu, nullptr},
+        {"Sigmoid", nullptr, nullptr},
+        {"Softmax", &reader::softmax, nullptr},
+    };
+    for (const auto &e : table) {
+        if (type != e.name) continue;
+        if (e.pending) n.fail(std::string("op ") + type + " " + e.pending);
+        if (e.read) return (this->*e.read)(n);
+        n.known_attrs({});
+        if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
+        else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
+        else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
+        else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
+        else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
+        else if (type == "Identity") {
+            node *v = value(n, 0);
+            values_[n.p.output(0)] = v;
+            if (constants_.count(n.p.input(0))) constants_[n.p.output(0)] = constants_[n.p.input(0)];
+            if (dequantized_.count(n.p.input(0))) dequantized_[n.p.output(0)] = dequantized_[n.p.input(0)];
+        }
+        return;
+    }
+    if (type == "Erf" || type == "Div")
+        n.fail("op " + type + " is not supported (the IR has no " + type +
+               "; the erf form of Gelu, x·0.5·(1 + erf(x/√2)) written with Div, Erf, Add and Mul, is read as Gelu)");
+    n.fail("op " + type + " is not supported");
+}
+
+void reader::gelu(const onnx_node &n) {
+    n.known_attrs({"approximate"});
+    if (opset_ < 20) n.fail("Gelu needs opset 20 (the model imports opset " + std::to_string(opset_) + ")");
+    const std::string a = n.get_string("approximate", "none");
+    attributes at;
+    if (a == "tanh") at.gelu_tanh = true;
+    else if (a != "none") n.fail_attr("approximate", "'" + a + "' is not none or tanh");
+    define(n, 0, add(n, op::Gelu, {value(n, 0)}, at));
+}
+
+// auto_pad, strides, dilations and pads of a 2-D Conv or pooling node.
+attributes window_attrs(const onnx_node &n) {
+    attributes a;
+    const std::string ap = n.get_string("auto_pad", "NOTSET");
+    if (ap == "NOTSET") a.auto_pad = pad_mode::explicit_pads;
+    else if (ap == "VALID") a.auto_pad = pad_mode::valid;
+    else if (ap == "SAME_UPPER") a.auto_pad = pad_mode::same_upper;
+    else if (ap == "SAME_LOWER") a.auto_pad = pad_mode::same_lower;
+    else n.fail_attr("auto_pad", "'" + ap + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+    constexpr int64_t lim = int64_t(1) << 24;
+    auto pair = [&](const char *name, int64_t lo) {
+        const auto v = n.get_ints(name, {lo == 0 ? 0 : 1, lo == 0 ? 0 : 1});
+        if (v.size() != 2) n.fail_attr(name, "needs 2 values for a 2-D window, got " + std::to_string(v.size()));
+        for (int64_t e : v)
+            if (e < lo || e > lim)
+                n.fail_attr(name, std::to_string(e) + " is not in [" + std::to_string(lo) + ", 2^24]");
+        return v;
+    };
+    a.strides = pair("strides", 1);
+    a.dilations = pair("dilations", 1);
+    const auto pads = n.get_ints("pads", {0, 0, 0, 0});
+    if (pads.size() != 4)
+        n.fail_attr("pads", "needs 4 values (top, left, bottom, right), got " + std::to_string(pads.size()));
+    for (int64_t e : pads)
+        if (e < 0 || e > lim) n.fail_attr("pads", std::to_string(e) + " is not in [0, 2^24]");
+    if (n.has("pads") && ap != "NOTSET") n.fail_attr("pads", "cannot be given with auto_pad " + ap);
+    a.pads_begin = {pads[0], pads[1]};
+    a.pads_end = {pads[2], pads[3]};
+    return a;
+}
+
+void reader::conv(const onnx_node &n) {
+    n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    node *x = value(n, 0), *w = value(n, 1);
+    node *b = optional_value(n, 2);
+    const auto wd = dequantized_.find(n.p.input(1));
+    const auto bd = b ? dequantized_.find(n.p.input(2)) : dequantized_.end();
+    define(n, 0,
+           conv_ir(n, x, w, wd == dequantized_.end() ? nullptr : &wd->second, b,
+                   bd == dequantized_.end() ? nullptr : &bd->second, 1, 2));
+}
+
+node *reader::conv_ir(const onnx_node &n, node *x, node *w, const dequantize_info *wd, node *b,
+                      const dequantize_info *bd, int wi, int bi) {
+    if (x->out_shape.size() != 4)
+        n.fail_input(0, "only 2-D convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
+    if (w->out_shape.size() != 4) n.fail_input(wi, "weights must be rank 4 (OIHW), got " + to_string(w->out_shape));
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    const attributes a = window_attrs(n);
+    const shape_t ws = w->out_shape;
+    if (n.has("kernel_shape")) {
+        const auto k = n.get_ints("kernel_shape", {});
+        if (k != std::vector<int64_t>{ws[2], ws[3]})
+            n.fail_attr("kernel_shape", to_string(k) + " differs from the weights' " + to_string(ws));
+    }
+    const int64_t group = n.get_int("group", 1);
+    const int64_t C = x->out_shape[1], OC = ws[0];
+    if (group < 1 || C % group || OC % group || C / group != ws[1])
+        n.fail_attr("group", std::to_string(group) + " does not fit " + std::to_string(C) +
+                                 " input channels and weights " + to_string(ws));
+    // A per-tensor or per-output-channel dequantization of constants can be
+    // written in the shape the convolution reads.
+    auto fits = [](const dequantize_info *d) {
+        return d && d->block == 0 && (elems_of(d->scale.shape) == 1 || d->axis == 0);
+    };
+    node *y;
+    if (group == 1) {
+        y = add(n, op::Convolution, {x, w}, a, b ? "_conv" : "");
+    } else {
+        const shape_t gs = {group, OC / group, ws[1], ws[2], ws[3]};
+        node *wg;
+        const std::string wname = n.p.input(wi);
+        if (fits(wd)) {
+            const bool per_tensor = elems_of(wd->scale.shape) == 1;
+            wg = dequant_chain(n, *wd, gs, per_tensor ? wd->scale.shape : shape_t{group, OC / group, 1, 1, 1},
+                               wname + "_grouped", "_weights_grouped");
+        } else if (const tensor_value *c = constant_of(n, wi)) {
+            tensor_value v = *c;
+            v.shape = gs;
+            wg = constant(&n, v, wname + "_grouped");
+        } else {
+            attributes r;
+            r.target = gs;
+            wg = add(n, op::Reshape, {w}, r, "_weights_grouped");
+        }
+        y = add(n, op::GroupConvolution, {x, wg}, a, b ? "_conv" : "");
+    }
+    if (b) {
+        if (b->out_shape != shape_t{OC})
+            n.fail_input(bi, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
+        node *b4;
+        const std::string bname = n.p.input(bi);
+        if (fits(bd)) {
+            const bool per_tensor = elems_of(bd->scale.shape) == 1;
+            b4 = dequant_chain(n, *bd, {1, OC, 1, 1}, per_tensor ? bd->scale.shape : shape_t{1, OC, 1, 1},
+                               bname + "_nchw", "_bias");
+        } else if (const tensor_value *c = constant_of(n, bi)) {
+            tensor_value v = *c;
+            v.shape = {1, OC, 1, 1};
+            b4 = constant(&n, v, bname + "_nchw");
+        } else {
+            attributes r;
+            r.target = {1, OC, 1, 1};
+            b4 = add(n, op::Reshape, {b}, r, "_bias");
+        }
+        y = add(n, op::Add, {y, b4});
+    }
+    return y;
+}
+
+void reader::gemm(const onnx_node &n) {
+    n.known_attrs({"alpha", "beta", "transA", "transB"});
+    node *A = value(n, 0), *B = value(n, 1);
+    if (A->out_shape.size() != 2) n.fail_input(0, "must be rank 2, got " + to_string(A->out_shape));
+    if (B->out_shape.size() != 2) n.fail_input(1, "must be rank 2, got " + to_string(B->out_shape));
+    const etype T = A->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    attributes a;
+    const int64_t ta = n.get_int("transA", 0), tb = n.get_int("transB", 0);
+    if (ta != 0 && ta != 1) n.fail_attr("transA", "must be 0 or 1");
+    if (tb != 0 && tb != 1) n.fail_attr("transB", "must be 0 or 1");
+    a.transpose_a = ta;
+    a.transpose_b = tb;
+    const float alpha = n.get_float("alpha", 1.f), beta = n.get_float("beta", 1.f);
+    if (!std::isfinite(alpha)) n.fail_attr("alpha", "is not finite");
+    if (!std::isfinite(beta)) n.fail_attr("beta", "is not finite");
+    node *C = beta != 0.f ? optional_value(n, 2) : nullptr;
+    node *y = add(n, op::MatMul, {A, B}, a, alpha != 1.f || C ? "_matmul" : "");
+    const shape_t mn = y->out_shape;
+    if (alpha != 1.f) y = add(n, op::Multiply, {y, scalar(n, T, alpha, "_alpha")}, {}, C ? "_scaled" : "");
+    if (C) {
+        if (beta != 1.f) {
+            if (const tensor_value *c = constant_of(n, 2)) {
+                if (c->type != T)
+                    n.fail_input(2, std::string("element type ") + to_string(c->type) + " differs from A's");
+                tensor_value v = *c;
+                v.data = std::make_shared<constant_data>(*c->data);
+                for (int64_t i = 0; i < elems_of(v.shape); ++i)
+                    detail::store(T, v.data->bytes.data(), i, static_cast<double>(beta) * at(*c, i));
+                C = constant(&n, v, n.p.input(2) + "_beta");
+            } else {
+                C = add(n, op::Multiply, {C, scalar(n, T, beta, "_beta_value")}, {}, "_beta");
+            }
+        }
+        y = add(n, op::Add, {y, C});
+        if (y->out_shape != mn)
+            n.fail_input(2, "C of shape " + to_string(C->out_shape) + " does not broadcast to " + to_string(mn));
+    }
+    define(n, 0, y);
+}
+
+node *reader::compressed_matmul(const onnx_node &n, node *x, const tensor_value &wq, const tensor_value *zp,
+                                const tensor_value &scale, int64_t N, int64_t K) {
+    const std::string out = n.p.output(0);
+    const etype T = scale.type;
+    attributes to;
+    to.type = T;
+    node *q = constant(&n, wq, out + "_wq");
+    node *d = add(n, op::Convert, {q}, to, "_wq_" + std::string(to_string(T)));
+    if (zp) {
+        node *z = constant(&n, *zp, out + "_zp");
+        node *cz = add(n, op::Convert, {z}, to, "_zp_" + std::string(to_string(T)));
+        d = add(n, op::Subtract, {d, cz}, {}, "_wq_centered");
+    }
+    node *s = constant(&n, scale, out + "_scale");
+    node *w = add(n, op::Multiply, {d, s}, {}, "_weights");
+    if (wq.shape.size() != 2) {
+        attributes r;
+        r.target = {N, K};
+        w = add(n, op::Reshape, {w}, r, "_weights_nk");
+    }
+    attributes mm;
+    mm.transpose_b = true;
+    return add(n, op::MatMul, {x, w}, mm, "_matmul");
+}
+
+void reader::matmul(const onnx_node &n) {
+    n.known_attrs({});
+    node *A = value(n, 0), *B = value(n, 1);
+    if (A->out_shape.size() < 2) n.fail_input(0, "rank-1 inputs are not supported, got " + to_string(A->out_shape));
+    if (B->out_shape.size() < 2) n.fail_input(1, "rank-1 inputs are not supported, got " + to_string(B->out_shape));
+    const auto dq = dequantized_.find(n.p.input(1));
+    if (dq != dequantized_.end() && dq->second.x.shape.size() == 2 && A->out_type == dq->second.scale.type) {
+        // DequantizeLinear(Wq [K, N]) → MatMul: the weights transposed to [N, K] for the compressed MatMul.
+        const dequantize_info &d = dq->second;
+        const int64_t K = d.x.shape[0], N = d.x.shape[1];
+        const bool per_tensor = elems_of(d.scale.shape) == 1 && d.block == 0;
+        const bool per_n = d.block == 0 && d.axis == 1;
+        const bool blocked_k = d.block > 0 && d.axis == 0;
+        if (per_tensor || per_n || blocked_k) {
+            const int64_t G = blocked_k ? d.block : K, NG = K / G;
+            auto transposed = [&](const tensor_value &src, shape_t shape, bool per_elem) {
+                // per_elem: src is [K, N] → [N, K]; else src is [NG, N] (or [N]) → [N, NG].
+                tensor_value t;
+                t.type = src.type;
+                t.shape = std::move(shape);
+                t.data = std::make_shared<constant_data>();
+                const int64_t rows = per_elem ? K : NG, cnt = rows * N;
+                t.data->bytes.assign(storage_bytes(t.type, cnt), 0);
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < N; ++c)
+                        detail::store(t.type, t.data->bytes.data(), c * rows + r, at(src, r * N + c));
+                return t;
+            };
+            const shape_t wshape = NG > 1 ? shape_t{N, NG, G} : shape_t{N, K};
+            const shape_t sshape = NG > 1 ? shape_t{N, NG, 1} : shape_t{N, 1};
+            const tensor_value wq = transposed(d.x, wshape, true);
+            const tensor_value scale = per_tensor ? d.scale : transposed(d.scale, sshape, false);
+            std::optional<tensor_value> zp;
+            if (d.zp) zp = per_tensor ? *d.zp : transposed(*d.zp, sshape, false);
+            node *y = compressed_matmul(n, A, wq, zp ? &*zp : nullptr, scale, N, K);
+            y->id = y->friendly_name = g_->unique_id(id_of(n.p.output(0)));
+            define(n, 0, y);
+            return;
+        }
+    }
+    define(n, 0, add(n, op::MatMul, {A, B}));
+}
+
+void reader::matmul_nbits(const onnx_node &n) {
+    n.known_attrs({"K", "N", "bits", "block_size", "accuracy_level"});
+    for (const char *req : {"K", "N", "block_size"})
+        if (!n.has(req)) n.fail_attr(req, "is required");
+    const int64_t K = n.get_int("K", 0), N = n.get_int("N", 0), bits = n.get_int("bits", 4);
+    const int64_t bs = n.get_int("block_size", 0);
+    n.get_int("accuracy_level", 0); // a hint for ONNX Runtime's kernels; the result is the formula's either way
+    if (K < 1 || K > max_elems) n.fail_attr("K", std::to_string(K) + " is not in [1, 2^31]");
+    if (N < 1 || N > max_elems) n.fail_attr("N", std::to_string(N) + " is not in [1, 2^31]");
+    if (bits != 4 && bits != 8) n.fail_attr("bits", std::to_string(bits) + " is not supported (4 or 8)");
+    if (bs < 2 || bs > K || (bs * bits) % 8)
+        n.fail_attr("block_size", std::to_string(bs) + " does not fit K = " + std::to_string(K));
+    if (K % bs)
+        n.fail_attr("block_size", "K = " + std::to_string(K) + " is not a multiple of " + std::to_string(bs) +
+                                      " (a partial last block is not supported)");
+    if (n.p.input_size() > 4 && !n.p.input(4).empty()) n.fail_input(4, "g_idx (act-order) is not supported");
+    if (n.inputs() > 6) n.fail("has " + std::to_string(n.inputs()) + " inputs (at most 6)");
+    node *A = value(n, 0);
+    const etype T = A->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    if (A->out_shape.size() < 2 || A->out_shape.back() != K)
+        n.fail_input(0, "must be [..., " + std::to_string(K) + "], got " + to_string(A->out_shape));
+    const int64_t NG = K / bs, blob = bs * bits / 8;
+    const tensor_value &B = need_constant(n, 1, "the packed weights");
+    if (B.type != etype::u8 || B.shape != shape_t{N, NG, blob})
+        n.fail_input(1, "must be u8[" + std::to_string(N) + "," + std::to_string(NG) + "," + std::to_string(blob) +
+                            "], got " + to_string(B.type) + to_string(B.shape));
+    // Elements in B's byte order: row n, block g, element j — the low nibble first.
+    tensor_value wq;
+    wq.type = bits == 4 ? etype::u4 : etype::u8;
+    wq.shape = NG > 1 ? shape_t{N, NG, bs} : shape_t{N, K};
+    wq.data = B.data;
+    const tensor_value &S = need_constant(n, 2, "the scales");
+    if (S.type != T || elems_of(S.shape) != N * NG)
+        n.fail_input(2, "must hold " + std::to_string(N * NG) + " " + to_string(T) + " values, got " +
+                            to_string(S.type) + to_string(S.shape));
+    const shape_t gshape = NG > 1 ? shape_t{N, NG, 1} : shape_t{N, 1};
+    tensor_value scale = S;
+    scale.shape = gshape;
+    tensor_value zp;
+    zp.type = wq.type;
+    zp.data = std::make_shared<constant_data>();
+    const int64_t zmax = (int64_t(1) << bits) - 1;
+    if (const tensor_value *Z = constant_of(n, 3)) {
+        zp.shape = gshape;
+        zp.data->bytes.assign(storage_bytes(zp.type, N * NG), 0);
+        const int64_t row_bytes = (NG * bits + 7) / 8;
+        if (Z->type == etype::u8 && elems_of(Z->shape) == N * row_bytes) {
+            for (int64_t r = 0; r < N; ++r)
+                for (int64_t g = 0; g < NG; ++g) {
+                    const uint8_t byte = Z->data->bytes[r * row_bytes + (bits == 4 ? g / 2 : g)];
+                    const int v = bits == 4 ? (byte >> (4 * (g & 1))) & 0xF : byte;
+                    detail::store(zp.type, zp.data->bytes.data(), r * NG + g, v);
+                }
+        } else if (Z->type == T && elems_of(Z->shape) == N * NG) {
+            for (int64_t i = 0; i < N * NG; ++i) {
+                const double v = at(*Z, i);
+                if (!(v >= 0 && v <= zmax && v == std::floor(v)))
+                    n.fail_input(3, "zero point " + detail::fmt_double(v) + " is not an integer in [0, " +
+                                        std::to_string(zmax) + "]");
+                detail::store(zp.type, zp.data->bytes.data(), i, v);
+            }
+        } else {
+            n.fail_input(3, "must be u8[" + std::to_string(N * row_bytes) + "] (packed) or " + to_string(T) + "[" +
+                                std::to_string(N * NG) + "], got " + to_string(Z->type) + to_string(Z->shape));
+        }
+    } else {
+        if (n.p.input_size() > 3 && !n.p.input(3).empty()) n.fail_input(3, "must be a constant");
+        zp.shape = {1}; // the default: the middle of the range
+        zp.data->bytes.assign(storage_bytes(zp.type, 1), 0);
+        detail::store(zp.type, zp.data->bytes.data(), 0, double(int64_t(1) << (bits - 1)));
+    }
+    const tensor_value *bias = constant_of(n, 5);
+    if (n.p.input_size() > 5 && !n.p.input(5).empty() && !bias) n.fail_input(5, "bias must be a constant");
+    if (bias && (bias->type != T || elems_of(bias->shape) != N))
+        n.fail_input(5, "bias must hold " + std::to_string(N) + " " + to_string(T) + " values, got " +
+                            to_string(bias->type) + to_string(bias->shape));
+    node *y = compressed_matmul(n, A, wq, &zp, scale, N, K);
+    if (bias) {
+        tensor_value b = *bias;
+        b.shape = {N};
+        y = add(n, op::Add, {y, constant(&n, b, n.p.output(0) + "_bias")});
+    } else {
+        y->id = y->friendly_name = g_->unique_id(id_of(n.p.output(0)));
+    }
+    define(n, 0, y);
+}
+
+node *reader::dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
+                            const std::string &name, const std::string &suffix) {
+    const etype T = d.scale.type;
+    attributes to;
+    to.type = T;
+    tensor_value q = d.x, sc = d.scale;
+    q.shape = qs;
+    sc.shape = ss;
+    node *y = add(n, op::Convert, {constant(&n, q, name + "_q")}, to, suffix + "_" + std::string(to_string(T)));
+    if (d.zp) {
+        tensor_value z = *d.zp;
+        z.shape = ss;
+        node *cz =
+            add(n, op::Convert, {constant(&n, z, name + "_zp")}, to, suffix + "_zp_" + std::string(to_string(T)));
+        y = add(n, op::Subtract, {y, cz}, {}, suffix + "_centered");
+    }
+    return add(n, op::Multiply, {y, constant(&n, sc, name + "_scale")}, {}, suffix);
+}
+
+node *reader::dequant_act(const onnx_node &n, node *x, node *scale, node *zp, int64_t axis, const std::string &suffix) {
+    attributes a;
+    a.axis = axis;
+    std::vector<node *> in = {x, scale};
+    if (zp) in.push_back(zp);
+    return add(n, op::DequantizeLinear, in, a, suffix);
+}
+
+// The scale (and zero point) of a QuantizeLinear / DequantizeLinear of
+// activations: per tensor (one value) or per axis (1-D, x.shape[axis] values).
+void check_qdq_params(const onnx_node &n, const node *x, const node *s, const node *z, int si, int zi, int64_t axis) {
+    if (!is_float(s->out_type))
+        n.fail_input(si, std::string("element type ") + to_string(s->out_type) + " is not floating point");
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    if (elems_of(s->out_shape) != 1) {
+        if (axis < -r || axis >= r) n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
+        const int64_t ax = axis < 0 ? axis + r : axis;
+        if (s->out_shape != shape_t{x->out_shape[ax]})
+            n.fail_input(si, "a per-axis scale must be [" + std::to_string(x->out_shape[ax]) + "] (axis " +
+                                 std::to_string(axis) + " of " + to_string(x->out_shape) + "), got " +
+                                 to_string(s->out_shape));
+    }
+    if (z && z->out_shape != s->out_shape)
+        n.fail_input(zi, "shape " + to_string(z->out_shape) + " differs from the scale's " + to_string(s->out_shape));
+}
+
+void reader::dequantize(const onnx_node &n) {
+    n.known_attrs({"axis", "block_size"});
+    const tensor_value *xc = constant_of(n, 0);
+    if (!xc) {
+        // Activations: the IR's DequantizeLinear (u8/i8/i32 → the scale's type).
+        node *x = value(n, 0), *s = value(n, 1), *z = optional_value(n, 2);
+        if (n.get_int("block_size", 0) != 0)
+            n.fail_attr("block_size", "blocked DequantizeLinear of activations (input 0 is not a constant) is not "
+                                      "supported; constant weights are read");
+        if (x->out_type != etype::u8 && x->out_type != etype::i8 && x->out_type != etype::i32)
+            n.fail_input(0, std::string("element type ") + to_string(x->out_type) +
+                                " is not supported for activations (u8, i8, i32)");
+        if (z && z->out_type != x->out_type)
+            n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " differs from x's");
+        const int64_t axis = n.get_int("axis", 1);
+        check_qdq_params(n, x, s, z, 1, 2, axis);
+        define(n, 0, dequant_act(n, x, s, z, axis, ""));
+        return;
+    }
+    const tensor_value &x = *xc;
+    if (x.type != etype::u8 && x.type != etype::i8 && x.type != etype::u4 && x.type != etype::i4 &&
+        x.type != etype::i32)
+        n.fail_input(0, std::string("element type ") + to_string(x.type) + " is not supported (u8, i8, u4, i4, i32)");
+    if (bits_of(x.type) == 4 && opset_ < 21)
+        n.fail_input(0, "4-bit DequantizeLinear needs opset 21 (the model imports " + std::to_string(opset_) + ")");
+    const tensor_value &scale = need_constant(n, 1, "the scale");
+    if (!is_float(scale.type))
+        n.fail_input(1, std::string("element type ") + to_string(scale.type) + " is not floating point");
+    const tensor_value *zp = constant_of(n, 2);
+    if (n.p.input_size() > 2 && !n.p.input(2).empty() && !zp) n.fail_input(2, "must be a constant");
+    if (zp && zp->type != x.type)
+        n.fail_input(2, std::string("element type ") + to_string(zp->type) + " differs from x's");
+    if (zp && zp->shape != scale.shape)
+        n.fail_input(2, "shape " + to_string(zp->shape) + " differs from the scale's " + to_string(scale.shape));
+    if (n.has("block_size") && opset_ < 21)
+        n.fail_attr("block_size", "needs opset 21 (the model imports " + std::to_string(opset_) + ")");
+    const int64_t r = static_cast<int64_t>(x.shape.size());
+    int64_t axis = n.get_int("axis", 1);
+    const int64_t block = n.get_int("block_size", 0);
+    if (block < 0) n.fail_attr("block_size", "is negative");
+    const bool per_tensor = elems_of(scale.shape) == 1 && scale.shape.size() <= 1 && block == 0;
+    if (!per_tensor) {
+        if (axis < -r || axis >= r) n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
+        if (axis < 0) axis += r;
+    }
+    const shape_t &xs = x.shape;
+    tensor_value wq = x, s = scale;
+    std::optional<tensor_value> z;
+    if (zp) z = *zp;
+    if (per_tensor) {
+    } else if (block == 0) {
+        if (scale.shape != shape_t{xs[axis]})
+            n.fail_input(1, "per-axis scale must be [" + std::to_string(xs[axis]) + "], got " + to_string(scale.shape));
+        shape_t bs(r, 1);
+        bs[axis] = xs[axis];
+        s.shape = bs;
+        if (z) z->shape = bs;
+    } else {
+        if (xs[axis] % block)
+            n.fail_attr("block_size", std::to_string(block) + " does not divide dimension " + std::to_string(axis) +
+                                          " of " + to_string(xs) + " (a partial last block is not supported)");
+        shape_t want = xs;
+        want[axis] = xs[axis] / block;
+        if (scale.shape != want)
+            n.fail_input(1, "blocked scale must be " + to_string(want) + ", got " + to_string(scale.shape));
+        // Split the blocked dim: x [.., d/B, B, ..], scale and zero point [.., d/B, 1, ..] (the same data).
+        shape_t ws = xs, ss = want;
+        ws[axis] = xs[axis] / block;
+        ws.insert(ws.begin() + axis + 1, block);
+        ss.insert(ss.begin() + axis + 1, 1);
+        wq.shape = ws;
+        s.shape = ss;
+        if (z) z->shape = ss;
+    }
+    const etype T = scale.type;
+    attributes to;
+    to.type = T;
+    node *y = add(n, op::Convert, {constant(&n, wq, n.p.input(0) + "_q")}, to, "_" + std::string(to_string(T)));
+    if (z) {
+        node *cz =
+            add(n, op::Convert, {constant(&n, *z, n.p.input(0) + "_zp")}, to, "_zp_" + std::string(to_string(T)));
+        y = add(n, op::Subtract, {y, cz}, {}, "_centered");
+    }
+    y = add(n, op::Multiply, {y, constant(&n, s, n.p.input(0) + "_scale")}, {}, block ? "_blocks" : "");
+    if (block) {
+        attributes rs;
+        rs.target = xs;
+        y = add(n, op::Reshape, {y}, rs);
+    }
+    dequantize_info info;
+    info.x = x;
+    info.scale = scale;
+    if (zp) info.zp = *zp;
+    info.axis = axis;
+    info.block = block;
+    dequantized_[n.p.output(0)] = std::move(info);
+    define(n, 0, y);
+}
+
+void reader::quantize(const onnx_node &n) {
+    n.known_attrs({"axis", "saturate", "output_dtype", "block_size"});
+    node *x = value(n, 0), *s = value(n, 1), *z = optional_value(n, 2);
+    if (n.get_int("block_size", 0) != 0) n.fail_attr("block_size", "blocked QuantizeLinear is not supported");
+    // saturate concerns float8 outputs only; the u8/i8 outputs read here always saturate.
+    n.get_int("saturate", 1);
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (s->out_type != x->out_type)
+        n.fail_input(1, std::string("element type ") + to_string(s->out_type) + " differs from x's " +
+                            to_string(x->out_type));
+    if (z && z->out_type != etype::u8 && z->out_type != etype::i8)
+        n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " is not supported (u8, i8)");
+    const int64_t axis = n.get_int("axis", 1);
+    check_qdq_params(n, x, s, z, 1, 2, axis);
+    if (n.has("output_dtype")) {
+        const int64_t dt = n.get_int("output_dtype", 0);
+        const auto et = to_etype(static_cast<int>(dt));
+        if (dt != 0 && et != etype::u8 && et != etype::i8)
+            n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " is not supported (UINT8, INT8)");
+        if (dt != 0 && z && z->out_type != *et)
+            n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " differs from the zero point's type");
+        if (dt != 0 && !z && *et == etype::i8) {
+            // The IR's QuantizeLinear takes its output type from the zero point: a zero i8 one.
+            tensor_value zv;
+            zv.type = etype::i8;
+            zv.shape = s->out_shape;
+            zv.data = std::make_shared<constant_data>();
+            zv.data->bytes.assign(storage_bytes(etype::i8, elems_of(zv.shape)), 0);
+            z = constant(&n, zv, n.p.output(0) + "_zero_point");
+        }
+    }
+    attributes a;
+    a.axis = axis;
+    std::vector<node *> in = {x, s};
+    if (z) in.push_back(z);
+    define(n, 0, add(n, op::QuantizeLinear, in, a));
+}
+
+dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis) {
+    dequantize_info d;
+    d.x = need_constant(n, q, "the quantized weights");
+    if (d.x.type != etype::u8 && d.x.type != etype::i8)
+        n.fail_input(q, std::string("element type ") + to_string(d.x.type) + " is not supported (u8, i8)");
+    d.scale = need_constant(n, scale, "the weights' scale");
+    if (d.scale.type != etype::f32)
+        n.fail_input(scale, std::string("element type ") + to_string(d.scale.type) + " is not f32");
+    const int64_t ns = elems_of(d.scale.shape);
+    const int64_t r = static_cast<int64_t>(d.x.shape.size());
+    if (ns != 1 && (d.scale.shape.size() != 1 || axis >= r || d.scale.shape[0] != d.x.shape[axis]))
+        n.fail_input(scale, "must hold one value or one per " + std::string(axis == 0 ? "output channel" : "column") +
+                                ", got " + to_string(d.scale.shape));
+    if (const tensor_value *z = constant_of(n, zp)) {
+        if (z->type != d.x.type)
+            n.fail_input(zp, std::string("element type ") + to_string(z->type) + " differs from the weights'");
+        if (elems_of(z->shape) != ns)
+            n.fail_input(zp, "shape " + to_string(z->shape) + " differs from the scale's " + to_string(d.scale.shape));
+        bool zero = true;
+        for (int64_t i = 0; i < ns; ++i) zero &= at(*z, i) == 0;
+        if (!zero) {
+            d.zp = *z;
+            d.zp->shape = d.scale.shape;
+        }
+    } else if (zp < n.p.input_size() && !n.p.input(zp).empty()) {
+        n.fail_input(zp, "must be a constant");
+    }
+    if (ns != 1) {
+        shape_t bs(r, 1);
+        bs[axis] = d.x.shape[axis];
+        d.scale.shape = bs;
+        if (d.zp) d.zp->shape = bs;
+    }
+    d.axis = axis;
+    return d;
+}
+
+// QLinearConv: its QDQ equivalent, DequantizeLinear(x) → Conv(DequantizeLinear(w),
+// DequantizeLinear(B, x_scale·w_scale)) → QuantizeLinear(y_scale, y_zero_point).
+void reader::qlinear_conv(const onnx_node &n) {
+    n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    node *xq = value(n, 0), *xs = value(n, 1), *xz = optional_value(n, 2);
+    if (xq->out_type != etype::u8 && xq->out_type != etype::i8)
+        n.fail_input(0, std::string("element type ") + to_string(xq->out_type) + " is not supported (u8, i8)");
+    if (xs->out_type != etype::f32) n.fail_input(1, "x_scale must be f32");
+    if (elems_of(xs->out_shape) != 1) n.fail_input(1, "x_scale must hold one value (per tensor)");
+    if (xz && (xz->out_type != xq->out_type || elems_of(xz->out_shape) != 1))
+        n.fail_input(2, "x_zero_point must be one value of x's type");
+    node *ys = value(n, 6), *yz = optional_value(n, 7);
+    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+        n.fail_input(7, "y_zero_point must be one u8 or i8 value");
+    const dequantize_info wd = qlinear_const(n, 3, 4, 5, 0);
+    if (wd.x.shape.size() != 4) n.fail_input(3, "weights must be rank 4 (OIHW), got " + to_string(wd.x.shape));
+    node *x = dequant_act(n, xq, xs, xz, 1, "_x");
+    node *w = dequant_chain(n, wd, wd.x.shape, wd.scale.shape, n.p.input(3), "_w");
+    std::optional<dequantize_info> bd;
+    node *b = nullptr;
+    if (n.inputs() > 8) {
+        // The int32 bias, dequantized with scale x_scale·w_scale (per output channel when w's scale is).
+        const tensor_value &bq = need_constant(n, 8, "the bias");
+        const int64_t OC = wd.x.shape[0];
+        if (bq.type != etype::i32 || bq.shape != shape_t{OC})
+            n.fail_input(8, "bias must be i32[" + std::to_string(OC) + "], got " + to_string(bq.type) +
+                                to_string(bq.shape));
+        const tensor_value &xsc = need_constant(n, 1, "x_scale (the bias's scale is x_scale·w_scale)");
+        const int64_t ns = elems_of(wd.scale.shape);
+        dequantize_info d;
+        d.x = bq;
+        d.scale.type = etype::f32;
+        d.scale.shape = ns == 1 ? shape_t{} : shape_t{OC};
+        d.scale.data = std::make_shared<constant_data>();
+        d.scale.data->bytes.assign(storage_bytes(etype::f32, ns), 0);
+        for (int64_t i = 0; i < ns; ++i)
+            detail::store(etype::f32, d.scale.data->bytes.data(), i,
+                          static_cast<double>(static_cast<float>(at(xsc, 0)) * static_cast<float>(at(wd.scale, i))));
+        d.axis = 0;
+        bd = d;
+        b = dequant_chain(n, d, d.x.shape, d.scale.shape, n.p.input(8), "_bias_1d");
+    }
+    node *y = conv_ir(n, x, w, &wd, b, bd ? &*bd : nullptr, 3, 8);
+    attributes qa;
+    qa.axis = 1;
+    std::vector<node *> in = {y, ys};
+    if (yz) in.push_back(yz);
+    define(n, 0, add(n, op::QuantizeLinear, in, qa, "_q"));
+}
+
+// QLinearMatMul: DequantizeLinear(a) × DequantizeLinear(b) → QuantizeLinear(y_scale, y_zero_point).
+void reader::qlinear_matmul(const onnx_node &n) {
+    n.known_attrs({});
+    node *aq = value(n, 0), *as = value(n, 1), *az = optional_value(n, 2);
+    if (aq->out_type != etype::u8 && aq->out_type != etype::i8)
+        n.fail_input(0, std::string("element type ") + to_string(aq->out_type) + " is not supported (u8, i8)");
+    if (as->out_type != etype::f32 || elems_of(as->out_shape) != 1) n.fail_input(1, "a_scale must be one f32 value");
+    if (az && (az->out_type != aq->out_type || elems_of(az->out_shape) != 1))
+        n.fail_input(2, "a_zero_point must be one value of a's type");
+    node *ys = value(n, 6), *yz = optional_value(n, 7);
+    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+        n.fail_input(7, "y_zero_point must be one u8 or i8 value");
+    node *A = dequant_act(n, aq, as, az, 1, "_a");
+    node *B;
+    if (constant_of(n, 3)) {
+        const auto &bv = need_constant(n, 3, "");
+        if (bv.shape.size() != 2) n.fail_input(3, "constant b must be rank 2, got " + to_string(bv.shape));
+        const dequantize_info bd = qlinear_const(n, 3, 4, 5, 1); // per column of b [K, N]
+        B = dequant_chain(n, bd, bd.x.shape, bd.scale.shape, n.p.input(3), "_b");
+    } else {
+        node *bq = value(n, 3), *bs = value(n, 4), *bz = optional_value(n, 5);
+        if (bq->out_type != etype::u8 && bq->out_type != etype::i8)
+            n.fail_input(3, std::string("element type ") + to_string(bq->out_type) + " is not supported (u8, i8)");
+        if (bs->out_type != etype::f32 || elems_of(bs->out_shape) != 1)
+            n.fail_input(4, "b_scale of a non-constant b must be one f32 value");
+        if (bz && (bz->out_type != bq->out_type || elems_of(bz->out_shape) != 1))
+            n.fail_input(5, "b_zero_point must be one value of b's type");
+        B = dequant_act(n, bq, bs, bz, 1, "_b");
+    }
+    if (A->out_shape.size() < 2) n.fail_input(0, "rank-1 inputs are not supported, got " + to_string(A->out_shape));
+    if (B->out_shape.size() < 2) n.fail_input(3, "rank-1 inputs are not supported, got " + to_string(B->out_shape));
+    node *y = add(n, op::MatMul, {A, B}, {}, "_matmul");
+    attributes qa;
+    qa.axis = 1;
+    std::vector<node *> in = {y, ys};
+    if (yz) in.push_back(yz);
+    define(n, 0, add(n, op::QuantizeLinear, in, qa, "_q"));
+}
+
+// MaxPool / AveragePool (2-D, NCHW).
+void reader::pool(const onnx_node &n) {
+    const bool avg = n.p.op_type() == "AveragePool";
+    if (avg)
+        n.known_attrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+    else n.known_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    node *x = value(n, 0);
+    if (x->out_shape.size() != 4)
+        n.fail_input(0, "only 2-D pooling is supported (NCHW, rank 4), got " + to_string(x->out_shape));
+    if (avg && !is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (!avg && x->out_type != etype::u8 && x->out_type != etype::i8 && !is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not supported (floats, u8, i8)");
+    attributes a = window_attrs(n);
+    if (a.dilations != std::vector<int64_t>{1, 1})
+        n.fail_attr("dilations", to_string(a.dilations) + " is not supported (1, 1 only)");
+    if (!n.has("kernel_shape")) n.fail_attr("kernel_shape", "is required");
+    a.kernel = n.get_ints("kernel_shape", {});
+    if (a.kernel.size() != 2)
+        n.fail_attr("kernel_shape", "needs 2 values for 2-D pooling, got " + std::to_string(a.kernel.size()));
+    for (int64_t k : a.kernel)
+        if (k < 1 || k > (int64_t(1) << 24)) n.fail_attr("kernel_shape", std::to_string(k) + " is not in [1, 2^24]");
+    const int64_t ceil = n.get_int("ceil_mode", 0);
+    if (ceil != 0 && ceil != 1) n.fail_attr("ceil_mode", "must be 0 or 1");
+    a.ceil_mode = ceil == 1;
+    if (avg) {
+        const int64_t cip = n.get_int("count_include_pad", 0);
+        if (cip != 0 && cip != 1) n.fail_attr("count_include_pad", "must be 0 or 1");
+        a.exclude_pad = cip == 0;
+    } else {
+        const int64_t so = n.get_int("storage_order", 0);
+        if (so != 0 && so != 1) n.fail_attr("storage_order", "must be 0 or 1"); // it orders Indices only
+    }
+    if (a.ceil_mode && a.auto_pad == pad_mode::explicit_pads) {
+        // Runtimes differ on a last window that starts in the end padding
+        // (PyTorch and ONNX Runtime drop it): refused rather than guessed.
+        for (int i = 0; i < 2; ++i) {
+            const int64_t in = x->out_shape[2 + i], s = a.strides[i];
+            const int64_t span = in + a.pads_begin[i] + a.pads_end[i] - a.kernel[i];
+            if (span < 0) break; // the IR's inference names it
+            const int64_t o = (span + s - 1) / s + 1;
+            if ((o - 1) * s >= in + a.pads_begin[i])
+                n.fail_attr("ceil_mode", "the last window along dimension " + std::to_string(2 + i) +
+                                             " starts in the end padding (runtimes differ on it): not supported");
+        }
+    }
+    define(n, 0, add(n, avg ? op::AvgPool : op::MaxPool, {x}, a));
+}
+
+// GlobalAveragePool: ReduceMean over the spatial axes, kept (OpenVINO's form).
+void reader::global_average_pool(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    if (r < 3) n.fail_input(0, "must have rank 3 or more (N, C, spatial...), got " + to_string(x->out_shape));
+    attributes a;
+    for (int64_t i = 2; i < r; ++i) a.axes.push_back(i);
+    a.keep_dims = true;
+    define(n, 0, add(n, op::ReduceMean, {x}, a));
+}
+
+void reader::concat(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    if (!n.has("axis")) n.fail_attr("axis", "is required");
+    attributes a;
+    a.axis = n.get_int("axis", 0);
+    std::vector<node *> in;
+    for (int i = 0; i < n.p.input_size(); ++i) {
+        if (n.p.input(i).empty()) n.fail_input(i, "is empty");
+        in.push_back(value(n, i));
+    }
+    if (in.empty()) n.fail("has no inputs");
+    define(n, 0, add(n, op::Concat, in, a));
+}
+
+// Clip (opset 11+: min and max as optional inputs) → Clamp; both must be constants.
+void reader::clip(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    attributes a;
+    const etype T = x->out_type;
+    a.clamp_min = is_integer(T) ? static_cast<double>(detail::type_min(T)) : -HUGE_VAL;
+    a.clamp_max = is_integer(T) ? static_cast<double>(detail::type_max(T)) : HUGE_VAL;
+    for (int i : {1, 2}) {
+        if (i >= n.p.input_size() || n.p.input(i).empty()) continue;
+        const tensor_value &c = need_constant(n, i, i == 1 ? "the minimum" : "the maximum");
+        if (c.type != T) n.fail_input(i, std::string("element type ") + to_string(c.type) + " differs from x's");
+        if (elems_of(c.shape) != 1) n.fail_input(i, "must be a scalar, got " + to_string(c.shape));
+        const double v = at(c, 0);
+        if (std::isnan(v)) n.fail_input(i, "is NaN");
+        (i == 1 ? a.clamp_min : a.clamp_max) = v;
+    }
+    if (!(a.clamp_min <= a.clamp_max))
+        n.fail("min " + detail::fmt_double(a.clamp_min) + " is above max " + detail::fmt_double(a.clamp_max) +
+               " (ONNX gives max everywhere; not supported)");
+    define(n, 0, add(n, op::Clamp, {x}, a));
+}
+
+void reader::flatten(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    attributes a;
+    a.axis = n.get_int("axis", 1);
+    define(n, 0, add(n, op::Flatten, {value(n, 0)}, a));
+}
+
+// PRelu: the slope broadcasts onto x numpy-style (ONNX). The IR reads a 1-D
+// slope with x.shape[1] values per channel (OpenVINO's rule), so a 1-D slope
+// of x of rank 3+ is given its numpy alignment (the last axis) by a Reshape.
+void reader::prelu(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0), *slope = value(n, 1);
+    const size_t r = x->out_shape.size();
+    if (slope->out_shape.size() == 1 && r > 2 && slope->out_shape[0] != 1) {
+        shape_t t(r, 1);
+        t.back() = slope->out_shape[0];
+        if (const tensor_value *c = constant_of(n, 1)) {
+            tensor_value v = *c;
+            v.shape = t;
+            slope = constant(&n, v, n.p.input(1) + "_aligned");
+        } else {
+            attributes ra;
+            ra.target = t;
+            slope = add(n, op::Reshape, {slope}, ra, "_slope");
+        }
+    }
+    define(n, 0, add(n, op::PRelu, {x, slope}));
+}
+
+void reader::softmax(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    attributes a;
+    a.axis = n.get_int("axis", -1); // opset 13+: one axis (default the last)
+    define(n, 0, add(n, op::Softmax, {value(n, 0)}, a));
+}
+
+void reader::reshape(const onnx_node &n) {
+    n.known_attrs({"allowzero"});
+    node *x = value(n, 0);
+    const tensor_value &s = need_constant(n, 1, "the target shape");
+    if (s.type != etype::i64 || s.shape.size() != 1)
+        n.fail_input(1, "must be a 1-D i64 tensor, got " + std::string(to_string(s.type)) + to_string(s.shape));
+    const int64_t allowzero = n.get_int("allowzero", 0);
+    if (allowzero != 0 && allowzero != 1) n.fail_attr("allowzero", "must be 0 or 1");
+    attributes a;
+    a.special_zero = true; // a 0 copies the input's dim (allowzero = 0)
+    for (int64_t i = 0; i < s.shape[0]; ++i) {
+        const auto v = static_cast<int64_t>(at(s, i));
+        if (v < -1) n.fail_input(1, "dimension " + std::to_string(v) + " is invalid");
+        if (v == 0 && allowzero)
+            n.fail_attr("allowzero", "1 with a 0 in the shape makes an empty tensor (not supported)");
+        a.target.push_back(v);
+    }
+    define(n, 0, add(n, op::Reshape, {x}, a));
+}
+
+void reader::transpose(const onnx_node &n) {
+    n.known_attrs({"perm"});
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    std::vector<int64_t> rev;
+    for (int64_t i = r - 1; i >= 0; --i) rev.push_back(i);
+    attributes a;
+    a.order = n.get_ints("perm", rev);
+    if (static_cast<int64_t>(a.order.size()) != r)
+        n.fail_attr("perm", to_string(a.order) + " does not match rank " + std::to_string(r));
+    define(n, 0, add(n, op::Transpose, {x}, a));
+}
+
+void reader::cast(const onnx_node &n) {
+    n.known_attrs({"to", "saturate"});
+    node *x = value(n, 0);
+    if (!n.has("to")) n.fail_attr("to", "is required");
+    const int64_t to = n.get_int("to", 0);
+    const auto et = to_etype(static_cast<int>(to));
+    if (!et) n.fail_attr("to", onnx_type_name(static_cast<int>(to)) + " is not supported (" + supported_types + ")");
+    const etype from = x->out_type;
+    // The IR's Convert rounds to nearest and saturates; ONNX's Cast truncates
+    // floats and wraps integers: only casts where the two agree are taken.
+    if (is_integer(*et) && !is_integer(from))
+        n.fail_attr("to", std::string("a cast from ") + to_string(from) + " to " + to_string(*et) +
+                              " truncates in ONNX (the IR's Convert rounds): not supported");
+    if (is_integer(*et) && is_integer(from) &&
+        (detail::type_min(from) < detail::type_min(*et) || detail::type_max(from) > detail::type_max(*et)))
+        n.fail_attr("to", std::string("a narrowing cast from ") + to_string(from) + " to " + to_string(*et) +
+                              " wraps in ONNX (the IR's Convert saturates): not supported");
+    attributes a;
+    a.type = *et;
+    define(n, 0, add(n, op::Convert, {x}, a));
+}
+
+void reader::constant_node(const onnx_node &n) {
+    n.known_attrs({"value", "value_float", "value_floats", "value_int", "value_ints"});
+    if (n.p.attribute_size() != 1) n.fail("needs exactly one value attribute");
+    const auto &a = n.p.attribute(0);
+    tensor_value v;
+    v.data = std::make_shared<constant_data>();
+    auto fill = [&](etype t, shape_t s, auto values) {
+        v.type = t;
+        v.shape = std::move(s);
+        v.data->bytes.assign(storage_bytes(t, static_cast<int64_t>(values.size())), 0);
+        for (size_t i = 0; i < values.size(); ++i)
+            detail::store(t, v.data->bytes.data(), i, static_cast<double>(values[i]));
+    };
+    if (a.name() == "value") {
+        if (a.type() != pb::AttributeProto::TENSOR) n.fail_attr("value", "expected a tensor");
+        v = data_.read(a.t(), n.field() + " attribute 'value'");
+    } else if (a.name() == "value_float") {
+        n.get_float("value_float", 0);
+        fill(etype::f32, {}, std::vector<float>{a.f()});
+    } else if (a.name() == "value_int") {
+        n.get_int("value_int", 0);
+        fill(etype::i64, {}, std::vector<int64_t>{a.i()});
+    } else if (a.name() == "value_floats") {
+        n.typed("value_floats", pb::AttributeProto::FLOATS, "a list of floats");
+        if (a.floats_size() == 0) n.fail_attr("value_floats", "is empty");
+        fill(etype::f32, {a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
+    } else {
+        const auto ints = n.get_ints("value_ints", {});
+        if (ints.empty()) n.fail_attr("value_ints", "is empty");
+        fill(etype::i64, {static_cast<int64_t>(ints.size())}, ints);
+    }
+    node *c = constant(&n, v, n.p.output(0));
+    c->friendly_name = quotable(n.p.output(0));
+    constants_[n.p.output(0)] = v;
+    define(n, 0, c);
+}
+
+void reader::read_outputs() {
+    const auto &gp = m_.graph();
+    if (gp.output_size() == 0) fail("model", "the graph has no output: nothing would be computed");
+    for (const auto &o : gp.output()) {
+        const auto it = values_.find(o.name());
+        if (it == values_.end()) fail("output '" + o.name() + "'", "is not produced by any node, input or initializer");
+        node *r = g_->add(op::Result, {it->second}, {}, g_->unique_id(id_of(o.name()) + "_out"));
+        r->friendly_name = quotable(o.name());
+        infer_node(*r, g_->dynamic_value());
+    }
+}
+
+std::unique_ptr<graph> reader::run() {
+    if (!m_.has_graph()) fail("model", "has no graph");
+    g_ = std::make_unique<graph>();
+    read_opsets();
+    read_inputs();
+    find_gelu_patterns();
+    const auto &gp = m_.graph();
+    for (int i = 0; i < gp.node_size(); ++i) read_node(onnx_node{gp.node(i), i});
+    read_outputs();
+    g_->prune();
+    try {
+        g_->infer();
+    } catch (const error &e) {
+        fail("model", e.what());
+    }
+    // As parse() does for a .qg file: a graph whose run needs more memory than
+    // this process may use is refused before anything runs.
+    check_run_memory(*g_);
+    return std::move(g_);
+}
+
+} // namespace
+
+std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir) {
+    if (static_cast<uint64_t>(size) > static_cast<uint64_t>(max_onnx_bytes))
+        fail("model", "larger than 2 GiB (protobuf's limit)");
+    pb::ModelProto m;
+    if (!m.ParseFromArray(data, static_cast<int>(size)))
+        fail("model", "not a valid ONNX model: the protobuf data is truncated or corrupt");
+    return reader(m, base_dir).run();
+}
+
+std::unique_ptr<graph> load_onnx(const std::string &path) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a model file");
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+        fail("file", "'" + path + "' is not a regular file (a device or a pipe is not read)");
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail("file", "cannot open '" + path + "'");
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    if (size < 0) fail("file", "cannot read the size of '" + path + "'");
+    if (size > max_onnx_bytes) fail("file", "'" + path + "' is larger than 2 GiB (protobuf's limit)");
+    f.seekg(0);
+    std::string bytes(static_cast<size_t>(size), '\0');
+    f.read(bytes.data(), size);
+    if (!f) fail("file", "reading '" + path + "' failed");
+    std::string dir = fs::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    try {
+        return parse_onnx(bytes.data(), bytes.size(), dir);
+    } catch (const error &e) {
+        throw error(std::string(e.what()) + " (in " + path + ")");
+    }
+}
+
+} // namespace qconv::graph

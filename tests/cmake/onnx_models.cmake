@@ -1,0 +1,57 @@
+# CTest cases on the quantized test networks of scripts/make_models.py
+# (python3-onnx + python3-numpy, Debian's; nothing downloaded): the script
+# writes them into the build folder at test time — QDQ ResNet-50 and
+# MobileNet v2 as ONNX Runtime's static quantizer lays them out, the variants
+# with per-channel activation quantization, and a small QLinearConv network —
+# at 64x64 inputs (the topology is what these check; run.sh runs 224x224), and
+# `qconv-driver graph` loads each, runs it as written and after the passes and
+# checks that the two agree (status=ok) and that every convolution was read;
+# `_reference` runs the QDQ networks on the script's input and compares the
+# output with the script's numpy run of the QDQ graph as written (float64
+# convolutions: a value on a rounding boundary may land one step off and the
+# flips carry through the layers, so the bound is 4 quantization steps; a wrong
+# scale, axis or bias is tens of steps).
+# Without Debian's python3 + onnx + numpy the cases say why and are skipped.
+set(QCONV_MODEL_DIR ${CMAKE_CURRENT_BINARY_DIR}/onnx_models)
+set(QCONV_MODEL_PYTHON /usr/bin/python3) # Debian's, where python3-onnx installs
+add_test(NAME onnx_make_models
+  COMMAND sh -c "if ${QCONV_MODEL_PYTHON} -c 'import onnx, numpy' 2>/dev/null; then exec ${QCONV_MODEL_PYTHON} '${PROJECT_SOURCE_DIR}/scripts/make_models.py' '${QCONV_MODEL_DIR}' --size=64 --reference; else echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import onnx and numpy (Debian packages python3-onnx, python3-numpy; scripts/setup.sh installs them)'; fi")
+set_tests_properties(onnx_make_models PROPERTIES TIMEOUT 300 LABELS driver
+  FIXTURES_SETUP qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
+
+# expect_model.cmake: skipped when the model was not made, else expect.cmake.
+file(WRITE ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake [=[
+if(NOT EXISTS "${MODEL}")
+  message("skipped: ${MODEL} was not made (onnx_make_models skipped or failed)")
+  return()
+endif()
+include("${CMAKE_CURRENT_LIST_DIR}/expect.cmake")
+]=])
+
+function(qconv_model_test model convs)
+  set(file ${QCONV_MODEL_DIR}/${model}.onnx)
+  add_test(NAME driver_graph_onnx_${model}
+    COMMAND ${CMAKE_COMMAND} -DMODEL=${file} -DEXPECT_RC=0
+      "-DEXPECT_OUT=op=graph file=[^ ]*${model}.onnx rewritten=0/${convs} .*status=ok"
+      "-DFORBID_OUT=status=(mismatch|failed)"
+      -P ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake -- $<TARGET_FILE:qconv-driver> graph ${file} --reps=1 ${ARGN})
+  set_tests_properties(driver_graph_onnx_${model} PROPERTIES TIMEOUT 600 LABELS driver
+    FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
+endfunction()
+qconv_model_test(resnet50_qdq 53)
+qconv_model_test(resnet50_qdq_pc 53)
+qconv_model_test(mobilenet_v2_qdq 52)
+qconv_model_test(mobilenet_v2_qdq_pc 52)
+qconv_model_test(qlinear_conv 3)
+
+# The QDQ networks against the numpy reference of scripts/make_models.py.
+function(qconv_model_reference_test model)
+  set(base ${QCONV_MODEL_DIR}/${model})
+  add_test(NAME driver_graph_onnx_${model}_reference
+    COMMAND sh -c "if [ ! -f '${base}.expected.npy' ]; then echo 'skipped: ${base}.expected.npy was not made'; exit 0; fi; '$<TARGET_FILE:qconv-driver>' graph '${base}.onnx' --input=input='${base}.input.npy' --output-dir='${base}.out' --reps=1 && ${QCONV_MODEL_PYTHON} '${PROJECT_SOURCE_DIR}/scripts/make_models.py' --compare '${base}' '${base}.out/output.npy' 4 1")
+  set_tests_properties(driver_graph_onnx_${model}_reference PROPERTIES TIMEOUT 600 LABELS driver
+    FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
+endfunction()
+foreach(m resnet50_qdq resnet50_qdq_pc mobilenet_v2_qdq mobilenet_v2_qdq_pc)
+  qconv_model_reference_test(${m})
+endforeach()
