@@ -3,7 +3,8 @@
 // Transpose cancellation) on the same random inputs, and prints
 //   one `graph=before|after node=ID op=OP impl="..."` line per node,
 //   one `rewrite conv=ID rewritten=0|1 why="..."` line per candidate Convolution,
-//   and a summary line: op=graph file= rewritten= nodes_before= nodes_after=
+//   one `lower conv=ID lowered=0|1 why="..."` line per candidate of the int8 lowering,
+//   and a summary line: op=graph file= rewritten= lowered=N/M nodes_before= nodes_after=
 //   before_ms= after_ms= speedup= max_abs_diff= max_rel_diff= status=ok|mismatch.
 // max_rel_diff is max|after − before| / max|before| over every output; the
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq or f16 inputs,
@@ -95,7 +96,8 @@ int graph_mode(const std::vector<std::string> &args) {
     if (tol_text.empty()) tol = default_tolerance(*before, dq);
     graph::check_run_memory(*before); // again with --dim's value of `?`
     auto after = before->clone();
-    const auto records = graph::run_passes(*after);
+    std::vector<graph::rewrite_record> lowered;
+    const auto records = graph::run_passes(*after, {}, &lowered);
     // Both graphs are compiled and run side by side: refused, naming the file,
     // when together they need more than this process may use.
     impl::check_memory(graph::run_bytes(*before) + graph::run_bytes(*after), file,
@@ -114,6 +116,12 @@ int graph_mode(const std::vector<std::string> &args) {
     for (const auto &r : records) {
         rewritten += r.rewritten;
         out_line().add("rewrite", "conv").add("conv", r.conv).add_int("rewritten", r.rewritten).why(r.reason).print();
+    }
+
+    int n_lowered = 0;
+    for (const auto &r : lowered) {
+        n_lowered += r.rewritten;
+        out_line().add("lower", "conv").add("conv", r.conv).add_int("lowered", r.rewritten).why(r.reason).print();
     }
 
     std::vector<graph::tensor> yb, ya;
@@ -140,7 +148,8 @@ int graph_mode(const std::vector<std::string> &args) {
     out_line l;
     l.add("op", "graph")
         .add("file", file)
-        .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()));
+        .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()))
+        .add("lowered", std::to_string(n_lowered) + "/" + std::to_string(lowered.size()));
     if (before->is_dynamic()) l.add_int("dim", before->dynamic_value());
     l.add_int("nodes_before", static_cast<int64_t>(before->size()))
         .add_int("nodes_after", static_cast<int64_t>(after->size()));
