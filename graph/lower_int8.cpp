@@ -22,9 +22,9 @@
 //   scale_shift, prelu, add:full), and the output quantization as a
 //   fq post-op (FakeQuantize) or linear / scale_shift + dst_zp (QuantizeLinear)
 //   with an integer destination.
-// A FakeQuantize output is replaced by its exact dequantization
-// FakeQuantize(Convert(y, f32), qlo, qhi, ol, oh) — the f32 values the graph
-// had — and the next lowered convolution reads y itself; a QuantizeLinear
+// A FakeQuantize output is replaced by its dequantization
+// FakeQuantize(Convert(y, f32), qlo, qhi − 1/2, ol, oh) — the f32 values the
+// graph had, level for level — and the next lowered convolution reads y itself; a QuantizeLinear
 // output is y. Anything else stays as written, with the reason in its record.
 #include "graph/lower_int8.h"
 
@@ -205,7 +205,11 @@ std::string analyze_fq(const node *f, int64_t C, fq_info *r) {
         sc.push_back(s);
         zp.push_back(-at(r->ol) / s);
     }
-    if (!all_equal(sc)) return "per-channel activation scales differ (one int8 convolution takes one source scale)";
+    // One scale for every channel: bounds written in f32 give scales that
+    // differ in the last bits; within 2^-20 relative they are one scale.
+    for (double v : sc)
+        if (std::fabs(v - sc[0]) > std::ldexp(sc[0], -20))
+            return "per-channel activation scales differ (one int8 convolution takes one source scale)";
     r->qt.scale = sc[0];
     for (double z : zp) {
         const double zr = std::nearbyint(z);
@@ -518,13 +522,16 @@ private:
                 return "output QuantizeLinear is not per tensor or axis 1";
             std::vector<float> inv;
             for (double v : s) inv.push_back(1.f / static_cast<float>(v));
-            if (s.size() == 1 && z.size() == 1) {
-                p.ops.push_back(post_op::eltwise(eltwise_alg::linear, inv[0], 0.f));
-                p.dst_zp = static_cast<int32_t>(z[0]);
-            } else {
-                p.ops.push_back(
-                    post_op::scale_shift_op(expand(std::vector<double>(inv.begin(), inv.end()), OC), expand(z, OC)));
-            }
+            // QuantizeLinear rounds y / s (half to even) and then adds the
+            // zero point: the round is its own post-op, so an odd zero point
+            // cannot move a tie (the store would round y / s + zp).
+            if (s.size() == 1) p.ops.push_back(post_op::eltwise(eltwise_alg::linear, inv[0], 0.f));
+            else
+                p.ops.push_back(post_op::scale_shift_op(expand(std::vector<double>(inv.begin(), inv.end()), OC),
+                                                        std::vector<float>(OC, 0.f)));
+            p.ops.push_back(post_op::eltwise(eltwise_alg::round));
+            if (z.size() == 1) p.dst_zp = static_cast<int32_t>(z[0]);
+            else p.ops.push_back(post_op::scale_shift_op(std::vector<float>(OC, 1.f), expand(z, OC)));
             chain += " quantize_linear";
         }
         p.src_dt = in.type == etype::u8 ? dtype::u8 : dtype::s8;
@@ -565,8 +572,11 @@ private:
         if (residual) ins.push_back(residual);
         node *L = add(op::QConvolution, ins, qa, c->id + "_int8", c);
         if (out_q->kind == op::FakeQuantize) {
-            // The exact f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi, ol, oh).
-            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 255.f : 127.f;
+            // The f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi − 1/2, ol, oh).
+            // Levels 0 … 254 go through the formula as in the graph; the top
+            // level is above the input range and gives oh itself, as a
+            // saturated input does in the graph (docs/semantics.md §10).
+            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 254.5f : 126.5f;
             attributes ca;
             ca.type = etype::f32;
             node *cv = add(op::Convert, {L}, ca, out_q->id + "_f32", out_q);
