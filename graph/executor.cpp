@@ -1049,6 +1049,12 @@ int64_t compiled_graph::dynamic_value_of(const std::vector<tensor> &inputs) cons
     return v;
 }
 
+std::vector<tensor> compiled_graph::run_profiled(const std::vector<tensor> &inputs,
+                                                 std::vector<std::pair<std::string, double>> *ms) const {
+    if (d_) fail("inputs", "run_profiled: a graph with a run-time dimension '?' is profiled through run()");
+    return run_state(*s_, inputs, ms);
+}
+
 std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const {
     if (!d_) return run_state(*s_, inputs);
     const int64_t v = dynamic_value_of(inputs);
@@ -1067,7 +1073,8 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
     return run_state(*st, inputs);
 }
 
-std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<tensor> &inputs) {
+std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<tensor> &inputs,
+                                              std::vector<std::pair<std::string, double>> *ms) {
     if (inputs.size() != S.params.size())
         fail("inputs",
              "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
@@ -1091,7 +1098,21 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             d = std::move(c);
         }
     }
+    using clock = std::chrono::steady_clock;
+    clock::time_point t0 = clock::now();
+    const state::step *prev = nullptr;
+    auto lap = [&](const state::step *next) {
+        if (ms && prev) {
+            const clock::time_point t1 = clock::now();
+            ms->push_back({prev->n->id, std::chrono::duration<double, std::milli>(t1 - t0).count()});
+            t0 = t1;
+        } else if (ms) {
+            t0 = clock::now();
+        }
+        prev = next;
+    };
     for (const auto &st : S.steps) {
+        lap(&st);
         if (st.fused >= 0) {
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
@@ -1161,6 +1182,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                                         to_string(st.n->inputs[k]->out_shape));
         eval(*st.n, ins, v[st.out]);
     }
+    lap(nullptr);
     std::vector<tensor> out;
     for (int r : S.results) out.push_back(get(r));
     return out;

@@ -23,7 +23,8 @@ const mode_entry modes[] = {
     {"conv", conv_mode, "int8 convolution: conv [options] DESC... | --batch=FILE"},
     {"matmul", matmul_mode,
      "weight-compressed MatMul: matmul [--wei= --group= --zp= --bias --dq] DESC... | --batch=FILE"},
-    {"graph", graph_mode, "graph before/after the conv1x1->MatMul rewrite: graph FILE [--save=FILE]"},
+    {"graph", graph_mode,
+     "graph before/after the passes (conv1x1->MatMul, int8 lowering): graph FILE [--save=FILE] [--report=table]"},
 };
 
 void usage(std::ostream &os) {

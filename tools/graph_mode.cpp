@@ -8,12 +8,15 @@
 //   before_ms= after_ms= speedup= max_abs_diff= max_rel_diff= status=ok|mismatch.
 // max_rel_diff is max|after − before| / max|before| over every output; the
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq or f16 inputs,
-// 5e-2 with bf16 inputs: default_tolerance()). --dq turns on the compressed MatMuls'
+// 5e-2 with bf16 inputs: default_tolerance()). --report=table adds a table of the
+// graph after the passes: per node its time, share, implementation and lowering
+// decision, heaviest first. --dq turns on the compressed MatMuls'
 // opt-in dynamic quantization in the rewritten graph. --dim gives the value of the graph's
 // run-time dimension `?` (default 1). Exit status 1 on a mismatch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "core/memory.h"
 #include "qconv/graph.h"
@@ -54,6 +57,54 @@ double default_tolerance(const graph::graph &g, bool dq) {
     return tol;
 }
 
+// --report=table: every node of the graph after the passes with its time
+// (the median of a few profiled runs), its share, its implementation and,
+// for convolutions, the lowering decision; heaviest first.
+void print_table(const graph::graph &g, const graph::compiled_graph &cg, const std::vector<graph::tensor> &inputs,
+                 const std::vector<graph::rewrite_record> &lowered,
+                 const std::vector<graph::rewrite_record> &rewrites) {
+    if (g.is_dynamic()) return;
+    std::map<std::string, std::vector<double>> times;
+    std::vector<std::string> order;
+    for (int rep = 0; rep < 5; ++rep) {
+        std::vector<std::pair<std::string, double>> ms;
+        cg.run_profiled(inputs, &ms);
+        for (const auto &[id, t] : ms) {
+            if (!times.count(id)) order.push_back(id);
+            times[id].push_back(t);
+        }
+    }
+    std::map<std::string, std::string> impl, decision;
+    for (const auto &[id, im] : cg.impls()) impl[id] = im;
+    // A lowered convolution's node is ID_int8; a kept one keeps its id.
+    for (const auto &r : lowered)
+        decision[r.rewritten ? r.conv + "_int8" : r.conv] = r.rewritten ? "lowered" : "kept: " + r.reason;
+    for (const auto &r : rewrites)
+        if (r.rewritten) decision[r.conv + "_matmul"] = "conv1x1->MatMul";
+    struct row {
+        std::string id, op;
+        double ms;
+    };
+    std::vector<row> rows;
+    double total = 0;
+    for (const auto &id : order) {
+        auto v = times[id];
+        std::sort(v.begin(), v.end());
+        const graph::node *n = g.find(id);
+        rows.push_back({id, n ? graph::to_string(n->kind) : "?", v[v.size() / 2]});
+        total += rows.back().ms;
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const row &a, const row &b) { return a.ms > b.ms; });
+    std::printf("%-28s %-18s %10s %6s  %s\n", "node", "op", "ms", "%", "implementation / lowering");
+    for (const auto &r : rows) {
+        std::string what = impl[r.id];
+        if (decision.count(r.id)) what += "  [" + decision[r.id] + "]";
+        std::printf("%-28s %-18s %10.4f %5.1f%%  %s\n", r.id.c_str(), r.op.c_str(), r.ms,
+                    total > 0 ? 100 * r.ms / total : 0.0, what.c_str());
+    }
+    std::printf("%-28s %-18s %10.4f %5.1f%%\n", "total", "", total, 100.0);
+}
+
 } // namespace
 
 int graph_mode(const std::vector<std::string> &args) {
@@ -71,6 +122,9 @@ int graph_mode(const std::vector<std::string> &args) {
     }
     if (!tol_text.empty() && !(tol >= 0))
         throw usage_error("--tol: expected a non-negative number (got '" + tol_text + "')");
+    const std::string report_kind = o.get("report", "kv");
+    if (report_kind != "kv" && report_kind != "table")
+        throw usage_error("--report: expected kv or table (got '" + report_kind + "')");
     const std::string dim_text = o.get("dim", "");
     int64_t dim = 0;
     if (!dim_text.empty()) {
@@ -144,6 +198,8 @@ int graph_mode(const std::vector<std::string> &args) {
     }
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
     const bool ok = same_shape && max_rel <= tol;
+
+    if (report_kind == "table") print_table(*after, ca, inputs, lowered, records);
 
     out_line l;
     l.add("op", "graph")

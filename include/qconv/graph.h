@@ -301,6 +301,10 @@ public:
     // every `?`); the graph is compiled once per value (a few values are
     // kept), its compressed MatMuls are run-time-M primitives shared by all.
     std::vector<tensor> run(const std::vector<tensor> &inputs) const;
+    // run() that also gives (node id, milliseconds) for every node that ran, in
+    // execution order (a QConvolution's time includes its source's reorder).
+    std::vector<tensor> run_profiled(const std::vector<tensor> &inputs,
+                                     std::vector<std::pair<std::string, double>> *ms) const;
     // (node id, implementation) for every node, in execution order.
     std::vector<std::pair<std::string, std::string>> impls() const;
 
@@ -309,7 +313,8 @@ private:
     struct dynamic;
     static std::shared_ptr<const state> compile(const graph &g, const compile_options &o, dynamic *d,
                                                 int64_t dynamic_value);
-    static std::vector<tensor> run_state(const state &s, const std::vector<tensor> &inputs);
+    static std::vector<tensor> run_state(const state &s, const std::vector<tensor> &inputs,
+                                         std::vector<std::pair<std::string, double>> *ms = nullptr);
     int64_t dynamic_value_of(const std::vector<tensor> &inputs) const;
     std::shared_ptr<const state> s_; // the compilation impls() reports (at the graph's value of `?`)
     std::unique_ptr<dynamic> d_;     // a graph with `?`
