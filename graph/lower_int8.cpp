@@ -148,6 +148,13 @@ struct quant {
     etype type = etype::u8;
     double scale = 0;
     std::vector<int32_t> zp; // 1 or C values (in the stored type's terms)
+    // A per-tensor FakeQuantize's output bounds (fq) or a QDQ pair's scale:
+    // what a requantization must repeat to be the identity on the levels.
+    bool fq = false;
+    double lo = 0, hi = 0;
+    bool same(const quant &o) const {
+        return type == o.type && zp == o.zp && fq == o.fq && (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
+    }
 };
 
 bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type == etype::f32; }
@@ -211,6 +218,11 @@ std::string analyze_fq(const node *f, int64_t C, fq_info *r) {
         if (std::fabs(v - sc[0]) > std::ldexp(sc[0], -20))
             return "per-channel activation scales differ (one int8 convolution takes one source scale)";
     r->qt.scale = sc[0];
+    if (!r->per_channel && r->il[0] == r->ol[0] && r->ih[0] == r->oh[0]) {
+        r->qt.fq = true;
+        r->qt.lo = r->ol[0];
+        r->qt.hi = r->oh[0];
+    }
     for (double z : zp) {
         const double zr = std::nearbyint(z);
         if (std::fabs(z - zr) > 1e-3 || zr < 0 || zr > 255)
@@ -266,6 +278,64 @@ private:
     }
 
     // The activation's quantization; the quantizing node is made by make_src.
+    // A per-tensor QDQ dequantization: DequantizeLinear(q u8/i8, scale[, zp]).
+    static bool qdq_of(const node *a, quant *q) {
+        if (a->kind != op::DequantizeLinear) return false;
+        const node *x = a->inputs[0];
+        if ((x->out_type != etype::u8 && x->out_type != etype::i8) || !is_const_f32(a->inputs[1]) ||
+            elems_of(a->inputs[1]->out_shape) != 1)
+            return false;
+        if (a->inputs.size() > 2 && (a->inputs[2]->kind != op::Constant || elems_of(a->inputs[2]->out_shape) != 1))
+            return false;
+        q->q = const_cast<node *>(x);
+        q->type = x->out_type;
+        q->scale = static_cast<float>(a->inputs[1]->value(0));
+        q->zp = {a->inputs.size() > 2 ? static_cast<int32_t>(a->inputs[2]->value(0)) : 0};
+        q->fq = false;
+        return q->scale > 0;
+    }
+
+    // Whether the f32 value `a` is a dequantization of integers some node
+    // holds (a lowered convolution's output, a QDQ pair), also through
+    // MaxPool and Concat: max and concatenation commute with a dequantization
+    // of positive scale, so MaxPool(q) / Concat(q, ...) hold the integers
+    // (Concat only where every input has the same quantization).
+    bool int8_of(node *a, quant *q) {
+        if (auto it = known_.find(a); it != known_.end()) {
+            if (!it->second.second.empty()) return false;
+            *q = it->second.first;
+            return q->q != nullptr;
+        }
+        if (auto it = passthrough_.find(a); it != passthrough_.end()) {
+            *q = it->second;
+            return true;
+        }
+        if (qdq_of(a, q)) return true;
+        if (a->kind == op::MaxPool) {
+            quant b;
+            if (!int8_of(a->inputs[0], &b)) return false;
+            b.q = add(op::MaxPool, {b.q}, a->attr, a->id + "_int8", a);
+            passthrough_[a] = b;
+            *q = b;
+            return true;
+        }
+        if (a->kind == op::Concat) {
+            std::vector<node *> ins;
+            quant first;
+            for (node *i : a->inputs) {
+                quant b;
+                if (!int8_of(i, &b) || b.zp.size() != 1 || (!ins.empty() && !b.same(first))) return false;
+                if (ins.empty()) first = b;
+                ins.push_back(b.q);
+            }
+            first.q = add(op::Concat, ins, a->attr, a->id + "_int8", a);
+            passthrough_[a] = first;
+            *q = first;
+            return true;
+        }
+        return false;
+    }
+
     std::string activation(node *a, int64_t C, quant *q, const node **fq) {
         if (auto it = known_.find(a); it != known_.end()) {
             if (!it->second.second.empty()) return it->second.second;
@@ -275,9 +345,32 @@ private:
         if (a->kind == op::FakeQuantize) {
             fq_info fi;
             if (std::string why = analyze_fq(a, C, &fi); !why.empty()) return "activation: " + why;
+            // A requantization with the same bounds of integers held in int8
+            // (through MaxPool / Concat) is the identity on the levels.
+            quant b;
+            if (fi.qt.fq && int8_of(a->inputs[0], &b) && b.same(fi.qt)) {
+                *q = b;
+                return "";
+            }
             *q = fi.qt;
             *fq = a;
             return "";
+        }
+        if (a->kind == op::DequantizeLinear && a->inputs[0]->kind == op::QuantizeLinear) {
+            // DequantizeLinear(QuantizeLinear(y, s, z), s, z) of a y held in int8
+            // with the same s and z: the identity on the levels.
+            quant d, b;
+            node *ql = a->inputs[0];
+            auto same_value = [](const node *x, const node *y) {
+                return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
+                                  elems_of(y->out_shape) == 1 && x->value(0) == y->value(0));
+            };
+            const bool same_params = ql->inputs.size() == a->inputs.size() && same_value(ql->inputs[1], a->inputs[1]) &&
+                                     (ql->inputs.size() < 3 || same_value(ql->inputs[2], a->inputs[2]));
+            if (same_params && qdq_of(a, &d) && int8_of(ql->inputs[0], &b) && b.same(d)) {
+                *q = b;
+                return "";
+            }
         }
         if (a->kind == op::DequantizeLinear) {
             node *x = a->inputs[0];
@@ -605,6 +698,7 @@ private:
     // Dequantized activations whose integers a node holds; the string says
     // why one cannot be a source ("" when it can).
     std::map<const node *, std::pair<quant, std::string>> known_;
+    std::map<const node *, quant> passthrough_; // MaxPool / Concat made on the integers
 };
 
 } // namespace

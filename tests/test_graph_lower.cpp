@@ -463,4 +463,90 @@ out  = Result(y2d)
     EXPECT_EQ(compiled_graph(*q).run(in)[0].values(), compiled_graph(*l).run(in)[0].values());
 }
 
+// MaxPool and Concat between lowered convolutions run on the integers:
+// FakeQuantize form (the requantizing FakeQuantize has the producer's
+// bounds) and QDQ form (the same scale and zero point). Same values as the
+// graph as written.
+TEST(GraphLower, MaxPoolAndConcatStayInt8) {
+    for (const bool fq : {true, false}) {
+        SCOPED_TRACE(fq ? "FakeQuantize" : "QDQ");
+        std::string text = R"(
+x    = Parameter f32[1,8,8,8]
+lo   = Constant f32[] [0]
+hi   = Constant f32[] [15.9375]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [0]
+w1   = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d  = DequantizeLinear(w1, w1s) axis=0
+w2   = Constant i8[8,8,1,1] random(2, -20, 20)
+w2d  = DequantizeLinear(w2, w1s) axis=0
+w3   = Constant i8[4,16,1,1] random(3, -20, 20)
+w3s  = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
+w3d  = DequantizeLinear(w3, w3s) axis=0
+)";
+        if (fq)
+            text += R"(
+xa   = FakeQuantize(x, lo, hi, lo, hi) levels=256
+c1   = Convolution(xa, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+r1   = Relu(c1)
+y1   = FakeQuantize(r1, lo, hi, lo, hi) levels=256
+mp   = MaxPool(y1) kernel=[2,2] strides=[2,2] pads_begin=[0,0] pads_end=[0,0]
+mpq  = FakeQuantize(mp, lo, hi, lo, hi) levels=256
+c2   = Convolution(mpq, w2d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+r2   = Relu(c2)
+y2   = FakeQuantize(r2, lo, hi, lo, hi) levels=256
+cat  = Concat(mp, y2) axis=1
+catq = FakeQuantize(cat, lo, hi, lo, hi) levels=256
+c3   = Convolution(catq, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y3   = FakeQuantize(c3, lo, hi, lo, hi) levels=256
+out  = Result(y3)
+)";
+        else
+            text += R"(
+xq   = QuantizeLinear(x, s, z)
+xa   = DequantizeLinear(xq, s, z)
+c1   = Convolution(xa, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+r1   = Relu(c1)
+y1q  = QuantizeLinear(r1, s, z)
+y1   = DequantizeLinear(y1q, s, z)
+mp   = MaxPool(y1) kernel=[2,2] strides=[2,2] pads_begin=[0,0] pads_end=[0,0]
+mpq  = QuantizeLinear(mp, s, z)
+mpd  = DequantizeLinear(mpq, s, z)
+c2   = Convolution(mpd, w2d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+r2   = Relu(c2)
+y2q  = QuantizeLinear(r2, s, z)
+y2   = DequantizeLinear(y2q, s, z)
+cat  = Concat(mp, y2) axis=1
+catq = QuantizeLinear(cat, s, z)
+catd = DequantizeLinear(catq, s, z)
+c3   = Convolution(catd, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y3q  = QuantizeLinear(c3, s, z)
+y3   = DequantizeLinear(y3q, s, z)
+out  = Result(y3)
+)";
+        const auto g = parse(text);
+        auto l = g->clone();
+        std::vector<rewrite_record> r;
+        run_passes(*l, {}, &r);
+        ASSERT_EQ(r.size(), 3u);
+        for (const auto &x : r) EXPECT_TRUE(x.rewritten) << x.conv << ": " << x.reason;
+        // c2 reads MaxPool(u8), c3 reads Concat(u8): no f32 between them.
+        const node *c2 = l->find("c2_int8"), *c3 = l->find("c3_int8");
+        ASSERT_TRUE(c2 && c3) << to_text(*l);
+        EXPECT_EQ(c2->inputs[0]->kind, op::MaxPool);
+        EXPECT_EQ(c2->inputs[0]->out_type, etype::u8);
+        EXPECT_EQ(c2->inputs[0]->inputs[0]->id, "c1_int8");
+        EXPECT_EQ(c3->inputs[0]->kind, op::Concat);
+        EXPECT_EQ(c3->inputs[0]->out_type, etype::u8);
+        EXPECT_EQ(c3->inputs[0]->inputs[1]->id, "c2_int8");
+        const auto in = random_inputs(*g, 5);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        int64_t nonzero = 0;
+        for (double v : vb) nonzero += v != 0;
+        EXPECT_GT(nonzero, static_cast<int64_t>(vb.size() / 4));
+    }
+}
+
 } // namespace
