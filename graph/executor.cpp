@@ -339,6 +339,41 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
     const etype ot = o.type, xt = x.type;
     uint8_t *y = o.bytes.data();
+    // Fast paths of the common types (the same values as the general loops):
+    // f32 → u8/i8 and u8/i8 → f32, in runs of one channel.
+    const int64_t run = per_axis ? inner : total;
+    if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
+        (ot == etype::u8 || ot == etype::i8)) {
+        const float *xf = x.f32();
+        const float lo = ot == etype::u8 ? 0.f : -128.f, hi = ot == etype::u8 ? 255.f : 127.f;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+        for (int64_t r = 0; r < total / run; ++r) {
+            const int64_t c = per_axis ? r % C : 0;
+            const float sc = s.data[c], zf = static_cast<float>(z[c]);
+            for (int64_t i = r * run; i < (r + 1) * run; ++i) {
+                // round half to even, add the zero point (exact: integers), saturate, NaN → 0
+                float q = std::nearbyint(xf[i] / sc);
+                q = std::isnan(q) ? 0.f : std::min(std::max(q + zf, lo), hi);
+                if (ot == etype::u8) y[i] = static_cast<uint8_t>(q);
+                else reinterpret_cast<int8_t *>(y)[i] = static_cast<int8_t>(q);
+            }
+        }
+        return;
+    }
+    if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
+        float *yf = o.f32();
+        const uint8_t *xu = x.bytes.data();
+        const int8_t *xs = reinterpret_cast<const int8_t *>(xu);
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+        for (int64_t r = 0; r < total / run; ++r) {
+            const int64_t c = per_axis ? r % C : 0;
+            const float sc = s.data[c];
+            const int32_t zc = static_cast<int32_t>(z[c]);
+            for (int64_t i = r * run; i < (r + 1) * run; ++i)
+                yf[i] = static_cast<float>((xt == etype::u8 ? int32_t(xu[i]) : int32_t(xs[i])) - zc) * sc;
+        }
+        return;
+    }
     if (n.kind == op::QuantizeLinear) {
         const ft xf = view(x);
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)

@@ -518,7 +518,8 @@ private:
             node *other = nullptr;
             if (u->kind == op::Add || u->kind == op::Multiply) other = u->inputs[0] == t ? u->inputs[1] : u->inputs[0];
             if (u->kind == op::Add && stage == 0 &&
-                (other->kind == op::Constant || other->kind == op::DequantizeLinear)) {
+                (other->kind == op::Constant ||
+                 (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
                 std::vector<double> b;
                 if (other->kind == op::Constant && other->out_type == etype::f32) {
                     b = per_channel(other, OC);
