@@ -549,4 +549,78 @@ out  = Result(y3)
     }
 }
 
+// A MobileNet v2 block: the expanding 1x1 and the 3x3 depthwise after it
+// (both quantized, the intermediate u8 with zero point 0) become one
+// QConvolution with the fused dw item; stride 1 and 2; equal to the graph as
+// written (power-of-two scales).
+TEST(GraphLower, OneByOneThenDepthwiseIsTheFusedDwItem) {
+    for (const int stride : {1, 2}) {
+        SCOPED_TRACE("stride " + std::to_string(stride));
+        const std::string st = std::to_string(stride);
+        const auto g = parse(R"(
+x    = Parameter f32[1,16,10,10]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [128]
+z0   = Constant u8[] [0]
+xq   = QuantizeLinear(x, s, z)
+xd   = DequantizeLinear(xq, s, z)
+w1   = Constant i8[48,16,1,1] random(1, -30, 30)
+w1s  = Constant f32[48] pow2(2, -9, -8)
+w1d  = DequantizeLinear(w1, w1s) axis=0
+c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+b1   = Constant f32[1,48,1,1] random(3, -1, 1)
+c1b  = Add(c1, b1)
+r1   = Clamp(c1b) min=0 max=6
+y1q  = QuantizeLinear(r1, s, z0)
+y1   = DequantizeLinear(y1q, s, z0)
+w2   = Constant i8[48,1,1,3,3] random(4, -60, 60)
+w2s  = Constant f32[48,1,1,1,1] pow2(5, -7, -6)
+w2c  = Convert(w2) to=f32
+w2d  = Multiply(w2c, w2s)
+c2   = GroupConvolution(y1, w2d) strides=[)" +
+                             st + "," + st + R"(] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+r2   = Clamp(c2) min=0 max=6
+y2q  = QuantizeLinear(r2, s, z0)
+y2   = DequantizeLinear(y2q, s, z0)
+w3   = Constant i8[16,48,1,1] random(6, -30, 30)
+w3s  = Constant f32[16] pow2(7, -9, -8)
+w3d  = DequantizeLinear(w3, w3s) axis=0
+c3   = Convolution(y2, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y3q  = QuantizeLinear(c3, s, z)
+y3   = DequantizeLinear(y3q, s, z)
+out  = Result(y3)
+)");
+        auto l = g->clone();
+        std::vector<rewrite_record> r;
+        run_passes(*l, {}, &r);
+        ASSERT_EQ(r.size(), 3u);
+        for (const auto &x : r) EXPECT_TRUE(x.rewritten) << x.conv << ": " << x.reason;
+        EXPECT_NE(r[0].reason.find("fused dw item (c2)"), std::string::npos) << r[0].reason;
+        EXPECT_NE(r[1].reason.find("fused into c1 as its dw item"), std::string::npos) << r[1].reason;
+        int qc = 0;
+        const node *fused = nullptr;
+        for (const auto &n : l->nodes())
+            if (n->kind == op::QConvolution) {
+                ++qc;
+                if (n->attr.qconv.find(";dw:") != std::string::npos) fused = n.get();
+            }
+        EXPECT_EQ(qc, 2) << to_text(*l);
+        ASSERT_NE(fused, nullptr) << to_text(*l);
+        const int64_t o = stride == 1 ? 10 : 5;
+        EXPECT_EQ(fused->out_shape, (shape_t{1, 48, o, o}));
+        const auto in = random_inputs(*g, 9);
+        compiled_graph after(*l);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = after.run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        for (const auto &[id, im] : after.impls())
+            if (id == fused->id) std::printf("[ dw fused ] stride %d: %s\n", stride, im.c_str());
+        // The same row as the fused problem alone.
+        const auto sp = detail::qconv_spec::decode(fused->attr.qconv, fused->id);
+        const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(fused->inputs[1]->data->bytes.data()),
+                                       sp.p.with_bias ? sp.bias.data() : nullptr);
+        for (const auto &[id, im] : after.impls())
+            if (id == fused->id) EXPECT_EQ(im.rfind("qconv:" + alone.impl_name() + " ", 0), 0u) << im;
+    }
+}
+
 } // namespace
