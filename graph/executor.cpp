@@ -1190,7 +1190,11 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             exec_args a;
             a.threads = S.threads;
             tensor rn;
-            if (ins.size() == 3) {
+            if (ins.size() == 3 && ins[2]->type == o.type && o.type != etype::f32) {
+                // sum: the skip's integers are the destination's previous values
+                if (ins[2]->shape != o.shape) fail(st.n->where(), "QConvolution residual changed shape");
+                o.bytes = ins[2]->order == layout::nhwc ? ins[2]->bytes : ins[2]->to_layout(layout::nhwc).bytes;
+            } else if (ins.size() == 3) {
                 rn = ins[2]->to_layout(layout::nhwc);
                 a.binary.push_back(rn.f32());
             }

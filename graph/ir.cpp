@@ -567,8 +567,10 @@ void infer_qconv(node &n) {
     const conv_desc o = sp.p.dst_desc();
     const shape_t ys{o.mb, o.oc, o.oh, o.ow};
     if (sp.residual != (n.inputs.size() == 3)) bad(n, "residual input and problem disagree");
-    if (sp.residual && (n.inputs[2]->out_type != etype::f32 || n.inputs[2]->out_shape != ys))
+    if (sp.residual && !sp.sum && (n.inputs[2]->out_type != etype::f32 || n.inputs[2]->out_shape != ys))
         bad(n, "residual must be f32" + to_string(ys));
+    if (sp.sum && (n.inputs[2]->out_type != n.attr.type || n.inputs[2]->out_shape != ys))
+        bad(n, "sum residual must be " + std::string(to_string(n.attr.type)) + to_string(ys));
     const dtype dt = sp.p.dst_dt;
     const etype ot = dt == dtype::u8    ? etype::u8
                      : dt == dtype::s8  ? etype::i8

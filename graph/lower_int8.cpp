@@ -86,8 +86,11 @@ std::string qconv_spec::encode() const {
         o << (z.k == zero_point::kind::per_tensor ? "tensor:" : "channel:");
         for (size_t i = 0; i < z.values.size(); ++i) o << (i ? "," : "") << z.values[i];
     }
-    o << ";scales=" << floats(p.scales) << ";bias=" << floats(bias) << ";dst_zp=" << p.dst_zp
-      << ";residual=" << (residual ? "add" : "none") << ";ops=" << to_text(p.ops);
+    o << ";scales=" << floats(p.scales) << ";bias=" << floats(bias) << ";dst_zp=" << p.dst_zp << ";residual="
+      << (!residual ? "none"
+          : sum     ? "sum"
+                    : "add")
+      << ";ops=" << to_text(p.ops);
     return o.str();
 }
 
@@ -120,15 +123,20 @@ qconv_spec qconv_spec::decode(const std::string &text, const std::string &where)
         s.bias = float_list(kv["bias"], "qconv: bias");
         s.p.with_bias = !s.bias.empty();
         s.p.dst_zp = static_cast<int32_t>(number(kv["dst_zp"], "qconv: dst_zp"));
-        if (kv["residual"] != "none" && kv["residual"] != "add") fail("qconv: residual", "expected none or add");
-        s.residual = kv["residual"] == "add";
+        const std::string &rk = kv["residual"];
+        if (rk != "none" && rk != "add" && rk != "sum") fail("qconv: residual", "expected none, add or sum");
+        s.residual = rk != "none";
+        s.sum = rk == "sum";
         const std::string ops = text.substr(ops_at + 5);
         s.p.ops = ops.empty() ? post_ops{} : parse_post_ops(ops, s.p.desc.oc);
         s.p.validate();
         if (s.p.with_bias && static_cast<int64_t>(s.bias.size()) != s.p.desc.oc)
             fail("qconv: bias", "expected " + std::to_string(s.p.desc.oc) + " values");
-        if (s.residual != (count_full_binary(s.p.ops) == 1))
+        const int sums = static_cast<int>(
+            std::count_if(s.p.ops.begin(), s.p.ops.end(), [](const post_op &o) { return o.k == post_op::kind::sum; }));
+        if ((s.residual && !s.sum) != (count_full_binary(s.p.ops) == 1))
             fail("qconv: residual", "add needs exactly one add:full post-op");
+        if (s.sum != (sums == 1)) fail("qconv: residual", "sum needs exactly one sum post-op");
     } catch (const error &e) {
         fail(where, e.what());
     }
@@ -491,6 +499,7 @@ private:
         conv_problem &p = sp.p;
         p.desc = d;
         node *t = c, *residual = nullptr;
+        size_t residual_op = 0;
         std::string chain;
         int stage =
             0; // 0: start, 1: after bias / mul / add, 2: after an activation, 3: after the residual, 4: after an activation after it
@@ -573,6 +582,7 @@ private:
                        other->out_type == etype::f32 && other->out_shape == ys && u->out_shape == ys && !residual) {
                 flush_ss();
                 residual = other;
+                residual_op = p.ops.size();
                 p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
                 chain += " residual";
                 stage = 3;
@@ -636,6 +646,16 @@ private:
         p.scales.resize(OC);
         for (int64_t o = 0; o < OC; ++o) p.scales[o] = static_cast<float>(in.scale * sw[o]);
         sp.residual = residual != nullptr;
+        // An int8 skip of the destination's type with one zero point: the
+        // integers go into the destination and a sum post-op adds
+        // s·(q − zp) (OpenVINO's sum fusion); otherwise the f32 tensor.
+        quant rb;
+        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.type == dt && rb.q != nullptr) {
+            p.ops[residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
+            sp.sum = true;
+            residual = rb.q;
+            chain += "(sum)";
+        }
         p.validate();
 
         // Build: the source integers, the weights, the node.
@@ -747,6 +767,7 @@ void fuse_dw(graph &g, std::map<const node *, std::string> &origin, std::vector<
         f.p.dst_dt = b.p.dst_dt;
         f.p.dst_zp = b.p.dst_zp;
         f.residual = b.residual;
+        f.sum = b.sum;
         try {
             f.p.validate();
         } catch (const error &) {

@@ -285,6 +285,9 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
                                    sp.p.with_bias ? sp.bias.data() : nullptr);
     EXPECT_EQ(impl.rfind("qconv:" + alone.impl_name() + " attr[" + std::to_string(alone.attr_id()) + "]", 0), 0u)
         << impl << " vs " << alone.impl_name();
+    // A residual of int8 integers (QDQ here) of the destination's type is a
+    // sum post-op over them; an f32 one (a FakeQuantize of a Parameter) add:full.
+    if (pt.residual) EXPECT_EQ(sp.sum, !is_fq(pt.act)) << q->attr.qconv;
     // The zero point mechanism follows the activation's quantization.
     const bool per_channel = pt.act == act_q::fq_channel || pt.act == act_q::qdq_channel;
     EXPECT_EQ(sp.p.src_zp.effective_kind() == qconv::zero_point::kind::per_channel, per_channel);
