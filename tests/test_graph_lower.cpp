@@ -18,6 +18,7 @@
 #include "graph/lower_int8.h"
 #include "qconv/conv.h"
 #include "qconv/graph.h"
+#include "tests/support/expect_error.h"
 
 using namespace qconv::graph;
 
@@ -624,6 +625,35 @@ out  = Result(y3)
         for (const auto &[id, im] : after.impls())
             if (id == fused->id) EXPECT_EQ(im.rfind("qconv:" + alone.impl_name() + " ", 0), 0u) << im;
     }
+}
+
+// A QConvolution written by hand: its problem text and inputs are checked
+// when the graph is read, errors name the line.
+TEST(GraphLowerNot, MalformedQConvolutionNamesTheLine) {
+    const std::string head = R"(
+x = Parameter u8[1,4,5,5]
+w = Constant i8[8,4,1,1] fill(1)
+)";
+    const std::string ok =
+        "desc=g1mb1ic4ih5oc8oh5kh1;src=u8;dst=u8;zp=none;scales=0.5;bias=none;dst_zp=0;residual=none;ops=";
+    auto text = [&](const std::string &q, const std::string &to = "u8", const std::string &in = "x, w") {
+        return head + "y = QConvolution(" + in + ") to=" + to + " qconv=\"" + q + "\"\nr = Result(y)\n";
+    };
+    // The good one reads, runs and gives 0.5 · Σ x per output (dst u8, rounded half to even).
+    const auto g = parse(text(ok));
+    tensor x(etype::u8, {1, 4, 5, 5});
+    for (int64_t i = 0; i < x.elems(); ++i) x.set(i, double(i % 7));
+    const auto y = compiled_graph(*g).run({x})[0].values();
+    ASSERT_EQ(y.size(), 200u);
+    // output (n=0, c=0, h=0, w=0): 0.5 · (x[0,0,0,0] + x[0,1,0,0] + x[0,2,0,0] + x[0,3,0,0]) over NCHW indices 0, 25, 50, 75
+    EXPECT_EQ(y[0], std::nearbyint(0.5 * (0 % 7 + 25 % 7 + 50 % 7 + 75 % 7)));
+    using qconv::test::expect_error_prefix;
+    expect_error_prefix([&] { parse(text("desc=g1mb1ic4ih5oc8oh5kh1;src=u8")); }, "line 4", "no ops= field");
+    expect_error_prefix([&] { parse(text(ok, "i8")); }, "line 4", "differs from the problem's dst");
+    expect_error_prefix([&] { parse(text(ok, "u8", "w, w")); }, "line 4", "source");
+    expect_error_prefix([&] { parse(text("desc=g1mb1ic4ih5oc9oh5kh1" + ok.substr(25))); }, "line 4", "weights");
+    expect_error_prefix([&] { parse(text(ok.substr(0, ok.size() - 4) + "ops=sum")); }, "line 4", "sum");
+    expect_error_prefix([&] { parse(text(ok + "relu:x")); }, "line 4");
 }
 
 } // namespace
