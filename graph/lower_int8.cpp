@@ -170,13 +170,21 @@ bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type
 // Values of a Constant broadcast against an NCHW tensor of C channels: 1
 // value, or C values along the channel dim ([C,1,1], [1,C,1,1]; with
 // allow_1d also [C]). Empty when it is neither.
+// While a MatMul is lowered ([M,K] → [M,N]: the channel is the last dim)
+// [C] and [1,C] are per channel too.
+thread_local bool g_rank2 = false;
+struct rank2_scope {
+    explicit rank2_scope(bool on) { g_rank2 = on; }
+    ~rank2_scope() { g_rank2 = false; }
+};
 std::vector<double> per_channel(const node *c, int64_t C, bool allow_1d = false) {
     const int64_t n = elems_of(c->out_shape);
     std::vector<double> v;
     if (n == 1) return {c->value(0)};
     const shape_t &s = c->out_shape;
     bool ok = false;
-    if (allow_1d && s.size() == 1 && s[0] == C) ok = true;
+    if ((allow_1d || g_rank2) && s.size() == 1 && s[0] == C) ok = true;
+    if (g_rank2 && s.size() == 2 && s[0] == 1 && s[1] == C) ok = true;
     if (s.size() >= 3 && s.size() <= 4 && s[s.size() - 3] == C && n == C) ok = true;
     if (!ok) return v;
     for (int64_t i = 0; i < C; ++i) v.push_back(c->value(i));
@@ -473,17 +481,26 @@ private:
         if (c->out_type != etype::f32) return "element type is not f32";
         if (g_.is_dynamic()) return "graph has a run-time dimension";
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
-        const bool grouped = c->kind == op::GroupConvolution;
+        const bool grouped = c->kind == op::GroupConvolution, mm = c->kind == op::MatMul;
+        const rank2_scope rank2(mm);
         conv_desc d;
-        d.g = grouped ? ws[0] : 1;
-        d.mb = xs[0], d.ic = xs[1], d.ih = xs[2], d.iw = xs[3];
-        d.oc = ys[1], d.oh = ys[2], d.ow = ys[3];
-        d.kh = ws[ws.size() - 2], d.kw = ws[ws.size() - 1];
-        d.sh = c->attr.strides[0], d.sw = c->attr.strides[1];
-        d.dh = c->attr.dilations[0], d.dw = c->attr.dilations[1];
-        d.pt = c->pads_b[0], d.pl = c->pads_b[1];
-        d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
-        d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+        if (mm) {
+            // Y[M,N] = X[M,K] · W[N,K]ᵀ as a 1x1 convolution of M images of 1x1 pixels.
+            if (xs.size() != 2 || ws.size() != 2 || c->attr.transpose_a || !c->attr.transpose_b)
+                return "MatMul is not [M,K] x [N,K] with transpose_b";
+            d.mb = xs[0], d.ic = xs[1], d.ih = d.iw = 1;
+            d.oc = ws[0], d.oh = d.ow = 1, d.kh = d.kw = 1;
+        } else {
+            d.g = grouped ? ws[0] : 1;
+            d.mb = xs[0], d.ic = xs[1], d.ih = xs[2], d.iw = xs[3];
+            d.oc = ys[1], d.oh = ys[2], d.ow = ys[3];
+            d.kh = ws[ws.size() - 2], d.kw = ws[ws.size() - 1];
+            d.sh = c->attr.strides[0], d.sw = c->attr.strides[1];
+            d.dh = c->attr.dilations[0], d.dw = c->attr.dilations[1];
+            d.pt = c->pads_b[0], d.pl = c->pads_b[1];
+            d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
+            d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+        }
         d.validate();
         const int64_t IC = d.ic, OC = d.oc;
 
@@ -682,10 +699,18 @@ private:
         attributes qa;
         qa.type = dt;
         qa.qconv = sp.encode();
+        auto reshape = [&](node *x, shape_t to, const std::string &id) {
+            attributes ra;
+            ra.target = std::move(to);
+            return add(op::Reshape, {x}, ra, id, c);
+        };
+        if (mm) src = reshape(src, {d.mb, d.ic, 1, 1}, c->id + "_src4d");
+        if (mm && residual) residual = reshape(residual, {d.mb, d.oc, 1, 1}, c->id + "_res4d");
         std::vector<node *> ins{src, wn};
         if (residual) ins.push_back(residual);
         node *L = add(op::QConvolution, ins, qa, c->id + "_int8", c);
         origin_[L] = c->id;
+        if (mm) L = reshape(L, ys, c->id + "_int8_2d");
         if (out_q->kind == op::FakeQuantize) {
             // The f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi − 1/2, ol, oh).
             // Levels 0 … 254 go through the formula as in the graph; the top
@@ -794,8 +819,15 @@ std::vector<rewrite_record> lower_low_precision(graph &g) {
     g.infer();
     lowerer lw(g);
     std::vector<rewrite_record> records;
-    for (node *n : g.topo_order())
-        if (n->kind == op::Convolution || n->kind == op::GroupConvolution) records.push_back(lw.visit(n));
+    // Candidates: every Convolution / GroupConvolution, and every MatMul
+    // (ONNX Gemm) whose activation is quantized (FakeQuantize or
+    // DequantizeLinear): it runs as a 1x1 convolution.
+    for (node *n : g.topo_order()) {
+        const op k0 = n->inputs.empty() ? op::Parameter : n->inputs[0]->kind;
+        if (n->kind == op::Convolution || n->kind == op::GroupConvolution ||
+            (n->kind == op::MatMul && (k0 == op::FakeQuantize || k0 == op::DequantizeLinear)))
+            records.push_back(lw.visit(n));
+    }
     g.prune();
     g.infer();
     fuse_dw(g, lw.origin_, records);

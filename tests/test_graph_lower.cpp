@@ -627,6 +627,65 @@ out  = Result(y3)
     }
 }
 
+// A Gemm (MatMul with transpose_b) with i8 weights and a quantized
+// activation runs as a 1x1 convolution: QDQ form with an i32 bias, and
+// FakeQuantize form with a Multiply-dequantized weight and an f32 bias.
+TEST(GraphLower, GemmWithI8WeightsIsA1x1Convolution) {
+    for (const bool fq : {false, true}) {
+        SCOPED_TRACE(fq ? "FakeQuantize" : "QDQ");
+        std::string text = R"(
+x    = Parameter f32[4,64]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [128]
+lo   = Constant f32[] [-8]
+hi   = Constant f32[] [7.9375]
+w    = Constant i8[10,64] random(1, -60, 60)
+)";
+        text += fq ? R"(
+xa   = FakeQuantize(x, lo, hi, lo, hi) levels=256
+wc   = Convert(w) to=f32
+ws   = Constant f32[10,1] pow2(2, -8, -7)
+wd   = Multiply(wc, ws)
+mm   = MatMul(xa, wd) transpose_b=true
+b    = Constant f32[10] random(3, -2, 2)
+mb   = Add(mm, b)
+y    = FakeQuantize(mb, lo, hi, lo, hi) levels=256
+out  = Result(y)
+)"
+                   : R"(
+xq   = QuantizeLinear(x, s, z)
+xa   = DequantizeLinear(xq, s, z)
+ws   = Constant f32[10] pow2(2, -8, -7)
+wd   = DequantizeLinear(w, ws) axis=0
+mm   = MatMul(xa, wd) transpose_b=true
+b    = Constant i32[10] random(3, -500, 500)
+bs   = Constant f32[] [0.0009765625]
+bd   = DequantizeLinear(b, bs)
+mb   = Add(mm, bd)
+yq   = QuantizeLinear(mb, s, z)
+y    = DequantizeLinear(yq, s, z)
+out  = Result(y)
+)";
+        const auto g = parse(text);
+        auto l = g->clone();
+        std::vector<rewrite_record> r;
+        run_passes(*l, {}, &r);
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].conv, "mm");
+        EXPECT_TRUE(r[0].rewritten) << r[0].reason;
+        const node *q = qconv_node(*l);
+        ASSERT_NE(q, nullptr) << to_text(*l);
+        EXPECT_NE(q->attr.qconv.find("desc=g1mb4ic64ih1iw1oc10oh1ow1kh1kw1"), std::string::npos) << q->attr.qconv;
+        EXPECT_EQ(l->count_ops()["MatMul"], 0);
+        const auto in = random_inputs(*g, 13);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        int64_t distinct = 0;
+        for (double v : vb) distinct += v != vb[0];
+        EXPECT_GT(distinct, 20);
+    }
+}
+
 // A QConvolution written by hand: its problem text and inputs are checked
 // when the graph is read, errors name the line.
 TEST(GraphLowerNot, MalformedQConvolutionNamesTheLine) {

@@ -229,8 +229,9 @@ int cancel_transposes(graph &g);
 // (FakeQuantize levels=256 or DequantizeLinear), i8/u8 weights with a per-OC
 // dequantization, [bias] [per-channel Multiply/Add] [Relu|PRelu|Clamp]
 // [residual Add] [Relu|Clamp], output FakeQuantize/QuantizeLinear — becomes one
-// QConvolution node run by one qconv::convolution. One record per candidate
-// (rewritten = lowered); QCONV_VERBOSE=2 prints them.
+// QConvolution node run by one qconv::convolution; a MatMul [M,K]x[N,K]ᵀ of a
+// quantized activation is lowered the same way as a 1x1 convolution. One
+// record per candidate (rewritten = lowered); QCONV_VERBOSE=2 prints them.
 std::vector<rewrite_record> lower_low_precision(graph &g);
 // Runs the rewrite, then cancel_transposes, then lower_low_precision (its
 // records in *lowered when given), prune and infer. Records are printed with QCONV_VERBOSE=2.
