@@ -395,9 +395,11 @@ int cancel_transposes(graph &g) {
     return removed;
 }
 
-std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto) {
+std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto, std::vector<rewrite_record> *lowered) {
     auto records = convert_weight_compressed_conv1x1_to_matmul(g, veto);
     cancel_transposes(g);
+    auto low = lower_low_precision(g);
+    if (lowered) *lowered = std::move(low);
     g.prune();
     g.infer();
     return records;

@@ -33,6 +33,8 @@
 #include "core/memory.h"
 #include "core/verbose.h"
 #include "graph/detail.h"
+#include "graph/lower_int8.h"
+#include "qconv/conv.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
 #include "qconv/graph.h"
@@ -337,6 +339,41 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
     const etype ot = o.type, xt = x.type;
     uint8_t *y = o.bytes.data();
+    // Fast paths of the common types (the same values as the general loops):
+    // f32 → u8/i8 and u8/i8 → f32, in runs of one channel.
+    const int64_t run = per_axis ? inner : total;
+    if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
+        (ot == etype::u8 || ot == etype::i8)) {
+        const float *xf = x.f32();
+        const float lo = ot == etype::u8 ? 0.f : -128.f, hi = ot == etype::u8 ? 255.f : 127.f;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+        for (int64_t r = 0; r < total / run; ++r) {
+            const int64_t c = per_axis ? r % C : 0;
+            const float sc = s.data[c], zf = static_cast<float>(z[c]);
+            for (int64_t i = r * run; i < (r + 1) * run; ++i) {
+                // round half to even, add the zero point (exact: integers), saturate, NaN → 0
+                float q = std::nearbyint(xf[i] / sc);
+                q = std::isnan(q) ? 0.f : std::min(std::max(q + zf, lo), hi);
+                if (ot == etype::u8) y[i] = static_cast<uint8_t>(q);
+                else reinterpret_cast<int8_t *>(y)[i] = static_cast<int8_t>(q);
+            }
+        }
+        return;
+    }
+    if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
+        float *yf = o.f32();
+        const uint8_t *xu = x.bytes.data();
+        const int8_t *xs = reinterpret_cast<const int8_t *>(xu);
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+        for (int64_t r = 0; r < total / run; ++r) {
+            const int64_t c = per_axis ? r % C : 0;
+            const float sc = s.data[c];
+            const int32_t zc = static_cast<int32_t>(z[c]);
+            for (int64_t i = r * run; i < (r + 1) * run; ++i)
+                yf[i] = static_cast<float>((xt == etype::u8 ? int32_t(xu[i]) : int32_t(xs[i])) - zc) * sc;
+        }
+        return;
+    }
     if (n.kind == op::QuantizeLinear) {
         const ft xf = view(x);
 #pragma omp parallel for schedule(static) if (total >= kParallelMin)
@@ -527,6 +564,7 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
         for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = 1.f / (1.f + std::exp(-in[0]->data[i]));
         break;
     case op::Softmax: softmax(n, *in[0], o); break;
+    case op::QConvolution: fail(n.where(), "QConvolution runs on its compiled primitive only"); break;
     }
 }
 
@@ -612,6 +650,7 @@ std::string kernel_name(const node &n) {
     case op::Flatten: return "graph:reshape";
     case op::Sigmoid: return "graph:sigmoid";
     case op::Softmax: return "graph:softmax";
+    case op::QConvolution: return "qconv:convolution";
     }
     return "?";
 }
@@ -840,9 +879,10 @@ struct compiled_graph::state {
         const node *n;
         std::vector<int> in;
         int out;
-        int fused = -1;                        // index into mms
-        std::shared_ptr<convolution_f32> conv; // f32 conv primitive (constant weights)
-        bool conv_per_run = false;             // f32 conv primitive created per run
+        int fused = -1;                            // index into mms
+        std::shared_ptr<convolution_f32> conv;     // f32 conv primitive (constant weights)
+        bool conv_per_run = false;                 // f32 conv primitive created per run
+        std::shared_ptr<qconv::convolution> qconv; // QConvolution: the int8 primitive
     };
     std::vector<tensor> consts; // per slot, compile-time values
     std::vector<bool> known;    // slot value known at compile time
@@ -944,8 +984,13 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         }
         if (mm_index.count(n)) {
             compressed &c = S.mms[mm_index[n]];
-            state::step st{
-                n, {slot[n->inputs[0]], slot[c.wq]}, c.bias_add ? slot[c.bias_add] : out, mm_index[n], nullptr};
+            state::step st{n,
+                           {slot[n->inputs[0]], slot[c.wq]},
+                           c.bias_add ? slot[c.bias_add] : out,
+                           mm_index[n],
+                           nullptr,
+                           false,
+                           nullptr};
             S.impls.push_back({n->id, c.impl});
             S.wq_bytes.push_back(nullptr);
             S.steps.push_back(st);
@@ -961,8 +1006,21 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             S.impls.push_back({n->id, "constant-folded"});
             continue;
         }
-        state::step st{n, in, out, -1, nullptr, false};
+        state::step st{n, in, out, -1, nullptr, false, nullptr};
         std::string impl = kernel_name(*n);
+        if (n->kind == op::QConvolution) {
+            // One int8 primitive, created once through the dispatcher ("auto":
+            // the attribute builder picks attr[0]/attr[1] and the row).
+            const detail::qconv_spec sp = detail::qconv_spec::decode(n->attr.qconv, n->where());
+            if (!S.known[in[1]]) fail(n->where(), "QConvolution weights must be a Constant");
+            const tensor &w = S.consts[in[1]];
+            st.qconv = std::make_shared<qconv::convolution>(sp.p, reinterpret_cast<const int8_t *>(w.bytes.data()),
+                                                            sp.p.with_bias ? sp.bias.data() : nullptr);
+            impl = "qconv:" + st.qconv->impl_name() + " attr[" + std::to_string(st.qconv->attr_id()) + "] " +
+                   sp.p.desc.str() + " " + to_string(sp.p.src_dt) + "->" + to_string(sp.p.dst_dt) +
+                   " zp:" + to_string(sp.p.src_zp.effective_kind()) +
+                   (sp.p.ops.empty() ? std::string() : " " + to_string(sp.p.ops));
+        }
         if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && !is_integer(n->out_type)) {
             // The f32 convolution primitive (oneDNN's, else the reference):
             // constant weights are reordered once; weights computed at run
@@ -984,7 +1042,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     std::vector<bool> needed(S.slots, false);
     for (const auto &st : S.steps)
         for (size_t k = 0; k < st.in.size(); ++k)
-            if (!(k == 1 && (st.conv || (st.fused >= 0 && S.mms[st.fused].prim))))
+            if (!(k == 1 && (st.conv || st.qconv || (st.fused >= 0 && S.mms[st.fused].prim))))
                 needed[st.in[k]] = true; // oneDNN / the compressed primitive hold their own weights
     for (size_t i = 0; i < S.slots; ++i)
         if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
@@ -1026,6 +1084,12 @@ int64_t compiled_graph::dynamic_value_of(const std::vector<tensor> &inputs) cons
     return v;
 }
 
+std::vector<tensor> compiled_graph::run_profiled(const std::vector<tensor> &inputs,
+                                                 std::vector<std::pair<std::string, double>> *ms) const {
+    if (d_) fail("inputs", "run_profiled: a graph with a run-time dimension '?' is profiled through run()");
+    return run_state(*s_, inputs, ms);
+}
+
 std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const {
     if (!d_) return run_state(*s_, inputs);
     const int64_t v = dynamic_value_of(inputs);
@@ -1044,7 +1108,8 @@ std::vector<tensor> compiled_graph::run(const std::vector<tensor> &inputs) const
     return run_state(*st, inputs);
 }
 
-std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<tensor> &inputs) {
+std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<tensor> &inputs,
+                                              std::vector<std::pair<std::string, double>> *ms) {
     if (inputs.size() != S.params.size())
         fail("inputs",
              "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
@@ -1068,7 +1133,21 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             d = std::move(c);
         }
     }
+    using clock = std::chrono::steady_clock;
+    clock::time_point t0 = clock::now();
+    const state::step *prev = nullptr;
+    auto lap = [&](const state::step *next) {
+        if (ms && prev) {
+            const clock::time_point t1 = clock::now();
+            ms->push_back({prev->n->id, std::chrono::duration<double, std::milli>(t1 - t0).count()});
+            t0 = t1;
+        } else if (ms) {
+            t0 = clock::now();
+        }
+        prev = next;
+    };
     for (const auto &st : S.steps) {
+        lap(&st);
         if (st.fused >= 0) {
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
@@ -1093,6 +1172,36 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         }
         std::vector<const tensor *> ins;
         for (int i : st.in) ins.push_back(&get(i));
+        if (st.qconv) {
+            // Quantized activations stay NHWC: a source in another layout is
+            // reordered once here, the output is left NHWC for the next one.
+            const conv_problem &p = st.qconv->problem();
+            const tensor &x0 = *ins[0];
+            if (x0.shape != st.n->inputs[0]->out_shape || x0.type != st.n->inputs[0]->out_type)
+                fail(st.n->where(), "QConvolution source changed shape or type");
+            tensor xn;
+            const tensor *x = &x0;
+            if (x0.order != layout::nhwc) {
+                xn = x0.to_layout(layout::nhwc);
+                x = &xn;
+            }
+            tensor &o = v[st.out];
+            o = tensor(st.n->out_type, st.n->out_shape, layout::nhwc);
+            exec_args a;
+            a.threads = S.threads;
+            tensor rn;
+            if (ins.size() == 3 && ins[2]->type == o.type && o.type != etype::f32) {
+                // sum: the skip's integers are the destination's previous values
+                if (ins[2]->shape != o.shape) fail(st.n->where(), "QConvolution residual changed shape");
+                o.bytes = ins[2]->order == layout::nhwc ? ins[2]->bytes : ins[2]->to_layout(layout::nhwc).bytes;
+            } else if (ins.size() == 3) {
+                rn = ins[2]->to_layout(layout::nhwc);
+                a.binary.push_back(rn.f32());
+            }
+            (void)p;
+            st.qconv->execute(x->bytes.data(), o.bytes.data(), a);
+            continue;
+        }
         if (st.conv || st.conv_per_run) {
             tensor &o = v[st.out];
             o = tensor(st.n->out_type, st.n->out_shape);
@@ -1112,6 +1221,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                                         to_string(st.n->inputs[k]->out_shape));
         eval(*st.n, ins, v[st.out]);
     }
+    lap(nullptr);
     std::vector<tensor> out;
     for (int r : S.results) out.push_back(get(r));
     return out;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "graph/detail.h"
+#include "graph/lower_int8.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {
@@ -26,10 +27,10 @@ constexpr etype_info etypes[] = {
     {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
 constexpr const char *op_names[] = {
-    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",    "Reshape",
-    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",   "FakeQuantize",
-    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat", "Clamp",
-    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Result"};
+    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",     "Add",    "Reshape",
+    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",         "Gelu",   "FakeQuantize",
+    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean",   "Concat", "Clamp",
+    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "QConvolution", "Result"};
 } // namespace
 
 const char *to_string(etype t) {
@@ -546,6 +547,40 @@ void infer_pool(node &n) {
     n.out_type = n.inputs[0]->out_type;
 }
 // QuantizeLinear / DequantizeLinear: scale (and zero point) per tensor or per axis.
+// QConvolution(xq, w [, residual]): the problem text gives the shapes; the
+// inputs must agree with it.
+void infer_qconv(node &n) {
+    if (n.inputs.size() != 2 && n.inputs.size() != 3) bad(n, "QConvolution needs 2 or 3 inputs");
+    detail::qconv_spec sp;
+    try {
+        sp = detail::qconv_spec::decode(n.attr.qconv, "qconv");
+    } catch (const error &e) {
+        bad(n, e.what());
+    }
+    const conv_desc &d = sp.p.desc;
+    const node &x = *n.inputs[0], &w = *n.inputs[1];
+    const etype st = sp.p.src_dt == dtype::u8 ? etype::u8 : etype::i8;
+    if (x.out_type != st || x.out_shape != shape_t{d.mb, d.ic, d.ih, d.iw})
+        bad(n, "source " + std::string(to_string(x.out_type)) + to_string(x.out_shape) + " does not match the problem");
+    if (w.out_type != etype::i8 || w.out_shape != shape_t{d.oc, d.icg(), d.kh, d.kw})
+        bad(n, "weights " + std::string(to_string(w.out_type)) + to_string(w.out_shape) + " do not match the problem");
+    const conv_desc o = sp.p.dst_desc();
+    const shape_t ys{o.mb, o.oc, o.oh, o.ow};
+    if (sp.residual != (n.inputs.size() == 3)) bad(n, "residual input and problem disagree");
+    if (sp.residual && !sp.sum && (n.inputs[2]->out_type != etype::f32 || n.inputs[2]->out_shape != ys))
+        bad(n, "residual must be f32" + to_string(ys));
+    if (sp.sum && (n.inputs[2]->out_type != n.attr.type || n.inputs[2]->out_shape != ys))
+        bad(n, "sum residual must be " + std::string(to_string(n.attr.type)) + to_string(ys));
+    const dtype dt = sp.p.dst_dt;
+    const etype ot = dt == dtype::u8    ? etype::u8
+                     : dt == dtype::s8  ? etype::i8
+                     : dt == dtype::s32 ? etype::i32
+                                        : etype::f32;
+    if (ot != n.attr.type) bad(n, "to=" + std::string(to_string(n.attr.type)) + " differs from the problem's dst");
+    n.out_type = ot;
+    n.out_shape = ys;
+}
+
 void infer_qdq(node &n) {
     if (n.inputs.size() != 2 && n.inputs.size() != 3)
         bad(n, "expects 2 or 3 inputs (x, scale [, zero_point]), got " + std::to_string(n.inputs.size()));
@@ -733,6 +768,7 @@ void infer_node(node &n, int64_t dynamic_value) {
         n.out_shape = n.inputs[0]->out_shape;
         n.out_type = n.inputs[0]->out_type;
         break;
+    case op::QConvolution: infer_qconv(n); break;
     case op::Relu:
     case op::Gelu:
     case op::Sigmoid:

@@ -225,6 +225,12 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.axes = int_list(lx);
     } else if (k == op::ReduceMean && key == "keep_dims") {
         a.keep_dims = to_bool(lx, lx.word("true or false"));
+    } else if (k == op::QConvolution && key == "qconv") {
+        token t = lx.next();
+        if (t.k != token::str) lx.err("qconv needs a quoted value");
+        a.qconv = t.text;
+    } else if (k == op::QConvolution && key == "to") {
+        a.type = parse_etype(lx.word("a type"), "line " + std::to_string(n.line));
     } else if (k == op::Clamp && key == "min") {
         a.clamp_min = to_double(lx, lx.word("a number"));
     } else if (k == op::Clamp && key == "max") {
@@ -407,6 +413,7 @@ std::string attrs_text(const node &n) {
     case op::Softmax: r += " axis=" + std::to_string(a.axis); break;
     case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
     case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
+    case op::QConvolution: r += std::string(" to=") + to_string(a.type) + " qconv=\"" + a.qconv + "\""; break;
     default: break;
     }
     return r;

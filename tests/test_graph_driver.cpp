@@ -75,6 +75,44 @@ TEST(GraphDriver, RewritesAndMatches) {
     EXPECT_EQ(g->count_ops()["Convolution"], 0);
 }
 
+// The QDQ block: its convolution is lowered onto the int8 primitive, the
+// summary counts it (lowered=N/M), the result equals the graph as written
+// (power-of-two scales: bit-exact, docs/semantics.md §10), and --report=table
+// lists every node with its time and the lowering decision.
+TEST(GraphDriver, LowersQuantizedConvolutions) {
+    const auto r = run_driver({"graph", examples + "qdq_conv_block.qg", "--reps=1", "--report=table"});
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    auto kv = fields(r.out, "op=graph");
+    EXPECT_EQ(kv["lowered"], "1/1");
+    EXPECT_EQ(kv["status"], "ok");
+    EXPECT_EQ(kv["max_abs_diff"], "0");
+    for (const char *k : {"before_ms", "after_ms", "speedup", "max_abs_diff"}) EXPECT_TRUE(kv.count(k)) << k;
+    auto low = fields(r.out, "lower=conv conv=conv");
+    EXPECT_EQ(low["lowered"], "1");
+    EXPECT_NE(r.out.find("graph=after node=conv_int8 op=QConvolution impl=\"qconv:"), std::string::npos) << r.out;
+    // The table: header, the QConvolution row with its decision, the total.
+    EXPECT_NE(r.out.find("implementation / lowering"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[lowered]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\ntotal "), std::string::npos) << r.out;
+    // The FakeQuantize block: the 1x1 is lowered, the depthwise (per-channel
+    // output ranges of different scales) stays f32 and says why.
+    const auto f = run_driver({"graph", examples + "fq_conv_block.qg", "--reps=1"});
+    ASSERT_EQ(f.rc, 0) << f.out << f.err;
+    EXPECT_EQ(fields(f.out, "op=graph")["lowered"], "1/2");
+    EXPECT_NE(f.out.find("conv=dwc lowered=0 why=\"activation: per-channel activation scales differ"),
+              std::string::npos)
+        << f.out;
+    EXPECT_EQ(run_driver({"graph", examples + "qdq_conv_block.qg", "--report=pretty"}).rc, 2);
+    // The ResNet bottleneck: all three convolutions (the last one with the
+    // residual Add of a DequantizeLinear, a sum over the skip's integers) lowered, bit-exact.
+    const auto b = run_driver({"graph", examples + "qdq_bottleneck.qg", "--reps=1"});
+    ASSERT_EQ(b.rc, 0) << b.out << b.err;
+    auto bk = fields(b.out, "op=graph");
+    EXPECT_EQ(bk["lowered"], "3/3") << b.out;
+    EXPECT_EQ(bk["max_abs_diff"], "0");
+    EXPECT_NE(b.out.find("post_ops=sum:0.0625;relu;linear:16;round"), std::string::npos) << b.out;
+}
+
 // The f16 FFN (f16 activations and scales, as OpenVINO exports them): both
 // layers are rewritten into MatMuls that take X, Y and the scales as f16, and
 // the rewritten graph agrees with the graph as written within the f16 bound.

@@ -24,8 +24,8 @@ const mode_entry modes[] = {
     {"matmul", matmul_mode,
      "weight-compressed MatMul: matmul [--wei= --group= --zp= --bias --dq] DESC... | --batch=FILE"},
     {"graph", graph_mode,
-     "graph (.qg or .onnx) before/after the conv1x1->MatMul rewrite: graph FILE [--save=FILE] "
-     "[--input=NAME=FILE.npy] [--output-dir=DIR]"},
+     "graph (.qg or .onnx) before/after the passes (conv1x1->MatMul, int8 lowering): graph FILE [--save=FILE] "
+     "[--input=NAME=FILE.npy] [--output-dir=DIR] [--report=table]"},
 };
 
 void usage(std::ostream &os) {

@@ -3,11 +3,14 @@
 // Transpose cancellation) on the same random inputs, and prints
 //   one `graph=before|after node=ID op=OP impl="..."` line per node,
 //   one `rewrite conv=ID rewritten=0|1 why="..."` line per candidate Convolution,
-//   and a summary line: op=graph file= rewritten= nodes_before= nodes_after=
+//   one `lower conv=ID lowered=0|1 why="..."` line per candidate of the int8 lowering,
+//   and a summary line: op=graph file= rewritten= lowered=N/M nodes_before= nodes_after=
 //   before_ms= after_ms= speedup= max_abs_diff= max_rel_diff= status=ok|mismatch.
 // max_rel_diff is max|after − before| / max|before| over every output; the
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq or f16 inputs,
-// 5e-2 with bf16 inputs: default_tolerance()). --dq turns on the compressed MatMuls'
+// 5e-2 with bf16 inputs: default_tolerance()). --report=table adds a table of the
+// graph after the passes: per node its time, share, implementation and lowering
+// decision, heaviest first. --dq turns on the compressed MatMuls'
 // opt-in dynamic quantization in the rewritten graph. --dim gives the value of the graph's
 // run-time dimension `?` (default 1). --save writes the rewritten graph of a .qg file, and
 // the graph as read of an ONNX model (its import, in the text format). --input gives a
@@ -18,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "core/memory.h"
 #include "qconv/graph.h"
@@ -126,6 +130,52 @@ int64_t dim_of(const std::vector<std::pair<size_t, graph::tensor>> &given, const
             v = t.shape[d];
         }
     return v;
+// --report=table: every node of the graph after the passes with its time
+// (the median of a few profiled runs), its share, its implementation and,
+// for convolutions, the lowering decision; heaviest first.
+void print_table(const graph::graph &g, const graph::compiled_graph &cg, const std::vector<graph::tensor> &inputs,
+                 const std::vector<graph::rewrite_record> &lowered,
+                 const std::vector<graph::rewrite_record> &rewrites) {
+    if (g.is_dynamic()) return;
+    std::map<std::string, std::vector<double>> times;
+    std::vector<std::string> order;
+    for (int rep = 0; rep < 5; ++rep) {
+        std::vector<std::pair<std::string, double>> ms;
+        cg.run_profiled(inputs, &ms);
+        for (const auto &[id, t] : ms) {
+            if (!times.count(id)) order.push_back(id);
+            times[id].push_back(t);
+        }
+    }
+    std::map<std::string, std::string> impl, decision;
+    for (const auto &[id, im] : cg.impls()) impl[id] = im;
+    // A lowered convolution's node is ID_int8; a kept one keeps its id.
+    for (const auto &r : lowered)
+        decision[r.rewritten ? r.conv + "_int8" : r.conv] = r.rewritten ? "lowered" : "kept: " + r.reason;
+    for (const auto &r : rewrites)
+        if (r.rewritten) decision[r.conv + "_matmul"] = "conv1x1->MatMul";
+    struct row {
+        std::string id, op;
+        double ms;
+    };
+    std::vector<row> rows;
+    double total = 0;
+    for (const auto &id : order) {
+        auto v = times[id];
+        std::sort(v.begin(), v.end());
+        const graph::node *n = g.find(id);
+        rows.push_back({id, n ? graph::to_string(n->kind) : "?", v[v.size() / 2]});
+        total += rows.back().ms;
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const row &a, const row &b) { return a.ms > b.ms; });
+    std::printf("%-28s %-18s %10s %6s  %s\n", "node", "op", "ms", "%", "implementation / lowering");
+    for (const auto &r : rows) {
+        std::string what = impl[r.id];
+        if (decision.count(r.id)) what += "  [" + decision[r.id] + "]";
+        std::printf("%-28s %-18s %10.4f %5.1f%%  %s\n", r.id.c_str(), r.op.c_str(), r.ms,
+                    total > 0 ? 100 * r.ms / total : 0.0, what.c_str());
+    }
+    std::printf("%-28s %-18s %10.4f %5.1f%%\n", "total", "", total, 100.0);
 }
 
 } // namespace
@@ -145,6 +195,9 @@ int graph_mode(const std::vector<std::string> &args) {
     }
     if (!tol_text.empty() && !(tol >= 0))
         throw usage_error("--tol: expected a non-negative number (got '" + tol_text + "')");
+    const std::string report_kind = o.get("report", "kv");
+    if (report_kind != "kv" && report_kind != "table")
+        throw usage_error("--report: expected kv or table (got '" + report_kind + "')");
     const std::string dim_text = o.get("dim", "");
     int64_t dim = 0;
     if (!dim_text.empty()) {
@@ -179,7 +232,8 @@ int graph_mode(const std::vector<std::string> &args) {
     if (tol_text.empty()) tol = default_tolerance(*before, dq);
     graph::check_run_memory(*before); // again with --dim's value of `?`
     auto after = before->clone();
-    const auto records = graph::run_passes(*after);
+    std::vector<graph::rewrite_record> lowered;
+    const auto records = graph::run_passes(*after, {}, &lowered);
     // Both graphs are compiled and run side by side: refused, naming the file,
     // when together they need more than this process may use.
     impl::check_memory(graph::run_bytes(*before) + graph::run_bytes(*after), file,
@@ -199,6 +253,12 @@ int graph_mode(const std::vector<std::string> &args) {
     for (const auto &r : records) {
         rewritten += r.rewritten;
         out_line().add("rewrite", "conv").add("conv", r.conv).add_int("rewritten", r.rewritten).why(r.reason).print();
+    }
+
+    int n_lowered = 0;
+    for (const auto &r : lowered) {
+        n_lowered += r.rewritten;
+        out_line().add("lower", "conv").add("conv", r.conv).add_int("lowered", r.rewritten).why(r.reason).print();
     }
 
     std::vector<graph::tensor> yb, ya;
@@ -235,10 +295,13 @@ int graph_mode(const std::vector<std::string> &args) {
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
     const bool ok = same_shape && max_rel <= tol;
 
+    if (report_kind == "table") print_table(*after, ca, inputs, lowered, records);
+
     out_line l;
     l.add("op", "graph")
         .add("file", file)
-        .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()));
+        .add("rewritten", std::to_string(rewritten) + "/" + std::to_string(records.size()))
+        .add("lowered", std::to_string(n_lowered) + "/" + std::to_string(lowered.size()));
     if (before->is_dynamic()) l.add_int("dim", before->dynamic_value());
     l.add_int("nodes_before", static_cast<int64_t>(before->size()))
         .add_int("nodes_after", static_cast<int64_t>(after->size()));

@@ -80,6 +80,9 @@ enum class op {
     Flatten,          // (x) axis: [prod(d[:axis]), prod(d[axis:])]
     Sigmoid,          // (x)
     Softmax,          // (x) axis
+    // Internal: an int8 convolution made by lower_low_precision (quantized
+    // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
+    QConvolution,
     Result
 };
 const char *to_string(op k);
@@ -109,6 +112,7 @@ struct attributes {
     double clamp_min = 0, clamp_max = 0; // Clamp
     std::vector<int64_t> axes;           // ReduceMean
     bool keep_dims = false;              // ReduceMean
+    std::string qconv;                   // QConvolution: the problem (graph/lower_int8.h); type: its output type
 };
 
 // Constant payload, shared between clones and rewrites.
@@ -222,8 +226,19 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
 // Removes Transpose pairs that cancel, also across unary elementwise ops
 // (Transpose(Gelu(Transpose(x, p)), inv p) → Gelu(x)). Returns pairs removed.
 int cancel_transposes(graph &g);
-// Runs the rewrite, then cancel_transposes, prune and infer. Records are printed with QCONV_VERBOSE=2.
-std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto = {});
+// The low-precision lowering (docs/graph.md, "Low-precision lowering"): each
+// quantized Convolution / GroupConvolution pattern — quantized activation
+// (FakeQuantize levels=256 or DequantizeLinear), i8/u8 weights with a per-OC
+// dequantization, [bias] [per-channel Multiply/Add] [Relu|PRelu|Clamp]
+// [residual Add] [Relu|Clamp], output FakeQuantize/QuantizeLinear — becomes one
+// QConvolution node run by one qconv::convolution; a MatMul [M,K]x[N,K]ᵀ of a
+// quantized activation is lowered the same way as a 1x1 convolution. One
+// record per candidate (rewritten = lowered); QCONV_VERBOSE=2 prints them.
+std::vector<rewrite_record> lower_low_precision(graph &g);
+// Runs the rewrite, then cancel_transposes, then lower_low_precision (its
+// records in *lowered when given), prune and infer. Records are printed with QCONV_VERBOSE=2.
+std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto = {},
+                                       std::vector<rewrite_record> *lowered = nullptr);
 
 // --------------------------------------------------------------- executor
 // Memory order of a tensor's elements. `shape` always lists the dims in the
@@ -289,6 +304,10 @@ public:
     // every `?`); the graph is compiled once per value (a few values are
     // kept), its compressed MatMuls are run-time-M primitives shared by all.
     std::vector<tensor> run(const std::vector<tensor> &inputs) const;
+    // run() that also gives (node id, milliseconds) for every node that ran, in
+    // execution order (a QConvolution's time includes its source's reorder).
+    std::vector<tensor> run_profiled(const std::vector<tensor> &inputs,
+                                     std::vector<std::pair<std::string, double>> *ms) const;
     // (node id, implementation) for every node, in execution order.
     std::vector<std::pair<std::string, std::string>> impls() const;
 
@@ -297,7 +316,8 @@ private:
     struct dynamic;
     static std::shared_ptr<const state> compile(const graph &g, const compile_options &o, dynamic *d,
                                                 int64_t dynamic_value);
-    static std::vector<tensor> run_state(const state &s, const std::vector<tensor> &inputs);
+    static std::vector<tensor> run_state(const state &s, const std::vector<tensor> &inputs,
+                                         std::vector<std::pair<std::string, double>> *ms = nullptr);
     int64_t dynamic_value_of(const std::vector<tensor> &inputs) const;
     std::shared_ptr<const state> s_; // the compilation impls() reports (at the graph's value of `?`)
     std::unique_ptr<dynamic> d_;     // a graph with `?`

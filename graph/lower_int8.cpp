@@ -1,0 +1,843 @@
+// The low-precision lowering (docs/graph.md, "Low-precision lowering";
+// the contract: docs/semantics.md §10).
+//
+// A candidate is every f32 Convolution / GroupConvolution. It is lowered
+// when, read from the convolution outwards:
+//   activation  FakeQuantize(x, il, ih, ol, oh) levels=256 (per tensor or per
+//               channel, one scale (oh − ol)/255 for every channel, zero point
+//               −ol/scale an integer in [0, 255]), or DequantizeLinear(q u8/i8,
+//               scale, [zp]) (per tensor, or per channel on axis 1 with one
+//               scale; per-channel zero points need u8), or the dequantized
+//               output of a convolution lowered before;
+//   weights     Multiply(Convert(W) [− Convert(Z) | − Z], S) (either operand
+//               order) or DequantizeLinear(W, S [, Z]) axis=0, W an i8/u8
+//               Constant, S f32 per output channel, W − Z within s8;
+//   output      through single consumers: [bias Add of a per-OC Constant or
+//               DequantizeLinear(i32 Constant)] [per-channel Multiply / Add]
+//               [Relu | PRelu | Clamp] [residual Add of another f32 tensor]
+//               [Relu | Clamp], then FakeQuantize levels=256 or QuantizeLinear.
+// It becomes QConvolution(q, W8 [, residual]) whose problem is
+//   src u8/s8 with the zero point per tensor (stock) or per channel (legacy),
+//   scales[oc] = s_act · s_w[oc], the bias, the chain as post-ops (eltwise,
+//   scale_shift, prelu, add:full), and the output quantization as a
+//   fq post-op (FakeQuantize) or linear / scale_shift + dst_zp (QuantizeLinear)
+//   with an integer destination.
+// A FakeQuantize output is replaced by its dequantization
+// FakeQuantize(Convert(y, f32), qlo, qhi − 1/2, ol, oh) — the f32 values the
+// graph had, level for level — and the next lowered convolution reads y itself; a QuantizeLinear
+// output is y. Anything else stays as written, with the reason in its record.
+#include "graph/lower_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "core/verbose.h"
+#include "graph/detail.h"
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+// ------------------------------------------------------------ spec text
+namespace detail {
+
+namespace {
+std::string floats(const std::vector<float> &v) {
+    std::string r;
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + fmt_double(v[i]);
+    return r.empty() ? "none" : r;
+}
+std::vector<std::string> split(const std::string &s, char c) {
+    std::vector<std::string> r;
+    size_t p = 0;
+    for (;;) {
+        const size_t e = s.find(c, p);
+        r.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
+        if (e == std::string::npos) return r;
+        p = e + 1;
+    }
+}
+double number(const std::string &t, const std::string &field) {
+    try {
+        size_t pos = 0;
+        const double v = std::stod(t, &pos);
+        if (pos == t.size()) return v;
+    } catch (const std::exception &) {
+    }
+    fail(field, "'" + t + "' is not a number");
+}
+std::vector<float> float_list(const std::string &t, const std::string &field) {
+    std::vector<float> r;
+    if (t == "none") return r;
+    for (const auto &w : split(t, ',')) r.push_back(static_cast<float>(number(w, field)));
+    return r;
+}
+} // namespace
+
+std::string qconv_spec::encode() const {
+    std::ostringstream o;
+    conv_desc d = p.desc;
+    d.name.clear();
+    o << "desc=" << d.str() << ";src=" << to_string(p.src_dt) << ";dst=" << to_string(p.dst_dt) << ";zp=";
+    const zero_point &z = p.src_zp;
+    if (z.k == zero_point::kind::none) o << "none";
+    else {
+        o << (z.k == zero_point::kind::per_tensor ? "tensor:" : "channel:");
+        for (size_t i = 0; i < z.values.size(); ++i) o << (i ? "," : "") << z.values[i];
+    }
+    o << ";scales=" << floats(p.scales) << ";bias=" << floats(bias) << ";dst_zp=" << p.dst_zp << ";residual="
+      << (!residual ? "none"
+          : sum     ? "sum"
+                    : "add")
+      << ";ops=" << to_text(p.ops);
+    return o.str();
+}
+
+qconv_spec qconv_spec::decode(const std::string &text, const std::string &where) {
+    qconv_spec s;
+    try {
+        const size_t ops_at = text.find(";ops=");
+        if (ops_at == std::string::npos) fail("qconv", "no ops= field");
+        std::map<std::string, std::string> kv;
+        for (const auto &f : split(text.substr(0, ops_at), ';')) {
+            const size_t eq = f.find('=');
+            if (eq == std::string::npos) fail("qconv", "field '" + f + "' has no '='");
+            kv[f.substr(0, eq)] = f.substr(eq + 1);
+        }
+        for (const char *k : {"desc", "src", "dst", "zp", "scales", "bias", "dst_zp", "residual"})
+            if (!kv.count(k)) fail("qconv", std::string("no ") + k + "= field");
+        s.p.desc = conv_desc::parse(kv["desc"]);
+        s.p.src_dt = parse_dtype(kv["src"], "qconv: src");
+        s.p.dst_dt = parse_dtype(kv["dst"], "qconv: dst");
+        const std::string &z = kv["zp"];
+        if (z != "none") {
+            const size_t c = z.find(':');
+            const std::string k = z.substr(0, c == std::string::npos ? 0 : c);
+            if (k != "tensor" && k != "channel") fail("qconv: zp", "expected none, tensor:V or channel:V,...");
+            std::vector<int32_t> v;
+            for (const auto &w : split(z.substr(c + 1), ',')) v.push_back(static_cast<int32_t>(number(w, "qconv: zp")));
+            s.p.src_zp = k == "tensor" ? zero_point::tensor(v.at(0)) : zero_point::channel(v);
+        }
+        s.p.scales = float_list(kv["scales"], "qconv: scales");
+        s.bias = float_list(kv["bias"], "qconv: bias");
+        s.p.with_bias = !s.bias.empty();
+        s.p.dst_zp = static_cast<int32_t>(number(kv["dst_zp"], "qconv: dst_zp"));
+        const std::string &rk = kv["residual"];
+        if (rk != "none" && rk != "add" && rk != "sum") fail("qconv: residual", "expected none, add or sum");
+        s.residual = rk != "none";
+        s.sum = rk == "sum";
+        const std::string ops = text.substr(ops_at + 5);
+        s.p.ops = ops.empty() ? post_ops{} : parse_post_ops(ops, s.p.desc.oc);
+        s.p.validate();
+        if (s.p.with_bias && static_cast<int64_t>(s.bias.size()) != s.p.desc.oc)
+            fail("qconv: bias", "expected " + std::to_string(s.p.desc.oc) + " values");
+        const int sums = static_cast<int>(
+            std::count_if(s.p.ops.begin(), s.p.ops.end(), [](const post_op &o) { return o.k == post_op::kind::sum; }));
+        if ((s.residual && !s.sum) != (count_full_binary(s.p.ops) == 1))
+            fail("qconv: residual", "add needs exactly one add:full post-op");
+        if (s.sum != (sums == 1)) fail("qconv: residual", "sum needs exactly one sum post-op");
+    } catch (const error &e) {
+        fail(where, e.what());
+    }
+    return s;
+}
+
+} // namespace detail
+
+// ------------------------------------------------------------------ pass
+namespace {
+
+using detail::qconv_spec;
+
+// The quantization of an activation: value = (q − zp[c]) · scale, q stored as `type`.
+struct quant {
+    node *q = nullptr; // the node holding the integers (may be created later)
+    etype type = etype::u8;
+    double scale = 0;
+    std::vector<int32_t> zp; // 1 or C values (in the stored type's terms)
+    // A per-tensor FakeQuantize's output bounds (fq) or a QDQ pair's scale:
+    // what a requantization must repeat to be the identity on the levels.
+    bool fq = false;
+    double lo = 0, hi = 0;
+    bool same(const quant &o) const {
+        return type == o.type && zp == o.zp && fq == o.fq && (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
+    }
+};
+
+bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type == etype::f32; }
+
+// Values of a Constant broadcast against an NCHW tensor of C channels: 1
+// value, or C values along the channel dim ([C,1,1], [1,C,1,1]; with
+// allow_1d also [C]). Empty when it is neither.
+// While a MatMul is lowered ([M,K] → [M,N]: the channel is the last dim)
+// [C] and [1,C] are per channel too.
+thread_local bool g_rank2 = false;
+struct rank2_scope {
+    explicit rank2_scope(bool on) { g_rank2 = on; }
+    ~rank2_scope() { g_rank2 = false; }
+};
+std::vector<double> per_channel(const node *c, int64_t C, bool allow_1d = false) {
+    const int64_t n = elems_of(c->out_shape);
+    std::vector<double> v;
+    if (n == 1) return {c->value(0)};
+    const shape_t &s = c->out_shape;
+    bool ok = false;
+    if ((allow_1d || g_rank2) && s.size() == 1 && s[0] == C) ok = true;
+    if (g_rank2 && s.size() == 2 && s[0] == 1 && s[1] == C) ok = true;
+    if (s.size() >= 3 && s.size() <= 4 && s[s.size() - 3] == C && n == C) ok = true;
+    if (!ok) return v;
+    for (int64_t i = 0; i < C; ++i) v.push_back(c->value(i));
+    return v;
+}
+std::vector<float> expand(const std::vector<double> &v, int64_t C) {
+    std::vector<float> r(C);
+    for (int64_t i = 0; i < C; ++i) r[i] = static_cast<float>(v.size() == 1 ? v[0] : v[i]);
+    return r;
+}
+bool all_equal(const std::vector<double> &v) {
+    return std::all_of(v.begin(), v.end(), [&](double x) { return x == v[0]; });
+}
+
+// A FakeQuantize levels=256 as the quantization of C channels: one scale,
+// integer zero points in [0, 255]. The stored type: s8 when per tensor with
+// zero point 128, else u8. Empty string when it fits.
+struct fq_info {
+    std::vector<double> il, ih, ol, oh;
+    quant qt;
+    bool per_channel = false;
+};
+std::string analyze_fq(const node *f, int64_t C, fq_info *r) {
+    if (f->attr.levels != 256) return "FakeQuantize levels=" + std::to_string(f->attr.levels) + " is not 256";
+    for (int i = 1; i <= 4; ++i)
+        if (!is_const_f32(f->inputs[i])) return "FakeQuantize bounds are not f32 Constants";
+    r->il = per_channel(f->inputs[1], C);
+    r->ih = per_channel(f->inputs[2], C);
+    r->ol = per_channel(f->inputs[3], C);
+    r->oh = per_channel(f->inputs[4], C);
+    if (r->il.empty() || r->ih.empty() || r->ol.empty() || r->oh.empty())
+        return "FakeQuantize bounds are neither per tensor nor per channel";
+    const int64_t n = std::max({r->il.size(), r->ih.size(), r->ol.size(), r->oh.size()});
+    r->per_channel = n > 1;
+    std::vector<double> sc, zp;
+    for (int64_t c = 0; c < n; ++c) {
+        auto at = [&](const std::vector<double> &v) { return v.size() == 1 ? v[0] : v[c]; };
+        if (!(at(r->il) < at(r->ih))) return "FakeQuantize input_low is not below input_high";
+        const double s = (static_cast<double>(static_cast<float>(at(r->oh) - at(r->ol)))) / 255.0;
+        if (!(s > 0)) return "FakeQuantize output range is empty or reversed";
+        sc.push_back(s);
+        zp.push_back(-at(r->ol) / s);
+    }
+    // One scale for every channel: bounds written in f32 give scales that
+    // differ in the last bits; within 2^-20 relative they are one scale.
+    for (double v : sc)
+        if (std::fabs(v - sc[0]) > std::ldexp(sc[0], -20))
+            return "per-channel activation scales differ (one int8 convolution takes one source scale)";
+    r->qt.scale = sc[0];
+    if (!r->per_channel && r->il[0] == r->ol[0] && r->ih[0] == r->oh[0]) {
+        r->qt.fq = true;
+        r->qt.lo = r->ol[0];
+        r->qt.hi = r->oh[0];
+    }
+    for (double z : zp) {
+        const double zr = std::nearbyint(z);
+        if (std::fabs(z - zr) > 1e-3 || zr < 0 || zr > 255)
+            return "FakeQuantize zero point " + detail::fmt_double(z) + " is not an integer in [0, 255]";
+    }
+    std::vector<int32_t> zi;
+    for (double z : zp) zi.push_back(static_cast<int32_t>(std::nearbyint(z)));
+    const bool tensor_zp = std::all_of(zi.begin(), zi.end(), [&](int32_t z) { return z == zi[0]; });
+    if (tensor_zp) zi.resize(1);
+    if (tensor_zp && zi[0] == 128) {
+        r->qt.type = etype::i8;
+        r->qt.zp = {0};
+    } else {
+        r->qt.type = etype::u8;
+        r->qt.zp = zi;
+    }
+    return "";
+}
+
+class lowerer {
+public:
+    explicit lowerer(graph &g) : g_(g) {}
+
+    rewrite_record visit(node *c) {
+        rewrite_record r{c->id, false, ""};
+        try {
+            r.reason = try_lower(c, &r.rewritten);
+        } catch (const error &e) {
+            r.rewritten = false;
+            r.reason = std::string("not expressible: ") + e.what();
+        }
+        return r;
+    }
+
+private:
+    node *add(op k, std::vector<node *> in, attributes a, const std::string &id, const node *from) {
+        node *n = g_.add(k, std::move(in), std::move(a), g_.unique_id(id));
+        if (from) {
+            n->friendly_name = from->friendly_name;
+            n->rt_info = from->rt_info;
+        }
+        infer_node(*n, g_.dynamic_value());
+        return n;
+    }
+    node *single_consumer(node *n) const {
+        auto cs = g_.consumers(n);
+        return cs.size() == 1 ? cs[0] : nullptr;
+    }
+    node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id) {
+        node *n = g_.constant_f32(s, v, g_.unique_id(id));
+        infer_node(*n);
+        return n;
+    }
+
+    // The activation's quantization; the quantizing node is made by make_src.
+    // A per-tensor QDQ dequantization: DequantizeLinear(q u8/i8, scale[, zp]).
+    static bool qdq_of(const node *a, quant *q) {
+        if (a->kind != op::DequantizeLinear) return false;
+        const node *x = a->inputs[0];
+        if ((x->out_type != etype::u8 && x->out_type != etype::i8) || !is_const_f32(a->inputs[1]) ||
+            elems_of(a->inputs[1]->out_shape) != 1)
+            return false;
+        if (a->inputs.size() > 2 && (a->inputs[2]->kind != op::Constant || elems_of(a->inputs[2]->out_shape) != 1))
+            return false;
+        q->q = const_cast<node *>(x);
+        q->type = x->out_type;
+        q->scale = static_cast<float>(a->inputs[1]->value(0));
+        q->zp = {a->inputs.size() > 2 ? static_cast<int32_t>(a->inputs[2]->value(0)) : 0};
+        q->fq = false;
+        return q->scale > 0;
+    }
+
+    // Whether the f32 value `a` is a dequantization of integers some node
+    // holds (a lowered convolution's output, a QDQ pair), also through
+    // MaxPool and Concat: max and concatenation commute with a dequantization
+    // of positive scale, so MaxPool(q) / Concat(q, ...) hold the integers
+    // (Concat only where every input has the same quantization).
+    bool int8_of(node *a, quant *q) {
+        if (auto it = known_.find(a); it != known_.end()) {
+            if (!it->second.second.empty()) return false;
+            *q = it->second.first;
+            return q->q != nullptr;
+        }
+        if (auto it = passthrough_.find(a); it != passthrough_.end()) {
+            *q = it->second;
+            return true;
+        }
+        if (qdq_of(a, q)) return true;
+        if (a->kind == op::MaxPool) {
+            quant b;
+            if (!int8_of(a->inputs[0], &b)) return false;
+            b.q = add(op::MaxPool, {b.q}, a->attr, a->id + "_int8", a);
+            passthrough_[a] = b;
+            *q = b;
+            return true;
+        }
+        if (a->kind == op::Concat) {
+            std::vector<node *> ins;
+            quant first;
+            for (node *i : a->inputs) {
+                quant b;
+                if (!int8_of(i, &b) || b.zp.size() != 1 || (!ins.empty() && !b.same(first))) return false;
+                if (ins.empty()) first = b;
+                ins.push_back(b.q);
+            }
+            first.q = add(op::Concat, ins, a->attr, a->id + "_int8", a);
+            passthrough_[a] = first;
+            *q = first;
+            return true;
+        }
+        return false;
+    }
+
+    std::string activation(node *a, int64_t C, quant *q, const node **fq) {
+        if (auto it = known_.find(a); it != known_.end()) {
+            if (!it->second.second.empty()) return it->second.second;
+            *q = it->second.first;
+            return "";
+        }
+        if (a->kind == op::FakeQuantize) {
+            fq_info fi;
+            if (std::string why = analyze_fq(a, C, &fi); !why.empty()) return "activation: " + why;
+            // A requantization with the same bounds of integers held in int8
+            // (through MaxPool / Concat) is the identity on the levels.
+            quant b;
+            if (fi.qt.fq && int8_of(a->inputs[0], &b) && b.same(fi.qt)) {
+                *q = b;
+                return "";
+            }
+            *q = fi.qt;
+            *fq = a;
+            return "";
+        }
+        if (a->kind == op::DequantizeLinear && a->inputs[0]->kind == op::QuantizeLinear) {
+            // DequantizeLinear(QuantizeLinear(y, s, z), s, z) of a y held in int8
+            // with the same s and z: the identity on the levels.
+            quant d, b;
+            node *ql = a->inputs[0];
+            auto same_value = [](const node *x, const node *y) {
+                return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
+                                  elems_of(y->out_shape) == 1 && x->value(0) == y->value(0));
+            };
+            const bool same_params = ql->inputs.size() == a->inputs.size() && same_value(ql->inputs[1], a->inputs[1]) &&
+                                     (ql->inputs.size() < 3 || same_value(ql->inputs[2], a->inputs[2]));
+            if (same_params && qdq_of(a, &d) && int8_of(ql->inputs[0], &b) && b.same(d)) {
+                *q = b;
+                return "";
+            }
+        }
+        if (a->kind == op::DequantizeLinear) {
+            node *x = a->inputs[0];
+            if (x->out_type != etype::u8 && x->out_type != etype::i8)
+                return "activation: DequantizeLinear of " + std::string(to_string(x->out_type));
+            if (!is_const_f32(a->inputs[1])) return "activation: DequantizeLinear scale is not an f32 Constant";
+            const bool axis1 = a->attr.axis == 1 || a->attr.axis == -3;
+            const auto s = per_channel(a->inputs[1], C, true);
+            if (s.empty() || (s.size() > 1 && !axis1))
+                return "activation: DequantizeLinear is not per tensor or axis 1";
+            if (!all_equal(s))
+                return "per-channel activation scales differ (one int8 convolution takes one source scale)";
+            q->q = x;
+            q->type = x->out_type;
+            q->scale = static_cast<float>(s[0]);
+            q->zp = {0};
+            if (a->inputs.size() > 2) {
+                if (a->inputs[2]->kind != op::Constant) return "activation: zero point is not a Constant";
+                const auto z = per_channel(a->inputs[2], C, true);
+                if (z.empty()) return "activation: zero point is not per tensor or per channel";
+                q->zp.clear();
+                for (double v : z) q->zp.push_back(static_cast<int32_t>(v));
+                if (all_equal(z)) q->zp.resize(1);
+                if (q->zp.size() > 1 && q->type != etype::u8)
+                    return "activation: per-channel zero points of an i8 source (the legacy mechanism takes u8)";
+            }
+            if (!(q->scale > 0)) return "activation: scale is not positive";
+            return "";
+        }
+        return "activation is not quantized (" + std::string(to_string(a->kind)) + ")";
+    }
+
+    // Integer weights and per-OC scales from the weights' dequantization.
+    std::string weights(node *w, const shape_t &ws, int64_t OC, std::vector<int8_t> *w8, std::vector<double> *sw) {
+        node *wq = nullptr, *zp = nullptr, *sc = nullptr;
+        if (w->kind == op::DequantizeLinear) {
+            wq = w->inputs[0];
+            sc = w->inputs[1];
+            zp = w->inputs.size() > 2 ? w->inputs[2] : nullptr;
+            if (elems_of(sc->out_shape) > 1 && w->attr.axis != 0) return "weights: DequantizeLinear axis is not 0";
+        } else if (w->kind == op::Multiply) {
+            node *a = w->inputs[0], *b = w->inputs[1];
+            if (a->kind == op::Constant) std::swap(a, b);
+            sc = b;
+            if (a->kind == op::Subtract) {
+                zp = a->inputs[1];
+                if (zp->kind == op::Convert) zp = zp->inputs[0];
+                a = a->inputs[0];
+            }
+            if (a->kind != op::Convert) return "weights: no Convert of integer weights";
+            wq = a->inputs[0];
+        } else {
+            return "weights are not dequantized i8/u8 (" + std::string(to_string(w->kind)) + ")";
+        }
+        if (wq->kind != op::Constant || (wq->out_type != etype::i8 && wq->out_type != etype::u8))
+            return "weights: not an i8/u8 Constant";
+        if (!is_const_f32(sc)) return "weights: scale is not an f32 Constant";
+        if (zp && zp->kind != op::Constant) return "weights: zero point is not a Constant";
+        const int64_t total = elems_of(ws), per = total / OC;
+        if (wq->out_shape != ws) return "weights: dequantization changes the shape";
+        // Scale / zero point: 1 value, or constant within each output channel
+        // (OC values in a leading dim; a grouped conv's [G,OCg,1,..] too).
+        auto per_oc = [&](const node *k, std::vector<double> *v) {
+            const int64_t n = elems_of(k->out_shape);
+            v->assign(OC, 0);
+            if (n == 1) {
+                for (auto &x : *v) x = k->value(0);
+                return true;
+            }
+            if (n != OC) return false;
+            const shape_t &s = k->out_shape;
+            // dims beyond the first (two for a grouped conv) must be 1, right-aligned to the weights' rank
+            if (s.size() != ws.size() && !(w->kind == op::DequantizeLinear && s.size() == 1)) return false;
+            for (int64_t i = 0; i < OC; ++i) (*v)[i] = k->value(i);
+            return true;
+        };
+        std::vector<double> z(OC, 0);
+        if (!per_oc(sc, sw)) return "weights: scale is not per output channel";
+        if (zp && !per_oc(zp, &z)) return "weights: zero point is not per output channel";
+        w8->resize(total);
+        for (int64_t i = 0; i < total; ++i) {
+            const double d = wq->value(i) - z[i / per];
+            if (d < -128 || d > 127) return "weights: w − zero point leaves s8";
+            (*w8)[i] = static_cast<int8_t>(d);
+        }
+        for (double s : *sw)
+            if (!std::isfinite(s) || s == 0) return "weights: a scale is zero or not finite";
+        return "";
+    }
+
+    std::string try_lower(node *c, bool *done) {
+        if (c->out_type != etype::f32) return "element type is not f32";
+        if (g_.is_dynamic()) return "graph has a run-time dimension";
+        const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
+        const bool grouped = c->kind == op::GroupConvolution, mm = c->kind == op::MatMul;
+        const rank2_scope rank2(mm);
+        conv_desc d;
+        if (mm) {
+            // Y[M,N] = X[M,K] · W[N,K]ᵀ as a 1x1 convolution of M images of 1x1 pixels.
+            if (xs.size() != 2 || ws.size() != 2 || c->attr.transpose_a || !c->attr.transpose_b)
+                return "MatMul is not [M,K] x [N,K] with transpose_b";
+            d.mb = xs[0], d.ic = xs[1], d.ih = d.iw = 1;
+            d.oc = ws[0], d.oh = d.ow = 1, d.kh = d.kw = 1;
+        } else {
+            d.g = grouped ? ws[0] : 1;
+            d.mb = xs[0], d.ic = xs[1], d.ih = xs[2], d.iw = xs[3];
+            d.oc = ys[1], d.oh = ys[2], d.ow = ys[3];
+            d.kh = ws[ws.size() - 2], d.kw = ws[ws.size() - 1];
+            d.sh = c->attr.strides[0], d.sw = c->attr.strides[1];
+            d.dh = c->attr.dilations[0], d.dw = c->attr.dilations[1];
+            d.pt = c->pads_b[0], d.pl = c->pads_b[1];
+            d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
+            d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+        }
+        d.validate();
+        const int64_t IC = d.ic, OC = d.oc;
+
+        quant in;
+        const node *in_fq = nullptr;
+        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq); !why.empty()) return why;
+        std::vector<int8_t> w8;
+        std::vector<double> sw;
+        if (std::string why = weights(c->inputs[1], ws, OC, &w8, &sw); !why.empty()) return why;
+
+        // Output chain through single consumers.
+        qconv_spec sp;
+        conv_problem &p = sp.p;
+        p.desc = d;
+        node *t = c, *residual = nullptr;
+        size_t residual_op = 0;
+        std::string chain;
+        int stage =
+            0; // 0: start, 1: after bias / mul / add, 2: after an activation, 3: after the residual, 4: after an activation after it
+        std::vector<float> ss_scale, ss_shift;
+        bool have_ss = false;
+        auto flush_ss = [&]() {
+            if (!have_ss) return;
+            p.ops.push_back(post_op::scale_shift_op(ss_scale, ss_shift));
+            have_ss = false;
+        };
+        const node *out_q = nullptr;
+        for (;;) {
+            node *u = single_consumer(t);
+            if (!u) {
+                const auto n = g_.consumers(t).size();
+                return n == 0
+                           ? "output is not read"
+                           : "output '" + t->id + "' is read by " + std::to_string(n) + " nodes (not quantized once)";
+            }
+            if (u->kind == op::FakeQuantize || u->kind == op::QuantizeLinear) {
+                if (u->inputs[0] != t) return "output feeds a quantization bound";
+                out_q = u;
+                break;
+            }
+            node *other = nullptr;
+            if (u->kind == op::Add || u->kind == op::Multiply) other = u->inputs[0] == t ? u->inputs[1] : u->inputs[0];
+            if (u->kind == op::Add && stage == 0 &&
+                (other->kind == op::Constant ||
+                 (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
+                std::vector<double> b;
+                if (other->kind == op::Constant && other->out_type == etype::f32) {
+                    b = per_channel(other, OC);
+                } else if (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant &&
+                           other->inputs[0]->out_type == etype::i32 && is_const_f32(other->inputs[1]) &&
+                           elems_of(other->inputs[1]->out_shape) == 1 && other->inputs.size() == 2) {
+                    // float(b) · s, as DequantizeLinear computes it
+                    const auto bi = per_channel(other->inputs[0], OC, true);
+                    const float s = static_cast<float>(other->inputs[1]->value(0));
+                    for (double v : bi) b.push_back(static_cast<float>(v) * s);
+                }
+                if (b.empty() || u->out_shape != ys) return "bias Add is not per output channel";
+                sp.bias = expand(b, OC);
+                p.with_bias = true;
+                chain += " bias";
+                stage = 1;
+            } else if ((u->kind == op::Multiply || u->kind == op::Add) && stage <= 1 && is_const_f32(other)) {
+                const auto v = per_channel(other, OC);
+                if (v.empty() || u->out_shape != ys) return std::string(to_string(u->kind)) + " is not per channel";
+                if (!have_ss) ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
+                if (u->kind == op::Multiply) {
+                    if (have_ss && std::any_of(ss_shift.begin(), ss_shift.end(), [](float x) { return x != 0; }))
+                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
+                    if (have_ss && std::any_of(ss_scale.begin(), ss_scale.end(), [](float x) { return x != 1; }))
+                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
+                    ss_scale = expand(v, OC);
+                } else {
+                    if (have_ss && std::any_of(ss_shift.begin(), ss_shift.end(), [](float x) { return x != 0; }))
+                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
+                    ss_shift = expand(v, OC);
+                }
+                have_ss = true;
+                chain += u->kind == op::Multiply ? " mul" : " add";
+                stage = 1;
+            } else if ((u->kind == op::Relu || u->kind == op::Clamp || u->kind == op::PRelu) &&
+                       (stage <= 1 || stage == 3)) {
+                flush_ss();
+                if (u->kind == op::Relu) p.ops.push_back(post_op::relu());
+                else if (u->kind == op::Clamp)
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(u->attr.clamp_min),
+                                                     static_cast<float>(u->attr.clamp_max)));
+                else {
+                    if (!is_const_f32(u->inputs[1])) return "PRelu slope is not an f32 Constant";
+                    const auto v = per_channel(u->inputs[1], OC, true);
+                    if (v.empty()) return "PRelu slope is not per channel";
+                    p.ops.push_back(post_op::prelu(expand(v, OC)));
+                }
+                chain += std::string(" ") + to_string(u->kind);
+                stage = stage == 3 ? 4 : 2;
+            } else if (u->kind == op::Add && stage <= 3 && other->kind != op::Constant &&
+                       other->out_type == etype::f32 && other->out_shape == ys && u->out_shape == ys && !residual) {
+                flush_ss();
+                residual = other;
+                residual_op = p.ops.size();
+                p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
+                chain += " residual";
+                stage = 3;
+            } else {
+                return "chain stops at " + std::string(to_string(u->kind)) + " '" + u->id + "' before a quantization";
+            }
+            t = u;
+        }
+        flush_ss();
+
+        // Output quantization.
+        etype dt = etype::u8;
+        fq_info of;
+        std::string out_usable; // why the output cannot feed a lowered convolution ("" when it can)
+        if (out_q->kind == op::FakeQuantize) {
+            if (out_q->out_shape != ys) return "output FakeQuantize broadcasts beyond the output";
+            if (std::string why = analyze_fq(out_q, OC, &of); !why.empty()) {
+                // Still an int8 destination when the bounds are per tensor/channel with 256 levels.
+                if (out_q->attr.levels != 256 || of.il.empty() || of.ol.empty() || of.ih.empty() || of.oh.empty())
+                    return "output: " + why;
+                out_usable = why;
+                of.qt.type = etype::u8;
+            }
+            dt = of.qt.type;
+            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 255.f : 127.f;
+            p.ops.push_back(post_op::fake_quantize(256, expand(of.il, of.il.size() == 1 ? 1 : OC),
+                                                   expand(of.ih, of.ih.size() == 1 ? 1 : OC), std::vector<float>(1, lo),
+                                                   std::vector<float>(1, hi)));
+            chain += " fq";
+        } else {
+            dt = out_q->out_type;
+            if (!is_const_f32(out_q->inputs[1])) return "output QuantizeLinear scale is not an f32 Constant";
+            const bool axis1 = out_q->attr.axis == 1 || out_q->attr.axis == -3;
+            const auto s = per_channel(out_q->inputs[1], OC, true);
+            std::vector<double> z{0};
+            if (out_q->inputs.size() > 2) {
+                if (out_q->inputs[2]->kind != op::Constant) return "output zero point is not a Constant";
+                z = per_channel(out_q->inputs[2], OC, true);
+            }
+            if (s.empty() || z.empty() || ((s.size() > 1 || z.size() > 1) && !axis1))
+                return "output QuantizeLinear is not per tensor or axis 1";
+            std::vector<float> inv;
+            for (double v : s) inv.push_back(1.f / static_cast<float>(v));
+            // QuantizeLinear rounds y / s (half to even) and then adds the
+            // zero point: the round is its own post-op, so an odd zero point
+            // cannot move a tie (the store would round y / s + zp).
+            if (s.size() == 1) p.ops.push_back(post_op::eltwise(eltwise_alg::linear, inv[0], 0.f));
+            else
+                p.ops.push_back(post_op::scale_shift_op(expand(std::vector<double>(inv.begin(), inv.end()), OC),
+                                                        std::vector<float>(OC, 0.f)));
+            p.ops.push_back(post_op::eltwise(eltwise_alg::round));
+            if (z.size() == 1) p.dst_zp = static_cast<int32_t>(z[0]);
+            else p.ops.push_back(post_op::scale_shift_op(std::vector<float>(OC, 1.f), expand(z, OC)));
+            chain += " quantize_linear";
+        }
+        p.src_dt = in.type == etype::u8 ? dtype::u8 : dtype::s8;
+        p.dst_dt = dt == etype::u8 ? dtype::u8 : dtype::s8;
+        const bool zp_channel = in.zp.size() > 1;
+        if (zp_channel) p.src_zp = zero_point::channel(in.zp);
+        else if (in.zp[0] != 0) p.src_zp = zero_point::tensor(in.zp[0]);
+        p.scales.resize(OC);
+        for (int64_t o = 0; o < OC; ++o) p.scales[o] = static_cast<float>(in.scale * sw[o]);
+        sp.residual = residual != nullptr;
+        // An int8 skip of the destination's type with one zero point: the
+        // integers go into the destination and a sum post-op adds
+        // s·(q − zp) (OpenVINO's sum fusion); otherwise the f32 tensor.
+        quant rb;
+        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.type == dt && rb.q != nullptr) {
+            p.ops[residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
+            sp.sum = true;
+            residual = rb.q;
+            chain += "(sum)";
+        }
+        p.validate();
+
+        // Build: the source integers, the weights, the node.
+        node *src = in.q;
+        if (!src) {
+            // FakeQuantize(x, il, ih, qlo, qhi) → Convert: the integers j (u8) or j − 128 (s8).
+            const float lo = in.type == etype::u8 ? 0.f : -128.f, hi = in.type == etype::u8 ? 255.f : 127.f;
+            node *f = const_cast<node *>(in_fq);
+            attributes fa;
+            fa.levels = 256;
+            node *ql = fconst({lo}, {}, f->id + "_qlo"), *qh = fconst({hi}, {}, f->id + "_qhi");
+            node *fi = add(op::FakeQuantize, {f->inputs[0], f->inputs[1], f->inputs[2], ql, qh}, fa, f->id + "_int", f);
+            attributes ca;
+            ca.type = in.type;
+            src = add(op::Convert, {fi}, ca, f->id + "_q", f);
+            in.q = src;
+            known_[f] = {in, ""};
+        }
+        auto wd = std::make_shared<constant_data>();
+        wd->bytes.assign(reinterpret_cast<const uint8_t *>(w8.data()),
+                         reinterpret_cast<const uint8_t *>(w8.data()) + w8.size());
+        node *wn = g_.constant(etype::i8, {OC, d.icg(), d.kh, d.kw}, wd, g_.unique_id(c->id + "_w8"));
+        infer_node(*wn);
+        attributes qa;
+        qa.type = dt;
+        qa.qconv = sp.encode();
+        auto reshape = [&](node *x, shape_t to, const std::string &id) {
+            attributes ra;
+            ra.target = std::move(to);
+            return add(op::Reshape, {x}, ra, id, c);
+        };
+        if (mm) src = reshape(src, {d.mb, d.ic, 1, 1}, c->id + "_src4d");
+        if (mm && residual) residual = reshape(residual, {d.mb, d.oc, 1, 1}, c->id + "_res4d");
+        std::vector<node *> ins{src, wn};
+        if (residual) ins.push_back(residual);
+        node *L = add(op::QConvolution, ins, qa, c->id + "_int8", c);
+        origin_[L] = c->id;
+        if (mm) L = reshape(L, ys, c->id + "_int8_2d");
+        if (out_q->kind == op::FakeQuantize) {
+            // The f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi − 1/2, ol, oh).
+            // Levels 0 … 254 go through the formula as in the graph; the top
+            // level is above the input range and gives oh itself, as a
+            // saturated input does in the graph (docs/semantics.md §10).
+            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 254.5f : 126.5f;
+            attributes ca;
+            ca.type = etype::f32;
+            node *cv = add(op::Convert, {L}, ca, out_q->id + "_f32", out_q);
+            attributes fa;
+            fa.levels = 256;
+            node *ql = fconst({lo}, {}, out_q->id + "_qlo"), *qh = fconst({hi}, {}, out_q->id + "_qhi");
+            node *deq =
+                add(op::FakeQuantize, {cv, ql, qh, out_q->inputs[3], out_q->inputs[4]}, fa, out_q->id + "_deq", out_q);
+            g_.replace_uses(const_cast<node *>(out_q), deq);
+            quant oq = of.qt;
+            oq.q = L;
+            oq.type = dt;
+            known_[deq] = {oq, out_usable.empty() ? "" : "activation: " + out_usable};
+        } else {
+            g_.replace_uses(const_cast<node *>(out_q), L);
+        }
+        *done = true;
+        std::ostringstream why;
+        why << "lowered: src=" << to_string(p.src_dt) << " zp=" << to_string(p.src_zp.effective_kind())
+            << (in_fq ? " (FakeQuantize)" : " (DequantizeLinear)") << " dst=" << to_string(p.dst_dt)
+            << " chain:" << chain << " post_ops=" << to_string(p.ops);
+        return why.str();
+    }
+
+    graph &g_;
+    // Dequantized activations whose integers a node holds; the string says
+    // why one cannot be a source ("" when it can).
+    std::map<const node *, std::pair<quant, std::string>> known_;
+    std::map<const node *, quant> passthrough_; // MaxPool / Concat made on the integers
+
+public:
+    std::map<const node *, std::string> origin_; // QConvolution → the convolution it lowers
+};
+
+} // namespace
+
+namespace {
+
+// A lowered 1x1 whose only reader is a lowered 3x3 depthwise (padding 1,
+// stride 1 or 2, no source zero point) becomes one QConvolution with the
+// depthwise as its fused dw item (docs/semantics.md §5): the 1x1's output
+// pipeline with its destination type as the intermediate (its zero point must
+// be 0), then the depthwise's weights, bias, scales, post-ops, destination.
+// The same numbers as the two convolutions; rows that fuse keep only a few
+// rows of the intermediate.
+void fuse_dw(graph &g, std::map<const node *, std::string> &origin, std::vector<rewrite_record> &records) {
+    auto record = [&](const node *n) -> rewrite_record * {
+        for (auto &r : records)
+            if (origin.count(n) && r.conv == origin[n]) return &r;
+        return nullptr;
+    };
+    for (node *n1 : g.topo_order()) {
+        if (n1->kind != op::QConvolution) continue;
+        const auto cs = g.consumers(n1);
+        if (cs.size() != 1 || cs[0]->kind != op::QConvolution || cs[0]->inputs[0] != n1) continue;
+        node *n2 = cs[0];
+        const qconv_spec a = qconv_spec::decode(n1->attr.qconv, n1->where());
+        const qconv_spec b = qconv_spec::decode(n2->attr.qconv, n2->where());
+        const conv_desc &d1 = a.p.desc, &d2 = b.p.desc;
+        const bool pw = d1.kh == 1 && d1.kw == 1 && d1.g == 1 && d1.pt == 0 && d1.pl == 0 && d1.pb <= 0 && d1.pr <= 0 &&
+                        !a.residual && a.p.dst_zp == 0 && a.p.dw() == nullptr;
+        const bool dw = d2.is_depthwise() && d2.kh == 3 && d2.kw == 3 && d2.pt == 1 && d2.pl == 1 && d2.sh == d2.sw &&
+                        (d2.sh == 1 || d2.sh == 2) && d2.dh == 1 && d2.dw == 1 &&
+                        d2.oh == (d2.ih + 2 - 3) / d2.sh + 1 && d2.ow == (d2.iw + 2 - 3) / d2.sw + 1 &&
+                        b.p.src_zp.effective_kind() == zero_point::kind::none && b.p.dw() == nullptr;
+        if (!pw || !dw) continue;
+        qconv_spec f = a;
+        const node *w2 = n2->inputs[1];
+        std::vector<int8_t> wd(w2->data->bytes.begin(), w2->data->bytes.end());
+        f.p.ops.push_back(post_op::dw_conv(static_cast<int>(d2.sh), a.p.dst_dt, wd,
+                                           b.p.with_bias ? b.bias : std::vector<float>{}, b.p.scales));
+        for (const auto &o : b.p.ops) f.p.ops.push_back(o);
+        f.p.dst_dt = b.p.dst_dt;
+        f.p.dst_zp = b.p.dst_zp;
+        f.residual = b.residual;
+        f.sum = b.sum;
+        try {
+            f.p.validate();
+        } catch (const error &) {
+            continue;
+        }
+        attributes at = n2->attr;
+        at.qconv = f.encode();
+        std::vector<node *> ins{n1->inputs[0], n1->inputs[1]};
+        if (b.residual) ins.push_back(n2->inputs[2]);
+        node *fused = g.add(op::QConvolution, ins, at, g.unique_id(n1->id + "_dw"));
+        fused->friendly_name = n2->friendly_name;
+        fused->rt_info = n2->rt_info;
+        infer_node(*fused);
+        g.replace_uses(n2, fused);
+        if (auto *r = record(n1)) r->reason += " + fused dw item (" + origin[n2] + ")";
+        if (auto *r = record(n2)) r->reason += "; fused into " + origin[n1] + " as its dw item";
+        origin[fused] = origin[n1];
+    }
+}
+
+} // namespace
+
+std::vector<rewrite_record> lower_low_precision(graph &g) {
+    g.infer();
+    lowerer lw(g);
+    std::vector<rewrite_record> records;
+    // Candidates: every Convolution / GroupConvolution, and every MatMul
+    // (ONNX Gemm) whose activation is quantized (FakeQuantize or
+    // DequantizeLinear): it runs as a 1x1 convolution.
+    for (node *n : g.topo_order()) {
+        const op k0 = n->inputs.empty() ? op::Parameter : n->inputs[0]->kind;
+        if (n->kind == op::Convolution || n->kind == op::GroupConvolution ||
+            (n->kind == op::MatMul && (k0 == op::FakeQuantize || k0 == op::DequantizeLinear)))
+            records.push_back(lw.visit(n));
+    }
+    g.prune();
+    g.infer();
+    fuse_dw(g, lw.origin_, records);
+    g.prune();
+    g.infer();
+    if (impl::verbose_level() >= 2)
+        for (const auto &r : records)
+            impl::verbose_print("graph,lower_int8," + r.conv + "," + (r.rewritten ? "lowered" : "kept") + "," +
+                                r.reason);
+    return records;
+}
+
+} // namespace qconv::graph
