@@ -130,6 +130,8 @@ int64_t dim_of(const std::vector<std::pair<size_t, graph::tensor>> &given, const
             v = t.shape[d];
         }
     return v;
+}
+
 // --report=table: every node of the graph after the passes with its time
 // (the median of a few profiled runs), its share, its implementation and,
 // for convolutions, the lowering decision; heaviest first.
