@@ -28,7 +28,7 @@ wall=$(( $(date +%s) - start ))
 # "  12/1537 Test  #345: Name ...................   Passed    3.21 sec"
 echo "suite $name: ${wall} s wall; the ten slowest tests:"
 sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9][0-9.]*\) sec$/\2 \1/p' "$log" |
-  sort -rn | head -10 | awk '{ printf "  %8.2f s  %s\n", $1, $2 }'
+  sort -rn | awk 'NR <= 10 { printf "  %8.2f s  %s\n", $1, $2 }'
 [ "$rc" -eq 0 ] || exit "$rc"
 
 if [ -n "${QCONV_SUITE_BUDGET_S:-}" ] && [ "$wall" -gt "$QCONV_SUITE_BUDGET_S" ]; then

@@ -57,7 +57,7 @@ run_one() {
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   if [ $rc -ne 0 ]; then
     { echo "fuzz: $t FAILED (exit $rc) after ${runs:-?} executions; log $log"
-      grep -E 'ERROR|SUMMARY|fuzz_[a-z]+:|Test unit written' "$log" | head -20; } >"$build/fuzz-artifacts/$t.verdict"
+      grep -E 'ERROR|SUMMARY|fuzz_[a-z]+:|Test unit written' "$log" | awk 'NR <= 20'; } >"$build/fuzz-artifacts/$t.verdict"
   else
     echo "fuzz: $t executions=${runs:-?} seconds=$seconds corpus=$(ls "$work" | wc -l)" >"$build/fuzz-artifacts/$t.verdict"
   fi
