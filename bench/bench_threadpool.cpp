@@ -8,17 +8,20 @@
 // 1 to 32), each at 1 and 2 threads: once through OpenMP (exec threads = T)
 // and once through a caller's pool of T threads (a spinning std::thread pool,
 // the caller running tasks too, as a runtime's pool does). Both modes run on
-// the same primitive in interleaved rounds, the per-problem best kept; a line
+// the same primitive in interleaved rounds (blocks of 4 calls per mode), the
+// per-problem best kept; a line
 // per problem gives both times and ratio = pool / OpenMP, and each block
 // ends with the total (layers weighted by their `*N` counts).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -41,8 +44,9 @@ double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// n − 1 workers spinning on a generation counter (then yielding) and the
-// caller: tasks are taken from a shared counter by all n.
+// n − 1 workers and the caller take tasks from a shared counter; an idle
+// worker spins briefly (about 0.1 ms, like OpenMP's and pthreadpool's
+// workers), then sleeps until the next run().
 class spin_pool final : public qconv::threadpool {
 public:
     explicit spin_pool(int n) : n_(n) {
@@ -50,7 +54,7 @@ public:
     }
     ~spin_pool() override {
         stop_.store(true);
-        generation_.fetch_add(1);
+        wake();
         for (auto &t : workers_) t.join();
     }
     int num_threads() const override { return n_; }
@@ -59,12 +63,19 @@ public:
         count_ = n;
         next_.store(0);
         left_.store(n);
-        generation_.fetch_add(1, std::memory_order_release);
+        wake();
         drain();
         while (left_.load(std::memory_order_acquire) != 0) _mm_pause();
     }
 
 private:
+    void wake() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            generation_.fetch_add(1, std::memory_order_release);
+        }
+        cv_.notify_all();
+    }
     void drain() {
         for (int i; (i = next_.fetch_add(1)) < count_;) {
             (*task_)(i);
@@ -77,8 +88,12 @@ private:
             int spins = 0;
             uint64_t g;
             while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-                if (++spins < 200000) _mm_pause();
-                else std::this_thread::yield();
+                if (++spins < 4000) {
+                    _mm_pause();
+                    continue;
+                }
+                std::unique_lock<std::mutex> lock(mu_);
+                cv_.wait(lock, [&] { return generation_.load() != seen; });
             }
             seen = g;
             if (stop_.load()) return;
@@ -87,6 +102,8 @@ private:
     }
     const int n_;
     std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable cv_;
     const std::function<void(int)> *task_ = nullptr;
     int count_ = 0;
     std::atomic<int> next_{0}, left_{0};
@@ -145,19 +162,25 @@ std::vector<layer> read_shapes(const std::string &list) {
     return r;
 }
 
-// Best of interleaved rounds of f(false) (OpenMP) and f(true) (the pool).
+// Best of interleaved rounds of f(false) (OpenMP) and f(true) (the pool):
+// each round runs one mode `block` times in a row, then the other (the order
+// alternates), so that the idle workers of the runtime that just ran (both
+// spin a while before they sleep) disturb only the first calls of a block.
 void time_both(const std::function<void(bool)> &f, double *omp_ms, double *pool_ms) {
+    constexpr int block = 4;
     *omp_ms = *pool_ms = 1e30;
     f(false);
     f(true);
     const double start = now_ms();
-    for (int round = 0; round < 200 && (round < 5 || now_ms() - start < opt.budget_ms); ++round)
+    for (int round = 0; round < 100 && (round < 4 || now_ms() - start < opt.budget_ms); ++round)
         for (int k = 0; k < 2; ++k) {
             const bool pool = (k + round) % 2 == 1;
-            const double t0 = now_ms();
-            f(pool);
             double &best = pool ? *pool_ms : *omp_ms;
-            best = std::min(best, now_ms() - t0);
+            for (int r = 0; r < block; ++r) {
+                const double t0 = now_ms();
+                f(pool);
+                best = std::min(best, now_ms() - t0);
+            }
         }
 }
 

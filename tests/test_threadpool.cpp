@@ -26,6 +26,7 @@
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
 #include "rows/row.h"
+#include "tests/support/amx_emulator.h"
 #include "tests/support/row_problems.h"
 #include "tests/support/testdata.h"
 
@@ -108,6 +109,7 @@ std::string param_name(const ::testing::TestParamInfo<std::string> &i) {
 }
 
 std::vector<std::string> conv_rows() {
+    (void)test::amx_test_mode(); // links the AMX emulator: AMX rows run on AVX-512 CPUs without tiles
     std::vector<std::string> n;
     for (const auto &e : impl::conv_list()) n.push_back(e.name);
     return n;
