@@ -13,8 +13,9 @@
 //     and sizes its per-thread buffers accordingly;
 //   * run(n, task) runs task(0) … task(n − 1), each exactly once, in any
 //     order, on any of its threads (the calling thread included), and returns
-//     when all have finished. qconv's tasks do not throw and do not wait on
-//     one another, so a pool may run them one after another;
+//     when all have finished. The tasks never throw (an error inside one is
+//     rethrown by qconv in the caller once run() has returned) and never wait
+//     on one another, so a pool may run them one after another;
 //   * a loop of one task runs on the calling thread without calling run();
 //   * a loop inside a task (nested) runs serially on that task's thread.
 // run() may be called from several threads at once when several qconv calls
