@@ -122,6 +122,35 @@ void parallel(int nthr, const std::function<void(int, int)> &fn) {
     err.rethrow();
 }
 
+void parallel_phases(int nthr, const std::function<void(int, int)> &first,
+                     const std::function<void(int, int)> &second) {
+    if (!first) return parallel(nthr, second);
+    if (nthr <= 0) nthr = default_threads();
+    if (active_pool() || nthr <= 1 || tls.depth > 0) {
+        parallel(nthr, first);
+        parallel(nthr, second);
+        return;
+    }
+    first_error err;
+#pragma omp parallel num_threads(nthr)
+    {
+        const int ithr = omp_get_thread_num(), nt = omp_get_num_threads();
+        auto phase = [&](const std::function<void(int, int)> &fn) {
+            as_task(nullptr, ithr, nt, [&] {
+                try {
+                    fn(ithr, nt);
+                } catch (...) {
+                    err.keep();
+                }
+            });
+        };
+        phase(first);
+#pragma omp barrier
+        phase(second);
+    }
+    err.rethrow();
+}
+
 int openmp_max_threads() { return omp_get_max_threads(); }
 void set_openmp_threads(int n) { omp_set_num_threads(n); }
 

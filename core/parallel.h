@@ -34,6 +34,13 @@ bool in_parallel();
 // capped by the pool): work must be split by it, not by the request.
 void parallel(int nthr, const std::function<void(int ithr, int nthr)> &fn);
 
+// Two phases over the same threads, every thread done with `first` before
+// any starts `second` (a copy, then the work that reads it): on OpenMP one
+// region with a barrier between the phases (as the kernels had it), on a pool
+// two run()s. An empty `first` is skipped.
+void parallel_phases(int nthr, const std::function<void(int ithr, int nthr)> &first,
+                     const std::function<void(int ithr, int nthr)> &second);
+
 // OpenMP's static split of [0, n) over nthr threads: thread ithr's range.
 inline void balance(int64_t n, int ithr, int nthr, int64_t &begin, int64_t &end) {
     const int64_t q = n / nthr, r = n % nthr;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/buffers.h"
@@ -538,9 +539,10 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     if (g.view == view_kind::padded)
         buf = impl::thread_scratch(impl::scratch_use::amx_copy, static_cast<size_t>(g.mb * g.g * g.img_px * g.ps));
     const int64_t work = g.mb * g.g * g.nq * g.nob;
-    if (g.view == view_kind::padded)
-        impl::parallel(threads, [&](int ithr, int nthr) { build_padded(s, buf, ithr, nthr); });
-    impl::parallel(threads, [&](int ithr, int nthr) {
+    // The padded copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (g.view == view_kind::padded) copy = [&](int ithr, int nthr) { build_padded(s, buf, ithr, nthr); };
+    impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         // A static split: thread t takes items [work·t/T, work·(t+1)/T).
         const int64_t t = ithr, nt = nthr;
         run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);

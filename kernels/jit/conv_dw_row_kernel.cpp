@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -342,11 +343,13 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     // Row units: pairs of output rows (pair mode; an odd last row alone) or rows.
     const int64_t units = pair_ ? (d.oh + 1) / 2 : d.oh;
     const int64_t work = d.mb * units * groups;
-    // The source copy (if any) in one region, then the convolution in another.
+    // The source copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
     if (e.buf)
-        impl::parallel_for(
-            d.mb * pc_.rows, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); }, true, e.threads);
-    impl::parallel(e.threads, [&](int ithr, int nthr) {
+        copy = [&](int ithr, int nthr) {
+            impl::for_range(d.mb * pc_.rows, ithr, nthr, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); });
+        };
+    impl::parallel_phases(e.threads, copy, [&](int ithr, int nthr) {
         uint8_t *rows = nullptr; // row copy: this thread's padded rows of one output row
         if (row_copy_) {
             rows = impl::try_thread_scratch(impl::scratch_use::dw_row_copy, static_cast<size_t>(span * copy_row + 64));

@@ -6,6 +6,7 @@
 // pipeline is fused into the kernel or run on its int32 tile.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -161,11 +162,13 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     const conv_desc &d = p_.desc;
     dw_exec e(p_, a_, pc_, !direct_, w, src, dst, args);
     const int64_t work = d.mb * d.oh * n_ob_;
-    // The source copy (unless in place) in one region, then the convolution in another.
+    // The source copy (unless in place), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
     if (!direct_)
-        impl::parallel_for(
-            d.mb * rows_, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); }, true, e.threads);
-    impl::parallel(e.threads, [&](int ithr, int nthr) {
+        copy = [&](int ithr, int nthr) {
+            impl::for_range(d.mb * rows_, ithr, nthr, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); });
+        };
+    impl::parallel_phases(e.threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
         int64_t it_b, it_e;
         impl::balance(work, ithr, nthr, it_b, it_e);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -428,9 +429,10 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     for (const auto &op : a_.ops)
         if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
 
-    // The source copy (if any) in one region, then the convolution in another.
-    if (g.copy) impl::parallel(threads, [&](int ithr, int nthr) { make_padded_source(src, pad_buf, ithr, nthr); });
-    impl::parallel(threads, [&](int ithr, int nthr) {
+    // The source copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (g.copy) copy = [&](int ithr, int nthr) { make_padded_source(src, pad_buf, ithr, nthr); };
+    impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
         int64_t it0, it1;
         impl::balance(work, ithr, nthr, it0, it1);
