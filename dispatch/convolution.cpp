@@ -1,6 +1,7 @@
 // qconv::convolution: validation, the dispatcher's choice (or the tuned one),
 // the cached kernel, its own packed weights, and checked execution.
 #include <memory>
+#include <optional>
 
 #include "core/memory.h"
 #include "dispatch/dispatcher.h"
@@ -69,6 +70,8 @@ void convolution::execute(const void *src, void *dst, const exec_args &args) con
                            std::to_string(args.binary.size()) + " tensor(s) were given");
     for (int i = 0; i < full; ++i)
         if (!args.binary[static_cast<size_t>(i)]) fail("binary", "null tensor #" + std::to_string(i));
+    std::optional<threadpool_scope> on_pool;
+    if (args.pool) on_pool.emplace(args.pool);
     impl::verbose_exec(
         p_->name, [&] { p_->kernel->execute(*p_->weights, src, dst, args); },
         [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->problem) : p_->verbose_desc; });

@@ -1,11 +1,10 @@
 // qconv::check_environment() and the thread-count bound (environment.h).
 #include "dispatch/environment.h"
 
-#include <omp.h>
-
 #include <cstdlib>
 #include <string>
 
+#include "core/parallel.h"
 #include "core/text.h"
 #include "dispatch/cache.h"
 #include "dispatch/tuning.h"
@@ -48,8 +47,8 @@ void check_environment() {
 namespace impl {
 
 void check_openmp_threads() {
-    const int n = omp_get_max_threads();
-    if (n <= max_threads) return;
+    const int n = openmp_max_threads();
+    if (n <= qconv::max_threads) return;
     const char *env = std::getenv("OMP_NUM_THREADS");
     fail(env && *env ? "OMP_NUM_THREADS" : "threads", "OpenMP would run " + std::to_string(n) +
                                                           " threads, more than qconv's limit of " +

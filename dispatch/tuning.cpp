@@ -2,13 +2,12 @@
 // timed once per (problem, platform, thread count) and the fastest kept.
 #include "dispatch/tuning.h"
 
-#include <omp.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "core/parallel.h"
 #include "dispatch/attr_builder.h"
 #include "dispatch/verbose.h"
 
@@ -40,7 +39,7 @@ conv_choice tuned_choice(const conv_problem &p, const platform &plat, const conv
     const std::vector<attr_set> attrs = build_attrs(p, plat, hints);
     const std::vector<conv_choice> cands = accepting_conv(conv_list(), attrs, p, plat);
     if (cands.size() <= 1) return select_conv(p, plat, hints);
-    const std::string key = p.key() + "|" + plat.str() + "|t" + std::to_string(omp_get_max_threads());
+    const std::string key = p.key() + "|" + plat.str() + "|t" + std::to_string(default_threads());
     std::lock_guard<std::recursive_mutex> lock(tuned_mu); // one problem tuned at a time: timings do not overlap
     const auto known = tuned_winner.find(key);
     if (known != tuned_winner.end())

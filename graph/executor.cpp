@@ -31,6 +31,7 @@
 #include <set>
 
 #include "core/memory.h"
+#include "core/parallel.h"
 #include "core/verbose.h"
 #include "graph/detail.h"
 #include "graph/lower_int8.h"
@@ -127,16 +128,14 @@ void commit(const ft &f, tensor &o) {
         for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
         return;
     }
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
+    impl::parallel_for_if(n >= kParallelMin, n, [&](int64_t i) { detail::store(t, b, i, f.data[i]); });
 }
 
 template <typename F>
 void binary(const ft &a, const ft &b, ft &o, F f) {
     const int64_t total = static_cast<int64_t>(o.data.size());
     if (a.shape == o.shape && b.shape == o.shape) {
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-        for (int64_t i = 0; i < total; ++i) o.data[i] = f(a.data[i], b.data[i]);
+        impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) { o.data[i] = f(a.data[i], b.data[i]); });
         return;
     }
     // Coalesce adjacent output dims along which both inputs are contiguous
@@ -163,8 +162,7 @@ void binary(const ft &a, const ft &b, ft &o, F f) {
     const size_t r = dims.size();
     const int64_t inner = r ? dims[r - 1] : 1, outer = inner ? total / inner : 0;
     const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-    for (int64_t j = 0; j < outer; ++j) {
+    impl::parallel_for_if(total >= kParallelMin, outer, [&](int64_t j) {
         int64_t rem = j, oa = 0, ob = 0;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
             const int64_t idx = rem % dims[d];
@@ -175,7 +173,7 @@ void binary(const ft &a, const ft &b, ft &o, F f) {
         float *y = o.data.data() + j * inner;
         const float *pa = a.data.data() + oa, *pb = b.data.data() + ob;
         for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i * ia], pb[i * ib]);
-    }
+    });
 }
 
 void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
@@ -184,8 +182,7 @@ void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
     const int64_t total = static_cast<int64_t>(o.data.size());
     const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
     const int64_t step = r ? is[perm[r - 1]] : 0;
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-    for (int64_t j = 0; j < outer; ++j) {
+    impl::parallel_for_if(total >= kParallelMin, outer, [&](int64_t j) {
         int64_t rem = j, off = 0;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
             off += (rem % o.shape[d]) * is[perm[d]];
@@ -193,7 +190,7 @@ void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
         }
         float *y = o.data.data() + j * inner;
         for (int64_t i = 0; i < inner; ++i) y[i] = in.data[off + i * step];
-    }
+    });
 }
 
 void matmul_f32(const node &n, const ft &a, const ft &b, ft &o) {
@@ -207,25 +204,23 @@ void matmul_f32(const node &n, const ft &a, const ft &b, ft &o) {
     const shape_t ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
     const auto sa = bstrides(ab, ob), sb = bstrides(bb, ob);
     const int64_t batches = elems_of(ob);
-#pragma omp parallel for collapse(2) schedule(static) if (batches * M * N * K >= kParallelMin)
-    for (int64_t bt = 0; bt < batches; ++bt)
-        for (int64_t m = 0; m < M; ++m) {
-            int64_t rem = bt, offa = 0, offb = 0;
-            for (int d = static_cast<int>(ob.size()) - 1; d >= 0; --d) {
-                const int64_t idx = rem % ob[d];
-                rem /= ob[d];
-                offa += idx * sa[d];
-                offb += idx * sb[d];
-            }
-            const float *A = a.data.data() + offa * M * K + m * am;
-            const float *B = b.data.data() + offb * K * N;
-            float *y = o.data.data() + (bt * M + m) * N;
-            for (int64_t j = 0; j < N; ++j) {
-                float s = 0.f;
-                for (int64_t k = 0; k < K; ++k) s += A[k * ak] * B[k * bk + j * bn];
-                y[j] = s;
-            }
+    impl::parallel_for_2d_if(batches * M * N * K >= kParallelMin, batches, M, [&](int64_t bt, int64_t m) {
+        int64_t rem = bt, offa = 0, offb = 0;
+        for (int d = static_cast<int>(ob.size()) - 1; d >= 0; --d) {
+            const int64_t idx = rem % ob[d];
+            rem /= ob[d];
+            offa += idx * sa[d];
+            offb += idx * sb[d];
         }
+        const float *A = a.data.data() + offa * M * K + m * am;
+        const float *B = b.data.data() + offb * K * N;
+        float *y = o.data.data() + (bt * M + m) * N;
+        for (int64_t j = 0; j < N; ++j) {
+            float s = 0.f;
+            for (int64_t k = 0; k < K; ++k) s += A[k * ak] * B[k * bk + j * bn];
+            y[j] = s;
+        }
+    });
 }
 
 conv_desc conv_desc_of(const node &n) {
@@ -295,8 +290,7 @@ void broadcast_rows(const std::vector<const ft *> &in, const shape_t &out, F f) 
     const int64_t inner = r ? out[r - 1] : 1, total = elems_of(out), rows = inner ? total / inner : 0;
     std::vector<int64_t> steps(k);
     for (size_t i = 0; i < k; ++i) steps[i] = r ? st[i][r - 1] : 0;
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-    for (int64_t j = 0; j < rows; ++j) {
+    impl::parallel_for_if(total >= kParallelMin, rows, [&](int64_t j) {
         std::vector<int64_t> off(k, 0);
         int64_t rem = j;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
@@ -305,7 +299,7 @@ void broadcast_rows(const std::vector<const ft *> &in, const shape_t &out, F f) 
             for (size_t i = 0; i < k; ++i) off[i] += idx * st[i][d];
         }
         f(j, inner, off, steps);
-    }
+    });
 }
 
 // OpenVINO's FakeQuantize, in f32 arithmetic (docs/graph.md).
@@ -376,22 +370,20 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     }
     if (n.kind == op::QuantizeLinear) {
         const ft xf = view(x);
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-        for (int64_t i = 0; i < total; ++i) {
+        impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) {
             const int64_t c = per_axis ? (i / inner) % C : 0;
             // round half to even, add the zero point, saturate (NaN → 0)
             const float q = std::nearbyint(xf.data[i] / s.data[c]);
             detail::store(ot, y, i, static_cast<double>(q) + static_cast<double>(z[c]));
-        }
+        });
         return;
     }
     const uint8_t *xb = x.bytes.data();
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-    for (int64_t i = 0; i < total; ++i) {
+    impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) {
         const int64_t c = per_axis ? (i / inner) % C : 0;
         const int64_t d = static_cast<int64_t>(detail::load(xt, xb, i)) - z[c];
         detail::store(ot, y, i, static_cast<float>(d) * s.data[c]);
-    }
+    });
 }
 
 // MaxPool / AvgPool on NCHW. Window positions outside the input are skipped;
@@ -403,36 +395,34 @@ void pool(const node &n, const ft &x, ft &o) {
     const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
     const int64_t PT = n.pads_b[0], PL = n.pads_b[1], PB = n.pads_e[0], PR = n.pads_e[1];
     const bool is_max = n.kind == op::MaxPool, excl = n.attr.exclude_pad;
-#pragma omp parallel for collapse(2) schedule(static) if (elems_of(o.shape) * KH * KW >= kParallelMin)
-    for (int64_t nc = 0; nc < N * C; ++nc)
-        for (int64_t oh = 0; oh < OH; ++oh) {
-            const float *src = x.data.data() + nc * H * W;
-            float *dst = o.data.data() + (nc * OH + oh) * OW;
-            const int64_t h0 = oh * SH - PT, h1 = h0 + KH;
-            const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h1, H);
-            const int64_t hp = std::min(h1, H + PB) - std::max<int64_t>(h0, -PT);
-            for (int64_t ow = 0; ow < OW; ++ow) {
-                const int64_t w0 = ow * SW - PL, w1 = w0 + KW;
-                const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w1, W);
-                const int64_t wp = std::min(w1, W + PR) - std::max<int64_t>(w0, -PL);
-                if (ha >= hb || wa >= wb) {
-                    dst[ow] = 0.f;
-                    continue;
-                }
-                if (is_max) {
-                    float m = src[ha * W + wa];
-                    for (int64_t h = ha; h < hb; ++h)
-                        for (int64_t w = wa; w < wb; ++w) m = std::max(m, src[h * W + w]);
-                    dst[ow] = m;
-                } else {
-                    double sum = 0;
-                    for (int64_t h = ha; h < hb; ++h)
-                        for (int64_t w = wa; w < wb; ++w) sum += src[h * W + w];
-                    const int64_t cnt = excl ? (hb - ha) * (wb - wa) : hp * wp;
-                    dst[ow] = static_cast<float>(sum / static_cast<double>(cnt));
-                }
+    impl::parallel_for_2d_if(elems_of(o.shape) * KH * KW >= kParallelMin, N * C, OH, [&](int64_t nc, int64_t oh) {
+        const float *src = x.data.data() + nc * H * W;
+        float *dst = o.data.data() + (nc * OH + oh) * OW;
+        const int64_t h0 = oh * SH - PT, h1 = h0 + KH;
+        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h1, H);
+        const int64_t hp = std::min(h1, H + PB) - std::max<int64_t>(h0, -PT);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t w0 = ow * SW - PL, w1 = w0 + KW;
+            const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w1, W);
+            const int64_t wp = std::min(w1, W + PR) - std::max<int64_t>(w0, -PL);
+            if (ha >= hb || wa >= wb) {
+                dst[ow] = 0.f;
+                continue;
+            }
+            if (is_max) {
+                float m = src[ha * W + wa];
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) m = std::max(m, src[h * W + w]);
+                dst[ow] = m;
+            } else {
+                double sum = 0;
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) sum += src[h * W + w];
+                const int64_t cnt = excl ? (hb - ha) * (wb - wa) : hp * wp;
+                dst[ow] = static_cast<float>(sum / static_cast<double>(cnt));
             }
         }
+    });
 }
 
 void reduce_mean(const node &n, const ft &x, ft &o) {
@@ -522,8 +512,7 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
         float *y = o.data.data();
         const int64_t cnt = static_cast<int64_t>(o.data.size());
         const bool t = n.attr.gelu_tanh;
-#pragma omp parallel for schedule(static) if (cnt >= kParallelMin / 8)
-        for (int64_t i = 0; i < cnt; ++i) y[i] = gelu(x[i], t);
+        impl::parallel_for_if(cnt >= kParallelMin / 8, cnt, [&](int64_t i) { y[i] = gelu(x[i], t); });
         break;
     }
     case op::FakeQuantize: {
@@ -597,8 +586,8 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         } else if (bits_of(o.type) == 4) {
             for (int64_t i = 0; i < total; ++i) o.set(i, x.get(i));
         } else {
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-            for (int64_t i = 0; i < total; ++i) detail::store(o.type, o.bytes.data(), i, x.get(i));
+            impl::parallel_for_if(total >= kParallelMin, total,
+                                  [&](int64_t i) { detail::store(o.type, o.bytes.data(), i, x.get(i)); });
         }
         return;
     }

@@ -1,6 +1,7 @@
 // The executor's typed tensor: storage, conversions and layout changes.
 #include <cstring>
 
+#include "core/parallel.h"
 #include "graph/detail.h"
 #include "qconv/graph.h"
 
@@ -24,8 +25,7 @@ void permute_words(const uint8_t *src, const shape_t &in, const std::vector<int6
     const int64_t step = r ? is[perm[r - 1]] : 0;
     const T *s = reinterpret_cast<const T *>(src);
     T *d = reinterpret_cast<T *>(dst);
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-    for (int64_t j = 0; j < outer; ++j) {
+    impl::parallel_for_if(total >= kParallelMin, outer, [&](int64_t j) {
         int64_t rem = j, off = 0;
         for (int k = static_cast<int>(r) - 2; k >= 0; --k) {
             off += (rem % out[k]) * is[perm[k]];
@@ -33,7 +33,7 @@ void permute_words(const uint8_t *src, const shape_t &in, const std::vector<int6
         }
         T *y = d + j * inner;
         for (int64_t i = 0; i < inner; ++i) y[i] = s[off + i * step];
-    }
+    });
 }
 
 } // namespace

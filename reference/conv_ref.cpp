@@ -4,7 +4,7 @@
 // taps (kh, kw) and, inside each tap, the group's input channels. Weights are
 // transposed once to [OC][KH][KW][ICg] so that the innermost loop reads both
 // the source pixel and the weights contiguously; that is the only concession
-// to speed besides an OpenMP loop over output pixels (every accumulator is
+// to speed besides a parallel loop over output pixels (every accumulator is
 // computed by one thread in one fixed order, so results never depend on the
 // thread count).
 #include <algorithm>
@@ -13,11 +13,8 @@
 
 #include "core/compensation.h"
 #include "core/dw_fusion.h"
+#include "core/parallel.h"
 #include "reference/reference.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace qconv::ref {
 
@@ -45,22 +42,13 @@ std::vector<T> transpose_weights(const conv_desc &d, const T *wei) {
     return wt;
 }
 
-int omp_threads(int threads) {
-#ifdef _OPENMP
-    return threads > 0 ? threads : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 // Calls f(n, oh, ow, out) for every output pixel, out = the offset of its
 // first channel in the NHWC destination; pixels in parallel.
 template <typename F>
 void for_each_pixel(const conv_desc &d, int threads, F f) {
-#pragma omp parallel for collapse(3) schedule(static) num_threads(omp_threads(threads))
-    for (int64_t n = 0; n < d.mb; ++n)
-        for (int64_t oh = 0; oh < d.oh; ++oh)
-            for (int64_t ow = 0; ow < d.ow; ++ow) f(n, oh, ow, ((n * d.oh + oh) * d.ow + ow) * d.oc);
+    impl::parallel_for_3d(
+        d.mb, d.oh, d.ow,
+        [&](int64_t n, int64_t oh, int64_t ow) { f(n, oh, ow, ((n * d.oh + oh) * d.ow + ow) * d.oc); }, true, threads);
 }
 
 // The accumulator loops for one source type.
@@ -205,12 +193,14 @@ void conv(const conv_problem &p, const attr_set &attr, const void *src, const in
                                      [](const lowered_op &op) { return op.k == lowered_op::kind::sum; });
     const float *b = p.with_bias ? bias : nullptr;
     const int64_t total = d.dst_elems();
-#pragma omp parallel for schedule(static) num_threads(omp_threads(args.threads))
-    for (int64_t i = 0; i < total; ++i) {
-        const int64_t c = i % d.oc;
-        const float prev = has_sum ? load(p.dst_dt, dst, i) : 0.f;
-        store(p.dst_dt, dst, i, apply_pipeline(p, attr.ops, acc[i], b, c, i, prev, args));
-    }
+    impl::parallel_for(
+        total,
+        [&](int64_t i) {
+            const int64_t c = i % d.oc;
+            const float prev = has_sum ? load(p.dst_dt, dst, i) : 0.f;
+            store(p.dst_dt, dst, i, apply_pipeline(p, attr.ops, acc[i], b, c, i, prev, args));
+        },
+        true, args.threads);
 }
 
 void conv_f32(const conv_desc &d, const float *src, const float *wei, const float *bias, float *dst) {

@@ -10,6 +10,7 @@
 #include "reference/reference.h"
 
 #include "core/convert.h"
+#include "core/parallel.h"
 
 namespace qconv::ref {
 
@@ -53,11 +54,11 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
     weight_element(w.wei, d.wei_dt, 0); // rejects a bad type outside the parallel loop
 
     const int64_t M = d.m, K = d.k, N = d.n, GS = d.group_size(), NG = d.n_groups();
-#pragma omp parallel
-    {
+    impl::parallel(0, [&](int ithr, int nthr) {
         std::vector<float> row(static_cast<size_t>(K));
-#pragma omp for schedule(static)
-        for (int64_t n = 0; n < N; ++n) {
+        int64_t n_b, n_e;
+        impl::balance(N, ithr, nthr, n_b, n_e);
+        for (int64_t n = n_b; n < n_e; ++n) {
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t g = k / GS;
                 const int32_t q = weight_element(w.wei, d.wei_dt, n * K + k) - zero_point_at(d, w, n, g);
@@ -72,7 +73,7 @@ void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float
                 y[m * N + n] = r;
             }
         }
-    }
+    });
 }
 
 void matmul_typed(const matmul_desc &d, const matmul_weights &w, const void *x, void *y) {

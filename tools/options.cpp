@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <omp.h>
 #include <sys/stat.h>
 
 #include "core/memory.h"
+#include "core/parallel.h"
 #include "core/text.h"
 #include "qconv/types.h"
 #include "tools/driver.h"
@@ -117,7 +117,7 @@ common_options parse_common(const options &o) {
         // oneDNN reads its cap once, at its first dispatch: set it before any use.
         setenv("ONEDNN_MAX_CPU_ISA", onednn_isa_name(cap), 0);
     }
-    if (c.threads > 0) omp_set_num_threads(c.threads);
+    if (c.threads > 0) impl::set_openmp_threads(c.threads);
     return c;
 }
 

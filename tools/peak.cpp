@@ -15,11 +15,11 @@
 // the unit. The single-thread rate times the thread count is the peak (2
 // operations per product, as conv_desc::ops() counts them). Only instructions
 // of the ISA level in use are emitted, so none the CPU lacks ever runs.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "core/parallel.h"
 #include "dispatch/host_platform.h"
 #include "kernels/jit/jit_base.h"
 #include "qconv/types.h"
@@ -217,7 +217,7 @@ peak_info measure_int8_peak(int threads) {
         ops = 2.0 * l.products * accumulators * double(iterations);
     }
     peak_info p;
-    p.threads = threads > 0 ? threads : omp_get_max_threads();
+    p.threads = threads > 0 ? threads : impl::openmp_max_threads();
     p.gops = ops / (best_ms * 1e6) * p.threads;
     p.what = std::string(l.what) + ", " + to_string(max_cpu_isa());
     return p;

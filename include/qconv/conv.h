@@ -21,6 +21,7 @@
 
 #include "qconv/conv_desc.h"
 #include "qconv/post_ops.h"
+#include "qconv/threadpool.h"
 #include "qconv/types.h"
 
 namespace qconv {
@@ -53,7 +54,10 @@ struct conv_problem {
 struct exec_args {
     // One f32 NHWC tensor of dst's shape per `full` binary post-op, in chain order.
     std::vector<const float *> binary;
-    int threads = 0; // 0: OpenMP default
+    int threads = 0; // 0: all the runtime's threads (the pool's, else OpenMP's default)
+    // The caller's pool for this call (qconv/threadpool.h); null: the
+    // thread's threadpool_scope, else the default pool, else OpenMP.
+    threadpool *pool = nullptr;
 };
 
 struct conv_hints {

@@ -29,7 +29,7 @@ public:
     convolution_f32(convolution_f32 &&) noexcept;
     convolution_f32 &operator=(convolution_f32 &&) noexcept;
 
-    // src NHWC [mb][ih][iw][ic], dst NHWC [mb][oh][ow][oc]; threads 0: OpenMP's default.
+    // src NHWC [mb][ih][iw][ic], dst NHWC [mb][oh][ow][oc]; threads 0: all the runtime's threads (qconv/threadpool.h).
     void execute(const float *src, float *dst, int threads = 0) const;
     // The row that runs it ("onednn:conv_f32", "ref:conv_f32").
     const std::string &impl_name() const;

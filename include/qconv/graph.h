@@ -282,7 +282,7 @@ struct tensor {
 };
 
 struct compile_options {
-    int threads = 0; // 0: OpenMP default
+    int threads = 0; // 0: all the runtime's threads (a threadpool_scope around run() picks the pool)
     // Evaluate nodes whose inputs are all Constants once, at compile time
     // (a Convolution's decompression subgraph then becomes f32 weights). Off:
     // every node runs at every run() as the graph is written.

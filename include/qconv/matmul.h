@@ -81,7 +81,7 @@ public:
     ~matmul();
     matmul(matmul &&) noexcept;
     matmul &operator=(matmul &&) noexcept;
-    // x: M rows of K f32; y: M rows of N f32. threads 0: OpenMP default.
+    // x: M rows of K f32; y: M rows of N f32. threads 0: all the runtime's threads (the thread's threadpool_scope or default pool, else OpenMP).
     // For a MatMul created with a fixed M; one with a run-time M throws
     // qconv::error naming "m" (pass the rows: the overload below).
     void execute(const float *x, float *y, int threads = 0) const;

@@ -5,4 +5,5 @@
 #include "qconv/conv_f32.h"
 #include "qconv/matmul.h"
 #include "qconv/post_ops.h"
+#include "qconv/threadpool.h"
 #include "qconv/types.h"

@@ -23,7 +23,6 @@
 //    from scratch. Every intermediate and output value is computed by the
 //    same exact arithmetic whatever the split, so the bytes are identical for
 //    any thread count.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -36,6 +35,7 @@
 
 #include "core/buffers.h"
 #include "core/dw_fusion.h"
+#include "core/parallel.h"
 #include "kernels/jit/conv_x8s8.h"
 
 namespace qconv::jit {
@@ -142,17 +142,15 @@ public:
         const auto &pk = static_cast<const fused_packed &>(w);
         const conv_desc &pd = h_.pw.desc, &dd = h_.dw.desc;
         const int64_t work = pd.mb * n_bands_;
-        const int threads =
-            static_cast<int>(std::min<int64_t>(work, args.threads > 0 ? args.threads : omp_get_max_threads()));
+        const int threads = static_cast<int>(std::min<int64_t>(work, impl::resolve_threads(args.threads)));
         const int64_t src_row = pd.iw * pd.ic; // bytes (u8/s8)
         const int64_t dst_es = h_.dw.dst_dt == dtype::f32 || h_.dw.dst_dt == dtype::s32 ? 4 : 1;
         const int64_t out_row = dd.ow * dd.oc; // elements
         std::vector<int> full_idx;
         for (const auto &op : a2_.ops)
             if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
-#pragma omp parallel num_threads(threads)
-        {
-            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        impl::parallel(threads, [&](int ithr, int nthr) {
+            const int64_t t = ithr, nt = nthr;
             const int64_t w0 = work * t / nt, w1 = work * (t + 1) / nt;
             uint8_t *ring =
                 impl::thread_scratch(impl::scratch_use::dw_ring, static_cast<size_t>(max_rows_ * row_bytes_ + 64));
@@ -188,7 +186,7 @@ public:
                 }
                 dw_k_[j]->execute(*pk.dw[j], ring, static_cast<uint8_t *>(dst) + out_off * dst_es, two);
             }
-        }
+        });
     }
 
 private:

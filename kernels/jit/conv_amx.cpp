@@ -5,15 +5,16 @@
 #include "kernels/jit/conv_amx.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/buffers.h"
 #include "core/compensation.h"
+#include "core/parallel.h"
 #include "kernels/jit/conv_pipeline.h"
 
 namespace qconv::jit {
@@ -168,7 +169,7 @@ private:
         return a_.zp_values.size() == 1 ? a_.zp_values[0] : a_.zp_values[static_cast<size_t>(ic)];
     }
     void make_pad_pixels();
-    void build_padded(const uint8_t *src, uint8_t *buf) const;
+    void build_padded(const uint8_t *src, uint8_t *buf, int ithr, int nthr) const;
     void gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const;
     void tail_block(const uint8_t *a, int64_t q0, uint8_t *out) const;
     const uint8_t *block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
@@ -246,28 +247,33 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     const int8_t *w = wei;
     if (khkw > 1) {
         tap_major.resize(static_cast<size_t>(d.oc * per_oc));
-#pragma omp parallel for schedule(static) if (d.oc * per_oc > (1 << 16))
-        for (int64_t oc = 0; oc < d.oc; ++oc)
-            for (int64_t tap = 0; tap < khkw; ++tap)
-                for (int64_t ic = 0; ic < g.icg; ++ic)
-                    tap_major[oc * per_oc + tap * g.icg + ic] = wei[oc * per_oc + ic * khkw + tap];
+        impl::parallel_for(
+            d.oc,
+            [&](int64_t oc) {
+                for (int64_t tap = 0; tap < khkw; ++tap)
+                    for (int64_t ic = 0; ic < g.icg; ++ic)
+                        tap_major[oc * per_oc + tap * g.icg + ic] = wei[oc * per_oc + ic * khkw + tap];
+            },
+            d.oc * per_oc > (1 << 16));
         w = tap_major.data();
     }
-#pragma omp parallel for schedule(static) if (blocks > 1 && g.g * g.ocg * g.kt * g.taps > (1 << 16))
-    for (int64_t it = 0; it < blocks; ++it) {
-        const int64_t gr = it / g.nob, ob = it % g.nob;
-        auto *out = reinterpret_cast<int8_t *>(pk->wei.get() + it * per_ob);
-        for (int64_t chunk = 0; chunk < g.nk; ++chunk)
-            for (int64_t t = 0; t < g.taps; ++t)
-                for (int64_t h = 0; h < 2; ++h)
-                    for (int64_t r = 0; r < g.kc / 4; ++r, out += 64) {
-                        const int64_t oc0 = ob * blk + h * 16, k0 = chunk * g.kc + r * 4;
-                        const int8_t *x = w + (gr * g.ocg + std::min(oc0, g.ocg - 1)) * per_oc + t * g.kt + k0;
-                        if (oc0 + 16 <= g.ocg && k0 + 4 <= g.kt && per_oc < (int64_t(1) << 27))
-                            gather_tile_row(x, per_oc, out);
-                        else tile_row_tail(x, per_oc, g.ocg - oc0, g.kt - k0, out);
-                    }
-    }
+    impl::parallel_for(
+        blocks,
+        [&](int64_t it) {
+            const int64_t gr = it / g.nob, ob = it % g.nob;
+            auto *out = reinterpret_cast<int8_t *>(pk->wei.get() + it * per_ob);
+            for (int64_t chunk = 0; chunk < g.nk; ++chunk)
+                for (int64_t t = 0; t < g.taps; ++t)
+                    for (int64_t h = 0; h < 2; ++h)
+                        for (int64_t r = 0; r < g.kc / 4; ++r, out += 64) {
+                            const int64_t oc0 = ob * blk + h * 16, k0 = chunk * g.kc + r * 4;
+                            const int8_t *x = w + (gr * g.ocg + std::min(oc0, g.ocg - 1)) * per_oc + t * g.kt + k0;
+                            if (oc0 + 16 <= g.ocg && k0 + 4 <= g.kt && per_oc < (int64_t(1) << 27))
+                                gather_tile_row(x, per_oc, out);
+                            else tile_row_tail(x, per_oc, g.ocg - oc0, g.kt - k0, out);
+                        }
+        },
+        blocks > 1 && g.g * g.ocg * g.kt * g.taps > (1 << 16));
     pk->comp.assign(static_cast<size_t>(d.oc + blk), 0); // a block reads 32 values
     if (a_.zp != zp_mechanism::none) {
         const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
@@ -280,16 +286,19 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     return pk;
 }
 
-// Padded copy, one (image, group, row) per work item (inside execute()'s
-// parallel region; implicit barrier at the end).
-__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf) const {
+// Padded copy, one (image, group, row) per work item: thread ithr's share
+// (a region of its own before the convolution's).
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf,
+                                                                               int ithr, int nthr) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const size_t ps = static_cast<size_t>(g.ps), icg = static_cast<size_t>(g.icg);
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t n = 0; n < g.mb; ++n)
-        for (int64_t gr = 0; gr < g.g; ++gr)
-            for (int64_t r = 0; r < g.hb; ++r) {
+    int64_t k0, k1;
+    impl::balance(g.mb * g.g * g.hb, ithr, nthr, k0, k1);
+    for (int64_t k = k0; k < k1; ++k) {
+        {
+            {
+                const int64_t n = k / (g.g * g.hb), gr = k / g.hb % g.g, r = k % g.hb;
                 uint8_t *img = buf + (n * g.g + gr) * g.img_px * g.ps;
                 uint8_t *row = img + r * g.wb * g.ps;
                 const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
@@ -314,6 +323,8 @@ __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(c
                 if (r == g.hb - 1) // slack read by the last blocks (garbage outputs only)
                     std::memset(img + g.hb * g.wb * g.ps, 0, static_cast<size_t>((g.img_px - g.hb * g.wb) * g.ps));
             }
+        }
+    }
 }
 
 // Gathered rows of one pixel block (per thread, right before its first use):
@@ -522,19 +533,20 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
 void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const amx_geometry &g = g_;
     const auto &pk = dynamic_cast<const amx_packed &>(w);
-    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
+    const int threads = impl::resolve_threads(args.threads);
     const auto *s = static_cast<const uint8_t *>(src);
     uint8_t *buf = nullptr;
     if (g.view == view_kind::padded)
         buf = impl::thread_scratch(impl::scratch_use::amx_copy, static_cast<size_t>(g.mb * g.g * g.img_px * g.ps));
     const int64_t work = g.mb * g.g * g.nq * g.nob;
-#pragma omp parallel num_threads(threads)
-    {
-        if (g.view == view_kind::padded) build_padded(s, buf);
+    // The padded copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (g.view == view_kind::padded) copy = [&](int ithr, int nthr) { build_padded(s, buf, ithr, nthr); };
+    impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         // A static split: thread t takes items [work·t/T, work·(t+1)/T).
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t t = ithr, nt = nthr;
         run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
-    }
+    });
 }
 
 bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {

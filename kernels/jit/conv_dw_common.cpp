@@ -3,14 +3,13 @@
 // state every execute() starts from.
 #include "kernels/jit/conv_dw_common.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "core/buffers.h"
 #include "core/compensation.h"
+#include "core/parallel.h"
 
 namespace qconv::jit::dw {
 
@@ -78,7 +77,7 @@ std::shared_ptr<dw_packed> new_packed(const conv_problem &p, const int8_t *wei, 
 dw_exec::dw_exec(const conv_problem &p, const attr_set &a, const padded_copy &pc, bool whole_copy,
                  const impl::packed &w, const void *s, const void *dst, const exec_args &args)
     : src(static_cast<const uint8_t *>(s)), full_idx(full_operands(a)), pk(dynamic_cast<const dw_packed &>(w)),
-      threads(args.threads > 0 ? args.threads : omp_get_max_threads()),
+      threads(impl::resolve_threads(args.threads)),
       buf(!whole_copy ? nullptr : impl::thread_scratch(impl::scratch_use::dw_copy, pc.bytes(p.desc.mb))),
       dst_bytes(p.dst_dt == dtype::f32 || p.dst_dt == dtype::s32 ? 4 : 1),
       bias(p.with_bias ? pk.bias.data() : nullptr) {}

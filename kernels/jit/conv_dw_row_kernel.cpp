@@ -8,7 +8,9 @@
 // in the variant's layout, and the split of the rows over the threads.
 // row_kernel_fits() is the register check of its table row.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/buffers.h"
+#include "core/parallel.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_dw_row_gen.h"
 #include "kernels/jit/conv_pipeline.h"
@@ -330,7 +333,7 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     dw_exec e(p_, a_, pc_, !direct_ && !row_copy_, w, src, dst, args);
     const int64_t span = (d.kh - 1) * d.dh + 1; // source rows of one output row
     const int64_t copy_row = pc_.cols * pc_.cpad;
-    bool failed = false;
+    std::atomic<bool> failed{false};
     // Work: (image, row, group of channel blocks); one group per row unless
     // the rows are too few for the threads. Unfused: one block per call.
     int64_t groups = 1;
@@ -340,23 +343,22 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
     // Row units: pairs of output rows (pair mode; an odd last row alone) or rows.
     const int64_t units = pair_ ? (d.oh + 1) / 2 : d.oh;
     const int64_t work = d.mb * units * groups;
-#pragma omp parallel num_threads(e.threads)
-    {
-        if (e.buf) {
-#pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * pc_.rows; ++nr) pc_.row(e.src, e.buf, nr);
-        }
+    // The source copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (e.buf)
+        copy = [&](int ithr, int nthr) {
+            impl::for_range(d.mb * pc_.rows, ithr, nthr, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); });
+        };
+    impl::parallel_phases(e.threads, copy, [&](int ithr, int nthr) {
         uint8_t *rows = nullptr; // row copy: this thread's padded rows of one output row
         if (row_copy_) {
             rows = impl::try_thread_scratch(impl::scratch_use::dw_row_copy, static_cast<size_t>(span * copy_row + 64));
-            if (!rows) {
-#pragma omp atomic write
-                failed = true;
-            }
+            if (!rows) failed.store(true, std::memory_order_relaxed);
         }
         std::vector<int32_t> rowacc(fused_ ? 0 : static_cast<size_t>(d.ow * nb_ * 16 + 16));
-#pragma omp for schedule(static) nowait
-        for (int64_t it = 0; it < work; ++it) {
+        int64_t it_b, it_e;
+        impl::balance(work, ithr, nthr, it_b, it_e);
+        for (int64_t it = it_b; it < it_e; ++it) {
             const int64_t g = it % groups;
             const int64_t unit = (it / groups) % units;
             const int64_t n = it / groups / units;
@@ -402,8 +404,8 @@ void conv_dw_row_kernel::execute(const impl::packed &w, const void *src, void *d
             t.dst_off0 = off0;
             run_pipeline_avx512(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
         }
-    }
-    if (failed) throw std::bad_alloc();
+    });
+    if (failed.load()) throw std::bad_alloc();
 }
 
 } // namespace

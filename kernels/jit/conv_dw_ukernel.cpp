@@ -6,11 +6,13 @@
 // pipeline is fused into the kernel or run on its int32 tile.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8.h"
@@ -160,16 +162,17 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
     const conv_desc &d = p_.desc;
     dw_exec e(p_, a_, pc_, !direct_, w, src, dst, args);
     const int64_t work = d.mb * d.oh * n_ob_;
-    // One parallel region: the source copy (unless in place), a barrier, the convolution.
-#pragma omp parallel num_threads(e.threads)
-    {
-        if (!direct_) {
-#pragma omp for schedule(static)
-            for (int64_t nr = 0; nr < d.mb * rows_; ++nr) pc_.row(e.src, e.buf, nr);
-        }
+    // The source copy (unless in place), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (!direct_)
+        copy = [&](int ithr, int nthr) {
+            impl::for_range(d.mb * rows_, ithr, nthr, [&](int64_t nr) { pc_.row(e.src, e.buf, nr); });
+        };
+    impl::parallel_phases(e.threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
-#pragma omp for schedule(static) nowait
-        for (int64_t it = 0; it < work; ++it) {
+        int64_t it_b, it_e;
+        impl::balance(work, ithr, nthr, it_b, it_e);
+        for (int64_t it = it_b; it < it_e; ++it) {
             const int64_t ob = it % n_ob_;
             const int64_t oh = (it / n_ob_) % d.oh;
             const int64_t n = it / n_ob_ / d.oh;
@@ -211,7 +214,7 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
                 run_pipe_(pipe_, t, e.pk.comp.data(), e.bias, dst, args);
             }
         }
-    }
+    });
 }
 
 } // namespace

@@ -4,17 +4,18 @@
 #include "kernels/jit/conv_x8s8.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
 
 #include "core/buffers.h"
 #include "core/compensation.h"
+#include "core/parallel.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8_plan.h"
@@ -75,8 +76,8 @@ private:
     uint64_t tap_bits(int64_t oh, int64_t ow) const;
     conv_ukernel_cfg ukernel_cfg(int u, int nb, int last_n, int col0, const std::vector<uint64_t> &masks) const;
     template <typename T>
-    void make_padded_source_t(const void *src, T *buf, int threads) const;
-    void make_padded_source(const void *src, uint8_t *buf, int threads) const;
+    void make_padded_source_t(const void *src, T *buf, int ithr, int nthr) const;
+    void make_padded_source(const void *src, uint8_t *buf, int ithr, int nthr) const;
 
     conv_isa isa_;
     conv_problem p_;
@@ -330,15 +331,17 @@ void conv_x8s8_kernel::fill_padding(T *px, int64_t n) const {
 }
 
 template <typename T>
-void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads) const {
+void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int ithr, int nthr) const {
     const conv_desc &d = p_.desc;
     const conv_geometry &g = g_;
     const uint8_t flip = p_.src_dt == dtype::s8 ? 0x80 : 0x00; // s8 x → u8 x + 128
     const uint8_t *s = static_cast<const uint8_t *>(src);
-    // Work-shared inside execute()'s parallel region (implicit barrier at the end).
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t n = 0; n < g.mb; ++n)
-        for (int64_t r = 0; r < g.cp_rows; ++r) {
+    // Thread ithr's share of the (image, row) pairs (a region of its own before the convolution's).
+    int64_t k0, k1;
+    impl::balance(g.mb * g.cp_rows, ithr, nthr, k0, k1);
+    for (int64_t k = k0; k < k1; ++k) {
+        {
+            const int64_t n = k / g.cp_rows, r = k % g.cp_rows;
             T *row = buf + (n * g.cp_rows + r) * g.cp_cols * g.cs;
             const int64_t ih = r * g.step_h - d.pt;
             // Runs of consecutive source pixels (one pixel when subsampling).
@@ -394,18 +397,19 @@ void conv_x8s8_kernel::make_padded_source_t(const void *src, T *buf, int threads
                 }
             }
         }
+    }
 }
 
-void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int threads) const {
-    if (g_.es == 1) make_padded_source_t<uint8_t>(src, buf, threads);
-    else make_padded_source_t<uint16_t>(src, reinterpret_cast<uint16_t *>(buf), threads);
+void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int ithr, int nthr) const {
+    if (g_.es == 1) make_padded_source_t<uint8_t>(src, buf, ithr, nthr);
+    else make_padded_source_t<uint16_t>(src, reinterpret_cast<uint16_t *>(buf), ithr, nthr);
 }
 
 void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const conv_geometry &g = g_;
     const auto &pk = dynamic_cast<const jit_packed &>(w);
-    const int threads = args.threads > 0 ? args.threads : omp_get_max_threads();
+    const int threads = impl::resolve_threads(args.threads);
 
     const uint8_t *view = static_cast<const uint8_t *>(src);
     uint8_t *pad_buf = nullptr;
@@ -425,13 +429,14 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     for (const auto &op : a_.ops)
         if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx.push_back(op.full_index);
 
-            // One parallel region: the source copy (if any), a barrier, the convolution.
-#pragma omp parallel num_threads(threads)
-    {
-        if (g.copy) make_padded_source(src, pad_buf, threads);
+    // The source copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (g.copy) copy = [&](int ithr, int nthr) { make_padded_source(src, pad_buf, ithr, nthr); };
+    impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
-#pragma omp for schedule(static) nowait
-        for (int64_t it = 0; it < work; ++it) {
+        int64_t it0, it1;
+        impl::balance(work, ithr, nthr, it0, it1);
+        for (int64_t it = it0; it < it1; ++it) {
             // OC blocks vary fastest: the full and the last (smaller) block of
             // a chunk sit side by side, so a static split gives every thread
             // the same mix (and the chunk's source stays in cache between them).
@@ -495,7 +500,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 run_pipe_(pipe_, t, comp, bias, dst, args);
             }
         }
-    }
+    });
 }
 
 } // namespace

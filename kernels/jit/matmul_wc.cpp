@@ -7,8 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <omp.h>
-
+#include "core/parallel.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -142,8 +141,11 @@ public:
             p->lut[v] = static_cast<float>((d_.wei_dt == dtype::s4 && v >= 8 ? v - 16 : v) - zp);
         const int64_t np = l_.n_panels;
         const bool big = np > 1 && np * l_.panel_bytes() > (1 << 20);
-#pragma omp parallel for schedule(static) if (big)
-        for (int64_t pi = 0; pi < np; ++pi) pack_panel(w, pi, *p);
+        impl::parallel((big) ? 0 : 1, [&](int ithr_, int nthr_) {
+            int64_t pi_b, pi_e;
+            impl::balance(np, ithr_, nthr_, pi_b, pi_e);
+            for (int64_t pi = pi_b; pi < pi_e; ++pi) pack_panel(w, pi, *p);
+        });
         return p;
     }
 
@@ -160,22 +162,25 @@ public:
         }
         // Blocked shape: each row block's x packed k-major (x[k][m]), the
         // block of rows m0.. at xs + m0·k_padded.
-        const int max_threads = threads > 0 ? threads : omp_get_max_threads();
+        const int max_threads = impl::resolve_threads(threads);
         std::vector<float> xt;
         if (!streaming_) {
             const int64_t Kp = l_.k_padded;
             xt.assign(static_cast<size_t>(M * Kp), 0.f); // k >= K stays 0
             const int64_t n_blocks = (M + block_m_ - 1) / block_m_;
             float *xtp = xt.data();
-#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(n_blocks, max_threads))) schedule(static)
-            for (int64_t b = 0; b < n_blocks; ++b) {
-                const int64_t m0 = b * block_m_, mb = std::min<int64_t>(block_m_, M - m0);
-                float *dst = xtp + m0 * Kp;
-                for (int64_t m = 0; m < mb; ++m) {
-                    const float *src = x + (m0 + m) * K;
-                    for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
+            impl::parallel(static_cast<int>(std::min<int64_t>(n_blocks, max_threads)), [&](int ithr_, int nthr_) {
+                int64_t b_b, b_e;
+                impl::balance(n_blocks, ithr_, nthr_, b_b, b_e);
+                for (int64_t b = b_b; b < b_e; ++b) {
+                    const int64_t m0 = b * block_m_, mb = std::min<int64_t>(block_m_, M - m0);
+                    float *dst = xtp + m0 * Kp;
+                    for (int64_t m = 0; m < mb; ++m) {
+                        const float *src = x + (m0 + m) * K;
+                        for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
+                    }
                 }
-            }
+            });
             xs = xtp;
         }
         const int vl = zmm_ ? 16 : 8;
@@ -188,33 +193,36 @@ public:
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
         // Items in (panel group, part, row block) order: a thread's consecutive
         // items reuse the same weights from its cache.
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t it = 0; it < items; ++it) {
-            const int64_t p0 = (it / per_call) * pc_, h = (it % per_call) / m_blocks;
-            const int64_t m0 = (it % m_blocks) * block_m_;
-            if (p0 * P + h * part >= N) continue;
-            const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
-            alignas(64) float out[16 * 64];
-            matmul_wc_call call;
-            call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part * l_.col_bytes;
-            call.params = p.params.get() + p0 * l_.panel_params() + h * part;
-            call.x = xs + m0 * l_.k_padded;
-            call.out = out;
-            call.lut = p.lut;
-            fns_[mb](&call);
-            for (int j = 0; j < pc_; ++j) {
-                const int64_t n0 = (p0 + j) * P + h * part;
-                if (n0 >= N) break;
-                const int64_t cols = std::min<int64_t>(part, N - n0);
-                for (int m = 0; m < mb; ++m) {
-                    float *yr = y + (m0 + m) * N + n0;
-                    const float *o = out + (m * pc_ + j) * P;
-                    if (bias)
-                        for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
-                    else std::memcpy(yr, o, cols * sizeof(float));
+        impl::parallel(nt, [&](int ithr_, int nthr_) {
+            int64_t it_b, it_e;
+            impl::balance(items, ithr_, nthr_, it_b, it_e);
+            for (int64_t it = it_b; it < it_e; ++it) {
+                const int64_t p0 = (it / per_call) * pc_, h = (it % per_call) / m_blocks;
+                const int64_t m0 = (it % m_blocks) * block_m_;
+                if (p0 * P + h * part >= N) continue;
+                const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
+                alignas(64) float out[16 * 64];
+                matmul_wc_call call;
+                call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part * l_.col_bytes;
+                call.params = p.params.get() + p0 * l_.panel_params() + h * part;
+                call.x = xs + m0 * l_.k_padded;
+                call.out = out;
+                call.lut = p.lut;
+                fns_[mb](&call);
+                for (int j = 0; j < pc_; ++j) {
+                    const int64_t n0 = (p0 + j) * P + h * part;
+                    if (n0 >= N) break;
+                    const int64_t cols = std::min<int64_t>(part, N - n0);
+                    for (int m = 0; m < mb; ++m) {
+                        float *yr = y + (m0 + m) * N + n0;
+                        const float *o = out + (m * pc_ + j) * P;
+                        if (bias)
+                            for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
+                        else std::memcpy(yr, o, cols * sizeof(float));
+                    }
                 }
             }
-        }
+        });
     }
 
 private:

@@ -4,14 +4,15 @@
 #include "kernels/jit/matmul_wc_amx.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -87,17 +88,19 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void sp
 // A tiles (matmul_wc_amx.h): every element, padding rows and k included (0).
 void convert_a(const matmul_desc &d, const amx_layout &l, const float *x, uint16_t *a, int threads) {
     const int64_t rows = l.m_tiles * l.a_rows, K = d.k, tile = int64_t(l.a_rows) * 32;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t m = 0; m < rows; ++m) {
-        const int64_t mt = m / l.a_rows, r = m % l.a_rows;
-        for (int64_t k = 0; k < l.k_pad; k += 16) {
-            const int64_t kt = k / 32;
-            uint16_t *hi = a + ((mt * l.k_tiles + kt) * 2) * tile + r * 32 + k % 32;
-            const int64_t left = m < d.m ? std::max<int64_t>(0, std::min<int64_t>(16, K - k)) : 0;
-            const __mmask16 valid = static_cast<__mmask16>((1u << left) - 1);
-            split16(left ? x + m * K + k : x, valid, hi, hi + tile);
-        }
-    }
+    impl::parallel_for(
+        rows,
+        [&](int64_t m) {
+            const int64_t mt = m / l.a_rows, r = m % l.a_rows;
+            for (int64_t k = 0; k < l.k_pad; k += 16) {
+                const int64_t kt = k / 32;
+                uint16_t *hi = a + ((mt * l.k_tiles + kt) * 2) * tile + r * 32 + k % 32;
+                const int64_t left = m < d.m ? std::max<int64_t>(0, std::min<int64_t>(16, K - k)) : 0;
+                const __mmask16 valid = static_cast<__mmask16>((1u << left) - 1);
+                split16(left ? x + m * K + k : x, valid, hi, hi + tile);
+            }
+        },
+        true, threads);
 }
 
 class matmul_wc_amx_kernel : public matmul_kernel {
@@ -135,30 +138,30 @@ public:
         p->params = alloc_aligned<uint8_t>(static_cast<size_t>(l_.n_panels * l_.n_groups() * l_.param_bytes()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const bool big = l_.n_panels > 1 && l_.n_panels * l_.panel_bytes() > (1 << 20);
-#pragma omp parallel for schedule(static) if (big)
-        for (int64_t pi = 0; pi < l_.n_panels; ++pi) {
-            pack_weights(w, pi, *p);
-            pack_params(w, pi, *p);
-        }
+        impl::parallel_for(
+            l_.n_panels,
+            [&](int64_t pi) {
+                pack_weights(w, pi, *p);
+                pack_params(w, pi, *p);
+            },
+            big);
         return p;
     }
 
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
         const auto &p = static_cast<const amx_packed &>(pk);
-        const int max_threads = threads > 0 ? threads : omp_get_max_threads();
+        const int max_threads = impl::resolve_threads(threads);
         const size_t a_bytes = static_cast<size_t>(l_.m_tiles * l_.k_tiles * 2 * l_.a_rows * 64);
         auto *a = reinterpret_cast<uint16_t *>(thread_scratch(scratch_use::matmul_a, a_bytes));
         convert_a(d_, l_, x, a, static_cast<int>(std::min<int64_t>(max_threads, l_.m_tiles * l_.a_rows)));
         const int nt = static_cast<int>(std::min<int64_t>(max_threads, l_.n_panels));
-        bool failed = false;
+        std::atomic<bool> failed{false};
         // The team may be smaller than nt (nested inside another parallel
         // region): the panels are split over the threads it has.
-#pragma omp parallel num_threads(nt)
-        if (!run_panels(p, a, y, omp_get_thread_num(), omp_get_num_threads())) {
-#pragma omp atomic write
-            failed = true;
-        }
-        if (failed) throw std::bad_alloc();
+        impl::parallel(nt, [&](int ithr, int nthr) {
+            if (!run_panels(p, a, y, ithr, nthr)) failed.store(true, std::memory_order_relaxed);
+        });
+        if (failed.load()) throw std::bad_alloc();
     }
 
 private:

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include <immintrin.h>
-#include <omp.h>
 
+#include "core/parallel.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -248,53 +248,62 @@ public:
         p->params = alloc_aligned<float>(static_cast<size_t>(l_.n_panels * l_.panel_params()));
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
         const int64_t np = l_.n_panels;
-#pragma omp parallel for schedule(static) if (np > 1 && d_.n * d_.k > (1 << 20))
-        for (int64_t pi = 0; pi < np; ++pi) pack_panel(w, pi, *p);
+        impl::parallel((np > 1 && d_.n * d_.k > (1 << 20)) ? 0 : 1, [&](int ithr_, int nthr_) {
+            int64_t pi_b, pi_e;
+            impl::balance(np, ithr_, nthr_, pi_b, pi_e);
+            for (int64_t pi = pi_b; pi < pi_e; ++pi) pack_panel(w, pi, *p);
+        });
         return p;
     }
 
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
         const auto &p = static_cast<const dq_packed &>(pk);
         const int64_t M = d_.m, N = d_.n;
-        const int nt_all = threads > 0 ? threads : omp_get_max_threads();
+        const int nt_all = impl::resolve_threads(threads);
         // Quantize X: q [M][kq], sx and Σq as [NG][M].
         std::vector<int8_t> q(static_cast<size_t>(M * l_.kq), 0);
         std::vector<float> sx(static_cast<size_t>(l_.ng * M)), sumq(static_cast<size_t>(l_.ng * M));
-#pragma omp parallel for num_threads(nt_all) schedule(static) if (M * d_.k > (1 << 16))
-        for (int64_t m = 0; m < M; ++m) quantize_row(x + m * d_.k, m, q.data(), sx.data(), sumq.data());
+        impl::parallel((M * d_.k > (1 << 16)) ? nt_all : 1, [&](int ithr_, int nthr_) {
+            int64_t m_b, m_e;
+            impl::balance(M, ithr_, nthr_, m_b, m_e);
+            for (int64_t m = m_b; m < m_e; ++m) quantize_row(x + m * d_.k, m, q.data(), sx.data(), sumq.data());
+        });
 
         const int64_t part = nv_ * 16, parts = 64 / part;
         const int64_t m_blocks = (M + block_m_ - 1) / block_m_;
         const int64_t per_panel = parts * m_blocks, items = l_.n_panels * per_panel;
         const int nt = static_cast<int>(std::min<int64_t>(items, nt_all));
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t it = 0; it < items; ++it) {
-            const int64_t pi = it / per_panel, h = (it % per_panel) / m_blocks;
-            const int64_t m0 = (it % m_blocks) * block_m_, n0 = pi * 64 + h * part;
-            if (n0 >= N) continue;
-            const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
-            alignas(64) float out[12 * 64];
-            jit::dq_call call;
-            call.w = p.wei.get() + pi * l_.panel_bytes() + h * part * 4;
-            call.params = p.params.get() + pi * l_.panel_params() + h * part;
-            call.q = q.data() + m0 * l_.kq;
-            call.sx = sx.data() + m0;
-            call.sumq = sumq.data() + m0;
-            call.out = out;
-            // The part of panel pi + 1 this call prefetches (past the last
-            // panel the addresses are only hints: prefetches do not fault).
-            const int64_t region = int64_t(pf_lines_) * 64 * l_.ng * l_.steps_per_group;
-            call.pf = reinterpret_cast<uintptr_t>(p.wei.get()) +
-                      uintptr_t((pi + 1) * l_.panel_bytes() + (it % per_panel) * region);
-            fns_[mb](&call);
-            const int64_t cols = std::min<int64_t>(part, N - n0);
-            for (int m = 0; m < mb; ++m) {
-                float *yr = y + (m0 + m) * N + n0;
-                const float *o = out + m * 64;
-                for (int64_t c = 0; c < cols; ++c) yr[c] = bias ? o[c] + bias[n0 + c] : o[c];
+        impl::parallel(nt, [&](int ithr_, int nthr_) {
+            int64_t it_b, it_e;
+            impl::balance(items, ithr_, nthr_, it_b, it_e);
+            for (int64_t it = it_b; it < it_e; ++it) {
+                const int64_t pi = it / per_panel, h = (it % per_panel) / m_blocks;
+                const int64_t m0 = (it % m_blocks) * block_m_, n0 = pi * 64 + h * part;
+                if (n0 >= N) continue;
+                const int mb = static_cast<int>(std::min<int64_t>(block_m_, M - m0));
+                alignas(64) float out[12 * 64];
+                jit::dq_call call;
+                call.w = p.wei.get() + pi * l_.panel_bytes() + h * part * 4;
+                call.params = p.params.get() + pi * l_.panel_params() + h * part;
+                call.q = q.data() + m0 * l_.kq;
+                call.sx = sx.data() + m0;
+                call.sumq = sumq.data() + m0;
+                call.out = out;
+                // The part of panel pi + 1 this call prefetches (past the last
+                // panel the addresses are only hints: prefetches do not fault).
+                const int64_t region = int64_t(pf_lines_) * 64 * l_.ng * l_.steps_per_group;
+                call.pf = reinterpret_cast<uintptr_t>(p.wei.get()) +
+                          uintptr_t((pi + 1) * l_.panel_bytes() + (it % per_panel) * region);
+                fns_[mb](&call);
+                const int64_t cols = std::min<int64_t>(part, N - n0);
+                for (int m = 0; m < mb; ++m) {
+                    float *yr = y + (m0 + m) * N + n0;
+                    const float *o = out + m * 64;
+                    for (int64_t c = 0; c < cols; ++c) yr[c] = bias ? o[c] + bias[n0 + c] : o[c];
+                }
             }
-        }
+        });
     }
 
 private:

@@ -18,7 +18,6 @@
 // (byte i holds tile bytes 2i in its low and 2i + 1 in its high nibble,
 // signed codes + 8). K is padded with zero weights and zero q.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kernels/jit/matmul_wc.h"
 #include "kernels/jit/matmul_wc_common.h"
 
@@ -215,27 +215,32 @@ public:
                 p->zp[g * np32 + n] = zp + shift;
             }
         if (d_.with_bias) p->bias.assign(w.bias, w.bias + d_.n);
-#pragma omp parallel for schedule(static) if (l_.n_panels > 1 && d_.n * d_.k > (1 << 20))
-        for (int64_t pi = 0; pi < l_.n_panels; ++pi) pack_panel(w, pi, *p);
+        impl::parallel((l_.n_panels > 1 && d_.n * d_.k > (1 << 20)) ? 0 : 1, [&](int ithr_, int nthr_) {
+            int64_t pi_b, pi_e;
+            impl::balance(l_.n_panels, ithr_, nthr_, pi_b, pi_e);
+            for (int64_t pi = pi_b; pi < pi_e; ++pi) pack_panel(w, pi, *p);
+        });
         return p;
     }
 
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
         const auto &p = static_cast<const dq_amx_packed &>(pk);
-        const int nt_all = threads > 0 ? threads : omp_get_max_threads();
+        const int nt_all = impl::resolve_threads(threads);
         const int64_t rows = l_.m_tiles * l_.a_rows;
         // q as A tiles, sx per (group, row) and Σq per (chunk, row).
         std::unique_ptr<int8_t[]> a(new int8_t[static_cast<size_t>(rows * l_.k_pad)]);
         std::vector<float> sx(static_cast<size_t>(l_.ng * rows), 0.f);
         std::vector<int32_t> sumq(static_cast<size_t>(l_.n_chunks * rows), 0);
-#pragma omp parallel for num_threads(nt_all) schedule(static) if (d_.m * d_.k > (1 << 16))
-        for (int64_t m = 0; m < rows; ++m) quantize_row(x, m, a.get(), sx.data(), sumq.data());
+        impl::parallel((d_.m * d_.k > (1 << 16)) ? nt_all : 1, [&](int ithr_, int nthr_) {
+            int64_t m_b, m_e;
+            impl::balance(rows, ithr_, nthr_, m_b, m_e);
+            for (int64_t m = m_b; m < m_e; ++m) quantize_row(x, m, a.get(), sx.data(), sumq.data());
+        });
         const int nt = static_cast<int>(std::min<int64_t>(nt_all, l_.n_panels));
-#pragma omp parallel num_threads(nt)
-        {
-            const int64_t t = omp_get_thread_num(), n_t = omp_get_num_threads();
+        impl::parallel(nt, [&](int ithr, int nthr) {
+            const int64_t t = ithr, n_t = nthr;
             run_panels(p, a.get(), sx.data(), sumq.data(), y, l_.n_panels * t / n_t, l_.n_panels * (t + 1) / n_t);
-        }
+        });
     }
 
 private:

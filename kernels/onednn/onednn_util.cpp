@@ -5,11 +5,8 @@
 #include <cstdlib>
 #include <memory>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "core/buffers.h"
+#include "core/parallel.h"
 
 namespace qconv::impl::onednn {
 
@@ -31,30 +28,18 @@ dnnl::memory::data_type to_dnnl(dtype dt) {
     }
 }
 
-int effective_threads(int threads) {
-#ifdef _OPENMP
-    return threads > 0 ? threads : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
+int effective_threads(int threads) { return resolve_threads(threads); }
 
 threads_guard::threads_guard(int n) {
-#ifdef _OPENMP
     if (n <= 0) return;
-    saved_ = omp_get_max_threads();
+    saved_ = openmp_max_threads();
     if (saved_ == n) return;
-    omp_set_num_threads(n);
+    set_openmp_threads(n);
     active_ = true;
-#else
-    (void)n;
-#endif
 }
 
 threads_guard::~threads_guard() {
-#ifdef _OPENMP
-    if (active_) omp_set_num_threads(saved_);
-#endif
+    if (active_) set_openmp_threads(saved_);
 }
 
 dnnl::memory thread_scratchpad(const dnnl::memory::desc &md) {

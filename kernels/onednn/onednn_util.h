@@ -25,8 +25,10 @@ const dnnl::engine &cpu_engine();
 // qconv element type → oneDNN data type (undef for types oneDNN lacks here).
 dnnl::memory::data_type to_dnnl(dtype dt);
 
-// Thread count a call runs with: `threads` if positive, else OpenMP's default
-// for the calling thread.
+// Thread count a call runs with (core/parallel.h resolve_threads): `threads`
+// if positive, else the caller's pool's count or OpenMP's default. oneDNN is
+// built with OpenMP: under a caller's pool its primitives still run on
+// OpenMP threads, that many of them (1 inside a pool task).
 int effective_threads(int threads);
 
 // Sets the calling thread's OpenMP thread count for the guard's lifetime
