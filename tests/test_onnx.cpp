@@ -73,6 +73,8 @@ struct ffn_case {
     enum { nbits, nbits_typed_zp, dequantize } kind;
     std::vector<int64_t> tokens;
 };
+// The parameter as the test list shows it (readable_test_names).
+void PrintTo(const ffn_case &c, std::ostream *os) { *os << c.name; }
 
 class OnnxFfn : public ::testing::TestWithParam<ffn_case> {};
 
@@ -689,6 +691,7 @@ struct refusal {
     std::function<om::builder()> make;
     std::vector<std::string> says; // substrings of the message, the first its start
 };
+void PrintTo(const refusal &r, std::ostream *os) { *os << r.name; }
 
 om::builder one_node(const std::string &op, const std::string &name, int64_t opset = 17) {
     om::builder b(opset);
