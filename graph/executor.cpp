@@ -622,6 +622,12 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     commit(out, o);
 }
 
+} // namespace
+
+void detail::eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval(n, in, o); }
+
+namespace {
+
 std::string kernel_name(const node &n) {
     switch (n.kind) {
     case op::Parameter: return "input";

@@ -287,6 +287,50 @@ private:
         auto cs = g_.consumers(n);
         return cs.size() == 1 ? cs[0] : nullptr;
     }
+    // x when it is a Constant; a Constant of x's value when x is computed
+    // from Constants only (the reader's Convert → Subtract → Multiply of an
+    // int32 bias, a product of two scales), evaluated node by node as the
+    // executor's compile-time folding evaluates it — the values the graph as
+    // written uses; otherwise x itself.
+    node *constant_of(node *x) {
+        if (x->kind == op::Constant) return x;
+        if (auto it = folded_.find(x); it != folded_.end()) return it->second;
+        node *r = x;
+        std::map<const node *, tensor> vals;
+        if (evaluate(x, &vals, 0)) {
+            auto d = std::make_shared<constant_data>();
+            d->bytes = vals.at(x).bytes;
+            r = g_.constant(x->out_type, x->out_shape, d, g_.unique_id(x->id + "_folded"));
+            r->friendly_name = x->friendly_name;
+            r->rt_info = x->rt_info;
+            infer_node(*r);
+        }
+        folded_[x] = r;
+        return r;
+    }
+    static constexpr int64_t kFoldElems = 1 << 16; // a bias or a table, not weights
+    bool evaluate(const node *x, std::map<const node *, tensor> *vals, int depth) const {
+        if (vals->count(x)) return true;
+        if (depth > 16 || x->kind == op::Parameter || x->kind == op::QConvolution ||
+            elems_of(x->out_shape) > kFoldElems)
+            return false;
+        if (x->kind == op::Constant) {
+            if (!x->data) return false;
+            tensor t(x->out_type, x->out_shape);
+            t.bytes = x->data->bytes;
+            (*vals)[x] = std::move(t);
+            return true;
+        }
+        for (const node *i : x->inputs)
+            if (!evaluate(i, vals, depth + 1)) return false;
+        std::vector<const tensor *> in;
+        for (const node *i : x->inputs) in.push_back(&vals->at(i));
+        tensor o;
+        detail::eval_node(*x, in, o);
+        (*vals)[x] = std::move(o);
+        return true;
+    }
+
     node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id) {
         node *n = g_.constant_f32(s, v, g_.unique_id(id));
         infer_node(*n);
@@ -430,7 +474,7 @@ private:
         } else if (w->kind == op::Multiply) {
             node *a = w->inputs[0], *b = w->inputs[1];
             if (a->kind == op::Constant) std::swap(a, b);
-            sc = b;
+            sc = constant_of(b);
             if (a->kind == op::Subtract) {
                 zp = a->inputs[1];
                 if (zp->kind == op::Convert) zp = zp->inputs[0];
@@ -444,6 +488,7 @@ private:
         if (wq->kind != op::Constant || (wq->out_type != etype::i8 && wq->out_type != etype::u8))
             return "weights: not an i8/u8 Constant";
         if (!is_const_f32(sc)) return "weights: scale is not an f32 Constant";
+        if (zp) zp = constant_of(zp);
         if (zp && zp->kind != op::Constant) return "weights: zero point is not a Constant";
         const int64_t total = elems_of(ws), per = total / OC;
         if (wq->out_shape != ws) return "weights: dequantization changes the shape";
@@ -542,7 +587,8 @@ private:
                 break;
             }
             node *other = nullptr;
-            if (u->kind == op::Add || u->kind == op::Multiply) other = u->inputs[0] == t ? u->inputs[1] : u->inputs[0];
+            if (u->kind == op::Add || u->kind == op::Multiply)
+                other = constant_of(u->inputs[0] == t ? u->inputs[1] : u->inputs[0]);
             if (u->kind == op::Add && stage == 0 &&
                 (other->kind == op::Constant ||
                  (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
@@ -631,9 +677,10 @@ private:
             chain += " fq";
         } else {
             dt = out_q->out_type;
-            if (!is_const_f32(out_q->inputs[1])) return "output QuantizeLinear scale is not an f32 Constant";
+            node *oscale = constant_of(out_q->inputs[1]);
+            if (!is_const_f32(oscale)) return "output QuantizeLinear scale is not an f32 Constant";
             const bool axis1 = out_q->attr.axis == 1 || out_q->attr.axis == -3;
-            const auto s = per_channel(out_q->inputs[1], OC, true);
+            const auto s = per_channel(oscale, OC, true);
             std::vector<double> z{0};
             if (out_q->inputs.size() > 2) {
                 if (out_q->inputs[2]->kind != op::Constant) return "output zero point is not a Constant";
@@ -746,6 +793,7 @@ private:
     // why one cannot be a source ("" when it can).
     std::map<const node *, std::pair<quant, std::string>> known_;
     std::map<const node *, quant> passthrough_; // MaxPool / Concat made on the integers
+    std::map<const node *, node *> folded_;     // constant_of's answers
 
 public:
     std::map<const node *, std::string> origin_; // QConvolution → the convolution it lowers
