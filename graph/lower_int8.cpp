@@ -156,12 +156,17 @@ struct quant {
     etype type = etype::u8;
     double scale = 0;
     std::vector<int32_t> zp; // 1 or C values (in the stored type's terms)
+    // C values when the scale differs per channel (a DequantizeLinear axis=1
+    // read by a convolution whose output channels each read one input
+    // channel: a depthwise one), else empty and `scale` is every channel's.
+    std::vector<double> scales;
     // A per-tensor FakeQuantize's output bounds (fq) or a QDQ pair's scale:
     // what a requantization must repeat to be the identity on the levels.
     bool fq = false;
     double lo = 0, hi = 0;
     bool same(const quant &o) const {
-        return type == o.type && zp == o.zp && fq == o.fq && (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
+        return type == o.type && zp == o.zp && fq == o.fq && scales == o.scales &&
+               (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
     }
 };
 
@@ -396,7 +401,10 @@ private:
         return false;
     }
 
-    std::string activation(node *a, int64_t C, quant *q, const node **fq) {
+    // per_channel_scales: the convolution's output channels each read one
+    // input channel (icg = 1), so a scale per input channel is one per output
+    // channel of the int8 convolution's scales.
+    std::string activation(node *a, int64_t C, quant *q, const node **fq, bool per_channel_scales) {
         if (auto it = known_.find(a); it != known_.end()) {
             if (!it->second.second.empty()) return it->second.second;
             *q = it->second.first;
@@ -441,8 +449,15 @@ private:
             const auto s = per_channel(a->inputs[1], C, true);
             if (s.empty() || (s.size() > 1 && !axis1))
                 return "activation: DequantizeLinear is not per tensor or axis 1";
-            if (!all_equal(s))
-                return "per-channel activation scales differ (one int8 convolution takes one source scale)";
+            if (!all_equal(s)) {
+                if (!per_channel_scales)
+                    return "per-channel activation scales differ (one int8 convolution takes one source scale; "
+                           "only one whose output channels each read one input channel, a depthwise one, takes a "
+                           "scale per channel)";
+                q->scales = s;
+                for (double v : s)
+                    if (!(v > 0)) return "activation: scale is not positive";
+            }
             q->q = x;
             q->type = x->out_type;
             q->scale = static_cast<float>(s[0]);
@@ -551,7 +566,8 @@ private:
 
         quant in;
         const node *in_fq = nullptr;
-        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq); !why.empty()) return why;
+        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq, grouped && d.icg() == 1); !why.empty())
+            return why;
         std::vector<int8_t> w8;
         std::vector<double> sw;
         if (std::string why = weights(c->inputs[1], ws, OC, &w8, &sw); !why.empty()) return why;
@@ -708,13 +724,15 @@ private:
         if (zp_channel) p.src_zp = zero_point::channel(in.zp);
         else if (in.zp[0] != 0) p.src_zp = zero_point::tensor(in.zp[0]);
         p.scales.resize(OC);
-        for (int64_t o = 0; o < OC; ++o) p.scales[o] = static_cast<float>(in.scale * sw[o]);
+        for (int64_t o = 0; o < OC; ++o)
+            p.scales[o] = static_cast<float>((in.scales.empty() ? in.scale : in.scales[o / (OC / IC)]) * sw[o]);
         sp.residual = residual != nullptr;
         // An int8 skip of the destination's type with one zero point: the
         // integers go into the destination and a sum post-op adds
         // s·(q − zp) (OpenVINO's sum fusion); otherwise the f32 tensor.
         quant rb;
-        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.type == dt && rb.q != nullptr) {
+        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.scales.empty() && rb.type == dt &&
+            rb.q != nullptr) {
             p.ops[residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
             sp.sum = true;
             residual = rb.q;
