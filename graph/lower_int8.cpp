@@ -336,6 +336,30 @@ private:
         return true;
     }
 
+    // The residual Add after QuantizeLinear q → DequantizeLinear with the same
+    // per-tensor scale and zero point (each read once) when its other input is
+    // an f32 tensor of the Add's shape; else null.
+    node *requantized_residual(node *q) {
+        if (q->kind != op::QuantizeLinear) return nullptr;
+        node *dq = single_consumer(q);
+        quant iq;
+        if (!dq || dq->kind != op::DequantizeLinear || dq->inputs[0] != q || !qdq_of(dq, &iq)) return nullptr;
+        if (q->inputs.size() != dq->inputs.size() || !same_value(q->inputs[1], dq->inputs[1]) ||
+            (q->inputs.size() > 2 && !same_value(q->inputs[2], dq->inputs[2])))
+            return nullptr;
+        node *add = single_consumer(dq);
+        if (!add || add->kind != op::Add || add->inputs[0] == add->inputs[1]) return nullptr;
+        node *other = add->inputs[0] == dq ? add->inputs[1] : add->inputs[0];
+        if (other->out_type != etype::f32 || other->out_shape != dq->out_shape || add->out_shape != dq->out_shape ||
+            constant_of(other)->kind == op::Constant)
+            return nullptr;
+        return add;
+    }
+    static bool same_value(const node *x, const node *y) {
+        return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
+                          elems_of(y->out_shape) == 1 && x->out_type == y->out_type && x->value(0) == y->value(0));
+    }
+
     node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id) {
         node *n = g_.constant_f32(s, v, g_.unique_id(id));
         infer_node(*n);
@@ -599,6 +623,28 @@ private:
             }
             if (u->kind == op::FakeQuantize || u->kind == op::QuantizeLinear) {
                 if (u->inputs[0] != t) return "output feeds a quantization bound";
+                if (node *add = requantized_residual(u); add && stage <= 2 && !residual) {
+                    // QuantizeLinear(s, z) → DequantizeLinear(s, z) → residual Add (ONNX's QDQ
+                    // form of a residual block): the level the graph rounds to, dequantized —
+                    // round(y / s) saturated to the type's range less z, times s, as the
+                    // graph computes (q − z)·s — then the residual and the rest of the chain.
+                    quant iq;
+                    qdq_of(single_consumer(u), &iq);
+                    flush_ss();
+                    const double qlo = iq.type == etype::u8 ? 0 : -128, qhi = iq.type == etype::u8 ? 255 : 127;
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, 1.f / static_cast<float>(iq.scale), 0.f));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::round));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(qlo - iq.zp[0]),
+                                                     static_cast<float>(qhi - iq.zp[0])));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, static_cast<float>(iq.scale), 0.f));
+                    residual = add->inputs[0] == single_consumer(u) ? add->inputs[1] : add->inputs[0];
+                    residual_op = p.ops.size();
+                    p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
+                    chain += " requantize residual";
+                    stage = 3;
+                    t = add;
+                    continue;
+                }
                 out_q = u;
                 break;
             }
