@@ -42,6 +42,7 @@ struct pattern_t {
     bool mul_add = false; // per-channel Multiply + Add
     fn f = fn::relu;
     bool residual = false;
+    bool requantized = false; // the residual Add reads QuantizeLinear → DequantizeLinear of the chain (ONNX QDQ)
     fn f2 = fn::none; // after the residual
     out_q out = out_q::ql_u8;
     bool depthwise = false;
@@ -203,6 +204,12 @@ built build(const pattern_t &pt) {
         node *r = g.parameter(etype::f32, {N, oc, H, W}, "r");
         node *rs = g.add(op::Multiply, {r, g.constant_f32({}, {4.f}, "r_gain")}, {}, "r_gain_mul");
         node *rq = quantize_act(g, rs, is_fq(pt.act) ? act_q::fq_u8_zp : act_q::qdq_u8, 1.f / 32, oc, "res");
+        if (pt.requantized) {
+            node *s = g.constant_f32({}, {pt.pow2 ? 1.f / 8 : 0.1137f}, "m_s");
+            node *z = g.constant_int(etype::u8, {}, {100}, "m_z");
+            node *q = g.add(op::QuantizeLinear, {t, s, z}, axis(1), "m_q");
+            t = g.add(op::DequantizeLinear, {q, s, z}, axis(1), "m_dq");
+        }
         t = g.add(op::Add, {t, rq}, {}, "residual");
     }
     act(pt.f2, "act2");
@@ -325,6 +332,19 @@ INSTANTIATE_TEST_SUITE_P(
         P("qdq_no_bias", [](pattern_t &p) { p.bias = bias_k::none; }),
         P("qdq_bias_i32", [](pattern_t &p) { p.bias = bias_k::dql_i32; }),
         P("qdq_bias_onnx_reader", [](pattern_t &p) { p.bias = bias_k::reader; }),
+        P("qdq_requantized_residual_relu",
+          [](pattern_t &p) {
+              p.bias = bias_k::reader;
+              p.f = fn::none;
+              p.residual = p.requantized = true;
+              p.f2 = fn::relu;
+          }),
+        P("qdq_requantized_residual_any_scales",
+          [](pattern_t &p) {
+              p.f = fn::none;
+              p.residual = p.requantized = true;
+              p.pow2 = false;
+          }),
         P("qdq_depthwise_channel_scales",
           [](pattern_t &p) {
               p.depthwise = true;
