@@ -435,6 +435,39 @@ void pool(const node &n, const ft &x, ft &o) {
         }
 }
 
+// MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
+// maximum over the window's valid positions, on the integers themselves (max
+// commutes with the dequantization, and an integer is its own f32 value), the
+// output NHWC for the next int8 convolution. The same values as pool().
+template <typename T>
+void max_pool_nhwc(const node &n, const tensor &x, tensor &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = o.shape[2], OW = o.shape[3];
+    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
+    const int64_t PT = n.pads_b[0], PL = n.pads_b[1];
+    const T *src = reinterpret_cast<const T *>(x.bytes.data());
+    T *out = reinterpret_cast<T *>(o.bytes.data());
+#pragma omp parallel for collapse(2) schedule(static) if (elems_of(o.shape) * KH * KW >= kParallelMin)
+    for (int64_t b = 0; b < N; ++b)
+        for (int64_t oh = 0; oh < OH; ++oh) {
+            const int64_t ha = std::max<int64_t>(oh * SH - PT, 0), hb = std::min(oh * SH - PT + KH, H);
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t wa = std::max<int64_t>(ow * SW - PL, 0), wb = std::min(ow * SW - PL + KW, W);
+                T *dst = out + ((b * OH + oh) * OW + ow) * C;
+                if (ha >= hb || wa >= wb) {
+                    std::fill(dst, dst + C, T(0));
+                    continue;
+                }
+                std::copy_n(src + ((b * H + ha) * W + wa) * C, C, dst);
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) {
+                        const T *p = src + ((b * H + h) * W + w) * C;
+                        for (int64_t c = 0; c < C; ++c) dst[c] = std::max(dst[c], p[c]);
+                    }
+            }
+        }
+}
+
 void reduce_mean(const node &n, const ft &x, ft &o) {
     const size_t r = x.shape.size();
     std::vector<bool> red(r, false);
@@ -647,7 +680,10 @@ std::string kernel_name(const node &n) {
     case op::FakeQuantize: return "graph:fake_quantize";
     case op::QuantizeLinear: return std::string("graph:quantize_linear_") + to_string(n.out_type);
     case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + to_string(n.inputs[0]->out_type);
-    case op::MaxPool: return "graph:max_pool";
+    case op::MaxPool:
+        return n.inputs[0]->kind == op::QConvolution && is_integer(n.out_type)
+                   ? std::string("graph:max_pool_nhwc_") + to_string(n.out_type)
+                   : "graph:max_pool";
     case op::AvgPool: return "graph:avg_pool";
     case op::ReduceMean: return "graph:reduce_mean";
     case op::Concat: return "graph:concat";
@@ -1225,6 +1261,14 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 fail(st.n->where(), std::string(to_string(st.n->kind)) + " '" + st.n->id + "': input " +
                                         std::to_string(k) + " has shape " + to_string(ins[k]->shape) + ", expected " +
                                         to_string(st.n->inputs[k]->out_shape));
+        if (st.n->kind == op::MaxPool && ins[0]->order == layout::nhwc &&
+            (ins[0]->type == etype::u8 || ins[0]->type == etype::i8) && st.n->out_type == ins[0]->type) {
+            tensor &o = v[st.out];
+            o = tensor(st.n->out_type, st.n->out_shape, layout::nhwc);
+            if (o.type == etype::u8) max_pool_nhwc<uint8_t>(*st.n, *ins[0], o);
+            else max_pool_nhwc<int8_t>(*st.n, *ins[0], o);
+            continue;
+        }
         eval(*st.n, ins, v[st.out]);
     }
     lap(nullptr);
