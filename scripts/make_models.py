@@ -10,10 +10,11 @@ Models (torchvision's topologies, random weights from a fixed seed):
   mobilenet_v2_qdq_pc.onnx MobileNet v2 with the activations that feed each
                            depthwise convolution quantized per channel (u8,
                            QuantizeLinear/DequantizeLinear axis=1)
-  resnet50_qdq_pc.onnx     ResNet-50 with each bottleneck's first activation per channel:
-                           one scale for the tensor, a zero point per channel (the
-                           legacy per-channel zero point's use: the 3x3 reading it
-                           sums over channels, so its scale must be one)
+  resnet50_qdq_pc.onnx     ResNet-50 with the input and each bottleneck's first activation
+                           per channel: one scale for the tensor, a zero point per
+                           channel (the legacy per-channel zero point's use: the
+                           convolution reading it sums over channels, so its scale
+                           must be one; after a Relu every zero point is 0)
   qlinear_conv.onnx        a small QLinearConv network (dense 3x3, depthwise 3x3,
                            pointwise 1x1; u8 activations, per-channel s8 weights)
 
@@ -471,6 +472,10 @@ def main():
                         continue
                     if (L["groups"] > 1) if m.startswith("mobilenet") else (L["w"].shape[2] == 3 and L["x"] != "input"):
                         pc.add(L["x"])
+                if m.startswith("resnet50"):
+                    # The image too: its channels' ranges differ below 0, so their zero points
+                    # differ (after a Relu every zero point is 0); the stem gets the legacy one.
+                    pc.add("input")
             write_qdq(net, ranges, pc, a.size, path, shared_scale=m.startswith("resnet50"))
             if a.reference:
                 wr = write_qdq.writer

@@ -43,7 +43,7 @@ struct pattern_t {
     fn f = fn::relu;
     bool residual = false;
     bool requantized = false; // the residual Add reads QuantizeLinear → DequantizeLinear of the chain (ONNX QDQ)
-    fn f2 = fn::none; // after the residual
+    fn f2 = fn::none;         // after the residual
     out_q out = out_q::ql_u8;
     bool depthwise = false;
     int64_t kernel = 3;
@@ -175,8 +175,8 @@ built build(const pattern_t &pt) {
     } else if (pt.bias == bias_k::reader) {
         std::vector<int64_t> bv(oc);
         for (int64_t c = 0; c < oc; ++c) bv[c] = (c * 131) % 2001 - 1000;
-        node *bq = g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b")}, with_type(etype::f32),
-                         "b_f32");
+        node *bq =
+            g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b")}, with_type(etype::f32), "b_f32");
         node *bz = g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, std::vector<int64_t>(oc, 0), "b_z")},
                          with_type(etype::f32), "b_zf32");
         node *bc = g.add(op::Subtract, {bq, bz}, {}, "b_centered");

@@ -221,8 +221,7 @@ int graph_mode(const std::vector<std::string> &args) {
             tol_steps = -1;
         }
         if (!(tol_steps >= 0) || !(tol_share >= 0 && tol_share <= 1))
-            throw usage_error("--tol-steps: expected N or N:F, N ≥ 0 steps and F in [0, 1] (got '" + steps_text +
-                              "')");
+            throw usage_error("--tol-steps: expected N or N:F, N ≥ 0 steps and F in [0, 1] (got '" + steps_text + "')");
     }
     const std::string report_kind = o.get("report", "kv");
     if (report_kind != "kv" && report_kind != "table")
@@ -342,8 +341,8 @@ int graph_mode(const std::vector<std::string> &args) {
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
     const double share = total ? static_cast<double>(differ) / static_cast<double>(total) : 0.0;
     // Steps: the difference of two levels is a whole number of steps (up to f32 rounding).
-    const bool ok = same_shape && (steps.empty() ? max_rel <= tol
-                                                 : max_steps <= tol_steps + 1e-3 && share <= tol_share);
+    const bool ok =
+        same_shape && (steps.empty() ? max_rel <= tol : max_steps <= tol_steps + 1e-3 && share <= tol_share);
 
     if (report_kind == "table") print_table(*after, ca, inputs, lowered, records);
 
@@ -359,8 +358,7 @@ int graph_mode(const std::vector<std::string> &args) {
     l.add("speedup", ta.median_ms > 0 ? tb.median_ms / ta.median_ms : 0.0, 3);
     l.add("max_abs_diff", sci(max_abs)).add("max_rel_diff", sci(max_rel));
     if (steps.empty()) l.add("tol", sci(tol));
-    else
-        l.add("max_steps", max_steps, 2).add("differ", share, 4).add("tol_steps", steps_text);
+    else l.add("max_steps", max_steps, 2).add("differ", share, 4).add("tol_steps", steps_text);
     l.add("status", ok ? "ok" : "mismatch");
     if (!same_shape) l.why("outputs differ in count or shape");
     l.print();
