@@ -472,6 +472,21 @@ void reduce_mean(const node &n, const ft &x, ft &o) {
     const size_t r = x.shape.size();
     std::vector<bool> red(r, false);
     for (int64_t a : n.attr.axes) red[axis_of(a, r)] = true;
+    // Reduced axes that are the trailing ones (a global average pool's [2, 3]):
+    // each output sums one contiguous run, in the order of the general loop below.
+    size_t first = r;
+    while (first > 0 && red[first - 1]) --first;
+    if (std::none_of(red.begin(), red.begin() + static_cast<std::ptrdiff_t>(first), [](bool b) { return b; }) &&
+        first < r && o.data.size() > 0) {
+        const int64_t inner = static_cast<int64_t>(x.data.size() / o.data.size());
+        for (size_t k = 0; k < o.data.size(); ++k) {
+            double acc = 0.0;
+            const float *p = x.data.data() + static_cast<int64_t>(k) * inner;
+            for (int64_t j = 0; j < inner; ++j) acc += p[j];
+            o.data[k] = static_cast<float>(acc / static_cast<double>(inner));
+        }
+        return;
+    }
     // Output strides seen from the input's index space (0 along reduced axes).
     shape_t kept(r);
     for (size_t i = 0; i < r; ++i) kept[i] = red[i] ? 1 : x.shape[i];
