@@ -57,4 +57,11 @@ void infer_shapes(graph &g);
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
 void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
 
+// The executor's evaluation of one node (graph/executor.cpp): what its
+// compile-time folding computes for a node whose inputs are known. The
+// low-precision lowering reads constant subgraphs (a bias or scale written as
+// Convert → Subtract → Multiply of Constants) through it, so the values it
+// fuses are the ones the graph as written uses.
+void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o);
+
 } // namespace qconv::graph::detail

@@ -340,8 +340,7 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         (ot == etype::u8 || ot == etype::i8)) {
         const float *xf = x.f32();
         const float lo = ot == etype::u8 ? 0.f : -128.f, hi = ot == etype::u8 ? 255.f : 127.f;
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-        for (int64_t r = 0; r < total / run; ++r) {
+        impl::parallel_for_if(total >= kParallelMin, total / run, [&](int64_t r) {
             const int64_t c = per_axis ? r % C : 0;
             const float sc = s.data[c], zf = static_cast<float>(z[c]);
             for (int64_t i = r * run; i < (r + 1) * run; ++i) {
@@ -351,21 +350,20 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
                 if (ot == etype::u8) y[i] = static_cast<uint8_t>(q);
                 else reinterpret_cast<int8_t *>(y)[i] = static_cast<int8_t>(q);
             }
-        }
+        });
         return;
     }
     if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
         float *yf = o.f32();
         const uint8_t *xu = x.bytes.data();
         const int8_t *xs = reinterpret_cast<const int8_t *>(xu);
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-        for (int64_t r = 0; r < total / run; ++r) {
+        impl::parallel_for_if(total >= kParallelMin, total / run, [&](int64_t r) {
             const int64_t c = per_axis ? r % C : 0;
             const float sc = s.data[c];
             const int32_t zc = static_cast<int32_t>(z[c]);
             for (int64_t i = r * run; i < (r + 1) * run; ++i)
                 yf[i] = static_cast<float>((xt == etype::u8 ? int32_t(xu[i]) : int32_t(xs[i])) - zc) * sc;
-        }
+        });
         return;
     }
     if (n.kind == op::QuantizeLinear) {
@@ -425,10 +423,56 @@ void pool(const node &n, const ft &x, ft &o) {
     });
 }
 
+// MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
+// maximum over the window's valid positions, on the integers themselves (max
+// commutes with the dequantization, and an integer is its own f32 value), the
+// output NHWC for the next int8 convolution. The same values as pool().
+template <typename T>
+void max_pool_nhwc(const node &n, const tensor &x, tensor &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = o.shape[2], OW = o.shape[3];
+    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
+    const int64_t PT = n.pads_b[0], PL = n.pads_b[1];
+    const T *src = reinterpret_cast<const T *>(x.bytes.data());
+    T *out = reinterpret_cast<T *>(o.bytes.data());
+    impl::parallel_for_2d_if(elems_of(o.shape) * KH * KW >= kParallelMin, N, OH, [&](int64_t b, int64_t oh) {
+        const int64_t ha = std::max<int64_t>(oh * SH - PT, 0), hb = std::min(oh * SH - PT + KH, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t wa = std::max<int64_t>(ow * SW - PL, 0), wb = std::min(ow * SW - PL + KW, W);
+            T *dst = out + ((b * OH + oh) * OW + ow) * C;
+            if (ha >= hb || wa >= wb) {
+                std::fill(dst, dst + C, T(0));
+                continue;
+            }
+            std::copy_n(src + ((b * H + ha) * W + wa) * C, C, dst);
+            for (int64_t h = ha; h < hb; ++h)
+                for (int64_t w = wa; w < wb; ++w) {
+                    const T *p = src + ((b * H + h) * W + w) * C;
+                    for (int64_t c = 0; c < C; ++c) dst[c] = std::max(dst[c], p[c]);
+                }
+        }
+    });
+}
+
 void reduce_mean(const node &n, const ft &x, ft &o) {
     const size_t r = x.shape.size();
     std::vector<bool> red(r, false);
     for (int64_t a : n.attr.axes) red[axis_of(a, r)] = true;
+    // Reduced axes that are the trailing ones (a global average pool's [2, 3]):
+    // each output sums one contiguous run, in the order of the general loop below.
+    size_t first = r;
+    while (first > 0 && red[first - 1]) --first;
+    if (std::none_of(red.begin(), red.begin() + static_cast<std::ptrdiff_t>(first), [](bool b) { return b; }) &&
+        first < r && o.data.size() > 0) {
+        const int64_t inner = static_cast<int64_t>(x.data.size() / o.data.size());
+        for (size_t k = 0; k < o.data.size(); ++k) {
+            double acc = 0.0;
+            const float *p = x.data.data() + static_cast<int64_t>(k) * inner;
+            for (int64_t j = 0; j < inner; ++j) acc += p[j];
+            o.data[k] = static_cast<float>(acc / static_cast<double>(inner));
+        }
+        return;
+    }
     // Output strides seen from the input's index space (0 along reduced axes).
     shape_t kept(r);
     for (size_t i = 0; i < r; ++i) kept[i] = red[i] ? 1 : x.shape[i];
@@ -611,6 +655,12 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     commit(out, o);
 }
 
+} // namespace
+
+void detail::eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval(n, in, o); }
+
+namespace {
+
 std::string kernel_name(const node &n) {
     switch (n.kind) {
     case op::Parameter: return "input";
@@ -630,7 +680,10 @@ std::string kernel_name(const node &n) {
     case op::FakeQuantize: return "graph:fake_quantize";
     case op::QuantizeLinear: return std::string("graph:quantize_linear_") + to_string(n.out_type);
     case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + to_string(n.inputs[0]->out_type);
-    case op::MaxPool: return "graph:max_pool";
+    case op::MaxPool:
+        return n.inputs[0]->kind == op::QConvolution && is_integer(n.out_type)
+                   ? std::string("graph:max_pool_nhwc_") + to_string(n.out_type)
+                   : "graph:max_pool";
     case op::AvgPool: return "graph:avg_pool";
     case op::ReduceMean: return "graph:reduce_mean";
     case op::Concat: return "graph:concat";
@@ -1208,6 +1261,14 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 fail(st.n->where(), std::string(to_string(st.n->kind)) + " '" + st.n->id + "': input " +
                                         std::to_string(k) + " has shape " + to_string(ins[k]->shape) + ", expected " +
                                         to_string(st.n->inputs[k]->out_shape));
+        if (st.n->kind == op::MaxPool && ins[0]->order == layout::nhwc &&
+            (ins[0]->type == etype::u8 || ins[0]->type == etype::i8) && st.n->out_type == ins[0]->type) {
+            tensor &o = v[st.out];
+            o = tensor(st.n->out_type, st.n->out_shape, layout::nhwc);
+            if (o.type == etype::u8) max_pool_nhwc<uint8_t>(*st.n, *ins[0], o);
+            else max_pool_nhwc<int8_t>(*st.n, *ins[0], o);
+            continue;
+        }
         eval(*st.n, ins, v[st.out]);
     }
     lap(nullptr);

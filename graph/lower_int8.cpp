@@ -156,12 +156,17 @@ struct quant {
     etype type = etype::u8;
     double scale = 0;
     std::vector<int32_t> zp; // 1 or C values (in the stored type's terms)
+    // C values when the scale differs per channel (a DequantizeLinear axis=1
+    // read by a convolution whose output channels each read one input
+    // channel: a depthwise one), else empty and `scale` is every channel's.
+    std::vector<double> scales;
     // A per-tensor FakeQuantize's output bounds (fq) or a QDQ pair's scale:
     // what a requantization must repeat to be the identity on the levels.
     bool fq = false;
     double lo = 0, hi = 0;
     bool same(const quant &o) const {
-        return type == o.type && zp == o.zp && fq == o.fq && (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
+        return type == o.type && zp == o.zp && fq == o.fq && scales == o.scales &&
+               (fq ? lo == o.lo && hi == o.hi : scale == o.scale);
     }
 };
 
@@ -287,6 +292,74 @@ private:
         auto cs = g_.consumers(n);
         return cs.size() == 1 ? cs[0] : nullptr;
     }
+    // x when it is a Constant; a Constant of x's value when x is computed
+    // from Constants only (the reader's Convert → Subtract → Multiply of an
+    // int32 bias, a product of two scales), evaluated node by node as the
+    // executor's compile-time folding evaluates it — the values the graph as
+    // written uses; otherwise x itself.
+    node *constant_of(node *x) {
+        if (x->kind == op::Constant) return x;
+        if (auto it = folded_.find(x); it != folded_.end()) return it->second;
+        node *r = x;
+        std::map<const node *, tensor> vals;
+        if (evaluate(x, &vals, 0)) {
+            auto d = std::make_shared<constant_data>();
+            d->bytes = vals.at(x).bytes;
+            r = g_.constant(x->out_type, x->out_shape, d, g_.unique_id(x->id + "_folded"));
+            r->friendly_name = x->friendly_name;
+            r->rt_info = x->rt_info;
+            infer_node(*r);
+        }
+        folded_[x] = r;
+        return r;
+    }
+    static constexpr int64_t kFoldElems = 1 << 16; // a bias or a table, not weights
+    bool evaluate(const node *x, std::map<const node *, tensor> *vals, int depth) const {
+        if (vals->count(x)) return true;
+        if (depth > 16 || x->kind == op::Parameter || x->kind == op::QConvolution ||
+            elems_of(x->out_shape) > kFoldElems)
+            return false;
+        if (x->kind == op::Constant) {
+            if (!x->data) return false;
+            tensor t(x->out_type, x->out_shape);
+            t.bytes = x->data->bytes;
+            (*vals)[x] = std::move(t);
+            return true;
+        }
+        for (const node *i : x->inputs)
+            if (!evaluate(i, vals, depth + 1)) return false;
+        std::vector<const tensor *> in;
+        for (const node *i : x->inputs) in.push_back(&vals->at(i));
+        tensor o;
+        detail::eval_node(*x, in, o);
+        (*vals)[x] = std::move(o);
+        return true;
+    }
+
+    // The residual Add after QuantizeLinear q → DequantizeLinear with the same
+    // per-tensor scale and zero point (each read once) when its other input is
+    // an f32 tensor of the Add's shape; else null.
+    node *requantized_residual(node *q) {
+        if (q->kind != op::QuantizeLinear) return nullptr;
+        node *dq = single_consumer(q);
+        quant iq;
+        if (!dq || dq->kind != op::DequantizeLinear || dq->inputs[0] != q || !qdq_of(dq, &iq)) return nullptr;
+        if (q->inputs.size() != dq->inputs.size() || !same_value(q->inputs[1], dq->inputs[1]) ||
+            (q->inputs.size() > 2 && !same_value(q->inputs[2], dq->inputs[2])))
+            return nullptr;
+        node *add = single_consumer(dq);
+        if (!add || add->kind != op::Add || add->inputs[0] == add->inputs[1]) return nullptr;
+        node *other = add->inputs[0] == dq ? add->inputs[1] : add->inputs[0];
+        if (other->out_type != etype::f32 || other->out_shape != dq->out_shape || add->out_shape != dq->out_shape ||
+            constant_of(other)->kind == op::Constant)
+            return nullptr;
+        return add;
+    }
+    static bool same_value(const node *x, const node *y) {
+        return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
+                          elems_of(y->out_shape) == 1 && x->out_type == y->out_type && x->value(0) == y->value(0));
+    }
+
     node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id) {
         node *n = g_.constant_f32(s, v, g_.unique_id(id));
         infer_node(*n);
@@ -352,7 +425,10 @@ private:
         return false;
     }
 
-    std::string activation(node *a, int64_t C, quant *q, const node **fq) {
+    // per_channel_scales: the convolution's output channels each read one
+    // input channel (icg = 1), so a scale per input channel is one per output
+    // channel of the int8 convolution's scales.
+    std::string activation(node *a, int64_t C, quant *q, const node **fq, bool per_channel_scales) {
         if (auto it = known_.find(a); it != known_.end()) {
             if (!it->second.second.empty()) return it->second.second;
             *q = it->second.first;
@@ -397,8 +473,15 @@ private:
             const auto s = per_channel(a->inputs[1], C, true);
             if (s.empty() || (s.size() > 1 && !axis1))
                 return "activation: DequantizeLinear is not per tensor or axis 1";
-            if (!all_equal(s))
-                return "per-channel activation scales differ (one int8 convolution takes one source scale)";
+            if (!all_equal(s)) {
+                if (!per_channel_scales)
+                    return "per-channel activation scales differ (one int8 convolution takes one source scale; "
+                           "only one whose output channels each read one input channel, a depthwise one, takes a "
+                           "scale per channel)";
+                q->scales = s;
+                for (double v : s)
+                    if (!(v > 0)) return "activation: scale is not positive";
+            }
             q->q = x;
             q->type = x->out_type;
             q->scale = static_cast<float>(s[0]);
@@ -430,7 +513,7 @@ private:
         } else if (w->kind == op::Multiply) {
             node *a = w->inputs[0], *b = w->inputs[1];
             if (a->kind == op::Constant) std::swap(a, b);
-            sc = b;
+            sc = constant_of(b);
             if (a->kind == op::Subtract) {
                 zp = a->inputs[1];
                 if (zp->kind == op::Convert) zp = zp->inputs[0];
@@ -444,6 +527,7 @@ private:
         if (wq->kind != op::Constant || (wq->out_type != etype::i8 && wq->out_type != etype::u8))
             return "weights: not an i8/u8 Constant";
         if (!is_const_f32(sc)) return "weights: scale is not an f32 Constant";
+        if (zp) zp = constant_of(zp);
         if (zp && zp->kind != op::Constant) return "weights: zero point is not a Constant";
         const int64_t total = elems_of(ws), per = total / OC;
         if (wq->out_shape != ws) return "weights: dequantization changes the shape";
@@ -506,7 +590,8 @@ private:
 
         quant in;
         const node *in_fq = nullptr;
-        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq); !why.empty()) return why;
+        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq, grouped && d.icg() == 1); !why.empty())
+            return why;
         std::vector<int8_t> w8;
         std::vector<double> sw;
         if (std::string why = weights(c->inputs[1], ws, OC, &w8, &sw); !why.empty()) return why;
@@ -538,11 +623,34 @@ private:
             }
             if (u->kind == op::FakeQuantize || u->kind == op::QuantizeLinear) {
                 if (u->inputs[0] != t) return "output feeds a quantization bound";
+                if (node *add = requantized_residual(u); add && stage <= 2 && !residual) {
+                    // QuantizeLinear(s, z) → DequantizeLinear(s, z) → residual Add (ONNX's QDQ
+                    // form of a residual block): the level the graph rounds to, dequantized —
+                    // round(y / s) saturated to the type's range less z, times s, as the
+                    // graph computes (q − z)·s — then the residual and the rest of the chain.
+                    quant iq;
+                    qdq_of(single_consumer(u), &iq);
+                    flush_ss();
+                    const double qlo = iq.type == etype::u8 ? 0 : -128, qhi = iq.type == etype::u8 ? 255 : 127;
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, 1.f / static_cast<float>(iq.scale), 0.f));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::round));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(qlo - iq.zp[0]),
+                                                     static_cast<float>(qhi - iq.zp[0])));
+                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, static_cast<float>(iq.scale), 0.f));
+                    residual = add->inputs[0] == single_consumer(u) ? add->inputs[1] : add->inputs[0];
+                    residual_op = p.ops.size();
+                    p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
+                    chain += " requantize residual";
+                    stage = 3;
+                    t = add;
+                    continue;
+                }
                 out_q = u;
                 break;
             }
             node *other = nullptr;
-            if (u->kind == op::Add || u->kind == op::Multiply) other = u->inputs[0] == t ? u->inputs[1] : u->inputs[0];
+            if (u->kind == op::Add || u->kind == op::Multiply)
+                other = constant_of(u->inputs[0] == t ? u->inputs[1] : u->inputs[0]);
             if (u->kind == op::Add && stage == 0 &&
                 (other->kind == op::Constant ||
                  (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
@@ -631,9 +739,10 @@ private:
             chain += " fq";
         } else {
             dt = out_q->out_type;
-            if (!is_const_f32(out_q->inputs[1])) return "output QuantizeLinear scale is not an f32 Constant";
+            node *oscale = constant_of(out_q->inputs[1]);
+            if (!is_const_f32(oscale)) return "output QuantizeLinear scale is not an f32 Constant";
             const bool axis1 = out_q->attr.axis == 1 || out_q->attr.axis == -3;
-            const auto s = per_channel(out_q->inputs[1], OC, true);
+            const auto s = per_channel(oscale, OC, true);
             std::vector<double> z{0};
             if (out_q->inputs.size() > 2) {
                 if (out_q->inputs[2]->kind != op::Constant) return "output zero point is not a Constant";
@@ -661,13 +770,15 @@ private:
         if (zp_channel) p.src_zp = zero_point::channel(in.zp);
         else if (in.zp[0] != 0) p.src_zp = zero_point::tensor(in.zp[0]);
         p.scales.resize(OC);
-        for (int64_t o = 0; o < OC; ++o) p.scales[o] = static_cast<float>(in.scale * sw[o]);
+        for (int64_t o = 0; o < OC; ++o)
+            p.scales[o] = static_cast<float>((in.scales.empty() ? in.scale : in.scales[o / (OC / IC)]) * sw[o]);
         sp.residual = residual != nullptr;
         // An int8 skip of the destination's type with one zero point: the
         // integers go into the destination and a sum post-op adds
         // s·(q − zp) (OpenVINO's sum fusion); otherwise the f32 tensor.
         quant rb;
-        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.type == dt && rb.q != nullptr) {
+        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.scales.empty() && rb.type == dt &&
+            rb.q != nullptr) {
             p.ops[residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
             sp.sum = true;
             residual = rb.q;
@@ -746,6 +857,7 @@ private:
     // why one cannot be a source ("" when it can).
     std::map<const node *, std::pair<quant, std::string>> known_;
     std::map<const node *, quant> passthrough_; // MaxPool / Concat made on the integers
+    std::map<const node *, node *> folded_;     // constant_of's answers
 
 public:
     std::map<const node *, std::string> origin_; // QConvolution → the convolution it lowers

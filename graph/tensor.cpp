@@ -118,6 +118,23 @@ tensor tensor::to_layout(layout o) const {
     if (shape.size() != 4) fail("tensor", "layout nhwc needs a 4-D shape, got " + to_string(shape));
     tensor r(type, shape, o);
     const shape_t &s = shape;
+    if (bits_of(type) == 8) {
+        // Bytes (u8/i8 activations around the int8 convolutions): per image and
+        // channel one contiguous plane of H·W on the plain side, a stride of C on
+        // the NHWC side — no index arithmetic per element.
+        const int64_t C = s[1], HW = s[2] * s[3];
+        const uint8_t *src = bytes.data();
+        uint8_t *dst = r.bytes.data();
+        for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t c = 0; c < C; ++c) {
+                const int64_t plane = (n * C + c) * HW, base = n * HW * C + c;
+                if (o == layout::nhwc)
+                    for (int64_t i = 0; i < HW; ++i) dst[base + i * C] = src[plane + i];
+                else
+                    for (int64_t i = 0; i < HW; ++i) dst[plane + i] = src[base + i * C];
+            }
+        return r;
+    }
     if (o == layout::nhwc) detail::permute(type, bytes.data(), s, {0, 2, 3, 1}, r.bytes.data());
     else detail::permute(type, bytes.data(), {s[0], s[2], s[3], s[1]}, {0, 3, 1, 2}, r.bytes.data());
     return r;

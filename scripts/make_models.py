@@ -10,7 +10,11 @@ Models (torchvision's topologies, random weights from a fixed seed):
   mobilenet_v2_qdq_pc.onnx MobileNet v2 with the activations that feed each
                            depthwise convolution quantized per channel (u8,
                            QuantizeLinear/DequantizeLinear axis=1)
-  resnet50_qdq_pc.onnx     ResNet-50 with each bottleneck's first activation per channel
+  resnet50_qdq_pc.onnx     ResNet-50 with the input and each bottleneck's first activation
+                           per channel: one scale for the tensor, a zero point per
+                           channel (the legacy per-channel zero point's use: the
+                           convolution reading it sums over channels, so its scale
+                           must be one; after a Relu every zero point is 0)
   qlinear_conv.onnx        a small QLinearConv network (dense 3x3, depthwise 3x3,
                            pointwise 1x1; u8 activations, per-channel s8 weights)
 
@@ -229,8 +233,9 @@ def s8_weights(w):
 
 
 class Writer:
-    def __init__(self, ranges, per_channel):
+    def __init__(self, ranges, per_channel, shared_scale=False):
         self.nodes, self.inits = [], []
+        self.shared_scale = shared_scale  # per channel: one scale, a zero point per channel
         self.ranges = ranges  # value → (lo, hi) per tensor or per channel arrays
         self.per_channel = per_channel  # values quantized per channel
         self.qparams = {}  # value → (scale, zp, axis or None)
@@ -250,6 +255,12 @@ class Writer:
             if axis is None:
                 lo, hi = np.min(lo), np.max(hi)
             scale, zp = u8_params(lo, hi)
+            if axis is not None and self.shared_scale:
+                # The widest channel's scale for all; each channel's zero point
+                # keeps its range inside 0..255.
+                lo = np.minimum(np.asarray(lo, np.float64), 0.0)
+                scale = np.full(len(zp), np.max(scale), np.float32)
+                zp = np.clip(np.round(-lo / scale), 0, 255).astype(np.uint8)
             if axis is None:
                 scale, zp = np.float32(scale), np.uint8(zp)
         self.qparams[v] = (scale, zp, axis)
@@ -290,8 +301,8 @@ class Writer:
         return base + "_weight", base + "_bias"
 
 
-def write_qdq(net, ranges, per_channel, size, path):
-    wr = Writer(ranges, per_channel)
+def write_qdq(net, ranges, per_channel, size, path, shared_scale=False):
+    wr = Writer(ranges, per_channel, shared_scale)
     dq = {"input": wr.qdq("input")}  # value → its dequantized name
     six = None
     for L in net.layers:
@@ -461,7 +472,11 @@ def main():
                         continue
                     if (L["groups"] > 1) if m.startswith("mobilenet") else (L["w"].shape[2] == 3 and L["x"] != "input"):
                         pc.add(L["x"])
-            write_qdq(net, ranges, pc, a.size, path)
+                if m.startswith("resnet50"):
+                    # The image too: its channels' ranges differ below 0, so their zero points
+                    # differ (after a Relu every zero point is 0); the stem gets the legacy one.
+                    pc.add("input")
+            write_qdq(net, ranges, pc, a.size, path, shared_scale=m.startswith("resnet50"))
             if a.reference:
                 wr = write_qdq.writer
                 x = rng.standard_normal((3, a.size, a.size)).astype(np.float32)

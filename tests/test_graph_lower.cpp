@@ -26,9 +26,11 @@ namespace {
 
 constexpr double kFqFraction = 0.01; // the stated bound (docs/semantics.md §10)
 
-enum class act_q { fq_u8, fq_u8_zp, fq_s8, fq_channel, qdq_u8, qdq_i8, qdq_channel };
+// qdq_channel_scales: a scale and a zero point per channel (a depthwise convolution's source)
+enum class act_q { fq_u8, fq_u8_zp, fq_s8, fq_channel, qdq_u8, qdq_i8, qdq_channel, qdq_channel_scales };
 enum class wts { mul, mul_zp_u8, dql };
-enum class bias_k { none, add, dql_i32 };
+// reader: the ONNX reader's int32 bias, Multiply(Convert(b) − Convert(zp), s) of Constants
+enum class bias_k { none, add, dql_i32, reader };
 enum class fn { none, relu, prelu, clamp };
 enum class out_q { fq_u8, fq_s8, ql_u8, ql_i8, ql_channel };
 
@@ -40,7 +42,8 @@ struct pattern_t {
     bool mul_add = false; // per-channel Multiply + Add
     fn f = fn::relu;
     bool residual = false;
-    fn f2 = fn::none; // after the residual
+    bool requantized = false; // the residual Add reads QuantizeLinear → DequantizeLinear of the chain (ONNX QDQ)
+    fn f2 = fn::none;         // after the residual
     out_q out = out_q::ql_u8;
     bool depthwise = false;
     int64_t kernel = 3;
@@ -105,12 +108,15 @@ node *quantize_act(graph &g, node *x, act_q a, float sa, int64_t ch, const std::
     node *sc = g.constant_f32({}, {sa}, p + "_s");
     node *zp;
     attributes ax = axis(1);
-    if (a == act_q::qdq_channel) {
+    if (a == act_q::qdq_channel || a == act_q::qdq_channel_scales) {
         std::vector<int64_t> z;
         for (int64_t c = 0; c < ch; ++c) z.push_back((c * 53) % 256);
         zp = g.constant_int(etype::u8, {ch}, z, p + "_z");
-        // one scale, per-channel zero points
-        sc = g.constant_f32({ch}, std::vector<float>(ch, sa), p + "_s");
+        // one scale (or a power of two per channel), per-channel zero points
+        std::vector<float> sv(ch, sa);
+        if (a == act_q::qdq_channel_scales)
+            for (int64_t c = 0; c < ch; ++c) sv[c] = std::ldexp(sa, static_cast<int>(c % 3) - 1);
+        sc = g.constant_f32({ch}, sv, p + "_s");
     } else if (a == act_q::qdq_i8) {
         zp = g.constant_int(etype::i8, {}, {3}, p + "_z");
     } else {
@@ -166,6 +172,16 @@ built build(const pattern_t &pt) {
         node *bq = g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b");
         node *bd = g.add(op::DequantizeLinear, {bq, g.constant_f32({}, {1.f / 1024}, "b_s")}, {}, "b_dq");
         t = g.add(op::Add, {t, bd}, {}, "bias");
+    } else if (pt.bias == bias_k::reader) {
+        std::vector<int64_t> bv(oc);
+        for (int64_t c = 0; c < oc; ++c) bv[c] = (c * 131) % 2001 - 1000;
+        node *bq =
+            g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b")}, with_type(etype::f32), "b_f32");
+        node *bz = g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, std::vector<int64_t>(oc, 0), "b_z")},
+                         with_type(etype::f32), "b_zf32");
+        node *bc = g.add(op::Subtract, {bq, bz}, {}, "b_centered");
+        node *bd = g.add(op::Multiply, {bc, g.constant_f32({}, {1.f / 1024}, "b_s")}, {}, "b_deq");
+        t = g.add(op::Add, {t, bd}, {}, "bias");
     }
     if (pt.mul_add) {
         t = g.add(op::Multiply, {t, g.constant_f32({1, oc, 1, 1}, pow2s(oc, -1, 1, 3), "m")}, {}, "chan_mul");
@@ -188,6 +204,12 @@ built build(const pattern_t &pt) {
         node *r = g.parameter(etype::f32, {N, oc, H, W}, "r");
         node *rs = g.add(op::Multiply, {r, g.constant_f32({}, {4.f}, "r_gain")}, {}, "r_gain_mul");
         node *rq = quantize_act(g, rs, is_fq(pt.act) ? act_q::fq_u8_zp : act_q::qdq_u8, 1.f / 32, oc, "res");
+        if (pt.requantized) {
+            node *s = g.constant_f32({}, {pt.pow2 ? 1.f / 8 : 0.1137f}, "m_s");
+            node *z = g.constant_int(etype::u8, {}, {100}, "m_z");
+            node *q = g.add(op::QuantizeLinear, {t, s, z}, axis(1), "m_q");
+            t = g.add(op::DequantizeLinear, {q, s, z}, axis(1), "m_dq");
+        }
         t = g.add(op::Add, {t, rq}, {}, "residual");
     }
     act(pt.f2, "act2");
@@ -290,7 +312,8 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
     // sum post-op over them; an f32 one (a FakeQuantize of a Parameter) add:full.
     if (pt.residual) EXPECT_EQ(sp.sum, !is_fq(pt.act)) << q->attr.qconv;
     // The zero point mechanism follows the activation's quantization.
-    const bool per_channel = pt.act == act_q::fq_channel || pt.act == act_q::qdq_channel;
+    const bool per_channel =
+        pt.act == act_q::fq_channel || pt.act == act_q::qdq_channel || pt.act == act_q::qdq_channel_scales;
     EXPECT_EQ(sp.p.src_zp.effective_kind() == qconv::zero_point::kind::per_channel, per_channel);
 }
 
@@ -308,6 +331,26 @@ INSTANTIATE_TEST_SUITE_P(
         P("qdq_channel_zp", [](pattern_t &p) { p.act = act_q::qdq_channel; }),
         P("qdq_no_bias", [](pattern_t &p) { p.bias = bias_k::none; }),
         P("qdq_bias_i32", [](pattern_t &p) { p.bias = bias_k::dql_i32; }),
+        P("qdq_bias_onnx_reader", [](pattern_t &p) { p.bias = bias_k::reader; }),
+        P("qdq_requantized_residual_relu",
+          [](pattern_t &p) {
+              p.bias = bias_k::reader;
+              p.f = fn::none;
+              p.residual = p.requantized = true;
+              p.f2 = fn::relu;
+          }),
+        P("qdq_requantized_residual_any_scales",
+          [](pattern_t &p) {
+              p.f = fn::none;
+              p.residual = p.requantized = true;
+              p.pow2 = false;
+          }),
+        P("qdq_depthwise_channel_scales",
+          [](pattern_t &p) {
+              p.depthwise = true;
+              p.act = act_q::qdq_channel_scales;
+              p.bias = bias_k::reader;
+          }),
         P("qdq_weights_dql", [](pattern_t &p) { p.w = wts::dql; }),
         P("qdq_weights_u8_zp", [](pattern_t &p) { p.w = wts::mul_zp_u8; }),
         P("qdq_mul_add", [](pattern_t &p) { p.mul_add = true; }), P("qdq_no_act", [](pattern_t &p) { p.f = fn::none; }),

@@ -372,6 +372,16 @@ TEST(GraphTensor, FromF32RoundsAndLayoutsRoundTrip) {
         EXPECT_EQ(n.to_f32(), w); // logical (NCHW) order whatever the layout
         EXPECT_EQ(n.to_layout(layout::plain).bytes, a.bytes);
     }
+    // Bytes take their own path: two images, the same element moves as 32-bit words.
+    {
+        std::vector<float> x(2 * 5 * 3 * 4);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 251);
+        const tensor b = tensor::from_f32(etype::u8, {2, 5, 3, 4}, x),
+                     f = tensor::from_f32(etype::f32, {2, 5, 3, 4}, x);
+        const tensor bn = b.to_layout(layout::nhwc), fn = f.to_layout(layout::nhwc);
+        for (int64_t i = 0; i < bn.elems(); ++i) EXPECT_EQ(bn.get(i), fn.get(i)) << i;
+        EXPECT_EQ(bn.to_layout(layout::plain).bytes, b.bytes);
+    }
     EXPECT_THROW(tensor(etype::f32, {2, 3}, layout::nhwc), qconv::error);
     EXPECT_THROW(tensor::from_f32(etype::f32, {2, 3}, {1.f}), qconv::error);
     EXPECT_THROW(u.f32(), qconv::error);

@@ -15,7 +15,13 @@
 // run-time dimension `?` (default 1). --save writes the rewritten graph of a .qg file, and
 // the graph as read of an ONNX model (its import, in the text format). --input gives a
 // Parameter's values (by its name) from a NumPy file, the others stay random; --output-dir
-// writes each Result of the rewritten run as DIR/NAME.npy (f32). Exit status 1 on a mismatch.
+// writes each Result of the rewritten run as DIR/NAME.npy (f32). --tol-steps=N[:F] compares in
+// quantization steps instead (quantized networks, where the lowering's exactness contract,
+// docs/semantics.md §10, allows a value one step off and the flips carry through the layers):
+// each output of the graph as written must be a DequantizeLinear with one scale (the step);
+// the runs agree when no element differs by more than N steps and at most the share F
+// (default 1) of the elements differ; the summary adds max_steps= and differ=.
+// Exit status 1 on a mismatch.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -197,6 +203,26 @@ int graph_mode(const std::vector<std::string> &args) {
     }
     if (!tol_text.empty() && !(tol >= 0))
         throw usage_error("--tol: expected a non-negative number (got '" + tol_text + "')");
+    const std::string steps_text = o.get("tol-steps", "");
+    double tol_steps = -1, tol_share = 1;
+    if (!steps_text.empty()) {
+        const size_t colon = steps_text.find(':');
+        try {
+            size_t pos = 0;
+            const std::string a = steps_text.substr(0, colon);
+            tol_steps = std::stod(a, &pos);
+            if (pos != a.size()) tol_steps = -1;
+            if (colon != std::string::npos) {
+                const std::string b = steps_text.substr(colon + 1);
+                tol_share = std::stod(b, &pos);
+                if (pos != b.size()) tol_share = -1;
+            }
+        } catch (const std::exception &) {
+            tol_steps = -1;
+        }
+        if (!(tol_steps >= 0) || !(tol_share >= 0 && tol_share <= 1))
+            throw usage_error("--tol-steps: expected N or N:F, N ≥ 0 steps and F in [0, 1] (got '" + steps_text + "')");
+    }
     const std::string report_kind = o.get("report", "kv");
     if (report_kind != "kv" && report_kind != "table")
         throw usage_error("--report: expected kv or table (got '" + report_kind + "')");
@@ -232,6 +258,17 @@ int graph_mode(const std::vector<std::string> &args) {
         before->infer();
     }
     if (tol_text.empty()) tol = default_tolerance(*before, dq);
+    // --tol-steps: the step of each output (its DequantizeLinear's scale).
+    std::vector<double> steps;
+    if (tol_steps >= 0)
+        for (const graph::node *r : before->results()) {
+            const graph::node *d = r->inputs.empty() ? nullptr : r->inputs[0];
+            if (!d || d->kind != graph::op::DequantizeLinear || d->inputs[1]->kind != graph::op::Constant ||
+                graph::elems_of(d->inputs[1]->out_shape) != 1)
+                throw usage_error("--tol-steps: output '" + r->friendly_name +
+                                  "' is not a DequantizeLinear with one scale");
+            steps.push_back(d->inputs[1]->value(0));
+        }
     graph::check_run_memory(*before); // again with --dim's value of `?`
     auto after = before->clone();
     std::vector<graph::rewrite_record> lowered;
@@ -267,7 +304,8 @@ int graph_mode(const std::vector<std::string> &args) {
     const timing tb = measure([&] { yb = cb.run(inputs); }, c.reps, c.budget_ms, false);
     const timing ta = measure([&] { ya = ca.run(inputs); }, c.reps, c.budget_ms, false);
 
-    double max_abs = 0, max_ref = 0;
+    double max_abs = 0, max_ref = 0, max_steps = 0;
+    int64_t differ = 0, total = 0;
     bool same_shape = yb.size() == ya.size();
     for (size_t r = 0; same_shape && r < yb.size(); ++r) {
         same_shape = yb[r].shape == ya[r].shape;
@@ -278,6 +316,12 @@ int graph_mode(const std::vector<std::string> &args) {
             // Equal values (also equal infinities) and NaN on both sides agree.
             const double d = a == b || (std::isnan(a) && std::isnan(b)) ? 0.0 : std::fabs(a - b);
             max_abs = std::isnan(d) ? INFINITY : std::max(max_abs, d);
+            if (!steps.empty()) {
+                const double st = std::isnan(d) ? INFINITY : d / steps[r];
+                max_steps = std::max(max_steps, st);
+                differ += d != 0;
+                ++total;
+            }
             if (std::isfinite(b)) max_ref = std::max(max_ref, std::fabs(b));
         }
     }
@@ -295,7 +339,10 @@ int graph_mode(const std::vector<std::string> &args) {
     }
 
     const double max_rel = max_abs == 0 ? 0 : max_ref > 0 ? max_abs / max_ref : INFINITY;
-    const bool ok = same_shape && max_rel <= tol;
+    const double share = total ? static_cast<double>(differ) / static_cast<double>(total) : 0.0;
+    // Steps: the difference of two levels is a whole number of steps (up to f32 rounding).
+    const bool ok =
+        same_shape && (steps.empty() ? max_rel <= tol : max_steps <= tol_steps + 1e-3 && share <= tol_share);
 
     if (report_kind == "table") print_table(*after, ca, inputs, lowered, records);
 
@@ -310,7 +357,9 @@ int graph_mode(const std::vector<std::string> &args) {
     l.add("before_ms", tb.median_ms, 4).add("after_ms", ta.median_ms, 4);
     l.add("speedup", ta.median_ms > 0 ? tb.median_ms / ta.median_ms : 0.0, 3);
     l.add("max_abs_diff", sci(max_abs)).add("max_rel_diff", sci(max_rel));
-    l.add("tol", sci(tol)).add("status", ok ? "ok" : "mismatch");
+    if (steps.empty()) l.add("tol", sci(tol));
+    else l.add("max_steps", max_steps, 2).add("differ", share, 4).add("tol_steps", steps_text);
+    l.add("status", ok ? "ok" : "mismatch");
     if (!same_shape) l.why("outputs differ in count or shape");
     l.print();
     return ok ? exit_ok : exit_fail;
