@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -43,9 +45,22 @@ namespace qconv::graph {
 namespace detail {
 
 namespace {
+// The shortest text of a float that reads back (as the reader does: strtod,
+// then the cast to float) to the same float; 9 digits at most for a finite
+// one (fmt_double of the widened value would go to 17 and try each length).
+std::string fmt_float(float v) {
+    char buf[32];
+    for (int prec = 6; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+        const float back = static_cast<float>(std::strtod(buf, nullptr));
+        if (back == v || (std::isnan(back) && std::isnan(v))) break;
+    }
+    return buf;
+}
+
 std::string floats(const std::vector<float> &v) {
     std::string r;
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + fmt_double(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + fmt_float(v[i]);
     return r.empty() ? "none" : r;
 }
 std::vector<std::string> split(const std::string &s, char c) {
@@ -551,10 +566,18 @@ private:
         if (!per_oc(sc, sw)) return "weights: scale is not per output channel";
         if (zp && !per_oc(zp, &z)) return "weights: zero point is not per output channel";
         w8->resize(total);
-        for (int64_t i = 0; i < total; ++i) {
-            const double d = wq->value(i) - z[i / per];
-            if (d < -128 || d > 127) return "weights: w − zero point leaves s8";
-            (*w8)[i] = static_cast<int8_t>(d);
+        // The Constant's bytes read directly (25 M weights in a ResNet-50):
+        // w − zp per output channel, which must stay in s8.
+        const uint8_t *raw = wq->data->bytes.data();
+        const bool is_u8 = wq->out_type == etype::u8;
+        for (int64_t oc = 0; oc < OC; ++oc) {
+            const int zc = static_cast<int>(z[oc]);
+            if (zc != z[oc]) return "weights: zero point is not an integer";
+            for (int64_t i = oc * per; i < (oc + 1) * per; ++i) {
+                const int d = (is_u8 ? int(raw[i]) : int(static_cast<int8_t>(raw[i]))) - zc;
+                if (d < -128 || d > 127) return "weights: w − zero point leaves s8";
+                (*w8)[i] = static_cast<int8_t>(d);
+            }
         }
         for (double s : *sw)
             if (!std::isfinite(s) || s == 0) return "weights: a scale is zero or not finite";
