@@ -9,11 +9,12 @@
 
 namespace qconv::impl {
 
-// Test hook (tests/support/amx_emulator.h): while on, the detected features
-// (and so host_platform()) add amx_int8 and amx_bf16 on a host with AVX-512
-// VNNI and BF16, and a first detection made while on does not request the
-// Linux AMX permission, so tile instructions trap into the emulator.
-void set_amx_emulated(bool on);
+// Whether the test suite's AMX emulator (tests/support/amx_emulator.h) is
+// on in this process: it defines `extern "C" bool qconv_test_amx_emulated()`,
+// which the library references weakly (never defined in the library). While on,
+// the detected features (and so host_platform()) add amx_int8 and amx_bf16 on
+// a host with AVX-512 VNNI and BF16, and a first detection made while on does
+// not request the Linux AMX permission, so tile instructions trap into the emulator.
 bool amx_emulated();
 
 // What the CPU and OS support (uncapped), detected once.

@@ -13,10 +13,13 @@
 // the level the dispatcher sees, max_cpu_isa() = min(detected, cap), and
 // keeps the features that level allows (cap_allows()).
 //
-// set_amx_emulated() is the test suite's hook (tests/support/amx_emulator.h):
-// while on, the detected features gain AMX on an AVX-512 VNNI + BF16 host,
-// and a detection that runs while it is on does not ask for the permission,
-// so the process's tile instructions trap (SIGILL) into the emulator.
+// The test suite's AMX emulator (tests/support/amx_emulator.h) defines
+// qconv_test_amx_emulated(); the library refers to it only weakly, so the
+// shipped library exports no switch and in a program without the emulator the
+// reference is null: the host's features are what the CPU has. While the
+// emulator says so, the detected features gain AMX on an AVX-512 VNNI + BF16
+// host, and a detection that runs then does not ask for the permission, so
+// the process's tile instructions trap (SIGILL) into the emulator.
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -32,10 +35,10 @@
 #include "dispatch/host_platform.h"
 #include "qconv/types.h"
 
+extern "C" __attribute__((weak)) bool qconv_test_amx_emulated();
+
 namespace qconv {
 namespace {
-
-std::atomic<bool> amx_emulation{false}; // set_amx_emulated()
 
 bool cpu_has_avx_vnni() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -88,7 +91,7 @@ impl::feature_set detect_features() {
     if (f.avx512vnni) s.add(cpu_feature::avx512_core_vnni);
     if (f.avx512vbmi) s.add(cpu_feature::avx512_vbmi);
     if (f.avx512_bf16) s.add(cpu_feature::avx512_bf16);
-    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && !amx_emulation.load() && os_grants_amx()) {
+    if (f.amx_int8 && f.amx_tile && cpu_has_tile_palette() && !impl::amx_emulated() && os_grants_amx()) {
         s.add(cpu_feature::amx_int8);
         if (f.amx_bf16) s.add(cpu_feature::amx_bf16);
     }
@@ -132,8 +135,7 @@ void set_max_cpu_isa(isa cap) { api_cap.store(static_cast<int>(cap), std::memory
 
 namespace impl {
 
-void set_amx_emulated(bool on) { amx_emulation.store(on); }
-bool amx_emulated() { return amx_emulation.load(); }
+bool amx_emulated() { return qconv_test_amx_emulated != nullptr && qconv_test_amx_emulated(); }
 
 feature_set detected_features() {
     static const feature_set s = detect_features();

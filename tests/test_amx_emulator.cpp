@@ -1201,3 +1201,23 @@ TEST(AmxEmulator, TileLoadsAreCheckedByAsan) {
 } // namespace
 } // namespace qconv::test
 #endif
+
+// The dispatcher learns of the emulator only through the test suite's own
+// qconv_test_amx_emulated(), which the library references weakly (libqconv
+// exports no switch of its own): on while an amx_emulation lives, and back to
+// what it was after (off, unless this process keeps one for all its tests).
+extern "C" bool qconv_test_amx_emulated();
+TEST(AmxEmulatorHook, OnExactlyWhileAnEmulationLives) {
+    const bool before = qconv_test_amx_emulated();
+    EXPECT_EQ(qconv::impl::amx_emulated(), before);
+    {
+        const qconv::test::amx_emulation outer;
+        EXPECT_TRUE(qconv::impl::amx_emulated());
+        {
+            const qconv::test::amx_emulation inner; // nestable
+            EXPECT_TRUE(qconv::impl::amx_emulated());
+        }
+        EXPECT_TRUE(qconv::impl::amx_emulated());
+    }
+    EXPECT_EQ(qconv::impl::amx_emulated(), before);
+}

@@ -1,6 +1,6 @@
-// The attr builder against the seed's two tables (docs/semantics.md §6,
+// The attr builder against the two attribute tables (docs/semantics.md §6,
 // docs/dispatch.md "Attribute sets"): one test case per cell, plus the
-// AVX-512-core and AVX2 rows. Each row reads like the seed:
+// AVX-512-core and AVX2 rows. Each row reads like a line of those tables:
 // platform, zero point, post-ops (and the enforce_brgconv hint), then the
 // attribute sets expected, each with its zero-point mechanism and whether its
 // post-ops are in legacy form (depthwise / quantization), binary form, or
@@ -181,9 +181,9 @@ TEST(AttrBuilder, AmxPerTensorWorkaroundSharesLegacyOps) {
     }
 }
 
-// A peer forced by name may be measured on what the seed's tables give only to
+// A peer forced by name may be measured on what the attribute tables give only to
 // the JIT kernels: below VNNI a per-tensor zp gets a stock attr[1] too (the
-// seed's cells, for "auto", stay as they are).
+// tables' cells, for "auto", stay as they are).
 TEST(AttrBuilder, ForcedPeerGetsTheStockSet) {
     conv_problem p;
     p.desc = conv_desc::parse("mb1ic16ih6oc8kh3ph1");

@@ -2,7 +2,7 @@
 //
 // 1. The walk itself, on small model tables: entries in table order, attr sets
 //    inside; peers only by name; forcing; errors that name what went wrong.
-// 2. The seed's decisions, on a model of the kernel families (a brgconv that
+// 2. The attribute tables' decisions (docs/dispatch.md), on a model of the kernel families (a brgconv that
 //    takes only stock zp and non-legacy post-ops on VNNI/AMX; a JIT kernel that
 //    takes attr[0]; the reference), for simulated AMX / AVX-512 VNNI / AVX-512
 //    core / AVX2 platforms × zero-point kind × binary post-ops × the hint.
@@ -46,7 +46,7 @@ conv_entry model(const std::string &name,
     return e;
 }
 
-// brgconv as the seed describes it: stock zero point only, no legacy post-ops,
+// brgconv as docs/dispatch.md's tables describe it: stock zero point only, no legacy post-ops,
 // AVX-512 VNNI and up.
 bool brg_supports(const conv_problem &, const attr_set &a, const platform &pl, std::string *why) {
     if (!pl.has(impl::cpu_feature::avx512_core_vnni)) return impl::reject(why, "needs avx512_core_vnni");
@@ -182,7 +182,7 @@ TEST(DispatchWalk, NothingAcceptsIsAnErrorWithEveryReason) {
     }
 }
 
-// ------------------------------------------ 2. the seed's decisions (model)
+// ------------------------- 2. the attribute tables' decisions (model)
 
 struct decision {
     const char *name;

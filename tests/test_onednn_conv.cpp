@@ -324,7 +324,7 @@ int run_chains(const std::vector<std::string> &chains, std::vector<wrapper_spec>
 }
 
 TEST(OnednnBrgconv, LegacyOpsInAttr1AreConverted) {
-    // attr[1] with legacy post-ops + stock per-tensor zp: the seed's AMX workaround.
+    // attr[1] with legacy post-ops + stock per-tensor zp: the AMX workaround of docs/dispatch.md's tables.
     const int ran = run_chains({"fq:per_channel", "fq:per_tensor", "scale_shift", "scale_shift:per_tensor;relu",
                                 "prelu:per_tensor", "fq:per_channel:16"},
                                {{"mb1ic64ih7oc48kh1", "", dtype::u8, dtype::u8, false, true},

@@ -38,7 +38,7 @@ bool amx_permission_granted();
 bool request_amx_permission();
 
 // Installs the SIGILL handler and makes the dispatcher see AMX on top of the
-// host's features (set_amx_emulated, dispatch/host_platform.h) for its lifetime;
+// host's features (qconv_test_amx_emulated(), dispatch/host_platform.h) for its lifetime;
 // also caps oneDNN at avx512_core_bf16 (when oneDNN has not yet chosen its
 // ISA) so that oneDNN never asks for the permission itself. Nestable.
 class amx_emulation {
