@@ -279,7 +279,9 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
         const bool level = d > b.out_step / 2;
         differ += level;
         ulp += d != 0 && !level;
-        if (!level) EXPECT_LE(d, std::ldexp(std::fabs(vb[i]), -22)) << i;
+        if (!level) {
+            EXPECT_LE(d, std::ldexp(std::fabs(vb[i]), -22)) << i;
+        }
         max_diff = std::max(max_diff, d);
     }
     const double fraction = double(differ) / double(vb.size());
@@ -310,7 +312,9 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
         << impl << " vs " << alone.impl_name();
     // A residual of int8 integers (QDQ here) of the destination's type is a
     // sum post-op over them; an f32 one (a FakeQuantize of a Parameter) add:full.
-    if (pt.residual) EXPECT_EQ(sp.sum, !is_fq(pt.act)) << q->attr.qconv;
+    if (pt.residual) {
+        EXPECT_EQ(sp.sum, !is_fq(pt.act)) << q->attr.qconv;
+    }
     // The zero point mechanism follows the activation's quantization.
     const bool per_channel =
         pt.act == act_q::fq_channel || pt.act == act_q::qdq_channel || pt.act == act_q::qdq_channel_scales;
@@ -503,7 +507,9 @@ out  = Result(y2d)
     for (const auto &n : l->nodes())
         if (n->kind == op::QConvolution) {
             ++qc;
-            if (n->id == "c2_int8") EXPECT_EQ(n->inputs[0]->id, "c1_int8");
+            if (n->id == "c2_int8") {
+                EXPECT_EQ(n->inputs[0]->id, "c1_int8");
+            }
         }
     EXPECT_EQ(qc, 2);
     const auto in = random_inputs(*q, 11);
@@ -666,7 +672,9 @@ out  = Result(y3)
         const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(fused->inputs[1]->data->bytes.data()),
                                        sp.p.with_bias ? sp.bias.data() : nullptr);
         for (const auto &[id, im] : after.impls())
-            if (id == fused->id) EXPECT_EQ(im.rfind("qconv:" + alone.impl_name() + " ", 0), 0u) << im;
+            if (id == fused->id) {
+                EXPECT_EQ(im.rfind("qconv:" + alone.impl_name() + " ", 0), 0u) << im;
+            }
     }
 }
 
