@@ -421,6 +421,114 @@ def qlinear_conv(size, rng, path):
 MODELS = ("resnet50_qdq", "resnet50_qdq_pc", "mobilenet_v2_qdq", "mobilenet_v2_qdq_pc", "qlinear_conv")
 
 
+# ------------------------------------------------------------ transformer FFN
+def ffn_weights(rng, hidden=1024, inner=4096, block=128):
+    """u4 weights [N, K] (0..15), one zero point (0..15) and scale per block of `block` along K,
+    a bias per output; for X·W1 (hidden → inner) and X·W2 (inner → hidden)."""
+    def layer(n, k):
+        return dict(n=n, k=k, block=block,
+                    q=rng.integers(0, 16, size=(n, k)).astype(np.uint8),
+                    zp=rng.integers(0, 16, size=(n, k // block)).astype(np.uint8),
+                    scale=rng.uniform(0.002, 0.02, size=(n, k // block)).astype(np.float32),
+                    bias=rng.uniform(-0.1, 0.1, size=n).astype(np.float32))
+    return layer(inner, hidden), layer(hidden, inner)
+
+
+def pack4(v):
+    """Two 4-bit values per byte, the first in the low nibble (ONNX's INT4/UINT4 and
+    MatMulNBits' order); an odd count gets a 0 high nibble."""
+    v = np.asarray(v, np.uint8).reshape(-1) & 0xF
+    if v.size % 2:
+        v = np.append(v, np.uint8(0))
+    return (v[0::2] | (v[1::2] << 4)).astype(np.uint8)
+
+
+def uint4_tensor(name, dims, values):
+    """A UINT4 (21) initializer by hand: ONNX 1.12's Python enum predates it (the reader and
+    ONNX Runtime take the number)."""
+    t = TensorProto()
+    t.name = name
+    t.data_type = 21
+    t.dims.extend(dims)
+    t.raw_data = pack4(values).tobytes()
+    return t
+
+
+def ffn_dense_ref(x, L):
+    """x [T, K] float64 → x · deq(W)ᵀ + bias in float64."""
+    n, k, b = L["n"], L["k"], L["block"]
+    w = (L["q"].astype(np.float64).reshape(n, k // b, b) - L["zp"][..., None]) * L["scale"][..., None]
+    return x @ w.reshape(n, k).T + L["bias"]
+
+
+def ffn_reference(layers, x):
+    """The FFN in float64 on x [1, T, hidden]: dense → Gelu (erf) → dense."""
+    import math
+    h = ffn_dense_ref(x.reshape(-1, x.shape[-1]).astype(np.float64), layers[0])
+    h = 0.5 * h * (1.0 + np.vectorize(math.erf)(h / math.sqrt(2.0)))
+    return ffn_dense_ref(h, layers[1]).reshape(1, x.shape[1], -1).astype(np.float32)
+
+
+def write_ffn(layers, kind, path):
+    """kind "nbits": com.microsoft MatMulNBits (bits 4, block_size 128, accuracy_level 0) + Add of
+    the bias, Gelu in its erf form (Div → Erf → Add → Mul → Mul, as a PyTorch export at opset 17
+    writes it); kind "dq21": opset 21 blocked DequantizeLinear of UINT4 weights [K, N] (axis 0,
+    block_size 128, UINT4 zero points, f32 scales [K/128, N]) → MatMul → Add, Gelu the opset-20 op."""
+    nodes, inits = [], []
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def dense(p, x, L, out):
+        n, k, b = L["n"], L["k"], L["block"]
+        ng = k // b
+        if kind == "nbits":
+            qw = np.stack([pack4(r) for r in L["q"]]).reshape(n, ng, b // 2)
+            rb = (ng + 1) // 2  # zero points packed per row: ceil(K/bs / 2) bytes
+            zp = np.stack([pack4(r) for r in L["zp"]]).reshape(n * rb)
+            ins = [x, init(p + ".qweight", qw), init(p + ".scales", L["scale"].reshape(-1)),
+                   init(p + ".qzeros", zp)]
+            nodes.append(helper.make_node("MatMulNBits", ins, [out + "_mm"], name=p + "/MatMulNBits",
+                                          domain="com.microsoft", K=k, N=n, bits=4, block_size=b,
+                                          accuracy_level=0))
+        else:
+            inits.append(uint4_tensor(p + ".weight_q", [k, n], L["q"].T))
+            s = init(p + ".weight_scale", np.ascontiguousarray(L["scale"].T))
+            inits.append(uint4_tensor(p + ".weight_zp", [ng, n], L["zp"].T))
+            nodes.append(helper.make_node("DequantizeLinear", [p + ".weight_q", s, p + ".weight_zp"],
+                                          [p + ".weight"], name=p + "/DequantizeLinear", axis=0, block_size=b))
+            nodes.append(helper.make_node("MatMul", [x, p + ".weight"], [out + "_mm"], name=p + "/MatMul"))
+        nodes.append(helper.make_node("Add", [out + "_mm", init(p + ".bias", L["bias"])], [out], name=p + "/Add"))
+
+    dense("fc1", "x", layers[0], "h")
+    if kind == "nbits":
+        init("sqrt2", np.float32(np.sqrt(2.0)))
+        init("one", np.float32(1.0))
+        init("half", np.float32(0.5))
+        nodes += [helper.make_node("Div", ["h", "sqrt2"], ["g_div"], name="act/Div"),
+                  helper.make_node("Erf", ["g_div"], ["g_erf"], name="act/Erf"),
+                  helper.make_node("Add", ["g_erf", "one"], ["g_add"], name="act/Add"),
+                  helper.make_node("Mul", ["h", "g_add"], ["g_mul"], name="act/Mul"),
+                  helper.make_node("Mul", ["g_mul", "half"], ["g"], name="act/Mul_1")]
+    else:
+        nodes.append(helper.make_node("Gelu", ["h"], ["g"], name="act/Gelu"))
+    dense("fc2", "g", layers[1], "y")
+    hidden = layers[0]["k"]
+    graph = helper.make_graph(
+        nodes, os.path.splitext(os.path.basename(path))[0],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "tokens", hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "tokens", hidden])], inits)
+    opsets = ([helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)] if kind == "nbits"
+              else [helper.make_opsetid("", 21)])
+    model = helper.make_model(graph, producer_name="qconv scripts/make_models.py", opset_imports=opsets)
+    model.ir_version = 8 if kind == "nbits" else 10  # opset 21 and 4-bit types need IR 10
+    onnx.save(model, path)  # no checker: ONNX 1.12's knows neither opset 21 nor MatMulNBits
+
+
+FFN_MODELS = ("ffn_nbits", "ffn_dq21")
+
+
 def compare(args):
     """--compare MODEL_BASE GOT.npy MAX_STEPS MAX_SHARE: the driver's output against the numpy
     reference; exit status 1 when more than MAX_SHARE of the elements differ or one by more
@@ -443,22 +551,33 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
     ap.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated, of: " + ", ".join(MODELS + FFN_MODELS) + " (default: all but the FFNs)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--calib", type=int, default=2, help="calibration inputs (default 2)")
     ap.add_argument("--reference", action="store_true",
                     help="also write MODEL.input.npy and MODEL.expected.npy (the QDQ graph run in numpy on "
-                         "that input) and MODEL.step.npy (the output's quantization step)")
+                         "that input) and MODEL.step.npy (the output's quantization step); for an FFN "
+                         "MODEL.input.npy [1, --tokens, 1024] and MODEL.expected.npy (float64, as f32)")
+    ap.add_argument("--tokens", type=int, default=7, help="the FFNs' --reference input tokens (default 7)")
     if len(sys.argv) > 1 and sys.argv[1] == "--compare":
         return compare(sys.argv[2:])
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     for m in a.models.split(","):
-        if m not in MODELS:
-            sys.exit("make_models: unknown model '%s' (%s)" % (m, ", ".join(MODELS)))
+        if m not in MODELS + FFN_MODELS:
+            sys.exit("make_models: unknown model '%s' (%s)" % (m, ", ".join(MODELS + FFN_MODELS)))
         rng = np.random.default_rng(a.seed)
         path = os.path.join(a.outdir, m + ".onnx")
-        if m == "qlinear_conv":
+        if m in FFN_MODELS:  # the same weights in both spellings (same seed)
+            layers = ffn_weights(rng)
+            write_ffn(layers, m[len("ffn_"):], path)
+            if a.reference:
+                x = rng.uniform(-1, 1, size=(1, a.tokens, layers[0]["k"])).astype(np.float32)
+                base = os.path.join(a.outdir, m)
+                np.save(base + ".input.npy", x)
+                np.save(base + ".expected.npy", ffn_reference(layers, x))
+        elif m == "qlinear_conv":
             qlinear_conv(a.size, rng, path)
         else:
             net = resnet50(rng) if m.startswith("resnet50") else mobilenet_v2(rng)
