@@ -4,7 +4,8 @@ importable, ONNX Runtime, on the same inputs; prints per model the ms of each
 at 1 and 2 threads, the ratio, and the agreement of the outputs.
 
   bench/compare_ort.py MODEL.onnx [MODEL.onnx ...] [--driver=build/qconv-driver]
-                       [--threads=1,2] [--reps=10] [--seed=1] [--keep=DIR]
+                       [--threads=1,2] [--reps=10] [--seed=1] [--keep=DIR] [--tokens=1,32]
+                       [--ort-config=KEY=VALUE ...]
 
 qconv's time is the driver's after_ms (the graph after the passes, the best of
 --reps runs); ONNX Runtime's the best of --reps runs of InferenceSession.run
@@ -13,7 +14,15 @@ as given, inter-op 1) after one warm-up run. ratio = ORT ms / qconv ms (above 1:
 qconv is faster). Agreement, per output: the largest difference in quantization
 steps (the step is the scale of the DequantizeLinear that produces the output,
 1 for an integer output; without one, the absolute difference is printed) and
-the share of elements that differ at all.
+the share of elements that differ at all; for a float output without a step
+also max_rel, the largest difference over the largest |ORT value|.
+
+A symbolic dim (dim_param, or none) is 1, or each of --tokens in turn (a line
+per value, tokens=T), e.g. the FFN models' [1, tokens, 1024] input.
+--ort-config=KEY=VALUE adds an ORT session config entry; ORT rewrites opset 21
+blocked DequantizeLinear + MatMul into its MatMulNBits at accuracy level 4
+(activations quantized to int8: ~3e-3 relative) unless given
+session.qdq_matmulnbits_accuracy_level=0 (f32, as the model's semantics).
 
 Inputs: f32 inputs uniform in [-1, 1), integer ones uniform over their range,
 from --seed; written as .npy and given to the driver with --input. ONNX Runtime
@@ -45,8 +54,9 @@ except ImportError:
 NP_TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 10: np.float16}
 
 
-def model_io(path):
-    """(inputs [(name, dtype, shape)], {output: step or None}) from the model file."""
+def model_io(path, sym=1):
+    """(inputs [(name, dtype, shape)], {output: step or None}) from the model file; symbolic
+    dims are `sym`."""
     if onnx is None:
         return None, {}
     m = onnx.load(path)
@@ -57,7 +67,7 @@ def model_io(path):
         if i.name in inits:
             continue
         tt = i.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+        dims = [d.dim_value if d.HasField("dim_value") else sym for d in tt.shape.dim]
         ins.append((i.name, NP_TYPES.get(tt.elem_type, np.float32), dims))
     producer = {o: n for n in g.node for o in n.output}
     steps = {}
@@ -113,8 +123,11 @@ def run_qconv(driver, model, feeds, folder, threads, reps):
     return float(kv["after_ms"]), outs, kv.get("status", "?")
 
 
-def run_ort(model, feeds, threads, reps, level):
+def run_ort(model, feeds, threads, reps, level, config=()):
     so = ort.SessionOptions()
+    for kv in config:
+        key, value = kv.split("=", 1)
+        so.add_session_config_entry(key, value)
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = {
@@ -141,7 +154,9 @@ def agreement(q, o, step):
     share = float(np.mean(d > 0)) if d.size else 0.0
     if step:
         return "max_steps=%.3g differ=%.4f%%" % (float(d.max()) / step, 100 * share)
-    return "max_abs=%.3g differ=%.4f%%" % (float(d.max()), 100 * share)
+    m = float(np.abs(o).max()) if o.size else 0.0
+    rel = (" max_rel=%.3g" % (float(d.max()) / m)) if m > 0 else ""
+    return "max_abs=%.3g%s differ=%.4f%%" % (float(d.max()), rel, 100 * share)
 
 
 def main():
@@ -153,9 +168,14 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", help="keep the inputs and outputs in this folder")
+    ap.add_argument("--tokens", help="comma-separated values for the symbolic dims (default 1), a line each")
     ap.add_argument("--ort-opt", default="all", choices=["all", "none"],
                     help="ORT's graph optimizations: all (the comparison: QDQ fused into its integer kernels) "
                          "or none (QDQ run as written, in float: the graph's own semantics)")
+    ap.add_argument("--ort-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="an ORT session config entry (repeatable), e.g. "
+                         "session.qdq_matmulnbits_accuracy_level=0: ORT fuses blocked DequantizeLinear + "
+                         "MatMul into MatMulNBits at accuracy level 4 (int8 activations) unless told")
     a = ap.parse_args()
     if onnx is None:
         sys.exit("compare_ort: needs the onnx module (Debian: python3-onnx) to read the models' inputs")
@@ -164,17 +184,19 @@ def main():
     else:
         print("compare_ort: onnxruntime %s" % ort.__version__)
     threads = [int(t) for t in a.threads.split(",")]
-    for model in a.models:
+    syms = [int(t) for t in a.tokens.split(",")] if a.tokens else [None]
+    for model, sym in [(m, s) for m in a.models for s in syms]:
         folder = a.keep or tempfile.mkdtemp(prefix="compare_ort_")
         os.makedirs(folder, exist_ok=True)
         try:
-            ins, steps = model_io(model)
+            ins, steps = model_io(model, 1 if sym is None else sym)
             feeds = make_inputs(ins, a.seed, folder)
             for t in threads:
                 qms, qouts, status = run_qconv(a.driver, model, feeds, folder, t, a.reps)
-                line = "model=%s threads=%d qconv_ms=%.3f qconv_status=%s" % (os.path.basename(model), t, qms, status)
+                line = "model=%s%s threads=%d qconv_ms=%.3f qconv_status=%s" % (
+                    os.path.basename(model), "" if sym is None else " tokens=%d" % sym, t, qms, status)
                 if ort is not None:
-                    oms, oouts = run_ort(model, feeds, t, a.reps, a.ort_opt)
+                    oms, oouts = run_ort(model, feeds, t, a.reps, a.ort_opt, a.ort_config)
                     line += " ort_ms=%.3f ratio=%.3f" % (oms, oms / qms)
                     for name, ov in oouts.items():
                         qv = qouts.get(re.sub(r"[^A-Za-z0-9_.-]", "_", name))
