@@ -4,7 +4,7 @@
 
   scripts/make_models.py OUTDIR [--size=224] [--models=a,b,...] [--seed=1] [--calib=2]
 
-Models (torchvision's topologies, random weights from a fixed seed):
+Models (the CNNs: torchvision's topologies, random weights from a fixed seed):
   resnet50_qdq.onnx        ResNet-50 (v1.5: stride on the 3x3), QDQ
   mobilenet_v2_qdq.onnx    MobileNet v2 (width 1.0), QDQ
   mobilenet_v2_qdq_pc.onnx MobileNet v2 with the activations that feed each
@@ -17,6 +17,14 @@ Models (torchvision's topologies, random weights from a fixed seed):
                            must be one; after a Relu every zero point is 0)
   qlinear_conv.onnx        a small QLinearConv network (dense 3x3, depthwise 3x3,
                            pointwise 1x1; u8 activations, per-channel s8 weights)
+  ffn_nbits.onnx           (only when named) a transformer FFN, x [1, tokens, 1024] →
+                           1024→4096 → Gelu (erf form) → 4096→1024, u4 weights in blocks
+                           of 128 with u4 zero points, as com.microsoft MatMulNBits
+                           (accuracy_level 0) + Add
+  ffn_dq21.onnx            (only when named) the same FFN and weights as opset-21 blocked
+                           UINT4 DequantizeLinear + MatMul + Add, Gelu the opset-20 op
+
+  scripts/make_models.py OUTDIR --models=ffn_nbits,ffn_dq21 [--reference --tokens=7]
 
 Statically calibrated the way ONNX Runtime's static quantizer does it (MinMax):
 the float network runs in numpy on `--calib` random inputs, each quantized
