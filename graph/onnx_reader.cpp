@@ -285,6 +285,13 @@ private:
 // Element i of a decoded tensor as a double.
 double at(const tensor_value &v, int64_t i) { return detail::load(v.type, v.data->bytes.data(), i); }
 
+// Element i of a decoded i64 tensor, exactly (a double cannot hold every int64).
+int64_t i64_at(const tensor_value &v, int64_t i) {
+    int64_t x;
+    std::memcpy(&x, v.data->bytes.data() + i * static_cast<int64_t>(sizeof x), sizeof x);
+    return x;
+}
+
 // ------------------------------------------------------------- the reader
 // One ONNX node being read: the error prefix and attribute access.
 struct onnx_node {
@@ -1531,7 +1538,7 @@ void reader::reshape(const onnx_node &n) {
     attributes a;
     a.special_zero = true; // a 0 copies the input's dim (allowzero = 0)
     for (int64_t i = 0; i < s.shape[0]; ++i) {
-        const auto v = static_cast<int64_t>(at(s, i));
+        const int64_t v = i64_at(s, i);
         if (v < -1) n.fail_input(1, "dimension " + std::to_string(v) + " is invalid");
         if (v == 0 && allowzero)
             n.fail_attr("allowzero", "1 with a 0 in the shape makes an empty tensor (not supported)");

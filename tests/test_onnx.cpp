@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -905,6 +906,17 @@ const refusal refusals[] = {
          return b;
      },
      {"node 'rs' (#0, Reshape)", "input 1 's'", "constant"}},
+    {"ReshapeDimensionBeyondDouble",
+     [] {
+         // INT64_MAX rounds up to 2^63 as a double: the shape must be read as integers.
+         om::builder b(17);
+         b.input("x", om::FLOAT, {1, 4});
+         b.init_i64("s", {1, std::numeric_limits<int64_t>::max()});
+         b.output("y");
+         b.node("Reshape", {"x", "s"}, {"y"}, "rs");
+         return b;
+     },
+     {"node 'rs' (#0, Reshape)", "target shape", "9223372036854775807"}},
     {"UndefinedInput",
      [] {
          om::builder b = one_node("Relu", "r");
