@@ -48,6 +48,13 @@ struct rng {
 
 std::string fmt_double(double v); // shortest text that parses back to the same double
 
+// The whole of a regular file of at most `limit` bytes (graph/file_io.cpp): a
+// directory ("is a directory, not <kind>"), a device or a pipe, a larger file
+// ("is larger than <limit_text>") or a failed read is a qconv::error on the
+// field "file" naming the path.
+std::string read_regular_file(const std::string &path, int64_t limit, const std::string &limit_text,
+                              const std::string &kind);
+
 // Shape and type inference of every node as graph::infer(), except that a
 // Constant without data yet (its generator not run) only has its shape
 // checked: the text reader infers every shape before generating any data.

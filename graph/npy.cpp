@@ -125,20 +125,8 @@ tensor parse_npy(const void *data, size_t size, const std::string &what) {
 }
 
 tensor read_npy(const std::string &path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a .npy file");
-    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-        fail("file", "'" + path + "' is not a regular file (a device or a pipe is not read)");
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("file", "cannot open '" + path + "'");
-    f.seekg(0, std::ios::end);
-    const std::streamoff size = f.tellg();
-    if (size < 0) fail("file", "cannot read the size of '" + path + "'");
-    if (size > max_npy_bytes) fail("file", "'" + path + "' is larger than 2 GiB (graph::max_npy_bytes)");
-    f.seekg(0);
-    std::vector<char> bytes(static_cast<size_t>(size));
-    f.read(bytes.data(), size);
-    if (!f) fail("file", "reading '" + path + "' failed");
+    const std::string bytes =
+        detail::read_regular_file(path, max_npy_bytes, "2 GiB (graph::max_npy_bytes)", "a .npy file");
     return parse_npy(bytes.data(), bytes.size(), "npy '" + path + "'");
 }
 

@@ -1664,20 +1664,8 @@ std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::stri
 }
 
 std::unique_ptr<graph> load_onnx(const std::string &path) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) fail("file", "'" + path + "' is a directory, not a model file");
-    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-        fail("file", "'" + path + "' is not a regular file (a device or a pipe is not read)");
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail("file", "cannot open '" + path + "'");
-    f.seekg(0, std::ios::end);
-    const std::streamoff size = f.tellg();
-    if (size < 0) fail("file", "cannot read the size of '" + path + "'");
-    if (size > max_onnx_bytes) fail("file", "'" + path + "' is larger than 2 GiB (protobuf's limit)");
-    f.seekg(0);
-    std::string bytes(static_cast<size_t>(size), '\0');
-    f.read(bytes.data(), size);
-    if (!f) fail("file", "reading '" + path + "' failed");
+    const std::string bytes =
+        detail::read_regular_file(path, max_onnx_bytes, "2 GiB (protobuf's limit)", "a model file");
     std::string dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
     try {

@@ -275,11 +275,6 @@ TEST(OnnxGeluErfForm, SharedInnerValueIsNotRewritten) {
 // ---------------------------------------------------- quantized-CNN ops
 // Each op read from ONNX, run, and checked against a computation written here
 // from the ONNX spec (not from the IR's reference executor).
-std::vector<uint8_t> bytes_of(const std::vector<float> &v) {
-    std::vector<uint8_t> r(v.size() * 4);
-    std::memcpy(r.data(), v.data(), r.size());
-    return r;
-}
 std::vector<uint8_t> bytes_of(const std::vector<int32_t> &v) {
     std::vector<uint8_t> r(v.size() * 4);
     std::memcpy(r.data(), v.data(), r.size());

@@ -185,7 +185,6 @@ public:
 
 private:
     std::vector<std::unique_ptr<node>> nodes_;
-    int next_id_ = 0;
     int64_t dynamic_value_ = 1;
 };
 
