@@ -25,6 +25,8 @@ Models (the CNNs: torchvision's topologies, random weights from a fixed seed):
                            UINT4 DequantizeLinear + MatMul + Add, Gelu the opset-20 op
 
   scripts/make_models.py OUTDIR --models=ffn_nbits,ffn_dq21 [--reference --tokens=7]
+  scripts/make_models.py --compare MODEL_BASE GOT.npy MAX_STEPS MAX_SHARE   (a CNN's output)
+  scripts/make_models.py --compare-rel MODEL_BASE GOT.npy MAX_REL           (an FFN's output)
 
 Statically calibrated the way ONNX Runtime's static quantizer does it (MinMax):
 the float network runs in numpy on `--calib` random inputs, each quantized
@@ -555,6 +557,21 @@ def compare(args):
         sys.exit(1)
 
 
+def compare_rel(args):
+    """--compare-rel MODEL_BASE GOT.npy MAX_REL: a float output (the FFNs') against the float64
+    reference; exit status 1 when the largest difference exceeds MAX_REL times the largest
+    |reference value|."""
+    base, got, max_rel = args[0], args[1], float(args[2])
+    want = np.load(base + ".expected.npy").astype(np.float64)
+    have = np.load(got).astype(np.float64)
+    if want.shape != have.shape:
+        sys.exit("make_models: shapes differ: expected %s, got %s" % (want.shape, have.shape))
+    rel = float(np.abs(want - have).max() / max(np.abs(want).max(), 1e-30))
+    print("make_models: against the float64 reference: max_rel=%.3g (bound %g)" % (rel, max_rel))
+    if not rel <= max_rel:
+        sys.exit(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
@@ -570,6 +587,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=7, help="the FFNs' --reference input tokens (default 7)")
     if len(sys.argv) > 1 and sys.argv[1] == "--compare":
         return compare(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--compare-rel":
+        return compare_rel(sys.argv[2:])
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     for m in a.models.split(","):

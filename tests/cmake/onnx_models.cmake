@@ -16,11 +16,15 @@
 # convolutions: a value on a rounding boundary may land one step off and the
 # flips carry through the layers, so the bound is 4 quantization steps; a wrong
 # scale, axis or bias is tens of steps).
+# The transformer FFNs (int4 MatMulNBits, and the same weights as opset-21
+# blocked DequantizeLinear + MatMul; 1024 -> 4096 -> 1024, 7 tokens) run on the
+# script's input at the machine's ISA and under the AVX2 cap, checked against
+# the script's float64 FFN (tests/cmake/check_ffn_model.sh).
 # Without Debian's python3 + onnx + numpy the cases say why and are skipped.
 set(QCONV_MODEL_DIR ${CMAKE_CURRENT_BINARY_DIR}/onnx_models)
 set(QCONV_MODEL_PYTHON /usr/bin/python3) # Debian's, where python3-onnx installs
 add_test(NAME onnx_make_models
-  COMMAND sh -c "if ${QCONV_MODEL_PYTHON} -c 'import onnx, numpy' 2>/dev/null; then exec ${QCONV_MODEL_PYTHON} '${PROJECT_SOURCE_DIR}/scripts/make_models.py' '${QCONV_MODEL_DIR}' --size=64 --reference; else echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import onnx and numpy (Debian packages python3-onnx, python3-numpy; scripts/setup.sh installs them)'; fi")
+  COMMAND sh -c "if ${QCONV_MODEL_PYTHON} -c 'import onnx, numpy' 2>/dev/null; then ${QCONV_MODEL_PYTHON} '${PROJECT_SOURCE_DIR}/scripts/make_models.py' '${QCONV_MODEL_DIR}' --size=64 --reference && ${QCONV_MODEL_PYTHON} '${PROJECT_SOURCE_DIR}/scripts/make_models.py' '${QCONV_MODEL_DIR}' --models=ffn_nbits,ffn_dq21 --reference; else echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import onnx and numpy (Debian packages python3-onnx, python3-numpy; scripts/setup.sh installs them)'; fi")
 set_tests_properties(onnx_make_models PROPERTIES TIMEOUT 300 LABELS driver
   FIXTURES_SETUP qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
 
@@ -62,4 +66,14 @@ function(qconv_model_reference_test model)
 endfunction()
 foreach(m resnet50_qdq resnet50_qdq_pc mobilenet_v2_qdq mobilenet_v2_qdq_pc)
   qconv_model_reference_test(${m})
+endforeach()
+
+# The FFNs against their float64 reference: both MatMuls on compressed rows,
+# max |difference| ≤ 1e-5 of the largest output (measured 2.5e-7).
+foreach(m ffn_nbits ffn_dq21)
+  add_test(NAME driver_graph_onnx_${m}
+    COMMAND sh ${PROJECT_SOURCE_DIR}/tests/cmake/check_ffn_model.sh $<TARGET_FILE:qconv-driver>
+      ${QCONV_MODEL_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/make_models.py ${QCONV_MODEL_DIR}/${m} 1e-5 avx2)
+  set_tests_properties(driver_graph_onnx_${m} PROPERTIES TIMEOUT 300 LABELS driver
+    FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
 endforeach()
