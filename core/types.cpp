@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/isa_table.h"
+
 namespace qconv {
 
 void fail(const std::string &field, const std::string &what) { throw error(field + ": " + what); }
@@ -20,10 +22,6 @@ struct dtype_info {
 constexpr dtype_info dtypes[] = {
     {dtype::f32, "f32", 32}, {dtype::bf16, "bf16", 16}, {dtype::f16, "f16", 16}, {dtype::s32, "s32", 32},
     {dtype::s8, "s8", 8},    {dtype::u8, "u8", 8},      {dtype::s4, "s4", 4},    {dtype::u4, "u4", 4},
-};
-
-constexpr const char *isa_names[] = {
-    "sse41", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx",
 };
 
 std::string lower(std::string s) {
@@ -54,14 +52,14 @@ bool is_integer(dtype dt) {
     return dt == dtype::s32 || dt == dtype::s8 || dt == dtype::u8 || dt == dtype::s4 || dt == dtype::u4;
 }
 
-const char *to_string(isa i) { return isa_names[static_cast<int>(i)]; }
+const char *to_string(isa i) { return impl::isa_level_of(i).name; }
 
 isa parse_isa(const std::string &s, const std::string &field) {
     const std::string l = lower(s);
     std::string valid;
-    for (int i = 0; i < static_cast<int>(std::size(isa_names)); ++i) {
-        if (l == isa_names[i]) return static_cast<isa>(i);
-        valid += (i ? ", " : "") + std::string(isa_names[i]);
+    for (const impl::isa_level &level : impl::isa_levels()) {
+        if (l == level.name) return level.level;
+        valid += (valid.empty() ? "" : ", ") + std::string(level.name);
     }
     fail(field, "unknown ISA '" + s + "' (valid: " + valid + ")");
 }

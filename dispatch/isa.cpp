@@ -98,17 +98,7 @@ impl::feature_set detect_features() {
     return s;
 }
 
-// The highest level of the ladder whose features are all present.
-isa level_of(const impl::feature_set &s) {
-    isa best = isa::sse41;
-    for (isa l : {isa::avx2, isa::avx2_vnni, isa::avx512_core, isa::avx512_core_vnni, isa::avx512_core_bf16,
-                  isa::avx512_core_amx})
-        if (s.contains(impl::level_features(l)) && (l != isa::avx2_vnni || !s.has(impl::cpu_feature::avx512_core)))
-            best = l;
-    return best;
-}
-
-constexpr int no_cap = static_cast<int>(isa::avx512_core_amx);
+constexpr int no_cap = impl::isa_level_count - 1;
 
 std::atomic<int> api_cap{-1}; // -1: not set through the API
 std::once_flag env_once;

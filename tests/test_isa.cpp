@@ -205,5 +205,51 @@ TEST(Isa, EnvironmentCapUnknownNameIsAnError) {
     EXPECT_NE(r.find("avx9000"), std::string::npos) << r;
 }
 
+// The ISA table (core/isa_table.h) and what derives from it.
+TEST(IsaTable, NamesRoundTripAndLevelsAreInOrder) {
+    int i = 0;
+    for (const impl::isa_level &l : impl::isa_levels()) {
+        EXPECT_EQ(static_cast<int>(l.level), i++) << l.name;
+        EXPECT_STREQ(to_string(l.level), l.name);
+        EXPECT_EQ(parse_isa(l.name), l.level);
+        EXPECT_EQ(impl::level_of(l.features), l.level) << l.name; // a level's own features name it
+    }
+    EXPECT_EQ(i, impl::isa_level_count);
+    EXPECT_STREQ(impl::isa_level_of(isa::avx512_core_vnni).onednn_cap, "AVX512_CORE_VNNI");
+}
+
+TEST(IsaTable, CapsAdmitWhatTheLevelsBelowHave) {
+    using impl::cap_allows;
+    using impl::cpu_feature;
+    EXPECT_FALSE(cap_allows(isa::sse41, cpu_feature::avx2));
+    EXPECT_TRUE(cap_allows(isa::avx2, cpu_feature::avx2));
+    EXPECT_FALSE(cap_allows(isa::avx2, cpu_feature::avx2_vnni));
+    EXPECT_TRUE(cap_allows(isa::avx2_vnni, cpu_feature::avx2_vnni));
+    EXPECT_TRUE(cap_allows(isa::avx512_core, cpu_feature::avx2_vnni)); // a level below it has it
+    EXPECT_FALSE(cap_allows(isa::avx512_core, cpu_feature::avx512_core_vnni));
+    EXPECT_FALSE(cap_allows(isa::avx512_core, cpu_feature::avx512_vbmi));
+    EXPECT_TRUE(cap_allows(isa::avx512_core_vnni, cpu_feature::avx512_vbmi)); // admitted by the cap
+    EXPECT_FALSE(cap_allows(isa::avx512_core_vnni, cpu_feature::avx512_bf16));
+    EXPECT_FALSE(cap_allows(isa::avx512_core_bf16, cpu_feature::amx_int8));
+    for (cpu_feature f : impl::all_cpu_features) EXPECT_TRUE(cap_allows(isa::avx512_core_amx, f)) << to_string(f);
+}
+
+TEST(IsaTable, LevelOfFeatureSets) {
+    using impl::cpu_feature;
+    using impl::feature_set;
+    EXPECT_EQ(impl::level_of({}), isa::sse41);
+    EXPECT_EQ(impl::level_of({cpu_feature::avx2, cpu_feature::avx2_vnni}), isa::avx2_vnni); // Alder Lake
+    EXPECT_EQ(impl::level_of({cpu_feature::avx2, cpu_feature::avx2_vnni, cpu_feature::avx512_core}), isa::avx512_core);
+    EXPECT_EQ(impl::level_of({cpu_feature::avx2, cpu_feature::avx512_core, cpu_feature::avx512_core_vnni,
+                              cpu_feature::avx512_vbmi, cpu_feature::avx512_bf16}),
+              isa::avx512_core_bf16);                                                                 // Zen 4
+    EXPECT_EQ(impl::level_of({cpu_feature::avx512_core, cpu_feature::avx512_core_vnni}), isa::sse41); // no AVX2
+    EXPECT_FALSE(impl::level_has_vnni(isa::avx2));
+    EXPECT_TRUE(impl::level_has_vnni(isa::avx2_vnni));
+    EXPECT_FALSE(impl::level_has_vnni(isa::avx512_core));
+    EXPECT_TRUE(impl::level_has_vnni(isa::avx512_core_vnni));
+    EXPECT_TRUE(impl::level_has_vnni(isa::avx512_core_amx));
+}
+
 } // namespace
 } // namespace qconv

@@ -42,9 +42,8 @@ zero_point make_zp(const std::string &kind, dtype src, int64_t ic) {
 
 std::vector<isa> levels_up_to_host() {
     std::vector<isa> out;
-    for (isa l : {isa::avx2, isa::avx2_vnni, isa::avx512_core, isa::avx512_core_vnni, isa::avx512_core_bf16,
-                  isa::avx512_core_amx})
-        if (l <= impl::detected_isa()) out.push_back(l);
+    for (const impl::isa_level &l : impl::isa_levels())
+        if (l.level >= isa::avx2 && l.level <= impl::detected_isa()) out.push_back(l.level);
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <sys/stat.h>
 
+#include "core/isa_table.h"
 #include "core/memory.h"
 #include "core/parallel.h"
 #include "core/text.h"
@@ -81,22 +82,6 @@ const char *to_string(common_options::mode_kind m) {
     return "?";
 }
 
-namespace {
-// oneDNN's names for our ISA levels (ONEDNN_MAX_CPU_ISA).
-const char *onednn_isa_name(isa i) {
-    switch (i) {
-    case isa::sse41: return "SSE41";
-    case isa::avx2: return "AVX2";
-    case isa::avx2_vnni: return "AVX2_VNNI";
-    case isa::avx512_core: return "AVX512_CORE";
-    case isa::avx512_core_vnni: return "AVX512_CORE_VNNI";
-    case isa::avx512_core_bf16: return "AVX512_CORE_BF16";
-    case isa::avx512_core_amx: return "AVX512_CORE_AMX";
-    }
-    return "ALL";
-}
-} // namespace
-
 common_options parse_common(const options &o) {
     common_options c;
     const std::string m = o.get("mode", "C");
@@ -115,7 +100,7 @@ common_options parse_common(const options &o) {
         const isa cap = parse_isa(o.get("isa", ""), "--isa");
         set_max_cpu_isa(cap);
         // oneDNN reads its cap once, at its first dispatch: set it before any use.
-        setenv("ONEDNN_MAX_CPU_ISA", onednn_isa_name(cap), 0);
+        setenv("ONEDNN_MAX_CPU_ISA", impl::isa_level_of(cap).onednn_cap, 0);
     }
     if (c.threads > 0) impl::set_openmp_threads(c.threads);
     return c;

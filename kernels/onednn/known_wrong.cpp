@@ -138,7 +138,7 @@ bool exact_impl(const std::string &info) {
     if (brgconv_on_amx(info)) return false;
     std::string kind;
     isa level = isa::sse41;
-    if (parse_impl_info(info, &kind, &level)) return level == isa::avx2_vnni || level >= isa::avx512_core_vnni;
+    if (parse_impl_info(info, &kind, &level)) return level_has_vnni(level);
     if (info.find("gemm") == std::string::npos) return false;
     switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx2_vnni:
