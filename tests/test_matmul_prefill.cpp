@@ -182,6 +182,36 @@ TEST(MatmulPrefill, ExtremeValuesLongK) {
     }
 }
 
+// ------------------------------------------------------------ same sums
+// The prefill shape sums in the order of the blocked shape (k increasing
+// inside a group, the scale once per group sum), so where the blocked shape
+// runs with blocks of 3 rows or more (its blocks of 1 or 2 rows use two FMA
+// chains) the two give the same bytes: at such M a run-time M crossing the
+// threshold changes the speed, not the result.
+TEST(MatmulPrefill, SameBytesAsTheBlockedShape) {
+    for (const char *row : f32_rows) {
+        if (!host_runs(row)) continue;
+        uint32_t seed = 31;
+        for (int64_t group : {0, 64, 512})
+            for (int64_t m : {5, 16, 40}) {
+                matmul_desc d;
+                d.m = m, d.k = 1024, d.n = 100, d.wei_dt = is_x4(row) ? dtype::s4 : dtype::u8, d.group = group;
+                d.zp = zpk::per_group, d.with_bias = true;
+                const testdata::matmul_data c = testdata::make_matmul_data(d, seed++);
+                impl::matmul_wc_plan blocked;
+                auto kb = row_named(row).create(d, {}, blocked);
+                auto kp = prefill_kernel(row, d);
+                auto pb = kb->pack(c.weights());
+                auto pp = kp->pack(c.weights());
+                std::vector<float> yb(size_t(m * d.n)), yp(yb.size());
+                kb->execute(*pb, c.x.data(), yb.data(), 2);
+                kp->execute(*pp, c.x.data(), yp.data(), 1);
+                EXPECT_EQ(0, std::memcmp(yb.data(), yp.data(), yb.size() * sizeof(float)))
+                    << row << " group " << group << " m " << m;
+            }
+    }
+}
+
 // ------------------------------------------------------------ dispatch
 // The rows' plan takes the prefill shape exactly from the measured M on.
 TEST(MatmulPrefill, PlanFollowsTheCrossingPoint) {
