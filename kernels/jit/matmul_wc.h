@@ -34,6 +34,9 @@
 // decompressed vector for every row of the block and reads x packed k-major
 // by the driver (x[k][m]: one sequential stream, plain displacements). The
 // driver puts packed weights of 2 MB and more on huge pages (MADV_HUGEPAGE).
+// From a crossing M (matmul_wc_prefill_min_m, below) the prefill shape
+// instead unpacks each panel's weights to f32 once per call and sweeps every
+// row over them (matmul_wc_prefill_gen.cpp).
 // The C++ driver splits the (panel, row-block)
 // grid over OpenMP threads; each output element is produced by exactly one
 // call with a fixed summation order, so results do not depend on the thread
