@@ -150,6 +150,19 @@ TEST_P(PrefillSweep, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(F32Rows, PrefillSweep, testing::ValuesIn(sweep_params()),
                          [](const testing::TestParamInfo<prefill_param> &i) { return describe(i.param); });
 
+// More rows than one range sweeps over an unpacked chunk (about 256): the
+// rows are cut into ranges, each unpacking the chunk again.
+TEST(MatmulPrefill, ManyRowsInSeveralRanges) {
+    for (const char *row : f32_rows) {
+        if (!host_runs(row)) continue;
+        matmul_desc d;
+        d.m = 600, d.k = 512, d.n = 70, d.wei_dt = is_x4(row) ? dtype::u4 : dtype::s8, d.group = 128;
+        d.zp = zpk::per_group, d.with_bias = true;
+        check_prefill(row, testdata::make_matmul_data(d, 41));
+        if (HasFatalFailure()) return;
+    }
+}
+
 // ------------------------------------------------------------ extremes
 // Every weight at the type's extreme, zp at the other end or 0, x = 1, scale
 // 1: integer partial sums stay exact in f32, so the result is K · (w − zp)

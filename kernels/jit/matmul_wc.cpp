@@ -248,6 +248,8 @@ private:
     };
     // k per chunk: the unpacked chunk (256 k x 64 columns, 64 KB) stays in L2.
     static constexpr int64_t prefill_chunk_k = 256;
+    // Rows swept over one unpacked chunk (at most; see execute_prefill).
+    static constexpr int64_t prefill_range_rows = 256;
 
     void plan_prefill() {
         const int64_t kps = l_.lut8 ? 8 : four_bit(d_.wei_dt) ? 2 : 1;
@@ -350,7 +352,13 @@ private:
             }
         });
         const int64_t np = l_.n_panels;
-        const int64_t splits = std::min<int64_t>(pf_blocks_, std::max<int64_t>(1, (max_threads + np - 1) / np));
+        // Row ranges per panel: enough for every thread, and at most ~256 rows
+        // each, so a range's output and x stay in L2 (the chunk is unpacked
+        // once per range).
+        const int64_t per_range =
+            (prefill_range_rows + jit::matmul_wc_prefill_mb(zmm_) - 1) / jit::matmul_wc_prefill_mb(zmm_); // row blocks
+        const int64_t splits = std::min<int64_t>(
+            pf_blocks_, std::max<int64_t>((pf_blocks_ + per_range - 1) / per_range, (max_threads + np - 1) / np));
         const int64_t items = np * splits;
         const int nt = static_cast<int>(std::min<int64_t>(items, max_threads));
         const float *bias = d_.with_bias ? p.bias.data() : nullptr;
@@ -360,8 +368,10 @@ private:
             impl::balance(items, ithr_, nthr_, it_b, it_e);
             if (it_b >= it_e) return;
             auto bbuf = alloc_aligned<float>(static_cast<size_t>(pf_chunk_max_ * P));
-            auto cbuf = alloc_aligned<float>(static_cast<size_t>(M * P));
-            auto pbuf = alloc_aligned<float>(static_cast<size_t>(M * P));
+            // Rows of the largest range: blocks of at most ceil(M / pf_blocks_) rows.
+            const int64_t range_rows = (pf_blocks_ + splits - 1) / splits * ((M + pf_blocks_ - 1) / pf_blocks_);
+            auto cbuf = alloc_aligned<float>(static_cast<size_t>(range_rows * P));
+            auto pbuf = alloc_aligned<float>(static_cast<size_t>(range_rows * P));
             for (int64_t it = it_b; it < it_e; ++it) {
                 const int64_t pi = it / splits, s = it % splits;
                 int64_t blk_b, blk_e;
