@@ -12,6 +12,10 @@
 //   sgemm/m<M>k<K>n<N>/<cold|hot>              dnnl_sgemm on deq(W) in f32
 //   dnnl_matmul/m<M>k<K>n<N>/<cold|hot>        dnnl::matmul, weights reordered
 //                                            once to the layout it prefers
+//   f32_fma_peak/<zmm|ymm>                     the f32 FMA peak: twelve independent
+//                                            vfmadd231ps chains (JIT), GFLOPS
+//                                            per thread (the share of it a row
+//                                            reaches: its GFLOPS / this)
 //   dram_read                                  a read-only loop (8 streams per
 //                                            thread) over a buffer larger than
 //                                            the L3: the limit
@@ -52,6 +56,7 @@
 #include <dnnl.hpp>
 
 #include "dispatch/host_platform.h"
+#include "kernels/jit/jit_base.h"
 #include "qconv/matmul.h"
 #include "rows/row.h"
 
@@ -393,6 +398,41 @@ void bench_share(benchmark::State &st, const qconv::impl::matmul_entry *e, qconv
     st.counters["vs_sgemm"] = t_sgemm / t_ours;
 }
 
+// void loop(int64_t n): n iterations of 12 independent vfmadd231ps (zmm or ymm).
+class fma_peak_gen : public qconv::jit::jit_generator {
+public:
+    explicit fma_peak_gen(bool zmm) : qconv::jit::jit_generator(4096), zmm_(zmm) {}
+    const char *name() const override { return "bench:f32_fma_peak"; }
+
+protected:
+    void generate() override {
+        using namespace Xbyak;
+        Label loop;
+        for (int i = 0; i < 14; ++i) vxorps(reg(i), reg(i), reg(i));
+        L(loop);
+        for (int i = 0; i < 12; ++i) vfmadd231ps(reg(i), reg(12), reg(13));
+        dec(abi_param(0));
+        jnz(loop, T_NEAR);
+        vzeroupper();
+        ret();
+    }
+
+private:
+    Xbyak::Xmm reg(int i) const { return zmm_ ? Xbyak::Xmm(Xbyak::Zmm(i)) : Xbyak::Xmm(Xbyak::Ymm(i)); }
+    bool zmm_;
+};
+
+// One thread: the rate of fma_peak_gen's loop (2 flops per lane and FMA).
+void bench_fma_peak(benchmark::State &st, bool zmm) {
+    fma_peak_gen g(zmm);
+    g.create();
+    const auto loop = g.entry<void (*)(int64_t)>();
+    constexpr int64_t iters = 1 << 20;
+    for (auto _ : st) loop(iters);
+    st.counters["GFLOPS"] = benchmark::Counter(double(iters) * 12 * (zmm ? 16 : 8) * 2 * 1e-9,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // ------------------------------------------------------------------ registration
 benchmark::internal::Benchmark *real_time(benchmark::internal::Benchmark *b) { return b->UseRealTime(); }
 
@@ -401,6 +441,12 @@ void register_all() {
     const std::vector<std::pair<int64_t, int64_t>> kns = {{4096, 4096}, {4096, 11008}, {11008, 4096}};
     const qconv::impl::platform plat = qconv::impl::host_platform();
     real_time(benchmark::RegisterBenchmark("dram_read", bench_dram))->MinTime(0.5);
+    if (plat.has(qconv::impl::cpu_feature::avx512_core))
+        real_time(
+            benchmark::RegisterBenchmark("f32_fma_peak/zmm", [](benchmark::State &st) { bench_fma_peak(st, true); }));
+    if (plat.has(qconv::impl::cpu_feature::avx2)) // AVX2 + FMA
+        real_time(
+            benchmark::RegisterBenchmark("f32_fma_peak/ymm", [](benchmark::State &st) { bench_fma_peak(st, false); }));
     for (int64_t m : ms)
         for (auto kn : kns)
             for (bool cold : {true, false}) {

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <immintrin.h>
 #include <map>
 #include <mutex>
 #include <set>
@@ -271,12 +272,58 @@ void convolution(const node &n, const ft &x, const ft &w, ft &o) {
     convolution_nchw(x, o, [&](const float *src, float *dst) { conv.execute(src, dst); });
 }
 
-float gelu(float x, bool tanh_approx) {
-    if (tanh_approx) {
-        const float c = 0.7978845608028654f; // sqrt(2/pi)
-        return 0.5f * x * (1.f + std::tanh(c * (x + 0.044715f * x * x * x)));
-    }
-    return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f));
+float gelu_tanh(float x) {
+    const float c = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * x * (1.f + std::tanh(c * (x + 0.044715f * x * x * x)));
+}
+
+// Gelu (erf): y = 0.5·x·(1 + erf(x/√2)), four values at a time in SSE2 (the
+// x86-64 baseline). erf(z) for z = |x|/√2 in three polynomial pieces, fitted
+// in double (least squares on Chebyshev nodes) and evaluated in f32 (Horner,
+// separate multiply and add): z·P(z²) below 0.8, P(z − 1.4) below 2,
+// 1 − P(z − 3) below 3.92, 1 from there on (erfc(3.92) < 2^-25); the sign of x
+// is given back to it. Against erf in double: |erf error| <= 1.2e-7, Gelu
+// within 4.7e-7 absolute, 5.2e-5 relative where |y| > 1e-3 — the same as
+// with std::erf in f32 (4.5e-7, 5.1e-5; both are 1 + erf cancelling for
+// x < 0). inf gives inf, −inf NaN and NaN NaN, as before. 2.7 ns a value
+// against 11.5 (Zen 4, one thread).
+constexpr float gelu_erf_a[] = {1.128379107e+00f,  -3.761261106e-01f, 1.128321886e-01f,
+                                -2.682505548e-02f, 5.092288367e-03f,  -6.578160101e-04f};
+constexpr float gelu_erf_b[] = {9.522851110e-01f,  1.589416862e-01f,  -2.225183845e-01f, 1.547043175e-01f,
+                                -3.411968425e-02f, -2.732057497e-02f, 2.184283733e-02f,  -2.129050205e-03f,
+                                -3.911235370e-03f, 1.344893128e-03f,  2.677670273e-04f};
+constexpr float gelu_erf_c[] = {2.209371814e-05f, -1.391885016e-04f, 4.175420909e-04f, -7.905121893e-04f,
+                                1.046716352e-03f, -1.007819199e-03f, 7.292533410e-04f, -4.128572182e-04f,
+                                1.492297306e-04f, 1.139128835e-05f,  -2.607944043e-05f};
+template <int N>
+inline __attribute__((always_inline)) __m128 gelu_horner(const float (&c)[N], __m128 t) {
+    __m128 p = _mm_set1_ps(c[N - 1]);
+    for (int i = N - 2; i >= 0; --i) p = _mm_add_ps(_mm_mul_ps(p, t), _mm_set1_ps(c[i]));
+    return p;
+}
+inline __attribute__((always_inline)) __m128 gelu_select(__m128 mask, __m128 a, __m128 b) {
+    return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+}
+inline __attribute__((always_inline)) __m128 gelu_erf4(__m128 v) {
+    const __m128 sign = _mm_set1_ps(-0.f);
+    const __m128 z = _mm_mul_ps(_mm_andnot_ps(sign, v), _mm_set1_ps(0.7071067811865476f));
+    const __m128 pa = _mm_mul_ps(gelu_horner(gelu_erf_a, _mm_mul_ps(z, z)), z);
+    const __m128 pb = gelu_horner(gelu_erf_b, _mm_sub_ps(z, _mm_set1_ps(1.4f)));
+    const __m128 pc = _mm_sub_ps(_mm_set1_ps(1.f), gelu_horner(gelu_erf_c, _mm_sub_ps(z, _mm_set1_ps(3.f))));
+    __m128 e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(3.92f)), pc, _mm_set1_ps(1.f)); // NaN: 1
+    e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(2.f)), pb, e);
+    e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(0.8f)), pa, e);
+    const __m128 s = _mm_or_ps(e, _mm_and_ps(sign, v));
+    return _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(0.5f), v), _mm_add_ps(_mm_set1_ps(1.f), s));
+}
+void gelu_erf(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, gelu_erf4(_mm_loadu_ps(x + i)));
+    if (i == n) return;
+    float t[4] = {};
+    std::memcpy(t, x + i, size_t(n - i) * sizeof(float));
+    _mm_storeu_ps(t, gelu_erf4(_mm_loadu_ps(t)));
+    std::memcpy(y + i, t, size_t(n - i) * sizeof(float));
 }
 
 // Flat offsets of each broadcast input for one output row: `f(row, offsets)`
@@ -555,8 +602,14 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
         const float *x = in[0]->data.data();
         float *y = o.data.data();
         const int64_t cnt = static_cast<int64_t>(o.data.size());
-        const bool t = n.attr.gelu_tanh;
-        impl::parallel_for_if(cnt >= kParallelMin / 8, cnt, [&](int64_t i) { y[i] = gelu(x[i], t); });
+        if (n.attr.gelu_tanh) {
+            impl::parallel_for_if(cnt >= kParallelMin / 8, cnt, [&](int64_t i) { y[i] = gelu_tanh(x[i]); });
+            break;
+        }
+        const int64_t blocks = (cnt + 1023) / 1024;
+        impl::parallel_for_if(cnt >= kParallelMin / 8, blocks, [&](int64_t b) {
+            gelu_erf(x + b * 1024, y + b * 1024, std::min<int64_t>(1024, cnt - b * 1024));
+        });
         break;
     }
     case op::FakeQuantize: {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/parallel.h"
@@ -17,6 +19,9 @@ namespace {
 using jit::matmul_wc_call;
 using jit::matmul_wc_config;
 using jit::matmul_wc_fn;
+using jit::matmul_wc_prefill_call;
+using jit::matmul_wc_prefill_config;
+using jit::matmul_wc_prefill_fn;
 
 // Raw bits of element i (a byte, or a nibble for 4-bit types).
 uint8_t raw_element(const uint8_t *w, dtype dt, int64_t i) {
@@ -70,7 +75,13 @@ struct wc_packed : packed {
 
 class matmul_wc_kernel : public matmul_kernel {
 public:
-    matmul_wc_kernel(const matmul_desc &d, bool zmm) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
+    matmul_wc_kernel(const matmul_desc &d, bool zmm, bool prefill) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
+        if (prefill) {
+            prefill_ = true;
+            streaming_ = false;
+            plan_prefill();
+            return;
+        }
         // Streaming: one block of all M rows over whole panels. Blocked:
         // blocks of blocked_mb rows (and one tail block) over half panels.
         const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(zmm);
@@ -151,6 +162,7 @@ public:
 
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
         const auto &p = static_cast<const wc_packed &>(pk);
+        if (prefill_) return execute_prefill(p, x, y, threads);
         const int64_t M = d_.m, N = d_.n, K = d_.k, P = l_.panel;
         // 4-bit weights with odd K read one x column past K: give them a zero.
         std::vector<float> xpad;
@@ -226,6 +238,191 @@ public:
     }
 
 private:
+    // ---- the prefill shape (matmul_wc.h)
+    // A K-chunk: whole groups [g0, g0 + n_groups), or the part [k0, k0 + k_len)
+    // of group g0 (part_in: not its first chunk; part_out: not its last).
+    struct prefill_chunk {
+        int64_t k0 = 0, k_len = 0, g0 = 0, n_groups = 1;
+        matmul_wc_fn unpack = nullptr;
+        matmul_wc_prefill_fn fma[8] = {}; // by rows of the block (1..6)
+    };
+    // k per chunk: the unpacked chunk (256 k x 64 columns, 64 KB) stays in L2.
+    static constexpr int64_t prefill_chunk_k = 256;
+    // Rows swept over one unpacked chunk (at most; see execute_prefill).
+    static constexpr int64_t prefill_range_rows = 256;
+
+    void plan_prefill() {
+        const int64_t kps = l_.lut8 ? 8 : four_bit(d_.wei_dt) ? 2 : 1;
+        const int64_t gk = l_.steps_per_group * kps; // k per group (per channel: K padded)
+        const int mr = jit::matmul_wc_prefill_mb(zmm_);
+        pf_blocks_ = (d_.m + mr - 1) / mr;
+        pf_nv_ = jit::matmul_wc_prefill_nv(zmm_);
+        std::map<std::tuple<int64_t, int64_t>, matmul_wc_fn> unpacks;
+        std::map<std::tuple<int, int64_t, bool, bool>, matmul_wc_prefill_fn> fmas;
+        auto add_chunk = [&](int64_t k0, int64_t k_len, int64_t g0, int64_t ng, bool in, bool out) {
+            prefill_chunk ch;
+            ch.k0 = k0, ch.k_len = k_len, ch.g0 = g0, ch.n_groups = ng;
+            auto &u = unpacks[{ng, k_len}];
+            if (!u) {
+                matmul_wc_config c;
+                c.wei_dt = d_.wei_dt;
+                c.lut = l_.lut;
+                c.lut8 = l_.lut8;
+                c.zp = l_.zp_vec;
+                c.zmm = zmm_;
+                c.mb = 0;
+                c.nv = 4;
+                c.unpack = true;
+                c.prefetch = true;
+                c.steps_per_group = k_len / ng / kps;
+                c.n_groups = ng;
+                c.panel_bytes = l_.panel_bytes();
+                c.panel_params = l_.panel_params();
+                gens_.push_back(jit::make_matmul_wc_generator(c));
+                u = gens_.back()->entry<matmul_wc_fn>();
+            }
+            ch.unpack = u;
+            for (int mb :
+                 {static_cast<int>(d_.m / pf_blocks_), static_cast<int>((d_.m + pf_blocks_ - 1) / pf_blocks_)}) {
+                if (mb == 0) continue;
+                auto &f = fmas[{mb, k_len / ng, in, out}];
+                if (!f) {
+                    matmul_wc_prefill_config c;
+                    c.zmm = zmm_;
+                    c.mb = mb;
+                    c.nv = pf_nv_;
+                    c.k_group = k_len / ng;
+                    c.b_stride = l_.panel;
+                    c.out_stride = l_.panel;
+                    c.param_stride = l_.param_floats;
+                    c.part_in = in;
+                    c.part_out = out;
+                    gens_.push_back(jit::make_matmul_wc_prefill_generator(c));
+                    f = gens_.back()->entry<matmul_wc_prefill_fn>();
+                }
+                ch.fma[mb] = f;
+            }
+            chunks_.push_back(ch);
+        };
+        if (gk <= prefill_chunk_k) {
+            const int64_t per = prefill_chunk_k / gk;
+            for (int64_t g = 0; g < l_.n_groups; g += per) {
+                const int64_t ng = std::min(per, l_.n_groups - g);
+                add_chunk(g * gk, ng * gk, g, ng, false, false);
+            }
+        } else {
+            for (int64_t g = 0; g < l_.n_groups; ++g)
+                for (int64_t j = 0; j < gk; j += prefill_chunk_k) {
+                    const int64_t len = std::min(prefill_chunk_k, gk - j);
+                    add_chunk(g * gk + j, len, g, 1, j > 0, j + len < gk);
+                }
+        }
+        for (const auto &ch : chunks_) pf_chunk_max_ = std::max(pf_chunk_max_, ch.k_len);
+    }
+
+    // Rows of block b: the M rows cut into pf_blocks_ blocks of nearly equal size.
+    void block_rows(int64_t b, int64_t &m0, int &mb) const {
+        const int64_t base = d_.m / pf_blocks_, extra = d_.m % pf_blocks_;
+        m0 = b * base + std::min(b, extra);
+        mb = static_cast<int>(base + (b < extra ? 1 : 0));
+    }
+
+    // Threads split the panels (and the row blocks when there are fewer
+    // panels than threads); each thread unpacks its panels chunk by chunk
+    // into its own buffer and sweeps its row blocks over each chunk. An
+    // output's sums do not depend on the split.
+    void execute_prefill(const wc_packed &p, const float *x, float *y, int threads) const {
+        const int64_t M = d_.m, N = d_.n, K = d_.k, P = l_.panel, Kp = l_.k_padded;
+        const int max_threads = impl::resolve_threads(threads);
+        // Each row block's x packed k-major (x[k][m]) at xs + m0·Kp; k >= K is 0.
+        std::vector<float> xt(static_cast<size_t>(M * Kp), 0.f);
+        float *xs = xt.data();
+        impl::parallel(static_cast<int>(std::min<int64_t>(pf_blocks_, max_threads)), [&](int ithr_, int nthr_) {
+            int64_t b_b, b_e;
+            impl::balance(pf_blocks_, ithr_, nthr_, b_b, b_e);
+            for (int64_t b = b_b; b < b_e; ++b) {
+                int64_t m0;
+                int mb;
+                block_rows(b, m0, mb);
+                float *dst = xs + m0 * Kp;
+                for (int64_t m = 0; m < mb; ++m) {
+                    const float *src = x + (m0 + m) * K;
+                    for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
+                }
+            }
+        });
+        const int64_t np = l_.n_panels;
+        // Row ranges per panel: enough for every thread, and at most ~256 rows
+        // each, so a range's output and x stay in L2 (the chunk is unpacked
+        // once per range).
+        const int64_t per_range =
+            (prefill_range_rows + jit::matmul_wc_prefill_mb(zmm_) - 1) / jit::matmul_wc_prefill_mb(zmm_); // row blocks
+        const int64_t splits = std::min<int64_t>(
+            pf_blocks_, std::max<int64_t>((pf_blocks_ + per_range - 1) / per_range, (max_threads + np - 1) / np));
+        const int64_t items = np * splits;
+        const int nt = static_cast<int>(std::min<int64_t>(items, max_threads));
+        const float *bias = d_.with_bias ? p.bias.data() : nullptr;
+        const int64_t part_cols = pf_nv_ * (zmm_ ? 16 : 8);
+        impl::parallel(nt, [&](int ithr_, int nthr_) {
+            int64_t it_b, it_e;
+            impl::balance(items, ithr_, nthr_, it_b, it_e);
+            if (it_b >= it_e) return;
+            auto bbuf = alloc_aligned<float>(static_cast<size_t>(pf_chunk_max_ * P));
+            // Rows of the largest range: blocks of at most ceil(M / pf_blocks_) rows.
+            const int64_t range_rows = (pf_blocks_ + splits - 1) / splits * ((M + pf_blocks_ - 1) / pf_blocks_);
+            auto cbuf = alloc_aligned<float>(static_cast<size_t>(range_rows * P));
+            auto pbuf = alloc_aligned<float>(static_cast<size_t>(range_rows * P));
+            for (int64_t it = it_b; it < it_e; ++it) {
+                const int64_t pi = it / splits, s = it % splits;
+                int64_t blk_b, blk_e;
+                impl::balance(pf_blocks_, static_cast<int>(s), static_cast<int>(splits), blk_b, blk_e);
+                int64_t r0, r1;
+                int mb;
+                block_rows(blk_b, r0, mb);
+                block_rows(blk_e - 1, r1, mb);
+                r1 += mb;
+                std::memset(cbuf.get(), 0, static_cast<size_t>((r1 - r0) * P) * sizeof(float));
+                for (const auto &ch : chunks_) {
+                    matmul_wc_call u;
+                    u.w = p.wei.get() + pi * l_.panel_bytes() + unpack_offset(ch.k0);
+                    u.params = p.params.get() + pi * l_.panel_params() + ch.g0 * l_.param_floats;
+                    u.x = nullptr;
+                    u.out = bbuf.get();
+                    u.lut = p.lut;
+                    ch.unpack(&u);
+                    for (int64_t b = blk_b; b < blk_e; ++b) {
+                        int64_t m0;
+                        block_rows(b, m0, mb);
+                        for (int64_t h = 0; h < P / part_cols; ++h) {
+                            matmul_wc_prefill_call c;
+                            c.x = xs + m0 * Kp + ch.k0 * mb;
+                            c.b = bbuf.get() + h * part_cols;
+                            c.out = cbuf.get() + (m0 - r0) * P + h * part_cols;
+                            c.part = pbuf.get() + (m0 - r0) * P + h * part_cols;
+                            c.scale = u.params + h * part_cols;
+                            c.n_groups = ch.n_groups;
+                            ch.fma[mb](&c);
+                        }
+                    }
+                }
+                const int64_t n0 = pi * P, cols = std::min<int64_t>(P, N - n0);
+                for (int64_t m = r0; m < r1; ++m) {
+                    float *yr = y + m * N + n0;
+                    const float *o = cbuf.get() + (m - r0) * P;
+                    if (bias)
+                        for (int64_t c = 0; c < cols; ++c) yr[c] = o[c] + bias[n0 + c];
+                    else std::memcpy(yr, o, cols * sizeof(float));
+                }
+            }
+        });
+    }
+
+    // Bytes from a panel's start to k-step k0 / k_per_step.
+    int64_t unpack_offset(int64_t k0) const {
+        const int64_t kps = l_.lut8 ? 8 : four_bit(d_.wei_dt) ? 2 : 1;
+        return k0 / kps * l_.panel * l_.col_bytes;
+    }
+
     void pack_panel(const matmul_weights &w, int64_t pi, wc_packed &p) const {
         const int64_t P = l_.panel, K = d_.k, NG = l_.n_groups;
         const int64_t n0 = pi * P, cols = std::min<int64_t>(P, d_.n - n0);
@@ -268,6 +465,11 @@ private:
     int nv_ = 4;            // vectors per panel and call
     int pc_ = 1;            // panels per call
     int64_t n_calls_ = 0;   // panel groups (of pc_ panels)
+    bool prefill_ = false;  // the prefill shape (below: chunks_ ...)
+    std::vector<prefill_chunk> chunks_;
+    int64_t pf_blocks_ = 1;    // row blocks of M
+    int pf_nv_ = 4;            // vectors per FMA call
+    int64_t pf_chunk_max_ = 0; // longest chunk (k)
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
     std::vector<matmul_wc_fn> fns_;
 };
@@ -293,11 +495,16 @@ matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4) {
     e.family = "jit";
     e.weight_bits = x4 ? 4 : 8;
     e.needs = zmm ? feature_set{cpu_feature::avx512_core} : feature_set{cpu_feature::avx2};
-    e.decide = [x4](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
-        return wc_supports(d, x4, why) ? plain_plan() : nullptr;
+    e.decide = [x4, zmm](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) -> plan_ptr {
+        if (!wc_supports(d, x4, why)) return nullptr;
+        auto p = std::make_shared<matmul_wc_plan>();
+        p->prefill = d.m >= jit::matmul_wc_prefill_min_m(zmm, x4);
+        return p;
     };
-    e.build = [zmm](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
-        return std::make_shared<matmul_wc_kernel>(d, zmm);
+    e.build = [zmm](const matmul_desc &d, const matmul_hints &,
+                    const plan &pl) -> std::shared_ptr<const matmul_kernel> {
+        const auto *wp = dynamic_cast<const matmul_wc_plan *>(&pl);
+        return std::make_shared<matmul_wc_kernel>(d, zmm, wp && wp->prefill);
     };
     return e;
 }

@@ -34,6 +34,9 @@
 // decompressed vector for every row of the block and reads x packed k-major
 // by the driver (x[k][m]: one sequential stream, plain displacements). The
 // driver puts packed weights of 2 MB and more on huge pages (MADV_HUGEPAGE).
+// From a crossing M (matmul_wc_prefill_min_m, below) the prefill shape
+// instead unpacks each panel's weights to f32 once per call and sweeps every
+// row over them (matmul_wc_prefill_gen.cpp).
 // The C++ driver splits the (panel, row-block)
 // grid over OpenMP threads; each output element is produced by exactly one
 // call with a fixed summation order, so results do not depend on the thread
@@ -93,6 +96,10 @@ struct matmul_wc_config {
     // the high nibbles from one shift of each.
     bool lut8 = false;
     int64_t prefetch_distance = 4096; // bytes ahead in every weight stream
+    // Prefill unpacking (mb = 0, nv = 4, pc = 1): each decompressed vector,
+    // f32(w − zp) (exact small integers, no scale), is stored to out instead
+    // of feeding FMAs: k-row k of the chunk at out + k·panel() floats.
+    bool unpack = false;
 
     int vlen() const { return zmm ? 16 : 8; }
     int panel() const { return 4 * vlen(); } // columns per panel
@@ -119,6 +126,64 @@ inline int matmul_wc_blocked_mb(bool zmm) { return zmm ? 12 : 6; }
 // Builds (emits and seals) a kernel for the configuration.
 std::unique_ptr<jit_generator> make_matmul_wc_generator(const matmul_wc_config &c);
 
+// The prefill shape (M from matmul_wc_prefill_min_m on): per panel and
+// K-chunk the weights are unpacked once (matmul_wc_config::unpack) into an
+// f32 buffer b[k][panel] = f32(w − zp), then every row block of M is swept
+// over it by a register-blocked FMA kernel (matmul_wc_prefill_gen.cpp):
+//   for each group of the chunk:  part = Σ_k b[k][c] · x[m][k]      (f32 FMA, k in order)
+//                                 out  = out + part · scale[g][c]   (once per group)
+// A group longer than a chunk is split: the first chunks store part (part_out),
+// the next ones start from it (part_in). The sums are those of the other
+// shapes: every product f32(w − zp)·x in f32, k in increasing order, the
+// scale once per group sum.
+struct matmul_wc_prefill_call {
+    const float *x;     // the block's x packed k-major (x[k][m], mb floats per k) at the chunk's first k
+    const float *b;     // unpacked chunk at the block's first column, b_stride floats per k
+    float *out;         // mb rows, out_stride floats apart
+    float *part;        // partial sums of a split group, laid out like out
+    const float *scale; // the chunk's first group scales at the block's columns, param_stride apart
+    int64_t n_groups;   // groups in the chunk (1 for a split group)
+};
+using matmul_wc_prefill_fn = void (*)(const matmul_wc_prefill_call *);
+
+struct matmul_wc_prefill_config {
+    bool zmm = true;
+    int mb = 6;               // rows per call (zmm <= 6 with nv 4; ymm <= 6 with nv 2)
+    int nv = 4;               // vectors of columns per call
+    int64_t k_group = 1;      // k per group (of a split group: per chunk)
+    int64_t b_stride = 0;     // floats between k-rows of b
+    int64_t out_stride = 0;   // floats between rows of out and part
+    int64_t param_stride = 0; // floats between the scales of two groups
+    bool part_in = false;     // start from part (else from 0)
+    bool part_out = false;    // store part (else out += part · scale)
+    int vlen() const { return zmm ? 16 : 8; }
+};
+std::unique_ptr<jit_generator> make_matmul_wc_prefill_generator(const matmul_wc_prefill_config &c);
+
+// Register blocking of the prefill kernel: zmm 6 rows x 4 vectors (a whole
+// panel: 24 accumulators, 4 weight vectors, x broadcast from memory), ymm 6
+// rows x 2 vectors (12 accumulators, 2 weight vectors, 2 broadcast x).
+inline int matmul_wc_prefill_mb(bool) { return 6; }
+inline int matmul_wc_prefill_nv(bool zmm) { return zmm ? 4 : 2; }
+
+// Smallest M the rows run in the prefill shape (their plan, matmul_wc_plan),
+// the crossing points measured on Zen 4 (AMD EPYC, family 25; K = N = 4096,
+// 1 thread, best of 8 interleaved; docs/matmul_wc.md, "Prefill"):
+//   ymm, 8-bit: the blocked shape is 5 % faster at M = 16, the prefill 3 % at
+//               24, 12 % at 128 (41.6 against 46.8 ms)        -> 24
+//   ymm, 4-bit: even at M = 8, 9 % at 16, 24 % at 128           -> 8
+//   zmm:        the blocked shape wins at every M (4 % at 128, 16 % at 32):
+//               on this core a zmm FMA takes both 256-bit FMA pipes and
+//               the in-register decompression issues beside it, so the
+//               blocked shape already runs at 95-97 % of the f32 FMA peak;
+//               the prefill pays its unpacking on top           -> never
+// (Cores with two 512-bit FMA pipes may cross; measure them before setting it.)
+constexpr int64_t matmul_wc_prefill_never = INT64_MAX;
+inline int64_t matmul_wc_prefill_min_m(bool zmm, bool x4) {
+    if (zmm) return matmul_wc_prefill_never;
+    return x4 ? 8 : 24;
+}
+
 } // namespace qconv::jit
 
 namespace qconv::impl {
@@ -127,6 +192,12 @@ namespace qconv::impl {
 // matmul_wc_dq.cpp): jit:matmul_wc_{x8,x4}:{avx512_core,avx2} and the opt-in
 // dynamic quantization jit:matmul_wc_dq:avx512_core_vnni.
 matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
+// The plan of those rows: the prefill shape (M >= jit::matmul_wc_prefill_min_m)
+// or the streaming/blocked one. Tests build either for any M.
+struct matmul_wc_plan : plan {
+    bool prefill = false;
+    std::string str() const override { return prefill ? "prefill" : "-"; }
+};
 matmul_entry matmul_wc_dq_row(const std::string &name);
 // AMX-BF16 at f32 accuracy (kernels/jit/matmul_wc_amx.cpp): jit:matmul_wc_{x8,x4}:avx512_core_amx.
 matmul_entry matmul_wc_amx_row(const std::string &name, bool x4);

@@ -26,10 +26,11 @@ public:
         if (c.lut && (!evex || !c.four_bit())) fail("jit", "matmul_wc: lut needs zmm and 4-bit weights");
         if (c.lut8 && !c.lut) fail("jit", "matmul_wc: lut8 needs lut");
         if (c.sets() * c.mb * c.vectors() > c.acc_budget() || c.mb > 12 || (c.nv != 2 && c.nv != 4) ||
-            (c.pc > 1 && c.nv != 4))
+            (c.pc > 1 && c.nv != 4) || (c.unpack && (c.mb != 0 || c.nv != 4 || c.pc != 1)))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
-        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + ":" + to_string(T::isa);
+        name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (c.unpack ? "_unpack:" : ":") +
+                to_string(T::isa);
     }
     const char *name() const override { return name_.c_str(); }
 
@@ -95,6 +96,11 @@ private:
         return ptr[r_w + (v / c_.nv) * c_.panel_bytes + step * row_bytes() + (v % c_.nv) * vl * c_.col_bytes() + byte];
     }
     int x_disp(int step, int half) const { return (step * k_per_step() + half) * 4; }
+
+    // unpack: k-row kk of the step, vector v of the panel.
+    void store_unpacked(const Vmm &w, int step, int v, int kk) {
+        if (c_.unpack) vmovups(ptr[r_out + ((step * k_per_step() + kk) * c_.panel() + v * vl) * 4], w);
+    }
 
     void zero_out() {
         vxorps(vt0(), vt0(), vt0());
@@ -182,9 +188,11 @@ private:
             for (int j = 0; j < 4; ++j) {
                 vmovdqu32(vt0(), w_addr(step, v, j));
                 lookup(vt1(), vt0(), v);
+                store_unpacked(vt1(), step, v, 2 * j);
                 for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(0, m, v), vt1(), m, step, 2 * j);
                 vpsrld(vt0(), vt0(), 4);
                 lookup(vt0(), vt0(), v);
+                store_unpacked(vt0(), step, v, 2 * j + 1);
                 for (int m = 0; m < c_.mb; ++m) fma_lut8(acc(s1, m, v), vt0(), m, step, 2 * j + 1);
             }
         }
@@ -203,6 +211,7 @@ private:
             if (!c_.four_bit()) {
                 widen(vt0(), w_addr(step, v));
                 to_f32(vt0(), v);
+                store_unpacked(vt0(), step, v, 0);
                 for (int m = 0; m < c_.mb; ++m) fma_x(acc(s0, m, v), vt0(), m, x_disp(step, 0));
                 continue;
             }
@@ -211,9 +220,11 @@ private:
             widen(vt0(), w_addr(step, v));
             if (c_.lut) {
                 lookup(vt1(), vt0(), v);
+                store_unpacked(vt1(), step, v, 0);
                 for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 0));
                 vpsrld(vt0(), vt0(), 4);
                 lookup(vt0(), vt0(), v);
+                store_unpacked(vt0(), step, v, 1);
                 for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 1));
                 continue;
             }
@@ -226,8 +237,10 @@ private:
                 vpsrad(vt0(), vt0(), 4);
             }
             to_f32(vt1(), v);
+            store_unpacked(vt1(), step, v, 0);
             for (int m = 0; m < c_.mb; ++m) fma_x(acc(0, m, v), vt1(), m, x_disp(step, 0));
             to_f32(vt0(), v);
+            store_unpacked(vt0(), step, v, 1);
             for (int m = 0; m < c_.mb; ++m) fma_x(acc(s1, m, v), vt0(), m, x_disp(step, 1));
         }
     }
@@ -236,6 +249,7 @@ private:
         add(r_w, steps * row_bytes());
         const int x_row = c_.x_packed ? c_.mb : 1; // floats per k
         for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * 4 * x_row);
+        if (c_.unpack) add(r_out, steps * k_per_step() * c_.panel() * 4);
     }
 
     // Σ over the group's k-slices, then out += part · scale.
@@ -245,6 +259,7 @@ private:
         emit_unrolled_steps(
             *this, r_cnt, c_.steps_per_group, unroll, [this](int u) { emit_step(u, u & 1); },
             [this](int steps) { advance(steps); });
+        if (c_.unpack) return; // the scales are applied by the prefill kernel
         if (c_.sets() == 2)
             for (int m = 0; m < c_.mb; ++m)
                 for (int v = 0; v < c_.vectors(); ++v) vaddps(acc(0, m, v), acc(0, m, v), acc(1, m, v));

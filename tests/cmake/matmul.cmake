@@ -23,3 +23,11 @@ add_test(NAME driver_matmul_dq
 set_tests_properties(driver_matmul_dq PROPERTIES TIMEOUT 300
   PASS_REGULAR_EXPRESSION "impl=jit:matmul_wc_dq:avx512_core_(vnni|amx) desc=m32k256n100 .*status=ok"
   SKIP_REGULAR_EXPRESSION "impl=jit:matmul_wc_x[48]:avx2 desc=m32k256n100 .*status=ok")
+
+# The AVX2 rows' prefill shape as the table picks it under the cap (M = 32 is
+# past both ymm crossing points), checked against the reference.
+add_test(NAME driver_matmul_avx2_prefill
+  COMMAND qconv-driver matmul --isa=avx2 --wei=u4 --group=128 --zp=per_group --bias m32k384n100 m40k640n70)
+set_tests_properties(driver_matmul_avx2_prefill PROPERTIES TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "impl=jit:matmul_wc_x4:avx2 desc=m40k640n70 .*status=ok"
+  FAIL_REGULAR_EXPRESSION "status=mismatch|status=failed|status=unimplemented")
