@@ -297,6 +297,40 @@ TEST(JitConv, ThreadCountDoesNotChangeBytes) {
         }
 }
 
+// Problems with few work items per thread (mb1 1x1 layers at 7x7 and 14x14,
+// small 3x3 images) regroup each row's pixel blocks into more chunks and split
+// them by cost: OC blocks of unequal width (OC 160: 4, 4, 2 vectors), OC
+// tails, one-row images, padding, both zero-point kinds, s8 sources, sum and
+// extreme data; exact at 1, 2 and 3 threads, the same bytes for each.
+TEST(JitConv, FewItemsSplitByCost) {
+    require_avx2();
+    const std::vector<std::string> descs = {
+        "mb1ic960ih7oc160oh7kh1ph0",     "mb1ic96ih7oc163oh7kh1ph0",      "mb1ic64ih14oc24oh14kh1ph0",
+        "mb1ic32ih1iw5oc80oh1ow5kh1ph0", "mb1ic48ih3iw9oc33oh3ow9kh3ph1", "g2mb1ic32ih5oc96oh3kh3sh2ph1",
+    };
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string zp : {"none", "tensor:random", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && zp == "channel:random") continue;
+                for (const std::string &row : jit_rows()) {
+                    if (!isa_ok(row) || !row_takes(row, desc)) continue;
+                    std::vector<uint8_t> first;
+                    for (int threads : {1, 2, 3}) {
+                        ConvTester t;
+                        t.desc(desc).src(src).zp(zp).post_ops(i % 2 ? "relu;sum:0.5" : "linear:2:1;round");
+                        t.data(i % 3 == 0 ? "extreme" : "random").dst(i % 4 == 1 ? dtype::s32 : dtype::u8);
+                        t.seed(31000 + i).threads(threads);
+                        ASSERT_TRUE(t.run(row)) << row << " " << desc;
+                        if (threads == 1) first = t.result();
+                        else EXPECT_EQ(t.result(), first) << row << " " << desc << " threads=" << threads;
+                    }
+                    if (HasFailure()) FAIL() << row << " " << desc << " zp=" << zp;
+                }
+                ++i;
+            }
+}
+
 // The AVX-VNNI rows (vpdpbusd ymm) on their own, every case on both rows:
 // u8 255 × s8 −128 over IC·KH·KW up to 4608 (int32 sums near 2^27 per tap
 // group), OC tails (1..7 lanes of the last ymm vector, odd vector counts), IC
