@@ -331,6 +331,38 @@ TEST(JitConv, FewItemsSplitByCost) {
             }
 }
 
+// The MobileNet chains (Relu6 as clip, requantization as linear + round) and
+// their edges: clip's constant bounds (one vmaxps / vminps each: fmax / fmin,
+// NaN inputs give the bound), a last round that the integer store's
+// conversion performs (round half to even; kept with a dst zero point and for
+// f32), ties at .5 (linear:0.5:0.25 on odd sums), NaN and values beyond 2^31
+// reaching clip; every JIT row that takes the shape, every dst type.
+TEST(JitConv, ClipAndLastRoundChains) {
+    require_avx2();
+    const std::vector<std::string> chains = {
+        "clip:0:6;linear:42.5;round",
+        "clip:-3.5:2.5;round",
+        "linear:0.5:0.25;round",
+        "linear:1073741824:0;clip:0:6;linear:42.5;round",
+        "linear:-4294967296:0;abs;clip:0:6;round",
+        "round;linear:0.5:0.5;round",
+    };
+    const std::vector<std::string> descs = {"mb1ic16ih6oc96oh6kh1ph0", "mb1ic3ih9oc32oh5kh3sh2ph1",
+                                            "g40mb1ic40ih7oc40oh7kh3ph1", "g24mb1ic24ih8oc24oh4kh3sh2ph1"};
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string &chain : chains)
+            for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
+                ConvTester t;
+                t.post_ops(chain).dst(dst).zp(i % 3 == 0 ? "tensor:random" : "none").seed(32000 + i);
+                t.data(i % 4 == 3 ? "extreme" : "random").threads(1 + i % 2);
+                if (i % 5 == 2 && dst != dtype::f32) t.dst_zp(3);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " " << chain << " dst=" << static_cast<int>(dst);
+            }
+}
+
 // The AVX-VNNI rows (vpdpbusd ymm) on their own, every case on both rows:
 // u8 255 × s8 −128 over IC·KH·KW up to 4608 (int32 sums near 2^27 per tap
 // group), OC tails (1..7 lanes of the last ymm vector, odd vector counts), IC

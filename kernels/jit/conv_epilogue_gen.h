@@ -161,6 +161,17 @@ protected:
                pp.ops.back().alpha == 0.f;
     }
 
+    // A last `round` (round half to even) before an integer store without
+    // dst_zp: every store to u8 / s8 / s32 clamps to integer bounds (which
+    // commutes with rounding: both are monotone and the bounds are integers)
+    // and converts with vcvtps2dq under the default MXCSR, itself round half
+    // to even, so round(y) and y store the same integer (NaN: the same path).
+    bool round_is_store_conversion() const {
+        const pipeline &pp = *epi_pipe_;
+        return pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f && !pp.ops.empty() &&
+               pp.ops.back().k == lowered_op::kind::eltwise && pp.ops.back().alg == eltwise_alg::round;
+    }
+
     // Accumulator y (pixel w, OC vector b; zmm_zero = 0 and the vector's
     // parameters loaded) → the value to store: acc·scale + bias with one
     // rounding, the post-ops, + dst_zp. pix: dst bytes between pixels.
@@ -179,8 +190,10 @@ protected:
             else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
         }
         const bool relu_last = relu_is_store_clamp();
+        const bool round_last = round_is_store_conversion();
         int full_i = 0;
         for (size_t i = 0; i < pp.ops.size(); ++i) {
+            if (round_last && i + 1 == pp.ops.size()) break;
             if (relu_last && i + 1 == pp.ops.size()) {
                 if (pp.dst_dt != dtype::u8) { // u8: the store clamps
                     if constexpr (T::evex) vmaxps(y, y, zmm_zero);
@@ -286,16 +299,9 @@ protected:
                 vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
                 vmulps(y | k2, y, cst<T>(op.alpha));
                 break;
-            case eltwise_alg::clip:
-                if constexpr (!T::evex) {
-                    emit_fmaxmin_const<T>(y, op.alpha, true);
-                    emit_fmaxmin_const<T>(y, op.beta, false);
-                    break;
-                }
-                vbroadcastss(t, cst_plain<T>(op.alpha));
-                emit_fmaxmin<T>(y, t, true, u);
-                vbroadcastss(t, cst_plain<T>(op.beta));
-                emit_fmaxmin<T>(y, t, false, u);
+            case eltwise_alg::clip: // constant bounds: one vmaxps / vminps each (fmax / fmin semantics)
+                emit_fmaxmin_const<T>(y, op.alpha, true);
+                emit_fmaxmin_const<T>(y, op.beta, false);
                 break;
             case eltwise_alg::linear: // madd(y, alpha, beta)
                 vbroadcastss(t, cst_plain<T>(op.alpha));
