@@ -335,8 +335,9 @@ TEST(JitConv, FewItemsSplitByCost) {
 // their edges: clip's constant bounds (one vmaxps / vminps each: fmax / fmin,
 // NaN inputs give the bound), a last round that the integer store's
 // conversion performs (round half to even; kept with a dst zero point and for
-// f32), ties at .5 (linear:0.5:0.25 on odd sums), NaN and values beyond 2^31
-// reaching clip; every JIT row that takes the shape, every dst type.
+// f32), a last linear:a:0 as a multiply (zero products: +0 or −0), ties at .5
+// (linear:0.5:0.25 on odd sums), NaN and values beyond 2^31 reaching clip;
+// every JIT row that takes the shape, every dst type.
 TEST(JitConv, ClipAndLastRoundChains) {
     require_avx2();
     const std::vector<std::string> chains = {
@@ -346,6 +347,8 @@ TEST(JitConv, ClipAndLastRoundChains) {
         "linear:1073741824:0;clip:0:6;linear:42.5;round",
         "linear:-4294967296:0;abs;clip:0:6;round",
         "round;linear:0.5:0.5;round",
+        "clip:-6:6;linear:-3:0",
+        "linear:0:0;round",
     };
     const std::vector<std::string> descs = {"mb1ic16ih6oc96oh6kh1ph0", "mb1ic3ih9oc32oh5kh3sh2ph1",
                                             "g40mb1ic40ih7oc40oh7kh3ph1", "g24mb1ic24ih8oc24oh4kh3sh2ph1"};
