@@ -4,10 +4,17 @@
 
 #include <omp.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace qconv {
 namespace {
@@ -49,6 +56,100 @@ struct first_error {
         if (e) std::rethrow_exception(e);
     }
 };
+
+// QCONV_RUNTIME=caller: the regions that would go to OpenMP run on this
+// pool instead. The calling thread claims tasks like the workers do and a
+// region ends when its tasks are done, not when every thread has checked in:
+// a worker the OS has not scheduled (another process on its core) leaves its
+// tasks to the caller instead of stalling the region until its next time
+// slice (with OpenMP, MobileNet v2 at 2 threads beside one busy process took
+// 19-660 ms a run instead of ~2; docs/perf_log.md, 2026-12-04). A task a
+// worker has claimed is still waited for. Workers spin ~0.1-0.3 ms for the
+// next region, then sleep. The task index, not the OS thread, is what the
+// kernels split by, so results are those of OpenMP's regions.
+class caller_runs_pool final : public threadpool {
+public:
+    int num_threads() const override { return std::max(1, omp_get_max_threads()); }
+    void run(int n, const std::function<void(int)> &task) override {
+        if (n <= 1) {
+            if (n == 1) task(0);
+            return;
+        }
+        // One region at a time; a second caller meanwhile runs its tasks itself.
+        std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
+        if (!busy.owns_lock() || n > 0xffff) {
+            for (int i = 0; i < n; ++i) task(i);
+            return;
+        }
+        start_workers(n - 1);
+        task_ = &task;
+        done_.store(0);
+        gen_ = (gen_ + 1) & 0xffffffffu;
+        word_.store(gen_ << 32 | static_cast<uint64_t>(n) << 16); // publishes task_ and n
+        if (sleepers_.load() > 0) {
+            std::lock_guard<std::mutex> lock(sleep_mu_);
+            sleep_cv_.notify_all();
+        }
+        work(gen_);
+        while (done_.load() < n) _mm_pause(); // only tasks another thread claimed are left
+    }
+
+private:
+    // Claims and runs tasks of region g until none is left.
+    void work(uint64_t g) {
+        for (;;) {
+            uint64_t w = word_.load();
+            const uint64_t n = (w >> 16) & 0xffff, i = w & 0xffff;
+            if ((w >> 32) != g || i >= n) return;
+            if (!word_.compare_exchange_weak(w, w + 1)) continue;
+            (*task_)(static_cast<int>(i)); // valid: the region waits for this task
+            done_.fetch_add(1);
+        }
+    }
+    void start_workers(int want) {
+        for (; workers_ < want; ++workers_) std::thread([this] { worker(); }).detach();
+    }
+    void worker() {
+        uint64_t seen = word_.load() >> 32;
+        for (;;) {
+            uint64_t g = word_.load() >> 32;
+            for (int spin = 0; g == seen && spin < spin_limit; ++spin) {
+                _mm_pause();
+                g = word_.load() >> 32;
+            }
+            if (g == seen) {
+                std::unique_lock<std::mutex> lock(sleep_mu_);
+                sleepers_.fetch_add(1);
+                sleep_cv_.wait(lock, [&] { return (word_.load() >> 32) != seen; });
+                sleepers_.fetch_sub(1);
+                g = word_.load() >> 32;
+            }
+            seen = g;
+            work(g);
+        }
+    }
+
+    static constexpr int spin_limit = 20000; // ~0.1-0.3 ms of pause
+    std::mutex run_mu_;
+    int workers_ = 0;
+    const std::function<void(int)> *task_ = nullptr;
+    uint64_t gen_ = 0;
+    std::atomic<uint64_t> word_{0}; // region (32 bits) | task count (16) | next task (16)
+    std::atomic<int> done_{0};
+    std::atomic<int> sleepers_{0};
+    std::mutex sleep_mu_;
+    std::condition_variable sleep_cv_;
+};
+
+// The pool of QCONV_RUNTIME=caller, or nullptr (OpenMP); read once.
+threadpool *builtin_runtime() {
+    static threadpool *const pool = []() -> threadpool * {
+        const char *v = std::getenv("QCONV_RUNTIME");
+        if (!v || std::strcmp(v, "caller") != 0) return nullptr;
+        return new caller_runs_pool; // never destroyed: regions may run until exit
+    }();
+    return pool;
+}
 
 } // namespace
 
@@ -96,8 +197,9 @@ void parallel(int nthr, const std::function<void(int, int)> &fn) {
         return;
     }
     first_error err;
-    if (pool) {
-        pool->run(nthr, [&](int ithr) {
+    threadpool *runner = pool ? pool : builtin_runtime();
+    if (runner) {
+        runner->run(nthr, [&](int ithr) {
             as_task(pool, ithr, nthr, [&] {
                 try {
                     fn(ithr, nthr);
@@ -126,7 +228,7 @@ void parallel_phases(int nthr, const std::function<void(int, int)> &first,
                      const std::function<void(int, int)> &second) {
     if (!first) return parallel(nthr, second);
     if (nthr <= 0) nthr = default_threads();
-    if (active_pool() || nthr <= 1 || tls.depth > 0) {
+    if (active_pool() || builtin_runtime() || nthr <= 1 || tls.depth > 0) {
         parallel(nthr, first);
         parallel(nthr, second);
         return;

@@ -2,6 +2,7 @@
 #include "dispatch/environment.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/parallel.h"
@@ -42,6 +43,9 @@ void check_environment() {
     if (const char *v = std::getenv("QCONV_VERBOSE"); v && *v && !is_count(v))
         fail("QCONV_VERBOSE", std::string("expected a level 0, 1 or 2 (got '") + v + "')");
     if (const char *v = std::getenv("OMP_NUM_THREADS"); v && *v) check_omp_num_threads(v);
+    if (const char *v = std::getenv("QCONV_RUNTIME");
+        v && *v && std::strcmp(v, "openmp") != 0 && std::strcmp(v, "caller") != 0)
+        fail("QCONV_RUNTIME", std::string("expected openmp or caller (got '") + v + "')");
 }
 
 namespace impl {

@@ -482,6 +482,7 @@ TEST(HostileEnvironment, EveryBadSettingIsNamed) {
         {"QCONV_CACHE_CAPACITY", "99999999999999999999", "expected a non-negative integer"},
         {"QCONV_DISPATCH", "foo", "unknown value 'foo'"},
         {"QCONV_VERBOSE", "abc", "expected a level"},
+        {"QCONV_RUNTIME", "tbb", "expected openmp or caller"},
     };
     for (const auto &c : cases) {
         SCOPED_TRACE(std::string(c.var) + "=" + c.value);
@@ -491,7 +492,8 @@ TEST(HostileEnvironment, EveryBadSettingIsNamed) {
     const struct {
         const char *var, *value;
     } good[] = {{"OMP_NUM_THREADS", "4096"},   {"OMP_NUM_THREADS", "8, 2"}, {"QCONV_MAX_CPU_ISA", "AVX2"},
-                {"QCONV_CACHE_CAPACITY", "0"}, {"QCONV_DISPATCH", "tune"},  {"QCONV_VERBOSE", "2"}};
+                {"QCONV_CACHE_CAPACITY", "0"}, {"QCONV_DISPATCH", "tune"},  {"QCONV_VERBOSE", "2"},
+                {"QCONV_RUNTIME", "openmp"},   {"QCONV_RUNTIME", "caller"}};
     for (const auto &g : good) {
         SCOPED_TRACE(std::string(g.var) + "=" + g.value);
         const scoped_env e(g.var, g.value);

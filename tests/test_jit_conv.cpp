@@ -297,6 +297,75 @@ TEST(JitConv, ThreadCountDoesNotChangeBytes) {
         }
 }
 
+// Problems with few work items per thread (mb1 1x1 layers at 7x7 and 14x14,
+// small 3x3 images) regroup each row's pixel blocks into more chunks and split
+// them by cost: OC blocks of unequal width (OC 160: 4, 4, 2 vectors), OC
+// tails, one-row images, padding, both zero-point kinds, s8 sources, sum and
+// extreme data; exact at 1, 2 and 3 threads, the same bytes for each.
+TEST(JitConv, FewItemsSplitByCost) {
+    require_avx2();
+    const std::vector<std::string> descs = {
+        "mb1ic960ih7oc160oh7kh1ph0",     "mb1ic96ih7oc163oh7kh1ph0",      "mb1ic64ih14oc24oh14kh1ph0",
+        "mb1ic32ih1iw5oc80oh1ow5kh1ph0", "mb1ic48ih3iw9oc33oh3ow9kh3ph1", "g2mb1ic32ih5oc96oh3kh3sh2ph1",
+    };
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string zp : {"none", "tensor:random", "channel:random"})
+            for (dtype src : {dtype::u8, dtype::s8}) {
+                if (src == dtype::s8 && zp == "channel:random") continue;
+                for (const std::string &row : jit_rows()) {
+                    if (!isa_ok(row) || !row_takes(row, desc)) continue;
+                    std::vector<uint8_t> first;
+                    for (int threads : {1, 2, 3}) {
+                        ConvTester t;
+                        t.desc(desc).src(src).zp(zp).post_ops(i % 2 ? "relu;sum:0.5" : "linear:2:1;round");
+                        t.data(i % 3 == 0 ? "extreme" : "random").dst(i % 4 == 1 ? dtype::s32 : dtype::u8);
+                        t.seed(31000 + i).threads(threads);
+                        ASSERT_TRUE(t.run(row)) << row << " " << desc;
+                        if (threads == 1) first = t.result();
+                        else EXPECT_EQ(t.result(), first) << row << " " << desc << " threads=" << threads;
+                    }
+                    if (HasFailure()) FAIL() << row << " " << desc << " zp=" << zp;
+                }
+                ++i;
+            }
+}
+
+// The MobileNet chains (Relu6 as clip, requantization as linear + round) and
+// their edges: clip's constant bounds (one vmaxps / vminps each: fmax / fmin,
+// NaN inputs give the bound), a last round that the integer store's
+// conversion performs (round half to even; kept with a dst zero point and for
+// f32), a last linear:a:0 as a multiply (zero products: +0 or −0), ties at .5
+// (linear:0.5:0.25 on odd sums), NaN and values beyond 2^31 reaching clip;
+// every JIT row that takes the shape, every dst type.
+TEST(JitConv, ClipAndLastRoundChains) {
+    require_avx2();
+    const std::vector<std::string> chains = {
+        "clip:0:6;linear:42.5;round",
+        "clip:-3.5:2.5;round",
+        "linear:0.5:0.25;round",
+        "linear:1073741824:0;clip:0:6;linear:42.5;round",
+        "linear:-4294967296:0;abs;clip:0:6;round",
+        "round;linear:0.5:0.5;round",
+        "clip:-6:6;linear:-3:0",
+        "linear:0:0;round",
+    };
+    const std::vector<std::string> descs = {"mb1ic16ih6oc96oh6kh1ph0", "mb1ic3ih9oc32oh5kh3sh2ph1",
+                                            "g40mb1ic40ih7oc40oh7kh3ph1", "g24mb1ic24ih8oc24oh4kh3sh2ph1"};
+    int i = 0;
+    for (const std::string &desc : descs)
+        for (const std::string &chain : chains)
+            for (dtype dst : {dtype::u8, dtype::s8, dtype::s32, dtype::f32}) {
+                ConvTester t;
+                t.post_ops(chain).dst(dst).zp(i % 3 == 0 ? "tensor:random" : "none").seed(32000 + i);
+                t.data(i % 4 == 3 ? "extreme" : "random").threads(1 + i % 2);
+                if (i % 5 == 2 && dst != dtype::f32) t.dst_zp(3);
+                ++i;
+                run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " " << chain << " dst=" << static_cast<int>(dst);
+            }
+}
+
 // The AVX-VNNI rows (vpdpbusd ymm) on their own, every case on both rows:
 // u8 255 × s8 −128 over IC·KH·KW up to 4608 (int32 sums near 2^27 per tap
 // group), OC tails (1..7 lanes of the last ymm vector, odd vector counts), IC

@@ -161,6 +161,37 @@ protected:
                pp.ops.back().alpha == 0.f;
     }
 
+    // A last `round` (round half to even) before an integer store without
+    // dst_zp: every store to u8 / s8 / s32 clamps to integer bounds (which
+    // commutes with rounding: both are monotone and the bounds are integers)
+    // and converts with vcvtps2dq under the default MXCSR, itself round half
+    // to even, so round(y) and y store the same integer (NaN: the same path).
+    bool round_is_store_conversion() const {
+        const pipeline &pp = *epi_pipe_;
+        return pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f && !pp.ops.empty() &&
+               pp.ops.back().k == lowered_op::kind::eltwise && pp.ops.back().alg == eltwise_alg::round;
+    }
+
+    // The index of a `linear:a:0` that only a last round (or nothing) follows
+    // before an integer store without dst_zp, else npos. madd(y, a, +0) and
+    // y·a are the same rounding of the same product; they differ only when
+    // that product is exactly zero (+0 against a possible −0), and the store
+    // turns both zeros into 0: one multiply with a broadcast operand instead
+    // of a broadcast and an FMA.
+    static constexpr size_t none_index = ~size_t(0);
+    size_t last_scale_index() const {
+        const pipeline &pp = *epi_pipe_;
+        if (pp.dst_dt == dtype::f32 || pp.dst_zp != 0.f || pp.ops.empty()) return none_index;
+        size_t i = pp.ops.size() - 1;
+        if (round_is_store_conversion()) {
+            if (i == 0) return none_index;
+            --i;
+        }
+        const pipeline_op &op = pp.ops[i];
+        const bool scale = op.k == lowered_op::kind::eltwise && op.alg == eltwise_alg::linear && op.beta == 0.f;
+        return scale ? i : none_index;
+    }
+
     // Accumulator y (pixel w, OC vector b; zmm_zero = 0 and the vector's
     // parameters loaded) → the value to store: acc·scale + bias with one
     // rounding, the post-ops, + dst_zp. pix: dst bytes between pixels.
@@ -179,8 +210,15 @@ protected:
             else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
         }
         const bool relu_last = relu_is_store_clamp();
+        const bool round_last = round_is_store_conversion();
+        const size_t scale_at = last_scale_index();
         int full_i = 0;
         for (size_t i = 0; i < pp.ops.size(); ++i) {
+            if (round_last && i + 1 == pp.ops.size()) break;
+            if (i == scale_at) { // linear:a:0 as y·a (see last_scale_index)
+                vmulps(y, y, cst<T>(pp.ops[i].alpha));
+                continue;
+            }
             if (relu_last && i + 1 == pp.ops.size()) {
                 if (pp.dst_dt != dtype::u8) { // u8: the store clamps
                     if constexpr (T::evex) vmaxps(y, y, zmm_zero);
@@ -286,16 +324,9 @@ protected:
                 vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
                 vmulps(y | k2, y, cst<T>(op.alpha));
                 break;
-            case eltwise_alg::clip:
-                if constexpr (!T::evex) {
-                    emit_fmaxmin_const<T>(y, op.alpha, true);
-                    emit_fmaxmin_const<T>(y, op.beta, false);
-                    break;
-                }
-                vbroadcastss(t, cst_plain<T>(op.alpha));
-                emit_fmaxmin<T>(y, t, true, u);
-                vbroadcastss(t, cst_plain<T>(op.beta));
-                emit_fmaxmin<T>(y, t, false, u);
+            case eltwise_alg::clip: // constant bounds: one vmaxps / vminps each (fmax / fmin semantics)
+                emit_fmaxmin_const<T>(y, op.alpha, true);
+                emit_fmaxmin_const<T>(y, op.beta, false);
                 break;
             case eltwise_alg::linear: // madd(y, alpha, beta)
                 vbroadcastss(t, cst_plain<T>(op.alpha));

@@ -101,6 +101,28 @@ private:
     std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
     block_plan bp_[2];                 // full OC block, last OC block
     int64_t n_chunks_ = 1;
+    // How one execution's items are grouped and split over its threads.
+    struct work_split {
+        int64_t n_chunks = 1;
+        bool regrouped = false;        // chunks below, else the block plans' own
+        std::vector<int64_t> chunk[2]; // block boundaries of each row's chunks, per OC block kind
+        std::vector<int64_t> prefix;   // cost before each item (empty: the static split by count)
+        void range(int64_t work, int ithr, int nthr, int64_t &b, int64_t &e) const;
+        // Item r's OC block and chunk, r left at its row (image, group, output
+        // row). Regrouped, chunks vary fastest: a thread's range then covers
+        // few OC blocks, and streams only their weights (at 7x7 the weights
+        // are most of the bytes).
+        void decode(int64_t &r, int64_t n_ob, int64_t &ob, int64_t &ck) const {
+            if (regrouped) {
+                ck = r % n_chunks, r /= n_chunks;
+                ob = r % n_ob, r /= n_ob;
+            } else {
+                ob = r % n_ob, r /= n_ob;
+                ck = r % n_chunks, r /= n_chunks;
+            }
+        }
+    };
+    work_split split_work(int threads) const;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
     bool pad_zero_ = true;            // every element of the padded pixel is 0
@@ -405,6 +427,69 @@ void conv_x8s8_kernel::make_padded_source(const void *src, uint8_t *buf, int ith
     else make_padded_source_t<uint16_t>(src, reinterpret_cast<uint16_t *>(buf), ithr, nthr);
 }
 
+// The split of one execution's items over its threads. Items are (image,
+// group, output row, chunk of a row's pixel blocks, OC block), OC blocks
+// fastest. With many items per thread the static split by count is balanced.
+// With few (mb1 1x1 layers at 7x7 and 14x14: one chunk per row, OC blocks of
+// 4, 4 and 2 vectors at OC 160) it is not: a thread of two got 8 of the 10
+// vectors. Then each row's blocks are regrouped into more chunks (a chunk is
+// any run of blocks: the micro-kernels are per block, nothing is compiled)
+// and threads take contiguous ranges of equal cost (vectors × pixels), the
+// chunks of an OC block side by side (see decode()). Every
+// output is computed by the same block kernel whatever the grouping, so the
+// bytes do not depend on it.
+conv_x8s8_kernel::work_split conv_x8s8_kernel::split_work(int threads) const {
+    const conv_geometry &g = g_;
+    work_split ws;
+    ws.n_chunks = n_chunks_;
+    const int64_t rows = g.mb * g.g * g.n_ob * g.oh;
+    constexpr int64_t per_thread = 8; // items per thread below which the split is by cost
+    if (threads <= 1 || rows * n_chunks_ >= per_thread * threads) return ws;
+    int64_t nblk = 1;
+    for (const block_plan &bp : bp_) nblk = std::max<int64_t>(nblk, static_cast<int64_t>(bp.start.size()) - 1);
+    ws.n_chunks = std::max(n_chunks_, std::min(nblk, (per_thread * threads + rows - 1) / rows));
+    ws.regrouped = true;
+    for (int k = 0; k < 2; ++k) {
+        const int64_t nb_k = static_cast<int64_t>(bp_[k].start.size()) - 1, c = std::min(ws.n_chunks, nb_k);
+        ws.chunk[k].clear();
+        for (int64_t j = 0; j <= c; ++j) ws.chunk[k].push_back(j * nb_k / c);
+    }
+    const int64_t nvec = g.ocg16 / g.lanes;
+    const int64_t work = rows * ws.n_chunks;
+    ws.prefix.assign(static_cast<size_t>(work + 1), 0);
+    for (int64_t it = 0; it < work; ++it) {
+        int64_t r = it, ob, ck;
+        ws.decode(r, g.n_ob, ob, ck);
+        const int k = ob == g.n_ob - 1 ? 1 : 0;
+        const std::vector<int64_t> &ch = ws.chunk[k];
+        int64_t cost = 0;
+        if (ck + 1 < static_cast<int64_t>(ch.size())) {
+            const int64_t nb = std::min<int64_t>(g.nb_big, nvec - ob * g.nb_big);
+            const std::vector<int64_t> &st = bp_[k].start;
+            cost = nb * (st[static_cast<size_t>(ch[static_cast<size_t>(ck + 1)])] -
+                         st[static_cast<size_t>(ch[static_cast<size_t>(ck)])]);
+        }
+        ws.prefix[static_cast<size_t>(it + 1)] = ws.prefix[static_cast<size_t>(it)] + cost;
+    }
+    return ws;
+}
+
+void conv_x8s8_kernel::work_split::range(int64_t work, int ithr, int nthr, int64_t &b, int64_t &e) const {
+    if (prefix.empty()) return impl::balance(work, ithr, nthr, b, e);
+    // Thread t starts at the item boundary nearest to t/nthr of the cost.
+    const int64_t total = prefix.back();
+    auto bound = [&](int t) -> int64_t {
+        if (t <= 0) return 0;
+        if (t >= nthr) return work;
+        const int64_t target = total * t / nthr;
+        int64_t i = std::lower_bound(prefix.begin(), prefix.end(), target) - prefix.begin();
+        if (i > 0 && target - prefix[static_cast<size_t>(i - 1)] < prefix[static_cast<size_t>(i)] - target) --i;
+        return std::min(i, work);
+    };
+    b = bound(ithr);
+    e = std::max(b, bound(ithr + 1));
+}
+
 void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const conv_geometry &g = g_;
@@ -420,7 +505,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     }
     const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
     const int64_t nvec = g.ocg16 / g.lanes;
-    const int64_t n_chunks = n_chunks_;
+    const work_split ws = split_work(threads);
+    const int64_t n_chunks = ws.n_chunks;
     const int64_t work = g.mb * g.g * g.n_ob * g.oh * n_chunks;
     const int32_t *comp = pk.comp.data();
     const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
@@ -435,16 +521,14 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
         int64_t it0, it1;
-        impl::balance(work, ithr, nthr, it0, it1);
+        ws.range(work, ithr, nthr, it0, it1);
         for (int64_t it = it0; it < it1; ++it) {
-            // OC blocks vary fastest: the full and the last (smaller) block of
-            // a chunk sit side by side, so a static split gives every thread
-            // the same mix (and the chunk's source stays in cache between them).
-            int64_t r = it;
-            const int64_t ob = r % g.n_ob;
-            r /= g.n_ob;
-            const int64_t ck = r % n_chunks;
-            r /= n_chunks;
+            // By count: OC blocks vary fastest (the full and the last, smaller,
+            // block of a chunk side by side: a static split gives every thread
+            // the same mix, and the chunk's source stays in cache between
+            // them). By cost: chunks fastest (split_work()).
+            int64_t r = it, ob, ck;
+            ws.decode(r, g.n_ob, ob, ck);
             const int64_t oh = r % g.oh;
             r /= g.oh;
             const int64_t gr = r % g.g;
@@ -455,7 +539,8 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int8_t *wblk = pk.wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
             const bool last_block = ob == g.n_ob - 1;
             const block_plan &bp = bp_[last_block ? 1 : 0];
-            if (ck + 1 >= static_cast<int64_t>(bp.chunk.size())) continue; // this kind has fewer chunks
+            const std::vector<int64_t> &chunk = ws.regrouped ? ws.chunk[last_block ? 1 : 0] : bp.chunk;
+            if (ck + 1 >= static_cast<int64_t>(chunk.size())) continue; // this kind has fewer chunks
             // Byte offset of output row oh's tap (0, 0) source; direct mode
             // starts at (−pt, −pl), so offsets may point before the buffer
             // (those taps are never read).
@@ -469,7 +554,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
             call.corr = pk.corr.empty() ? nullptr : pk.corr.data();
-            for (int64_t i = bp.chunk[ck]; i < bp.chunk[ck + 1]; ++i) {
+            for (int64_t i = chunk[ck]; i < chunk[ck + 1]; ++i) {
                 const int64_t ow = bp.start[i];
                 const int u = static_cast<int>(bp.start[i + 1] - ow);
                 int64_t src_off;

@@ -4,7 +4,7 @@
 # otherwise).
 foreach(cap avx2 avx2_vnni avx512_core)
   add_test(NAME jit_conv_isa_cap_${cap}
-           COMMAND test_jit_conv --gtest_filter=JitConv.ExtremeData:JitConv.OddChannelCounts:JitConv.GroupsPaddingDilationStride:JitConv.AutoPicksJitForLegacyZpAndPostOps:JitConv.ThreadCountDoesNotChangeBytes:JitConv.DepthwiseShapes:JitConv.NoInt16SaturationOnAnyRow:JitConv.S8SourceTensorZeroPoint:JitConv.S8SourcePerChannelLegacyZpKernelLevel:JitConv.AvxVnniRowsExact)
+           COMMAND test_jit_conv --gtest_filter=JitConv.ExtremeData:JitConv.OddChannelCounts:JitConv.GroupsPaddingDilationStride:JitConv.AutoPicksJitForLegacyZpAndPostOps:JitConv.ThreadCountDoesNotChangeBytes:JitConv.FewItemsSplitByCost:JitConv.ClipAndLastRoundChains:JitConv.DepthwiseShapes:JitConv.NoInt16SaturationOnAnyRow:JitConv.S8SourceTensorZeroPoint:JitConv.S8SourcePerChannelLegacyZpKernelLevel:JitConv.AvxVnniRowsExact)
   set_tests_properties(jit_conv_isa_cap_${cap} PROPERTIES ENVIRONMENT "QCONV_MAX_CPU_ISA=${cap}" TIMEOUT 600)
   add_test(NAME jit_conv_dw_isa_cap_${cap}
            COMMAND test_jit_conv_dw --gtest_filter=JitConvDw.S8SourceTensorZeroPoint:JitConvDw.AvxVnni*)
