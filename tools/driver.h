@@ -120,6 +120,7 @@ private:
 // ----------------------------------------------------------------- timing
 struct timing {
     double median_ms = 0;
+    double best_ms = 0; // the fastest repetition
     int reps = 0;
 };
 // Runs fn() once unwarmed unless `warm`, then repeats it until `reps`

@@ -5,7 +5,8 @@
 //   one `rewrite conv=ID rewritten=0|1 why="..."` line per candidate Convolution,
 //   one `lower conv=ID lowered=0|1 why="..."` line per candidate of the int8 lowering,
 //   and a summary line: op=graph file= rewritten= lowered=N/M nodes_before= nodes_after=
-//   before_ms= after_ms= speedup= max_abs_diff= max_rel_diff= status=ok|mismatch.
+//   before_ms= after_ms= speedup= after_best_ms= max_abs_diff= max_rel_diff= status=ok|mismatch
+//   (medians of the --reps runs; after_best_ms the fastest run after the passes).
 // max_rel_diff is max|after − before| / max|before| over every output; the
 // runs agree when it is at most --tol (1e-4; 1e-2 with --dq or f16 inputs,
 // 5e-2 with bf16 inputs: default_tolerance()). --report=table adds a table of the
@@ -356,6 +357,7 @@ int graph_mode(const std::vector<std::string> &args) {
         .add_int("nodes_after", static_cast<int64_t>(after->size()));
     l.add("before_ms", tb.median_ms, 4).add("after_ms", ta.median_ms, 4);
     l.add("speedup", ta.median_ms > 0 ? tb.median_ms / ta.median_ms : 0.0, 3);
+    l.add("after_best_ms", ta.best_ms, 4);
     l.add("max_abs_diff", sci(max_abs)).add("max_rel_diff", sci(max_rel));
     if (steps.empty()) l.add("tol", sci(tol));
     else l.add("max_steps", max_steps, 2).add("differ", share, 4).add("tol_steps", steps_text);

@@ -62,6 +62,7 @@ timing measure(const std::function<void()> &fn, int reps, double budget_ms, bool
     timing r;
     r.reps = static_cast<int>(n);
     r.median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    r.best_ms = t.front();
     return r;
 }
 
