@@ -5,7 +5,7 @@ at 1 and 2 threads, the ratio, and the agreement of the outputs.
 
   bench/compare_ort.py MODEL.onnx [MODEL.onnx ...] [--driver=build/qconv-driver]
                        [--threads=1,2] [--reps=10] [--seed=1] [--keep=DIR] [--tokens=1,32]
-                       [--ort-config=KEY=VALUE ...]
+                       [--ort-config=KEY=VALUE ...] [--driver-arg=ARG ...]
 
 qconv's time is the driver's after_best_ms (the graph after the passes, the
 best of --reps runs; after_ms, the median, from drivers without it); ONNX Runtime's the best of --reps runs of InferenceSession.run
@@ -102,9 +102,10 @@ def make_inputs(ins, seed, folder):
     return feeds
 
 
-def run_qconv(driver, model, feeds, folder, threads, reps):
+def run_qconv(driver, model, feeds, folder, threads, reps, extra=()):
     out = os.path.join(folder, "qconv_out_%d" % threads)
     cmd = [driver, "graph", model, "--threads=%d" % threads, "--reps=%d" % reps, "--output-dir=" + out]
+    cmd += list(extra)
     for name in feeds:
         cmd.append("--input=%s=%s" % (name, os.path.join(folder, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")))
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -176,6 +177,9 @@ def main():
                     help="an ORT session config entry (repeatable), e.g. "
                          "session.qdq_matmulnbits_accuracy_level=0: ORT fuses blocked DequantizeLinear + "
                          "MatMul into MatMulNBits at accuracy level 4 (int8 activations) unless told")
+    ap.add_argument("--driver-arg", action="append", default=[], metavar="ARG",
+                    help="an argument for qconv-driver graph (repeatable), e.g. --driver-arg=--dq "
+                         "(the opt-in dynamic quantization of the compressed MatMul's activations)")
     a = ap.parse_args()
     if onnx is None:
         sys.exit("compare_ort: needs the onnx module (Debian: python3-onnx) to read the models' inputs")
@@ -192,7 +196,7 @@ def main():
             ins, steps = model_io(model, 1 if sym is None else sym)
             feeds = make_inputs(ins, a.seed, folder)
             for t in threads:
-                qms, qouts, status = run_qconv(a.driver, model, feeds, folder, t, a.reps)
+                qms, qouts, status = run_qconv(a.driver, model, feeds, folder, t, a.reps, a.driver_arg)
                 line = "model=%s%s threads=%d qconv_ms=%.3f qconv_status=%s" % (
                     os.path.basename(model), "" if sym is None else " tokens=%d" % sym, t, qms, status)
                 if ort is not None:
