@@ -152,6 +152,24 @@ void dequantize_run(const uint8_t *x, int64_t n, float sc, int32_t zp, bool u8, 
     }
 }
 
+// out[p·C + c] = planes[c·stride + p] for p < len: C planes of bytes into
+// pixels (a compile-time C for the images' 1, 3 and 4 channels).
+template <int CC>
+void interleave_fixed(const uint8_t *planes, int64_t stride, int64_t len, uint8_t *__restrict out) {
+    for (int64_t p = 0; p < len; ++p)
+        for (int c = 0; c < CC; ++c) out[p * CC + c] = planes[c * stride + p];
+}
+void interleave(const uint8_t *planes, int64_t stride, int64_t C, int64_t len, uint8_t *out) {
+    switch (C) {
+    case 1: std::memcpy(out, planes, static_cast<size_t>(len)); return;
+    case 3: interleave_fixed<3>(planes, stride, len, out); return;
+    case 4: interleave_fixed<4>(planes, stride, len, out); return;
+    default:
+        for (int64_t p = 0; p < len; ++p)
+            for (int64_t c = 0; c < C; ++c) out[p * C + c] = planes[c * stride + p];
+    }
+}
+
 } // namespace
 
 void max_pool_nhwc_8bit(const pool_geometry &p, bool is_signed, const uint8_t *src, uint8_t *dst) {
@@ -186,9 +204,7 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
             std::vector<uint8_t> tmp(static_cast<size_t>(C * B));
             for (int64_t c = 0; c < C; ++c)
                 quantize_run(x + (n * C + c) * inner + i0, len, sc(c), zf(c), u8, tmp.data() + c * B);
-            uint8_t *out = y + (n * inner + i0) * C;
-            for (int64_t p = 0; p < len; ++p)
-                for (int64_t c = 0; c < C; ++c) out[p * C + c] = tmp[c * B + p];
+            interleave(tmp.data(), B, C, len, y + (n * inner + i0) * C);
         },
         total >= kParallelMin);
 }
