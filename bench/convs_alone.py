@@ -21,6 +21,8 @@ machine's other jobs only ever add time). Prints the per-layer table (the
   outside_ms        network_ms − convs_network_ms (and its share)
   convs_alone_ms    the same convolutions alone, summed
   network/alone     network_ms / convs_alone_ms
+  same_row          convolutions whose row and attribute set alone (`auto`) are the
+                    network's (issue #35: "the same row auto picks for that layer alone")
 """
 import argparse
 import re
@@ -61,7 +63,7 @@ def network(a):
 def alone(a, impl):
     m = IMPL.match(impl)
     if not m:
-        return None
+        return None, False
     _, _, desc, src, dst, zp, ops = m.groups()
     dt = {"u8": "u8", "s8": "s8", "i8": "s8", "f32": "f32"}
     zp_opt = {"none": "none", "per_tensor": "tensor:random", "per_channel": "channel:random"}.get(zp, "none")
@@ -71,11 +73,16 @@ def alone(a, impl):
         cmd.append("--post-ops=" + ops.strip())
     cmd.append(desc)
     out = run(cmd)
+    ms, row = None, None
     for line in out.splitlines():
+        r = re.match(r"op=conv impl=(\S+) desc=.* attr=(\d+)", line)
+        if r:
+            row = "%s attr[%s]" % r.groups()
         if line.startswith("op=conv impl=auto total="):
             t = re.search(r" ms=([0-9.]+)", line)
-            return float(t.group(1)) if t else None
-    return None
+            ms = float(t.group(1)) if t else None
+    # The row and attribute set `auto` picked alone, as the network's impl names them.
+    return ms, row == "%s attr[%s]" % (m.group(1), m.group(2))
 
 
 def main():
@@ -87,7 +94,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--top", type=int, default=10)
     a = ap.parse_args()
-    best_net, best_alone, impls, after = {}, {}, {}, None
+    best_net, best_alone, impls, after, same_row = {}, {}, {}, None, {}
     for _ in range(a.rounds):
         rows, aft = network(a)
         if aft is not None:
@@ -98,7 +105,8 @@ def main():
         for node, (op, impl) in impls.items():
             if op != "QConvolution":
                 continue
-            t = alone(a, impl)
+            t, same = alone(a, impl)
+            same_row[node] = same
             if t is not None:
                 best_alone[node] = min(t, best_alone.get(node, t))
     convs = [n for n, (op, _) in impls.items() if op == "QConvolution"]
@@ -115,10 +123,14 @@ def main():
     for ms, n in outside[:a.top]:
         print("%-32s %10.4f  %s" % (n, ms, impls[n][0]))
     print("model=%s threads=%d rounds=%d convs=%d network_ms=%.3f after_ms=%s convs_network_ms=%.3f "
-          "outside_ms=%.3f outside_share=%.3f convs_alone_ms=%.3f network/alone=%.3f%s" %
+          "outside_ms=%.3f outside_share=%.3f convs_alone_ms=%.3f network/alone=%.3f same_row=%d/%d%s" %
           (a.model, a.threads, a.rounds, len(convs), net, "%.3f" % after if after is not None else "?", conv_net,
            net - conv_net, (net - conv_net) / net if net else 0, conv_alone, net / conv_alone if conv_alone else 0,
+           sum(same_row.get(n, False) for n in convs), len(convs),
            (" missing=" + ",".join(missing)) if missing else ""))
+    differ = [n for n in convs if not same_row.get(n, False)]
+    if differ:
+        print("another row alone: " + ", ".join(differ))
 
 
 if __name__ == "__main__":
