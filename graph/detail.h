@@ -71,4 +71,27 @@ void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<i
 // fuses are the ones the graph as written uses.
 void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o);
 
+// The u8/i8 glue between lowered convolutions (graph/glue_kernels.cpp),
+// vectorized, with the values of the executor's general loops.
+struct pool_geometry {
+    int64_t N, C, H, W, OH, OW, KH, KW, SH, SW, PT, PL;
+};
+// MaxPool of 8-bit integers held NHWC, output NHWC: the maximum over the
+// window's positions inside the input (0 for a window without any).
+void max_pool_nhwc_8bit(const pool_geometry &p, bool is_signed, const uint8_t *src, uint8_t *dst);
+// Quantization parameters of a tensor seen as [outer][C][inner] (plain
+// order): one scale and zero point, or one per C (per_axis).
+struct quant_params {
+    int64_t outer = 1, C = 1, inner = 1;
+    bool per_axis = false;
+    const float *scale = nullptr;
+    const int64_t *zp = nullptr;
+};
+// QuantizeLinear of f32 (plain) into u8/i8: nearbyint(x / scale) + zp,
+// saturated, NaN → 0; nhwc: the output in NHWC order ([outer][inner][C]).
+void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uint8_t *y);
+// DequantizeLinear of u8/i8 into f32 (plain): (x − zp) · scale; nhwc: the
+// input is in NHWC order.
+void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nhwc, float *y);
+
 } // namespace qconv::graph::detail

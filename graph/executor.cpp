@@ -380,39 +380,36 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
     const etype ot = o.type, xt = x.type;
     uint8_t *y = o.bytes.data();
-    // Fast paths of the common types (the same values as the general loops):
-    // f32 → u8/i8 and u8/i8 → f32, in runs of one channel.
-    const int64_t run = per_axis ? inner : total;
+    // Fast paths of the common types (the same values as the general loops,
+    // graph/glue_kernels.cpp): f32 → u8/i8 and u8/i8 → f32.
+    detail::quant_params qp;
+    qp.per_axis = per_axis;
+    qp.C = C;
+    qp.inner = per_axis ? inner : total;
+    qp.outer = per_axis ? total / std::max<int64_t>(C * inner, 1) : 1;
+    qp.scale = s.data.data();
+    qp.zp = z.data();
     if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
         (ot == etype::u8 || ot == etype::i8)) {
-        const float *xf = x.f32();
-        const float lo = ot == etype::u8 ? 0.f : -128.f, hi = ot == etype::u8 ? 255.f : 127.f;
-        impl::parallel_for_if(total >= kParallelMin, total / run, [&](int64_t r) {
-            const int64_t c = per_axis ? r % C : 0;
-            const float sc = s.data[c], zf = static_cast<float>(z[c]);
-            for (int64_t i = r * run; i < (r + 1) * run; ++i) {
-                // round half to even, add the zero point (exact: integers), saturate, NaN → 0
-                float q = std::nearbyint(xf[i] / sc);
-                q = std::isnan(q) ? 0.f : std::min(std::max(q + zf, lo), hi);
-                if (ot == etype::u8) y[i] = static_cast<uint8_t>(q);
-                else reinterpret_cast<int8_t *>(y)[i] = static_cast<int8_t>(q);
-            }
-        });
+        if (o.order == layout::nhwc) {
+            // NCHW in, NHWC out (the first int8 convolution's source): the scale per tensor or per channel.
+            qp.outer = x.shape[0];
+            qp.C = x.shape[1];
+            qp.inner = x.shape[2] * x.shape[3];
+        }
+        detail::quantize_f32(x.f32(), qp, ot == etype::u8, o.order == layout::nhwc, y);
         return;
     }
     if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
-        float *yf = o.f32();
-        const uint8_t *xu = x.bytes.data();
-        const int8_t *xs = reinterpret_cast<const int8_t *>(xu);
-        impl::parallel_for_if(total >= kParallelMin, total / run, [&](int64_t r) {
-            const int64_t c = per_axis ? r % C : 0;
-            const float sc = s.data[c];
-            const int32_t zc = static_cast<int32_t>(z[c]);
-            for (int64_t i = r * run; i < (r + 1) * run; ++i)
-                yf[i] = static_cast<float>((xt == etype::u8 ? int32_t(xu[i]) : int32_t(xs[i])) - zc) * sc;
-        });
+        if (x.order == layout::nhwc) {
+            qp.outer = x.shape[0];
+            qp.C = x.shape[1];
+            qp.inner = x.shape[2] * x.shape[3];
+        }
+        detail::dequantize_to_f32(x.bytes.data(), qp, xt == etype::u8, x.order == layout::nhwc, o.f32());
         return;
     }
+    if (x.order != layout::plain || o.order != layout::plain) fail(n.where(), "QDQ: unexpected layout");
     if (n.kind == op::QuantizeLinear) {
         const ft xf = view(x);
         impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) {
@@ -473,32 +470,15 @@ void pool(const node &n, const ft &x, ft &o) {
 // MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
 // maximum over the window's valid positions, on the integers themselves (max
 // commutes with the dequantization, and an integer is its own f32 value), the
-// output NHWC for the next int8 convolution. The same values as pool().
-template <typename T>
+// output NHWC for the next int8 convolution. The same values as pool()
+// (graph/glue_kernels.cpp: vectorized over the channels).
 void max_pool_nhwc(const node &n, const tensor &x, tensor &o) {
-    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-    const int64_t OH = o.shape[2], OW = o.shape[3];
-    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
-    const int64_t PT = n.pads_b[0], PL = n.pads_b[1];
-    const T *src = reinterpret_cast<const T *>(x.bytes.data());
-    T *out = reinterpret_cast<T *>(o.bytes.data());
-    impl::parallel_for_2d_if(elems_of(o.shape) * KH * KW >= kParallelMin, N, OH, [&](int64_t b, int64_t oh) {
-        const int64_t ha = std::max<int64_t>(oh * SH - PT, 0), hb = std::min(oh * SH - PT + KH, H);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-            const int64_t wa = std::max<int64_t>(ow * SW - PL, 0), wb = std::min(ow * SW - PL + KW, W);
-            T *dst = out + ((b * OH + oh) * OW + ow) * C;
-            if (ha >= hb || wa >= wb) {
-                std::fill(dst, dst + C, T(0));
-                continue;
-            }
-            std::copy_n(src + ((b * H + ha) * W + wa) * C, C, dst);
-            for (int64_t h = ha; h < hb; ++h)
-                for (int64_t w = wa; w < wb; ++w) {
-                    const T *p = src + ((b * H + h) * W + w) * C;
-                    for (int64_t c = 0; c < C; ++c) dst[c] = std::max(dst[c], p[c]);
-                }
-        }
-    });
+    detail::pool_geometry p;
+    p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];
+    p.OH = o.shape[2], p.OW = o.shape[3];
+    p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
+    p.PT = n.pads_b[0], p.PL = n.pads_b[1];
+    detail::max_pool_nhwc_8bit(p, x.type == etype::i8, x.bytes.data(), o.bytes.data());
 }
 
 void reduce_mean(const node &n, const ft &x, ft &o) {
@@ -654,17 +634,34 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     }
 }
 
+// Whether QDQ reads or writes a 4-D u8/i8 tensor held NHWC itself (the
+// layout change fused into its loop): per tensor, or per channel (axis 1).
+bool qdq_takes_nhwc(const node &n) {
+    const node &x = *n.inputs[0];
+    const bool q = n.kind == op::QuantizeLinear && x.out_type == etype::f32 &&
+                   (n.out_type == etype::u8 || n.out_type == etype::i8);
+    const bool dq = n.kind == op::DequantizeLinear && n.out_type == etype::f32 &&
+                    (x.out_type == etype::u8 || x.out_type == etype::i8);
+    const bool per_axis = elems_of(n.inputs[1]->out_shape) != 1;
+    return (q || dq) && x.out_shape.size() == 4 && (!per_axis || axis_of(n.attr.axis, 4) == 1);
+}
+
 // Reference evaluation of one node into a typed tensor. Values move between
 // ops in their own type: layout and conversion ops work on the storage
 // (exact for every type), QuantizeLinear/DequantizeLinear read and write the
 // integers directly, every other op computes in f32 on f32 views of its
 // inputs and rounds its results to its type once.
-void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
-    o = tensor(n.out_type, n.out_shape);
+// eval_into: into an output whose type, shape, layout and storage size are set
+// (its previous bytes are overwritten: every op writes every element).
+void eval_into(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     std::vector<tensor> plain; // inputs in another layout, made plain
     std::vector<const tensor *> ins = in;
-    for (auto &t : ins)
-        if (t->order != layout::plain) {
+    const bool nhwc_qdq = (n.kind == op::QuantizeLinear || n.kind == op::DequantizeLinear) && qdq_takes_nhwc(n);
+    if (o.order != layout::plain && !(nhwc_qdq && n.kind == op::QuantizeLinear))
+        fail(n.where(), "output in layout " + std::string(to_string(o.order)));
+    for (size_t k = 0; k < ins.size(); ++k)
+        if (ins[k]->order != layout::plain && !(k == 0 && nhwc_qdq && n.kind == op::DequantizeLinear)) {
+            auto &t = ins[k];
             plain.reserve(ins.size());
             plain.push_back(t->to_layout(layout::plain));
             t = &plain.back();
@@ -706,6 +703,11 @@ void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     ft out = out_view(o);
     eval_f32(n, vin, out);
     commit(out, o);
+}
+
+void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    o = tensor(n.out_type, n.out_shape);
+    eval_into(n, in, o);
 }
 
 } // namespace
@@ -971,14 +973,56 @@ void run_compressed(const matmul &mm, const tensor &x, tensor &y, int64_t rows, 
 
 struct compiled_graph::state {
     struct step {
-        const node *n;
+        const node *n = nullptr;
         std::vector<int> in;
-        int out;
+        int out = -1;
         int fused = -1;                            // index into mms
         std::shared_ptr<convolution_f32> conv;     // f32 conv primitive (constant weights)
         bool conv_per_run = false;                 // f32 conv primitive created per run
         std::shared_ptr<qconv::convolution> qconv; // QConvolution: the int8 primitive
+        // The memory plan (made at compile time): the slots whose last reader
+        // this step is (their storage goes back to the run's arena after it),
+        // the residual slot a QConvolution's `sum` overwrites in place (its
+        // last use; -1: none), and an output written NHWC (a QuantizeLinear
+        // whose readers are int8 convolutions / max pools).
+        std::vector<int> frees;
+        int in_place = -1;
+        bool nhwc_out = false;
     };
+    // The storage of one run: a tensor per slot and the buffers not in use,
+    // by size. Kept between runs (after the first run of a compilation no
+    // step allocates, zero-fills or page-faults its output); a run takes an
+    // arena from `arenas` (a new one when all are in use by other threads)
+    // and gives it back.
+    struct arena {
+        std::vector<tensor> v;
+        std::map<size_t, std::vector<std::vector<uint8_t>>> spare;
+        // t's storage goes back to the spares.
+        void give(tensor &t) {
+            if (t.bytes.empty()) return;
+            std::vector<uint8_t> b;
+            b.swap(t.bytes);
+            spare[b.size()].push_back(std::move(b));
+        }
+        // t becomes a tensor of the given type, shape and layout on a spare
+        // buffer of its size (contents: whatever was there) or a new one.
+        void take(tensor &t, etype type, const shape_t &shape, layout order) {
+            give(t);
+            t.type = type;
+            t.shape = shape;
+            t.order = order;
+            const size_t nb = static_cast<size_t>(storage_bytes(type, elems_of(shape)));
+            auto it = spare.find(nb);
+            if (it != spare.end() && !it->second.empty()) {
+                t.bytes.swap(it->second.back());
+                it->second.pop_back();
+            } else {
+                t.bytes.assign(nb, 0);
+            }
+        }
+    };
+    mutable std::mutex arenas_mu;
+    mutable std::vector<std::unique_ptr<arena>> arenas;
     std::vector<tensor> consts; // per slot, compile-time values
     std::vector<bool> known;    // slot value known at compile time
     std::vector<step> steps;
@@ -1079,13 +1123,11 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         }
         if (mm_index.count(n)) {
             compressed &c = S.mms[mm_index[n]];
-            state::step st{n,
-                           {slot[n->inputs[0]], slot[c.wq]},
-                           c.bias_add ? slot[c.bias_add] : out,
-                           mm_index[n],
-                           nullptr,
-                           false,
-                           nullptr};
+            state::step st;
+            st.n = n;
+            st.in = {slot[n->inputs[0]], slot[c.wq]};
+            st.out = c.bias_add ? slot[c.bias_add] : out;
+            st.fused = mm_index[n];
             S.impls.push_back({n->id, c.impl});
             S.wq_bytes.push_back(nullptr);
             S.steps.push_back(st);
@@ -1101,7 +1143,10 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             S.impls.push_back({n->id, "constant-folded"});
             continue;
         }
-        state::step st{n, in, out, -1, nullptr, false, nullptr};
+        state::step st;
+        st.n = n;
+        st.in = in;
+        st.out = out;
         std::string impl = kernel_name(*n);
         if (n->kind == op::QConvolution) {
             // One int8 primitive, created once through the dispatcher ("auto":
@@ -1143,6 +1188,34 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
+    // 3. The memory plan: each slot's last reader, the residuals a `sum`
+    // overwrites in place, the QuantizeLinear outputs made NHWC.
+    {
+        std::vector<int> last(S.slots, -1);
+        std::vector<bool> keep(S.known); // constants, Parameters and Results live through the run
+        for (int p : S.params) keep[p] = true;
+        for (int r : S.results) keep[r] = true;
+        for (size_t k = 0; k < S.steps.size(); ++k)
+            for (int i : S.steps[k].in) last[i] = static_cast<int>(k);
+        for (size_t k = 0; k < S.steps.size(); ++k) {
+            state::step &st = S.steps[k];
+            std::set<int> dying;
+            for (int i : st.in)
+                if (last[i] == static_cast<int>(k) && !keep[i]) dying.insert(i);
+            if (st.qconv && st.in.size() == 3 && dying.count(st.in[2]) && st.in[2] != st.in[0] &&
+                st.n->inputs[2]->out_type == st.n->out_type && st.n->out_type != etype::f32)
+                st.in_place = st.in[2];
+            st.frees.assign(dying.begin(), dying.end());
+            if (st.n->kind == op::QuantizeLinear && qdq_takes_nhwc(*st.n)) {
+                bool conv = false, all = true;
+                for (const node *u : g->consumers(st.n)) {
+                    conv |= u->kind == op::QConvolution;
+                    all &= u->kind == op::QConvolution || (u->kind == op::MaxPool && u->out_type == st.n->out_type);
+                }
+                st.nhwc_out = conv && all && !keep[st.out];
+            }
+        }
+    }
     S.owner = std::move(g);
     if (impl::verbose_level() >= 1)
         for (const auto &[id, chosen] : S.impls) impl::verbose_print("graph,compile," + id + "," + chosen);
@@ -1208,8 +1281,30 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
     if (inputs.size() != S.params.size())
         fail("inputs",
              "expected " + std::to_string(S.params.size()) + " tensors, got " + std::to_string(inputs.size()));
-    std::vector<tensor> v(S.slots);
-    auto get = [&](int i) -> const tensor & { return S.known[i] ? S.consts[i] : v[i]; };
+    // This run's arena: one left by an earlier run, else a new one.
+    struct lease {
+        const state &S;
+        std::unique_ptr<state::arena> a;
+        explicit lease(const state &s) : S(s) {
+            std::lock_guard<std::mutex> lock(S.arenas_mu);
+            if (!S.arenas.empty()) {
+                a = std::move(S.arenas.back());
+                S.arenas.pop_back();
+            } else {
+                a = std::make_unique<state::arena>();
+            }
+        }
+        ~lease() {
+            std::lock_guard<std::mutex> lock(S.arenas_mu);
+            S.arenas.push_back(std::move(a));
+        }
+    } held(S);
+    state::arena &A = *held.a;
+    std::vector<tensor> &v = A.v;
+    v.resize(S.slots);
+    for (tensor &t : v) A.give(t);                       // what a run stopped by an error left
+    std::vector<const tensor *> given(S.slots, nullptr); // Parameters read from the caller's tensors
+    auto get = [&](int i) -> const tensor & { return S.known[i] ? S.consts[i] : given[i] ? *given[i] : v[i]; };
     const auto params = S.owner->parameters();
     for (size_t p = 0; p < S.params.size(); ++p) {
         const node &pn = *params[p];
@@ -1219,7 +1314,12 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                                to_string(t.shape) + " with " + std::to_string(t.bytes.size()) + " bytes of " +
                                to_string(t.type));
         // The graph's boundary: the value in the Parameter's type (converted as
-        // a Convert does when another type is given) and in plain layout.
+        // a Convert does when another type is given) and in plain layout; the
+        // caller's tensor itself when it is both.
+        if (t.order == layout::plain && t.type == pn.out_type) {
+            given[S.params[p]] = &t;
+            continue;
+        }
         tensor &d = v[S.params[p]];
         d = t.order == layout::plain ? t : t.to_layout(layout::plain);
         if (d.type != pn.out_type) {
@@ -1241,13 +1341,13 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         }
         prev = next;
     };
-    for (const auto &st : S.steps) {
-        lap(&st);
+    std::vector<const tensor *> ins;
+    auto run_step = [&](const state::step &st) {
         if (st.fused >= 0) {
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
             tensor &y = v[st.out];
-            y = tensor(c.mm->out_type, (c.bias_add ? c.bias_add : c.mm)->out_shape);
+            A.take(y, c.mm->out_type, (c.bias_add ? c.bias_add : c.mm)->out_shape, layout::plain);
             if (x.elems() != c.rows * c.desc.k || x.type != y.type || x.order != layout::plain)
                 fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.elems()) + " elements of " +
                                    to_string(x.type));
@@ -1263,14 +1363,13 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 dm.m = c.rows;
                 run_compressed(matmul(dm, w, c.hints), x, y, c.rows, S.threads);
             }
-            continue;
+            return;
         }
-        std::vector<const tensor *> ins;
+        ins.clear();
         for (int i : st.in) ins.push_back(&get(i));
         if (st.qconv) {
             // Quantized activations stay NHWC: a source in another layout is
             // reordered once here, the output is left NHWC for the next one.
-            const conv_problem &p = st.qconv->problem();
             const tensor &x0 = *ins[0];
             if (x0.shape != st.n->inputs[0]->out_shape || x0.type != st.n->inputs[0]->out_type)
                 fail(st.n->where(), "QConvolution source changed shape or type");
@@ -1281,25 +1380,39 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 x = &xn;
             }
             tensor &o = v[st.out];
-            o = tensor(st.n->out_type, st.n->out_shape, layout::nhwc);
             exec_args a;
             a.threads = S.threads;
             tensor rn;
-            if (ins.size() == 3 && ins[2]->type == o.type && o.type != etype::f32) {
+            if (ins.size() == 3 && ins[2]->type == st.n->out_type && st.n->out_type != etype::f32) {
                 // sum: the skip's integers are the destination's previous values
-                if (ins[2]->shape != o.shape) fail(st.n->where(), "QConvolution residual changed shape");
-                o.bytes = ins[2]->order == layout::nhwc ? ins[2]->bytes : ins[2]->to_layout(layout::nhwc).bytes;
-            } else if (ins.size() == 3) {
-                rn = ins[2]->to_layout(layout::nhwc);
-                a.binary.push_back(rn.f32());
+                const tensor &r = *ins[2];
+                if (r.shape != st.n->out_shape) fail(st.n->where(), "QConvolution residual changed shape");
+                if (st.in_place >= 0 && r.order == layout::nhwc && &r == &v[st.in_place]) {
+                    // the residual's last use: its storage becomes the output
+                    A.give(o);
+                    tensor &res = v[st.in_place];
+                    o.type = res.type;
+                    o.shape = res.shape;
+                    o.order = layout::nhwc;
+                    o.bytes.swap(res.bytes);
+                } else {
+                    A.take(o, st.n->out_type, st.n->out_shape, layout::nhwc);
+                    if (r.order == layout::nhwc) std::memcpy(o.bytes.data(), r.bytes.data(), o.bytes.size());
+                    else o.bytes = r.to_layout(layout::nhwc).bytes;
+                }
+            } else {
+                A.take(o, st.n->out_type, st.n->out_shape, layout::nhwc);
+                if (ins.size() == 3) {
+                    rn = ins[2]->to_layout(layout::nhwc);
+                    a.binary.push_back(rn.f32());
+                }
             }
-            (void)p;
             st.qconv->execute(x->bytes.data(), o.bytes.data(), a);
-            continue;
+            return;
         }
         if (st.conv || st.conv_per_run) {
             tensor &o = v[st.out];
-            o = tensor(st.n->out_type, st.n->out_shape);
+            A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
             if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
             std::shared_ptr<convolution_f32> c = st.conv;
             if (!c) c = std::make_shared<convolution_f32>(conv_desc_of(*st.n), view(*ins[1]).data.data(), nullptr);
@@ -1307,7 +1420,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             ft y = out_view(o);
             convolution_nchw(x, y, [&](const float *src, float *dst) { c->execute(src, dst, S.threads); });
             commit(y, o);
-            continue;
+            return;
         }
         for (size_t k = 0; k < ins.size(); ++k)
             if (ins[k]->shape != st.n->inputs[k]->out_shape)
@@ -1317,16 +1430,23 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         if (st.n->kind == op::MaxPool && ins[0]->order == layout::nhwc &&
             (ins[0]->type == etype::u8 || ins[0]->type == etype::i8) && st.n->out_type == ins[0]->type) {
             tensor &o = v[st.out];
-            o = tensor(st.n->out_type, st.n->out_shape, layout::nhwc);
-            if (o.type == etype::u8) max_pool_nhwc<uint8_t>(*st.n, *ins[0], o);
-            else max_pool_nhwc<int8_t>(*st.n, *ins[0], o);
-            continue;
+            A.take(o, st.n->out_type, st.n->out_shape, layout::nhwc);
+            max_pool_nhwc(*st.n, *ins[0], o);
+            return;
         }
-        eval(*st.n, ins, v[st.out]);
+        tensor &o = v[st.out];
+        A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out ? layout::nhwc : layout::plain);
+        eval_into(*st.n, ins, o);
+    };
+    for (const auto &st : S.steps) {
+        lap(&st);
+        run_step(st);
+        for (int i : st.frees) A.give(v[i]);
     }
     lap(nullptr);
     std::vector<tensor> out;
     for (int r : S.results) out.push_back(get(r));
+    for (tensor &t : v) A.give(t);
     return out;
 }
 

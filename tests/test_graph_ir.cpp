@@ -703,3 +703,34 @@ TEST(GraphExec, ReluGeluAndF16) {
 }
 
 } // namespace
+
+// The executor's arena (docs/graph.md, "Compilation", 4): a compilation run
+// again on other inputs gives a fresh compilation's bytes, for every example
+// graph as written and after the passes (f32, f16, u4 MatMuls, Transposes,
+// Reshapes, QDQ blocks), and in a graph with `?` for token counts that come
+// and go (a compilation and its arenas per value).
+TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
+    for (const char *name : {"ffn_u4.qg", "ffn_u4_f16.qg", "linear_i8_reshape.qg", "conv3x3_unchanged.qg",
+                             "fq_conv_block.qg", "qdq_conv_block.qg", "qdq_bottleneck.qg"}) {
+        SCOPED_TRACE(name);
+        auto g = load_file(std::string(QCONV_SOURCE_DIR) + "/examples/" + name);
+        for (const bool passes : {false, true}) {
+            if (passes) run_passes(*g);
+            const compiled_graph once(*g);
+            for (uint64_t seed : {1, 2, 1, 3}) {
+                const auto in = random_inputs(*g, seed);
+                const auto y = once.run(in), fresh = compiled_graph(*g).run(in);
+                ASSERT_EQ(y.size(), fresh.size());
+                for (size_t r = 0; r < y.size(); ++r)
+                    EXPECT_EQ(y[r].bytes, fresh[r].bytes) << "passes " << passes << " seed " << seed << " output " << r;
+            }
+        }
+    }
+    auto g = load_file(std::string(QCONV_SOURCE_DIR) + "/examples/ffn_u4_tokens.qg");
+    run_passes(*g);
+    const compiled_graph once(*g);
+    for (const int64_t tokens : {3, 1, 3, 7, 1}) {
+        const auto in = random_inputs(*g, static_cast<uint64_t>(tokens), tokens);
+        EXPECT_EQ(once.run(in)[0].bytes, compiled_graph(*g).run(in)[0].bytes) << "tokens " << tokens;
+    }
+}

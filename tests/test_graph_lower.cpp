@@ -12,12 +12,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "graph/lower_int8.h"
 #include "qconv/conv.h"
 #include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
 #include "tests/support/expect_error.h"
 
 using namespace qconv::graph;
@@ -764,6 +771,135 @@ w = Constant i8[8,4,1,1] fill(1)
     expect_error_prefix([&] { parse(text("desc=g1mb1ic4ih5oc9oh5kh1" + ok.substr(25))); }, "line 4", "weights");
     expect_error_prefix([&] { parse(text(ok.substr(0, ok.size() - 4) + "ops=sum")); }, "line 4", "sum");
     expect_error_prefix([&] { parse(text(ok + "relu:x")); }, "line 4");
+}
+
+// The executor's memory plan (docs/graph.md, "Executor"): one compilation run
+// again and again (its arena reused, the residual of a `sum` overwritten in
+// place at its last use, the first convolution's source quantized straight
+// into NHWC) gives the bytes of a fresh compilation on every input, at 1 and
+// 2 threads, and from two threads at once; and the graph as written's values
+// (power-of-two scales: bit-exact).
+TEST(GraphLowerMemoryPlan, RepeatedRunsGiveTheBytesOfAFreshCompilation) {
+    const auto g = parse(R"(
+x    = Parameter f32[1,8,9,7]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [0]
+w1   = Constant i8[16,8,3,3] random(1, -20, 20)
+w1s  = Constant f32[16] fill(0.0078125)
+w1d  = DequantizeLinear(w1, w1s) axis=0
+w2   = Constant i8[16,16,1,1] random(2, -20, 20)
+w2d  = DequantizeLinear(w2, w1s) axis=0
+w3   = Constant i8[16,16,1,1] random(3, -20, 20)
+w3d  = DequantizeLinear(w3, w1s) axis=0
+xq   = QuantizeLinear(x, s, z)
+xa   = DequantizeLinear(xq, s, z)
+c1   = Convolution(xa, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+r1   = Relu(c1)
+y1q  = QuantizeLinear(r1, s, z)
+y1   = DequantizeLinear(y1q, s, z)
+mp   = MaxPool(y1) kernel=[3,3] strides=[1,1] pads_begin=[1,1] pads_end=[1,1]
+mpq  = QuantizeLinear(mp, s, z)
+mpd  = DequantizeLinear(mpq, s, z)
+c2   = Convolution(mpd, w2d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+r2   = Relu(c2)
+y2q  = QuantizeLinear(r2, s, z)
+y2   = DequantizeLinear(y2q, s, z)
+c3   = Convolution(y2, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+c3q  = QuantizeLinear(c3, s, z)
+c3d  = DequantizeLinear(c3q, s, z)
+add  = Add(c3d, y1)
+r3   = Relu(add)
+y3q  = QuantizeLinear(r3, s, z)
+y3   = DequantizeLinear(y3q, s, z)
+out  = Result(y3)
+)");
+    auto l = g->clone();
+    std::vector<rewrite_record> r;
+    run_passes(*l, {}, &r);
+    ASSERT_EQ(r.size(), 3u);
+    for (const auto &x : r) EXPECT_TRUE(x.rewritten) << x.conv << ": " << x.reason;
+    const node *c3 = l->find("c3_int8");
+    ASSERT_TRUE(c3) << to_text(*l);
+    ASSERT_EQ(c3->inputs.size(), 3u) << "the residual is a sum post-op";
+    EXPECT_EQ(c3->inputs[2]->id, "c1_int8") << to_text(*l); // its last use: overwritten in place
+    std::vector<std::vector<tensor>> inputs;
+    for (uint64_t seed = 1; seed <= 4; ++seed) inputs.push_back(random_inputs(*g, seed));
+    const compiled_graph written(*g);
+    for (const int threads : {1, 2}) {
+        SCOPED_TRACE("threads=" + std::to_string(threads));
+        const compiled_graph once(*l, threads);
+        for (int round = 0; round < 2; ++round)
+            for (size_t k = 0; k < inputs.size(); ++k) {
+                const auto y = once.run(inputs[k]);
+                const auto fresh = compiled_graph(*l, threads).run(inputs[k]);
+                ASSERT_EQ(y.size(), 1u);
+                EXPECT_EQ(y[0].bytes, fresh[0].bytes) << "input " << k << ", round " << round;
+                EXPECT_EQ(y[0].values(), written.run(inputs[k])[0].values()) << "input " << k;
+            }
+        // Two threads on one compilation: each run takes its own arena.
+        std::vector<std::vector<tensor>> got(2);
+        std::vector<std::thread> pool;
+        for (int t = 0; t < 2; ++t)
+            pool.emplace_back([&, t] {
+                for (int rep = 0; rep < 8; ++rep) got[t] = once.run(inputs[t]);
+            });
+        for (auto &t : pool) t.join();
+        for (int t = 0; t < 2; ++t) EXPECT_EQ(got[t][0].bytes, compiled_graph(*l, threads).run(inputs[t])[0].bytes);
+    }
+}
+
+// The quantized networks of scripts/make_models.py at 32x32 (made here; the
+// test is skipped without Debian's python3-onnx / python3-numpy): every
+// lowered convolution runs the row `auto` picks for that layer alone (issue
+// #35's table), and one compilation run on new inputs gives the bytes of a
+// fresh one at 1 and 2 threads.
+TEST(GraphLowerNetworks, EveryConvolutionRunsTheRowAutoPicksAloneAndRunsRepeat) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      ("qconv_lower_networks_" + std::to_string(static_cast<long long>(::getpid())));
+    const std::string models = "resnet50_qdq,mobilenet_v2_qdq_pc";
+    const std::string cmd = "/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null && /usr/bin/python3 " +
+                            std::string(QCONV_SOURCE_DIR) + "/scripts/make_models.py '" + dir.string() +
+                            "' --size=32 --models=" + models + " >/dev/null";
+    if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "python3 with onnx and numpy is needed to make the models";
+    for (const std::string name : {"resnet50_qdq", "mobilenet_v2_qdq_pc"}) {
+        SCOPED_TRACE(name);
+        auto g = load_file((dir / (name + ".onnx")).string());
+        std::vector<rewrite_record> r;
+        run_passes(*g, {}, &r);
+        int lowered = 0;
+        for (const auto &x : r) lowered += x.rewritten;
+        EXPECT_EQ(lowered, static_cast<int>(r.size()));
+        const compiled_graph cg(*g, 1);
+        std::map<std::string, std::string> impl;
+        for (const auto &[id, im] : cg.impls()) impl[id] = im;
+        int checked = 0;
+        for (const auto &n : g->nodes()) {
+            if (n->kind != op::QConvolution) continue;
+            const auto sp = detail::qconv_spec::decode(n->attr.qconv, n->id);
+            const node *wn = n->inputs[1];
+            ASSERT_EQ(wn->kind, op::Constant) << n->id;
+            const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(wn->data->bytes.data()),
+                                           sp.p.with_bias ? sp.bias.data() : nullptr);
+            EXPECT_EQ(
+                impl[n->id].rfind("qconv:" + alone.impl_name() + " attr[" + std::to_string(alone.attr_id()) + "]", 0),
+                0u)
+                << n->id << ": " << impl[n->id] << " vs " << alone.impl_name();
+            ++checked;
+        }
+        EXPECT_GT(checked, 0); // fewer than `lowered` where a 1x1 and a depthwise are one (the dw item)
+        // One compilation on inputs 1, 2, 1: the first and the last agree,
+        // the second is a fresh compilation's.
+        for (const int threads : {1, 2}) {
+            SCOPED_TRACE("threads=" + std::to_string(threads));
+            const compiled_graph once(*g, threads);
+            const auto in1 = random_inputs(*g, 1), in2 = random_inputs(*g, 2);
+            const auto y1 = once.run(in1), y2 = once.run(in2), y3 = once.run(in1);
+            EXPECT_EQ(y1[0].bytes, y3[0].bytes);
+            EXPECT_NE(y1[0].bytes, y2[0].bytes);
+            EXPECT_EQ(y2[0].bytes, compiled_graph(*g, threads).run(in2)[0].bytes);
+        }
+    }
+    std::filesystem::remove_all(dir);
 }
 
 } // namespace

@@ -1,0 +1,250 @@
+// The executor's u8/i8 glue between lowered convolutions, written on SSE2
+// (every x86-64 CPU; the library is built for the baseline ISA, where the
+// compiler does not vectorize these loops by itself: std::nearbyint is a libm
+// call and the u8 max loop is reloaded through char pointers). Each gives the
+// values of the executor's general loops bit for bit (docs/graph.md,
+// "Executor"): tests/test_graph_ops.cpp compares them on odd channel counts,
+// padding and extreme values.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "core/parallel.h"
+#include "graph/detail.h"
+
+namespace qconv::graph::detail {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 16;
+constexpr int64_t kChunk = 1 << 14; // elements per task of the plain Q/DQ loops
+
+// dst[c] = max over the k rows of rows[r][c], c in [0, C). Signed bytes are
+// compared as unsigned after flipping their sign bit (x ^ 0x80 is monotone).
+template <bool is_signed>
+void max_rows(uint8_t *__restrict dst, const uint8_t *const *rows, int64_t k, int64_t C) {
+    int64_t c = 0;
+#if defined(__SSE2__)
+    const __m128i flip = _mm_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
+    for (; c + 64 <= C; c += 64) {
+        const uint8_t *p = rows[0] + c;
+        __m128i a0 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)), flip);
+        __m128i a1 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16)), flip);
+        __m128i a2 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 32)), flip);
+        __m128i a3 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 48)), flip);
+        for (int64_t r = 1; r < k; ++r) {
+            const uint8_t *q = rows[r] + c;
+            a0 = _mm_max_epu8(a0, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q)), flip));
+            a1 = _mm_max_epu8(a1, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 16)), flip));
+            a2 = _mm_max_epu8(a2, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 32)), flip));
+            a3 = _mm_max_epu8(a3, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q + 48)), flip));
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + c), _mm_xor_si128(a0, flip));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + c + 16), _mm_xor_si128(a1, flip));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + c + 32), _mm_xor_si128(a2, flip));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + c + 48), _mm_xor_si128(a3, flip));
+    }
+    for (; c + 16 <= C; c += 16) {
+        __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[0] + c)), flip);
+        for (int64_t r = 1; r < k; ++r)
+            a = _mm_max_epu8(a, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[r] + c)), flip));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + c), _mm_xor_si128(a, flip));
+    }
+#endif
+    using T = std::conditional_t<is_signed, int8_t, uint8_t>;
+    for (; c < C; ++c) {
+        T m = static_cast<T>(rows[0][c]);
+        for (int64_t r = 1; r < k; ++r) m = std::max(m, static_cast<T>(rows[r][c]));
+        dst[c] = static_cast<uint8_t>(m);
+    }
+}
+
+template <bool is_signed>
+void max_pool_nhwc_impl(const pool_geometry &p, const uint8_t *src, uint8_t *out) {
+    const int64_t C = p.C, H = p.H, W = p.W, OH = p.OH, OW = p.OW;
+    const bool par = p.N * OH * OW * C * p.KH * p.KW >= kParallelMin;
+    impl::parallel_for_2d(
+        p.N, OH,
+        [&](int64_t b, int64_t oh) {
+            std::vector<const uint8_t *> rows(static_cast<size_t>(p.KH * p.KW));
+            const int64_t ha = std::max<int64_t>(oh * p.SH - p.PT, 0), hb = std::min(oh * p.SH - p.PT + p.KH, H);
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t wa = std::max<int64_t>(ow * p.SW - p.PL, 0), wb = std::min(ow * p.SW - p.PL + p.KW, W);
+                uint8_t *dst = out + ((b * OH + oh) * OW + ow) * C;
+                if (ha >= hb || wa >= wb) {
+                    std::memset(dst, 0, static_cast<size_t>(C));
+                    continue;
+                }
+                int64_t k = 0;
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) rows[k++] = src + ((b * H + h) * W + w) * C;
+                max_rows<is_signed>(dst, rows.data(), k, C);
+            }
+        },
+        par);
+}
+
+// y[i] = saturate(nearbyint(x[i] / sc) + zp) (NaN → 0), i in [0, n).
+// Vector lanes: the quotient is clamped to [lo − zp − 1, hi − zp + 1] first
+// (rounding is monotone, so the saturated result is the same), which keeps
+// it within ±2^22, where adding and subtracting 1.5·2^23 rounds to the
+// nearest integer, ties to even, exactly as nearbyint in the default mode.
+void quantize_run(const float *x, int64_t n, float sc, float zf, bool u8, uint8_t *y) {
+    const float lo = u8 ? 0.f : -128.f, hi = u8 ? 255.f : 127.f;
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const int64_t nv = std::fabs(zf) <= 1048576.f ? n : 0; // the clamp below needs |zp| ≤ 2^20
+    const __m128 vs = _mm_set1_ps(sc), vz = _mm_set1_ps(zf), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+    const __m128 qlo = _mm_set1_ps(lo - zf - 1.f), qhi = _mm_set1_ps(hi - zf + 1.f);
+    const __m128 magic = _mm_set1_ps(12582912.f);
+    auto one = [&](const float *p) {
+        const __m128 v = _mm_div_ps(_mm_loadu_ps(p), vs);
+        const __m128 nan = _mm_cmpunord_ps(v, v);
+        __m128 q = _mm_min_ps(_mm_max_ps(v, qlo), qhi);
+        q = _mm_sub_ps(_mm_add_ps(q, magic), magic);
+        q = _mm_min_ps(_mm_max_ps(_mm_add_ps(q, vz), vlo), vhi);
+        return _mm_andnot_si128(_mm_castps_si128(nan), _mm_cvtps_epi32(q));
+    };
+    for (; i + 16 <= nv; i += 16) {
+        const __m128i a = _mm_packs_epi32(one(x + i), one(x + i + 4));
+        const __m128i b = _mm_packs_epi32(one(x + i + 8), one(x + i + 12));
+        const __m128i r = u8 ? _mm_packus_epi16(a, b) : _mm_packs_epi16(a, b);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), r);
+    }
+#endif
+    for (; i < n; ++i) {
+        float q = std::nearbyint(x[i] / sc);
+        q = std::isnan(q) ? 0.f : std::min(std::max(q + zf, lo), hi);
+        y[i] = u8 ? static_cast<uint8_t>(q) : static_cast<uint8_t>(static_cast<int8_t>(q));
+    }
+}
+
+// y[i] = (x[i] − zp) · sc in f32, i in [0, n).
+void dequantize_run(const uint8_t *x, int64_t n, float sc, int32_t zp, bool u8, float *y) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(sc);
+    const __m128i vz = _mm_set1_epi32(zp), zero = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i));
+        __m128i w0, w1;
+        if (u8) {
+            w0 = _mm_unpacklo_epi8(b, zero);
+            w1 = _mm_unpackhi_epi8(b, zero);
+        } else {
+            w0 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+            w1 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        }
+        const __m128i d[4] = {
+            _mm_srai_epi32(_mm_unpacklo_epi16(w0, w0), 16), _mm_srai_epi32(_mm_unpackhi_epi16(w0, w0), 16),
+            _mm_srai_epi32(_mm_unpacklo_epi16(w1, w1), 16), _mm_srai_epi32(_mm_unpackhi_epi16(w1, w1), 16)};
+        for (int k = 0; k < 4; ++k)
+            _mm_storeu_ps(y + i + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(d[k], vz)), vs));
+    }
+#endif
+    for (; i < n; ++i) {
+        const int32_t v = u8 ? int32_t(x[i]) : int32_t(static_cast<int8_t>(x[i]));
+        y[i] = static_cast<float>(v - zp) * sc;
+    }
+}
+
+// out[p·C + c] = planes[c·stride + p] for p < len: C planes of bytes into
+// pixels (a compile-time C for the images' 1, 3 and 4 channels).
+template <int CC>
+void interleave_fixed(const uint8_t *planes, int64_t stride, int64_t len, uint8_t *__restrict out) {
+    for (int64_t p = 0; p < len; ++p)
+        for (int c = 0; c < CC; ++c) out[p * CC + c] = planes[c * stride + p];
+}
+void interleave(const uint8_t *planes, int64_t stride, int64_t C, int64_t len, uint8_t *out) {
+    switch (C) {
+    case 1: std::memcpy(out, planes, static_cast<size_t>(len)); return;
+    case 3: interleave_fixed<3>(planes, stride, len, out); return;
+    case 4: interleave_fixed<4>(planes, stride, len, out); return;
+    default:
+        for (int64_t p = 0; p < len; ++p)
+            for (int64_t c = 0; c < C; ++c) out[p * C + c] = planes[c * stride + p];
+    }
+}
+
+} // namespace
+
+void max_pool_nhwc_8bit(const pool_geometry &p, bool is_signed, const uint8_t *src, uint8_t *dst) {
+    if (is_signed) max_pool_nhwc_impl<true>(p, src, dst);
+    else max_pool_nhwc_impl<false>(p, src, dst);
+}
+
+void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uint8_t *y) {
+    const int64_t N = q.outer, C = q.C, inner = q.inner, total = N * C * inner;
+    auto sc = [&](int64_t c) { return q.scale[q.per_axis ? c : 0]; };
+    auto zf = [&](int64_t c) { return static_cast<float>(q.zp[q.per_axis ? c : 0]); };
+    if (!nhwc) {
+        // Runs of one channel, cut in chunks (a per-tensor scale is one run).
+        const int64_t chunks = (inner + kChunk - 1) / kChunk;
+        impl::parallel_for_2d(
+            N * C, chunks,
+            [&](int64_t nc, int64_t k) {
+                const int64_t off = nc * inner + k * kChunk, c = nc % C;
+                quantize_run(x + off, std::min(kChunk, inner - k * kChunk), sc(c), zf(c), u8, y + off);
+            },
+            total >= kParallelMin);
+        return;
+    }
+    // NCHW in, NHWC out: each block of B pixels is quantized plane by plane
+    // into a small buffer and interleaved from there.
+    constexpr int64_t B = 256;
+    const int64_t blocks = (inner + B - 1) / B;
+    impl::parallel_for_2d(
+        N, blocks,
+        [&](int64_t n, int64_t blk) {
+            const int64_t i0 = blk * B, len = std::min(B, inner - i0);
+            std::vector<uint8_t> tmp(static_cast<size_t>(C * B));
+            for (int64_t c = 0; c < C; ++c)
+                quantize_run(x + (n * C + c) * inner + i0, len, sc(c), zf(c), u8, tmp.data() + c * B);
+            interleave(tmp.data(), B, C, len, y + (n * inner + i0) * C);
+        },
+        total >= kParallelMin);
+}
+
+void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nhwc, float *y) {
+    const int64_t N = q.outer, C = q.C, inner = q.inner, total = N * C * inner;
+    auto sc = [&](int64_t c) { return q.scale[q.per_axis ? c : 0]; };
+    auto zp = [&](int64_t c) { return static_cast<int32_t>(q.zp[q.per_axis ? c : 0]); };
+    if (!nhwc) {
+        const int64_t chunks = (inner + kChunk - 1) / kChunk;
+        impl::parallel_for_2d(
+            N * C, chunks,
+            [&](int64_t nc, int64_t k) {
+                const int64_t off = nc * inner + k * kChunk, c = nc % C;
+                dequantize_run(x + off, std::min(kChunk, inner - k * kChunk), sc(c), zp(c), u8, y + off);
+            },
+            total >= kParallelMin);
+        return;
+    }
+    // NHWC in, NCHW out: blocks of pixels, channel by channel (the block's
+    // rows of C bytes stay in the cache while every plane takes its part).
+    constexpr int64_t B = 16;
+    const int64_t blocks = (inner + B - 1) / B;
+    impl::parallel_for_2d(
+        N, blocks,
+        [&](int64_t n, int64_t blk) {
+            const int64_t i0 = blk * B, len = std::min(B, inner - i0);
+            const uint8_t *in = x + (n * inner + i0) * C;
+            for (int64_t c = 0; c < C; ++c) {
+                const float s = sc(c);
+                const int32_t z = zp(c);
+                float *o = y + (n * C + c) * inner + i0;
+                if (u8)
+                    for (int64_t p = 0; p < len; ++p) o[p] = static_cast<float>(int32_t(in[p * C + c]) - z) * s;
+                else
+                    for (int64_t p = 0; p < len; ++p)
+                        o[p] = static_cast<float>(int32_t(static_cast<int8_t>(in[p * C + c])) - z) * s;
+            }
+        },
+        total >= kParallelMin);
+}
+
+} // namespace qconv::graph::detail
