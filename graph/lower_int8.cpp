@@ -190,21 +190,16 @@ bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type
 // Values of a Constant broadcast against an NCHW tensor of C channels: 1
 // value, or C values along the channel dim ([C,1,1], [1,C,1,1]; with
 // allow_1d also [C]). Empty when it is neither.
-// While a MatMul is lowered ([M,K] → [M,N]: the channel is the last dim)
-// [C] and [1,C] are per channel too.
-thread_local bool g_rank2 = false;
-struct rank2_scope {
-    explicit rank2_scope(bool on) { g_rank2 = on; }
-    ~rank2_scope() { g_rank2 = false; }
-};
-std::vector<double> per_channel(const node *c, int64_t C, bool allow_1d = false) {
+// For a MatMul's [M,K] → [M,N] (rank2: the channel is the last dim) [C] and
+// [1,C] are per channel too.
+std::vector<double> per_channel(const node *c, int64_t C, bool rank2, bool allow_1d = false) {
     const int64_t n = elems_of(c->out_shape);
     std::vector<double> v;
     if (n == 1) return {c->value(0)};
     const shape_t &s = c->out_shape;
     bool ok = false;
-    if ((allow_1d || g_rank2) && s.size() == 1 && s[0] == C) ok = true;
-    if (g_rank2 && s.size() == 2 && s[0] == 1 && s[1] == C) ok = true;
+    if ((allow_1d || rank2) && s.size() == 1 && s[0] == C) ok = true;
+    if (rank2 && s.size() == 2 && s[0] == 1 && s[1] == C) ok = true;
     if (s.size() >= 3 && s.size() <= 4 && s[s.size() - 3] == C && n == C) ok = true;
     if (!ok) return v;
     for (int64_t i = 0; i < C; ++i) v.push_back(c->value(i));
@@ -227,14 +222,14 @@ struct fq_info {
     quant qt;
     bool per_channel = false;
 };
-std::string analyze_fq(const node *f, int64_t C, fq_info *r) {
+std::string analyze_fq(const node *f, int64_t C, bool rank2, fq_info *r) {
     if (f->attr.levels != 256) return "FakeQuantize levels=" + std::to_string(f->attr.levels) + " is not 256";
     for (int i = 1; i <= 4; ++i)
         if (!is_const_f32(f->inputs[i])) return "FakeQuantize bounds are not f32 Constants";
-    r->il = per_channel(f->inputs[1], C);
-    r->ih = per_channel(f->inputs[2], C);
-    r->ol = per_channel(f->inputs[3], C);
-    r->oh = per_channel(f->inputs[4], C);
+    r->il = per_channel(f->inputs[1], C, rank2);
+    r->ih = per_channel(f->inputs[2], C, rank2);
+    r->ol = per_channel(f->inputs[3], C, rank2);
+    r->oh = per_channel(f->inputs[4], C, rank2);
     if (r->il.empty() || r->ih.empty() || r->ol.empty() || r->oh.empty())
         return "FakeQuantize bounds are neither per tensor nor per channel";
     const int64_t n = std::max({r->il.size(), r->ih.size(), r->ol.size(), r->oh.size()});
@@ -451,7 +446,7 @@ private:
         }
         if (a->kind == op::FakeQuantize) {
             fq_info fi;
-            if (std::string why = analyze_fq(a, C, &fi); !why.empty()) return "activation: " + why;
+            if (std::string why = analyze_fq(a, C, rank2_, &fi); !why.empty()) return "activation: " + why;
             // A requantization with the same bounds of integers held in int8
             // (through MaxPool / Concat) is the identity on the levels.
             quant b;
@@ -485,7 +480,7 @@ private:
                 return "activation: DequantizeLinear of " + std::string(to_string(x->out_type));
             if (!is_const_f32(a->inputs[1])) return "activation: DequantizeLinear scale is not an f32 Constant";
             const bool axis1 = a->attr.axis == 1 || a->attr.axis == -3;
-            const auto s = per_channel(a->inputs[1], C, true);
+            const auto s = per_channel(a->inputs[1], C, rank2_, true);
             if (s.empty() || (s.size() > 1 && !axis1))
                 return "activation: DequantizeLinear is not per tensor or axis 1";
             if (!all_equal(s)) {
@@ -503,7 +498,7 @@ private:
             q->zp = {0};
             if (a->inputs.size() > 2) {
                 if (a->inputs[2]->kind != op::Constant) return "activation: zero point is not a Constant";
-                const auto z = per_channel(a->inputs[2], C, true);
+                const auto z = per_channel(a->inputs[2], C, rank2_, true);
                 if (z.empty()) return "activation: zero point is not per tensor or per channel";
                 q->zp.clear();
                 for (double v : z) q->zp.push_back(static_cast<int32_t>(v));
@@ -589,7 +584,11 @@ private:
         if (g_.is_dynamic()) return "graph has a run-time dimension";
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
         const bool grouped = c->kind == op::GroupConvolution, mm = c->kind == op::MatMul;
-        const rank2_scope rank2(mm);
+        rank2_ = mm; // until try_lower returns
+        const struct rank2_reset {
+            bool &on;
+            ~rank2_reset() { on = false; }
+        } reset{rank2_};
         conv_desc d;
         if (mm) {
             // Y[M,N] = X[M,K] · W[N,K]ᵀ as a 1x1 convolution of M images of 1x1 pixels.
@@ -679,12 +678,12 @@ private:
                  (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
                 std::vector<double> b;
                 if (other->kind == op::Constant && other->out_type == etype::f32) {
-                    b = per_channel(other, OC);
+                    b = per_channel(other, OC, rank2_);
                 } else if (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant &&
                            other->inputs[0]->out_type == etype::i32 && is_const_f32(other->inputs[1]) &&
                            elems_of(other->inputs[1]->out_shape) == 1 && other->inputs.size() == 2) {
                     // float(b) · s, as DequantizeLinear computes it
-                    const auto bi = per_channel(other->inputs[0], OC, true);
+                    const auto bi = per_channel(other->inputs[0], OC, rank2_, true);
                     const float s = static_cast<float>(other->inputs[1]->value(0));
                     for (double v : bi) b.push_back(static_cast<float>(v) * s);
                 }
@@ -694,7 +693,7 @@ private:
                 chain += " bias";
                 stage = 1;
             } else if ((u->kind == op::Multiply || u->kind == op::Add) && stage <= 1 && is_const_f32(other)) {
-                const auto v = per_channel(other, OC);
+                const auto v = per_channel(other, OC, rank2_);
                 if (v.empty() || u->out_shape != ys) return std::string(to_string(u->kind)) + " is not per channel";
                 if (!have_ss) ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
                 if (u->kind == op::Multiply) {
@@ -720,7 +719,7 @@ private:
                                                      static_cast<float>(u->attr.clamp_max)));
                 else {
                     if (!is_const_f32(u->inputs[1])) return "PRelu slope is not an f32 Constant";
-                    const auto v = per_channel(u->inputs[1], OC, true);
+                    const auto v = per_channel(u->inputs[1], OC, rank2_, true);
                     if (v.empty()) return "PRelu slope is not per channel";
                     p.ops.push_back(post_op::prelu(expand(v, OC)));
                 }
@@ -747,7 +746,7 @@ private:
         std::string out_usable; // why the output cannot feed a lowered convolution ("" when it can)
         if (out_q->kind == op::FakeQuantize) {
             if (out_q->out_shape != ys) return "output FakeQuantize broadcasts beyond the output";
-            if (std::string why = analyze_fq(out_q, OC, &of); !why.empty()) {
+            if (std::string why = analyze_fq(out_q, OC, rank2_, &of); !why.empty()) {
                 // Still an int8 destination when the bounds are per tensor/channel with 256 levels.
                 if (out_q->attr.levels != 256 || of.il.empty() || of.ol.empty() || of.ih.empty() || of.oh.empty())
                     return "output: " + why;
@@ -765,11 +764,11 @@ private:
             node *oscale = constant_of(out_q->inputs[1]);
             if (!is_const_f32(oscale)) return "output QuantizeLinear scale is not an f32 Constant";
             const bool axis1 = out_q->attr.axis == 1 || out_q->attr.axis == -3;
-            const auto s = per_channel(oscale, OC, true);
+            const auto s = per_channel(oscale, OC, rank2_, true);
             std::vector<double> z{0};
             if (out_q->inputs.size() > 2) {
                 if (out_q->inputs[2]->kind != op::Constant) return "output zero point is not a Constant";
-                z = per_channel(out_q->inputs[2], OC, true);
+                z = per_channel(out_q->inputs[2], OC, rank2_, true);
             }
             if (s.empty() || z.empty() || ((s.size() > 1 || z.size() > 1) && !axis1))
                 return "output QuantizeLinear is not per tensor or axis 1";
@@ -881,6 +880,9 @@ private:
     std::map<const node *, std::pair<quant, std::string>> known_;
     std::map<const node *, quant> passthrough_; // MaxPool / Concat made on the integers
     std::map<const node *, node *> folded_;     // constant_of's answers
+    // While a MatMul is lowered: its per-channel constants are [C] or [1,C]
+    // (per_channel's rank2).
+    bool rank2_ = false;
 
 public:
     std::map<const node *, std::string> origin_; // QConvolution → the convolution it lowers
