@@ -435,6 +435,45 @@ private:
         return false;
     }
 
+    // A Concat whose inputs are per-tensor dequantizations of integers (a
+    // lowered convolution's output, a QDQ pair) with different scales or
+    // zero points, requantized as a whole by `d` (QuantizeLinear →
+    // DequantizeLinear with d's parameters): the Concat of the integers, each
+    // input whose quantization is not d's requantized on its own slice by the
+    // same two ops (DequantizeLinear with its parameters, QuantizeLinear with
+    // d's: elementwise, so the same values as on the concatenation). Null when
+    // an input is not held in integers or every input already has d's.
+    node *requantized_concat(node *cat, const quant &d) {
+        if (cat->kind != op::Concat) return nullptr;
+        std::vector<quant> in;
+        bool differ = false;
+        for (node *i : cat->inputs) {
+            quant b;
+            if (!int8_of(i, &b) || b.fq || b.zp.size() != 1 || !b.scales.empty()) return nullptr;
+            differ = differ || !b.same(d);
+            in.push_back(b);
+        }
+        if (!differ) return nullptr;
+        std::vector<node *> ins;
+        for (size_t k = 0; k < in.size(); ++k) {
+            const quant &b = in[k];
+            if (b.same(d)) {
+                ins.push_back(b.q);
+                continue;
+            }
+            const std::string id = cat->inputs[k]->id + "_requant";
+            node *bs = fconst({static_cast<float>(b.scale)}, {}, id + "_in_scale");
+            node *bz = g_.constant_int(b.type, {}, {b.zp[0]}, g_.unique_id(id + "_in_zp"));
+            infer_node(*bz);
+            node *ds = fconst({static_cast<float>(d.scale)}, {}, id + "_scale");
+            node *dz = g_.constant_int(d.type, {}, {d.zp[0]}, g_.unique_id(id + "_zp"));
+            infer_node(*dz);
+            node *deq = add(op::DequantizeLinear, {b.q, bs, bz}, {}, id + "_dq", cat);
+            ins.push_back(add(op::QuantizeLinear, {deq, ds, dz}, {}, id, cat));
+        }
+        return add(op::Concat, ins, cat->attr, cat->id + "_int8", cat);
+    }
+
     // per_channel_scales: the convolution's output channels each read one
     // input channel (icg = 1), so a scale per input channel is one per output
     // channel of the int8 convolution's scales.
@@ -473,6 +512,12 @@ private:
                 *q = b;
                 return "";
             }
+            if (same_params && qdq_of(a, &d) && d.scales.empty() && d.zp.size() == 1)
+                if (node *c = requantized_concat(ql->inputs[0], d)) {
+                    *q = d;
+                    q->q = c;
+                    return "";
+                }
         }
         if (a->kind == op::DequantizeLinear) {
             node *x = a->inputs[0];

@@ -609,6 +609,70 @@ out  = Result(y3)
     }
 }
 
+// A Concat of QDQ values whose scales and zero points differ, requantized as
+// a whole: the Concat runs on the integers, each input whose quantization is
+// not the requantization's requantized on its own slice (the same two ops as
+// the graph's, elementwise); the same values as the graph as written.
+TEST(GraphLower, ConcatRequantizesOnlyTheInputsWhoseScalesDiffer) {
+    const auto g = parse(R"(
+x    = Parameter f32[1,8,6,6]
+s    = Constant f32[] [0.0625]
+s2   = Constant f32[] [0.1]
+so   = Constant f32[] [0.075]
+z    = Constant u8[] [0]
+z2   = Constant u8[] [3]
+w1   = Constant i8[8,8,1,1] random(1, -20, 20)
+w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d  = DequantizeLinear(w1, w1s) axis=0
+w2   = Constant i8[8,8,1,1] random(2, -20, 20)
+w2d  = DequantizeLinear(w2, w1s) axis=0
+w3   = Constant i8[4,24,1,1] random(3, -20, 20)
+w3s  = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
+w3d  = DequantizeLinear(w3, w3s) axis=0
+xq   = QuantizeLinear(x, s, z)
+xa   = DequantizeLinear(xq, s, z)
+c1   = Convolution(xa, w1d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+r1   = Relu(c1)
+y1q  = QuantizeLinear(r1, s, z)
+y1   = DequantizeLinear(y1q, s, z)
+c2   = Convolution(xa, w2d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y2q  = QuantizeLinear(c2, s2, z2)
+y2   = DequantizeLinear(y2q, s2, z2)
+c4   = Convolution(xa, w1d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y3q  = QuantizeLinear(c4, so, z2)
+y3   = DequantizeLinear(y3q, so, z2)
+cat  = Concat(y1, y2, y3) axis=1
+catq = QuantizeLinear(cat, so, z2)
+catd = DequantizeLinear(catq, so, z2)
+c3   = Convolution(catd, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+o3q  = QuantizeLinear(c3, s, z)
+o3   = DequantizeLinear(o3q, s, z)
+out  = Result(o3)
+)");
+    auto l = g->clone();
+    std::vector<rewrite_record> r;
+    run_passes(*l, {}, &r);
+    for (const auto &x : r) EXPECT_TRUE(x.rewritten) << x.conv << ": " << x.reason;
+    const node *c3 = l->find("c3_int8");
+    ASSERT_TRUE(c3) << to_text(*l);
+    const node *cat = c3->inputs[0];
+    ASSERT_EQ(cat->kind, op::Concat) << to_text(*l);
+    EXPECT_EQ(cat->out_type, etype::u8);
+    ASSERT_EQ(cat->inputs.size(), 3u);
+    // y1 (0.0625, 0) and y2 (0.1, 3) are requantized to (0.075, 3); y3 has it.
+    EXPECT_EQ(cat->inputs[0]->kind, op::QuantizeLinear);
+    EXPECT_EQ(cat->inputs[1]->kind, op::QuantizeLinear);
+    EXPECT_EQ(cat->inputs[2]->id, "c4_int8");
+    for (int seed : {5, 6}) {
+        const auto in = random_inputs(*g, seed);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        int64_t nonzero = 0;
+        for (double v : vb) nonzero += v != 0;
+        EXPECT_GT(nonzero, static_cast<int64_t>(vb.size() / 4));
+    }
+}
+
 // A MobileNet v2 block: the expanding 1x1 and the 3x3 depthwise after it
 // (both quantized, the intermediate u8 with zero point 0) become one
 // QConvolution with the fused dw item; stride 1 and 2; equal to the graph as
