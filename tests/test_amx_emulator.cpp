@@ -587,14 +587,18 @@ size_t programs_to_run(size_t default_n) {
 }
 
 // The emulated run of `ps` in a child; `results` gets the outputs and
-// `counters` the child's counters.
+// `counters` the child's counters; with `memory` the memory model runs (and
+// steps the code between the tile instructions), `memory_counters` gets its.
 child_result run_emulated(const std::vector<program> &ps, const code_pages &code, uint8_t *results,
-                          amx_counters *counters) {
+                          amx_counters *counters, const amx_memory_options &memory = {},
+                          amx_memory_counters *memory_counters = nullptr) {
     return run_child([&] {
         become_emulated();
+        set_amx_memory_model(memory);
         reset_amx_counters();
         run_programs(ps, code, results);
         *counters = amx_thread_counters();
+        if (memory_counters) *memory_counters = amx_thread_memory_counters();
     });
 }
 
@@ -703,6 +707,59 @@ TEST(AmxRecord, Vectors) {
         f << ps[i].seed << " " << std::hex << ps[i].identity() << " " << result_hash(native.data + i * result_bytes)
           << std::dec << " " << ps[i].instructions << "\n";
     ASSERT_TRUE(f.good());
+}
+
+// The recorded programs and their hashes.
+void read_vectors(std::vector<program> &ps, std::vector<uint64_t> &want) {
+    std::ifstream f(vectors_path());
+    ASSERT_TRUE(f) << vectors_path();
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream s(line);
+        uint64_t seed = 0, identity = 0, hash = 0;
+        int instructions = 0;
+        s >> seed >> std::hex >> identity >> hash >> std::dec >> instructions;
+        ps.push_back(make_program(seed));
+        ASSERT_EQ(ps.back().identity(), identity)
+            << "seed " << seed << ": the program generator changed; record the vectors again (see the file)";
+        ASSERT_EQ(ps.back().instructions, instructions);
+        want.push_back(hash);
+    }
+    ASSERT_GE(ps.size(), 100u);
+}
+
+// The memory model on, in its stepping mode, changes no result: the recorded
+// programs replay exactly, and their tile rows went through the cache.
+TEST(AmxEmulator, ReplaysRecordedVectorsWithTheMemoryModel) {
+    std::vector<program> ps;
+    std::vector<uint64_t> want;
+    read_vectors(ps, want);
+    if (HasFatalFailure()) return;
+    const code_pages code(ps);
+    shared_buffer emulated(ps.size() * result_bytes), counters(sizeof(amx_counters)),
+        memory(sizeof(amx_memory_counters));
+    amx_counters *c = reinterpret_cast<amx_counters *>(counters.data);
+    amx_memory_counters *m = reinterpret_cast<amx_memory_counters *>(memory.data);
+    amx_memory_options o;
+    o.enabled = true;
+    o.step_vectors = true;
+    const child_result emu = run_emulated(ps, code, emulated.data, c, o, m);
+    ASSERT_TRUE(emu.exited_ok()) << emu.describe();
+    size_t mismatches = 0, trapped = 0;
+    for (size_t i = 0; i < ps.size(); ++i) {
+        trapped += size_t(ps[i].trapped());
+        if (result_hash(emulated.data + i * result_bytes) != want[i] && ++mismatches <= 3)
+            ADD_FAILURE() << "seed " << ps[i].seed << " differs with the memory model on\n" << ps[i].listing;
+    }
+    EXPECT_EQ(mismatches, 0u);
+    EXPECT_EQ(c->instructions(), trapped);
+    EXPECT_GT(m->bytes_of(amx_mem_kind::tileloadd), 0u);
+    EXPECT_GT(m->bytes_of(amx_mem_kind::tilestored), 0u);
+    printf("[ amx      ] memory model: %" PRIu64 " bytes loaded by tiles (%" PRIu64 " from L1), %" PRIu64
+           " stored, %" PRIu64 " vector instructions stepped\n",
+           m->bytes_of(amx_mem_kind::tileloadd), m->bytes[0][0], m->bytes_of(amx_mem_kind::tilestored),
+           m->vector_instructions);
 }
 
 TEST(AmxEmulator, ReplaysRecordedVectors) {

@@ -7,6 +7,11 @@
 // messages go out through write(2). The handler sets MXCSR for the bf16 / fp16
 // arithmetic (round to nearest even, exceptions masked; DAZ and FTZ are done
 // in software) and puts the caller's back before it returns.
+//
+// The memory model (set_amx_memory_model) keeps one cache_model per counter
+// slot in an mmap'd table (zero pages: empty caches) and, in its stepping
+// mode, a SIGTRAP handler that sees every instruction a thread runs between
+// its first trapped tile instruction and its TILERELEASE.
 #include "tests/support/amx_emulator.h"
 
 #include <atomic>
@@ -14,10 +19,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include <cpuid.h>
 #include <immintrin.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -25,6 +32,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "dispatch/host_platform.h"
+#include "tests/support/amx_cache_model.h"
 
 namespace qconv::test {
 namespace {
@@ -84,6 +92,52 @@ amx_counters read_block(const counter_block &b) {
     for (unsigned i = 0; i < n_ops; ++i) c.ops[i] = b.ops[i].load(std::memory_order_relaxed);
     c.macs = b.macs.load(std::memory_order_relaxed);
     c.capacity = b.capacity.load(std::memory_order_relaxed);
+    return c;
+}
+
+// ---------------------------------------------------------------- memory model
+
+constexpr unsigned n_kinds = amx_memory_counters::n_kinds, n_levels = amx_memory_counters::n_levels;
+
+std::atomic<bool> memory_on{false}, memory_step{false};
+// One cache per counter slot (thread_block()), mmap'd on the first enable.
+cache_model *caches = nullptr;
+constexpr size_t caches_bytes = sizeof(cache_model) * (max_counted_threads + 1);
+
+struct memory_block {
+    std::atomic<uint64_t> bytes[n_kinds][n_levels];
+    std::atomic<uint64_t> lines[n_kinds][n_levels];
+    std::atomic<uint64_t> vector_instructions, vector_memory, vector_alu;
+};
+memory_block memory_table[max_counted_threads + 1];
+
+// What one instruction's accesses add, flushed to the thread's block once.
+struct mem_tally {
+    uint64_t bytes[n_levels] = {}, lines[n_levels] = {};
+    void access(uint64_t addr, uint64_t n) {
+        thread_block();
+        caches[counter_slot - 1].access(addr, n, bytes, lines);
+    }
+    void flush(amx_mem_kind k) const {
+        memory_block &m = memory_table[counter_slot - 1];
+        const unsigned i = static_cast<unsigned>(k);
+        for (unsigned l = 0; l < n_levels; ++l) {
+            if (bytes[l]) m.bytes[i][l].fetch_add(bytes[l], std::memory_order_relaxed);
+            if (lines[l]) m.lines[i][l].fetch_add(lines[l], std::memory_order_relaxed);
+        }
+    }
+};
+
+amx_memory_counters read_memory_block(const memory_block &b) {
+    amx_memory_counters c;
+    for (unsigned k = 0; k < n_kinds; ++k)
+        for (unsigned l = 0; l < n_levels; ++l) {
+            c.bytes[k][l] = b.bytes[k][l].load(std::memory_order_relaxed);
+            c.lines[k][l] = b.lines[k][l].load(std::memory_order_relaxed);
+        }
+    c.vector_instructions = b.vector_instructions.load(std::memory_order_relaxed);
+    c.vector_memory = b.vector_memory.load(std::memory_order_relaxed);
+    c.vector_alu = b.vector_alu.load(std::memory_order_relaxed);
     return c;
 }
 
@@ -224,6 +278,175 @@ bool decode(const uint8_t *ip, const greg_t *g, insn &in) {
         return true;
     }
     return false;
+}
+
+// ---------------------------------------------------------------- vector instructions
+
+// What the memory model needs of a VEX / EVEX instruction (stepping mode).
+struct vector_insn {
+    bool memory = false; // has a memory operand (gathers and scatters excepted)
+    bool store = false;  // ... that it writes
+    bool alu = true;     // issues on the vector ALU ports: all but pure loads, stores, broadcast loads
+    uint64_t addr = 0, size = 0;
+};
+
+// Bytes the memory operand covers: the vector length, or the element with
+// an EVEX broadcast, or what the scalar, partial, widening and narrowing
+// forms take. For EVEX this is also N of the compressed disp8 (disp8 x N).
+uint64_t access_size(unsigned map, uint8_t op, unsigned pp, unsigned w, uint64_t vl, bool broadcast) {
+    if (broadcast) return w ? 8 : 4;
+    const uint64_t scalar = pp == 3 ? 8 : 4; // F2: double, F3: single
+    if (map == 1) {
+        if (op == 0x10 || op == 0x11) return pp >= 2 ? scalar : vl;
+        if (op == 0x12 || op == 0x13 || op == 0x16 || op == 0x17) return 8;
+        if (op == 0x6e || (op == 0x7e && pp == 1)) return w ? 8 : 4;
+        if ((op == 0x7e && pp == 2) || op == 0xd6) return 8;
+        if (op >= 0x51 && op <= 0x5f && op != 0x5b && pp >= 2) return scalar;
+        if ((op == 0x5a && pp == 0) || (op == 0xe6 && pp == 2)) return vl / 2;
+        if ((op == 0xc2 || op == 0x2c || op == 0x2d) && pp >= 2) return scalar;
+        if (op == 0x2a) return w ? 8 : 4;
+        if (op == 0x2e || op == 0x2f) return pp == 1 ? 8 : 4;
+        if (op == 0xc4) return 2;
+        return vl;
+    }
+    if (map == 2) {
+        switch (op) {
+        case 0x18:
+        case 0x58: return 4;
+        case 0x19:
+        case 0x59: return 8;
+        case 0x1a:
+        case 0x5a: return 16;
+        case 0x1b:
+        case 0x5b: return 32;
+        case 0x78: return 1;
+        case 0x79: return 2;
+        case 0x13:
+            if (pp == 1) return vl / 2; // vcvtph2ps
+            break;
+        default: break;
+        }
+        // vpmovsx / vpmovzx (66, rows 2 and 3) and the narrowing vpmov (F3,
+        // rows 1 to 3): bw, bd, bq, wd, wq, dq.
+        const unsigned row = op >> 4, col = op & 0xf;
+        if (col <= 5 && ((pp == 1 && (row == 2 || row == 3)) || (pp == 2 && row >= 1 && row <= 3))) {
+            constexpr unsigned ratio[6] = {2, 4, 8, 2, 4, 2};
+            return vl / ratio[col];
+        }
+        if (row >= 9 && row <= 0xb && (col & 1) && col >= 9) return w ? 8 : 4; // scalar FMAs
+        return vl;
+    }
+    if (map == 3) {
+        switch (op) {
+        case 0x14:
+        case 0x20: return 1;
+        case 0x15: return 2;
+        case 0x16:
+        case 0x22: return w ? 8 : 4;
+        case 0x17:
+        case 0x21:
+        case 0x0a: return 4;
+        case 0x0b: return 8;
+        case 0x18:
+        case 0x19:
+        case 0x38:
+        case 0x39: return 16;
+        case 0x1a:
+        case 0x1b:
+        case 0x3a:
+        case 0x3b: return 32;
+        case 0x1d: return vl / 2;
+        default: return vl;
+        }
+    }
+    return vl;
+}
+
+bool is_store(unsigned map, uint8_t op, unsigned pp) {
+    if (map == 1)
+        return op == 0x11 || op == 0x13 || op == 0x17 || op == 0x29 || op == 0x2b || op == 0x7f || op == 0xe7 ||
+               op == 0xd6 || (op == 0x7e && pp == 1);
+    if (map == 2) {
+        const unsigned row = op >> 4, col = op & 0xf;
+        if (pp == 2 && row >= 1 && row <= 3 && col <= 5) return true; // narrowing vpmov
+        return op == 0x2e || op == 0x2f || op == 0x8e || op == 0x8a || op == 0x8b;
+    }
+    if (map == 3)
+        return op == 0x14 || op == 0x15 || op == 0x16 || op == 0x17 || op == 0x19 || op == 0x1b || op == 0x1d ||
+               op == 0x39 || op == 0x3b;
+    return false;
+}
+
+// Loads and stores that take no vector ALU port (plain moves, broadcast and
+// masked loads / stores).
+bool is_pure_move(unsigned map, uint8_t op) {
+    if (map == 1)
+        return op == 0x10 || op == 0x11 || op == 0x12 || op == 0x13 || op == 0x16 || op == 0x17 || op == 0x28 ||
+               op == 0x29 || op == 0x2b || op == 0x6e || op == 0x6f || op == 0x7e || op == 0x7f || op == 0xd6 ||
+               op == 0xe7;
+    if (map == 2)
+        return (op >= 0x18 && op <= 0x1b) || (op >= 0x58 && op <= 0x5b) || op == 0x78 || op == 0x79 ||
+               (op >= 0x2c && op <= 0x2f) || op == 0x8c || op == 0x8e;
+    return false;
+}
+
+// Bytes of immediate after the memory operand (for RIP-relative addresses).
+unsigned immediate_bytes(unsigned map, uint8_t op) {
+    if (map == 3) return 1;
+    if (map == 1 && ((op >= 0x70 && op <= 0x73) || (op >= 0xc2 && op <= 0xc6))) return 1;
+    return 0;
+}
+
+// Decodes the VEX (C4, C5) or EVEX (62) instruction at `ip` with the
+// registers `g` (before it runs); false for anything else.
+bool decode_vector(const uint8_t *ip, const greg_t *g, vector_insn &v) {
+    unsigned map = 1, pp = 0, w = 0;
+    uint64_t vl = 16;
+    bool x = false, b = false, evex = false, broadcast = false;
+    const uint8_t *p;
+    if (ip[0] == 0xc5) {
+        pp = ip[1] & 3;
+        vl = (ip[1] & 4) ? 32 : 16;
+        p = ip + 2;
+    } else if (ip[0] == 0xc4) {
+        map = ip[1] & 0x1f;
+        x = !(ip[1] & 0x40), b = !(ip[1] & 0x20);
+        w = ip[2] >> 7, pp = ip[2] & 3;
+        vl = (ip[2] & 4) ? 32 : 16;
+        p = ip + 3;
+    } else if (ip[0] == 0x62) {
+        map = ip[1] & 7;
+        x = !(ip[1] & 0x40), b = !(ip[1] & 0x20);
+        w = ip[2] >> 7, pp = ip[2] & 3;
+        vl = uint64_t(16) << ((ip[3] >> 5) & 3);
+        broadcast = (ip[3] >> 4) & 1;
+        evex = true;
+        p = ip + 4;
+    } else {
+        return false;
+    }
+    v = vector_insn{};
+    const uint8_t op = p[0];
+    if (map == 1 && op == 0x77) { // vzeroupper / vzeroall: no ModRM
+        v.alu = false;
+        return true;
+    }
+    if (map < 1 || map > 3) return true; // no memory operand decoded (FP16 maps)
+    const uint8_t modrm = p[1];
+    const unsigned mod = modrm >> 6;
+    if (mod == 3) return true;
+    if (map == 2 && ((op >= 0x90 && op <= 0x93) || (op >= 0xa0 && op <= 0xa3) || op == 0xc6 || op == 0xc7))
+        return true; // gathers, scatters: vector indices, not modelled
+    insn in;
+    const unsigned n = decode_memory(p + 1, x, b, g, in);
+    v.memory = true;
+    v.store = is_store(map, op, pp);
+    v.alu = !is_pure_move(map, op);
+    v.size = access_size(map, op, pp, w, vl, broadcast);
+    v.addr = in.addr + static_cast<uint64_t>(in.stride);
+    if (evex && mod == 1) v.addr += (v.size - 1) * static_cast<uint64_t>(int64_t(static_cast<int8_t>(p[n])));
+    if (mod == 0 && (modrm & 7) == 5) v.addr += immediate_bytes(map, op); // RIP-relative
+    return true;
 }
 
 // ---------------------------------------------------------------- semantics
@@ -491,8 +714,23 @@ void do_tdp(tile_file &t, const insn &in, uint64_t rip) {
     count(in.op, useful * k, int8 ? 16 * 64 * 16 : 16 * 32 * 16);
 }
 
+// The rows a tile load or store touches, through the thread's cache.
+void model_tile_access(const tile_file &t, const insn &in) {
+    amx_mem_kind k;
+    if (in.op == amx_op::tileloadd) k = amx_mem_kind::tileloadd;
+    else if (in.op == amx_op::tileloaddt1) k = amx_mem_kind::tileloaddt1;
+    else if (in.op == amx_op::tilestored) k = amx_mem_kind::tilestored;
+    else return;
+    if (!t.configured || in.tile >= n_tiles) return; // faults below
+    mem_tally m;
+    for (unsigned r = t.start_row; r < t.rows[in.tile]; ++r)
+        m.access(in.addr + static_cast<uint64_t>(in.stride) * r, t.colsb[in.tile]);
+    m.flush(k);
+}
+
 void execute(const insn &in, uint64_t rip) {
     tile_file &t = tiles;
+    if (memory_on.load(std::memory_order_relaxed)) model_tile_access(t, in);
     switch (in.op) {
     case amx_op::ldtilecfg: do_ldtilecfg(t, in, rip); break;
     case amx_op::sttilecfg: do_sttilecfg(t, in); break;
@@ -577,12 +815,13 @@ void give_hardware_cfg(tile_file &t, ucontext_t *uc) {
 }
 
 // Decodes and performs the instruction at the context's RIP; false when it
-// is none of the emulator's.
-bool emulate(ucontext_t *uc) {
+// is none of the emulator's. `op` gets its kind.
+bool emulate(ucontext_t *uc, amx_op *op = nullptr) {
     greg_t *g = uc->uc_mcontext.gregs;
     const uint64_t rip = static_cast<uint64_t>(g[REG_RIP]);
     insn in;
     if (!decode(reinterpret_cast<const uint8_t *>(rip), g, in)) return false;
+    if (op) *op = in.op;
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(0x1f80); // all exceptions masked, round to nearest even, no FTZ / DAZ
     take_hardware_cfg(tiles, uc);
@@ -593,8 +832,70 @@ bool emulate(ucontext_t *uc) {
     return true;
 }
 
+// ---------------------------------------------------------------- stepping
+
+// The memory model's stepping mode: from a thread's first trapped tile
+// instruction to its TILERELEASE, EFLAGS.TF is set in the signal frame, so
+// the CPU raises a debug trap (SIGTRAP) after every instruction; the handler
+// sees the next instruction before it runs, with the registers it will use.
+constexpr greg_t trap_flag = 0x100;
+thread_local bool stepping __attribute__((tls_model("initial-exec"))) = false;
+struct sigaction previous_trap_action;
+bool trap_handler_installed = false; // under install_mutex
+
+void stop_stepping(ucontext_t *uc) {
+    stepping = false;
+    uc->uc_mcontext.gregs[REG_EFL] &= ~trap_flag;
+}
+
+// The instruction at the frame's RIP, about to run: a tile instruction ends
+// the stepping at TILERELEASE (the others trap, or run on an AMX CPU without
+// the permission, and are counted by execute()); a VEX / EVEX one is counted
+// and its memory operand goes through the cache.
+void step_account(ucontext_t *uc) {
+    const greg_t *g = uc->uc_mcontext.gregs;
+    const uint8_t *ip = reinterpret_cast<const uint8_t *>(g[REG_RIP]);
+    insn in;
+    if (decode(ip, g, in)) {
+        if (in.op == amx_op::tilerelease) stop_stepping(uc);
+        return;
+    }
+    vector_insn v;
+    if (!decode_vector(ip, g, v)) return;
+    thread_block();
+    memory_block &b = memory_table[counter_slot - 1];
+    b.vector_instructions.fetch_add(1, std::memory_order_relaxed);
+    if (v.alu) b.vector_alu.fetch_add(1, std::memory_order_relaxed);
+    if (!v.memory) return;
+    b.vector_memory.fetch_add(1, std::memory_order_relaxed);
+    mem_tally m;
+    m.access(v.addr, v.size);
+    m.flush(v.store ? amx_mem_kind::vector_store : amx_mem_kind::vector_load);
+}
+
+void on_sigtrap(int sig, siginfo_t *info, void *context) {
+    if (stepping) return step_account(static_cast<ucontext_t *>(context));
+    const struct sigaction &p = previous_trap_action;
+    if (p.sa_flags & SA_SIGINFO) {
+        if (p.sa_sigaction) return p.sa_sigaction(sig, info, context);
+    } else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+        return p.sa_handler(sig);
+    }
+    signal(SIGTRAP, SIG_DFL);
+}
+
 void on_sigill(int sig, siginfo_t *info, void *context) {
-    if (!emulate(static_cast<ucontext_t *>(context))) hand_on(sig, info, context);
+    ucontext_t *uc = static_cast<ucontext_t *>(context);
+    amx_op op;
+    if (!emulate(uc, &op)) return hand_on(sig, info, context);
+    if (!memory_step.load(std::memory_order_relaxed)) return;
+    // From a configuration on (not from a STTILECFG after TILERELEASE) up to
+    // TILERELEASE.
+    if (op == amx_op::tilerelease || !tiles.configured) return stop_stepping(uc);
+    // The instruction after this one runs before the next trap: counted now.
+    stepping = true;
+    uc->uc_mcontext.gregs[REG_EFL] |= trap_flag;
+    step_account(uc);
 }
 
 // ---------------------------------------------------------------- platform
@@ -755,6 +1056,141 @@ void reset_amx_counters() {
         b.macs.store(0, std::memory_order_relaxed);
         b.capacity.store(0, std::memory_order_relaxed);
     }
+}
+
+// ---------------------------------------------------------------- memory model
+
+void set_amx_memory_model(const amx_memory_options &o) {
+    std::lock_guard<std::mutex> lock(install_mutex);
+    if (o.enabled && !caches) {
+        void *p =
+            mmap(nullptr, caches_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            write_str("qconv amx emulator: no memory for the cache model\n");
+            abort();
+        }
+        caches = static_cast<cache_model *>(p);
+    }
+    const bool step = o.enabled && o.step_vectors;
+    if (step && !trap_handler_installed) {
+        struct sigaction a;
+        memset(&a, 0, sizeof a);
+        a.sa_sigaction = on_sigtrap;
+        a.sa_flags = SA_SIGINFO;
+        sigemptyset(&a.sa_mask);
+        sigaction(SIGTRAP, &a, &previous_trap_action);
+        trap_handler_installed = true;
+    } else if (!step && trap_handler_installed) {
+        sigaction(SIGTRAP, &previous_trap_action, nullptr);
+        trap_handler_installed = false;
+    }
+    memory_step.store(step);
+    memory_on.store(o.enabled);
+    if (caches) madvise(caches, caches_bytes, MADV_DONTNEED); // zero pages: empty caches
+    reset_amx_memory_counters();
+}
+
+void reset_amx_memory_counters() {
+    for (memory_block &b : memory_table) {
+        for (auto &k : b.bytes)
+            for (auto &v : k) v.store(0, std::memory_order_relaxed);
+        for (auto &k : b.lines)
+            for (auto &v : k) v.store(0, std::memory_order_relaxed);
+        b.vector_instructions.store(0, std::memory_order_relaxed);
+        b.vector_memory.store(0, std::memory_order_relaxed);
+        b.vector_alu.store(0, std::memory_order_relaxed);
+    }
+}
+
+amx_memory_options amx_memory_model() {
+    amx_memory_options o;
+    o.enabled = memory_on.load();
+    o.step_vectors = memory_step.load();
+    return o;
+}
+
+void reset_amx_memory_model() { set_amx_memory_model(amx_memory_model()); }
+
+void amx_memory_access(const void *p, uint64_t bytes, bool store) {
+    if (!memory_on.load(std::memory_order_relaxed)) return;
+    mem_tally m;
+    m.access(reinterpret_cast<uint64_t>(p), bytes);
+    m.flush(store ? amx_mem_kind::vector_store : amx_mem_kind::vector_load);
+}
+
+const char *to_string(amx_mem_kind k) {
+    constexpr const char *names[n_kinds] = {"tileloadd", "tileloaddt1", "tilestored", "vector_load", "vector_store"};
+    const unsigned i = static_cast<unsigned>(k);
+    return i < n_kinds ? names[i] : "?";
+}
+
+uint64_t amx_memory_counters::bytes_at(unsigned level) const {
+    uint64_t n = 0;
+    for (unsigned k = 0; k < n_kinds; ++k) n += bytes[k][level];
+    return n;
+}
+
+uint64_t amx_memory_counters::lines_at(unsigned level) const {
+    uint64_t n = 0;
+    for (unsigned k = 0; k < n_kinds; ++k) n += lines[k][level];
+    return n;
+}
+
+uint64_t amx_memory_counters::bytes_of(amx_mem_kind k) const {
+    uint64_t n = 0;
+    for (unsigned l = 0; l < n_levels; ++l) n += bytes[static_cast<unsigned>(k)][l];
+    return n;
+}
+
+amx_memory_counters &amx_memory_counters::operator+=(const amx_memory_counters &o) {
+    for (unsigned k = 0; k < n_kinds; ++k)
+        for (unsigned l = 0; l < n_levels; ++l) {
+            bytes[k][l] += o.bytes[k][l];
+            lines[k][l] += o.lines[k][l];
+        }
+    vector_instructions += o.vector_instructions;
+    vector_memory += o.vector_memory;
+    vector_alu += o.vector_alu;
+    return *this;
+}
+
+amx_memory_counters amx_thread_memory_counters() {
+    return counter_slot ? read_memory_block(memory_table[counter_slot - 1]) : amx_memory_counters{};
+}
+
+amx_memory_counters amx_total_memory_counters() {
+    amx_memory_counters c;
+    const int n = counter_blocks_claimed.load(std::memory_order_relaxed);
+    for (int i = 0; i <= max_counted_threads && i < n; ++i) c += read_memory_block(memory_table[i]);
+    return c;
+}
+
+double amx_memory_report::share_of_peak(double macs) const {
+    return predicted_cycles > 0 ? macs / (predicted_cycles * 1024) : 0.0;
+}
+
+amx_memory_report memory_report(const amx_counters &c, const amx_memory_counters &m) {
+    amx_memory_report r;
+    r.tdps = c.tdps();
+    for (unsigned l = 0; l < n_levels; ++l) r.bytes_per_tdp[l] = r.tdps ? double(m.bytes_at(l)) / double(r.tdps) : 0;
+    uint64_t loaded = 0, stored = 0;
+    for (unsigned l = 0; l < n_levels; ++l) {
+        for (amx_mem_kind k : {amx_mem_kind::tileloadd, amx_mem_kind::tileloaddt1, amx_mem_kind::vector_load})
+            loaded += m.lines[static_cast<unsigned>(k)][l];
+        for (amx_mem_kind k : {amx_mem_kind::tilestored, amx_mem_kind::vector_store})
+            stored += m.lines[static_cast<unsigned>(k)][l];
+    }
+    r.tile_cycles = amx_memory_report::tdp_cycles_each * double(r.tdps);
+    r.l1_cycles = double(loaded) / amx_memory_report::l1_load_lines_per_cycle +
+                  double(stored) / amx_memory_report::l1_store_lines_per_cycle;
+    r.fill_cycles = amx_memory_report::l2_cycles_per_line * double(m.lines_at(1)) +
+                    amx_memory_report::beyond_cycles_per_line * double(m.lines_at(2));
+    r.vector_cycles = double(m.vector_alu) / amx_memory_report::vector_alu_per_cycle;
+    const std::pair<double, const char *> terms[] = {
+        {r.tile_cycles, "tile"}, {r.l1_cycles, "l1"}, {r.fill_cycles, "fill"}, {r.vector_cycles, "vector"}};
+    for (const auto &t : terms)
+        if (t.first > r.predicted_cycles) r.predicted_cycles = t.first, r.bound = t.second;
+    return r;
 }
 
 } // namespace qconv::test

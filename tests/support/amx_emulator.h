@@ -13,7 +13,11 @@
 // to stderr and aborts.
 //
 // Per thread it counts the instructions by kind and the multiply-adds of the
-// TDP instructions, so a kernel's test can report tile utilisation.
+// TDP instructions, so a kernel's test can report tile utilisation. An opt-in
+// memory model (set_amx_memory_model) runs the tile loads and stores, and in
+// its stepping mode the vector loads and stores between them, through a
+// modelled L1 / L2 per thread (amx_cache_model.h) and predicts a cycle bound
+// (memory_report).
 #pragma once
 
 #include <cstdint>
@@ -111,5 +115,71 @@ amx_counters amx_thread_counters();
 amx_counters amx_total_counters();
 // Zeroes every thread's counters; call while no emulated code runs.
 void reset_amx_counters();
+
+// ---------------------------------------------------------------- memory model
+
+// Off by default; while off, the handler checks one flag and nothing else.
+struct amx_memory_options {
+    bool enabled = false;
+    // Also single-step the code between a thread's first trapped tile
+    // instruction and its TILERELEASE (EFLAGS.TF, a SIGTRAP handler) and run
+    // the memory operand of every VEX / EVEX instruction through the cache:
+    // the epilogue's vector loads and stores. Costs a signal per instruction.
+    bool step_vectors = false;
+};
+// Sets the model; resets its counters and empties every thread's caches.
+// Call while no emulated code runs.
+void set_amx_memory_model(const amx_memory_options &o);
+amx_memory_options amx_memory_model();
+
+// The accesses the model distinguishes.
+enum class amx_mem_kind : unsigned { tileloadd, tileloaddt1, tilestored, vector_load, vector_store, count };
+const char *to_string(amx_mem_kind k);
+
+struct amx_memory_counters {
+    static constexpr unsigned n_kinds = static_cast<unsigned>(amx_mem_kind::count);
+    static constexpr unsigned n_levels = 3; // cache_level: l1, l2, beyond
+    // Bytes and 64-byte lines per kind, by the level that served the line.
+    uint64_t bytes[n_kinds][n_levels] = {};
+    uint64_t lines[n_kinds][n_levels] = {};
+    // Stepped VEX / EVEX instructions; of them those with a memory operand,
+    // and those that issue on the vector ALU ports (all but pure loads,
+    // stores and broadcast loads).
+    uint64_t vector_instructions = 0, vector_memory = 0, vector_alu = 0;
+
+    uint64_t bytes_at(unsigned level) const; // summed over the kinds
+    uint64_t lines_at(unsigned level) const;
+    uint64_t bytes_of(amx_mem_kind k) const; // summed over the levels
+    amx_memory_counters &operator+=(const amx_memory_counters &o);
+};
+amx_memory_counters amx_thread_memory_counters();
+amx_memory_counters amx_total_memory_counters();
+// Zeroes the counters and empties the caches; while no emulated code runs.
+void reset_amx_memory_model();
+// Zeroes the counters alone (the caches keep their lines: a warm run).
+void reset_amx_memory_counters();
+// The calling thread's modelled cache takes an access as a stepped vector
+// instruction would (a test's or tool's own accesses).
+void amx_memory_access(const void *p, uint64_t bytes, bool store);
+
+// The cycle bound the model predicts for a run: the largest of
+// - tile:   16 cycles per TDP (a 16x64x16 int8 or 16x32x16 bf16 product);
+// - l1:     every line an access touches takes a port slot: 2 loaded lines
+//           per cycle, 1 stored line per cycle (a 16-row TILELOADD = 8);
+// - fill:   lines from L2 at 2 cycles each, from beyond at 8 cycles each;
+// - vector: the vector ALU instructions stepped, 2 per cycle.
+// A model of a Sapphire Rapids core, not a measurement (docs/amx_emulator.md).
+struct amx_memory_report {
+    static constexpr double tdp_cycles_each = 16, l1_load_lines_per_cycle = 2, l1_store_lines_per_cycle = 1,
+                            l2_cycles_per_line = 2, beyond_cycles_per_line = 8, vector_alu_per_cycle = 2;
+    uint64_t tdps = 0;
+    double bytes_per_tdp[3] = {}; // served from L1, L2, beyond (every kind)
+    double tile_cycles = 0, l1_cycles = 0, fill_cycles = 0, vector_cycles = 0;
+    double predicted_cycles = 0;
+    const char *bound = "none"; // "tile", "l1", "fill" or "vector"
+    // macs / (predicted_cycles x 1024): the share of the int8 tdpbusd peak.
+    double share_of_peak(double macs) const;
+};
+amx_memory_report memory_report(const amx_counters &c, const amx_memory_counters &m);
 
 } // namespace qconv::test
