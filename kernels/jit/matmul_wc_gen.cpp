@@ -29,6 +29,8 @@ public:
             (c.pc > 1 && c.nv != 4) || (c.unpack && (c.mb != 0 || c.nv != 4 || c.pc != 1)))
             fail("jit", "matmul_wc: mb " + std::to_string(c.mb) + " x nv " + std::to_string(c.nv) +
                             " exceeds the register budget");
+        if (c.x_dt != dtype::f32 && ((c.x_dt != dtype::f16 && c.x_dt != dtype::bf16) || c.x_packed || c.unpack))
+            fail("jit", std::string("matmul_wc: x of type ") + to_string(c.x_dt) + " only in rows");
         name_ = std::string("jit:matmul_wc_") + (c.four_bit() ? "x4" : "x8") + (c.unpack ? "_unpack:" : ":") +
                 to_string(T::isa);
     }
@@ -37,12 +39,18 @@ public:
 protected:
     void generate() override {
         preamble();
+        if (typed_x()) { // the scratch of converted x: mb rows of 64 bytes, aligned
+            mov(rbp, rsp);
+            sub(rsp, c_.mb * scratch_row);
+            and_(rsp, -64);
+        }
         load_args();
         zero_out();
         emit_counted_loop(*this, r_group, c_.n_groups, [this] {
             emit_group();
             add(r_param, c_.param_floats() * 4);
         });
+        if (typed_x()) mov(rsp, rbp);
         postamble();
     }
 
@@ -69,7 +77,7 @@ private:
         mov(r_param, ptr[r_arg + offsetof(matmul_wc_call, params)]);
         mov(x_base(0), ptr[r_arg + offsetof(matmul_wc_call, x)]);
         mov(r_out, ptr[r_arg + offsetof(matmul_wc_call, out)]);
-        mov(r_stride, c_.x_stride * 4);
+        mov(r_stride, c_.x_stride * x_bytes());
         emit_row_bases(*this, r_stride, n_bases());
         if (c_.lut) {
             mov(rbx, ptr[r_arg + offsetof(matmul_wc_call, lut)]);
@@ -114,10 +122,69 @@ private:
                 for (int v = 0; v < c_.vectors(); ++v) vxorps(acc(s, m, v), acc(s, m, v), acc(s, m, v));
     }
 
-    // x[m][k] with k given as a byte displacement from the current bases.
+    // x[m][k] (as f32) with k given as a byte displacement (of f32) from the current bases.
     RegExp x_at(int m, int disp) const {
         if (c_.x_packed) return x_base(0) + (disp / 4 * c_.mb + m) * 4; // x[k][m], one stream
+        if (typed_x()) return rsp + m * scratch_row + disp;             // converted by convert_x
         return row_at(m, r_stride, disp);
+    }
+
+    // ---- f16 / bf16 rows of x (matmul_wc_config::x_dt)
+    bool typed_x() const { return c_.x_dt != dtype::f32; }
+    int x_bytes() const { return typed_x() ? 2 : 4; }
+    static constexpr int scratch_row = 64; // floats of a block: lut8 2 x 8 k, else 8 k
+
+    // n 16-bit values of x from src to f32 at dst (exact), with the vector
+    // temporary in the register width w (4: xmm, 8: ymm, 16: zmm).
+    void convert_piece(const RegExp &src, const RegExp &dst, int n) {
+        const int t = vt0().getIdx();
+        const Xmm x(t);
+        const Ymm y(t);
+        if (n == 1) {
+            movzx(eax, word[src]);
+            if (c_.x_dt == dtype::bf16) {
+                shl(eax, 16);
+                mov(dword[dst], eax);
+                return;
+            }
+            vmovd(x, eax);
+            vcvtph2ps(x, x);
+            vmovss(ptr[dst], x);
+            return;
+        }
+        if (n == 2) {
+            vmovd(x, ptr[src]);
+            if (c_.x_dt == dtype::f16) vcvtph2ps(x, x);
+            else {
+                vpmovzxwd(x, x);
+                vpslld(x, x, 16);
+            }
+            vmovq(ptr[dst], x);
+            return;
+        }
+        auto conv = [&](const Xmm &r, const Address &a) {
+            if (c_.x_dt == dtype::f16) vcvtph2ps(r, a);
+            else {
+                vpmovzxwd(r, a);
+                vpslld(r, r, 16);
+            }
+            vmovups(ptr[dst], r);
+        };
+        if (n == 4) conv(x, qword[src]);
+        else if (n == 8) conv(y, xword[src]);
+        else conv(Zmm(t), yword[src]);
+    }
+
+    // The k values of the next steps of every row into the scratch.
+    void convert_x(int steps) {
+        const int n = steps * k_per_step();
+        for (int m = 0; m < c_.mb; ++m)
+            for (int o = 0; o < n;) {
+                const int left = n - o;
+                const int piece = left >= 16 && evex ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+                convert_piece(row_at(m, r_stride, o * 2), rsp + m * scratch_row + o * 4, piece);
+                o += piece;
+            }
     }
 
     // acc += w · x[m][k].
@@ -247,8 +314,8 @@ private:
 
     void advance(int steps) {
         add(r_w, steps * row_bytes());
-        const int x_row = c_.x_packed ? c_.mb : 1; // floats per k
-        for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * 4 * x_row);
+        const int x_row = c_.x_packed ? c_.mb : 1; // elements per k
+        for (int j = 0; j < n_bases(); ++j) add(x_base(j), steps * k_per_step() * x_bytes() * x_row);
         if (c_.unpack) add(r_out, steps * k_per_step() * c_.panel() * 4);
     }
 
@@ -257,8 +324,11 @@ private:
         zero_accs();
         const int unroll = c_.lut8 ? 2 : c_.four_bit() ? 4 : 8;
         emit_unrolled_steps(
-            *this, r_cnt, c_.steps_per_group, unroll, [this](int u) { emit_step(u, u & 1); },
-            [this](int steps) { advance(steps); });
+            *this, r_cnt, c_.steps_per_group, unroll,
+            [this](int steps) {
+                if (typed_x()) convert_x(steps);
+            },
+            [this](int u) { emit_step(u, u & 1); }, [this](int steps) { advance(steps); });
         if (c_.unpack) return; // the scales are applied by the prefill kernel
         if (c_.sets() == 2)
             for (int m = 0; m < c_.mb; ++m)
