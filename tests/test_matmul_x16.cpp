@@ -105,13 +105,13 @@ struct layout_case {
 // Per row: the layouts and the K of each (odd K only per channel for 4-bit).
 std::vector<layout_case> layouts(const std::string &row) {
     if (!is_x4(row))
-        return {{dtype::u8, 0, zpk::none, {1, 37, 300}},
+        return {{dtype::u8, 0, zpk::none, {1, 37, 300, 600}}, // 600: pieces of 256 k in a loop
                 {dtype::s8, 32, zpk::per_group, {96}},
                 {dtype::u8, 128, zpk::per_tensor, {640}}};
-    return {{dtype::u4, 128, zpk::per_group, {384}}, // zmm: the 8-k layout
-            {dtype::s4, 0, zpk::none, {13, 301}},    // odd K: a padded k
-            {dtype::u4, 6, zpk::per_group, {42}},    // zmm: lut without the 8-k layout
-            {dtype::s4, 24, zpk::per_tensor, {72}}}; // 3 steps of 8 k: no full unrolled pair
+    return {{dtype::u4, 128, zpk::per_group, {384}},   // zmm: the 8-k layout
+            {dtype::s4, 0, zpk::none, {13, 301, 601}}, // odd K: a padded k
+            {dtype::u4, 6, zpk::per_group, {42}},      // zmm: lut without the 8-k layout
+            {dtype::s4, 24, zpk::per_tensor, {72}}};   // 3 steps of 8 k: no full unrolled pair
 }
 
 class X16Rows : public testing::TestWithParam<std::string> {};
