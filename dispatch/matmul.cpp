@@ -195,7 +195,7 @@ void matmul::execute(const float *x, float *y, int threads) const {
     check_f32(p_->desc);
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
-    run_rows(x, y, p_->desc.m, threads);
+    run_rows(x, dtype::f32, y, p_->desc.m, threads);
 }
 
 void matmul::execute(const float *x, float *y, int64_t m, int threads) const {
@@ -204,11 +204,13 @@ void matmul::execute(const float *x, float *y, int64_t m, int threads) const {
     check_f32(p_->desc);
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
-    run_rows(x, y, m, threads);
+    run_rows(x, dtype::f32, y, m, threads);
 }
 
-// Activations of other types: X converted to f32 (exact), the f32 rows, Y
-// rounded from f32 (core/convert.h; AVX-512 loops where the platform has them).
+// Activations of other types: f16/bf16 X read by the kernels that take it
+// (converted exactly where they load it), else converted to f32 first; the
+// f32 rows; Y rounded from f32 (core/convert.h; AVX-512 loops where the
+// platform has them).
 void matmul::execute_typed(const void *x, void *y, int64_t m, int threads) const {
     if (!p_) fail("matmul", "moved-from primitive");
     const matmul_desc &d = p_->desc;
@@ -216,44 +218,59 @@ void matmul::execute_typed(const void *x, void *y, int64_t m, int threads) const
     check_rows(d, m);
     if (!x) fail("x", "null pointer");
     if (!y) fail("y", "null pointer");
-    std::vector<float> x32, y32;
-    const float *xf = static_cast<const float *>(x);
+    std::vector<float> y32;
     float *yf = static_cast<float *>(y);
-    if (d.src_dt != dtype::f32) {
-        x32.resize(size_t(m * d.k));
-        detail::to_f32(d.src_dt, x, x32.data(), m * d.k, p_->avx512_convert);
-        xf = x32.data();
-    }
     if (d.dst_dt != dtype::f32) {
         y32.resize(size_t(m * d.n));
         yf = y32.data();
     }
-    run_rows(xf, yf, m, threads);
+    run_rows(x, d.src_dt, yf, m, threads);
     if (d.dst_dt != dtype::f32) detail::from_f32(d.dst_dt, yf, y, m * d.n, p_->avx512_convert);
 }
 
-// m rows of f32 X to f32 Y (arguments checked).
-void matmul::run_rows(const float *x, float *y, int64_t m, int threads) const {
+namespace {
+// rows x k elements of type dt to f32 (exact), or the f32 rows as they are.
+const float *as_f32(const void *x, dtype dt, int64_t elems, std::vector<float> &buf, bool avx512) {
+    if (dt == dtype::f32) return static_cast<const float *>(x);
+    buf.resize(size_t(elems));
+    detail::to_f32(dt, x, buf.data(), elems, avx512);
+    return buf.data();
+}
+
+void run_kernel(const impl::matmul_kernel &k, const impl::packed &w, const void *x, dtype x_dt, int64_t elems, float *y,
+                int threads, bool avx512) {
+    if (k.takes_x(x_dt)) return k.execute_x(w, x, x_dt, y, threads);
+    std::vector<float> x32;
+    k.execute(w, as_f32(x, x_dt, elems, x32, avx512), y, threads);
+}
+} // namespace
+
+// m rows of X (x_dt) to f32 Y (arguments checked).
+void matmul::run_rows(const void *x, dtype x_dt, float *y, int64_t m, int threads) const {
     impl::check_threads_argument(threads);
+    const int64_t K = p_->desc.k, N = p_->desc.n;
+    const bool avx512 = p_->avx512_convert;
     if (!p_->desc.runtime()) {
         impl::verbose_exec(
-            p_->name, [&] { p_->kernel->execute(*p_->weights, x, y, threads); },
+            p_->name, [&] { run_kernel(*p_->kernel, *p_->weights, x, x_dt, m * K, y, threads, avx512); },
             [&] { return p_->verbose_desc.empty() ? impl::verbose_problem(p_->desc, {}) : p_->verbose_desc; });
         return;
     }
-    const int64_t K = p_->desc.k, N = p_->desc.n;
+    const size_t es = x_dt == dtype::f32 ? 4 : 2; // bytes per element of X
     // Chunks of matmul_m_chunk rows; a chunk whose rows are not its class's M
-    // runs on a copy padded with zero rows (rows are independent).
+    // runs on a copy padded with zero rows (rows are independent; a zero word
+    // is 0 in f16 and bf16 too).
     for (int64_t r0 = 0; r0 < m; r0 += impl::matmul_m_chunk) {
         const int64_t rows = std::min(impl::matmul_m_chunk, m - r0);
         const impl::matmul_m_class &c = class_for(*p_, rows);
-        const float *xs = x + r0 * K;
+        const void *xs = static_cast<const uint8_t *>(x) + size_t(r0 * K) * es;
         float *ys = y + r0 * N;
         auto run = [&] {
-            if (c.m == rows) return c.kernel->execute(*c.weights, xs, ys, threads);
-            std::vector<float> xp(size_t(c.m * K), 0.f), yp(size_t(c.m * N));
-            std::memcpy(xp.data(), xs, size_t(rows * K) * sizeof(float));
-            c.kernel->execute(*c.weights, xp.data(), yp.data(), threads);
+            if (c.m == rows) return run_kernel(*c.kernel, *c.weights, xs, x_dt, rows * K, ys, threads, avx512);
+            std::vector<uint8_t> xp(size_t(c.m * K) * es, 0);
+            std::vector<float> yp(size_t(c.m * N));
+            std::memcpy(xp.data(), xs, size_t(rows * K) * es);
+            run_kernel(*c.kernel, *c.weights, xp.data(), x_dt, c.m * K, yp.data(), threads, avx512);
             std::memcpy(ys, yp.data(), size_t(rows * N) * sizeof(float));
         };
         impl::verbose_exec(c.name, run, [&] {

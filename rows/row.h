@@ -92,6 +92,15 @@ public:
     virtual ~matmul_kernel() = default;
     virtual std::shared_ptr<const packed> pack(const matmul_weights &w) const = 0;
     virtual void execute(const packed &w, const float *x, float *y, int threads) const = 0;
+    // X of type x_dt (f16 or bf16: 16-bit words) read by the kernel itself,
+    // converted exactly to f32 where it loads X; the same bits as execute()
+    // on the converted X. Kernels whose takes_x() refuses x_dt get X
+    // converted to f32 first (matmul::execute_typed).
+    virtual bool takes_x(dtype x_dt) const { return x_dt == dtype::f32; }
+    virtual void execute_x(const packed &w, const void *x, dtype x_dt, float *y, int threads) const {
+        if (x_dt != dtype::f32) fail("x", std::string("this kernel reads f32 activations, not ") + to_string(x_dt));
+        execute(w, static_cast<const float *>(x), y, threads);
+    }
     // Kernels of one row for descriptors that differ only in M may share
     // packed weights when they return the same non-empty packing() (a
     // run-time-M primitive packs once per row and packing). "": the packed

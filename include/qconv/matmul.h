@@ -100,7 +100,7 @@ public:
     const matmul_desc &desc() const;
 
 private:
-    void run_rows(const float *x, float *y, int64_t m, int threads) const;
+    void run_rows(const void *x, dtype x_dt, float *y, int64_t m, int threads) const;
     void build(const matmul_desc &d, const matmul_weights &w32, const matmul_hints &hints, double t0);
     static std::unique_ptr<impl::matmul_primitive> create_runtime(const matmul_desc &d, const matmul_weights &w,
                                                                   const matmul_hints &hints,

@@ -2,6 +2,8 @@
 // kernels (matmul_wc_gen.cpp) and the implementation-table rows.
 #include "kernels/jit/matmul_wc.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -22,6 +24,29 @@ using jit::matmul_wc_fn;
 using jit::matmul_wc_prefill_call;
 using jit::matmul_wc_prefill_config;
 using jit::matmul_wc_prefill_fn;
+
+// n f16 / bf16 values to f32, exactly (F16C's vcvtph2ps; bf16: the bits
+// shifted up by 16). Every CPU the rows run on has AVX2 and F16C.
+__attribute__((target("avx2,f16c"))) void x16_to_f32(dtype dt, const uint16_t *s, float *d, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + i));
+        if (dt == dtype::f16) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+        else _mm256_storeu_si256(reinterpret_cast<__m256i *>(d + i), _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    for (; i < n; ++i) d[i] = dt == dtype::f16 ? _cvtsh_ss(s[i]) : bf16_to_f32(s[i]);
+}
+
+// Row m of X (K elements of type dt) as f32: the row itself, or converted into buf (K floats).
+const float *x_row_f32(const void *x, dtype dt, int64_t m, int64_t K, float *buf) {
+    if (dt == dtype::f32) return static_cast<const float *>(x) + m * K;
+    x16_to_f32(dt, static_cast<const uint16_t *>(x) + m * K, buf, K);
+    return buf;
+}
+
+// Index of an activation type in the kernels' tables: f32, f16, bf16.
+int x_index(dtype dt) { return dt == dtype::f16 ? 1 : dt == dtype::bf16 ? 2 : 0; }
+constexpr dtype x_types[] = {dtype::f32, dtype::f16, dtype::bf16};
 
 // Raw bits of element i (a byte, or a nibble for 4-bit types).
 uint8_t raw_element(const uint8_t *w, dtype dt, int64_t i) {
@@ -91,27 +116,33 @@ public:
         // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
         pc_ = streaming ? streams(d, zmm, l_) : 1;
         n_calls_ = (l_.n_panels + pc_ - 1) / pc_;
-        fns_.assign(static_cast<size_t>(block_m_ + 1), nullptr);
-        for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
-            if (mb == 0 || mb > d.m || fns_[mb]) continue;
-            matmul_wc_config c;
-            c.wei_dt = d.wei_dt;
-            c.lut = l_.lut;
-            c.lut8 = l_.lut8;
-            c.zp = l_.zp_vec;
-            c.zmm = zmm;
-            c.mb = mb;
-            c.nv = nv_;
-            c.pc = pc_;
-            c.panel_bytes = l_.panel_bytes();
-            c.panel_params = l_.panel_params();
-            c.steps_per_group = l_.steps_per_group;
-            c.n_groups = l_.n_groups;
-            c.x_stride = l_.k_padded;
-            c.prefetch = streaming;
-            c.x_packed = !streaming;
-            gens_.push_back(jit::make_matmul_wc_generator(c));
-            fns_[mb] = gens_.back()->entry<matmul_wc_fn>();
+        // Streaming: one kernel per type of x (the kernel reads f16 / bf16
+        // rows itself); blocked: x is packed (and converted) by the driver.
+        for (int xi = 0; xi < 3; ++xi) {
+            fns_[xi].assign(static_cast<size_t>(block_m_ + 1), nullptr);
+            if (xi > 0 && !streaming) continue;
+            for (int mb : {block_m_, static_cast<int>(d.m % block_m_)}) {
+                if (mb == 0 || mb > d.m || fns_[xi][mb]) continue;
+                matmul_wc_config c;
+                c.wei_dt = d.wei_dt;
+                c.lut = l_.lut;
+                c.lut8 = l_.lut8;
+                c.zp = l_.zp_vec;
+                c.zmm = zmm;
+                c.mb = mb;
+                c.nv = nv_;
+                c.pc = pc_;
+                c.panel_bytes = l_.panel_bytes();
+                c.panel_params = l_.panel_params();
+                c.steps_per_group = l_.steps_per_group;
+                c.n_groups = l_.n_groups;
+                c.x_stride = l_.k_padded;
+                c.prefetch = streaming;
+                c.x_packed = !streaming;
+                c.x_dt = x_types[xi];
+                gens_.push_back(jit::make_matmul_wc_generator(c));
+                fns_[xi][mb] = gens_.back()->entry<matmul_wc_fn>();
+            }
         }
     }
 
@@ -161,15 +192,28 @@ public:
     }
 
     void execute(const packed &pk, const float *x, float *y, int threads) const override {
+        execute_x(pk, x, dtype::f32, y, threads);
+    }
+
+    // f16 / bf16 X: the streaming kernels read it (converted where they load
+    // it); the blocked and prefill shapes convert it in the driver's packing
+    // of x (k-major), which is a pass over X anyway.
+    bool takes_x(dtype x_dt) const override { return x_dt == dtype::f32 || x_dt == dtype::f16 || x_dt == dtype::bf16; }
+
+    void execute_x(const packed &pk, const void *x, dtype x_dt, float *y, int threads) const override {
+        if (!takes_x(x_dt)) fail("x", std::string("no kernel for activations of type ") + to_string(x_dt));
         const auto &p = static_cast<const wc_packed &>(pk);
-        if (prefill_) return execute_prefill(p, x, y, threads);
+        if (prefill_) return execute_prefill(p, x, x_dt, y, threads);
         const int64_t M = d_.m, N = d_.n, K = d_.k, P = l_.panel;
-        // 4-bit weights with odd K read one x column past K: give them a zero.
-        std::vector<float> xpad;
-        const float *xs = x;
+        const size_t es = x_dt == dtype::f32 ? 4 : 2; // bytes per element of x
+        // 4-bit weights with odd K read one x column past K: give them a zero
+        // (a zero word is 0 in f16 and bf16 too).
+        std::vector<uint8_t> xpad;
+        const void *xs = x;
         if (l_.k_padded != K && streaming_) {
-            xpad.assign(static_cast<size_t>(M * l_.k_padded), 0.f);
-            for (int64_t m = 0; m < M; ++m) std::memcpy(&xpad[m * l_.k_padded], x + m * K, K * sizeof(float));
+            xpad.assign(static_cast<size_t>(M * l_.k_padded) * es, 0);
+            for (int64_t m = 0; m < M; ++m)
+                std::memcpy(&xpad[m * l_.k_padded * es], static_cast<const uint8_t *>(x) + m * K * es, K * es);
             xs = xpad.data();
         }
         // Blocked shape: each row block's x packed k-major (x[k][m]), the
@@ -184,17 +228,19 @@ public:
             impl::parallel(static_cast<int>(std::min<int64_t>(n_blocks, max_threads)), [&](int ithr_, int nthr_) {
                 int64_t b_b, b_e;
                 impl::balance(n_blocks, ithr_, nthr_, b_b, b_e);
+                std::vector<float> row(x_dt == dtype::f32 ? 0 : static_cast<size_t>(K)); // a converted row
                 for (int64_t b = b_b; b < b_e; ++b) {
                     const int64_t m0 = b * block_m_, mb = std::min<int64_t>(block_m_, M - m0);
                     float *dst = xtp + m0 * Kp;
                     for (int64_t m = 0; m < mb; ++m) {
-                        const float *src = x + (m0 + m) * K;
+                        const float *src = x_row_f32(x, x_dt, m0 + m, K, row.data());
                         for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
                     }
                 }
             });
             xs = xtp;
         }
+        const matmul_wc_fn *fns = fns_[x_index(streaming_ ? x_dt : dtype::f32)].data();
         const int vl = zmm_ ? 16 : 8;
         const int64_t part = nv_ * vl;  // columns of a panel per call
         const int64_t parts = P / part; // calls per panel and row block
@@ -217,10 +263,11 @@ public:
                 matmul_wc_call call;
                 call.w = p.wei.get() + p0 * l_.panel_bytes() + h * part * l_.col_bytes;
                 call.params = p.params.get() + p0 * l_.panel_params() + h * part;
-                call.x = xs + m0 * l_.k_padded;
+                call.x = reinterpret_cast<const float *>(static_cast<const uint8_t *>(xs) +
+                                                         m0 * l_.k_padded * (streaming_ ? es : 4));
                 call.out = out;
                 call.lut = p.lut;
-                fns_[mb](&call);
+                fns[mb](&call);
                 for (int j = 0; j < pc_; ++j) {
                     const int64_t n0 = (p0 + j) * P + h * part;
                     if (n0 >= N) break;
@@ -331,7 +378,7 @@ private:
     // panels than threads); each thread unpacks its panels chunk by chunk
     // into its own buffer and sweeps its row blocks over each chunk. An
     // output's sums do not depend on the split.
-    void execute_prefill(const wc_packed &p, const float *x, float *y, int threads) const {
+    void execute_prefill(const wc_packed &p, const void *x, dtype x_dt, float *y, int threads) const {
         const int64_t M = d_.m, N = d_.n, K = d_.k, P = l_.panel, Kp = l_.k_padded;
         const int max_threads = impl::resolve_threads(threads);
         // Each row block's x packed k-major (x[k][m]) at xs + m0·Kp; k >= K is 0.
@@ -340,13 +387,14 @@ private:
         impl::parallel(static_cast<int>(std::min<int64_t>(pf_blocks_, max_threads)), [&](int ithr_, int nthr_) {
             int64_t b_b, b_e;
             impl::balance(pf_blocks_, ithr_, nthr_, b_b, b_e);
+            std::vector<float> row(x_dt == dtype::f32 ? 0 : static_cast<size_t>(K)); // a converted row
             for (int64_t b = b_b; b < b_e; ++b) {
                 int64_t m0;
                 int mb;
                 block_rows(b, m0, mb);
                 float *dst = xs + m0 * Kp;
                 for (int64_t m = 0; m < mb; ++m) {
-                    const float *src = x + (m0 + m) * K;
+                    const float *src = x_row_f32(x, x_dt, m0 + m, K, row.data());
                     for (int64_t k = 0; k < K; ++k) dst[k * mb + m] = src[k];
                 }
             }
@@ -471,7 +519,7 @@ private:
     int pf_nv_ = 4;            // vectors per FMA call
     int64_t pf_chunk_max_ = 0; // longest chunk (k)
     std::vector<std::unique_ptr<jit::jit_generator>> gens_;
-    std::vector<matmul_wc_fn> fns_;
+    std::vector<matmul_wc_fn> fns_[3]; // by type of x (x_index), then rows of the call
 };
 
 bool wc_supports(const matmul_desc &d, bool x4, std::string *why) {

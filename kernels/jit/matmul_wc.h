@@ -96,6 +96,13 @@ struct matmul_wc_config {
     // the high nibbles from one shift of each.
     bool lut8 = false;
     int64_t prefetch_distance = 4096; // bytes ahead in every weight stream
+    // Type of x in rows (not x_packed, not unpack; mb <= 9): f32, or f16 /
+    // bf16 read as 16-bit words and converted exactly where they are loaded:
+    // every 256 k of a group (and its tail) the kernel converts the next k
+    // values of every row (f16: vcvtph2ps; bf16: vpmovzxwd + vpslld 16) into
+    // an aligned scratch on the stack, from which the FMAs broadcast them as
+    // they do from f32 rows.
+    dtype x_dt = dtype::f32;
     // Prefill unpacking (mb = 0, nv = 4, pc = 1): each decompressed vector,
     // f32(w − zp) (exact small integers, no scale), is stored to out instead
     // of feeding FMAs: k-row k of the chunk at out + k·panel() floats.

@@ -113,22 +113,31 @@ void emit_counted_loop(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t iters,
     g.jnz(loop, Xbyak::CodeGenerator::T_NEAR);
 }
 
-// steps k-steps unrolled by unroll: a loop (counter cnt) of step(0..unroll−1)
-// then advance(unroll), followed by the remaining steps and advance(rem).
-template <typename Step, typename Advance>
-void emit_unrolled_steps(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t steps, int unroll, Step step,
+// steps k-steps unrolled by unroll: a loop (counter cnt) of begin(unroll),
+// step(0..unroll−1) then advance(unroll), followed by begin(rem), the
+// remaining steps and advance(rem).
+template <typename Begin, typename Step, typename Advance>
+void emit_unrolled_steps(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t steps, int unroll, Begin begin, Step step,
                          Advance advance) {
     const int64_t iters = steps / unroll;
     const int rem = static_cast<int>(steps % unroll);
     if (iters > 0)
         emit_counted_loop(g, cnt, iters, [&] {
+            begin(unroll);
             for (int u = 0; u < unroll; ++u) step(u);
             advance(unroll);
         });
     if (rem > 0) {
+        begin(rem);
         for (int u = 0; u < rem; ++u) step(u);
         advance(rem);
     }
+}
+template <typename Step, typename Advance>
+void emit_unrolled_steps(jit_generator &g, const Xbyak::Reg64 &cnt, int64_t steps, int unroll, Step step,
+                         Advance advance) {
+    emit_unrolled_steps(
+        g, cnt, steps, unroll, [](int) {}, step, advance);
 }
 
 } // namespace qconv::jit
