@@ -907,8 +907,19 @@ std::atomic<int> emulation_count{0};
 // QCONV_TEST_AMX=emulate (or no AMX and no setting): a process that links the
 // emulator runs emulated from start-up, before anything could ask Linux for
 // the AMX permission.
+//
+// QCONV_TEST_AMX_AGAIN=1 (the amx_emulated ctest cases, which run a binary's
+// AMX cases a second time, emulated): on a CPU without AMX the discovered
+// cases of the same binary already ran emulated, so the repeat is the same run
+// twice; the process exits at once with ctest's skip code (77), naming why.
 struct startup_emulation {
     startup_emulation() {
+        if (env_is(getenv("QCONV_TEST_AMX_AGAIN"), "1") && !cpu_has_amx()) {
+            write_str("skipped: this CPU has no AMX, so the discovered cases of this binary already ran these "
+                      "cases under the tile emulator (QCONV_TEST_AMX_AGAIN=1 repeats them only where they "
+                      "otherwise run natively)\n");
+            _exit(77);
+        }
         if (amx_test_mode() == amx_mode::emulate) emulation = new amx_emulation;
     }
     amx_emulation *emulation = nullptr; // lives as long as the process
