@@ -6,7 +6,7 @@
 // and the measurements behind them, and how a row is added.
 #include "dispatch/conv_dw_pair.h"
 #include "kernels/jit/conv_amx.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_rows.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "reference/ref_rows.h"
 

@@ -36,7 +36,7 @@
 #include "core/buffers.h"
 #include "core/dw_fusion.h"
 #include "core/parallel.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_rows.h"
 
 namespace qconv::jit {
 namespace {

@@ -33,7 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_plan.h"
+#include "kernels/jit/conv_ukernel.h"
 #include "rows/row.h"
 
 namespace qconv::jit {

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "core/lowering.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_plan.h"
+#include "kernels/jit/conv_ukernel.h"
 #include "rows/row.h"
 
 namespace qconv::jit::dw {
@@ -97,7 +98,7 @@ std::shared_ptr<const impl::conv_kernel> make_dw_ukernel(conv_isa isa, const con
 // builds: plan_rows(), a pure function the table row runs in supports(),
 // printed in the plan ("variant=row_pairs source=direct oc_blocks=1
 // pixels=14+14 pipeline=fused").
-struct rows_geometry {
+struct rows_geometry : conv_plan_detail {
     bool fused = false;    // the output pipeline runs inside the kernel
     bool direct = false;   // u8 source read in place (no zero point), else a padded copy:
     bool row_copy = false; // made per output row into a per-thread buffer (strided single-row
@@ -107,7 +108,7 @@ struct rows_geometry {
     int nb = 1;            // 16-channel vectors per block
     int ur = 1;            // pixels per block of the single-row kernels
     int ur_pair = 0;       // pixels per block of the row-pair kernels
-    std::string str() const;
+    std::string str() const override;
 };
 rows_geometry plan_rows(const conv_problem &p, const attr_set &a, const conv_knobs &k);
 std::shared_ptr<const impl::conv_kernel> make_dw_row_kernel(const conv_problem &p, const attr_set &a,

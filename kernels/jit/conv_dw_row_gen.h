@@ -12,7 +12,7 @@
 
 #include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/conv_pipeline.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_ukernel.h"
 #include "kernels/jit/jit_base.h"
 #include "kernels/jit/jit_traits.h"
 

@@ -22,7 +22,8 @@
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_dw_row_gen.h"
 #include "kernels/jit/conv_pipeline.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_plan.h"
+#include "kernels/jit/conv_ukernel.h"
 
 namespace qconv::jit::dw {
 

@@ -15,7 +15,8 @@
 #include "core/parallel.h"
 #include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_plan.h"
+#include "kernels/jit/conv_ukernel.h"
 
 namespace qconv::jit::dw {
 namespace {

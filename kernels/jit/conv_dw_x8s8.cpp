@@ -21,7 +21,7 @@
 // padded NHWC buffer whose pixels hold the channels rounded up to 16 (s8
 // shifted by +128; padded taps: pad_byte() = zp + shift, i.e. zp + 128 for
 // s8 sources and 0x80 without a zero point; padded channels 0). The same
-// compensation argument as conv_x8s8.h makes this exact
+// compensation argument as the dense family (conv_x8s8.cpp) makes this exact
 // (core/compensation.h): comp[c] = −Σ w·(zp + shift), added in int32.
 // Threads split (mb, row or row pair, channel blocks); results do not depend
 // on them.
@@ -34,7 +34,7 @@
 #include <string>
 
 #include "kernels/jit/conv_dw_common.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_rows.h"
 
 namespace qconv::jit {
 
@@ -55,10 +55,44 @@ bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_s
 
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
     if (pl.k == conv_plan::kind::depthwise_rows) {
-        if (!pl.rows) fail("plan", "a depthwise_rows plan carries the row kernel's geometry (conv_dw_rows_row)");
-        return dw::make_dw_row_kernel(p, a, *pl.rows);
+        const dw::rows_geometry *rows = pl.detail_as<dw::rows_geometry>();
+        if (!rows) fail("plan", "a depthwise_rows plan carries the row kernel's geometry (conv_dw_rows_row)");
+        return dw::make_dw_row_kernel(p, a, *rows);
     }
     return dw::make_dw_ukernel(pl.isa, p, a, pl.knobs);
+}
+
+namespace {
+impl::conv_entry::build_fn dw_build() {
+    return [](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
+        return conv_dw_create(p, a, dynamic_cast<const conv_plan &>(pl));
+    };
+}
+} // namespace
+
+impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
+    return jit_conv_entry(
+        name, std::string("jit:conv_dw_x8s8:") + to_string(i), i, conv_plan::kind::depthwise,
+        [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+            const conv_knobs k = conv_knobs::from_env();
+            return conv_dw_supports(i, false, p, a, k, why) ? conv_plan::make(i, conv_plan::kind::depthwise, k)
+                                                            : nullptr;
+        },
+        dw_build());
+}
+
+impl::conv_entry conv_dw_rows_row(const std::string &name) {
+    constexpr conv_isa vnni = conv_isa::avx512_core_vnni;
+    return jit_conv_entry(
+        name, std::string("jit:conv_dw_x8s8_rows:") + to_string(vnni), vnni, conv_plan::kind::depthwise_rows,
+        [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+            const conv_knobs k = conv_knobs::from_env();
+            if (!conv_dw_supports(vnni, true, p, a, k, why)) return impl::plan_ptr();
+            auto pl = conv_plan::make(vnni, conv_plan::kind::depthwise_rows, k);
+            pl->detail = std::make_shared<const dw::rows_geometry>(dw::plan_rows(p, a, k));
+            return impl::plan_ptr(pl);
+        },
+        dw_build());
 }
 
 } // namespace qconv::jit

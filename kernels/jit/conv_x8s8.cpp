@@ -1,7 +1,49 @@
-// The int8 conv kernel object: weight packing, source padding, threading,
-// the output pipeline, supports() and the implementation rows
-// (design in conv_x8s8.h).
-#include "kernels/jit/conv_x8s8.h"
+// The dense JIT rows (jit:conv_x8s8:<isa>): the int8 direct convolution
+// (u8/s8 source, s8 weights) built from a JIT accumulation micro-kernel
+// (conv_ukernel.h) and a vectorised output pipeline: the kernel object (weight
+// packing, source padding, threading), the family's checks and its row.
+//
+// Design
+//  * Source NHWC. A padded source on VNNI (ICg a multiple of 4, ≤ 64 taps)
+//    is read in place ("direct"): each pixel block's micro-kernel knows
+//    which (pixel, tap) pairs fall into the padding and skips them; with a
+//    zero point or an s8 source the skipped taps' Σ w·v (v = zp + shift) is
+//    added back per pixel from correction rows computed at pack(), so the
+//    int32 sums equal the padded copy's. Otherwise, when the convolution has
+//    padding, or ICg is not a multiple of 4, or the ISA widens the source,
+//    execute() first builds a padded copy of the source (in a buffer kept
+//    per calling thread) with every group's channels rounded up to 4: padded
+//    pixels hold pad_byte() = zp + shift (shift = 128 for an s8 source, 0
+//    for u8; zp 0 without a zero point); padded channels hold 0 (their
+//    weights are 0). The micro-kernel then needs no boundary logic.
+//  * Exactness of the padding scheme: the kernel sums w·(x + shift) over
+//    *all* taps of the padded source (an s8 x is read as the u8 x + 128),
+//    and comp[c] = −Σ_all w·(zp + shift) (int32, computed once at pack() by
+//    core/compensation.h: zp_compensation() plus −128·Σw for s8) is added, so a padded
+//    tap contributes w·(zp + shift) − w·(zp + shift) = 0 and a valid tap
+//    w·(x − zp), for u8 and s8 sources, with or without a zero point.
+//    Sums are int32 with wrap-around, so the result equals the reference's
+//    int32 value whenever that value is representable.
+//  * Weights are packed at pack() per (group, OC block of nb vectors) as
+//    [kh][kw][ICg/4][oc lanes·nb][4 ic] bytes, the vpdpbusd operand layout
+//    (VNNI), or pre-widened to s16 as [kh][kw][ICg/4][pair][oc][2] for the
+//    vpmaddwd variants (avx512_core, avx2; their source copy is u16). With
+//    up to 64 taps the order is [ICg/4][kh][kw]...: the micro-kernel runs
+//    one ICg/4 loop with every tap unrolled inside (partial sums stay in
+//    registers over the whole KH·KW·ICg reduction).
+//    OCg is padded to the lane count and ICg to 4 with zeros.
+//  * The micro-kernel computes ur_w output pixels × nb·16 channels in
+//    registers and writes the int32 tile; the output pipeline (docs/semantics.md §4:
+//    acc·scale + bias → lowered post-ops in order → + dst_zp → store with
+//    round-half-to-even and saturation) then runs on that tile in L1.
+//  * 1x1 stride-1 unpadded convolutions are run as one long row (a GEMM
+//    with rows = output pixels), short rows (OW < 16) as one pixel list;
+//    such lists are cut into the fewest blocks of ≤ ur_w pixels, sizes
+//    differing by at most one.
+//  * Threads split (mb, group, OC block, row, row chunk); every output is
+//    computed by the same code whatever the thread count, so results are
+//    identical for any number of threads.
+#include "kernels/jit/conv_rows.h"
 
 #include <immintrin.h>
 
@@ -16,7 +58,6 @@
 #include "core/buffers.h"
 #include "core/compensation.h"
 #include "core/parallel.h"
-#include "kernels/jit/conv_dw_common.h"
 #include "kernels/jit/conv_pipeline.h"
 #include "kernels/jit/conv_x8s8_plan.h"
 
@@ -590,81 +631,6 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
 
 } // namespace
 
-impl::feature_set required_features(conv_isa i) {
-    using impl::cpu_feature;
-    switch (i) {
-    case conv_isa::avx512_core_vnni: return {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
-    case conv_isa::avx512_core: return {cpu_feature::avx512_core};
-    case conv_isa::avx2_vnni: return {cpu_feature::avx2, cpu_feature::avx2_vnni};
-    case conv_isa::avx2: return {cpu_feature::avx2};
-    }
-    return {};
-}
-
-conv_knobs conv_knobs::from_env() {
-    auto flag = [](const char *name) { // "0" turns a default-on switch off
-        const char *v = std::getenv(name);
-        return !(v && std::strcmp(v, "0") == 0);
-    };
-    auto number = [](const char *name) {
-        const char *v = std::getenv(name);
-        return v && *v ? std::max(0, std::atoi(v)) : 0;
-    };
-    conv_knobs k;
-    k.ur = number("QCONV_JIT_CONV_UR");
-    k.nb = number("QCONV_JIT_CONV_NB");
-    k.direct = flag("QCONV_JIT_CONV_DIRECT");
-    k.flat2d = flag("QCONV_JIT_CONV_FLAT2D");
-    k.taps_inner = flag("QCONV_JIT_CONV_TAPS_INNER");
-    k.fused = flag("QCONV_JIT_CONV_FUSED");
-    k.dw_direct = flag("QCONV_JIT_CONV_DW_DIRECT");
-    k.dw_pair = flag("QCONV_JIT_CONV_DW_PAIR");
-    k.dw_row_copy = flag("QCONV_JIT_CONV_DW_ROW_COPY");
-    k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
-    k.dw_band = number("QCONV_JIT_CONV_DW_BAND");
-    const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
-    k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
-    return k;
-}
-
-std::string conv_knobs::str() const {
-    const conv_knobs d;
-    std::string s;
-    auto add = [&s](const char *name, int v) {
-        s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v);
-    };
-    if (ur != d.ur) add("ur", ur);
-    if (nb != d.nb) add("nb", nb);
-    if (direct != d.direct) add("direct", direct);
-    if (flat2d != d.flat2d) add("flat2d", flat2d);
-    if (taps_inner != d.taps_inner) add("taps_inner", taps_inner);
-    if (fused != d.fused) add("fused", fused);
-    if (dw_direct != d.dw_direct) add("dw_direct", dw_direct);
-    if (dw_pair != d.dw_pair) add("dw_pair", dw_pair);
-    if (dw_row_copy != d.dw_row_copy) add("dw_row_copy", dw_row_copy);
-    if (dw_row != d.dw_row) add("dw_row", dw_row);
-    if (dw_native != d.dw_native) add("dw_native", dw_native);
-    if (dw_band != d.dw_band) add("dw_band", dw_band);
-    return s.empty() ? "default" : s;
-}
-
-std::string conv_plan::str() const {
-    const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
-    return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) +
-           (geometry ? " " + geometry->str() : std::string()) + (rows ? " " + rows->str() : std::string()) +
-           " knobs=" + knobs.str();
-}
-
-bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
-    int n_full = 0;
-    bool transcendental = false;
-    for (const auto &op : a.ops) {
-        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
-        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
-    }
-    return !transcendental && n_full <= max_fused_full && k.fused;
-}
-
 bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
@@ -690,70 +656,24 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
-    const conv_geometry g = pl.geometry ? *pl.geometry : plan_geometry(pl.isa, p, a, pl.knobs);
+    const conv_geometry *planned = pl.detail_as<conv_geometry>();
+    const conv_geometry g = planned ? *planned : plan_geometry(pl.isa, p, a, pl.knobs);
     return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs, g);
 }
 
-namespace {
-impl::conv_entry make_row(const std::string &name, const std::string &canonical, conv_isa i, conv_plan::kind k,
-                          impl::conv_entry::decide_fn decide) {
-    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
-    impl::conv_entry e;
-    e.name = name;
-    e.family = "jit";
-    e.only_depthwise = k != conv_plan::kind::dense;
-    e.needs = required_features(i);
-    if (k == conv_plan::kind::depthwise_rows) e.needs.add(impl::cpu_feature::avx512_vbmi);
-    e.decide = std::move(decide);
-    e.build = [k](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
-        const auto &cp = dynamic_cast<const conv_plan &>(pl);
-        return k == conv_plan::kind::dense ? conv_create(p, a, cp) : conv_dw_create(p, a, cp);
-    };
-    return e;
-}
-
-std::shared_ptr<conv_plan> make_plan(conv_isa i, conv_plan::kind k, const conv_knobs &knobs) {
-    auto pl = std::make_shared<conv_plan>();
-    pl->isa = i;
-    pl->k = k;
-    pl->knobs = knobs;
-    return pl;
-}
-} // namespace
-
 impl::conv_entry conv_row(const std::string &name, conv_isa i) {
-    return make_row(name, std::string("jit:conv_x8s8:") + to_string(i), i, conv_plan::kind::dense,
-                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
-                        if (!conv_supports(i, false, p, a, why)) return impl::plan_ptr();
-                        const conv_knobs k = conv_knobs::from_env();
-                        auto pl = std::make_shared<conv_plan>();
-                        pl->isa = i;
-                        pl->knobs = k;
-                        pl->geometry = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
-                        return impl::plan_ptr(pl);
-                    });
-}
-
-impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
-    return make_row(name, std::string("jit:conv_dw_x8s8:") + to_string(i), i, conv_plan::kind::depthwise,
-                    [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
-                        const conv_knobs k = conv_knobs::from_env();
-                        return conv_dw_supports(i, false, p, a, k, why) ? make_plan(i, conv_plan::kind::depthwise, k)
-                                                                        : nullptr;
-                    });
-}
-
-impl::conv_entry conv_dw_rows_row(const std::string &name) {
-    constexpr conv_isa vnni = conv_isa::avx512_core_vnni;
-    return make_row(name, std::string("jit:conv_dw_x8s8_rows:") + to_string(vnni), vnni,
-                    conv_plan::kind::depthwise_rows,
-                    [](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
-                        const conv_knobs k = conv_knobs::from_env();
-                        if (!conv_dw_supports(vnni, true, p, a, k, why)) return impl::plan_ptr();
-                        auto pl = make_plan(vnni, conv_plan::kind::depthwise_rows, k);
-                        pl->rows = std::make_shared<const dw::rows_geometry>(dw::plan_rows(p, a, k));
-                        return impl::plan_ptr(pl);
-                    });
+    return jit_conv_entry(
+        name, std::string("jit:conv_x8s8:") + to_string(i), i, conv_plan::kind::dense,
+        [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
+            if (!conv_supports(i, false, p, a, why)) return impl::plan_ptr();
+            const conv_knobs k = conv_knobs::from_env();
+            auto pl = conv_plan::make(i, conv_plan::kind::dense, k);
+            pl->detail = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
+            return impl::plan_ptr(pl);
+        },
+        [](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
+            return conv_create(p, a, dynamic_cast<const conv_plan &>(pl));
+        });
 }
 
 } // namespace qconv::jit

@@ -9,11 +9,12 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_plan.h"
+#include "kernels/jit/conv_ukernel.h"
 
 namespace qconv::jit {
 
-struct conv_geometry {
+struct conv_geometry : conv_plan_detail {
     int64_t mb, g, icg, ocg, icg4, ocg16;   // ocg16: OCg rounded up to the lane count
     int lanes, es, wb;                      // OC lanes per vector; bytes per source / weight element
     int64_t oh, ow;                         // as iterated (1x1 flattening: oh = 1, ow = OH·OW)
@@ -34,7 +35,7 @@ struct conv_geometry {
     bool fused = false;                     // output pipeline inside the micro-kernels
     bool list() const { return flat || flat2d; }
     // "source=direct pixels=rows taps=inner oc_blocks=2x4 pipeline=fused".
-    std::string str() const;
+    std::string str() const override;
 };
 
 // The decisions for (variant, problem, attribute set, knobs).

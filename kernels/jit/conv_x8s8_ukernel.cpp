@@ -1,4 +1,4 @@
-// The accumulation micro-kernel of the int8 conv family (see conv_x8s8.h),
+// The accumulation micro-kernel of the int8 conv family (conv_ukernel.h; the dense family in conv_x8s8.cpp),
 // one template over the traits of four register widths / instruction
 // families (jit_traits.h).
 //
@@ -32,44 +32,11 @@
 
 #include "kernels/jit/conv_epilogue_gen.h"
 #include "kernels/jit/conv_pipeline.h"
-#include "kernels/jit/conv_x8s8.h"
+#include "kernels/jit/conv_ukernel.h"
 #include "kernels/jit/jit_base.h"
 #include "kernels/jit/jit_traits.h"
 
 namespace qconv::jit {
-
-const char *to_string(conv_isa i) {
-    switch (i) {
-    case conv_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case conv_isa::avx512_core: return "avx512_core";
-    case conv_isa::avx2: return "avx2";
-    case conv_isa::avx2_vnni: return "avx2_vnni";
-    }
-    return "?";
-}
-
-isa_fact_set isa_facts(conv_isa i) {
-    return with_traits(i, [](auto t) {
-        using T = decltype(t);
-        return isa_fact_set{T::lanes, T::vbytes, T::n_vregs, T::evex, T::vnni};
-    });
-}
-
-int oc_lanes(conv_isa i) { return isa_facts(i).lanes; }
-int max_oc_vectors(conv_isa i) { return isa_facts(i).evex ? 4 : 2; }
-// VEX: at most 12 accumulators, so that the fused epilogue has ymm12..15.
-int max_accumulators(conv_isa i, int nb) {
-    const isa_fact_set f = isa_facts(i);
-    if (f.evex) return 25;
-    return std::min(12, 16 - nb - (f.vnni ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
-}
-int src_elem_bytes(conv_isa i) { return isa_facts(i).vnni ? 1 : 2; }
-int max_accumulators_dw(conv_isa i, int kw) {
-    // KW weights, two sources, a temporary (not with vpdpwssd on ymm).
-    const isa_fact_set f = isa_facts(i);
-    if (!f.evex) return std::min(12, 16 - kw - (f.vnni ? 2 : 3));
-    return std::min(25, 32 - kw - 3);
-}
 
 namespace {
 
