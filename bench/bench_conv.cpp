@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "dispatch/host_platform.h"
-#include "kernels/jit/jit_base.h"
+#include "kernels/jit/base/jit_base.h"
 #include "qconv/qconv.h"
 #include "rows/row.h"
 #include "tests/support/testdata.h"

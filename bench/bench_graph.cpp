@@ -39,7 +39,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/jit/jit_base.h"
+#include "kernels/jit/base/jit_base.h"
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
 

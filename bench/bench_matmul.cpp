@@ -57,7 +57,7 @@
 
 #include "core/convert.h"
 #include "dispatch/host_platform.h"
-#include "kernels/jit/jit_base.h"
+#include "kernels/jit/base/jit_base.h"
 #include "qconv/matmul.h"
 #include "rows/row.h"
 

@@ -5,8 +5,8 @@
 // by name, the reference is last. docs/dispatch.md gives the ordering rules
 // and the measurements behind them, and how a row is added.
 #include "dispatch/conv_dw_pair.h"
-#include "kernels/jit/conv_amx.h"
-#include "kernels/jit/conv_rows.h"
+#include "kernels/jit/conv/conv_rows.h"
+#include "kernels/jit/conv_amx/conv_amx.h"
 #include "kernels/onednn/onednn_conv.h"
 #include "reference/ref_rows.h"
 

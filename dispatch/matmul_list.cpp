@@ -1,6 +1,6 @@
 // The weight-compressed MatMul implementation table, in dispatch order (see
 // dispatch/conv_list.cpp for how a table is read; docs/dispatch.md).
-#include "kernels/jit/matmul_wc.h"
+#include "kernels/jit/matmul/matmul_wc.h"
 #include "kernels/onednn/onednn_f32.h"
 #include "reference/ref_rows.h"
 
@@ -21,7 +21,7 @@ std::vector<matmul_entry> build_matmul_list() {
         matmul_wc_amx_row("jit:matmul_wc_x8:avx512_core_amx", false),
         matmul_wc_amx_row("jit:matmul_wc_x4:avx512_core_amx", true),
         // f32 accuracy: decompression into FMAs, zmm then ymm. From a crossing M
-        // (their plan; jit::matmul_wc_prefill_min_m, kernels/jit/matmul_wc.h) the
+        // (their plan; jit::matmul_wc_prefill_min_m, kernels/jit/matmul/matmul_wc.h) the
         // prefill shape instead: weights unpacked to f32 once per call, then a
         // register-blocked FMA sweep over all M. Measured on Zen 4 (K = N = 4096,
         // 1 thread): ymm from M = 24 (8-bit) / 8 (4-bit), 1.12x / 1.24x the

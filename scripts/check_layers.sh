@@ -43,5 +43,39 @@ for folder in include/qconv core rows reference kernels dispatch graph tools; do
     fi
   done < <(grep -rnE '^#include "' "$folder" --include='*.h' --include='*.cpp' || true)
 done
+# Inside kernels/jit/: the families' folders (docs/architecture.md).
+jit_allowed() {
+  case "$1" in
+    base) echo "base" ;;
+    conv) echo "base conv" ;;
+    conv_dw) echo "base conv conv_dw" ;;
+    conv_amx) echo "base conv conv_amx" ;;
+    matmul) echo "base matmul" ;;
+    *) echo "" ;;
+  esac
+}
+for dir in kernels/jit/*/; do
+  family=$(basename "$dir")
+  read -r -a ok <<<"$(jit_allowed "$family")"
+  if [ "${#ok[@]}" -eq 0 ]; then
+    echo "layering: $dir is not a family of docs/architecture.md's kernels/jit table"
+    bad=1
+    continue
+  fi
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    inc=$(sed -E 's/.*#include "kernels\/jit\/([^/"]+)\/.*/\1/' <<<"$hit")
+    fine=0
+    for f in "${ok[@]}"; do [[ $inc == "$f" ]] && fine=1; done
+    if [ "$fine" -eq 0 ]; then
+      echo "layering: $file includes kernels/jit/$inc/, above its family ($family may include: ${ok[*]})"
+      bad=1
+    fi
+  done < <(grep -rnE '^#include "kernels/jit/' "$dir" --include='*.h' --include='*.cpp' || true)
+done
+if compgen -G "kernels/jit/*.h" >/dev/null || compgen -G "kernels/jit/*.cpp" >/dev/null; then
+  echo "layering: kernels/jit/ holds files outside a family folder: $(ls kernels/jit/*.h kernels/jit/*.cpp 2>/dev/null | tr '\n' ' ')"
+  bad=1
+fi
 [ "$bad" -eq 0 ] && echo "layering: every include points down"
 exit "$bad"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "dispatch/host_platform.h"
-#include "kernels/jit/jit_base.h"
+#include "kernels/jit/base/jit_base.h"
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/dispatcher.h"

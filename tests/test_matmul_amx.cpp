@@ -21,7 +21,7 @@
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
-#include "kernels/jit/matmul_wc_amx.h"
+#include "kernels/jit/matmul/matmul_wc_amx.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
 #include "rows/row.h"

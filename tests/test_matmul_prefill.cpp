@@ -1,5 +1,5 @@
 // The prefill shape of the f32 weight-compressed MatMul rows
-// (jit:matmul_wc_{x8,x4}:{avx512_core,avx2}; kernels/jit/matmul_wc.h): the
+// (jit:matmul_wc_{x8,x4}:{avx512_core,avx2}; kernels/jit/matmul/matmul_wc.h): the
 // weights unpacked to f32 once per call, chunk by chunk, then a
 // register-blocked FMA sweep over every row.
 //
@@ -24,7 +24,7 @@
 
 #include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
-#include "kernels/jit/matmul_wc.h"
+#include "kernels/jit/matmul/matmul_wc.h"
 #include "qconv/matmul.h"
 #include "reference/reference.h"
 #include "rows/row.h"

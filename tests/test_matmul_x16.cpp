@@ -18,7 +18,7 @@
 #include "core/convert.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
-#include "kernels/jit/matmul_wc.h"
+#include "kernels/jit/matmul/matmul_wc.h"
 #include "qconv/matmul.h"
 #include "rows/row.h"
 #include "tests/support/testdata.h"

@@ -21,7 +21,7 @@
 
 #include "core/parallel.h"
 #include "dispatch/host_platform.h"
-#include "kernels/jit/jit_base.h"
+#include "kernels/jit/base/jit_base.h"
 #include "qconv/types.h"
 #include "tools/driver.h"
 

@@ -1,0 +1,518 @@
+// Emitters of the fused output pipeline shared by the int8 conv JIT kernels
+// (the micro-kernel in conv_x8s8_ukernel.cpp, the depthwise row kernel in
+// conv_dw_row_gen.h). Per output vector they emit, in the order of
+// ref::apply_pipeline (see conv_pipeline.h): float(acc + comp)·scale + bias →
+// lowered post-ops → + dst_zp → the saturating store; plus the constant pool
+// and the addressing of the pipeline's per-OC arrays.
+//
+// A kernel derives from conv_epilogue_gen, which fixes the registers the
+// epilogue uses: rax (scratch), rbx (dst), r11 (c0 · 4), r12 (full-tensor
+// operand), r13 (bias + c0), r14 (comp + c0), r15 (scale + c0); zmm30/31
+// scratch, four consecutive parameter registers (comp, scale, bias, zero)
+// and one spare zmm named by the kernel; k1 = channel-tail mask, k2/k3
+// scratch. The kernel says which vectors are channel tails and where its
+// full-tensor operands are.
+//
+// Every y·a + b of the pipeline is one vfmadd: the reference's madd(), one
+// rounding, so the results are the reference's bits on any data.
+//
+// Every emitter is a template over the kernel's traits (jit_traits.h): the
+// EVEX kernels (zmm) use k-masks and embedded broadcasts; the VEX kernels
+// (avx2 / avx2_vnni; AVX2 + FMA instructions only, registers 0..15, no mask
+// registers) keep the scale in ymm12 and use ymm13/14/15 as scratch;
+// comp, bias and the constants are memory operands (the pool holds every
+// constant as a whole 32-byte vector); masked operations become compare +
+// vblendvps; channel tails use vmaskmovps (4-byte elements) or byte
+// inserts / extracts (u8, s8). The kernel keeps at most 12 accumulators.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/jit/base/conv_pipeline.h"
+#include "kernels/jit/base/jit_base.h"
+#include "kernels/jit/base/jit_traits.h"
+
+namespace qconv::jit {
+
+class conv_epilogue_gen : public jit_generator {
+protected:
+    // T: the kernel's traits, which its calls of the emitters repeat.
+    // EVEX: param_reg0 is the zmm of comp, then scale, bias and zero; spare
+    // one more free zmm. VEX: registers 12..15 (param_reg0 and spare ignored).
+    template <class T>
+    conv_epilogue_gen(T, size_t code_size, const pipeline *pipe, int param_reg0, int spare)
+        : jit_generator(code_size), zmm_comp(T::evex ? param_reg0 : 12), zmm_scale(T::evex ? param_reg0 + 1 : 12),
+          zmm_bias(T::evex ? param_reg0 + 2 : 12), zmm_zero(T::evex ? param_reg0 + 3 : 12),
+          zmm_spare(T::evex ? spare : 15), zmm_u(T::evex ? 30 : 14), zmm_t(T::evex ? 31 : 13), epi_pipe_(pipe) {
+        static_assert(T::lanes == 8 || T::lanes == 16, "the epilogue is written for ymm and zmm");
+    }
+
+    // Whether OC vector b of the current tile is a masked (k1) channel tail.
+    virtual bool tail(int b) const = 0;
+    // Loads the pointer of full-tensor operand i into reg_full and returns
+    // the address of its vector (pixel w, OC vector b).
+    virtual Xbyak::Address full_operand(int i, int w, int b) = 0;
+
+    // Lanes of the channel tail (VEX: byte tails are stored lane by lane).
+    virtual int tail_lanes() const { return 16; }
+
+    const Xbyak::Reg64 reg_tmp = rax, reg_dst = rbx, reg_coff = r11, reg_full = r12, reg_bias = r13, reg_comp = r14,
+                       reg_pbase = r15;
+    // The zmm registers (EVEX); their indices name the ymm registers of VEX kernels.
+    const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
+    const Xbyak::Zmm zmm_u, zmm_t;
+    // The same registers at the kernel's width.
+    template <class T>
+    static typename T::Vmm vr(const Xbyak::Zmm &z) {
+        return typename T::Vmm(z.getIdx());
+    }
+    static constexpr int cmp_unord = 3, cmp_ord = 7, cmp_ngt_uq = 10, cmp_nge_uq = 9, cmp_ge_oq = 29;
+
+    // Destination element bytes.
+    int dsz() const {
+        const dtype t = epi_pipe_->dst_dt;
+        return t == dtype::f32 || t == dtype::s32 ? 4 : 1;
+    }
+
+    // ------------------------------------------------------------ constants
+    Xbyak::Label l_const;
+    std::vector<float> consts_;
+    int cidx(float v) {
+        for (size_t i = 0; i < consts_.size(); ++i)
+            if (std::memcmp(&consts_[i], &v, 4) == 0) return static_cast<int>(i);
+        consts_.push_back(v);
+        return static_cast<int>(consts_.size() - 1);
+    }
+    static float bits_float(uint32_t bits) {
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return v;
+    }
+    // {1to16} operand (EVEX) or a whole 32-byte vector (VEX: the pool
+    // holds each constant eight times).
+    template <class T>
+    Xbyak::Address cst(float v) {
+        if constexpr (T::evex) return ptr_b[rip + l_const + cidx(v) * 4];
+        else return ptr[rip + l_const + cidx(v) * 32];
+    }
+    template <class T>
+    Xbyak::Address cst_plain(float v) { // scalar load
+        return ptr[rip + l_const + cidx(v) * (T::evex ? 4 : 32)];
+    }
+    // VEX: lanes 0..tail_lanes()−1 all ones (vmaskmovps), loaded into m.
+    Xbyak::Label l_tmask;
+    bool use_tmask_ = false;
+    void load_tail_mask(const Xbyak::Xmm &m) {
+        use_tmask_ = true;
+        vmovups(m, ptr[rip + l_tmask]);
+    }
+    // The pool itself (after the code; the caller aligns it).
+    template <class T>
+    void emit_const_pool() {
+        L(l_const);
+        for (float v : consts_) {
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            for (int i = 0; i < (T::evex ? 1 : 8); ++i) dd(bits);
+        }
+        if (use_tmask_) {
+            L(l_tmask);
+            for (int i = 0; i < 8; ++i) dd(i < tail_lanes() ? 0xffffffffu : 0u);
+        }
+    }
+
+    // Address of a per-OC array of the pipeline at vector b of this tile:
+    // relative to reg_pbase (= scale + c0) when the distance fits a 32-bit
+    // displacement, else through reg_tmp (so use one such address at a time).
+    template <class T>
+    Xbyak::Address oc_arr(const std::vector<float> &v, int b) {
+        const int64_t diff =
+            reinterpret_cast<intptr_t>(v.data()) - reinterpret_cast<intptr_t>(epi_pipe_->scale.data()) + b * T::vbytes;
+        if (diff > -(int64_t(1) << 31) + 4096 && diff < (int64_t(1) << 31) - 4096)
+            return ptr[reg_pbase + static_cast<int32_t>(diff)];
+        mov(reg_tmp, reinterpret_cast<uintptr_t>(v.data()));
+        add(reg_tmp, reg_coff);
+        return ptr[reg_tmp + b * T::vbytes];
+    }
+
+    // ------------------------------------------------------------ pipeline
+    // comp, scale and bias of OC vector b, hoisted out of the pixel loop.
+    template <class T>
+    void emit_load_params(int b) {
+        const pipeline &pp = *epi_pipe_;
+        if constexpr (!T::evex) { // comp and bias are memory operands
+            vmovups(vr<T>(zmm_scale), oc_arr<T>(pp.scale, b));
+        } else {
+            if (!pp.comp_is_zero) vmovdqu32(zmm_comp, ptr[reg_comp + b * 64]);
+            vmovups(zmm_scale, oc_arr<T>(pp.scale, b));
+            if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
+        }
+    }
+
+    // A ReLU (alpha 0) that ends the chain of an integer destination with
+    // dst_zp 0 is the store's own clamp at 0: y and max(y, 0) differ only in
+    // −0 / NaN, which both store as 0.
+    bool relu_is_store_clamp() const {
+        const pipeline &pp = *epi_pipe_;
+        return pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f && !pp.ops.empty() &&
+               pp.ops.back().k == lowered_op::kind::eltwise && pp.ops.back().alg == eltwise_alg::relu &&
+               pp.ops.back().alpha == 0.f;
+    }
+
+    // A last `round` (round half to even) before an integer store without
+    // dst_zp: every store to u8 / s8 / s32 clamps to integer bounds (which
+    // commutes with rounding: both are monotone and the bounds are integers)
+    // and converts with vcvtps2dq under the default MXCSR, itself round half
+    // to even, so round(y) and y store the same integer (NaN: the same path).
+    bool round_is_store_conversion() const {
+        const pipeline &pp = *epi_pipe_;
+        return pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f && !pp.ops.empty() &&
+               pp.ops.back().k == lowered_op::kind::eltwise && pp.ops.back().alg == eltwise_alg::round;
+    }
+
+    // The index of a `linear:a:0` that only a last round (or nothing) follows
+    // before an integer store without dst_zp, else npos. madd(y, a, +0) and
+    // y·a are the same rounding of the same product; they differ only when
+    // that product is exactly zero (+0 against a possible −0), and the store
+    // turns both zeros into 0: one multiply with a broadcast operand instead
+    // of a broadcast and an FMA.
+    static constexpr size_t none_index = ~size_t(0);
+    size_t last_scale_index() const {
+        const pipeline &pp = *epi_pipe_;
+        if (pp.dst_dt == dtype::f32 || pp.dst_zp != 0.f || pp.ops.empty()) return none_index;
+        size_t i = pp.ops.size() - 1;
+        if (round_is_store_conversion()) {
+            if (i == 0) return none_index;
+            --i;
+        }
+        const pipeline_op &op = pp.ops[i];
+        const bool scale = op.k == lowered_op::kind::eltwise && op.alg == eltwise_alg::linear && op.beta == 0.f;
+        return scale ? i : none_index;
+    }
+
+    // Accumulator y (pixel w, OC vector b; zmm_zero = 0 and the vector's
+    // parameters loaded) → the value to store: acc·scale + bias with one
+    // rounding, the post-ops, + dst_zp. pix: dst bytes between pixels.
+    template <class T>
+    void emit_pixel_pipeline(const Xbyak::Xmm &y, int w, int b, int64_t pix) {
+        const pipeline &pp = *epi_pipe_;
+        if constexpr (!T::evex) {
+            if (!pp.comp_is_zero) vpaddd(y, y, ptr[reg_comp + b * 32]);
+            vcvtdq2ps(y, y);
+            if (pp.with_bias) vfmadd213ps(y, vr<T>(zmm_scale), ptr[reg_bias + b * 32]);
+            else vfmadd213ps(y, vr<T>(zmm_scale), cst<T>(0.f));
+        } else {
+            if (!pp.comp_is_zero) vpaddd(y, y, zmm_comp);
+            vcvtdq2ps(y, y);
+            if (pp.with_bias) vfmadd213ps(y, zmm_scale, zmm_bias);
+            else vfmadd213ps(y, zmm_scale, zmm_zero); // madd(acc, scale, +0): +0, never −0
+        }
+        const bool relu_last = relu_is_store_clamp();
+        const bool round_last = round_is_store_conversion();
+        const size_t scale_at = last_scale_index();
+        int full_i = 0;
+        for (size_t i = 0; i < pp.ops.size(); ++i) {
+            if (round_last && i + 1 == pp.ops.size()) break;
+            if (i == scale_at) { // linear:a:0 as y·a (see last_scale_index)
+                vmulps(y, y, cst<T>(pp.ops[i].alpha));
+                continue;
+            }
+            if (relu_last && i + 1 == pp.ops.size()) {
+                if (pp.dst_dt != dtype::u8) { // u8: the store clamps
+                    if constexpr (T::evex) vmaxps(y, y, zmm_zero);
+                    else vmaxps(y, y, cst<T>(0.f));
+                }
+                break;
+            }
+            emit_op<T>(pp.ops[i], y, w, b, full_i, pix);
+        }
+        // + dst_zp; adding 0 only turns −0 into +0, invisible in integers.
+        if (!(pp.dst_dt != dtype::f32 && pp.dst_zp == 0.f)) vaddps(y, y, cst<T>(pp.dst_zp));
+    }
+
+    // y = fmax(y, v) / fmin(y, v): the non-NaN operand when one is NaN.
+    // VEX: t2 receives the NaN mask of v.
+    template <class T>
+    void emit_fmaxmin(const Xbyak::Xmm &y, const Xbyak::Xmm &v, bool is_max, const Xbyak::Xmm &t,
+                      const Xbyak::Xmm *t2 = nullptr) {
+        if (is_max) vmaxps(t, y, v);
+        else vminps(t, y, v);
+        if constexpr (!T::evex) {
+            vcmpps(*t2, v, v, cmp_unord);
+            vblendvps(y, t, y, *t2); // v NaN ? y : max/min
+        } else {
+            vcmpps(k2, v, v, cmp_unord);
+            vmovaps(t | k2, y);
+            vmovaps(y, t);
+        }
+    }
+    // y = fmax(y, c) / fmin(y, c) for a constant c: one vmaxps / vminps with
+    // c second (returned when y is NaN); a NaN c leaves y.
+    template <class T>
+    void emit_fmaxmin_const(const Xbyak::Xmm &y, float c, bool is_max) {
+        if (c != c) return;
+        if (is_max) vmaxps(y, y, cst<T>(c));
+        else vminps(y, y, cst<T>(c));
+    }
+
+    // v = float(destination vector at a) (the sum post-op's previous value).
+    // VEX tails: m is clobbered (the lane mask).
+    template <class T>
+    void emit_load_dst_f32(const Xbyak::Xmm &v, const Xbyak::Address &a, bool tl, dtype dt, const Xbyak::Xmm &m) {
+        if constexpr (!T::evex) {
+            const bool four = dt == dtype::f32 || dt == dtype::s32;
+            if (!tl) {
+                if (dt == dtype::f32) vmovups(v, a);
+                else if (dt == dtype::s32) vmovdqu(v, a);
+                else if (dt == dtype::s8) vpmovsxbd(v, a);
+                else vpmovzxbd(v, a);
+            } else if (four) {
+                load_tail_mask(m);
+                vmaskmovps(v, m, a);
+            } else { // bytes lane by lane (nothing read past the tail)
+                const Xbyak::Xmm xv(v.getIdx());
+                lea(reg_tmp, a);
+                vpxor(xv, xv, xv);
+                for (int i = 0; i < tail_lanes(); ++i) vpinsrb(xv, xv, ptr[reg_tmp + i], i);
+                if (dt == dtype::s8) vpmovsxbd(v, xv);
+                else vpmovzxbd(v, xv);
+            }
+            if (dt != dtype::f32) vcvtdq2ps(v, v);
+        } else {
+            const Xbyak::Xmm vz = tl ? (v | k1 | T_z) : v;
+            switch (dt) {
+            case dtype::f32: vmovups(vz, a); break;
+            case dtype::s32:
+                vmovdqu32(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            case dtype::s8:
+                vpmovsxbd(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            default:
+                vpmovzxbd(vz, a);
+                vcvtdq2ps(v, v);
+                break;
+            }
+        }
+    }
+
+    // y = madd(y, a[c], b[c]) over per-OC arrays a, b.
+    template <class T>
+    void emit_madd_oc(const Xbyak::Xmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
+        vmovups(vr<T>(zmm_t), oc_arr<T>(a, b));
+        vfmadd213ps(y, vr<T>(zmm_t), oc_arr<T>(bv, b));
+    }
+
+    template <class T>
+    void emit_op(const pipeline_op &op, const Xbyak::Xmm &y, int w, int b, int &full_i, int64_t pix) {
+        using K = lowered_op::kind;
+        const Xbyak::Xmm t = vr<T>(zmm_t), u = vr<T>(zmm_u), sp = vr<T>(zmm_spare);
+        switch (op.k) {
+        case K::eltwise:
+            switch (op.alg) {
+            case eltwise_alg::relu:
+                if constexpr (!T::evex) {
+                    vmulps(t, y, cst<T>(op.alpha));
+                    vcmpps(u, y, cst<T>(0.f), cmp_ngt_uq);
+                    vblendvps(y, y, t, u);
+                    break;
+                }
+                vcmpps(k2, y, zmm_zero, cmp_ngt_uq);
+                vmulps(y | k2, y, cst<T>(op.alpha));
+                break;
+            case eltwise_alg::clip: // constant bounds: one vmaxps / vminps each (fmax / fmin semantics)
+                emit_fmaxmin_const<T>(y, op.alpha, true);
+                emit_fmaxmin_const<T>(y, op.beta, false);
+                break;
+            case eltwise_alg::linear: // madd(y, alpha, beta)
+                vbroadcastss(t, cst_plain<T>(op.alpha));
+                vfmadd213ps(y, t, cst<T>(op.beta));
+                break;
+            case eltwise_alg::hardswish:
+                vdivps(u, y, cst<T>(6.f));
+                vaddps(u, u, cst<T>(0.5f));
+                if constexpr (!T::evex) {
+                    emit_fmaxmin_const<T>(u, 0.f, true);
+                    emit_fmaxmin_const<T>(u, 1.f, false);
+                    vmulps(y, y, u);
+                    break;
+                }
+                vxorps(t, t, t);
+                emit_fmaxmin<T>(u, t, true, zmm_spare);
+                vbroadcastss(t, cst_plain<T>(1.f));
+                emit_fmaxmin<T>(u, t, false, zmm_spare);
+                vmulps(y, y, u);
+                break;
+            case eltwise_alg::abs: vandps(y, y, cst<T>(bits_float(0x7fffffffu))); break;
+            case eltwise_alg::sqrt: vsqrtps(y, y); break;
+            case eltwise_alg::square: vmulps(y, y, y); break;
+            case eltwise_alg::round: emit_round<T>(y); break;
+            default: fail("post_ops", "transcendental eltwise is not fused");
+            }
+            break;
+        case K::binary: {
+            if (op.full) {
+                const Xbyak::Address a = full_operand(full_i++, w, b);
+                if (!tail(b)) {
+                    vmovups(t, a);
+                } else if constexpr (T::evex) {
+                    vmovups(t | k1 | T_z, a);
+                } else {
+                    load_tail_mask(u);
+                    vmaskmovps(t, u, a);
+                }
+            } else {
+                vmovups(t, oc_arr<T>(op.a, b));
+            }
+            switch (op.balg) {
+            case binary_alg::add: vaddps(y, y, t); break;
+            case binary_alg::sub: vsubps(y, y, t); break;
+            case binary_alg::mul: vmulps(y, y, t); break;
+            case binary_alg::div: vdivps(y, y, t); break;
+            case binary_alg::max: emit_fmaxmin<T>(y, t, true, u, &sp); break;
+            case binary_alg::min: emit_fmaxmin<T>(y, t, false, u, &sp); break;
+            }
+            break;
+        }
+        case K::prelu:
+        case K::depthwise_prelu:
+            if constexpr (!T::evex) {
+                vmulps(t, y, oc_arr<T>(op.a, b));
+                vcmpps(u, y, cst<T>(0.f), cmp_nge_uq);
+                vblendvps(y, y, t, u);
+                break;
+            }
+            vcmpps(k2, y, zmm_zero, cmp_nge_uq);
+            vmulps(y | k2, y, oc_arr<T>(op.a, b));
+            break;
+        case K::sum: // madd(prev − zp, scale, y)
+            emit_load_dst_f32<T>(t, ptr[reg_dst + w * pix + b * T::lanes * dsz()], tail(b), epi_pipe_->dst_dt, u);
+            vsubps(t, t, cst<T>(op.sum_zp));
+            vfmadd231ps(y, t, cst<T>(op.sum_scale));
+            break;
+        case K::depthwise_scale_shift: emit_madd_oc<T>(y, op.a, op.b, b); break;
+        case K::quantization:
+            vmovups(t, oc_arr<T>(op.q[0], b));
+            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
+            vmovups(t, oc_arr<T>(op.q[1], b));
+            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
+            emit_madd_oc<T>(y, op.q[2], op.q[3], b);
+            if (op.round) emit_round<T>(y);
+            if (op.dequantize) emit_madd_oc<T>(y, op.q[4], op.q[5], b);
+            break;
+        default: fail("post_ops", "lowered post-op not supported by the fused epilogue");
+        }
+    }
+
+    // Round half to even.
+    template <class T>
+    void emit_round(const Xbyak::Xmm &y) {
+        if constexpr (!T::evex) vroundps(y, y, 0x08);
+        else vrndscaleps(y, y, 0x08);
+    }
+
+    // Store y at a: f32 as is; s32 / s8 / u8: NaN → 0, round half to even
+    // (MXCSR / vrndscaleps), saturate. tl: channel tail (k1 on EVEX).
+    template <class T>
+    void emit_store(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        if constexpr (T::evex) emit_store_evex<T>(y, a, tl, dt);
+        else emit_store_vex<T>(y, a, tl, dt);
+    }
+
+    // VEX: the same conversions as emit_store_evex without mask registers;
+    // u8 / s8 values clamped to their range in float, converted (MXCSR: round
+    // half to even) and packed (exact: the values fit).
+    template <class T>
+    void emit_store_vex(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        static_assert(!T::evex);
+        const Xbyak::Xmm t = vr<T>(zmm_t);
+        if (dt == dtype::f32) {
+            if (tl) {
+                load_tail_mask(t);
+                vmaskmovps(a, t, y);
+            } else {
+                vmovups(a, y);
+            }
+            return;
+        }
+        if (dt != dtype::u8) { // NaN → 0 (u8: vmaxps with 0 below)
+            vcmpps(t, y, y, cmp_ord);
+            vandps(y, y, t);
+        }
+        if (dt == dtype::s32) {
+            vroundps(y, y, 0x08);
+            vcmpps(t, y, cst<T>(2147483648.f), cmp_ge_oq);
+            vcvtps2dq(y, y); // too large → INT_MIN, replaced below
+            vblendvps(y, y, cst<T>(bits_float(0x7fffffffu)), t);
+            if (tl) {
+                load_tail_mask(t);
+                vmaskmovps(a, t, y);
+            } else {
+                vmovdqu(a, y);
+            }
+            return;
+        }
+        vmaxps(y, y, cst<T>(dt == dtype::u8 ? 0.f : -128.f));
+        vminps(y, y, cst<T>(dt == dtype::u8 ? 255.f : 127.f));
+        vcvtps2dq(y, y);
+        const Xbyak::Xmm xy(y.getIdx()), xt(t.getIdx());
+        vextracti128(xt, Xbyak::Ymm(y.getIdx()), 1);
+        vpackssdw(xy, xy, xt);
+        if (dt == dtype::u8) vpackuswb(xy, xy, xy);
+        else vpacksswb(xy, xy, xy);
+        if (!tl) {
+            vmovq(a, xy);
+            return;
+        }
+        lea(reg_tmp, a);
+        for (int i = 0; i < tail_lanes(); ++i) vpextrb(ptr[reg_tmp + i], xy, i);
+    }
+
+    template <class T>
+    void emit_store_evex(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, dtype dt) {
+        static_assert(T::evex);
+        const Xbyak::Zmm &t = zmm_t;
+        if (dt == dtype::f32) {
+            if (tl) vmovups(a | k1, y);
+            else vmovups(a, y);
+            return;
+        }
+        if (dt != dtype::u8) { // u8: vmaxps with 0 below turns NaN into 0
+            vcmpps(k2, y, y, cmp_ord);
+            vmovaps(y | k2 | T_z, y);
+        }
+        if (dt == dtype::s32) {
+            vrndscaleps(y, y, 0x08);
+            vcmpps(k3, y, cst<T>(2147483648.f), cmp_ge_oq);
+            vcvtps2dq(y, y); // too large → INT_MIN, fixed below
+            vpbroadcastd(t, cst_plain<T>(bits_float(0x7fffffffu)));
+            vmovdqa32(y | k3, t);
+            if (tl) vmovdqu32(a | k1, y);
+            else vmovdqu32(a, y);
+            return;
+        }
+        if (dt == dtype::u8) {
+            // max(y, 0) (NaN → 0), convert (≥ 2^31 gives 0x80000000), then
+            // unsigned saturation: 255.5+ and 0x80000000 both store 255.
+            vmaxps(y, y, zmm_zero);
+            vcvtps2dq(y, y);
+            if (tl) vpmovusdb(a | k1, y);
+            else vpmovusdb(a, y);
+            return;
+        }
+        vmaxps(y, y, cst<T>(-128.f)); // NaN was zeroed above
+        vminps(y, y, cst<T>(127.f));
+        vcvtps2dq(y, y);
+        if (tl) vpmovdb(a | k1, y);
+        else vpmovdb(a, y);
+    }
+
+private:
+    const pipeline *epi_pipe_;
+};
+
+} // namespace qconv::jit

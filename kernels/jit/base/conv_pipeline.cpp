@@ -1,0 +1,89 @@
+// conv pipeline: expansion of the lowered post-ops into per-OC arrays.
+#include <string>
+
+#include "kernels/jit/base/conv_pipeline.h"
+
+namespace qconv::jit {
+
+namespace {
+
+std::vector<float> per_oc(const std::vector<float> &v, int64_t oc, const char *field) {
+    if (v.size() != 1 && static_cast<int64_t>(v.size()) != oc)
+        fail(field, "needs 1 or OC=" + std::to_string(oc) + " values, got " + std::to_string(v.size()));
+    std::vector<float> r(static_cast<size_t>(oc + 16), 0.f);
+    for (int64_t c = 0; c < oc; ++c) r[c] = lowered_op::at(v, c);
+    return r;
+}
+
+} // namespace
+
+bool pipeline::takes(const attr_set &a, std::string *why) {
+    for (const lowered_op &op : a.ops) {
+        switch (op.k) {
+        case lowered_op::kind::eltwise:
+        case lowered_op::kind::binary:
+        case lowered_op::kind::prelu:
+        case lowered_op::kind::sum:
+        case lowered_op::kind::depthwise_scale_shift:
+        case lowered_op::kind::depthwise_prelu:
+        case lowered_op::kind::quantization: break;
+        case lowered_op::kind::dw_conv:
+            if (why) *why = "a fused dw conv item (the fused 1x1+dw rows and the composite row take it)";
+            return false;
+        default:
+            if (why) *why = "lowered post-op kind not implemented";
+            return false;
+        }
+    }
+    return true;
+}
+
+pipeline pipeline::build(const conv_problem &p, const attr_set &a) {
+    pipeline pp;
+    const int64_t oc = p.desc.oc;
+    pp.dst_dt = p.dst_dt;
+    pp.oc = oc;
+    pp.scale.assign(static_cast<size_t>(oc + 16), 0.f);
+    for (int64_t c = 0; c < oc; ++c) pp.scale[c] = p.scale(c);
+    pp.with_bias = p.with_bias;
+    pp.dst_zp = static_cast<float>(p.dst_zp);
+    pp.comp_is_zero = p.src_dt == dtype::u8 && a.zp == zp_mechanism::none;
+    using K = lowered_op::kind;
+    for (const lowered_op &op : a.ops) {
+        pipeline_op q;
+        q.k = op.k;
+        q.alg = op.alg;
+        q.alpha = op.alpha;
+        q.beta = op.beta;
+        q.balg = op.balg;
+        q.full = op.bcast == broadcast::full;
+        q.full_index = op.full_index;
+        q.sum_scale = op.sum_scale;
+        q.sum_zp = static_cast<float>(op.sum_zp);
+        q.round = op.round;
+        q.dequantize = op.dequantize;
+        switch (op.k) {
+        case K::binary:
+            if (!q.full) q.a = per_oc(op.a, oc, "binary");
+            break;
+        case K::prelu:
+        case K::depthwise_prelu: q.a = per_oc(op.a, oc, "prelu"); break;
+        case K::depthwise_scale_shift:
+            q.a = per_oc(op.a, oc, "scale_shift");
+            q.b = per_oc(op.b, oc, "scale_shift");
+            break;
+        case K::quantization: {
+            const std::vector<float> *src[6] = {&op.cl, &op.ch, &op.isc, &op.ish, &op.osc, &op.osh};
+            for (int i = 0; i < 6; ++i) q.q[i] = per_oc(*src[i], oc, "fake_quantize");
+            break;
+        }
+        case K::sum: pp.has_sum = true; break;
+        case K::eltwise: break;
+        default: fail("post_ops", "lowered post-op not supported by the JIT conv pipeline");
+        }
+        pp.ops.push_back(std::move(q));
+    }
+    return pp;
+}
+
+} // namespace qconv::jit

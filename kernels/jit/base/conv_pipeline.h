@@ -1,0 +1,82 @@
+// Output pipeline of the JIT conv kernels, run on an int32 accumulator tile.
+//
+// For every output element (docs/semantics.md §4, the same operation order
+// as ref::apply_pipeline, so results are bit-identical):
+//   y = float(acc + comp[c]) · scale[c] (+ bias[c]) → lowered post-ops in
+//   chain order → + dst_zp → store (f32 as is; s32/s8/u8: NaN → 0, round half
+//   to even, saturate).
+// Per-tensor parameters are expanded to per-OC arrays once at creation, so
+// the vector code always loads per-channel values. Transcendental eltwise
+// functions call eltwise_ref per element (exact by construction); the other
+// operations are vectorised with AVX-512 (16 channels per step) or AVX2
+// (8 channels per step), reproducing the scalar semantics (fmax/fmin NaN
+// rules, comparisons, non-fused multiply-add).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/lowering.h"
+#include "kernels/jit/base/conv_isa.h"
+#include "qconv/conv.h"
+#include "qconv/post_ops.h"
+
+namespace qconv::jit {
+
+struct pipeline_op {
+    lowered_op::kind k = lowered_op::kind::eltwise;
+    eltwise_alg alg = eltwise_alg::relu;
+    float alpha = 0.f, beta = 0.f;
+    binary_alg balg = binary_alg::add;
+    bool full = false;
+    int full_index = -1;
+    float sum_scale = 1.f, sum_zp = 0.f;
+    bool round = true, dequantize = true;
+    // Per-OC parameters (OC values + padding): a, b for binary/prelu/
+    // depthwise; q[0..5] = cl, ch, isc, ish, osc, osh for quantization.
+    std::vector<float> a, b;
+    std::vector<float> q[6];
+};
+
+struct pipeline {
+    dtype dst_dt = dtype::u8;
+    int64_t oc = 0;
+    std::vector<float> scale; // OC (+ padding)
+    bool with_bias = false;
+    float dst_zp = 0.f;
+    bool has_sum = false;
+    // comp[c] is 0 for every channel (u8 source without zero point): the
+    // fused epilogue skips the add.
+    bool comp_is_zero = false;
+    std::vector<pipeline_op> ops;
+
+    static pipeline build(const conv_problem &p, const attr_set &a);
+    // Whether the pipeline implements every lowered op of `a` (a fused
+    // dw-conv it does not); false with the reason otherwise.
+    static bool takes(const attr_set &a, std::string *why);
+};
+
+// One tile: npix output pixels (consecutive in dst, OC elements apart) ×
+// nc channels starting at channel c0. acc[i·acc_stride + j] is the raw sum for
+// pixel i, channel c0 + j; dst_off0 is the NHWC element offset of (pixel 0, c0).
+struct tile {
+    const int32_t *acc;
+    int acc_stride;
+    int npix;
+    int64_t c0;
+    int nc;
+    int64_t dst_off0;
+};
+
+// The tile's acc rows and comp/bias/per-OC arrays must be readable up to
+// whole vectors past nc (the kernels allocate them so).
+// One body per ISA (conv_pipeline_avx512.cpp, conv_pipeline_avx2.cpp), called
+// only on a machine that has it.
+using pipeline_fn = void (*)(const pipeline &pp, const tile &t, const int32_t *comp, const float *bias, void *dst,
+                             const exec_args &args);
+extern const pipeline_fn run_pipeline_avx512;
+extern const pipeline_fn run_pipeline_avx2;
+// The body for a vector kernel's ISA (chosen once, when a kernel is built).
+inline pipeline_fn pipeline_for(conv_isa i) { return isa_facts(i).evex ? run_pipeline_avx512 : run_pipeline_avx2; }
+
+} // namespace qconv::jit

@@ -1,0 +1,97 @@
+#include "kernels/jit/conv/conv_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/jit/conv/conv_ukernel.h"
+
+namespace qconv::jit {
+
+conv_knobs conv_knobs::from_env() {
+    auto flag = [](const char *name) { // "0" turns a default-on switch off
+        const char *v = std::getenv(name);
+        return !(v && std::strcmp(v, "0") == 0);
+    };
+    auto number = [](const char *name) {
+        const char *v = std::getenv(name);
+        return v && *v ? std::max(0, std::atoi(v)) : 0;
+    };
+    conv_knobs k;
+    k.ur = number("QCONV_JIT_CONV_UR");
+    k.nb = number("QCONV_JIT_CONV_NB");
+    k.direct = flag("QCONV_JIT_CONV_DIRECT");
+    k.flat2d = flag("QCONV_JIT_CONV_FLAT2D");
+    k.taps_inner = flag("QCONV_JIT_CONV_TAPS_INNER");
+    k.fused = flag("QCONV_JIT_CONV_FUSED");
+    k.dw_direct = flag("QCONV_JIT_CONV_DW_DIRECT");
+    k.dw_pair = flag("QCONV_JIT_CONV_DW_PAIR");
+    k.dw_row_copy = flag("QCONV_JIT_CONV_DW_ROW_COPY");
+    k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
+    k.dw_band = number("QCONV_JIT_CONV_DW_BAND");
+    const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
+    k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
+    return k;
+}
+
+std::string conv_knobs::str() const {
+    const conv_knobs d;
+    std::string s;
+    auto add = [&s](const char *name, int v) {
+        s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v);
+    };
+    if (ur != d.ur) add("ur", ur);
+    if (nb != d.nb) add("nb", nb);
+    if (direct != d.direct) add("direct", direct);
+    if (flat2d != d.flat2d) add("flat2d", flat2d);
+    if (taps_inner != d.taps_inner) add("taps_inner", taps_inner);
+    if (fused != d.fused) add("fused", fused);
+    if (dw_direct != d.dw_direct) add("dw_direct", dw_direct);
+    if (dw_pair != d.dw_pair) add("dw_pair", dw_pair);
+    if (dw_row_copy != d.dw_row_copy) add("dw_row_copy", dw_row_copy);
+    if (dw_row != d.dw_row) add("dw_row", dw_row);
+    if (dw_native != d.dw_native) add("dw_native", dw_native);
+    if (dw_band != d.dw_band) add("dw_band", dw_band);
+    return s.empty() ? "default" : s;
+}
+
+std::shared_ptr<conv_plan> conv_plan::make(conv_isa i, kind k, const conv_knobs &knobs) {
+    auto pl = std::make_shared<conv_plan>();
+    pl->isa = i;
+    pl->k = k;
+    pl->knobs = knobs;
+    return pl;
+}
+
+std::string conv_plan::str() const {
+    const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
+    return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) +
+           (detail ? " " + detail->str() : std::string()) + " knobs=" + knobs.str();
+}
+
+bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
+    int n_full = 0;
+    bool transcendental = false;
+    for (const auto &op : a.ops) {
+        if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) ++n_full;
+        if (op.k == lowered_op::kind::eltwise && is_transcendental(op.alg)) transcendental = true;
+    }
+    return !transcendental && n_full <= max_fused_full && k.fused;
+}
+
+impl::conv_entry jit_conv_entry(const std::string &name, const std::string &canonical, conv_isa i, conv_plan::kind k,
+                                impl::conv_entry::decide_fn decide, impl::conv_entry::build_fn build) {
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
+    impl::conv_entry e;
+    e.name = name;
+    e.family = "jit";
+    e.only_depthwise = k != conv_plan::kind::dense;
+    e.needs = required_features(i);
+    if (k == conv_plan::kind::depthwise_rows) e.needs.add(impl::cpu_feature::avx512_vbmi);
+    e.decide = std::move(decide);
+    e.build = std::move(build);
+    return e;
+}
+
+} // namespace qconv::jit

@@ -1,0 +1,640 @@
+// The AMX int8 conv kernel object: the source view (in place, padded copy or
+// gathered copy), weight packing into VNNI-4 B tiles, the per-OC
+// compensation, threading, the output pipeline, supports() and the row
+// (design in conv_amx.h and docs/jit_conv_amx.md).
+#include "kernels/jit/conv_amx/conv_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "core/buffers.h"
+#include "core/compensation.h"
+#include "core/parallel.h"
+#include "kernels/jit/base/conv_pipeline.h"
+
+namespace qconv::jit {
+namespace {
+
+constexpr const char *row_name = "jit:conv_x8s8:avx512_core_amx";
+constexpr int blk = 32; // pixels and channels per micro-kernel call
+
+int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Short copies of the source views (a pixel's channels, a kernel row of a
+// window): 64-byte moves, the last one masked (masked-out bytes are neither
+// read nor written). The row needs AVX-512 BW.
+__attribute__((target("avx512f,avx512bw"))) inline void copy_n(uint8_t *d, const uint8_t *s, int64_t n) {
+    for (; n >= 64; n -= 64, d += 64, s += 64) _mm512_storeu_si512(d, _mm512_loadu_si512(s));
+    if (n > 0) {
+        const __mmask64 m = ~uint64_t(0) >> (64 - n);
+        _mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
+    }
+}
+__attribute__((target("avx512f,avx512bw"))) inline void zero_n(uint8_t *d, int64_t n) {
+    const __m512i z = _mm512_setzero_si512();
+    for (; n >= 64; n -= 64, d += 64) _mm512_storeu_si512(d, z);
+    if (n > 0) _mm512_mask_storeu_epi8(d, ~uint64_t(0) >> (64 - n), z);
+}
+
+// One B tile row: 16 channels (stride bytes apart from x) × 4 consecutive
+// bytes each; the tail form zero-fills channels ≥ channels and bytes ≥ bytes.
+__attribute__((target("avx512f"))) inline void gather_tile_row(const int8_t *x, int64_t stride, int8_t *out) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int32_t>(stride)));
+    _mm512_storeu_si512(out, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, idx, x, 1));
+}
+inline void tile_row_tail(const int8_t *x, int64_t stride, int64_t channels, int64_t bytes, int8_t *out) {
+    for (int64_t o = 0; o < 16; ++o)
+        for (int64_t j = 0; j < 4; ++j) out[o * 4 + j] = o < channels && j < bytes ? x[o * stride + j] : int8_t(0);
+}
+
+enum class view_kind { in_place, padded, gathered };
+const char *to_string(view_kind v) {
+    return v == view_kind::in_place ? "in_place" : v == view_kind::padded ? "padded" : "gathered";
+}
+
+// Everything derived from the descriptor that the kernel needs.
+struct amx_geometry {
+    view_kind view = view_kind::padded;
+    int64_t mb = 1, g = 1, icg = 1, ocg = 1;
+    int64_t taps = 1;    // taps iterated by the micro-kernel (KH·KW; 1 when gathered)
+    int64_t kt = 1;      // reduction bytes per tap (ICg; KH·KW·ICg when gathered)
+    int kc = 64, nk = 1; // K chunk bytes, chunks per tap
+    int64_t ps = 64;     // bytes per pixel of the view
+    int64_t hb = 0, wb = 0;
+    int64_t img_px = 0; // pixels per (image, group) of a copy, slack included
+    int64_t q = 0;      // virtual output pixels per image
+    int64_t nq = 0, nob = 0;
+    std::vector<int64_t> tap_off;
+};
+
+amx_geometry make_geometry(const conv_desc &d) {
+    amx_geometry g;
+    g.mb = d.mb;
+    g.g = d.g;
+    g.icg = d.icg();
+    g.ocg = d.ocg();
+    const int64_t taps = d.kh * d.kw;
+    const int64_t rows = (d.oh - 1) * d.sh + d.kh_extent(), cols = (d.ow - 1) * d.sw + d.kw_extent();
+    const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
+    const bool strided = d.sh > 1 || d.sw > 1;
+    // Strides, and small channel counts under a KxK kernel (conv1), gather
+    // each window into one row so that the taps fill K.
+    const bool gather = strided || (taps > 1 && g.icg < 32);
+    g.kt = gather ? taps * g.icg : g.icg;
+    g.kc = static_cast<int>(g.kt <= 64 ? rnd_up(g.kt, 4) : 64);
+    g.nk = static_cast<int>(div_up(g.kt, g.kc));
+    const bool in_place = !gather && taps == 1 && !padded && g.kt % g.kc == 0;
+    g.view = gather ? view_kind::gathered : in_place ? view_kind::in_place : view_kind::padded;
+    g.taps = gather ? 1 : taps;
+    g.ps = in_place ? d.ic : rnd_up(int64_t(g.nk) * g.kc, 64);
+    if (g.view == view_kind::padded) {
+        g.hb = (d.oh - 1) + d.kh_extent();
+        g.wb = (d.ow - 1) + d.kw_extent();
+        g.q = (d.oh - 1) * g.wb + d.ow;
+        // Blocks past q read up to blk − 1 pixels beyond the last one.
+        g.img_px = g.hb * g.wb + blk;
+        for (int64_t kh = 0; kh < d.kh; ++kh)
+            for (int64_t kw = 0; kw < d.kw; ++kw) g.tap_off.push_back((kh * d.dh * g.wb + kw * d.dw) * g.ps);
+    } else {
+        g.q = d.oh * d.ow;
+        g.img_px = rnd_up(g.q, blk);
+        g.tap_off.push_back(0);
+    }
+    g.nq = div_up(g.q, blk);
+    g.nob = div_up(g.ocg, blk);
+    return g;
+}
+
+// A thread's copies of pixel blocks (gathered view, the in-place tail): a
+// ring of slots, each with the block it holds (−1: none), found by key. A
+// batch of calls touches at most batch distinct blocks and a new copy never
+// goes to a slot the batch reads; twice as many slots keep recent blocks
+// (pixel blocks alternating under the OC blocks) without copying them again.
+constexpr int batch = 8, ring_slots = 2 * batch;
+struct block_ring {
+    uint8_t *b = nullptr; // the thread's scratch
+    int64_t slot_bytes = 0;
+    int64_t key[ring_slots];
+    block_ring() { std::fill(key, key + ring_slots, int64_t(-1)); }
+    int cur = 0;
+    uint32_t in_use = 0; // slots the current batch reads
+};
+
+struct amx_packed : impl::packed {
+    explicit amx_packed(size_t bytes) : wei(impl::alloc_aligned<uint8_t>(bytes)) {}
+    impl::aligned_buffer<uint8_t> wei; // zeroed
+    std::vector<int32_t> comp;         // OC + 32: −Σ zp·w
+    std::vector<float> bias;           // OC + 16 (empty without bias)
+};
+
+struct amx_plan : impl::plan {
+    std::string view;
+    std::string str() const override { return "amx:" + view; }
+};
+
+class conv_amx_kernel : public impl::conv_kernel {
+public:
+    conv_amx_kernel(const conv_problem &p, const attr_set &a)
+        : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(make_geometry(p.desc)) {
+        pipe_.comp_is_zero = a.zp == zp_mechanism::none; // tdpbssd reads s8 as is: no +128 shift, no comp
+        fused_ = pipeline_fusable(a, conv_knobs::from_env());
+        amx_ukernel_cfg c;
+        c.tap_off = g_.tap_off;
+        c.nk = g_.nk;
+        c.kc = g_.kc;
+        c.s8_src = p.src_dt == dtype::s8;
+        c.pipe = fused_ ? &pipe_ : nullptr;
+        c.dst_pixel_elems = p.desc.oc;
+        ukernel_ = std::make_unique<amx_ukernel>(c);
+        make_pad_pixels();
+        make_pixel_table();
+        const int64_t wei_bytes = g_.ocg * g_.taps * g_.nk * g_.kc, src_bytes = g_.nq * blk * g_.ps;
+        qb_inner_ = wei_bytes > src_bytes;
+        for (const auto &op : a_.ops)
+            if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx_.push_back(op.full_index);
+    }
+
+    std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
+    void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
+
+private:
+    int32_t zp_at(int64_t ic) const {
+        if (a_.zp == zp_mechanism::none || a_.zp_values.empty()) return 0;
+        return a_.zp_values.size() == 1 ? a_.zp_values[0] : a_.zp_values[static_cast<size_t>(ic)];
+    }
+    void make_pad_pixels();
+    void build_padded(const uint8_t *src, uint8_t *buf, int ithr, int nthr) const;
+    void gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const;
+    void tail_block(const uint8_t *a, int64_t q0, uint8_t *out) const;
+    const uint8_t *block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
+                                block_ring &ring, int64_t *stride) const;
+    void prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, block_ring &ring,
+                      amx_call &call, int64_t *rows, void *dst, const exec_args &args) const;
+    void run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
+                   const exec_args &args) const;
+    void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
+               const exec_args &args) const;
+
+    void make_pixel_table();
+    // Work item it = ((n·G + group)·nq + pixel block)·nob + OC block, or with
+    // the pixel block fastest when the group's weights outweigh its source
+    // (each OC block's weights then stay in cache over the pixel blocks).
+    struct item {
+        int64_t n, gr, qb, ob;
+    };
+    item decode(int64_t it) const {
+        const int64_t inner = qb_inner_ ? g_.nq : g_.nob, outer = qb_inner_ ? g_.nob : g_.nq;
+        const int64_t i = it % inner, o = it / inner % outer, r = it / (inner * outer);
+        return {r / g_.g, r % g_.g, qb_inner_ ? i : o, qb_inner_ ? o : i};
+    }
+
+    conv_problem p_;
+    attr_set a_;
+    pipeline pipe_;
+    amx_geometry g_;
+    bool fused_ = false;
+    bool qb_inner_ = false;
+    std::unique_ptr<amx_ukernel> ukernel_;
+    std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
+    std::vector<bool> consecutive_;            // per pixel block: its 32 outputs are consecutive pixels
+    std::vector<int> full_idx_;                // exec_args::binary index of each full operand, chain order
+    std::vector<std::vector<uint8_t>> pad_px_; // per group: one padded pixel (ps bytes)
+};
+
+void conv_amx_kernel::make_pad_pixels() {
+    pad_px_.assign(static_cast<size_t>(g_.g), std::vector<uint8_t>(static_cast<size_t>(g_.ps), 0));
+    for (int64_t gr = 0; gr < g_.g; ++gr)
+        for (int64_t ic = 0; ic < g_.icg; ++ic)
+            pad_px_[gr][ic] = static_cast<uint8_t>(zp_at(gr * g_.icg + ic)); // s8: two's complement byte
+}
+
+void conv_amx_kernel::make_pixel_table() {
+    const conv_desc &d = p_.desc;
+    pix_.assign(static_cast<size_t>(g_.nq * blk), -1);
+    for (int64_t q = 0; q < g_.q; ++q) {
+        if (g_.view != view_kind::padded) pix_[q] = q;
+        else if (q % g_.wb < d.ow) pix_[q] = q / g_.wb * d.ow + q % g_.wb;
+    }
+    consecutive_.assign(static_cast<size_t>(g_.nq), false);
+    for (int64_t qb = 0; qb < g_.nq; ++qb) {
+        const int64_t *px = pix_.data() + qb * blk;
+        bool c = px[0] >= 0;
+        for (int i = 1; i < blk && c; ++i) c = px[i] == px[0] + i;
+        consecutive_[static_cast<size_t>(qb)] = c;
+    }
+}
+
+// Weights as [group][OC block][chunk][tap][OC half][kc/4][16 OC][4 K bytes].
+std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, const float *bias) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    if (!wei) fail("wei", "is null");
+    if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
+    const int64_t b_tile = int64_t(g.kc) / 4 * 64, per_ob = int64_t(g.nk) * g.taps * 2 * b_tile;
+    auto pk = std::make_shared<amx_packed>(static_cast<size_t>(g.g * g.nob * per_ob));
+    // Weights as [G·OCg][tap][ICg] (taps outer: a tap's k, and a gathered
+    // window's k = tap·ICg + ic, consecutive; the user's layout when KH·KW = 1),
+    // then written in the packed order: each B tile row is 16 channels × 4
+    // consecutive k, one 4-byte move per channel where the 4 k exist.
+    const int64_t khkw = d.kh * d.kw, blocks = g.g * g.nob, per_oc = g.icg * khkw;
+    std::vector<int8_t> tap_major;
+    const int8_t *w = wei;
+    if (khkw > 1) {
+        tap_major.resize(static_cast<size_t>(d.oc * per_oc));
+        impl::parallel_for(
+            d.oc,
+            [&](int64_t oc) {
+                for (int64_t tap = 0; tap < khkw; ++tap)
+                    for (int64_t ic = 0; ic < g.icg; ++ic)
+                        tap_major[oc * per_oc + tap * g.icg + ic] = wei[oc * per_oc + ic * khkw + tap];
+            },
+            d.oc * per_oc > (1 << 16));
+        w = tap_major.data();
+    }
+    impl::parallel_for(
+        blocks,
+        [&](int64_t it) {
+            const int64_t gr = it / g.nob, ob = it % g.nob;
+            auto *out = reinterpret_cast<int8_t *>(pk->wei.get() + it * per_ob);
+            for (int64_t chunk = 0; chunk < g.nk; ++chunk)
+                for (int64_t t = 0; t < g.taps; ++t)
+                    for (int64_t h = 0; h < 2; ++h)
+                        for (int64_t r = 0; r < g.kc / 4; ++r, out += 64) {
+                            const int64_t oc0 = ob * blk + h * 16, k0 = chunk * g.kc + r * 4;
+                            const int8_t *x = w + (gr * g.ocg + std::min(oc0, g.ocg - 1)) * per_oc + t * g.kt + k0;
+                            if (oc0 + 16 <= g.ocg && k0 + 4 <= g.kt && per_oc < (int64_t(1) << 27))
+                                gather_tile_row(x, per_oc, out);
+                            else tile_row_tail(x, per_oc, g.ocg - oc0, g.kt - k0, out);
+                        }
+        },
+        blocks > 1 && g.g * g.ocg * g.kt * g.taps > (1 << 16));
+    pk->comp.assign(static_cast<size_t>(d.oc + blk), 0); // a block reads 32 values
+    if (a_.zp != zp_mechanism::none) {
+        const std::vector<int32_t> c = zp_compensation(d, wei, a_.zp_values);
+        std::copy(c.begin(), c.end(), pk->comp.begin());
+    }
+    if (p_.with_bias) {
+        pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
+        std::copy(bias, bias + d.oc, pk->bias.begin());
+    }
+    return pk;
+}
+
+// Padded copy, one (image, group, row) per work item: thread ithr's share
+// (a region of its own before the convolution's).
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf,
+                                                                               int ithr, int nthr) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const size_t ps = static_cast<size_t>(g.ps), icg = static_cast<size_t>(g.icg);
+    int64_t k0, k1;
+    impl::balance(g.mb * g.g * g.hb, ithr, nthr, k0, k1);
+    for (int64_t k = k0; k < k1; ++k) {
+        {
+            {
+                const int64_t n = k / (g.g * g.hb), gr = k / g.hb % g.g, r = k % g.hb;
+                uint8_t *img = buf + (n * g.g + gr) * g.img_px * g.ps;
+                uint8_t *row = img + r * g.wb * g.ps;
+                const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+                const int64_t ih = r - d.pt;
+                for (int64_t c = 0; c < g.wb; ++c) {
+                    uint8_t *px = row + c * g.ps;
+                    const int64_t iw = c - d.pl;
+                    if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                        copy_n(px, pad, g.ps);
+                        continue;
+                    }
+                    const uint8_t *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg;
+                    if (ps == icg && g.g == 1) { // same layout: the valid run at once
+                        const int64_t run = std::min(d.iw - iw, g.wb - c);
+                        std::memcpy(px, x, static_cast<size_t>(run) * ps);
+                        c += run - 1;
+                        continue;
+                    }
+                    copy_n(px, x, g.icg);
+                    zero_n(px + icg, g.ps - g.icg);
+                }
+                if (r == g.hb - 1) // slack read by the last blocks (garbage outputs only)
+                    std::memset(img + g.hb * g.wb * g.ps, 0, static_cast<size_t>((g.img_px - g.hb * g.wb) * g.ps));
+            }
+        }
+    }
+}
+
+// Gathered rows of one pixel block (per thread, right before its first use):
+// the window of output pixel q as one row, tap-major; rows past the image 0.
+// The sizes are locals: the byte stores may alias every member.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+conv_amx_kernel::gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const {
+    const conv_desc &d = p_.desc;
+    const int64_t ih_n = d.ih, iw_n = d.iw, ic = d.ic, ow_n = d.ow, kh_n = d.kh, kw_n = d.kw, sh = d.sh, sw = d.sw;
+    const int64_t pt = d.pt, pl = d.pl, dh = d.dh, dw = d.dw;
+    const int64_t icg = g_.icg, ps = g_.ps, kt = g_.kt, q_n = g_.q, len = kw_n * icg;
+    const bool dense = dw == 1 && g_.g == 1;
+    const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+    const uint8_t *img = src + n * ih_n * iw_n * ic + gr * icg;
+    const __mmask64 row_mask = len < 64 ? ~uint64_t(0) >> (64 - len) : ~uint64_t(0);
+    int64_t wide = 0; // store width of the whole-window path (0: not taken)
+    for (int64_t w : {16, 32, 64})
+        if (!wide && len <= w && (kh_n - 1) * len + w <= ps) wide = w;
+    for (int64_t q = q0; q < q0 + blk; ++q) {
+        uint8_t *row = out + (q - q0) * ps;
+        if (q >= q_n) {
+            zero_n(row, ps);
+            continue;
+        }
+        const int64_t oh = q / ow_n, ow = q % ow_n;
+        const int64_t iw0 = ow * sw - pl;
+        const bool row_inside = dense && iw0 >= 0 && iw0 + kw_n <= iw_n;
+        const int64_t ih0 = oh * sh - pt;
+        if (row_inside && wide > 0 && ih0 >= 0 && ih0 + (kh_n - 1) * dh < ih_n) {
+            // The whole window inside the image: one load and one store of 16, 32
+            // or 64 bytes per kernel row (its zeros past len are overwritten by
+            // the next row or are K padding).
+            const uint8_t *x = img + (ih0 * iw_n + iw0) * ic;
+            for (int64_t kh = 0; kh < kh_n; ++kh, x += dh * iw_n * ic) {
+                uint8_t *o = row + kh * len;
+                if (wide == 16) _mm_storeu_si128(reinterpret_cast<__m128i *>(o), _mm_maskz_loadu_epi8(row_mask, x));
+                else if (wide == 32)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), _mm256_maskz_loadu_epi8(row_mask, x));
+                else _mm512_storeu_si512(o, _mm512_maskz_loadu_epi8(row_mask, x));
+            }
+            zero_n(row + kt, ps - kt);
+            continue;
+        }
+        for (int64_t kh = 0; kh < kh_n; ++kh) {
+            const int64_t ih = oh * sh - pt + kh * dh;
+            uint8_t *o = row + kh * len;
+            if (row_inside && ih >= 0 && ih < ih_n) {
+                // Dense kernel row inside the image: KW·ICg consecutive bytes; one
+                // whole store when its zeros past len are rewritten or K padding.
+                const uint8_t *x = img + (ih * iw_n + iw0) * ic;
+                if (len <= 64 && kh * len + 64 <= ps) _mm512_storeu_si512(o, _mm512_maskz_loadu_epi8(row_mask, x));
+                else copy_n(o, x, len);
+                continue;
+            }
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+                const int64_t iw = iw0 + kw * dw;
+                if (ih < 0 || ih >= ih_n || iw < 0 || iw >= iw_n) copy_n(o + kw * icg, pad, icg);
+                else copy_n(o + kw * icg, img + (ih * iw_n + iw) * ic, icg);
+            }
+        }
+        zero_n(row + kt, ps - kt);
+    }
+}
+
+// The last in-place block: its pixels copied (stride ts), the rest 0 (the source ends there).
+__attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::tail_block(const uint8_t *a, int64_t q0,
+                                                                             uint8_t *out) const {
+    const int64_t ts = rnd_up(g_.kt, 64);
+    for (int64_t i = 0; i < blk; ++i) {
+        if (q0 + i < g_.q) copy_n(out + i * ts, a + i * p_.desc.ic, g_.kt);
+        else zero_n(out + i * ts, g_.kt);
+    }
+}
+
+// The output pipeline over the valid pixels of one block (padded view:
+// virtual columns ≥ OW are skipped; each run stays within one output row).
+void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob,
+                            void *dst, const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    tile t;
+    t.acc_stride = blk;
+    t.c0 = gr * g.ocg + ob * blk;
+    t.nc = static_cast<int>(std::min<int64_t>(blk, g.ocg - ob * blk));
+    const float *bias = p_.with_bias ? pk.bias.data() : nullptr;
+    const int64_t q_end = std::min(q0 + blk, g.q);
+    for (int64_t q = q0; q < q_end;) {
+        int64_t pix = q, run = q_end - q;
+        if (g.view == view_kind::padded) {
+            const int64_t oh = q / g.wb, ow = q % g.wb;
+            if (ow >= d.ow) {
+                q = (oh + 1) * g.wb;
+                continue;
+            }
+            pix = oh * d.ow + ow;
+            run = std::min(run, d.ow - ow);
+        }
+        t.acc = acc + (q - q0) * blk;
+        t.npix = static_cast<int>(run);
+        t.dst_off0 = (n * d.oh * d.ow + pix) * d.oc + t.c0;
+        run_pipeline_avx512(pipe_, t, pk.comp.data(), bias, dst, args);
+        q += run;
+    }
+}
+
+// The A view of pixel block qb of (image n, group gr) and its stride.
+const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
+                                             block_ring &ring, int64_t *stride) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const int64_t q0 = qb * blk;
+    if (g.view == view_kind::padded) {
+        *stride = g.ps;
+        return view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
+    }
+    const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
+    if (g.view == view_kind::in_place && q0 + blk <= g.q) {
+        *stride = d.ic;
+        return a;
+    }
+    // Gathered block, or the in-place tail: built once per thread into a slot.
+    const int64_t key = (n * g.g + gr) * g.nq + qb;
+    *stride = g.view == view_kind::gathered ? g.ps : rnd_up(g.kt, 64);
+    int slot = static_cast<int>(std::find(ring.key, ring.key + ring_slots, key) - ring.key);
+    if (slot == ring_slots) { // the next slot the current batch does not use
+        do ring.cur = (ring.cur + 1) % ring_slots;
+        while ((ring.in_use >> ring.cur) & 1u);
+        slot = ring.cur;
+        uint8_t *p = ring.b + slot * ring.slot_bytes;
+        if (g.view == view_kind::gathered) gather_block(src, n, gr, q0, p);
+        else tail_block(a, q0, p);
+        ring.key[slot] = key;
+    }
+    ring.in_use |= 1u << slot;
+    return ring.b + slot * ring.slot_bytes;
+}
+
+void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
+                                   block_ring &ring, amx_call &call, int64_t *rows, void *dst,
+                                   const exec_args &args) const {
+    const conv_desc &d = p_.desc;
+    const amx_geometry &g = g_;
+    const item w = decode(it);
+    const int64_t ob = w.ob, qb = w.qb, gr = w.gr, n = w.n;
+    call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
+    call.b = reinterpret_cast<const int8_t *>(pk.wei.get()) +
+             (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
+    if (!fused_) return;
+    const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow, q0 = qb * blk;
+    if (consecutive_[static_cast<size_t>(qb)]) {
+        call.row_off = nullptr;
+        call.row0 = (img + pix_[q0]) * d.oc;
+    } else {
+        for (int i = 0; i < blk; ++i) {
+            const int64_t px = pix_[q0 + i];
+            rows[i] = px < 0 ? -1 : (img + px) * d.oc;
+        }
+        call.row_off = rows;
+    }
+    const int64_t dsz = p_.dst_dt == dtype::f32 || p_.dst_dt == dtype::s32 ? 4 : 1;
+    call.dst = static_cast<uint8_t *>(dst) + c0 * dsz;
+    call.comp = pk.comp.data() + c0;
+    call.bias = p_.with_bias ? pk.bias.data() + c0 : nullptr;
+    call.c_off = c0 * 4;
+    for (size_t f = 0; f < full_idx_.size(); ++f) call.full[f] = args.binary[full_idx_[f]] + c0;
+    const int64_t nc = std::min<int64_t>(blk, g.ocg - ob * blk);
+    for (int h = 0; h < 2; ++h) {
+        const int64_t lanes = std::clamp<int64_t>(nc - h * 16, 0, 16);
+        call.mask[h] = static_cast<uint16_t>((uint32_t(1) << lanes) - 1u);
+    }
+}
+
+// One thread's work items [begin, end): fused, in batches of consecutive
+// items (each block's epilogue overlaps the next block's tile products);
+// else one block per call and the C++ pipeline after it.
+void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin,
+                                int64_t end, void *dst, const exec_args &args) const {
+    const amx_geometry &g = g_;
+    const bool ring_needed = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
+    block_ring ring;
+    if (ring_needed) {
+        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
+        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
+    }
+    alignas(64) int32_t acc[2][blk * blk];
+    amx_call calls[batch] = {};
+    int64_t rows[batch][blk];
+    ukernel_->configure();
+    const int64_t step = fused_ ? batch : 1;
+    for (int64_t it = begin; it < end; it += step) {
+        const int64_t cnt = std::min(step, end - it);
+        ring.in_use = 0;
+        for (int64_t i = 0; i < cnt; ++i) {
+            calls[i].c = acc[i % 2];
+            prepare_call(pk, view, src, it + i, ring, calls[i], rows[i], dst, args);
+        }
+        ukernel_->fn()(calls, cnt);
+        if (!fused_) {
+            const item w = decode(it);
+            store(pk, acc[0], w.n, w.gr, w.qb * blk, w.ob, dst, args);
+        }
+    }
+    ukernel_->release();
+}
+
+void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const {
+    const amx_geometry &g = g_;
+    const auto &pk = dynamic_cast<const amx_packed &>(w);
+    const int threads = impl::resolve_threads(args.threads);
+    const auto *s = static_cast<const uint8_t *>(src);
+    uint8_t *buf = nullptr;
+    if (g.view == view_kind::padded)
+        buf = impl::thread_scratch(impl::scratch_use::amx_copy, static_cast<size_t>(g.mb * g.g * g.img_px * g.ps));
+    const int64_t work = g.mb * g.g * g.nq * g.nob;
+    // The padded copy (if any), every thread done with it, then the convolution.
+    std::function<void(int, int)> copy;
+    if (g.view == view_kind::padded) copy = [&](int ithr, int nthr) { build_padded(s, buf, ithr, nthr); };
+    impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
+        // A static split: thread t takes items [work·t/T, work·(t+1)/T).
+        const int64_t t = ithr, nt = nthr;
+        run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
+    });
+}
+
+bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
+    using impl::reject;
+    const conv_desc &d = p.desc;
+    if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
+    if (p.dst_dt != dtype::u8 && p.dst_dt != dtype::s8 && p.dst_dt != dtype::s32 && p.dst_dt != dtype::f32)
+        return reject(why, std::string("destination ") + to_string(p.dst_dt) + " not supported");
+    if (d.g > 1 && d.g == d.ic && d.g == d.oc)
+        return reject(why, "depthwise (groups == IC == OC): the depthwise rows take it");
+    if (d.g > 1 && (d.icg() < 16 || d.ocg() < 16))
+        return reject(why, "groups with fewer than 16 input or output channels do not fill the tiles");
+    // Padded taps hold the zero point as a source byte.
+    if (a.zp != zp_mechanism::none && !zp_fits_padding(p, a, why)) return false;
+    if (!pipeline::takes(a, why)) return false;
+    const amx_geometry g = make_geometry(d);
+    if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
+    const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
+    if (g.tap_off.back() + g.nk * g.kc >= (int64_t(1) << 31) || b_chunk >= (int64_t(1) << 31) ||
+        g.ps * blk >= (int64_t(1) << 31))
+        return reject(why, "source rows too large for 32-bit displacements");
+    return true;
+}
+
+// A gathered block is copied once per thread and used by every OC block:
+// with few multiply-adds per copied byte the copy dominates and the VNNI row
+// is faster, so auto defers those layers to it (measured on the AMX Xeon, 1
+// thread, AMX vs VNNI ms: MobileNet conv1 K·OCg/row bytes 13.5: 0.138 vs
+// 0.068; IC 3 3x3 s2 OC 64, 27: 0.209 vs 0.119; IC 16 3x3 s2 OC 32, 24: 0.049
+// vs 0.039; IC 32, 28.8: equal; ResNet-50 conv1, 49: 0.336 vs 0.404; IC 64
+// 3x3 s2 OC 64, 64: 0.035 vs 0.070). Forced by name the row takes them.
+// The same for the measured cases below.
+//
+// A strided 1x1 gathers one pixel's channels per row, padded to the K chunks:
+// where they fill under 60 % of them the tiles multiply mostly zeros (the 1x1
+// list, AMX vs VNNI ms: IC 72 → 128 bytes, sw3, OC 80: 0.030 vs 0.024; every
+// other strided 1x1 there fills 73-98 % and the AMX row is 1.3-3.5x faster;
+// IC 72 at stride 1, a padded copy built once per image: 0.067 vs 0.077).
+//
+// Small problems: a call costs ~2-3 us (tile configuration, the first tile
+// loads), so under 1.5 M MACs, or with fewer than 10 output pixels, the VNNI
+// rows win (AMX vs best ms: 1 pixel 0.0010-0.0025 vs 0.0004-0.0007; 1.18 M
+// MACs 0.0066 vs 0.0027; 9 pixels, 2.65 M MACs 0.0068 vs 0.0055; from 1.6 M
+// MACs and 12 pixels on the AMX row is 1.2-2.1x faster).
+//
+// A folded small-IC stem (ICg <= 4, ResNet-50 conv1) without a zero point or
+// legacy post-op: oneDNN's AMX JIT convolution takes it in 0.194 ms against
+// 0.336 ms here; with them this row stays first (the VNNI row: 0.40 ms).
+std::string rows_below_are_faster(const conv_problem &p, const attr_set &a) {
+    const conv_desc &d = p.desc;
+    const amx_geometry g = make_geometry(d);
+    if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
+        return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
+               "a KxK kernel): the VNNI row is faster";
+    if (g.view == view_kind::gathered && d.kh * d.kw == 1 && g.kt * 10 < int64_t(g.nk) * g.kc * 6)
+        return "a strided 1x1 whose channels fill under 60 % of the K chunks: the tiles multiply mostly padding and "
+               "the VNNI row is faster (IC 72 into 128, sw3, OC 80: 0.030 against 0.024 ms)";
+    if (d.ops() / 2 < 1.5e6 || d.mb * d.oh * d.ow < 10)
+        return "under 1.5 M MACs or 10 output pixels the tile set-up costs more than the VNNI rows take";
+    if (d.icg() <= 4 && a.zp == zp_mechanism::none && !a.has_legacy_ops())
+        return "a folded small-IC stem without zero point or legacy post-ops: oneDNN's AMX JIT convolution is faster "
+               "(0.194 against 0.336 ms on ResNet-50 conv1)";
+    return "";
+}
+
+} // namespace
+
+impl::conv_entry conv_amx_row(const std::string &name) {
+    if (name != row_name) fail("impl", "row '" + name + "' is named '" + std::string(row_name) + "' by its kernel");
+    impl::conv_entry e;
+    e.name = name;
+    e.family = "jit";
+    using impl::cpu_feature;
+    e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
+    e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &,
+                  std::string *why) -> impl::plan_ptr {
+        if (!amx_supports(p, a, why)) return nullptr;
+        auto pl = std::make_shared<amx_plan>();
+        pl->view = to_string(make_geometry(p.desc).view);
+        return pl;
+    };
+    e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &) {
+        return rows_below_are_faster(p, a);
+    };
+    e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
+        return std::make_shared<conv_amx_kernel>(p, a);
+    };
+    return e;
+}
+
+} // namespace qconv::jit
