@@ -55,7 +55,7 @@ const expect_set a1_stock_legacy{zpm::stock_per_tensor, form::legacy};
 const expect_set a1_stock_binary{zpm::stock_per_tensor, form::binary};
 
 const std::vector<row> rows = {
-    // ---- seed table 1: AMX platform
+    // ---- docs/dispatch.md, attribute table: the AMX rows
     {"amx_nozp_nobinary", isa::avx512_core_amx, "none", no_binary, no_hint, {a0_none_plain}},
     {"amx_nozp_binary", isa::avx512_core_amx, "none", with_binary, no_hint, {a0_none_legacy, a1_none_binary}},
     {"amx_perchannel_nobinary", isa::avx512_core_amx, "channel:random", no_binary, no_hint, {a0_lpc_plain}},
@@ -69,7 +69,7 @@ const std::vector<row> rows = {
      with_binary,
      no_hint,
      {a0_lpc_legacy, a1_stock_legacy}},
-    // ---- seed table 2: AVX-512 VNNI platform
+    // ---- docs/dispatch.md, attribute table: the AVX-512 VNNI / BF16 rows
     {"vnni_nozp_nobinary", isa::avx512_core_vnni, "none", no_binary, no_hint, {a0_none_plain}},
     {"vnni_nozp_binary", isa::avx512_core_vnni, "none", with_binary, no_hint, {a0_none_legacy}},
     {"vnni_nozp_binary_enforced", isa::avx512_core_vnni, "none", with_binary, hint, {a0_none_legacy, a1_none_binary}},
@@ -168,7 +168,7 @@ TEST(AttrBuilder, Deterministic) {
 }
 
 // The attr[1] of AMX + per-tensor zp carries exactly attr[0]'s post-ops (the
-// seed's workaround), with the stock zero point instead of the legacy one.
+// AMX per-tensor row of docs/dispatch.md's attribute table), with the stock zero point instead of the legacy one.
 TEST(AttrBuilder, AmxPerTensorWorkaroundSharesLegacyOps) {
     const conv_problem p = make_problem(rows[5]);
     const auto sets = impl::build_attrs(p, platform{isa::avx512_core_amx}, {});

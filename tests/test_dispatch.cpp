@@ -224,9 +224,9 @@ const std::vector<decision> decisions = {
     {"sse41_pertensor", isa::sse41, "tensor:3", nob, false, "model:ref", 0},
 };
 
-class SeedDecision : public ::testing::TestWithParam<decision> {};
+class AttrTableDecision : public ::testing::TestWithParam<decision> {};
 
-TEST_P(SeedDecision, OnModelTable) {
+TEST_P(AttrTableDecision, OnModelTable) {
     const decision &d = GetParam();
     const conv_problem p = problem(d.zp, d.ops);
     conv_hints h;
@@ -237,7 +237,7 @@ TEST_P(SeedDecision, OnModelTable) {
     EXPECT_EQ(c.attr_id, d.attr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seed, SeedDecision, ::testing::ValuesIn(decisions),
+INSTANTIATE_TEST_SUITE_P(DispatchMd, AttrTableDecision, ::testing::ValuesIn(decisions),
                          [](const ::testing::TestParamInfo<decision> &i) { return std::string(i.param.name); });
 
 // ------------------------------------------------- 3. the real table
@@ -310,7 +310,7 @@ std::vector<real_case> real_cases() {
 
 class RealTable : public ::testing::TestWithParam<real_case> {};
 
-TEST_P(RealTable, ChoiceFollowsTheSeed) {
+TEST_P(RealTable, ChoiceFollowsTheAttributeTable) {
     const real_case &rc = GetParam();
     const conv_problem p = problem(rc.zp, rc.ops);
     conv_hints h;
