@@ -29,60 +29,15 @@
 #include <unordered_set>
 
 #include "core/verbose.h"
+#include "graph/decompression.h"
 #include "graph/detail.h"
-#include "graph/pattern.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {
 
 namespace {
 
-namespace pt = pattern;
-
 bool is_order(const node *n, std::vector<int64_t> o) { return n->kind == op::Transpose && n->attr.order == o; }
-
-// The decompression subgraph in the convolution's type T (f32, f16 or bf16):
-// Multiply(Convert(Wq) [− Convert(ZP)], Scale) [→ Reshape], Scale a Constant
-// of type T or Convert(f16 Constant) to T.
-pt::P weights_pattern(etype T) {
-    auto wq = pt::is({op::Constant, op::Parameter}, {}, "wq", pt::integer_type());
-    auto cw = pt::is({op::Convert}, {wq}, "cw", pt::of_type(T));
-    auto zp = pt::is({op::Constant}, {}, "zp", pt::integer_type());
-    auto cz = pt::is({op::Convert}, {zp}, "cz", pt::of_type(T));
-    auto sub = pt::optional(op::Subtract, {cw, cz}, "sub");
-    // Scales of type T, or f16 ones converted to T (exact).
-    auto sc = pt::alt({pt::is({op::Constant}, {}, "scale", pt::of_type(T)),
-                       pt::is({op::Convert}, {pt::is({op::Constant}, {}, "scale", pt::of_type(etype::f16))}, "cscale",
-                              pt::of_type(T))});
-    auto mul = pt::alt({pt::is({op::Multiply}, {sub, sc}), pt::is({op::Multiply}, {sc, sub})}, "mul");
-    return pt::optional(op::Reshape, {mul}, "wreshape");
-}
-
-// One line saying why the weights are not a decompression subgraph.
-std::string explain_weights(const node *w, etype T) {
-    const node *m = w->kind == op::Reshape ? w->inputs[0] : w;
-    if (m->kind != op::Multiply) return "weights are not a decompression subgraph (no Multiply by a scale)";
-    const node *a = m->inputs[0], *b = m->inputs[1];
-    auto f16_scale = [](const node *n) {
-        return n->kind == op::Convert && n->inputs[0]->kind == op::Constant && n->inputs[0]->out_type == etype::f16;
-    };
-    if (a->kind == op::Constant || f16_scale(a)) std::swap(a, b);
-    if (f16_scale(b)) b = b->inputs[0];
-    else if (b->kind != op::Constant) return "scale is not a Constant (" + std::string(to_string(b->kind)) + ")";
-    else if (b->out_type != T) return std::string("scale is not ") + to_string(T) + " (nor Convert(f16 Constant))";
-    if (a->kind == op::Subtract) {
-        const node *z = a->inputs[1];
-        if (z->kind != op::Convert || z->inputs[0]->kind != op::Constant || !is_integer(z->inputs[0]->out_type))
-            return "zero point is not Convert(integer Constant)";
-        a = a->inputs[0];
-    }
-    if (a->kind != op::Convert) return "weights are not Convert(integer Constant or Parameter)";
-    const node *q = a->inputs[0];
-    if (q->kind != op::Constant && q->kind != op::Parameter)
-        return "compressed weights are neither Constant nor Parameter";
-    if (!is_integer(q->out_type)) return "compressed weights are not an integer type";
-    return "weights are not a decompression subgraph";
-}
 
 // Shape `s` aligned right against a rank-r shape whose last `k` dims are dropped.
 shape_t drop_trailing(const shape_t &s, size_t r, size_t k) {
@@ -208,13 +163,14 @@ private:
         }
 
         // Weights.
-        pt::bindings b;
-        if (!pt::match(weights_pattern(T), c->inputs[1], &b)) return explain_weights(c->inputs[1], T);
-        node *wq = b.at("wq"), *mul = b.at("mul");
+        detail::decompression b;
+        if (std::string why; !detail::match_decompression(c->inputs[1], T, &b, &why)) return why;
+        if (b.wq_reshape) return "compressed weights are reshaped before their Convert";
+        node *wq = b.wq, *mul = b.mul;
         if (mul->out_shape != wq->out_shape)
             return "scale/zero point broadcast " + to_string(mul->out_shape) + " beyond the weights " +
                    to_string(wq->out_shape);
-        if (b.count("sub") && b.at("sub")->out_shape != wq->out_shape) return "zero point broadcast beyond the weights";
+        if (b.sub && b.sub->out_shape != wq->out_shape) return "zero point broadcast beyond the weights";
 
         // Activation.
         node *a = c->inputs[0];
@@ -284,15 +240,15 @@ private:
         std::ostringstream why;
         why << "rewritten: activation=" << act_kind << (T != etype::f32 ? std::string(":") + to_string(T) : "")
             << " weights=" << to_string(wq->out_type) << (wq->kind == op::Parameter ? "(Parameter)" : "")
-            << (b.count("wreshape") ? " group-wise" : " per-OC") << (b.count("sub") ? " zp" : "")
-            << (bias ? " bias" : "") << (cvt ? " convert" : "") << " output=" << out_kind;
+            << (b.reshape ? " group-wise" : " per-OC") << (b.sub ? " zp" : "") << (bias ? " bias" : "")
+            << (cvt ? " convert" : "") << " output=" << out_kind;
         return why.str();
     }
 
     // Convert(Wq) [− Convert(ZP)] · Scale with the trailing unit dims removed
     // (2-D [OC,IC] per-OC, 3-D [OC,NG,GS] group-wise), then Reshape to [OC,IC].
-    node *rebuild_weights(pt::bindings &b, int64_t OC, int64_t IC, etype T) {
-        node *wq = b.at("wq"), *cw = b.at("cw"), *mul = b.at("mul"), *scale = b.at("scale");
+    node *rebuild_weights(const detail::decompression &b, int64_t OC, int64_t IC, etype T) {
+        node *wq = b.wq, *cw = b.cw, *mul = b.mul, *scale = b.scale;
         const shape_t &d = wq->out_shape;
         size_t keep = d.size();
         while (keep > 2 && d[keep - 1] == 1) --keep;
@@ -303,17 +259,17 @@ private:
         attributes ca;
         ca.type = T;
         node *x = add(op::Convert, {q}, ca, cw, "_2d");
-        if (b.count("sub")) {
-            node *zp = b.at("zp"), *cz = b.at("cz"), *sub = b.at("sub");
+        if (b.sub) {
+            node *zp = b.zp, *cz = b.cz, *sub = b.sub;
             node *zp2 = reshaped_constant(zp, drop_trailing(zp->out_shape, d.size(), dropped), "_2d");
             node *cz2 = add(op::Convert, {zp2}, ca, cz, "_2d");
             x = add(op::Subtract, {x, cz2}, {}, sub, "_2d");
         }
         node *s2 = reshaped_constant(scale, drop_trailing(scale->out_shape, d.size(), dropped), "_2d");
-        if (b.count("cscale")) s2 = add(op::Convert, {s2}, ca, b.at("cscale"), "_2d"); // f16 scales
+        if (b.cscale) s2 = add(op::Convert, {s2}, ca, b.cscale, "_2d"); // f16 scales
         x = add(op::Multiply, {x, s2}, {}, mul, "_2d");
         if (x->out_shape != shape_t{OC, IC}) {
-            const node *from = b.count("wreshape") ? b.at("wreshape") : mul;
+            const node *from = b.reshape ? b.reshape : mul;
             x = reshape(x, {OC, IC}, from, "_2d");
         }
         return x;

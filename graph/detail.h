@@ -60,6 +60,11 @@ std::string read_regular_file(const std::string &path, int64_t limit, const std:
 // checked: the text reader infers every shape before generating any data.
 void infer_shapes(graph &g);
 
+// Row-major strides of a shape, and the strides of `in` broadcast
+// (right-aligned, numpy) to `out`: 0 where `in` has size 1 (graph/tensor.cpp).
+std::vector<int64_t> strides_of(const shape_t &s);
+std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out);
+
 // dst = src (packed elements of type t, row-major dims `in`) with its dims
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
 void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);

@@ -149,4 +149,22 @@ float *tensor::f32() {
     return reinterpret_cast<float *>(bytes.data());
 }
 
+namespace detail {
+
+std::vector<int64_t> strides_of(const shape_t &s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+// Strides of `in` broadcast (right-aligned) to `out`: 0 where `in` has size 1.
+std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out) {
+    std::vector<int64_t> st(out.size(), 0);
+    const auto s = strides_of(in);
+    const size_t off = out.size() - in.size();
+    for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : s[i];
+    return st;
+}
+
+} // namespace detail
+
 } // namespace qconv::graph

@@ -1,0 +1,698 @@
+// The graph's evaluation of one node: what every op computes (docs/graph.md),
+// on typed tensors. Layout and conversion ops and QuantizeLinear /
+// DequantizeLinear work on the typed storage; the other ops compute in f32 on
+// f32 views of their inputs and round their results to their type once; a
+// Convolution runs the f32 convolution primitive (NCHW transposed to NHWC
+// around it). The executor (executor.cpp) folds constants and runs the nodes
+// it does not hand to a primitive through it; the low-precision lowering reads
+// constant subgraphs through it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+
+#include "core/parallel.h"
+#include "graph/detail.h"
+#include "graph/eval.h"
+#include "qconv/conv_desc.h"
+#include "qconv/conv_f32.h"
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+namespace {
+
+using detail::to_type;
+
+// Below this many elements (or multiply-adds) a loop runs on one thread: a
+// parallel region costs more than it saves, and much more on a loaded machine.
+constexpr int64_t kParallelMin = 1 << 16;
+
+// An f32 view of a value for the reference kernels: the storage itself for
+// an f32 tensor (plain layout), else a converted copy; the output of a kernel
+// is the output tensor's storage when it is f32, else a buffer that commit()
+// rounds into the typed storage.
+struct fspan {
+    float *p = nullptr;
+    size_t n = 0;
+    float &operator[](size_t i) const { return p[i]; }
+    float *data() const { return p; }
+    size_t size() const { return n; }
+};
+struct ft {
+    etype type = etype::f32;
+    shape_t shape;
+    fspan data;
+    std::vector<float> own;
+    ft() = default;
+    ft(const ft &) = delete;
+    ft(ft &&) = default;
+    ft &operator=(ft &&) = default;
+};
+ft view(const tensor &t) {
+    ft f;
+    f.type = t.type;
+    f.shape = t.shape;
+    if (t.type == etype::f32 && t.order == layout::plain) {
+        f.data = {const_cast<float *>(t.f32()), static_cast<size_t>(t.elems())};
+        return f;
+    }
+    f.own = t.to_f32();
+    f.data = {f.own.data(), f.own.size()};
+    return f;
+}
+// A zero-filled f32 buffer of the given shape.
+ft scratch(etype type, const shape_t &s) {
+    ft f;
+    f.type = type;
+    f.shape = s;
+    f.own.assign(static_cast<size_t>(elems_of(s)), 0.f);
+    f.data = {f.own.data(), f.own.size()};
+    return f;
+}
+ft out_view(tensor &o) {
+    if (o.type == etype::f32) {
+        ft f;
+        f.type = o.type;
+        f.shape = o.shape;
+        f.data = {o.f32(), static_cast<size_t>(o.elems())};
+        return f;
+    }
+    return scratch(o.type, o.shape);
+}
+// Rounds a kernel's f32 results into o's type (f16/bf16 nearest even;
+// integers half to even, saturated).
+void commit(const ft &f, tensor &o) {
+    if (o.type == etype::f32) return;
+    uint8_t *b = o.bytes.data();
+    const etype t = o.type;
+    const int64_t n = static_cast<int64_t>(f.data.size());
+    if (bits_of(t) == 4) {
+        for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
+        return;
+    }
+    impl::parallel_for_if(n >= kParallelMin, n, [&](int64_t i) { detail::store(t, b, i, f.data[i]); });
+}
+
+template <typename F>
+void binary(const ft &a, const ft &b, ft &o, F f) {
+    const int64_t total = static_cast<int64_t>(o.data.size());
+    if (a.shape == o.shape && b.shape == o.shape) {
+        impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) { o.data[i] = f(a.data[i], b.data[i]); });
+        return;
+    }
+    // Coalesce adjacent output dims along which both inputs are contiguous
+    // (or both broadcast), so the inner loop is as long as possible.
+    const auto fa = detail::bstrides(a.shape, o.shape), fb = detail::bstrides(b.shape, o.shape);
+    shape_t dims;
+    std::vector<int64_t> sa, sb;
+    for (size_t i = 0; i < o.shape.size(); ++i) {
+        if (o.shape[i] == 1) continue;
+        if (!dims.empty()) {
+            const int64_t d = o.shape[i];
+            const bool ca = sa.back() == fa[i] * d, cb = sb.back() == fb[i] * d;
+            if (ca && cb) {
+                dims.back() *= d;
+                sa.back() = fa[i];
+                sb.back() = fb[i];
+                continue;
+            }
+        }
+        dims.push_back(o.shape[i]);
+        sa.push_back(fa[i]);
+        sb.push_back(fb[i]);
+    }
+    const size_t r = dims.size();
+    const int64_t inner = r ? dims[r - 1] : 1, outer = inner ? total / inner : 0;
+    const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
+    impl::parallel_for_if(total >= kParallelMin, outer, [&](int64_t j) {
+        int64_t rem = j, oa = 0, ob = 0;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t idx = rem % dims[d];
+            rem /= dims[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        float *y = o.data.data() + j * inner;
+        const float *pa = a.data.data() + oa, *pb = b.data.data() + ob;
+        for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i * ia], pb[i * ib]);
+    });
+}
+
+void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
+    const size_t r = perm.size();
+    const auto is = detail::strides_of(in.shape);
+    const int64_t total = static_cast<int64_t>(o.data.size());
+    const int64_t inner = r ? o.shape[r - 1] : 1, outer = inner ? total / inner : 0;
+    const int64_t step = r ? is[perm[r - 1]] : 0;
+    impl::parallel_for_if(total >= kParallelMin, outer, [&](int64_t j) {
+        int64_t rem = j, off = 0;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            off += (rem % o.shape[d]) * is[perm[d]];
+            rem /= o.shape[d];
+        }
+        float *y = o.data.data() + j * inner;
+        for (int64_t i = 0; i < inner; ++i) y[i] = in.data[off + i * step];
+    });
+}
+
+void matmul_f32(const node &n, const ft &a, const ft &b, ft &o) {
+    const size_t ra = a.shape.size(), ro = o.shape.size();
+    const int64_t M = o.shape[ro - 2], N = o.shape[ro - 1];
+    const int64_t K = n.attr.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
+    // Element (m,k) of A and (k,n) of B through strides (transpose flags swap them).
+    const int64_t am = n.attr.transpose_a ? 1 : K, ak = n.attr.transpose_a ? M : 1;
+    const int64_t bk = n.attr.transpose_b ? 1 : N, bn = n.attr.transpose_b ? K : 1;
+    const shape_t ob(o.shape.begin(), o.shape.end() - 2);
+    const shape_t ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+    const auto sa = detail::bstrides(ab, ob), sb = detail::bstrides(bb, ob);
+    const int64_t batches = elems_of(ob);
+    impl::parallel_for_2d_if(batches * M * N * K >= kParallelMin, batches, M, [&](int64_t bt, int64_t m) {
+        int64_t rem = bt, offa = 0, offb = 0;
+        for (int d = static_cast<int>(ob.size()) - 1; d >= 0; --d) {
+            const int64_t idx = rem % ob[d];
+            rem /= ob[d];
+            offa += idx * sa[d];
+            offb += idx * sb[d];
+        }
+        const float *A = a.data.data() + offa * M * K + m * am;
+        const float *B = b.data.data() + offb * K * N;
+        float *y = o.data.data() + (bt * M + m) * N;
+        for (int64_t j = 0; j < N; ++j) {
+            float s = 0.f;
+            for (int64_t k = 0; k < K; ++k) s += A[k * ak] * B[k * bk + j * bn];
+            y[j] = s;
+        }
+    });
+}
+
+conv_desc conv_desc_of(const node &n) {
+    const bool grouped = n.kind == op::GroupConvolution;
+    const shape_t &xs = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape, &ys = n.out_shape;
+    conv_desc d;
+    d.g = grouped ? ws[0] : 1;
+    d.mb = xs[0];
+    d.ic = xs[1];
+    d.ih = xs[2];
+    d.iw = xs[3];
+    d.oc = ys[1];
+    d.oh = ys[2];
+    d.ow = ys[3];
+    d.kh = ws[ws.size() - 2];
+    d.kw = ws[ws.size() - 1];
+    d.sh = n.attr.strides[0];
+    d.sw = n.attr.strides[1];
+    d.dh = n.attr.dilations[0];
+    d.dw = n.attr.dilations[1];
+    d.pt = n.pads_b[0];
+    d.pl = n.pads_b[1];
+    // The bottom/right pads the output actually uses (extra end padding changes nothing).
+    d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
+    d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+    try {
+        d.validate();
+    } catch (const error &e) {
+        fail("node " + n.id, std::string(to_string(n.kind)) + ": " + e.what());
+    }
+    return d;
+}
+
+// NCHW around an NHWC convolution `run(src_nhwc, dst_nhwc)`.
+template <typename F>
+void convolution_nchw(const ft &x, ft &o, F run) {
+    const shape_t &xs = x.shape, &ys = o.shape;
+    ft xn = scratch(x.type, {xs[0], xs[2], xs[3], xs[1]});
+    transpose(x, {0, 2, 3, 1}, xn);
+    ft yn = scratch(o.type, {ys[0], ys[2], ys[3], ys[1]});
+    run(xn.data.data(), yn.data.data());
+    transpose(yn, {0, 3, 1, 2}, o);
+}
+
+void convolution(const node &n, const ft &x, const ft &w, ft &o) {
+    const conv_desc d = conv_desc_of(n);
+    const convolution_f32 conv(d, w.data.data(), nullptr);
+    convolution_nchw(x, o, [&](const float *src, float *dst) { conv.execute(src, dst); });
+}
+
+float gelu_tanh(float x) {
+    const float c = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * x * (1.f + std::tanh(c * (x + 0.044715f * x * x * x)));
+}
+
+// Gelu (erf): y = 0.5·x·(1 + erf(x/√2)), four values at a time in SSE2 (the
+// x86-64 baseline). erf(z) for z = |x|/√2 in three polynomial pieces, fitted
+// in double (least squares on Chebyshev nodes) and evaluated in f32 (Horner,
+// separate multiply and add): z·P(z²) below 0.8, P(z − 1.4) below 2,
+// 1 − P(z − 3) below 3.92, 1 from there on (erfc(3.92) < 2^-25); the sign of x
+// is given back to it. Against erf in double: |erf error| <= 1.2e-7, Gelu
+// within 4.7e-7 absolute, 5.2e-5 relative where |y| > 1e-3 — the same as
+// with std::erf in f32 (4.5e-7, 5.1e-5; both are 1 + erf cancelling for
+// x < 0). inf gives inf, −inf NaN and NaN NaN, as before. 2.7 ns a value
+// against 11.5 (Zen 4, one thread).
+constexpr float gelu_erf_a[] = {1.128379107e+00f,  -3.761261106e-01f, 1.128321886e-01f,
+                                -2.682505548e-02f, 5.092288367e-03f,  -6.578160101e-04f};
+constexpr float gelu_erf_b[] = {9.522851110e-01f,  1.589416862e-01f,  -2.225183845e-01f, 1.547043175e-01f,
+                                -3.411968425e-02f, -2.732057497e-02f, 2.184283733e-02f,  -2.129050205e-03f,
+                                -3.911235370e-03f, 1.344893128e-03f,  2.677670273e-04f};
+constexpr float gelu_erf_c[] = {2.209371814e-05f, -1.391885016e-04f, 4.175420909e-04f, -7.905121893e-04f,
+                                1.046716352e-03f, -1.007819199e-03f, 7.292533410e-04f, -4.128572182e-04f,
+                                1.492297306e-04f, 1.139128835e-05f,  -2.607944043e-05f};
+template <int N>
+inline __attribute__((always_inline)) __m128 gelu_horner(const float (&c)[N], __m128 t) {
+    __m128 p = _mm_set1_ps(c[N - 1]);
+    for (int i = N - 2; i >= 0; --i) p = _mm_add_ps(_mm_mul_ps(p, t), _mm_set1_ps(c[i]));
+    return p;
+}
+inline __attribute__((always_inline)) __m128 gelu_select(__m128 mask, __m128 a, __m128 b) {
+    return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+}
+inline __attribute__((always_inline)) __m128 gelu_erf4(__m128 v) {
+    const __m128 sign = _mm_set1_ps(-0.f);
+    const __m128 z = _mm_mul_ps(_mm_andnot_ps(sign, v), _mm_set1_ps(0.7071067811865476f));
+    const __m128 pa = _mm_mul_ps(gelu_horner(gelu_erf_a, _mm_mul_ps(z, z)), z);
+    const __m128 pb = gelu_horner(gelu_erf_b, _mm_sub_ps(z, _mm_set1_ps(1.4f)));
+    const __m128 pc = _mm_sub_ps(_mm_set1_ps(1.f), gelu_horner(gelu_erf_c, _mm_sub_ps(z, _mm_set1_ps(3.f))));
+    __m128 e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(3.92f)), pc, _mm_set1_ps(1.f)); // NaN: 1
+    e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(2.f)), pb, e);
+    e = gelu_select(_mm_cmplt_ps(z, _mm_set1_ps(0.8f)), pa, e);
+    const __m128 s = _mm_or_ps(e, _mm_and_ps(sign, v));
+    return _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(0.5f), v), _mm_add_ps(_mm_set1_ps(1.f), s));
+}
+void gelu_erf(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, gelu_erf4(_mm_loadu_ps(x + i)));
+    if (i == n) return;
+    float t[4] = {};
+    std::memcpy(t, x + i, size_t(n - i) * sizeof(float));
+    _mm_storeu_ps(t, gelu_erf4(_mm_loadu_ps(t)));
+    std::memcpy(y + i, t, size_t(n - i) * sizeof(float));
+}
+
+// Flat offsets of each broadcast input for one output row: `f(row, offsets)`
+// for every row of the output's last dim; `inner_steps[k]` is input k's
+// stride along that dim (0 when broadcast).
+template <typename F>
+void broadcast_rows(const std::vector<const ft *> &in, const shape_t &out, F f) {
+    const size_t r = out.size(), k = in.size();
+    std::vector<std::vector<int64_t>> st(k);
+    for (size_t i = 0; i < k; ++i) st[i] = detail::bstrides(in[i]->shape, out);
+    const int64_t inner = r ? out[r - 1] : 1, total = elems_of(out), rows = inner ? total / inner : 0;
+    std::vector<int64_t> steps(k);
+    for (size_t i = 0; i < k; ++i) steps[i] = r ? st[i][r - 1] : 0;
+    impl::parallel_for_if(total >= kParallelMin, rows, [&](int64_t j) {
+        std::vector<int64_t> off(k, 0);
+        int64_t rem = j;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t idx = rem % out[d];
+            rem /= out[d];
+            for (size_t i = 0; i < k; ++i) off[i] += idx * st[i][d];
+        }
+        f(j, inner, off, steps);
+    });
+}
+
+// OpenVINO's FakeQuantize, in f32 arithmetic (docs/graph.md).
+float fake_quantize(float x, float il, float ih, float ol, float oh, float lm1) {
+    if (x <= std::min(il, ih)) return ol;
+    if (x > std::max(il, ih)) return oh;
+    return std::nearbyint((x - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol;
+}
+
+// Product of the dims after `axis` (the stride of axis) and the size of axis.
+int64_t inner_of(const shape_t &s, int64_t axis) {
+    int64_t r = 1;
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); ++i) r *= s[i];
+    return r;
+}
+int64_t axis_of(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// QuantizeLinear / DequantizeLinear on typed values: scale (and zero point)
+// per tensor or per axis. QuantizeLinear writes u8/i8; DequantizeLinear reads
+// the integers exactly (i32 too).
+void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const tensor &x = *in[0];
+    const ft s = view(*in[1]);
+    const tensor *zp = in.size() > 2 ? in[2] : nullptr;
+    const int64_t total = o.elems();
+    const bool per_axis = s.data.size() != 1;
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = per_axis ? inner_of(x.shape, ax) : 1, C = per_axis ? x.shape[ax] : 1;
+    std::vector<int64_t> z(s.data.size(), 0);
+    if (zp)
+        for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
+    const etype ot = o.type, xt = x.type;
+    uint8_t *y = o.bytes.data();
+    // Fast paths of the common types (the same values as the general loops,
+    // graph/glue_kernels.cpp): f32 → u8/i8 and u8/i8 → f32.
+    detail::quant_params qp;
+    qp.per_axis = per_axis;
+    qp.C = C;
+    qp.inner = per_axis ? inner : total;
+    qp.outer = per_axis ? total / std::max<int64_t>(C * inner, 1) : 1;
+    qp.scale = s.data.data();
+    qp.zp = z.data();
+    if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
+        (ot == etype::u8 || ot == etype::i8)) {
+        if (o.order == layout::nhwc) {
+            // NCHW in, NHWC out (the first int8 convolution's source): the scale per tensor or per channel.
+            qp.outer = x.shape[0];
+            qp.C = x.shape[1];
+            qp.inner = x.shape[2] * x.shape[3];
+        }
+        detail::quantize_f32(x.f32(), qp, ot == etype::u8, o.order == layout::nhwc, y);
+        return;
+    }
+    if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
+        if (x.order == layout::nhwc) {
+            qp.outer = x.shape[0];
+            qp.C = x.shape[1];
+            qp.inner = x.shape[2] * x.shape[3];
+        }
+        detail::dequantize_to_f32(x.bytes.data(), qp, xt == etype::u8, x.order == layout::nhwc, o.f32());
+        return;
+    }
+    if (x.order != layout::plain || o.order != layout::plain) fail(n.where(), "QDQ: unexpected layout");
+    if (n.kind == op::QuantizeLinear) {
+        const ft xf = view(x);
+        impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) {
+            const int64_t c = per_axis ? (i / inner) % C : 0;
+            // round half to even, add the zero point, saturate (NaN → 0)
+            const float q = std::nearbyint(xf.data[i] / s.data[c]);
+            detail::store(ot, y, i, static_cast<double>(q) + static_cast<double>(z[c]));
+        });
+        return;
+    }
+    const uint8_t *xb = x.bytes.data();
+    impl::parallel_for_if(total >= kParallelMin, total, [&](int64_t i) {
+        const int64_t c = per_axis ? (i / inner) % C : 0;
+        const int64_t d = static_cast<int64_t>(detail::load(xt, xb, i)) - z[c];
+        detail::store(ot, y, i, static_cast<float>(d) * s.data[c]);
+    });
+}
+
+// MaxPool / AvgPool on NCHW. Window positions outside the input are skipped;
+// AvgPool divides by the real elements (exclude_pad) or by the positions
+// inside the padded input; a window without any input element gives 0.
+void pool(const node &n, const ft &x, ft &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = o.shape[2], OW = o.shape[3];
+    const int64_t KH = n.attr.kernel[0], KW = n.attr.kernel[1], SH = n.attr.strides[0], SW = n.attr.strides[1];
+    const int64_t PT = n.pads_b[0], PL = n.pads_b[1], PB = n.pads_e[0], PR = n.pads_e[1];
+    const bool is_max = n.kind == op::MaxPool, excl = n.attr.exclude_pad;
+    impl::parallel_for_2d_if(elems_of(o.shape) * KH * KW >= kParallelMin, N * C, OH, [&](int64_t nc, int64_t oh) {
+        const float *src = x.data.data() + nc * H * W;
+        float *dst = o.data.data() + (nc * OH + oh) * OW;
+        const int64_t h0 = oh * SH - PT, h1 = h0 + KH;
+        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h1, H);
+        const int64_t hp = std::min(h1, H + PB) - std::max<int64_t>(h0, -PT);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t w0 = ow * SW - PL, w1 = w0 + KW;
+            const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w1, W);
+            const int64_t wp = std::min(w1, W + PR) - std::max<int64_t>(w0, -PL);
+            if (ha >= hb || wa >= wb) {
+                dst[ow] = 0.f;
+                continue;
+            }
+            if (is_max) {
+                float m = src[ha * W + wa];
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) m = std::max(m, src[h * W + w]);
+                dst[ow] = m;
+            } else {
+                double sum = 0;
+                for (int64_t h = ha; h < hb; ++h)
+                    for (int64_t w = wa; w < wb; ++w) sum += src[h * W + w];
+                const int64_t cnt = excl ? (hb - ha) * (wb - wa) : hp * wp;
+                dst[ow] = static_cast<float>(sum / static_cast<double>(cnt));
+            }
+        }
+    });
+}
+
+// MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
+// maximum over the window's valid positions, on the integers themselves (max
+// commutes with the dequantization, and an integer is its own f32 value), the
+// output NHWC for the next int8 convolution. The same values as pool()
+// (graph/glue_kernels.cpp: vectorized over the channels).
+void max_pool_nhwc(const node &n, const tensor &x, tensor &o) {
+    detail::pool_geometry p;
+    p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];
+    p.OH = o.shape[2], p.OW = o.shape[3];
+    p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
+    p.PT = n.pads_b[0], p.PL = n.pads_b[1];
+    detail::max_pool_nhwc_8bit(p, x.type == etype::i8, x.bytes.data(), o.bytes.data());
+}
+
+void reduce_mean(const node &n, const ft &x, ft &o) {
+    const size_t r = x.shape.size();
+    std::vector<bool> red(r, false);
+    for (int64_t a : n.attr.axes) red[axis_of(a, r)] = true;
+    // Reduced axes that are the trailing ones (a global average pool's [2, 3]):
+    // each output sums one contiguous run, in the order of the general loop below.
+    size_t first = r;
+    while (first > 0 && red[first - 1]) --first;
+    if (std::none_of(red.begin(), red.begin() + static_cast<std::ptrdiff_t>(first), [](bool b) { return b; }) &&
+        first < r && o.data.size() > 0) {
+        const int64_t inner = static_cast<int64_t>(x.data.size() / o.data.size());
+        for (size_t k = 0; k < o.data.size(); ++k) {
+            double acc = 0.0;
+            const float *p = x.data.data() + static_cast<int64_t>(k) * inner;
+            for (int64_t j = 0; j < inner; ++j) acc += p[j];
+            o.data[k] = static_cast<float>(acc / static_cast<double>(inner));
+        }
+        return;
+    }
+    // Output strides seen from the input's index space (0 along reduced axes).
+    shape_t kept(r);
+    for (size_t i = 0; i < r; ++i) kept[i] = red[i] ? 1 : x.shape[i];
+    const auto ost = detail::strides_of(kept);
+    std::vector<double> acc(o.data.size(), 0.0);
+    const int64_t total = static_cast<int64_t>(x.data.size());
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t off = 0;
+        for (size_t d = 0; d < r; ++d)
+            if (!red[d]) off += idx[d] * ost[d];
+        acc[off] += x.data[i];
+        for (int d = static_cast<int>(r) - 1; d >= 0 && ++idx[d] == x.shape[d]; --d) idx[d] = 0;
+    }
+    const double cnt = static_cast<double>(total) / static_cast<double>(std::max<size_t>(o.data.size(), 1));
+    for (size_t i = 0; i < acc.size(); ++i) o.data[i] = static_cast<float>(acc[i] / cnt);
+}
+
+// Concat on typed storage (bytes; 4-bit types element by element).
+void concat(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    const int64_t ax = axis_of(n.attr.axis, o.shape.size());
+    int64_t outer = 1;
+    for (int64_t i = 0; i < ax; ++i) outer *= o.shape[i];
+    const int64_t row = o.shape[ax] * inner_of(o.shape, ax);
+    const int bits = bits_of(o.type);
+    int64_t at = 0;
+    for (const tensor *t : in) {
+        const int64_t len = t->shape[ax] * inner_of(t->shape, ax);
+        for (int64_t j = 0; j < outer; ++j) {
+            if (bits >= 8) {
+                const int64_t es = bits / 8;
+                std::memcpy(o.bytes.data() + (j * row + at) * es, t->bytes.data() + j * len * es, len * es);
+            } else {
+                for (int64_t i = 0; i < len; ++i) o.set(j * row + at + i, t->get(j * len + i));
+            }
+        }
+        at += len;
+    }
+}
+
+void softmax(const node &n, const ft &x, ft &o) {
+    const int64_t ax = axis_of(n.attr.axis, x.shape.size());
+    const int64_t inner = inner_of(x.shape, ax), C = x.shape[ax];
+    const int64_t outer = static_cast<int64_t>(x.data.size()) / std::max<int64_t>(C * inner, 1);
+    for (int64_t j = 0; j < outer; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+            const float *src = x.data.data() + j * C * inner + i;
+            float *dst = o.data.data() + j * C * inner + i;
+            float m = src[0];
+            for (int64_t c = 1; c < C; ++c) m = std::max(m, src[c * inner]);
+            double sum = 0;
+            for (int64_t c = 0; c < C; ++c) sum += dst[c * inner] = std::exp(src[c * inner] - m);
+            for (int64_t c = 0; c < C; ++c) dst[c * inner] = static_cast<float>(dst[c * inner] / sum);
+        }
+}
+
+// Reference evaluation of an op that computes in f32 (o: the output's f32 view).
+void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
+    switch (n.kind) {
+    case op::Parameter:
+    case op::Constant:
+    case op::Convert:
+    case op::Reshape:
+    case op::Result:
+    case op::Flatten:
+    case op::Concat:
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: break; // on typed storage: eval()
+    case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
+    case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
+    case op::Add: binary(*in[0], *in[1], o, [](float a, float b) { return a + b; }); break;
+    case op::Transpose: transpose(*in[0], n.attr.order, o); break;
+    case op::Convolution:
+    case op::GroupConvolution: convolution(n, *in[0], *in[1], o); break;
+    case op::MatMul: matmul_f32(n, *in[0], *in[1], o); break;
+    case op::Relu:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::max(in[0]->data[i], 0.f);
+        break;
+    case op::Gelu: {
+        const float *x = in[0]->data.data();
+        float *y = o.data.data();
+        const int64_t cnt = static_cast<int64_t>(o.data.size());
+        if (n.attr.gelu_tanh) {
+            impl::parallel_for_if(cnt >= kParallelMin / 8, cnt, [&](int64_t i) { y[i] = gelu_tanh(x[i]); });
+            break;
+        }
+        const int64_t blocks = (cnt + 1023) / 1024;
+        impl::parallel_for_if(cnt >= kParallelMin / 8, blocks, [&](int64_t b) {
+            gelu_erf(x + b * 1024, y + b * 1024, std::min<int64_t>(1024, cnt - b * 1024));
+        });
+        break;
+    }
+    case op::FakeQuantize: {
+        const float lm1 = static_cast<float>(n.attr.levels - 1);
+        const ft &x = *in[0];
+        broadcast_rows(in, o.shape,
+                       [&](int64_t j, int64_t inner, const std::vector<int64_t> &off, const std::vector<int64_t> &st) {
+                           float *y = o.data.data() + j * inner;
+                           for (int64_t i = 0; i < inner; ++i)
+                               y[i] = fake_quantize(x.data[off[0] + i * st[0]], in[1]->data[off[1] + i * st[1]],
+                                                    in[2]->data[off[2] + i * st[2]], in[3]->data[off[3] + i * st[3]],
+                                                    in[4]->data[off[4] + i * st[4]], lm1);
+                       });
+        break;
+    }
+    case op::MaxPool:
+    case op::AvgPool: pool(n, *in[0], o); break;
+    case op::ReduceMean: reduce_mean(n, *in[0], o); break;
+    case op::Clamp: {
+        double lo = n.attr.clamp_min, hi = n.attr.clamp_max;
+        if (is_integer(o.type)) lo = std::ceil(lo), hi = std::floor(hi); // integers: the bounds inside [min, max]
+        const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::min(std::max(in[0]->data[i], flo), fhi);
+        break;
+    }
+    case op::PRelu: {
+        const ft &x = *in[0], &sl = *in[1];
+        auto f = [](float v, float s) { return v < 0.f ? v * s : v; };
+        if (sl.shape.size() == 1 && x.shape.size() >= 2 && sl.shape[0] == x.shape[1]) {
+            const int64_t inner = inner_of(x.shape, 1), C = x.shape[1];
+            for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = f(x.data[i], sl.data[(i / inner) % C]);
+        } else {
+            binary(x, sl, o, f);
+        }
+        break;
+    }
+    case op::Sigmoid:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = 1.f / (1.f + std::exp(-in[0]->data[i]));
+        break;
+    case op::Softmax: softmax(n, *in[0], o); break;
+    case op::QConvolution: fail(n.where(), "QConvolution runs on its compiled primitive only"); break;
+    }
+}
+
+// Whether QDQ reads or writes a 4-D u8/i8 tensor held NHWC itself (the
+// layout change fused into its loop): per tensor, or per channel (axis 1).
+bool qdq_takes_nhwc(const node &n) {
+    const node &x = *n.inputs[0];
+    const bool q = n.kind == op::QuantizeLinear && x.out_type == etype::f32 &&
+                   (n.out_type == etype::u8 || n.out_type == etype::i8);
+    const bool dq = n.kind == op::DequantizeLinear && n.out_type == etype::f32 &&
+                    (x.out_type == etype::u8 || x.out_type == etype::i8);
+    const bool per_axis = elems_of(n.inputs[1]->out_shape) != 1;
+    return (q || dq) && x.out_shape.size() == 4 && (!per_axis || axis_of(n.attr.axis, 4) == 1);
+}
+
+// Reference evaluation of one node into a typed tensor. Values move between
+// ops in their own type: layout and conversion ops work on the storage
+// (exact for every type), QuantizeLinear/DequantizeLinear read and write the
+// integers directly, every other op computes in f32 on f32 views of its
+// inputs and rounds its results to its type once.
+// eval_into: into an output whose type, shape, layout and storage size are set
+// (its previous bytes are overwritten: every op writes every element).
+void eval_into(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    std::vector<tensor> plain; // inputs in another layout, made plain
+    std::vector<const tensor *> ins = in;
+    const bool nhwc_qdq = (n.kind == op::QuantizeLinear || n.kind == op::DequantizeLinear) && qdq_takes_nhwc(n);
+    if (o.order != layout::plain && !(nhwc_qdq && n.kind == op::QuantizeLinear))
+        fail(n.where(), "output in layout " + std::string(to_string(o.order)));
+    for (size_t k = 0; k < ins.size(); ++k)
+        if (ins[k]->order != layout::plain && !(k == 0 && nhwc_qdq && n.kind == op::DequantizeLinear)) {
+            auto &t = ins[k];
+            plain.reserve(ins.size());
+            plain.push_back(t->to_layout(layout::plain));
+            t = &plain.back();
+        }
+    switch (n.kind) {
+    case op::Parameter:
+    case op::Constant: return; // handled by the caller
+    case op::Reshape:
+    case op::Flatten:
+    case op::Result: o.bytes = ins[0]->bytes; return;
+    case op::Convert: {
+        const tensor &x = *ins[0];
+        const int64_t total = o.elems();
+        if (x.type == o.type) {
+            o.bytes = x.bytes;
+        } else if (bits_of(o.type) == 4) {
+            for (int64_t i = 0; i < total; ++i) o.set(i, x.get(i));
+        } else {
+            impl::parallel_for_if(total >= kParallelMin, total,
+                                  [&](int64_t i) { detail::store(o.type, o.bytes.data(), i, x.get(i)); });
+        }
+        return;
+    }
+    case op::Transpose:
+        detail::permute(o.type, ins[0]->bytes.data(), ins[0]->shape, n.attr.order, o.bytes.data());
+        return;
+    case op::Concat: concat(n, ins, o); return;
+    case op::QuantizeLinear:
+    case op::DequantizeLinear: qdq(n, ins, o); return;
+    default: break;
+    }
+    std::vector<ft> views;
+    views.reserve(ins.size());
+    std::vector<const ft *> vin;
+    for (const tensor *t : ins) {
+        views.push_back(view(*t));
+        vin.push_back(&views.back());
+    }
+    ft out = out_view(o);
+    eval_f32(n, vin, out);
+    commit(out, o);
+}
+
+void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    o = tensor(n.out_type, n.out_shape);
+    eval_into(n, in, o);
+}
+
+} // namespace
+
+void detail::eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval(n, in, o); }
+
+namespace detail {
+
+conv_desc f32_conv_desc(const node &n) { return conv_desc_of(n); }
+
+void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
+    const ft xv = view(x);
+    ft y = out_view(o);
+    convolution_nchw(xv, y, [&](const float *src, float *dst) { c.execute(src, dst, threads); });
+    commit(y, o);
+}
+
+void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval_into(n, in, o); }
+
+bool qdq_takes_nhwc(const node &n) { return qconv::graph::qdq_takes_nhwc(n); }
+
+void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) { max_pool_nhwc(n, x, o); }
+
+} // namespace detail
+
+} // namespace qconv::graph
