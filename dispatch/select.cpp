@@ -67,7 +67,7 @@ conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vecto
         for (size_t a = 0; a < attrs.size(); ++a) {
             std::string why;
             if (plan_ptr pl = e.supports(p, attrs[a], plat, &why)) {
-                const std::string deferred = !forced && e.defer ? e.defer(p, attrs[a], plat) : std::string();
+                const std::string deferred = !forced && e.defer ? e.defer(p, attrs[a], plat, *pl) : std::string();
                 if (deferred.empty()) {
                     note_plan(e.name, static_cast<int>(a), *pl);
                     if (rejections) *rejections = std::move(skipped);

@@ -72,8 +72,9 @@ struct conv_entry {
     // because they are measured faster there: the reason, or "" (unset:
     // never). Forced by name the row still runs, and the tuned mode times it.
     // The platform is the one decided for (rows measured slower than the rows
-    // below only on some CPUs defer there alone).
-    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &, const platform &)>;
+    // below only on some CPUs defer there alone); the plan is the one the row
+    // decided, so that defer reads its decision instead of deciding again.
+    using defer_fn = std::function<std::string(const conv_problem &, const attr_set &, const platform &, const plan &)>;
     defer_fn defer;
 
     // The plan for (p, attr) on `pl`, or null with the reason in *why (the

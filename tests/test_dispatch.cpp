@@ -118,7 +118,7 @@ TEST(DispatchWalk, DeferredRowsRunOnlyByName) {
     // A row that supports the problem but defers it (rows below are measured
     // faster there) is passed over by auto with the reason, and runs when forced.
     std::vector<conv_entry> t = {model("slow_here", any_supports), model("ref", any_supports)};
-    t[0].defer = [](const conv_problem &q, const attr_set &, const impl::platform &) {
+    t[0].defer = [](const conv_problem &q, const attr_set &, const impl::platform &, const impl::plan &) {
         return q.desc.ic < 32 ? std::string("measured slower on small IC") : std::string();
     };
     const conv_problem p = problem("none", "");

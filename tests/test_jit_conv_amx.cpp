@@ -307,17 +307,23 @@ TEST(AmxConv, RefusesWithReasons) {
     why.clear();
     EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
     ASSERT_TRUE(row().defer);
-    EXPECT_NE(row().defer(p, a, qconv::impl::platform{}).find("VNNI row is faster"), std::string::npos);
+    // What auto reads: the row's defer on the plan it decided.
+    auto deferred = [&]() -> std::string {
+        const auto pl = row().supports(p, a, host, nullptr);
+        if (!pl) return "(refused)";
+        return row().defer(p, a, qconv::impl::platform{}, *pl);
+    };
+    EXPECT_NE(deferred().find("VNNI row is faster"), std::string::npos);
     p.desc = qconv::conv_desc::parse("mb1ic3ih224oc64oh112kh7sh2ph3"); // ResNet-50 conv1: taken
-    EXPECT_EQ(row().defer(p, a, qconv::impl::platform{}), "");
+    EXPECT_EQ(deferred(), "");
     // A strided 1x1 whose channels fill little of the K chunks (72 of 128)
     // defers; 114 of 128, or the same 72 at stride 1, does not.
     p.desc = qconv::conv_desc::parse("ic72oc80_ih56oh56kh1sh1ph0_iw54ow18kw1sw3pw0");
-    EXPECT_NE(row().defer(p, a, qconv::impl::platform{}).find("fill under 60 %"), std::string::npos);
+    EXPECT_NE(deferred().find("fill under 60 %"), std::string::npos);
     p.desc = qconv::conv_desc::parse("ic114oc68_ih48oh16kh1sh3ph0_iw80ow16kw1sw5pw0");
-    EXPECT_EQ(row().defer(p, a, qconv::impl::platform{}), "");
+    EXPECT_EQ(deferred(), "");
     p.desc = qconv::conv_desc::parse("ic72oc80ih56oh56kh1ph0");
-    EXPECT_EQ(row().defer(p, a, qconv::impl::platform{}), "");
+    EXPECT_EQ(deferred(), "");
 }
 
 // On an AMX machine the row is the dispatcher's first choice, legacy

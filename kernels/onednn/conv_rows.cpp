@@ -118,7 +118,7 @@ conv_entry make_row(const std::string &name, const selector &sel, bool peer) {
         return onednn::supports(sel, p, attr, plat, why);
     };
     if (!peer)
-        e.defer = [sel](const conv_problem &p, const attr_set &, const impl::platform &) {
+        e.defer = [sel](const conv_problem &p, const attr_set &, const impl::platform &, const impl::plan &) {
             return slower_than_the_jit_rows(sel, p);
         };
     e.build = [](const conv_problem &p, const attr_set &attr, const plan &pl) { return onednn::create(p, attr, pl); };

@@ -133,17 +133,27 @@ struct amx_packed : impl::packed {
     std::vector<float> bias;           // OC + 16 (empty without bias)
 };
 
+// What the row decides in supports() and the kernel is built from: the
+// geometry, the knobs, whether the output pipeline runs inside the tile
+// kernel and the order of the work items.
 struct amx_plan : impl::plan {
-    std::string view;
-    std::string str() const override { return "amx:" + view; }
+    amx_geometry g;
+    conv_knobs knobs;
+    bool fused = false;
+    bool qb_inner = false; // pixel blocks innermost (the group's weights outweigh its source)
+    // "amx:padded kc=64x2 order=oc_inner pipeline=fused knobs=default".
+    std::string str() const override {
+        return std::string("amx:") + to_string(g.view) + " kc=" + std::to_string(g.kc) + "x" + std::to_string(g.nk) +
+               " order=" + (qb_inner ? "pixels_inner" : "oc_inner") + " pipeline=" + (fused ? "fused" : "tile") +
+               " knobs=" + knobs.str();
+    }
 };
 
 class conv_amx_kernel : public impl::conv_kernel {
 public:
-    conv_amx_kernel(const conv_problem &p, const attr_set &a)
-        : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(make_geometry(p.desc)) {
+    conv_amx_kernel(const conv_problem &p, const attr_set &a, const amx_plan &pl)
+        : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(pl.g), fused_(pl.fused), qb_inner_(pl.qb_inner) {
         pipe_.comp_is_zero = a.zp == zp_mechanism::none; // tdpbssd reads s8 as is: no +128 shift, no comp
-        fused_ = pipeline_fusable(a, conv_knobs::from_env());
         amx_ukernel_cfg c;
         c.tap_off = g_.tap_off;
         c.nk = g_.nk;
@@ -154,8 +164,6 @@ public:
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
-        const int64_t wei_bytes = g_.ocg * g_.taps * g_.nk * g_.kc, src_bytes = g_.nq * blk * g_.ps;
-        qb_inner_ = wei_bytes > src_bytes;
         for (const auto &op : a_.ops)
             if (op.k == lowered_op::kind::binary && op.bcast == broadcast::full) full_idx_.push_back(op.full_index);
     }
@@ -549,7 +557,8 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     });
 }
 
-bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
+// Whether the row takes (p, a); the geometry it would run with in *g.
+bool amx_supports(const conv_problem &p, const attr_set &a, amx_geometry *out, std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
     if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
@@ -563,6 +572,7 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
     if (a.zp != zp_mechanism::none && !zp_fits_padding(p, a, why)) return false;
     if (!pipeline::takes(a, why)) return false;
     const amx_geometry g = make_geometry(d);
+    *out = g;
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
     const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
     if (g.tap_off.back() + g.nk * g.kc >= (int64_t(1) << 31) || b_chunk >= (int64_t(1) << 31) ||
@@ -595,9 +605,8 @@ bool amx_supports(const conv_problem &p, const attr_set &a, std::string *why) {
 // A folded small-IC stem (ICg <= 4, ResNet-50 conv1) without a zero point or
 // legacy post-op: oneDNN's AMX JIT convolution takes it in 0.194 ms against
 // 0.336 ms here; with them this row stays first (the VNNI row: 0.40 ms).
-std::string rows_below_are_faster(const conv_problem &p, const attr_set &a) {
+std::string rows_below_are_faster(const conv_problem &p, const attr_set &a, const amx_geometry &g) {
     const conv_desc &d = p.desc;
-    const amx_geometry g = make_geometry(d);
     if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
         return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
                "a KxK kernel): the VNNI row is faster";
@@ -623,16 +632,19 @@ impl::conv_entry conv_amx_row(const std::string &name) {
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
     e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &,
                   std::string *why) -> impl::plan_ptr {
-        if (!amx_supports(p, a, why)) return nullptr;
         auto pl = std::make_shared<amx_plan>();
-        pl->view = to_string(make_geometry(p.desc).view);
+        if (!amx_supports(p, a, &pl->g, why)) return nullptr;
+        pl->knobs = conv_knobs::from_env();
+        pl->fused = pipeline_fusable(a, pl->knobs);
+        const amx_geometry &g = pl->g;
+        pl->qb_inner = g.ocg * g.taps * g.nk * g.kc > g.nq * blk * g.ps; // weight bytes > source bytes
         return pl;
     };
-    e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &) {
-        return rows_below_are_faster(p, a);
+    e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &, const impl::plan &pl) {
+        return rows_below_are_faster(p, a, dynamic_cast<const amx_plan &>(pl).g);
     };
-    e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &) {
-        return std::make_shared<conv_amx_kernel>(p, a);
+    e.build = [](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
+        return std::make_shared<conv_amx_kernel>(p, a, dynamic_cast<const amx_plan &>(pl));
     };
     return e;
 }

@@ -241,7 +241,7 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
     };
     // With AVX-512 the composite row's halves run on the zmm rows (and AMX),
     // faster than both halves on ymm here (docs/perf_log.md, issue #27).
-    e.defer = [](const conv_problem &, const attr_set &, const impl::platform &pl) -> std::string {
+    e.defer = [](const conv_problem &, const attr_set &, const impl::platform &pl, const impl::plan &) -> std::string {
         return pl.has(impl::cpu_feature::avx512_core) ? "AVX-512: the composite row's halves on the zmm rows are faster"
                                                       : "";
     };
