@@ -42,8 +42,9 @@ bool pipeline_fusable(const attr_set &a, const conv_knobs &k);
 
 // What a family's planner decided beyond the variant and the knobs: the dense
 // rows' geometry (conv_geometry, conv_x8s8_plan.h: source, loop order,
-// blocking, pipeline), the depthwise row kernel's (dw::rows_geometry,
-// conv_dw_common.h). Printed by verbose and part of the kernel cache key.
+// blocking, pipeline), the depthwise micro-kernel path's and the depthwise
+// row kernel's (dw::ukernel_geometry, dw::rows_geometry, conv_dw_common.h).
+// Printed by verbose and part of the kernel cache key.
 struct conv_plan_detail {
     virtual ~conv_plan_detail() = default;
     virtual std::string str() const = 0;
@@ -51,8 +52,8 @@ struct conv_plan_detail {
 
 // What a JIT conv row decided in supports(): the variant, the knobs its
 // kernels are built with and the family's detail; create() builds from it
-// without deciding again. A dense plan without a detail (the fused 1x1 + dw
-// row plans each band's problem) is planned by conv_create().
+// without deciding again (the fused 1x1 + dw row's plan holds one of these
+// per band problem).
 struct conv_plan : impl::plan {
     conv_isa isa = conv_isa::avx512_core_vnni;
     enum class kind { dense, depthwise, depthwise_rows } k = kind::dense;

@@ -20,6 +20,14 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 // kernel (AVX-512 VNNI + VBMI), which also needs the knob on.
 bool conv_dw_supports(conv_isa i, bool rows, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                       std::string *why);
+// The plans the rows decide (after the checks above): with the dense
+// geometry, or with the depthwise micro-kernel path's.
+std::shared_ptr<const conv_plan> conv_dense_plan(conv_isa i, const conv_problem &p, const attr_set &a,
+                                                 const conv_knobs &k);
+std::shared_ptr<const conv_plan> conv_dw_plan(conv_isa i, const conv_problem &p, const attr_set &a,
+                                              const conv_knobs &k);
+// The kernels of those plans (create() of the rows): built from the plan's
+// detail, never deciding again.
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 

@@ -656,9 +656,16 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 }
 
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
-    const conv_geometry *planned = pl.detail_as<conv_geometry>();
-    const conv_geometry g = planned ? *planned : plan_geometry(pl.isa, p, a, pl.knobs);
-    return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs, g);
+    const conv_geometry *g = pl.detail_as<conv_geometry>();
+    if (!g) fail("plan", "a dense plan carries the dense rows' geometry (conv_dense_plan)");
+    return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs, *g);
+}
+
+std::shared_ptr<const conv_plan> conv_dense_plan(conv_isa i, const conv_problem &p, const attr_set &a,
+                                                 const conv_knobs &k) {
+    auto pl = conv_plan::make(i, conv_plan::kind::dense, k);
+    pl->detail = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
+    return pl;
 }
 
 impl::conv_entry conv_row(const std::string &name, conv_isa i) {
@@ -666,10 +673,7 @@ impl::conv_entry conv_row(const std::string &name, conv_isa i) {
         name, std::string("jit:conv_x8s8:") + to_string(i), i, conv_plan::kind::dense,
         [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
             if (!conv_supports(i, false, p, a, why)) return impl::plan_ptr();
-            const conv_knobs k = conv_knobs::from_env();
-            auto pl = conv_plan::make(i, conv_plan::kind::dense, k);
-            pl->detail = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
-            return impl::plan_ptr(pl);
+            return impl::plan_ptr(conv_dense_plan(i, p, a, conv_knobs::from_env()));
         },
         [](const conv_problem &p, const attr_set &a, const impl::plan &pl) {
             return conv_create(p, a, dynamic_cast<const conv_plan &>(pl));

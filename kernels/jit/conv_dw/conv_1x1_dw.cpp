@@ -41,12 +41,26 @@
 namespace qconv::jit {
 namespace {
 
+// The depthwise half's problem of a band: (ring rows, output rows, first band).
+using dw_key = std::tuple<int64_t, int64_t, bool>;
+
+// What the row decides in supports(): the band, and the plan of every
+// problem a band can run — the 1x1 over k rows (from scratch, or after the
+// previous band) and the depthwise over a band's ring rows — which the
+// kernel builds without deciding again.
 struct fused_plan : impl::plan {
     conv_isa isa = conv_isa::avx2;
     conv_knobs knobs;
-    int band = 0; // depthwise output rows per band
+    int band = 0;                                           // depthwise output rows per band
+    std::map<int64_t, std::shared_ptr<const conv_plan>> pw; // 1x1 rows → its plan
+    std::map<dw_key, std::shared_ptr<const conv_plan>> dw;  // band problem → its plan
+    // "1x1_dw:avx2 band=34 pw=2 dw=2 1x1=<the first 1x1 plan> dw=<the first depthwise plan>".
     std::string str() const override {
-        return std::string("1x1_dw:") + to_string(isa) + " band=" + std::to_string(band) + " knobs=" + knobs.str();
+        std::string s = std::string("1x1_dw:") + to_string(isa) + " band=" + std::to_string(band) +
+                        " pw=" + std::to_string(pw.size()) + " dw=" + std::to_string(dw.size());
+        if (!pw.empty()) s += " [1x1 " + pw.begin()->second->str() + "]";
+        if (!dw.empty()) s += " [dw " + dw.begin()->second->str() + "]";
+        return s;
     }
 };
 
@@ -107,25 +121,14 @@ public:
         OH_ = h_.dw.desc.oh;
         n_bands_ = (OH_ + band_ - 1) / band_;
         row_bytes_ = h_.pw.desc.ow * h_.pw.desc.oc;
-        conv_plan dense;
-        dense.isa = pl.isa;
-        dense.knobs = pl.knobs;
-        conv_plan depth = dense;
-        depth.k = conv_plan::kind::depthwise;
-        // Every row count a band can need: from scratch, or after the previous band.
-        for (int64_t b = 0; b < n_bands_; ++b) {
-            const int64_t r0 = b * band_, n = std::min<int64_t>(band_, OH_ - r0);
-            const band_rows cur = rows_of(r0, n, s_, H_);
-            add_pw(cur.hi - cur.lo, dense);
-            if (b > 0) {
-                const band_rows prev = rows_of(r0 - band_, band_, s_, H_);
-                add_pw(cur.hi - std::max(prev.hi, cur.lo), dense);
-            }
-            const auto key = std::make_tuple(cur.hi - cur.lo, n, b == 0);
-            if (!dw_idx_.count(key)) {
-                dw_idx_[key] = dw_k_.size();
-                dw_k_.push_back(conv_dw_create(dw_rows(h_.dw, cur.hi - cur.lo, n, b == 0), a2_, depth));
-            }
+        for (const auto &[k, plan] : pl.pw) {
+            pw_idx_[k] = pw_k_.size();
+            pw_k_.push_back(conv_create(pw_rows(h_.pw, k), a1_, *plan));
+        }
+        for (const auto &[key, plan] : pl.dw) {
+            dw_idx_[key] = dw_k_.size();
+            const auto &[rows, n, first] = key;
+            dw_k_.push_back(conv_dw_create(dw_rows(h_.dw, rows, n, first), a2_, *plan));
         }
         max_rows_ = (band_ - 1) * s_ + 3;
     }
@@ -190,18 +193,12 @@ public:
     }
 
 private:
-    void add_pw(int64_t k, const conv_plan &dense) {
-        if (k <= 0 || pw_idx_.count(k)) return;
-        pw_idx_[k] = pw_k_.size();
-        pw_k_.push_back(conv_create(pw_rows(h_.pw, k), a1_, dense));
-    }
-
     dw_halves h_;
     attr_set a1_, a2_;
     int64_t band_, s_ = 1, H_ = 0, OH_ = 0, n_bands_ = 0, row_bytes_ = 0, max_rows_ = 0;
     std::vector<std::shared_ptr<const impl::conv_kernel>> pw_k_, dw_k_;
     std::map<int64_t, size_t> pw_idx_;
-    std::map<std::tuple<int64_t, int64_t, bool>, size_t> dw_idx_;
+    std::map<dw_key, size_t> dw_idx_;
 };
 
 bool fused_supports(conv_isa i, const conv_problem &p, const attr_set &a, const conv_knobs &k, std::string *why) {
@@ -216,6 +213,31 @@ bool fused_supports(conv_isa i, const conv_problem &p, const attr_set &a, const 
     // The depthwise over a band: its shape and chain are the whole one's.
     if (!conv_dw_supports(i, false, h.dw, a2, k, why)) return false;
     return true;
+}
+
+// The plan: the band, then every band's problems, each planned once.
+std::shared_ptr<fused_plan> plan_bands(conv_isa i, const conv_problem &p, const attr_set &a, const conv_knobs &k) {
+    auto pl = std::make_shared<fused_plan>();
+    pl->isa = i;
+    pl->knobs = k;
+    pl->band = default_band(p, p.dw()->dw_stride, k);
+    const dw_halves h = split_dw(p);
+    attr_set a1, a2;
+    split_dw(a, &a1, &a2);
+    const int64_t s = h.dw.desc.sh, H = h.pw.desc.oh, OH = h.dw.desc.oh, band = pl->band;
+    auto add_pw = [&](int64_t rows) {
+        if (rows > 0 && !pl->pw.count(rows)) pl->pw[rows] = conv_dense_plan(i, pw_rows(h.pw, rows), a1, k);
+    };
+    // Every row count a band can need: from scratch, or after the previous band.
+    for (int64_t r0 = 0; r0 < OH; r0 += band) {
+        const int64_t n = std::min<int64_t>(band, OH - r0);
+        const band_rows cur = rows_of(r0, n, s, H);
+        add_pw(cur.hi - cur.lo);
+        if (r0 > 0) add_pw(cur.hi - std::max(rows_of(r0 - band, band, s, H).hi, cur.lo));
+        const dw_key key{cur.hi - cur.lo, n, r0 == 0};
+        if (!pl->dw.count(key)) pl->dw[key] = conv_dw_plan(i, dw_rows(h.dw, cur.hi - cur.lo, n, r0 == 0), a2, k);
+    }
+    return pl;
 }
 
 } // namespace
@@ -233,11 +255,7 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
                    std::string *why) -> impl::plan_ptr {
         const conv_knobs k = conv_knobs::from_env();
         if (!fused_supports(i, p, a, k, why)) return nullptr;
-        auto pl = std::make_shared<fused_plan>();
-        pl->isa = i;
-        pl->knobs = k;
-        pl->band = default_band(p, p.dw()->dw_stride, k);
-        return pl;
+        return plan_bands(i, p, a, k);
     };
     // With AVX-512 the composite row's halves run on the zmm rows (and AMX),
     // faster than both halves on ymm here (docs/perf_log.md, issue #27).

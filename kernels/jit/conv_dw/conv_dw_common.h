@@ -91,9 +91,22 @@ struct dw_exec {
             const void *s, const void *dst, const exec_args &args);
 };
 
-// The micro-kernel path (conv_dw_ukernel.cpp): every ISA.
+// What the micro-kernel path (conv_dw_ukernel.cpp, every ISA) decides:
+// plan_ukernel(), a pure function the table row runs in supports(), printed
+// in the plan ("source=direct oc_blocks=4x2 pixels=12/12 pipeline=fused").
+struct ukernel_geometry : conv_plan_detail {
+    int lanes = 16;      // OC lanes per vector
+    int nb_big = 1;      // OC vectors per full block
+    int64_t n_ob = 1;    // OC blocks (the last may hold fewer vectors)
+    int ur_big = 1;      // pixels per call of a full block
+    int ur_last = 1;     // pixels per call of the last block
+    bool fused = false;  // the output pipeline inside the micro-kernels
+    bool direct = false; // u8 source without zero point read in place, else a padded copy
+    std::string str() const override;
+};
+ukernel_geometry plan_ukernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k);
 std::shared_ptr<const impl::conv_kernel> make_dw_ukernel(conv_isa isa, const conv_problem &p, const attr_set &a,
-                                                         const conv_knobs &k);
+                                                         const ukernel_geometry &g);
 // What the row kernel (conv_dw_row_kernel.cpp: avx512_core_vnni with VBMI)
 // builds: plan_rows(), a pure function the table row runs in supports(),
 // printed in the plan ("variant=row_pairs source=direct oc_blocks=1

@@ -23,19 +23,17 @@ namespace {
 
 class conv_dw_kernel : public impl::conv_kernel {
 public:
-    conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), pc_(p, a) {
-        plan();
+    conv_dw_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const ukernel_geometry &g)
+        : isa_(isa), p_(p), a_(a), g_(g), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), pc_(p, a),
+          lanes_(g.lanes), nb_big_(g.nb_big), n_ob_(g.n_ob), fused_(g.fused), direct_(g.direct) {
+        compile();
     }
     std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override;
     void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
 
 private:
-    void plan();
-    int ur_w_for(int nb) const {
-        const int64_t mx = std::min(24, max_accumulators_dw(isa_, static_cast<int>(p_.desc.kw)) / nb);
-        return static_cast<int>(balanced_block(p_.desc.ow, mx));
-    }
+    void compile();
+    int ur_w_for(int nb) const { return nb == nb_big_ ? g_.ur_big : g_.ur_last; }
     // Key: (u, nb, last_n, row mask, first valid column, end of valid columns).
     using key_t = std::tuple<int, int, int, uint64_t, int, int>;
     key_t key(int u, int nb, int last_n, int64_t oh, int64_t ow0) const;
@@ -44,12 +42,11 @@ private:
     conv_isa isa_;
     conv_problem p_;
     attr_set a_;
-    conv_knobs knobs_;
+    ukernel_geometry g_;
     pipeline pipe_;
     pipeline_fn run_pipe_; // the unfused pipeline body of this ISA
     padded_copy pc_;
     int lanes_ = 16;
-    int64_t c_ = 0, cpad_ = 0, nvec_ = 0, rows_ = 0, cols_ = 0;
     int nb_big_ = 1;
     int64_t n_ob_ = 1;
     bool fused_ = false;
@@ -57,27 +54,47 @@ private:
     // the padding are skipped (they would contribute 0); the channel tail is
     // a masked load (zmm) or byte inserts (ymm), nothing is read past it.
     bool direct_ = false;
+    int64_t c_ = 0, cpad_ = 0, nvec_ = 0, rows_ = 0, cols_ = 0; // channels, padded; vectors; copy rows/cols
     std::map<key_t, std::unique_ptr<conv_ukernel>> kernels_;
     // Resolved entry points: [block kind (0: full OC block, 1: last)][row · blocks + block].
     std::vector<conv_ukernel_fn> fns_[2];
     int64_t n_blk_[2] = {0, 0}; // pixel blocks per row, per block kind (their widths differ)
 };
 
-void conv_dw_kernel::plan() {
+} // namespace
+
+std::string ukernel_geometry::str() const {
+    return std::string("source=") + (direct ? "direct" : "padded_copy") + " oc_blocks=" + std::to_string(nb_big) + "x" +
+           std::to_string(n_ob) + " pixels=" + std::to_string(ur_big) + "/" + std::to_string(ur_last) +
+           " pipeline=" + (fused ? "fused" : "tile");
+}
+
+ukernel_geometry plan_ukernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k) {
+    const conv_desc &d = p.desc;
+    ukernel_geometry g;
+    g.lanes = oc_lanes(isa);
+    const int64_t nvec = rnd_up(d.oc, g.lanes) / g.lanes;
+    const int acc = max_accumulators_dw(isa, static_cast<int>(d.kw));
+    g.nb_big = static_cast<int>(std::min<int64_t>(std::min(max_oc_vectors(isa), acc), nvec));
+    g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
+    const int last_nb = static_cast<int>(nvec - (g.n_ob - 1) * g.nb_big);
+    auto ur = [&](int nb) { return static_cast<int>(balanced_block(d.ow, std::min(24, acc / nb))); };
+    g.ur_big = ur(g.nb_big);
+    g.ur_last = ur(last_nb);
+    g.fused = pipeline_fusable(a, k);
+    g.direct = p.src_dt == dtype::u8 && a.zp == zp_mechanism::none && d.kh <= 64 && k.dw_direct;
+    return g;
+}
+
+namespace {
+
+void conv_dw_kernel::compile() {
     const conv_desc &d = p_.desc;
-    lanes_ = oc_lanes(isa_);
     c_ = d.oc;
     cpad_ = rnd_up(c_, 16);
     nvec_ = rnd_up(c_, lanes_) / lanes_;
-    nb_big_ = static_cast<int>(
-        std::min<int64_t>(std::min(max_oc_vectors(isa_), max_accumulators_dw(isa_, static_cast<int>(d.kw))), nvec_));
-    n_ob_ = (nvec_ + nb_big_ - 1) / nb_big_;
     rows_ = (d.oh - 1) * d.sh + (d.kh - 1) * d.dh + 1;
     cols_ = (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1;
-
-    fused_ = pipeline_fusable(a_, knobs_);
-
-    direct_ = p_.src_dt == dtype::u8 && a_.zp == zp_mechanism::none && d.kh <= 64 && knobs_.dw_direct;
     const int last_nb = static_cast<int>(nvec_ - (n_ob_ - 1) * nb_big_);
     const int last_lanes = static_cast<int>(c_ - (nvec_ - 1) * lanes_);
     const std::pair<int, int> blocks[2] = {{nb_big_, n_ob_ > 1 ? lanes_ : last_lanes}, {last_nb, last_lanes}};
@@ -221,8 +238,8 @@ void conv_dw_kernel::execute(const impl::packed &w, const void *src, void *dst, 
 } // namespace
 
 std::shared_ptr<const impl::conv_kernel> make_dw_ukernel(conv_isa isa, const conv_problem &p, const attr_set &a,
-                                                         const conv_knobs &k) {
-    return std::make_shared<conv_dw_kernel>(isa, p, a, k);
+                                                         const ukernel_geometry &g) {
+    return std::make_shared<conv_dw_kernel>(isa, p, a, g);
 }
 
 } // namespace qconv::jit::dw

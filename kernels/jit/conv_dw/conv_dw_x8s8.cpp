@@ -59,7 +59,16 @@ std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, c
         if (!rows) fail("plan", "a depthwise_rows plan carries the row kernel's geometry (conv_dw_rows_row)");
         return dw::make_dw_row_kernel(p, a, *rows);
     }
-    return dw::make_dw_ukernel(pl.isa, p, a, pl.knobs);
+    const dw::ukernel_geometry *g = pl.detail_as<dw::ukernel_geometry>();
+    if (!g) fail("plan", "a depthwise plan carries the micro-kernel path's geometry (conv_dw_plan)");
+    return dw::make_dw_ukernel(pl.isa, p, a, *g);
+}
+
+std::shared_ptr<const conv_plan> conv_dw_plan(conv_isa i, const conv_problem &p, const attr_set &a,
+                                              const conv_knobs &k) {
+    auto pl = conv_plan::make(i, conv_plan::kind::depthwise, k);
+    pl->detail = std::make_shared<const dw::ukernel_geometry>(dw::plan_ukernel(i, p, a, k));
+    return pl;
 }
 
 namespace {
@@ -75,8 +84,7 @@ impl::conv_entry conv_dw_row(const std::string &name, conv_isa i) {
         name, std::string("jit:conv_dw_x8s8:") + to_string(i), i, conv_plan::kind::depthwise,
         [i](const conv_problem &p, const attr_set &a, const impl::platform &, std::string *why) {
             const conv_knobs k = conv_knobs::from_env();
-            return conv_dw_supports(i, false, p, a, k, why) ? conv_plan::make(i, conv_plan::kind::depthwise, k)
-                                                            : nullptr;
+            return conv_dw_supports(i, false, p, a, k, why) ? conv_dw_plan(i, p, a, k) : nullptr;
         },
         dw_build());
 }
