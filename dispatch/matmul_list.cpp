@@ -18,8 +18,8 @@ std::vector<matmul_entry> build_matmul_list() {
         // f32 accuracy on AMX-BF16 (bf16 hi/lo split of X, 3e-5 bound), before the
         // AVX-512 rows from M = 5 (8-bit) / 3 (4-bit) on (their supports()): measured
         // 4.3-4.8x them at M = 32; below, those are faster (docs/matmul_wc.md).
-        matmul_wc_amx_row("jit:matmul_wc_x8:avx512_core_amx", false),
-        matmul_wc_amx_row("jit:matmul_wc_x4:avx512_core_amx", true),
+        matmul_wc_amx_row("jit:matmul_wc_x8:avx512_core_amx", wc_bits::x8),
+        matmul_wc_amx_row("jit:matmul_wc_x4:avx512_core_amx", wc_bits::x4),
         // f32 accuracy: decompression into FMAs, zmm then ymm. From a crossing M
         // (their plan; jit::matmul_wc_prefill_min_m, kernels/jit/matmul/matmul_wc.h) the
         // prefill shape instead: weights unpacked to f32 once per call, then a
@@ -27,13 +27,13 @@ std::vector<matmul_entry> build_matmul_list() {
         // 1 thread): ymm from M = 24 (8-bit) / 8 (4-bit), 1.12x / 1.24x the
         // blocked shape at M = 128; zmm never (its blocked shape runs at 95-97 %
         // of the f32 FMA peak there, the prefill 90-95 %).
-        matmul_wc_row("jit:matmul_wc_x8:avx512_core", true, false),
-        matmul_wc_row("jit:matmul_wc_x4:avx512_core", true, true),
-        matmul_wc_row("jit:matmul_wc_x8:avx2", false, false),
-        matmul_wc_row("jit:matmul_wc_x4:avx2", false, true),
+        matmul_wc_row("jit:matmul_wc_x8:avx512_core", wc_width::zmm, wc_bits::x8),
+        matmul_wc_row("jit:matmul_wc_x4:avx512_core", wc_width::zmm, wc_bits::x4),
+        matmul_wc_row("jit:matmul_wc_x8:avx2", wc_width::ymm, wc_bits::x8),
+        matmul_wc_row("jit:matmul_wc_x4:avx2", wc_width::ymm, wc_bits::x4),
         // Peers: oneDNN f32 on weights dequantized at pack time.
-        onednn_f32_row("onednn:matmul_f32:dequantized", true),
-        onednn_f32_row("onednn:sgemm_f32:dequantized", false),
+        onednn_f32_row("onednn:matmul_f32:dequantized", f32_gemm::matmul_primitive),
+        onednn_f32_row("onednn:sgemm_f32:dequantized", f32_gemm::sgemm),
         // The reference: always last.
         ref_matmul_row(),
     };

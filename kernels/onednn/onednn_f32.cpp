@@ -249,7 +249,8 @@ namespace qconv::impl {
 
 // Peers for the benchmarks and the driver: oneDNN f32 on weights dequantized
 // once at pack time (4x / 8x the bytes of u8 / u4 weights).
-matmul_entry onednn_f32_row(const std::string &name, bool use_matmul) {
+matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm) {
+    const bool use_matmul = gemm == f32_gemm::matmul_primitive;
     const std::string canonical = use_matmul ? "onednn:matmul_f32:dequantized" : "onednn:sgemm_f32:dequantized";
     if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
     matmul_entry e;

@@ -69,8 +69,9 @@ namespace qconv::impl {
 // Table rows: oneDNN's f32 convolution (dispatch/conv_f32_list.cpp,
 // onednn:conv_f32) and the oneDNN f32 peers of the compressed MatMul on
 // dequantized weights (dispatch/matmul_list.cpp): onednn:matmul_f32:dequantized
-// (use_matmul) and onednn:sgemm_f32:dequantized.
+// (the matmul primitive) and onednn:sgemm_f32:dequantized (dnnl_sgemm).
 conv_f32_entry onednn_conv_f32_row(const std::string &name);
-matmul_entry onednn_f32_row(const std::string &name, bool use_matmul);
+enum class f32_gemm { matmul_primitive, sgemm };
+matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm);
 
 } // namespace qconv::impl

@@ -535,7 +535,8 @@ bool wc_supports(const matmul_desc &d, bool x4, std::string *why) {
 
 } // namespace
 
-matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4) {
+matmul_entry matmul_wc_row(const std::string &name, wc_width width, wc_bits bits) {
+    const bool zmm = width == wc_width::zmm, x4 = bits == wc_bits::x4;
     const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512_core" : ":avx2");
     if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
     matmul_entry e;

@@ -198,7 +198,10 @@ namespace qconv::impl {
 // Table rows (dispatch/matmul_list.cpp; kernels/jit/matmul/matmul_wc.cpp,
 // matmul_wc_dq.cpp): jit:matmul_wc_{x8,x4}:{avx512_core,avx2} and the opt-in
 // dynamic quantization jit:matmul_wc_dq:avx512_core_vnni.
-matmul_entry matmul_wc_row(const std::string &name, bool zmm, bool x4);
+// The register width and the weight bits a row is built for.
+enum class wc_width { ymm, zmm };
+enum class wc_bits { x8, x4 };
+matmul_entry matmul_wc_row(const std::string &name, wc_width width, wc_bits bits);
 // The plan of those rows: the prefill shape (M >= jit::matmul_wc_prefill_min_m)
 // or the streaming/blocked one. Tests build either for any M.
 struct matmul_wc_plan : plan {
@@ -207,7 +210,7 @@ struct matmul_wc_plan : plan {
 };
 matmul_entry matmul_wc_dq_row(const std::string &name);
 // AMX-BF16 at f32 accuracy (kernels/jit/matmul/matmul_wc_amx.cpp): jit:matmul_wc_{x8,x4}:avx512_core_amx.
-matmul_entry matmul_wc_amx_row(const std::string &name, bool x4);
+matmul_entry matmul_wc_amx_row(const std::string &name, wc_bits bits);
 // Opt-in dynamic quantization on AMX-INT8 (kernels/jit/matmul/matmul_wc_dq_amx.cpp):
 // jit:matmul_wc_dq:avx512_core_amx.
 matmul_entry matmul_wc_dq_amx_row(const std::string &name);

@@ -309,7 +309,8 @@ bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const st
 
 } // namespace
 
-matmul_entry matmul_wc_amx_row(const std::string &name, bool x4) {
+matmul_entry matmul_wc_amx_row(const std::string &name, wc_bits bits) {
+    const bool x4 = bits == wc_bits::x4;
     const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + ":avx512_core_amx";
     if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
     matmul_entry e;
