@@ -26,12 +26,13 @@ std::vector<int32_t> zp_compensation(const conv_desc &d, const int8_t *wei, cons
 
 int32_t source_shift(dtype src) { return src == dtype::s8 ? 128 : 0; }
 
+int32_t source_zp(const attr_set &a, int64_t ic) {
+    if (a.zp == zp_mechanism::none || a.zp_values.empty()) return 0;
+    return a.zp_values.size() == 1 ? a.zp_values[0] : a.zp_values[static_cast<size_t>(ic)];
+}
+
 uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic) {
-    int32_t zp = 0;
-    if (a.zp == zp_mechanism::legacy_per_channel) {
-        const auto &z = a.zp_values;
-        zp = z.size() == 1 ? z[0] : z[static_cast<size_t>(ic)];
-    }
+    const int32_t zp = a.zp == zp_mechanism::legacy_per_channel ? source_zp(a, ic) : 0;
     return static_cast<uint8_t>(zp + source_shift(p.src_dt)); // 0..255 for a zp in the source type's range
 }
 

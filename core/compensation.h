@@ -34,6 +34,10 @@ int32_t source_shift(dtype src);
 // source type's range; false with the reason in *why otherwise.
 bool zp_fits_padding(const conv_problem &p, const attr_set &a, std::string *why);
 
+// The source zero point of input channel ic: attr's value for it (1 or IC
+// values, either mechanism), 0 without a zero point.
+int32_t source_zp(const attr_set &a, int64_t ic);
+
 // The byte a padded tap of input channel ic holds in the kernels' view:
 // zp[ic] + shift (the legacy zero point of attr, 0 without one).
 uint8_t pad_byte(const conv_problem &p, const attr_set &a, int64_t ic);

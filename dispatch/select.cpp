@@ -52,36 +52,56 @@ void note_plan(const std::string &name, int attr_id, const plan &pl) {
 }
 } // namespace
 
-conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
-                           const conv_problem &p, const platform &plat, const conv_hints &hints,
-                           std::vector<std::string> *rejections) {
+namespace {
+// The walk both tables share: the rows in order (only the named one when
+// forced; peers only when forced), each offered to `take(e, forced,
+// skipped)`, which returns true when the row takes the problem (noting its
+// refusals in `skipped` otherwise). The rejections of the rows before go to
+// *rejections; when no row takes the problem, a qconv::error naming each.
+template <class Entry, class Take>
+void walk(const std::vector<Entry> &list, const std::string &impl, const platform &plat,
+          std::vector<std::string> *rejections, Take take) {
     std::vector<std::string> skipped;
-    const bool forced = !is_auto(hints.impl);
-    const conv_entry *only = forced ? find_entry(list, hints.impl) : nullptr;
+    const bool forced = !is_auto(impl);
+    const Entry *only = forced ? find_entry(list, impl) : nullptr;
     for (const auto &e : list) {
         if (only && &e != only) continue;
         if (!forced && e.peer) {
             note_skip(skipped, e.name, -1, "peer: runs only when forced by name");
             continue;
         }
+        if (take(e, forced, skipped)) {
+            if (rejections) *rejections = std::move(skipped);
+            return;
+        }
+    }
+    if (rejections) *rejections = skipped;
+    if (forced) fail("impl", "'" + impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
+    fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
+}
+} // namespace
+
+conv_choice select_conv_in(const std::vector<conv_entry> &list, const std::vector<attr_set> &attrs,
+                           const conv_problem &p, const platform &plat, const conv_hints &hints,
+                           std::vector<std::string> *rejections) {
+    conv_choice choice;
+    walk(list, hints.impl, plat, rejections, [&](const conv_entry &e, bool forced, std::vector<std::string> &skipped) {
         for (size_t a = 0; a < attrs.size(); ++a) {
             std::string why;
             if (plan_ptr pl = e.supports(p, attrs[a], plat, &why)) {
                 const std::string deferred = !forced && e.defer ? e.defer(p, attrs[a], plat, *pl) : std::string();
                 if (deferred.empty()) {
                     note_plan(e.name, static_cast<int>(a), *pl);
-                    if (rejections) *rejections = std::move(skipped);
-                    return {&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)};
+                    choice = {&e, e.name, static_cast<int>(a), attrs[a], std::move(pl)};
+                    return true;
                 }
                 why = "deferred to the rows below: " + deferred;
             }
             note_skip(skipped, e.name, static_cast<int>(a), why);
         }
-    }
-    if (rejections) *rejections = skipped;
-    if (forced)
-        fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
-    fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
+        return false;
+    });
+    return choice;
 }
 
 std::vector<attr_set> conv_attrs(const conv_problem &p, const platform &plat, const conv_hints &hints) {
@@ -110,27 +130,18 @@ std::vector<conv_choice> accepting_conv(const std::vector<conv_entry> &list, con
 
 matmul_choice select_matmul_in(const std::vector<matmul_entry> &list, const matmul_desc &d, const matmul_hints &hints,
                                const platform &plat, std::vector<std::string> *rejections) {
-    std::vector<std::string> skipped;
-    const bool forced = !is_auto(hints.impl);
-    const matmul_entry *only = forced ? find_entry(list, hints.impl) : nullptr;
-    for (const auto &e : list) {
-        if (only && &e != only) continue;
-        if (!forced && e.peer) {
-            note_skip(skipped, e.name, -1, "peer: runs only when forced by name");
-            continue;
-        }
+    matmul_choice choice;
+    walk(list, hints.impl, plat, rejections, [&](const matmul_entry &e, bool, std::vector<std::string> &skipped) {
         std::string why;
         if (plan_ptr pl = e.supports(d, hints, plat, &why)) {
             note_plan(e.name, -1, *pl);
-            if (rejections) *rejections = std::move(skipped);
-            return {&e, e.name, std::move(pl)};
+            choice = {&e, e.name, std::move(pl)};
+            return true;
         }
         note_skip(skipped, e.name, -1, why);
-    }
-    if (rejections) *rejections = skipped;
-    if (forced)
-        fail("impl", "'" + hints.impl + "' does not support this problem on " + plat.str() + ": " + join(skipped));
-    fail("impl", "no implementation supports this problem on " + plat.str() + ": " + join(skipped));
+        return false;
+    });
+    return choice;
 }
 
 matmul_choice select_matmul(const matmul_desc &d, const matmul_hints &hints, const platform &plat,

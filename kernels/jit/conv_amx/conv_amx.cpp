@@ -172,10 +172,6 @@ public:
     void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override;
 
 private:
-    int32_t zp_at(int64_t ic) const {
-        if (a_.zp == zp_mechanism::none || a_.zp_values.empty()) return 0;
-        return a_.zp_values.size() == 1 ? a_.zp_values[0] : a_.zp_values[static_cast<size_t>(ic)];
-    }
     void make_pad_pixels();
     void build_padded(const uint8_t *src, uint8_t *buf, int ithr, int nthr) const;
     void gather_block(const uint8_t *src, int64_t n, int64_t gr, int64_t q0, uint8_t *out) const;
@@ -219,7 +215,7 @@ void conv_amx_kernel::make_pad_pixels() {
     pad_px_.assign(static_cast<size_t>(g_.g), std::vector<uint8_t>(static_cast<size_t>(g_.ps), 0));
     for (int64_t gr = 0; gr < g_.g; ++gr)
         for (int64_t ic = 0; ic < g_.icg; ++ic)
-            pad_px_[gr][ic] = static_cast<uint8_t>(zp_at(gr * g_.icg + ic)); // s8: two's complement byte
+            pad_px_[gr][ic] = static_cast<uint8_t>(source_zp(a_, gr * g_.icg + ic)); // s8: two's complement byte
 }
 
 void conv_amx_kernel::make_pixel_table() {
