@@ -145,7 +145,7 @@ private:
     int64_t pair_wbytes_ = 0;
     std::vector<dw_row_fn> fns_pair_; // per pair of output rows (2p, 2p + 1)
     pipeline pipe_nat_;               // pipe_ with per-OC arrays in the native lane order
-    std::vector<std::unique_ptr<dw_row_gen>> gens_;
+    std::vector<std::unique_ptr<jit_generator>> gens_;
     std::vector<dw_row_fn> fns_; // per output row
 };
 
@@ -239,7 +239,7 @@ void conv_dw_row_kernel::build_pair_kernels(const std::vector<dw_run> &pruns) {
             c.blk_wbytes = pair_wbytes_;
             c.pair = true;
             c.row_pix = d.ow;
-            gens_.push_back(std::make_unique<dw_row_gen>(c));
+            gens_.push_back(make_dw_row_gen(c));
             gens_.back()->create();
             it = pmade.emplace(std::make_pair(mask, last), gens_.back()->entry<dw_row_fn>()).first;
         }
@@ -276,7 +276,7 @@ void conv_dw_row_kernel::build_row_kernels(const std::vector<dw_run> &runs) {
             c.pipe = !fused_ ? nullptr : native_ ? &pipe_nat_ : &pipe_;
             c.acc_pix = nb_ * 64;
             c.blk_wbytes = blk_wbytes_;
-            gens_.push_back(std::make_unique<dw_row_gen>(c));
+            gens_.push_back(make_dw_row_gen(c));
             gens_.back()->create();
             it = made.emplace(cls, gens_.back()->entry<dw_row_fn>()).first;
         }
