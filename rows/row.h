@@ -161,6 +161,18 @@ inline bool reject(std::string *why, const std::string &reason) {
 
 // A plan with nothing to decide, for rows whose supports() is a yes/no.
 inline plan_ptr plain_plan() { return std::make_shared<plan>(); }
+
+// The start of every row constructor: an entry called `name`, which must be
+// `canonical`, the name its configuration gives (a table line cannot name a
+// row built for another configuration), of `family` ("jit", "onednn", "ref").
+template <class Entry>
+Entry named_entry(const std::string &name, const std::string &canonical, const char *family) {
+    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
+    Entry e;
+    e.name = name;
+    e.family = family;
+    return e;
+}
 // decide functions from a yes/no check: the plain plan when it accepts.
 template <class Check>
 auto decide_by(Check check) {

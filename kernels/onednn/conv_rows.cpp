@@ -106,13 +106,9 @@ plan_ptr decide_checked(const selector &sel, const conv_problem &p, const attr_s
 }
 
 conv_entry make_row(const std::string &name, const selector &sel, bool peer) {
-    if (name != sel.row_name())
-        fail("impl", "row '" + name + "' is named '" + sel.row_name() + "' by its configuration");
-    conv_entry e;
-    e.name = name;
+    conv_entry e = impl::named_entry<conv_entry>(name, sel.row_name(), "onednn");
     e.needs = needs_of(sel);
     e.peer = peer;
-    e.family = "onednn";
     e.only_1x1 = sel.kind == "brgconv_1x1";
     e.decide = [sel](const conv_problem &p, const attr_set &attr, const platform &plat, std::string *why) {
         return onednn::supports(sel, p, attr, plat, why);

@@ -252,11 +252,8 @@ namespace qconv::impl {
 matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm) {
     const bool use_matmul = gemm == f32_gemm::matmul_primitive;
     const std::string canonical = use_matmul ? "onednn:matmul_f32:dequantized" : "onednn:sgemm_f32:dequantized";
-    if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
-    matmul_entry e;
-    e.name = name;
+    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, "onednn");
     e.peer = true;
-    e.family = "onednn";
     e.decide = decide_by([](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
         if (d.m * d.k > (int64_t(1) << 31) || d.n * d.k > (int64_t(1) << 31))
             return reject(why, "too large for the f32 peer");
@@ -271,15 +268,12 @@ matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm) {
 
 // oneDNN's f32 convolution (the graph executor's f32 Convolution nodes).
 conv_f32_entry onednn_conv_f32_row(const std::string &name) {
-    if (name != "onednn:conv_f32") fail("impl", "row '" + name + "' is named 'onednn:conv_f32' by its configuration");
     struct kernel final : conv_f32_kernel {
         kernel(const conv_desc &d, const float *wei, const float *bias) : conv(d, wei, bias) {}
         void execute(const float *src, float *dst, int threads) const override { conv.execute(src, dst, threads); }
         onednn::conv_f32 conv;
     };
-    conv_f32_entry e;
-    e.name = name;
-    e.family = "onednn";
+    conv_f32_entry e = named_entry<conv_f32_entry>(name, "onednn:conv_f32", "onednn");
     e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
     e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
         return std::make_shared<kernel>(d, wei, bias);

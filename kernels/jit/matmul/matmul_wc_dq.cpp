@@ -406,11 +406,7 @@ __attribute__((target("avx512f,avx512bw"))) int32_t dq_quantize(const float *x, 
 #endif
 
 matmul_entry matmul_wc_dq_row(const std::string &name) {
-    if (name != "jit:matmul_wc_dq:avx512_core_vnni")
-        fail("impl", "row '" + name + "' is named 'jit:matmul_wc_dq:avx512_core_vnni' by its configuration");
-    matmul_entry e;
-    e.name = name;
-    e.family = "jit";
+    matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_vnni", "jit");
     e.dynamic_quantization = true;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
     e.decide = decide_by([](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {
