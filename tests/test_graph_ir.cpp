@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "qconv/graph.h"
@@ -717,12 +718,18 @@ TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
         for (const bool passes : {false, true}) {
             if (passes) run_passes(*g);
             const compiled_graph once(*g);
-            for (uint64_t seed : {1, 2, 1, 3}) {
+            // Seed 1, other inputs, seed 1 again: the third run must not see
+            // what the second left in the arena. A fresh compilation's result
+            // per seed is computed once.
+            std::map<uint64_t, std::vector<tensor>> fresh;
+            for (uint64_t seed : {1, 2, 1}) {
                 const auto in = random_inputs(*g, seed);
-                const auto y = once.run(in), fresh = compiled_graph(*g).run(in);
-                ASSERT_EQ(y.size(), fresh.size());
+                if (!fresh.count(seed)) fresh[seed] = compiled_graph(*g).run(in);
+                const auto y = once.run(in);
+                ASSERT_EQ(y.size(), fresh[seed].size());
                 for (size_t r = 0; r < y.size(); ++r)
-                    EXPECT_EQ(y[r].bytes, fresh[r].bytes) << "passes " << passes << " seed " << seed << " output " << r;
+                    EXPECT_EQ(y[r].bytes, fresh[seed][r].bytes)
+                        << "passes " << passes << " seed " << seed << " output " << r;
             }
         }
     }
