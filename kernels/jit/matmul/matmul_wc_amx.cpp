@@ -61,6 +61,17 @@ amx_layout make_layout(const matmul_desc &d) {
     return l;
 }
 
+// What the row decides in supports(): the tile layout (K chunks, panels, M
+// tiles); the kernel is built from it.
+struct amx_matmul_plan : plan {
+    amx_layout l;
+    // "amx_bf16 chunk=256 k_tiles=128 panels=128 m_tiles=2".
+    std::string str() const override {
+        return "amx_bf16 chunk=" + std::to_string(l.chunk) + " k_tiles=" + std::to_string(l.k_tiles) +
+               " panels=" + std::to_string(l.n_panels) + " m_tiles=" + std::to_string(l.m_tiles);
+    }
+};
+
 struct amx_packed : packed {
     aligned_buffer<uint8_t> wei;    // n_panels × panel_bytes
     aligned_buffer<uint8_t> params; // n_panels × n_groups × param_bytes
@@ -105,7 +116,7 @@ void convert_a(const matmul_desc &d, const amx_layout &l, const float *x, uint16
 
 class matmul_wc_amx_kernel : public matmul_kernel {
 public:
-    explicit matmul_wc_amx_kernel(const matmul_desc &d) : d_(d), l_(make_layout(d)) {
+    matmul_wc_amx_kernel(const matmul_desc &d, const amx_layout &l) : d_(d), l_(l) {
         matmul_wc_amx_config c;
         c.four_bit = l_.x4;
         c.zp = l_.zp;
@@ -287,7 +298,9 @@ private:
     void (*release_)() = nullptr;
 };
 
-bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const std::string &name, std::string *why) {
+// Whether the row takes d; the layout it would run with in *out.
+bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const std::string &name, amx_layout *out,
+                  std::string *why) {
     if (x4 && !four_bit(d.wei_dt)) return reject(why, std::string("takes u4/s4 weights, got ") + to_string(d.wei_dt));
     if (!x4 && d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8)
         return reject(why, std::string("takes u8/s8 weights, got ") + to_string(d.wei_dt));
@@ -296,6 +309,7 @@ bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const st
         return reject(why, "group size " + std::to_string(d.group_size()) +
                                " is not a multiple of 32 (a tile's K is 32 bf16; per-OC takes any K)");
     const amx_layout l = make_layout(d);
+    *out = l;
     const double eps = jit::matmul_wc_amx_epsilon(l.k_pad, l.chunk);
     if (eps > jit::matmul_wc_amx_max_epsilon)
         return reject(why, "k " + std::to_string(d.k) + " gives an error bound of " + std::to_string(eps) +
@@ -316,10 +330,11 @@ matmul_entry matmul_wc_amx_row(const std::string &name, wc_bits bits) {
     e.weight_bits = x4 ? 4 : 8;
     e.needs = feature_set{cpu_feature::avx512_core, cpu_feature::avx512_bf16, cpu_feature::amx_bf16};
     e.decide = [x4, name](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {
-        return amx_supports(d, h, x4, name, why) ? plain_plan() : nullptr;
+        auto pl = std::make_shared<amx_matmul_plan>();
+        return amx_supports(d, h, x4, name, &pl->l, why) ? plan_ptr(pl) : nullptr;
     };
-    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
-        return std::make_shared<matmul_wc_amx_kernel>(d);
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &pl) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<matmul_wc_amx_kernel>(d, dynamic_cast<const amx_matmul_plan &>(pl).l);
     };
     return e;
 }

@@ -163,6 +163,16 @@ dq_amx_layout make_layout(const matmul_desc &d) {
     return l;
 }
 
+// What the row decides in supports(): the tile layout; the kernel is built from it.
+struct dq_amx_plan : plan {
+    dq_amx_layout l;
+    // "amx_int8 chunk=256 k_tiles=64 panels=128 m_tiles=2".
+    std::string str() const override {
+        return "amx_int8 chunk=" + std::to_string(l.chunk) + " k_tiles=" + std::to_string(l.k_tiles) +
+               " panels=" + std::to_string(l.n_panels) + " m_tiles=" + std::to_string(l.m_tiles);
+    }
+};
+
 struct dq_amx_packed : packed {
     aligned_buffer<uint8_t> wei; // n_panels × panel_bytes
     std::vector<float> scale;    // [ng][n_panels · 32]
@@ -172,7 +182,7 @@ struct dq_amx_packed : packed {
 
 class dq_amx_kernel : public matmul_kernel {
 public:
-    explicit dq_amx_kernel(const matmul_desc &d) : d_(d), l_(make_layout(d)) {
+    dq_amx_kernel(const matmul_desc &d, const dq_amx_layout &l) : d_(d), l_(l) {
         jit::dq_amx_config c;
         c.k_steps = static_cast<int>(l_.chunk_tiles());
         c.m_tiles = l_.m_tiles;
@@ -402,10 +412,13 @@ matmul_entry matmul_wc_dq_amx_row(const std::string &name) {
     e.dynamic_quantization = true;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
     e.decide = [name](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) -> plan_ptr {
-        return dq_amx_supports(d, h, name, why) ? plain_plan() : nullptr;
+        if (!dq_amx_supports(d, h, name, why)) return nullptr;
+        auto pl = std::make_shared<dq_amx_plan>();
+        pl->l = make_layout(d);
+        return pl;
     };
-    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
-        return std::make_shared<dq_amx_kernel>(d);
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &pl) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<dq_amx_kernel>(d, dynamic_cast<const dq_amx_plan &>(pl).l);
     };
     return e;
 }
