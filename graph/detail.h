@@ -69,7 +69,7 @@ std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out);
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
 void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
 
-// The executor's evaluation of one node (graph/executor.cpp): what its
+// The executor's evaluation of one node (graph/eval.cpp): what its
 // compile-time folding computes for a node whose inputs are known. The
 // low-precision lowering reads constant subgraphs (a bias or scale written as
 // Convert → Subtract → Multiply of Constants) through it, so the values it
