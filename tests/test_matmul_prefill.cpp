@@ -60,9 +60,8 @@ std::shared_ptr<const impl::matmul_kernel> prefill_kernel(const std::string &row
     std::string why;
     const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), &why);
     if (!pl) throw std::runtime_error(row + " refuses " + d.key() + ": " + why);
-    impl::matmul_wc_plan forced;
-    forced.prefill = true;
-    return row_named(row).create(d, {}, forced);
+    const auto &decided = dynamic_cast<const impl::matmul_wc_plan &>(*pl);
+    return row_named(row).create(d, {}, impl::plan_matmul_wc(d, decided.width, impl::matmul_wc_plan::shape::prefill));
 }
 
 std::vector<float> reference(const testdata::matmul_data &c) {
@@ -211,8 +210,12 @@ TEST(MatmulPrefill, SameBytesAsTheBlockedShape) {
                 d.m = m, d.k = 1024, d.n = 100, d.wei_dt = is_x4(row) ? dtype::s4 : dtype::u8, d.group = group;
                 d.zp = zpk::per_group, d.with_bias = true;
                 const testdata::matmul_data c = testdata::make_matmul_data(d, seed++);
-                impl::matmul_wc_plan blocked;
-                auto kb = row_named(row).create(d, {}, blocked);
+                // At M 5, 16 and 40 the blocked shape (above the streaming M).
+                const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), nullptr);
+                ASSERT_TRUE(pl) << row;
+                const auto &decided = dynamic_cast<const impl::matmul_wc_plan &>(*pl);
+                auto kb = row_named(row).create(
+                    d, {}, impl::plan_matmul_wc(d, decided.width, impl::matmul_wc_plan::shape::blocked));
                 auto kp = prefill_kernel(row, d);
                 auto pb = kb->pack(c.weights());
                 auto pp = kp->pack(c.weights());
@@ -240,7 +243,7 @@ TEST(MatmulPrefill, PlanFollowsTheCrossingPoint) {
             ASSERT_TRUE(pl) << why;
             const auto *wp = dynamic_cast<const impl::matmul_wc_plan *>(pl.get());
             ASSERT_NE(wp, nullptr) << row;
-            EXPECT_EQ(wp->prefill, m >= from) << row << " m=" << m;
+            EXPECT_EQ(wp->prefill(), m >= from) << row << " m=" << m;
         }
     }
 }

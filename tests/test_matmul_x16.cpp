@@ -67,9 +67,9 @@ std::shared_ptr<const impl::matmul_kernel> kernel_for(const std::string &row, co
     std::string why;
     const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), &why);
     if (!pl) throw std::runtime_error(row + " refuses " + d.key() + ": " + why);
-    impl::matmul_wc_plan forced;
-    forced.prefill = prefill;
-    return row_named(row).create(d, {}, forced);
+    if (!prefill) return row_named(row).create(d, {}, *pl);
+    const auto &decided = dynamic_cast<const impl::matmul_wc_plan &>(*pl);
+    return row_named(row).create(d, {}, impl::plan_matmul_wc(d, decided.width, impl::matmul_wc_plan::shape::prefill));
 }
 
 // f16 and bf16 X read by the kernel: the bytes of execute() on the converted

@@ -100,21 +100,23 @@ struct wc_packed : packed {
 
 class matmul_wc_kernel : public matmul_kernel {
 public:
-    matmul_wc_kernel(const matmul_desc &d, bool zmm, bool prefill) : d_(d), zmm_(zmm), l_(make_layout(d, zmm)) {
-        if (prefill) {
+    matmul_wc_kernel(const matmul_desc &d, const matmul_wc_plan &pl)
+        : d_(d), zmm_(pl.width == wc_width::zmm), l_(make_layout(d, zmm_)) {
+        const bool zmm = zmm_;
+        if (pl.prefill()) {
             prefill_ = true;
             streaming_ = false;
             plan_prefill();
             return;
         }
-        // Streaming: one block of all M rows over whole panels. Blocked:
-        // blocks of blocked_mb rows (and one tail block) over half panels.
-        const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(zmm);
+        // Streaming: one block of all M rows over whole panels, pc panels per
+        // call. Blocked: blocks of blocked_mb rows (and one tail block) over
+        // half panels.
+        const bool streaming = pl.s == matmul_wc_plan::shape::streaming;
         streaming_ = streaming;
         block_m_ = streaming ? static_cast<int>(d.m) : jit::matmul_wc_blocked_mb(zmm);
         nv_ = streaming ? 4 : 2;
-        // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
-        pc_ = streaming ? streams(d, zmm, l_) : 1;
+        pc_ = streaming ? pl.pc : 1;
         n_calls_ = (l_.n_panels + pc_ - 1) / pc_;
         // Streaming: one kernel per type of x (the kernel reads f16 / bf16
         // rows itself); blocked: x is packed (and converted) by the driver.
@@ -535,22 +537,47 @@ bool wc_supports(const matmul_desc &d, bool x4, std::string *why) {
 
 } // namespace
 
+std::string matmul_wc_plan::str() const {
+    switch (s) {
+    case shape::streaming: return "streaming pc=" + std::to_string(pc);
+    case shape::blocked: return "blocked";
+    case shape::prefill: return "prefill";
+    }
+    return "?";
+}
+
+matmul_wc_plan plan_matmul_wc(const matmul_desc &d, wc_width width, matmul_wc_plan::shape s) {
+    matmul_wc_plan p;
+    p.width = width;
+    p.s = s;
+    const bool zmm = width == wc_width::zmm;
+    // Streaming: as many panels per call as ~24 (zmm) / 12 (ymm) accumulators allow.
+    if (s == matmul_wc_plan::shape::streaming) p.pc = matmul_wc_kernel::streams(d, zmm, make_layout(d, zmm));
+    return p;
+}
+
+matmul_wc_plan plan_matmul_wc(const matmul_desc &d, wc_width width, wc_bits bits) {
+    const bool zmm = width == wc_width::zmm, x4 = bits == wc_bits::x4;
+    using shape = matmul_wc_plan::shape;
+    const shape s = d.m >= jit::matmul_wc_prefill_min_m(zmm, x4) ? shape::prefill
+                    : d.m <= jit::matmul_wc_streaming_max_m(zmm) ? shape::streaming
+                                                                 : shape::blocked;
+    return plan_matmul_wc(d, width, s);
+}
+
 matmul_entry matmul_wc_row(const std::string &name, wc_width width, wc_bits bits) {
     const bool zmm = width == wc_width::zmm, x4 = bits == wc_bits::x4;
     const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512_core" : ":avx2");
     matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, "jit");
     e.weight_bits = x4 ? 4 : 8;
     e.needs = zmm ? feature_set{cpu_feature::avx512_core} : feature_set{cpu_feature::avx2};
-    e.decide = [x4, zmm](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) -> plan_ptr {
+    e.decide = [x4, width, bits](const matmul_desc &d, const matmul_hints &, const platform &,
+                                 std::string *why) -> plan_ptr {
         if (!wc_supports(d, x4, why)) return nullptr;
-        auto p = std::make_shared<matmul_wc_plan>();
-        p->prefill = d.m >= jit::matmul_wc_prefill_min_m(zmm, x4);
-        return p;
+        return std::make_shared<matmul_wc_plan>(plan_matmul_wc(d, width, bits));
     };
-    e.build = [zmm](const matmul_desc &d, const matmul_hints &,
-                    const plan &pl) -> std::shared_ptr<const matmul_kernel> {
-        const auto *wp = dynamic_cast<const matmul_wc_plan *>(&pl);
-        return std::make_shared<matmul_wc_kernel>(d, zmm, wp && wp->prefill);
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &pl) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<matmul_wc_kernel>(d, dynamic_cast<const matmul_wc_plan &>(pl));
     };
     return e;
 }

@@ -202,12 +202,24 @@ namespace qconv::impl {
 enum class wc_width { ymm, zmm };
 enum class wc_bits { x8, x4 };
 matmul_entry matmul_wc_row(const std::string &name, wc_width width, wc_bits bits);
-// The plan of those rows: the prefill shape (M >= jit::matmul_wc_prefill_min_m)
-// or the streaming/blocked one. Tests build either for any M.
+// The plan of those rows: the kernel's shape at the descriptor's M, decided
+// in supports() and built by create() — streaming (M up to
+// jit::matmul_wc_streaming_max_m: weights streamed once, pc panels per call),
+// blocked (register blocks of rows over half panels) or prefill (M from
+// jit::matmul_wc_prefill_min_m: weights unpacked to f32 once per call).
 struct matmul_wc_plan : plan {
-    bool prefill = false;
-    std::string str() const override { return prefill ? "prefill" : "-"; }
+    enum class shape { streaming, blocked, prefill };
+    wc_width width = wc_width::zmm;
+    shape s = shape::blocked;
+    int pc = 1; // weight panels per streaming call
+    bool prefill() const { return s == shape::prefill; }
+    // "streaming pc=4", "blocked", "prefill".
+    std::string str() const override;
 };
+// The plan a row of `width` and `bits` makes for d (the shape by M).
+matmul_wc_plan plan_matmul_wc(const matmul_desc &d, wc_width width, wc_bits bits);
+// The plan in shape s whatever d's M (tests compare the shapes at one M).
+matmul_wc_plan plan_matmul_wc(const matmul_desc &d, wc_width width, matmul_wc_plan::shape s);
 matmul_entry matmul_wc_dq_row(const std::string &name);
 // AMX-BF16 at f32 accuracy (kernels/jit/matmul/matmul_wc_amx.cpp): jit:matmul_wc_{x8,x4}:avx512_core_amx.
 matmul_entry matmul_wc_amx_row(const std::string &name, wc_bits bits);
