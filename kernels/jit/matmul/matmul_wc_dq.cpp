@@ -201,10 +201,17 @@ struct dq_packed : packed {
 // (GCC 12's intrinsic headers trip -Wmaybe-uninitialized on their own
 // _mm512_undefined_ps(); GCC bug 105593.)
 
+// What the row decides in supports(): the shape at the descriptor's M,
+// streaming (all rows in one block over whole panels) or blocked.
+struct dq_plan : plan {
+    bool streaming = true;
+    std::string str() const override { return streaming ? "streaming" : "blocked"; }
+};
+
 class dq_kernel : public matmul_kernel {
 public:
-    explicit dq_kernel(const matmul_desc &d) : d_(d), l_(make_dq_layout(d)) {
-        const bool streaming = d.m <= jit::matmul_wc_streaming_max_m(true);
+    dq_kernel(const matmul_desc &d, const dq_plan &pl) : d_(d), l_(make_dq_layout(d)) {
+        const bool streaming = pl.streaming;
         block_m_ = streaming ? static_cast<int>(d.m) : 12;
         nv_ = streaming ? 4 : 2;
         pf_lines_ = streaming ? 0 : pf_lines();
@@ -405,23 +412,33 @@ __attribute__((target("avx512f,avx512bw"))) int32_t dq_quantize(const float *x, 
 #pragma GCC diagnostic pop
 #endif
 
+namespace {
+// The row's checks.
+bool dq_supports(const matmul_desc &d, const matmul_hints &h, std::string *why) {
+    if (!h.dynamic_quantization) return reject(why, "dynamic quantization not requested (opt-in hint)");
+    if (!wc_shape_ok(d, why)) return false;
+    const int64_t gs = d.group_size();
+    if (d.n_groups() > 1 && gs % (four_bit(d.wei_dt) ? 8 : 4) != 0)
+        return reject(why, "groups must be a multiple of 4 k (8-bit) or 8 k (4-bit)");
+    if (gs > 65536) return reject(why, "group longer than 65536 k could overflow the int32 sums");
+    if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !four_bit(d.wei_dt))
+        return reject(why, std::string("takes u8/s8/u4/s4 weights, got ") + to_string(d.wei_dt));
+    return true;
+}
+} // namespace
+
 matmul_entry matmul_wc_dq_row(const std::string &name) {
     matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_vnni", "jit");
     e.dynamic_quantization = true;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
-    e.decide = decide_by([](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {
-        if (!h.dynamic_quantization) return reject(why, "dynamic quantization not requested (opt-in hint)");
-        if (!wc_shape_ok(d, why)) return false;
-        const int64_t gs = d.group_size();
-        if (d.n_groups() > 1 && gs % (four_bit(d.wei_dt) ? 8 : 4) != 0)
-            return reject(why, "groups must be a multiple of 4 k (8-bit) or 8 k (4-bit)");
-        if (gs > 65536) return reject(why, "group longer than 65536 k could overflow the int32 sums");
-        if (d.wei_dt != dtype::u8 && d.wei_dt != dtype::s8 && !four_bit(d.wei_dt))
-            return reject(why, std::string("takes u8/s8/u4/s4 weights, got ") + to_string(d.wei_dt));
-        return true;
-    });
-    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
-        return std::make_shared<dq_kernel>(d);
+    e.decide = [](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) -> plan_ptr {
+        if (!dq_supports(d, h, why)) return nullptr;
+        auto pl = std::make_shared<dq_plan>();
+        pl->streaming = d.m <= jit::matmul_wc_streaming_max_m(true);
+        return pl;
+    };
+    e.build = [](const matmul_desc &d, const matmul_hints &, const plan &pl) -> std::shared_ptr<const matmul_kernel> {
+        return std::make_shared<dq_kernel>(d, dynamic_cast<const dq_plan &>(pl));
     };
     return e;
 }
