@@ -42,6 +42,8 @@ asan_suite() {
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   # The big shape sweeps run a reduced set under the sanitizers (tests/support/quick.h).
   export QCONV_TEST_QUICK=1
+  # Its own share of the budget when one is set (.ci/run: QCONV_ASAN_SUITE_BUDGET_S).
+  [ -n "${QCONV_ASAN_SUITE_BUDGET_S:-}" ] && export QCONV_SUITE_BUDGET_S="$QCONV_ASAN_SUITE_BUDGET_S"
   QCONV_SUITE_NAME=asan "$QCONV_ROOT/scripts/run_suite.sh" "$ASAN_BUILD" "$@"
 }
 
