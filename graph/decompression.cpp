@@ -52,12 +52,12 @@ bool match_decompression(node *w, etype T, decompression *d, std::string *why) {
     d->mul = w;
     node *x = w->inputs[0], *s = w->inputs[1];
     if (!scale_of(s, T) && (scale_of(x, T) || x->kind == op::Constant || f16_scale(x))) std::swap(x, s);
-    if (!scale_of(s, T)) {
+    d->scale = scale_of(s, T);
+    if (!d->scale) {
         if (s->kind != op::Constant && !f16_scale(s))
             return fail_with(why, "scale is not a Constant (" + std::string(to_string(s->kind)) + ")");
         return fail_with(why, std::string("scale is not ") + to_string(T) + " (nor Convert(f16 Constant))");
     }
-    d->scale = scale_of(s, T);
     if (d->scale != s) d->cscale = s;
     if (x->kind == op::Subtract) {
         node *cz = x->inputs[1];

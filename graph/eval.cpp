@@ -186,37 +186,6 @@ void matmul_f32(const node &n, const ft &a, const ft &b, ft &o) {
     });
 }
 
-conv_desc conv_desc_of(const node &n) {
-    const bool grouped = n.kind == op::GroupConvolution;
-    const shape_t &xs = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape, &ys = n.out_shape;
-    conv_desc d;
-    d.g = grouped ? ws[0] : 1;
-    d.mb = xs[0];
-    d.ic = xs[1];
-    d.ih = xs[2];
-    d.iw = xs[3];
-    d.oc = ys[1];
-    d.oh = ys[2];
-    d.ow = ys[3];
-    d.kh = ws[ws.size() - 2];
-    d.kw = ws[ws.size() - 1];
-    d.sh = n.attr.strides[0];
-    d.sw = n.attr.strides[1];
-    d.dh = n.attr.dilations[0];
-    d.dw = n.attr.dilations[1];
-    d.pt = n.pads_b[0];
-    d.pl = n.pads_b[1];
-    // The bottom/right pads the output actually uses (extra end padding changes nothing).
-    d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
-    d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
-    try {
-        d.validate();
-    } catch (const error &e) {
-        fail("node " + n.id, std::string(to_string(n.kind)) + ": " + e.what());
-    }
-    return d;
-}
-
 // NCHW around an NHWC convolution `run(src_nhwc, dst_nhwc)`.
 template <typename F>
 void convolution_nchw(const ft &x, ft &o, F run) {
@@ -229,7 +198,7 @@ void convolution_nchw(const ft &x, ft &o, F run) {
 }
 
 void convolution(const node &n, const ft &x, const ft &w, ft &o) {
-    const conv_desc d = conv_desc_of(n);
+    const conv_desc d = detail::f32_conv_desc(n);
     const convolution_f32 conv(d, w.data.data(), nullptr);
     convolution_nchw(x, o, [&](const float *src, float *dst) { conv.execute(src, dst); });
 }
@@ -429,20 +398,6 @@ void pool(const node &n, const ft &x, ft &o) {
     });
 }
 
-// MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
-// maximum over the window's valid positions, on the integers themselves (max
-// commutes with the dequantization, and an integer is its own f32 value), the
-// output NHWC for the next int8 convolution. The same values as pool()
-// (graph/glue_kernels.cpp: vectorized over the channels).
-void max_pool_nhwc(const node &n, const tensor &x, tensor &o) {
-    detail::pool_geometry p;
-    p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];
-    p.OH = o.shape[2], p.OW = o.shape[3];
-    p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
-    p.PT = n.pads_b[0], p.PL = n.pads_b[1];
-    detail::max_pool_nhwc_8bit(p, x.type == etype::i8, x.bytes.data(), o.bytes.data());
-}
-
 void reduce_mean(const node &n, const ft &x, ft &o) {
     const size_t r = x.shape.size();
     std::vector<bool> red(r, false);
@@ -596,6 +551,62 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     }
 }
 
+} // namespace
+
+namespace detail {
+
+conv_desc f32_conv_desc(const node &n) {
+    const bool grouped = n.kind == op::GroupConvolution;
+    const shape_t &xs = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape, &ys = n.out_shape;
+    conv_desc d;
+    d.g = grouped ? ws[0] : 1;
+    d.mb = xs[0];
+    d.ic = xs[1];
+    d.ih = xs[2];
+    d.iw = xs[3];
+    d.oc = ys[1];
+    d.oh = ys[2];
+    d.ow = ys[3];
+    d.kh = ws[ws.size() - 2];
+    d.kw = ws[ws.size() - 1];
+    d.sh = n.attr.strides[0];
+    d.sw = n.attr.strides[1];
+    d.dh = n.attr.dilations[0];
+    d.dw = n.attr.dilations[1];
+    d.pt = n.pads_b[0];
+    d.pl = n.pads_b[1];
+    // The bottom/right pads the output actually uses (extra end padding changes nothing).
+    d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
+    d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+    try {
+        d.validate();
+    } catch (const error &e) {
+        fail("node " + n.id, std::string(to_string(n.kind)) + ": " + e.what());
+    }
+    return d;
+}
+
+void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
+    const ft xv = view(x);
+    ft y = out_view(o);
+    convolution_nchw(xv, y, [&](const float *src, float *dst) { c.execute(src, dst, threads); });
+    commit(y, o);
+}
+
+// MaxPool of u8/i8 integers held NHWC (a lowered convolution's output): the
+// maximum over the window's valid positions, on the integers themselves (max
+// commutes with the dequantization, and an integer is its own f32 value), the
+// output NHWC for the next int8 convolution. The same values as pool()
+// (graph/glue_kernels.cpp: vectorized over the channels).
+void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) {
+    detail::pool_geometry p;
+    p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];
+    p.OH = o.shape[2], p.OW = o.shape[3];
+    p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
+    p.PT = n.pads_b[0], p.PL = n.pads_b[1];
+    max_pool_nhwc_8bit(p, x.type == etype::i8, x.bytes.data(), o.bytes.data());
+}
+
 // Whether QDQ reads or writes a 4-D u8/i8 tensor held NHWC itself (the
 // layout change fused into its loop): per tensor, or per channel (axis 1).
 bool qdq_takes_nhwc(const node &n) {
@@ -615,7 +626,7 @@ bool qdq_takes_nhwc(const node &n) {
 // inputs and rounds its results to its type once.
 // eval_into: into an output whose type, shape, layout and storage size are set
 // (its previous bytes are overwritten: every op writes every element).
-void eval_into(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     std::vector<tensor> plain; // inputs in another layout, made plain
     std::vector<const tensor *> ins = in;
     const bool nhwc_qdq = (n.kind == op::QuantizeLinear || n.kind == op::DequantizeLinear) && qdq_takes_nhwc(n);
@@ -667,31 +678,10 @@ void eval_into(const node &n, const std::vector<const tensor *> &in, tensor &o) 
     commit(out, o);
 }
 
-void eval(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     o = tensor(n.out_type, n.out_shape);
-    eval_into(n, in, o);
+    eval_node_into(n, in, o);
 }
-
-} // namespace
-
-void detail::eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval(n, in, o); }
-
-namespace detail {
-
-conv_desc f32_conv_desc(const node &n) { return conv_desc_of(n); }
-
-void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
-    const ft xv = view(x);
-    ft y = out_view(o);
-    convolution_nchw(xv, y, [&](const float *src, float *dst) { c.execute(src, dst, threads); });
-    commit(y, o);
-}
-
-void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor &o) { eval_into(n, in, o); }
-
-bool qdq_takes_nhwc(const node &n) { return qconv::graph::qdq_takes_nhwc(n); }
-
-void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) { max_pool_nhwc(n, x, o); }
 
 } // namespace detail
 

@@ -201,29 +201,35 @@ private:
     std::map<dw_key, size_t> dw_idx_;
 };
 
-bool fused_supports(conv_isa i, const conv_problem &p, const attr_set &a, const conv_knobs &k, std::string *why) {
+// The two halves of a problem and its attribute set.
+struct halves {
+    dw_halves h;
+    attr_set a1, a2;
+};
+
+// Whether the row takes (p, a); its halves in *out.
+bool fused_supports(conv_isa i, const conv_problem &p, const attr_set &a, const conv_knobs &k, halves *out,
+                    std::string *why) {
     using impl::reject;
     const post_op *item = p.dw();
     if (!item) return reject(why, "no fused dw conv item");
     if (p.desc.sh != 1 || p.desc.sw != 1) return reject(why, "the 1x1 is strided (the composite row takes it)");
-    const dw_halves h = split_dw(p);
-    attr_set a1, a2;
-    split_dw(a, &a1, &a2);
-    if (!conv_supports(i, true, h.pw, a1, why)) return false;
+    out->h = split_dw(p);
+    split_dw(a, &out->a1, &out->a2);
+    if (!conv_supports(i, true, out->h.pw, out->a1, why)) return false;
     // The depthwise over a band: its shape and chain are the whole one's.
-    if (!conv_dw_supports(i, false, h.dw, a2, k, why)) return false;
+    if (!conv_dw_supports(i, false, out->h.dw, out->a2, k, why)) return false;
     return true;
 }
 
 // The plan: the band, then every band's problems, each planned once.
-std::shared_ptr<fused_plan> plan_bands(conv_isa i, const conv_problem &p, const attr_set &a, const conv_knobs &k) {
+std::shared_ptr<fused_plan> plan_bands(conv_isa i, const conv_problem &p, const halves &hv, const conv_knobs &k) {
     auto pl = std::make_shared<fused_plan>();
     pl->isa = i;
     pl->knobs = k;
     pl->band = default_band(p, p.dw()->dw_stride, k);
-    const dw_halves h = split_dw(p);
-    attr_set a1, a2;
-    split_dw(a, &a1, &a2);
+    const dw_halves &h = hv.h;
+    const attr_set &a1 = hv.a1, &a2 = hv.a2;
     const int64_t s = h.dw.desc.sh, H = h.pw.desc.oh, OH = h.dw.desc.oh, band = pl->band;
     auto add_pw = [&](int64_t rows) {
         if (rows > 0 && !pl->pw.count(rows)) pl->pw[rows] = conv_dense_plan(i, pw_rows(h.pw, rows), a1, k);
@@ -251,8 +257,9 @@ impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
     e.decide = [i](const conv_problem &p, const attr_set &a, const impl::platform &,
                    std::string *why) -> impl::plan_ptr {
         const conv_knobs k = conv_knobs::from_env();
-        if (!fused_supports(i, p, a, k, why)) return nullptr;
-        return plan_bands(i, p, a, k);
+        halves hv;
+        if (!fused_supports(i, p, a, k, &hv, why)) return nullptr;
+        return plan_bands(i, p, hv, k);
     };
     // With AVX-512 the composite row's halves run on the zmm rows (and AMX),
     // faster than both halves on ymm here (docs/perf_log.md, issue #27).
