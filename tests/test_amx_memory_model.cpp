@@ -293,6 +293,14 @@ TEST(AmxMemoryModel, ReportsTheBoundOfTheLargestTerm) {
 
 // ---------------------------------------------------------------- the model's table
 
+// QCONV_AMX_MEMORY_LAYERS=a,b: only the layers named (default: all).
+bool in_layer_list(const std::string &name) {
+    const char *v = std::getenv("QCONV_AMX_MEMORY_LAYERS");
+    if (!v || !*v) return true;
+    const std::string list = std::string(",") + v + ",";
+    return list.find("," + name + ",") != std::string::npos;
+}
+
 // QCONV_AMX_MEMORY_TABLE=1: the AMX conv row over ResNet-50 v1.5 mb1 (u8 ->
 // u8, bias, per-OC scales, ReLU; 1 thread), each layer run twice back to back
 // with the model in its stepping mode, the second run counted (warm, as a
@@ -323,6 +331,7 @@ TEST(AmxMemoryModel, ResNet50Table) {
         const size_t star = name.find('*');
         const double count = star == std::string::npos ? 1 : std::atof(name.c_str() + star + 1);
         if (star != std::string::npos) name = name.substr(0, star);
+        if (!in_layer_list(name)) continue;
         p.src_dt = dtype::u8;
         p.dst_dt = dtype::u8;
         p.scales = testdata::make_scales(p.desc.oc, false, 1);

@@ -17,11 +17,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "dispatch/dispatcher.h"
 #include "dispatch/host_platform.h"
 #include "qconv/qconv.h"
 #include "rows/row.h"
@@ -125,6 +128,30 @@ std::vector<layer> network_layers() {
     } while (0)
 
 const dtype all_dst[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
+
+// Sets AMX-row knobs (conv_knobs, read when a primitive is planned) for its
+// lifetime; null leaves one unset.
+struct knob_env {
+    knob_env(std::initializer_list<std::pair<const char *, const char *>> knobs) {
+        for (const auto &k : knobs) {
+            names.push_back(k.first);
+            if (k.second) setenv(k.first, k.second, 1);
+            else unsetenv(k.first);
+        }
+    }
+    ~knob_env() {
+        for (const char *n : names) unsetenv(n);
+    }
+    std::vector<const char *> names;
+};
+
+// The AMX row's plan for the problem a tester ran (its str(): verbose's words).
+std::string amx_plan_of(const ConvTester &t) {
+    const qconv::impl::platform host = qconv::impl::host_platform();
+    const auto attrs = qconv::impl::conv_attrs(t.problem(), host, {});
+    const auto pl = row().supports(t.problem(), attrs.at(static_cast<size_t>(t.attr_id())), host, nullptr);
+    return pl ? pl->str() : "(refused)";
+}
 
 bool run_case(ConvTester t) {
     const bool ran = t.run(amx_row);
@@ -267,6 +294,96 @@ TEST(AmxConv, ThreadCountsGiveIdenticalBytes) {
                 EXPECT_EQ(t.result(), first) << desc << " threads=" << th;
             }
         }
+    }
+}
+
+// K ranges (the weights of an OC block split along K so that a range serves
+// a group of pixel blocks from L1, their C tiles saved between the ranges):
+// the plan takes them where an OC block's weights exceed the budget, and
+// every split gives the bytes of the whole-K kernel and of the reference —
+// padded, in-place and gathered views, channel tails, groups, mini-batch 2,
+// the fused pipeline and the C++ one (a transcendental eltwise), 1 and 3
+// threads.
+TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
+    REQUIRE_AMX();
+    struct kcase {
+        const char *desc, *zp, *post_ops;
+        dtype dst;
+        int threads;
+    };
+    const kcase cases[] = {
+        {"mb1ic128ih9oc96oh9kh3ph1", "none", "relu", dtype::u8, 1},                     // padded, 2 chunks
+        {"mb2ic256ih7oc64oh7kh3ph1", "channel:random", "fq:per_channel", dtype::u8, 3}, // 4 chunks, mb 2
+        {"mb1ic1024ih6oc80oh6kh1ph0", "tensor:3", "relu", dtype::s8, 1},                // in place, 16 chunks
+        {"mb1ic1024ih5oc33oh5kh1ph0", "none", "sum:0.5;relu", dtype::s32, 3},           // in-place tail, OC tail
+        {"mb1ic1000ih6oc32oh6kh1ph0", "tensor:random", "relu", dtype::u8, 1},           // padded K tail
+        {"mb1ic136ih11oc48oh6kh3sh2ph1", "channel:random", "relu", dtype::f32, 1},      // gathered, 20 chunks
+        {"g2mb1ic512ih6oc64oh6kh3ph1", "none", "relu", dtype::u8, 3},                   // groups
+        {"mb1ic1088ih7oc40oh7kh1ph0", "none", "gelu_erf", dtype::f32, 1},               // the C++ pipeline
+    };
+    for (const kcase &c : cases) {
+        auto run = [&](const char *k_ranges, const char *l1_kib, const char *group, std::string *plan) {
+            knob_env env({{"QCONV_JIT_CONV_AMX_K_RANGES", k_ranges},
+                          {"QCONV_JIT_CONV_AMX_L1_KIB", l1_kib},
+                          {"QCONV_JIT_CONV_AMX_GROUP", group}});
+            ConvTester t;
+            t.desc(c.desc).zp(c.zp).post_ops(c.post_ops).dst(c.dst).threads(c.threads).seed(77);
+            EXPECT_TRUE(t.run(amx_row)) << c.desc;
+            EXPECT_EQ(t.impl_name(), amx_row);
+            *plan = amx_plan_of(t);
+            return t.result();
+        };
+        std::string whole_plan, plan;
+        const std::vector<uint8_t> whole = run("0", nullptr, nullptr, &whole_plan);
+        EXPECT_EQ(whole_plan.find(" k_ranges="), std::string::npos) << whole_plan;
+        const char *const splits[][2] = {{nullptr, nullptr}, {"1", "1"}, {"1", "3"}, {"4", "8"}};
+        for (const auto &sp : splits) {
+            const std::vector<uint8_t> got = run(nullptr, sp[0], sp[1], &plan);
+            EXPECT_NE(plan.find(" k_ranges="), std::string::npos) << c.desc << ": " << plan;
+            EXPECT_EQ(got, whole) << c.desc << " " << plan;
+        }
+        if (HasFailure()) FAIL() << c.desc;
+    }
+}
+
+// A strided KxK layer with 32 or more channels per group runs on the copy
+// split into the strides' phase planes; it gives the bytes of the gathered
+// windows (QCONV_JIT_CONV_AMX_PHASES=0) and of the reference: strides 2, 3
+// and (2, 3), a stride beyond the kernel (a plane no tap reads), dilation,
+// asymmetric padding, groups, mini-batch 2, per-channel zero points (the
+// padded pixels hold them), s8 sources, K ranges on top.
+TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
+    REQUIRE_AMX();
+    struct pcase {
+        const char *desc, *zp;
+        dtype src;
+        int threads;
+    };
+    const pcase cases[] = {
+        {"mb1ic64ih14oc64oh7kh3sh2ph1", "none", dtype::u8, 1},
+        {"mb2ic48ih13oc40oh7kh3sh2ph1", "channel:random", dtype::u8, 3},
+        {"ic32oc48_ih17oh6kh3sh3ph1_iw19ow5kw5sw3pw0", "tensor:random", dtype::u8, 1},
+        {"ic64oc32_ih15oh7kh3sh2ph0dh1_iw16ow6kw3sw2pw0dw1", "none", dtype::s8, 1}, // dilation
+        {"mb1ic40ih16oc36oh4kh3sh4ph0", "tensor:7", dtype::u8, 1},                  // stride 4 > kernel 3
+        {"g2mb1ic96ih12oc64oh6kh3sh2ph1", "channel:random", dtype::u8, 3},          // groups
+        {"mb1ic256ih14oc64oh7kh3sh2ph1", "none", dtype::u8, 1},                     // K ranges too
+    };
+    for (const pcase &c : cases) {
+        auto run = [&](const char *phases, std::string *plan) {
+            knob_env env({{"QCONV_JIT_CONV_AMX_PHASES", phases}});
+            ConvTester t;
+            t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(31);
+            EXPECT_TRUE(t.run(amx_row)) << c.desc;
+            EXPECT_EQ(t.impl_name(), amx_row);
+            *plan = amx_plan_of(t);
+            return t.result();
+        };
+        std::string phased_plan, gathered_plan;
+        const std::vector<uint8_t> phased = run(nullptr, &phased_plan), gathered = run("0", &gathered_plan);
+        EXPECT_NE(phased_plan.find(" phases="), std::string::npos) << phased_plan;
+        EXPECT_NE(gathered_plan.find("amx:gathered"), std::string::npos) << gathered_plan;
+        EXPECT_EQ(phased, gathered) << c.desc;
+        if (HasFailure()) FAIL() << c.desc;
     }
 }
 

@@ -62,18 +62,27 @@ const char *to_string(view_kind v) {
 struct amx_geometry {
     view_kind view = view_kind::padded;
     int64_t mb = 1, g = 1, icg = 1, ocg = 1;
-    int64_t taps = 1;    // taps iterated by the micro-kernel (KH·KW; 1 when gathered)
-    int64_t kt = 1;      // reduction bytes per tap (ICg; KH·KW·ICg when gathered)
-    int kc = 64, nk = 1; // K chunk bytes, chunks per tap
-    int64_t ps = 64;     // bytes per pixel of the view
-    int64_t hb = 0, wb = 0;
+    int64_t taps = 1;       // taps iterated by the micro-kernel (KH·KW; 1 when gathered)
+    int64_t kt = 1;         // reduction bytes per tap (ICg; KH·KW·ICg when gathered)
+    int kc = 64, nk = 1;    // K chunk bytes, chunks per tap
+    int64_t ps = 64;        // bytes per pixel of the view
+    int64_t hb = 0, wb = 0; // rows and columns of a padded copy's plane
+    // Phase planes of a strided padded copy: plane (a, b) holds the padded
+    // pixels at rows ≡ a (mod ph_h) and columns ≡ b (mod ph_w), so that every
+    // tap reads 32 consecutive pixels of one plane (1 × 1: the plain copy).
+    int64_t ph_h = 1, ph_w = 1;
     int64_t img_px = 0; // pixels per (image, group) of a copy, slack included
     int64_t q = 0;      // virtual output pixels per image
     int64_t nq = 0, nob = 0;
     std::vector<int64_t> tap_off;
+    // K ranges (choose_k_ranges): nr ranges of nkr chunks; a work unit is
+    // `group` pixel blocks × one OC block, its blocks' C kept in buffers
+    // between the ranges. nr = 1: a work item is one block with its whole K.
+    int nr = 1, nkr = 0, group = 1;
+    int64_t nqg = 0; // pixel-block groups per (image, group)
 };
 
-amx_geometry make_geometry(const conv_desc &d) {
+amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
     amx_geometry g;
     g.mb = d.mb;
     g.g = d.g;
@@ -83,9 +92,14 @@ amx_geometry make_geometry(const conv_desc &d) {
     const int64_t rows = (d.oh - 1) * d.sh + d.kh_extent(), cols = (d.ow - 1) * d.sw + d.kw_extent();
     const bool padded = d.pt > 0 || d.pl > 0 || rows > d.ih || cols > d.iw;
     const bool strided = d.sh > 1 || d.sw > 1;
-    // Strides, and small channel counts under a KxK kernel (conv1), gather
-    // each window into one row so that the taps fill K.
-    const bool gather = strided || (taps > 1 && g.icg < 32);
+    // Small channel counts under a KxK kernel (conv1) and strided 1x1 gather
+    // each window into one row so that the taps fill K. A strided KxK with
+    // wider channels runs on a copy split into the strides' phase planes:
+    // each input pixel copied once (a gathered window repeats it in up to
+    // KH·KW rows) and the taps' source rows shared by neighbouring pixels.
+    const bool small_ic = taps > 1 && g.icg < 32;
+    const bool phased = strided && taps > 1 && !small_ic && k.amx_phases;
+    const bool gather = small_ic || (strided && !phased);
     g.kt = gather ? taps * g.icg : g.icg;
     g.kc = static_cast<int>(g.kt <= 64 ? rnd_up(g.kt, 4) : 64);
     g.nk = static_cast<int>(div_up(g.kt, g.kc));
@@ -94,13 +108,22 @@ amx_geometry make_geometry(const conv_desc &d) {
     g.taps = gather ? 1 : taps;
     g.ps = in_place ? d.ic : rnd_up(int64_t(g.nk) * g.kc, 64);
     if (g.view == view_kind::padded) {
-        g.hb = (d.oh - 1) + d.kh_extent();
-        g.wb = (d.ow - 1) + d.kw_extent();
+        // Output pixel (oh, ow) reads, for tap (kh, kw), padded pixel
+        // (oh·SH + kh·DH, ow·SW + kw·DW): in plane (kh·DH mod SH, kw·DW mod
+        // SW), pixel (oh + kh·DH / SH, ow + kw·DW / SW). Stride 1: one plane.
+        g.ph_h = phased ? d.sh : 1;
+        g.ph_w = phased ? d.sw : 1;
+        g.hb = (d.oh - 1) + (d.kh - 1) * d.dh / g.ph_h + 1;
+        g.wb = (d.ow - 1) + (d.kw - 1) * d.dw / g.ph_w + 1;
         g.q = (d.oh - 1) * g.wb + d.ow;
+        const int64_t plane_px = g.hb * g.wb;
         // Blocks past q read up to blk − 1 pixels beyond the last one.
-        g.img_px = g.hb * g.wb + blk;
+        g.img_px = g.ph_h * g.ph_w * plane_px + blk;
         for (int64_t kh = 0; kh < d.kh; ++kh)
-            for (int64_t kw = 0; kw < d.kw; ++kw) g.tap_off.push_back((kh * d.dh * g.wb + kw * d.dw) * g.ps);
+            for (int64_t kw = 0; kw < d.kw; ++kw) {
+                const int64_t rh = kh * d.dh, rw = kw * d.dw, plane = rh % g.ph_h * g.ph_w + rw % g.ph_w;
+                g.tap_off.push_back((plane * plane_px + rh / g.ph_h * g.wb + rw / g.ph_w) * g.ps);
+            }
     } else {
         g.q = d.oh * d.ow;
         g.img_px = rnd_up(g.q, blk);
@@ -108,7 +131,53 @@ amx_geometry make_geometry(const conv_desc &d) {
     }
     g.nq = div_up(g.q, blk);
     g.nob = div_up(g.ocg, blk);
+    g.nkr = g.nk;
+    g.nqg = g.nq;
     return g;
+}
+
+// K ranges. A block's tile products read its OC block's weights over the
+// whole K (nk chunks × taps × two B tiles) and its source rows. Where those
+// and the C tiles exceed what L1 keeps, the next block read the weights from
+// L2 again (the memory model: 1000-1300 bytes from L2 per tdpbusd on
+// ResNet-50's 3x3 layers with ICg ≥ 128 and its K ≥ 1024 1x1 layers). Split
+// into ranges whose weights, one block's source rows and one C buffer fit
+// `amx_l1_kib` (below), a range's weights serve the `amx_group` pixel blocks of a
+// unit from L1, each block's C tiles saved to and reloaded from its 4 KiB
+// buffer between the ranges.
+constexpr int max_group = 8;
+void choose_k_ranges(amx_geometry &g, const conv_knobs &k) {
+    const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64); // one chunk's weights, every tap
+    // One chunk of a block's source rows: 32 pixels, and with the padded
+    // view, per phase plane, the pixels its taps reach beyond them.
+    int64_t a_rows = blk;
+    if (g.view == view_kind::padded) {
+        const int64_t plane_bytes = g.hb * g.wb * g.ps;
+        std::vector<int64_t> lo(static_cast<size_t>(g.ph_h * g.ph_w), -1), hi(lo.size(), -1);
+        for (int64_t off : g.tap_off) {
+            const size_t pl = static_cast<size_t>(off / plane_bytes);
+            lo[pl] = lo[pl] < 0 ? off : std::min(lo[pl], off);
+            hi[pl] = std::max(hi[pl], off);
+        }
+        a_rows = 0;
+        for (size_t pl = 0; pl < lo.size(); ++pl)
+            if (lo[pl] >= 0) a_rows += blk + (hi[pl] - lo[pl]) / g.ps;
+    }
+    const int64_t per_chunk = b_chunk + a_rows * g.kc, c_bytes = blk * blk * 4;
+    // In place, a block's rows are IC bytes apart, a multiple of 1 KiB on the
+    // layers that need ranges (K ≥ 1024): its 32 rows fall in a few of L1's
+    // 64 sets and crowd the weights out of them, so the ranges are smaller
+    // (the model: 24 KiB there, 36 for the copies; docs/jit_conv_amx.md).
+    const int64_t kib = k.amx_l1_kib ? k.amx_l1_kib : g.view == view_kind::in_place ? 24 : 36;
+    const int64_t budget = kib * 1024 - c_bytes;
+    if (!k.amx_k_ranges || g.nk < 2 || g.nk * per_chunk <= budget) return;
+    const int64_t per = std::max<int64_t>(1, budget / per_chunk);
+    g.nr = static_cast<int>(div_up(g.nk, per));
+    g.nkr = static_cast<int>(div_up(g.nk, g.nr)); // ranges of equal size
+    g.nr = static_cast<int>(div_up(g.nk, g.nkr));
+    g.group =
+        static_cast<int>(std::clamp<int64_t>(k.amx_group ? k.amx_group : 4, 1, std::min<int64_t>(max_group, g.nq)));
+    g.nqg = div_up(g.nq, g.group);
 }
 
 // A thread's copies of pixel blocks (gathered view, the in-place tail): a
@@ -141,9 +210,15 @@ struct amx_plan : impl::plan {
     conv_knobs knobs;
     bool fused = false;
     bool qb_inner = false; // pixel blocks innermost (the group's weights outweigh its source)
-    // "amx:padded kc=64x2 order=oc_inner pipeline=fused knobs=default".
+    // "amx:padded kc=64x4 k_ranges=4x1 group=4 order=pixels_inner pipeline=fused knobs=default".
     std::string str() const override {
-        return std::string("amx:") + to_string(g.view) + " kc=" + std::to_string(g.kc) + "x" + std::to_string(g.nk) +
+        return std::string("amx:") + to_string(g.view) +
+               (g.ph_h * g.ph_w > 1 ? " phases=" + std::to_string(g.ph_h) + "x" + std::to_string(g.ph_w)
+                                    : std::string()) +
+               " kc=" + std::to_string(g.kc) + "x" + std::to_string(g.nk) +
+               (g.nr > 1 ? " k_ranges=" + std::to_string(g.nr) + "x" + std::to_string(g.nkr) +
+                               " group=" + std::to_string(g.group)
+                         : std::string()) +
                " order=" + (qb_inner ? "pixels_inner" : "oc_inner") + " pipeline=" + (fused ? "fused" : "tile") +
                " knobs=" + knobs.str();
     }
@@ -161,6 +236,7 @@ public:
         c.s8_src = p.src_dt == dtype::s8;
         c.pipe = fused_ ? &pipe_ : nullptr;
         c.dst_pixel_elems = p.desc.oc;
+        c.k_ranges = g_.nr > 1;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
@@ -178,9 +254,12 @@ private:
     void tail_block(const uint8_t *a, int64_t q0, uint8_t *out) const;
     const uint8_t *block_source(const uint8_t *view, const uint8_t *src, int64_t n, int64_t gr, int64_t qb,
                                 block_ring &ring, int64_t *stride) const;
-    void prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it, block_ring &ring,
+    struct item;
+    void prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, const item &w, block_ring &ring,
                       amx_call &call, int64_t *rows, void *dst, const exec_args &args) const;
     void run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
+                   const exec_args &args) const;
+    void run_units(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
                    const exec_args &args) const;
     void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
                const exec_args &args) const;
@@ -196,6 +275,14 @@ private:
         const int64_t inner = qb_inner_ ? g_.nq : g_.nob, outer = qb_inner_ ? g_.nob : g_.nq;
         const int64_t i = it % inner, o = it / inner % outer, r = it / (inner * outer);
         return {r / g_.g, r % g_.g, qb_inner_ ? i : o, qb_inner_ ? o : i};
+    }
+    // K ranges: unit u = ((n·G + group)·nqg + pixel-block group)·nob + OC
+    // block, or with the pixel-block group fastest (qb_inner); qb = the
+    // group's first block.
+    item decode_unit(int64_t u) const {
+        const int64_t inner = qb_inner_ ? g_.nqg : g_.nob, outer = qb_inner_ ? g_.nob : g_.nqg;
+        const int64_t i = u % inner, o = u / inner % outer, r = u / (inner * outer);
+        return {r / g_.g, r % g_.g, (qb_inner_ ? i : o) * g_.group, qb_inner_ ? o : i};
     }
 
     conv_problem p_;
@@ -290,44 +377,42 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     return pk;
 }
 
-// Padded copy, one (image, group, row) per work item: thread ithr's share
-// (a region of its own before the convolution's).
+// Padded copy, one (image, group, plane row) per work item: thread ithr's
+// share (a region of its own before the convolution's).
 __attribute__((target("avx512f,avx512bw"))) void conv_amx_kernel::build_padded(const uint8_t *src, uint8_t *buf,
                                                                                int ithr, int nthr) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
     const size_t ps = static_cast<size_t>(g.ps), icg = static_cast<size_t>(g.icg);
+    const int64_t planes = g.ph_h * g.ph_w, plane_px = g.hb * g.wb, rows = planes * g.hb;
     int64_t k0, k1;
-    impl::balance(g.mb * g.g * g.hb, ithr, nthr, k0, k1);
+    impl::balance(g.mb * g.g * rows, ithr, nthr, k0, k1);
     for (int64_t k = k0; k < k1; ++k) {
-        {
-            {
-                const int64_t n = k / (g.g * g.hb), gr = k / g.hb % g.g, r = k % g.hb;
-                uint8_t *img = buf + (n * g.g + gr) * g.img_px * g.ps;
-                uint8_t *row = img + r * g.wb * g.ps;
-                const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
-                const int64_t ih = r - d.pt;
-                for (int64_t c = 0; c < g.wb; ++c) {
-                    uint8_t *px = row + c * g.ps;
-                    const int64_t iw = c - d.pl;
-                    if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
-                        copy_n(px, pad, g.ps);
-                        continue;
-                    }
-                    const uint8_t *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg;
-                    if (ps == icg && g.g == 1) { // same layout: the valid run at once
-                        const int64_t run = std::min(d.iw - iw, g.wb - c);
-                        std::memcpy(px, x, static_cast<size_t>(run) * ps);
-                        c += run - 1;
-                        continue;
-                    }
-                    copy_n(px, x, g.icg);
-                    zero_n(px + icg, g.ps - g.icg);
-                }
-                if (r == g.hb - 1) // slack read by the last blocks (garbage outputs only)
-                    std::memset(img + g.hb * g.wb * g.ps, 0, static_cast<size_t>((g.img_px - g.hb * g.wb) * g.ps));
+        const int64_t n = k / (g.g * rows), gr = k / rows % g.g, pr = k % rows;
+        const int64_t plane = pr / g.hb, i = pr % g.hb, a = plane / g.ph_w, b = plane % g.ph_w;
+        uint8_t *img = buf + (n * g.g + gr) * g.img_px * g.ps;
+        uint8_t *row = img + (plane * plane_px + i * g.wb) * g.ps;
+        const uint8_t *pad = pad_px_[static_cast<size_t>(gr)].data();
+        const int64_t ih = i * g.ph_h + a - d.pt;
+        for (int64_t c = 0; c < g.wb; ++c) {
+            uint8_t *px = row + c * g.ps;
+            const int64_t iw = c * g.ph_w + b - d.pl;
+            if (ih < 0 || ih >= d.ih || iw < 0 || iw >= d.iw) {
+                copy_n(px, pad, g.ps);
+                continue;
             }
+            const uint8_t *x = src + ((n * d.ih + ih) * d.iw + iw) * d.ic + gr * g.icg;
+            if (ps == icg && g.g == 1 && g.ph_w == 1) { // same layout: the valid run at once
+                const int64_t run = std::min(d.iw - iw, g.wb - c);
+                std::memcpy(px, x, static_cast<size_t>(run) * ps);
+                c += run - 1;
+                continue;
+            }
+            copy_n(px, x, g.icg);
+            zero_n(px + icg, g.ps - g.icg);
         }
+        if (pr == rows - 1) // slack read by the last blocks (garbage outputs only)
+            std::memset(img + planes * plane_px * g.ps, 0, static_cast<size_t>((g.img_px - planes * plane_px) * g.ps));
     }
 }
 
@@ -466,12 +551,11 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
     return ring.b + slot * ring.slot_bytes;
 }
 
-void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t it,
+void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, const uint8_t *src, const item &w,
                                    block_ring &ring, amx_call &call, int64_t *rows, void *dst,
                                    const exec_args &args) const {
     const conv_desc &d = p_.desc;
     const amx_geometry &g = g_;
-    const item w = decode(it);
     const int64_t ob = w.ob, qb = w.qb, gr = w.gr, n = w.n;
     call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
     call.b = reinterpret_cast<const int8_t *>(pk.wei.get()) +
@@ -523,13 +607,57 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
         ring.in_use = 0;
         for (int64_t i = 0; i < cnt; ++i) {
             calls[i].c = acc[i % 2];
-            prepare_call(pk, view, src, it + i, ring, calls[i], rows[i], dst, args);
+            prepare_call(pk, view, src, decode(it + i), ring, calls[i], rows[i], dst, args);
         }
         ukernel_->fn()(calls, cnt);
         if (!fused_) {
             const item w = decode(it);
             store(pk, acc[0], w.n, w.gr, w.qb * blk, w.ob, dst, args);
         }
+    }
+    ukernel_->release();
+}
+
+// K ranges: one thread's units [begin, end). Per unit, one batch of calls:
+// range by range, each of the group's blocks (its weights then come from L1
+// after the first block), the C tiles through the block's buffer; the fused
+// pipeline with the last range, else the C++ pipeline after the batch.
+void conv_amx_kernel::run_units(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin,
+                                int64_t end, void *dst, const exec_args &args) const {
+    const amx_geometry &g = g_;
+    const bool ring_needed = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
+    block_ring ring;
+    if (ring_needed) {
+        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
+        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
+    }
+    static_assert(max_group <= batch, "a unit's blocks fit in the ring beside each other");
+    alignas(64) int32_t acc[max_group][blk * blk];
+    amx_call first[max_group] = {};
+    int64_t rows[max_group][blk];
+    std::vector<amx_call> calls(static_cast<size_t>(g.nr * g.group));
+    const int64_t b_range = int64_t(g.nkr) * g.taps * 2 * (g.kc / 4 * 64);
+    ukernel_->configure();
+    for (int64_t u = begin; u < end; ++u) {
+        const item w = decode_unit(u);
+        const int m = static_cast<int>(std::min<int64_t>(g.group, g.nq - w.qb));
+        ring.in_use = 0;
+        for (int j = 0; j < m; ++j) {
+            first[j].c = acc[j];
+            prepare_call(pk, view, src, {w.n, w.gr, w.qb + j, w.ob}, ring, first[j], rows[j], dst, args);
+        }
+        amx_call *c = calls.data();
+        for (int r = 0; r < g.nr; ++r)
+            for (int j = 0; j < m; ++j, ++c) {
+                *c = first[j];
+                c->a += int64_t(r) * g.nkr * g.kc;
+                c->b += r * b_range;
+                c->nk = std::min(g.nkr, g.nk - r * g.nkr);
+                c->flags = (r > 0 ? amx_call::load_c : 0u) | (r == g.nr - 1 ? amx_call::last_k : 0u);
+            }
+        ukernel_->fn()(calls.data(), int64_t(g.nr) * m);
+        if (!fused_)
+            for (int j = 0; j < m; ++j) store(pk, acc[j], w.n, w.gr, (w.qb + j) * blk, w.ob, dst, args);
     }
     ukernel_->release();
 }
@@ -542,19 +670,21 @@ void conv_amx_kernel::execute(const impl::packed &w, const void *src, void *dst,
     uint8_t *buf = nullptr;
     if (g.view == view_kind::padded)
         buf = impl::thread_scratch(impl::scratch_use::amx_copy, static_cast<size_t>(g.mb * g.g * g.img_px * g.ps));
-    const int64_t work = g.mb * g.g * g.nq * g.nob;
+    const bool units = g.nr > 1;
+    const int64_t work = g.mb * g.g * (units ? g.nqg : g.nq) * g.nob;
     // The padded copy (if any), every thread done with it, then the convolution.
     std::function<void(int, int)> copy;
     if (g.view == view_kind::padded) copy = [&](int ithr, int nthr) { build_padded(s, buf, ithr, nthr); };
     impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         // A static split: thread t takes items [work·t/T, work·(t+1)/T).
         const int64_t t = ithr, nt = nthr;
-        run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
+        if (units) run_units(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
+        else run_range(pk, buf, s, work * t / nt, work * (t + 1) / nt, dst, args);
     });
 }
 
 // Whether the row takes (p, a); the geometry it would run with in *g.
-bool amx_supports(const conv_problem &p, const attr_set &a, amx_geometry *out, std::string *why) {
+bool amx_supports(const conv_problem &p, const attr_set &a, const conv_knobs &k, amx_geometry *out, std::string *why) {
     using impl::reject;
     const conv_desc &d = p.desc;
     if (p.src_dt != dtype::u8 && p.src_dt != dtype::s8) return reject(why, "source must be u8 or s8");
@@ -567,12 +697,12 @@ bool amx_supports(const conv_problem &p, const attr_set &a, amx_geometry *out, s
     // Padded taps hold the zero point as a source byte.
     if (a.zp != zp_mechanism::none && !zp_fits_padding(p, a, why)) return false;
     if (!pipeline::takes(a, why)) return false;
-    const amx_geometry g = make_geometry(d);
+    const amx_geometry g = make_geometry(d, k);
     *out = g;
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
     const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
-    if (g.tap_off.back() + g.nk * g.kc >= (int64_t(1) << 31) || b_chunk >= (int64_t(1) << 31) ||
-        g.ps * blk >= (int64_t(1) << 31))
+    if (*std::max_element(g.tap_off.begin(), g.tap_off.end()) + g.nk * g.kc >= (int64_t(1) << 31) ||
+        b_chunk >= (int64_t(1) << 31) || g.ps * blk >= (int64_t(1) << 31))
         return reject(why, "source rows too large for 32-bit displacements");
     return true;
 }
@@ -626,11 +756,12 @@ impl::conv_entry conv_amx_row(const std::string &name) {
     e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &,
                   std::string *why) -> impl::plan_ptr {
         auto pl = std::make_shared<amx_plan>();
-        if (!amx_supports(p, a, &pl->g, why)) return nullptr;
         pl->knobs = conv_knobs::from_env();
+        if (!amx_supports(p, a, pl->knobs, &pl->g, why)) return nullptr;
         pl->fused = pipeline_fusable(a, pl->knobs);
         const amx_geometry &g = pl->g;
         pl->qb_inner = g.ocg * g.taps * g.nk * g.kc > g.nq * blk * g.ps; // weight bytes > source bytes
+        choose_k_ranges(pl->g, pl->knobs);
         return pl;
     };
     e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &, const impl::plan &pl) {

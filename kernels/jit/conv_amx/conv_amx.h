@@ -50,6 +50,11 @@ struct amx_ukernel_cfg {
     const struct pipeline *pipe = nullptr;
     // Fused: destination elements between consecutive output pixels (OC).
     int64_t dst_pixel_elems = 0;
+    // K ranges: each call runs amx_call::nk chunks (from its a and b) and
+    // starts from zero or from its C buffer, and the fused pipeline runs only
+    // for the calls that end their block's K (amx_call::flags). Off: every
+    // call runs the whole K from zero and is followed by its pipeline.
+    bool k_ranges = false;
 };
 
 // Arguments of one call.
@@ -71,6 +76,12 @@ struct amx_call {
     int64_t c_off;
     const float *full[max_fused_full];
     uint16_t mask[2];
+    // K ranges (amx_ukernel_cfg::k_ranges): the chunks this call runs and
+    // what it does with its C buffer.
+    int32_t nk;
+    uint32_t flags;
+    static constexpr uint32_t load_c = 1; // start from the C buffer (else from zero)
+    static constexpr uint32_t last_k = 2; // the block's K ends here: the fused pipeline runs on it
 };
 // Runs n calls (blocks) in order.
 using amx_ukernel_fn = void (*)(const amx_call *, int64_t n);

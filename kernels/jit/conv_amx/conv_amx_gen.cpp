@@ -6,7 +6,7 @@
 //
 // Registers: rdi = call, rbp = end of the calls; K loop: rsi/rdx = A of pixels 0 / 16, rcx = A
 // stride, r8 = B, r9 = 64 (B stride), r10 = chunk counter; store: r10 = C,
-// r9 = C stride; epilogue: r8 = row offsets, rsi = the row's offset, rdx =
+// r9 = C stride (also for the C load of a K range); epilogue: r8 = row offsets, rsi = the row's offset, rdx =
 // dst at c0, and conv_epilogue_gen's rax, rbx, r11..r15; zmm0 = y,
 // zmm24..27 the vector parameters, zmm28 spare.
 #include <cstring>
@@ -45,14 +45,16 @@ protected:
         add(reg_end, reg_param);
         Xbyak::Label l_block, l_first;
         L(l_block);
+        if (cfg_.k_ranges) start_c();
         load_args();
-        for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
+        if (!cfg_.k_ranges)
+            for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
         compute_block();
         if (cfg_.pipe) {
             cmp(reg_param, ptr[rsp]);
             je(l_first, T_NEAR);
             sub(reg_param, static_cast<int>(sizeof(amx_call)));
-            apply_post_ops();
+            post_ops_if_last_k();
             add(reg_param, static_cast<int>(sizeof(amx_call)));
             L(l_first);
         }
@@ -62,7 +64,7 @@ protected:
         jb(l_block, T_NEAR);
         if (cfg_.pipe) {
             sub(reg_param, static_cast<int>(sizeof(amx_call)));
-            apply_post_ops();
+            post_ops_if_last_k();
             vzeroupper();
         }
         pop(reg_param);
@@ -111,10 +113,39 @@ private:
         else tdpbusd(c, a, b);
     }
 
-    // K loop: nk chunks (runtime loop) × every tap (unrolled).
+    // K ranges: the C tiles from zero (the block's first range) or from the
+    // call's C buffer, where the previous range left them.
+    void start_c() {
+        Xbyak::Label l_zero, l_done;
+        test(dword[reg_param + offsetof(amx_call, flags)], amx_call::load_c);
+        jz(l_zero, T_NEAR);
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
+        mov(reg_c_stride, c_row_bytes);
+        for (int p = 0; p < 2; ++p)
+            for (int h = 0; h < 2; ++h)
+                tileloadd(c_tile(p * 2 + h), ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)]);
+        jmp(l_done, T_NEAR);
+        L(l_zero);
+        for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
+        L(l_done);
+    }
+
+    // The pipeline of the call at reg_param (K ranges: only if it ends its block's K).
+    void post_ops_if_last_k() {
+        Xbyak::Label l_skip;
+        if (cfg_.k_ranges) {
+            test(dword[reg_param + offsetof(amx_call, flags)], amx_call::last_k);
+            jz(l_skip, T_NEAR);
+        }
+        apply_post_ops();
+        L(l_skip);
+    }
+
+    // K loop: nk chunks (runtime loop; the call's own count with K ranges) × every tap (unrolled).
     void compute_block() {
         Xbyak::Label l_chunk;
-        mov(reg_k, cfg_.nk);
+        if (cfg_.k_ranges) mov(reg_k.cvt32(), dword[reg_param + offsetof(amx_call, nk)]);
+        else mov(reg_k, cfg_.nk);
         L(l_chunk);
         for (size_t t = 0; t < cfg_.tap_off.size(); ++t) {
             load_source(t);
