@@ -293,7 +293,9 @@ TEST(AmxMemoryModel, ReportsTheBoundOfTheLargestTerm) {
 
 // ---------------------------------------------------------------- the model's table
 
-// QCONV_AMX_MEMORY_LAYERS=a,b: only the layers named (default: all).
+// QCONV_AMX_MEMORY_LAYERS=a,b: only the layers named (default: all);
+// QCONV_AMX_MEMORY_POST_OPS / QCONV_AMX_MEMORY_ZP: another chain and zero
+// point (the driver's spellings; default relu, none).
 bool in_layer_list(const std::string &name) {
     const char *v = std::getenv("QCONV_AMX_MEMORY_LAYERS");
     if (!v || !*v) return true;
@@ -336,7 +338,9 @@ TEST(AmxMemoryModel, ResNet50Table) {
         p.dst_dt = dtype::u8;
         p.scales = testdata::make_scales(p.desc.oc, false, 1);
         p.with_bias = true;
-        p.ops = testdata::make_post_ops("relu", p.desc.oc, 1);
+        const char *chain = std::getenv("QCONV_AMX_MEMORY_POST_OPS"), *zp = std::getenv("QCONV_AMX_MEMORY_ZP");
+        p.ops = testdata::make_post_ops(chain ? chain : "relu", p.desc.oc, 1);
+        p.src_zp = testdata::make_zp(zp ? zp : "none", p.desc.ic, p.src_dt, testdata::data_kind::random, 1);
         p.validate();
         const auto src = testdata::make_src(p, testdata::data_kind::random, 1);
         const auto wei = testdata::make_weights(p.desc, testdata::data_kind::random, 1);

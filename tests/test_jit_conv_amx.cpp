@@ -387,6 +387,33 @@ TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
     }
 }
 
+// The fused epilogue holds the chain's per-OC parameters in zmm1..23 across
+// a block's pixel rows; QCONV_JIT_CONV_AMX_HOIST=0 reloads them per row. Both
+// give the reference's bytes, channel tails and more parameters than
+// registers included.
+TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
+    REQUIRE_AMX();
+    const char *const chains[] = {
+        "fq:per_channel",
+        "scale_shift;fq:per_channel;prelu",
+        "add:per_oc;mul:per_oc;max:per_oc;prelu;scale_shift",
+        "fq:per_channel;scale_shift;fq:per_channel;scale_shift;fq:per_channel;scale_shift;fq:per_channel;prelu",
+    };
+    for (const char *chain : chains)
+        for (const char *desc : {"mb1ic64ih10oc48oh10kh1ph0", "mb1ic96ih9oc37oh9kh3ph1"}) {
+            auto run = [&](const char *hoist) {
+                knob_env env({{"QCONV_JIT_CONV_AMX_HOIST", hoist}});
+                ConvTester t;
+                t.desc(desc).zp("channel:random").post_ops(chain).seed(12);
+                EXPECT_TRUE(t.run(amx_row)) << desc << " " << chain;
+                EXPECT_EQ(t.impl_name(), amx_row);
+                return t.result();
+            };
+            EXPECT_EQ(run(nullptr), run("0")) << desc << " " << chain;
+            if (HasFailure()) FAIL() << desc << " " << chain;
+        }
+}
+
 // Refusals carry a reason; without AMX the missing feature is named.
 TEST(AmxConv, RefusesWithReasons) {
     const qconv::impl::platform host = qconv::impl::host_platform();

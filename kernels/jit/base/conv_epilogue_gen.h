@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/jit/base/conv_pipeline.h"
@@ -149,6 +150,53 @@ protected:
             vmovups(zmm_scale, oc_arr<T>(pp.scale, b));
             if (pp.with_bias) vmovups(zmm_bias, ptr[reg_bias + b * 64]);
         }
+    }
+
+    // Per-OC arrays of the chain held in registers across pixel rows. A
+    // kernel with free vector registers names them in hoist_regs_ (EVEX); per
+    // OC vector, emit_hoist_oc_params<T>(b) loads the chain's per-OC arrays
+    // (FakeQuantize bounds and scales, scale-shift, PReLU slopes, per-OC
+    // binary operands) into them once, and the emitters read them there
+    // instead of loading them for every pixel; drop_hoisted() ends that. The
+    // same operations on the same values: the same bits. Without registers
+    // (the default) the code is what it was.
+    std::vector<int> hoist_regs_;
+    std::vector<std::pair<const float *, int>> hoisted_; // array, register
+    template <class T>
+    void emit_hoist_oc_params(int b) {
+        hoisted_.clear();
+        if constexpr (T::evex) {
+            auto take = [&](const std::vector<float> &v) {
+                if (v.empty() || hoisted_reg(v) >= 0 || hoisted_.size() >= hoist_regs_.size()) return;
+                const int r = hoist_regs_[hoisted_.size()];
+                vmovups(Xbyak::Zmm(r), oc_arr<T>(v, b));
+                hoisted_.emplace_back(v.data(), r);
+            };
+            using K = lowered_op::kind;
+            for (const pipeline_op &op : epi_pipe_->ops) {
+                if (op.k == K::quantization) {
+                    for (int i = 0; i < (op.dequantize ? 6 : 4); ++i) take(op.q[i]);
+                } else if (op.k == K::depthwise_scale_shift) {
+                    take(op.a);
+                    take(op.b);
+                } else if (op.k == K::prelu || op.k == K::depthwise_prelu || (op.k == K::binary && !op.full)) {
+                    take(op.a);
+                }
+            }
+        }
+    }
+    void drop_hoisted() { hoisted_.clear(); }
+    int hoisted_reg(const std::vector<float> &v) const {
+        for (const auto &h : hoisted_)
+            if (h.first == v.data()) return h.second;
+        return -1;
+    }
+    // v's vector b: its register, else loaded into t.
+    template <class T>
+    Xbyak::Xmm oc_vec(const std::vector<float> &v, int b, const Xbyak::Xmm &t) {
+        if (const int r = hoisted_reg(v); r >= 0) return vr<T>(Xbyak::Zmm(r));
+        vmovups(t, oc_arr<T>(v, b));
+        return t;
     }
 
     // A ReLU (alpha 0) that ends the chain of an integer destination with
@@ -303,8 +351,11 @@ protected:
     // y = madd(y, a[c], b[c]) over per-OC arrays a, b.
     template <class T>
     void emit_madd_oc(const Xbyak::Xmm &y, const std::vector<float> &a, const std::vector<float> &bv, int b) {
-        vmovups(vr<T>(zmm_t), oc_arr<T>(a, b));
-        vfmadd213ps(y, vr<T>(zmm_t), oc_arr<T>(bv, b));
+        const int ra = hoisted_reg(a), rb = hoisted_reg(bv);
+        if (ra < 0) vmovups(vr<T>(zmm_t), oc_arr<T>(a, b));
+        const Xbyak::Xmm va = ra < 0 ? Xbyak::Xmm(vr<T>(zmm_t)) : Xbyak::Xmm(vr<T>(Xbyak::Zmm(ra)));
+        if (rb < 0) vfmadd213ps(y, va, oc_arr<T>(bv, b));
+        else vfmadd213ps(y, va, vr<T>(Xbyak::Zmm(rb)));
     }
 
     template <class T>
@@ -365,16 +416,18 @@ protected:
                     load_tail_mask(u);
                     vmaskmovps(t, u, a);
                 }
-            } else {
+            } else if (hoisted_reg(op.a) < 0) {
                 vmovups(t, oc_arr<T>(op.a, b));
             }
+            const int r = op.full ? -1 : hoisted_reg(op.a);
+            const Xbyak::Xmm v = r < 0 ? t : Xbyak::Xmm(vr<T>(Xbyak::Zmm(r)));
             switch (op.balg) {
-            case binary_alg::add: vaddps(y, y, t); break;
-            case binary_alg::sub: vsubps(y, y, t); break;
-            case binary_alg::mul: vmulps(y, y, t); break;
-            case binary_alg::div: vdivps(y, y, t); break;
-            case binary_alg::max: emit_fmaxmin<T>(y, t, true, u, &sp); break;
-            case binary_alg::min: emit_fmaxmin<T>(y, t, false, u, &sp); break;
+            case binary_alg::add: vaddps(y, y, v); break;
+            case binary_alg::sub: vsubps(y, y, v); break;
+            case binary_alg::mul: vmulps(y, y, v); break;
+            case binary_alg::div: vdivps(y, y, v); break;
+            case binary_alg::max: emit_fmaxmin<T>(y, v, true, u, &sp); break;
+            case binary_alg::min: emit_fmaxmin<T>(y, v, false, u, &sp); break;
             }
             break;
         }
@@ -387,7 +440,8 @@ protected:
                 break;
             }
             vcmpps(k2, y, zmm_zero, cmp_nge_uq);
-            vmulps(y | k2, y, oc_arr<T>(op.a, b));
+            if (const int r = hoisted_reg(op.a); r >= 0) vmulps(y | k2, y, Xbyak::Zmm(r));
+            else vmulps(y | k2, y, oc_arr<T>(op.a, b));
             break;
         case K::sum: // madd(prev − zp, scale, y)
             emit_load_dst_f32<T>(t, ptr[reg_dst + w * pix + b * T::lanes * dsz()], tail(b), epi_pipe_->dst_dt, u);
@@ -396,10 +450,8 @@ protected:
             break;
         case K::depthwise_scale_shift: emit_madd_oc<T>(y, op.a, op.b, b); break;
         case K::quantization:
-            vmovups(t, oc_arr<T>(op.q[0], b));
-            vmaxps(y, t, y); // std::max(y, cl): cl > y ? cl : y
-            vmovups(t, oc_arr<T>(op.q[1], b));
-            vminps(y, t, y); // std::min(., ch): ch < y ? ch : y
+            vmaxps(y, oc_vec<T>(op.q[0], b, t), y); // std::max(y, cl): cl > y ? cl : y
+            vminps(y, oc_vec<T>(op.q[1], b, t), y); // std::min(., ch): ch < y ? ch : y
             emit_madd_oc<T>(y, op.q[2], op.q[3], b);
             if (op.round) emit_round<T>(y);
             if (op.dequantize) emit_madd_oc<T>(y, op.q[4], op.q[5], b);

@@ -30,6 +30,7 @@ conv_knobs conv_knobs::from_env() {
     k.dw_row_copy = flag("QCONV_JIT_CONV_DW_ROW_COPY");
     k.dw_row = flag("QCONV_JIT_CONV_DW_ROW");
     k.dw_band = number("QCONV_JIT_CONV_DW_BAND");
+    k.amx_hoist = flag("QCONV_JIT_CONV_AMX_HOIST");
     k.amx_phases = flag("QCONV_JIT_CONV_AMX_PHASES");
     k.amx_k_ranges = flag("QCONV_JIT_CONV_AMX_K_RANGES");
     k.amx_l1_kib = number("QCONV_JIT_CONV_AMX_L1_KIB");
@@ -57,6 +58,7 @@ std::string conv_knobs::str() const {
     if (dw_row != d.dw_row) add("dw_row", dw_row);
     if (dw_native != d.dw_native) add("dw_native", dw_native);
     if (dw_band != d.dw_band) add("dw_band", dw_band);
+    if (amx_hoist != d.amx_hoist) add("amx_hoist", amx_hoist);
     if (amx_phases != d.amx_phases) add("amx_phases", amx_phases);
     if (amx_k_ranges != d.amx_k_ranges) add("amx_k_ranges", amx_k_ranges);
     if (amx_l1_kib != d.amx_l1_kib) add("amx_l1_kib", amx_l1_kib);

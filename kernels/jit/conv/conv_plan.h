@@ -29,6 +29,7 @@ struct conv_knobs {
     bool dw_row = true;      // QCONV_JIT_CONV_DW_ROW=0: the depthwise row-kernel row refuses
     int dw_native = -1;      // QCONV_JIT_CONV_DW_NATIVE=0|1: byte-layout variant off / forced (-1: auto)
     int dw_band = 0; // QCONV_JIT_CONV_DW_BAND=N: depthwise rows per band of the fused 1x1 + dw rows (0: ~256 KiB ring)
+    bool amx_hoist = true;    // QCONV_JIT_CONV_AMX_HOIST=0: the AMX epilogue reloads per-OC parameters per pixel row
     bool amx_phases = true;   // QCONV_JIT_CONV_AMX_PHASES=0: strided KxK layers gather each window (AMX row)
     bool amx_k_ranges = true; // QCONV_JIT_CONV_AMX_K_RANGES=0: the AMX row runs each block's whole K in one call
     int amx_l1_kib =

@@ -164,14 +164,14 @@ void choose_k_ranges(amx_geometry &g, const conv_knobs &k) {
             if (lo[pl] >= 0) a_rows += blk + (hi[pl] - lo[pl]) / g.ps;
     }
     const int64_t per_chunk = b_chunk + a_rows * g.kc, c_bytes = blk * blk * 4;
-    // In place, a block's rows are IC bytes apart, a multiple of 1 KiB on the
-    // layers that need ranges (K ≥ 1024): its 32 rows fall in a few of L1's
-    // 64 sets and crowd the weights out of them, so the ranges are smaller
-    // (the model: 24 KiB there, 36 for the copies; docs/jit_conv_amx.md).
-    const int64_t kib = k.amx_l1_kib ? k.amx_l1_kib : g.view == view_kind::in_place ? 24 : 36;
-    const int64_t budget = kib * 1024 - c_bytes;
-    if (!k.amx_k_ranges || g.nk < 2 || g.nk * per_chunk <= budget) return;
-    const int64_t per = std::max<int64_t>(1, budget / per_chunk);
+    // Ranges where the whole K exceeds 36 KiB of L1. In place, a block's rows
+    // are IC bytes apart, a multiple of 1 KiB on those layers (K ≥ 1024):
+    // its 32 rows fall in a few of L1's 64 sets and crowd the weights out of
+    // them, so the ranges there are cut to 24 KiB (the model; docs/jit_conv_amx.md).
+    const int64_t kib = k.amx_l1_kib ? k.amx_l1_kib : 36;
+    const int64_t range_kib = k.amx_l1_kib ? k.amx_l1_kib : g.view == view_kind::in_place ? 24 : 36;
+    if (!k.amx_k_ranges || g.nk < 2 || g.nk * per_chunk <= kib * 1024 - c_bytes) return;
+    const int64_t per = std::max<int64_t>(1, (range_kib * 1024 - c_bytes) / per_chunk);
     g.nr = static_cast<int>(div_up(g.nk, per));
     g.nkr = static_cast<int>(div_up(g.nk, g.nr)); // ranges of equal size
     g.nr = static_cast<int>(div_up(g.nk, g.nkr));
@@ -237,6 +237,7 @@ public:
         c.pipe = fused_ ? &pipe_ : nullptr;
         c.dst_pixel_elems = p.desc.oc;
         c.k_ranges = g_.nr > 1;
+        c.hoist = pl.knobs.amx_hoist;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();

@@ -55,6 +55,9 @@ struct amx_ukernel_cfg {
     // for the calls that end their block's K (amx_call::flags). Off: every
     // call runs the whole K from zero and is followed by its pipeline.
     bool k_ranges = false;
+    // Fused: the chain's per-OC parameters held in vector registers across a
+    // block's pixel rows (else reloaded per row).
+    bool hoist = true;
 };
 
 // Arguments of one call.

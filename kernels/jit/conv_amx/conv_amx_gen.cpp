@@ -30,7 +30,12 @@ public:
     using traits = amx_traits; // tile accumulators, zmm epilogue
     static_assert(traits::acc == acc_kind::tiles, "the tile products are stored, then the zmm epilogue reloads them");
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : conv_epilogue_gen(traits{}, 256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {}
+        : conv_epilogue_gen(traits{}, 256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {
+        // The tile products use no vector register: zmm1..23 hold the chain's
+        // per-OC parameters across the 32 pixel rows of an OC vector.
+        if (cfg.hoist)
+            for (int r = 1; r <= 23; ++r) hoist_regs_.push_back(r);
+    }
     const char *name() const override { return amx_row; }
 
 protected:
@@ -224,6 +229,7 @@ private:
             kortestw(k1, k1);
             jz(l_none, T_NEAR); // no channel in this vector
             emit_load_params<traits>(b);
+            emit_hoist_oc_params<traits>(b);
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
                 if (!consecutive) {
@@ -239,6 +245,7 @@ private:
                                    cfg_.pipe->dst_dt);
                 if (!consecutive) L(l_skip);
             }
+            drop_hoisted();
             L(l_none);
         }
     }
