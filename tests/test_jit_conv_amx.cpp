@@ -310,16 +310,18 @@ TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
         const char *desc, *zp, *post_ops;
         dtype dst;
         int threads;
+        bool by_default; // the default plan takes K ranges (in place: only through amx_l1_kib)
     };
     const kcase cases[] = {
-        {"mb1ic128ih9oc96oh9kh3ph1", "none", "relu", dtype::u8, 1},                     // padded, 2 chunks
-        {"mb2ic256ih7oc64oh7kh3ph1", "channel:random", "fq:per_channel", dtype::u8, 3}, // 4 chunks, mb 2
-        {"mb1ic1024ih6oc80oh6kh1ph0", "tensor:3", "relu", dtype::s8, 1},                // in place, 16 chunks
-        {"mb1ic1024ih5oc33oh5kh1ph0", "none", "sum:0.5;relu", dtype::s32, 3},           // in-place tail, OC tail
-        {"mb1ic1000ih6oc32oh6kh1ph0", "tensor:random", "relu", dtype::u8, 1},           // padded K tail
-        {"mb1ic136ih11oc48oh6kh3sh2ph1", "channel:random", "relu", dtype::f32, 1},      // gathered, 20 chunks
-        {"g2mb1ic512ih6oc64oh6kh3ph1", "none", "relu", dtype::u8, 3},                   // groups
-        {"mb1ic1088ih7oc40oh7kh1ph0", "none", "gelu_erf", dtype::f32, 1},               // the C++ pipeline
+        {"mb1ic128ih9oc96oh9kh3ph1", "none", "relu", dtype::u8, 1, true},                     // padded, 2 chunks
+        {"mb2ic256ih7oc64oh7kh3ph1", "channel:random", "fq:per_channel", dtype::u8, 3, true}, // 4 chunks, mb 2
+        {"mb1ic1024ih6oc80oh6kh1ph0", "tensor:3", "relu", dtype::s8, 1, false},               // in place, 16 chunks
+        {"mb1ic1024ih5oc33oh5kh1ph0", "none", "sum:0.5;relu", dtype::s32, 3, false},          // in-place tail, OC tail
+        {"mb1ic1000ih6oc32oh6kh1ph0", "tensor:random", "relu", dtype::u8, 1, true},           // padded K tail
+        {"mb1ic136ih11oc48oh6kh3sh2ph1", "channel:random", "relu", dtype::f32, 1, true},      // phase planes
+        {"mb1ic1024ih8oc48oh4kh1sh2ph0", "tensor:3", "relu", dtype::u8, 1, true},             // gathered, 16 chunks
+        {"g2mb1ic512ih6oc64oh6kh3ph1", "none", "relu", dtype::u8, 3, true},                   // groups
+        {"mb1ic1088ih7oc40oh7kh1ph0", "none", "gelu_erf", dtype::f32, 1, false},              // the C++ pipeline
     };
     for (const kcase &c : cases) {
         auto run = [&](const char *k_ranges, const char *l1_kib, const char *group, std::string *plan) {
@@ -336,7 +338,10 @@ TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
         std::string whole_plan, plan;
         const std::vector<uint8_t> whole = run("0", nullptr, nullptr, &whole_plan);
         EXPECT_EQ(whole_plan.find(" k_ranges="), std::string::npos) << whole_plan;
-        const char *const splits[][2] = {{nullptr, nullptr}, {"1", "1"}, {"1", "3"}, {"4", "8"}};
+        const std::vector<uint8_t> dflt = run(nullptr, nullptr, nullptr, &plan);
+        EXPECT_EQ(plan.find(" k_ranges=") != std::string::npos, c.by_default) << c.desc << ": " << plan;
+        EXPECT_EQ(dflt, whole) << c.desc << " " << plan;
+        const char *const splits[][2] = {{"36", nullptr}, {"1", "1"}, {"1", "3"}, {"4", "8"}};
         for (const auto &sp : splits) {
             const std::vector<uint8_t> got = run(nullptr, sp[0], sp[1], &plan);
             EXPECT_NE(plan.find(" k_ranges="), std::string::npos) << c.desc << ": " << plan;

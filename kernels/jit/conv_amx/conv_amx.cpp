@@ -164,10 +164,14 @@ void choose_k_ranges(amx_geometry &g, const conv_knobs &k) {
             if (lo[pl] >= 0) a_rows += blk + (hi[pl] - lo[pl]) / g.ps;
     }
     const int64_t per_chunk = b_chunk + a_rows * g.kc, c_bytes = blk * blk * 4;
-    // Ranges where the whole K exceeds 36 KiB of L1. In place, a block's rows
-    // are IC bytes apart, a multiple of 1 KiB on those layers (K ≥ 1024):
-    // its 32 rows fall in a few of L1's 64 sets and crowd the weights out of
-    // them, so the ranges there are cut to 24 KiB (the model; docs/jit_conv_amx.md).
+    // Ranges where the whole K exceeds 36 KiB of L1. Not in place by default:
+    // there (1x1, K ≥ 1024) the model gains (res4b_branch2a 37 → 46-53 % of
+    // the peak) but the 16-core AMX Xeon measured the ranges slower (0.160 →
+    // 0.183 ms and 0.176 → 0.207 ms on ResNet-50's K = 1024 and 2048 layers,
+    // two rounds each; docs/jit_conv_amx.md); amx_l1_kib turns them on. A
+    // block's rows are IC bytes apart there, a multiple of 1 KiB: its 32 rows
+    // fall in a few of L1's 64 sets, so those ranges are cut to 24 KiB.
+    if (g.view == view_kind::in_place && !k.amx_l1_kib) return;
     const int64_t kib = k.amx_l1_kib ? k.amx_l1_kib : 36;
     const int64_t range_kib = k.amx_l1_kib ? k.amx_l1_kib : g.view == view_kind::in_place ? 24 : 36;
     if (!k.amx_k_ranges || g.nk < 2 || g.nk * per_chunk <= kib * 1024 - c_bytes) return;
