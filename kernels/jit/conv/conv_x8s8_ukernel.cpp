@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/jit/base/conv_epilogue_gen.h"
+#include "kernels/jit/base/conv_epilogue_injector.h"
 #include "kernels/jit/base/conv_pipeline.h"
 #include "kernels/jit/base/jit_base.h"
 #include "kernels/jit/base/jit_traits.h"
@@ -40,10 +40,11 @@ namespace qconv::jit {
 
 namespace {
 
-// Fused epilogue registers: zmm25..28 comp, scale, bias, zero; zmm29 spare
-// (the weight and broadcast registers are dead by then); ymm: ymm12..15.
+// Fused epilogue registers: rax, rbx, r11..r15; zmm25..28 comp, scale, bias,
+// zero; zmm29 spare (the weight and broadcast registers are dead by then);
+// ymm: ymm12..15.
 template <class T>
-struct ukernel_gen : public conv_epilogue_gen {
+struct ukernel_gen : public jit_generator, public epilogue_host {
     static_assert(T::acc == acc_kind::vregs, "the vector micro-kernel accumulates in registers");
     using Vmm = typename T::Vmm;
     static constexpr bool evex = T::evex, vnni = T::vnni;
@@ -54,7 +55,7 @@ struct ukernel_gen : public conv_epilogue_gen {
     static constexpr int es = vnni ? 1 : 2;
 
     explicit ukernel_gen(const conv_ukernel_cfg &c)
-        : conv_epilogue_gen(T{}, 64 * 1024 + 512 * c.kw * c.ur_w * c.nb, c.pipe, 25, 29), cfg(c) {
+        : jit_generator(64 * 1024 + 512 * c.kw * c.ur_w * c.nb), cfg(c), epi_(T{}, *this, *this, c.pipe, epi_regs()) {
         // The row family's name, then the blocking: jit:conv_x8s8:avx2:ur4x2.
         name_ = std::string(c.depthwise ? "jit:conv_dw_x8s8:" : "jit:conv_x8s8:") + to_string(T::isa) + ":ur" +
                 std::to_string(c.ur_w) + "x" + std::to_string(c.nb);
@@ -64,8 +65,19 @@ struct ukernel_gen : public conv_epilogue_gen {
         tmp0 = evex ? 30 : bcast0 + 1;
     }
     const char *name() const override { return name_.c_str(); }
+    static epilogue_regs epi_regs() {
+        namespace u = Xbyak::util;
+        epilogue_regs r(u::rax, u::rbx, u::r11, u::r12, u::r13, u::r14, u::r15, 25, 29);
+        return r;
+    }
 
     conv_ukernel_cfg cfg;
+    conv_epilogue_injector epi_;
+    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
+                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
+                       reg_pbase = epi_.reg_pbase;
+    const Xbyak::Zmm zmm_comp = epi_.zmm_comp, zmm_scale = epi_.zmm_scale, zmm_bias = epi_.zmm_bias,
+                     zmm_zero = epi_.zmm_zero, zmm_spare = epi_.zmm_spare, zmm_u = epi_.zmm_u, zmm_t = epi_.zmm_t;
     std::string name_;
     int wbase = 25, bcast0 = 29, tmp0 = 30;
     static constexpr int x80 = evex ? 31 : 15;
@@ -314,11 +326,11 @@ struct ukernel_gen : public conv_epilogue_gen {
     }
 
     // ------------------------------------------------------------ fused epilogue
-    // The pipeline itself is conv_epilogue_gen's; here the call's pointers,
+    // The pipeline itself is the epilogue injector's; here the call's pointers,
     // the tail mask and the u8 packed store. Accumulators hold y.
     void emit_constants() {
         align(64);
-        emit_const_pool<T>();
+        epi_.emit_const_pool<T>();
         if (use_perm_) {
             align(64);
             L(l_perm);
@@ -363,23 +375,23 @@ struct ukernel_gen : public conv_epilogue_gen {
         const bool spare_used = std::any_of(pp.ops.begin(), pp.ops.end(), [](const pipeline_op &op) {
             return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
         });
-        const Vmm r255 = evex ? vreg(zmm_255.getIdx()) : vr<T>(zmm_spare);
-        if (packed) vbroadcastss(r255, cst_plain<T>(255.f));
-        const int64_t pix = pp.oc * dsz();
+        const Vmm r255 = evex ? vreg(zmm_255.getIdx()) : conv_epilogue_injector::vr<T>(zmm_spare);
+        if (packed) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
+        const int64_t pix = pp.oc * epi_.dsz();
         for (int b = 0; b < cfg.nb; ++b) {
-            emit_load_params<T>(b);
+            epi_.emit_load_params<T>(b);
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Vmm y = acc(w, b);
-                emit_pixel_pipeline<T>(y, w, b, pix);
+                epi_.emit_pixel_pipeline<T>(y, w, b, pix);
                 if (packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
-                    if (!evex && spare_used) vbroadcastss(r255, cst_plain<T>(255.f));
+                    if (!evex && spare_used) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
                     vminps(y, r255, y);
                     vcvtps2dq(y, y);
                     continue;
                 }
-                emit_store<T>(y, ptr[reg_dst + w * pix + b * lanes * dsz()], tail(b), pp.dst_dt);
+                epi_.emit_store<T>(y, ptr[reg_dst + w * pix + b * lanes * epi_.dsz()], tail(b), pp.dst_dt);
             }
         }
         if (packed) {

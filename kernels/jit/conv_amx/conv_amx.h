@@ -8,7 +8,7 @@
 // VNNI-4 weights of 16 channels, kc/4 rows × 64 bytes), one tdpbusd (u8
 // source) or tdpbssd (s8 source) per (A, B) pair, and stores the C tiles to
 // an int32 buffer; the output pipeline then runs on it: fused into the same
-// code (conv_epilogue_gen, per pixel row of the buffer) when the chain allows
+// code (the epilogue injector, per pixel row of the buffer) when the chain allows
 // (pipeline_fusable), else the C++ AVX-512 pipeline.
 //
 // The source is read through one of three views, all with every row of a

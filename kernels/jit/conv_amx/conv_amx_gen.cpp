@@ -1,18 +1,18 @@
 // Code generators of the AMX conv micro-kernel (see conv_amx.h): the block
 // kernel (tilezero, the K loop of tileloadd + tdpbusd/tdpbssd, tilestored,
-// then, when fused, the output pipeline of conv_epilogue_gen over the 32
+// then, when fused, the output pipeline of the epilogue injector over the 32
 // pixel rows of the int32 buffer) and the two helpers that load and release
 // the tile configuration.
 //
 // Registers: rdi = call, rbp = end of the calls; K loop: rsi/rdx = A of pixels 0 / 16, rcx = A
 // stride, r8 = B, r9 = 64 (B stride), r10 = chunk counter; store: r10 = C,
 // r9 = C stride (also for the C load of a K range); epilogue: r8 = row offsets, rsi = the row's offset, rdx =
-// dst at c0, and conv_epilogue_gen's rax, rbx, r11..r15; zmm0 = y,
+// dst at c0, and the registers it gives the epilogue injector (rax, rbx, r11..r15); zmm0 = y,
 // zmm24..27 the vector parameters, zmm28 spare.
 #include <cstring>
 #include <string>
 
-#include "kernels/jit/base/conv_epilogue_gen.h"
+#include "kernels/jit/base/conv_epilogue_injector.h"
 #include "kernels/jit/base/jit_base.h"
 #include "kernels/jit/base/jit_traits.h"
 #include "kernels/jit/conv_amx/conv_amx.h"
@@ -25,17 +25,13 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
 constexpr const char *amx_row = "jit:conv_x8s8:avx512_core_amx"; // the row these kernels serve
 
-class amx_block_gen : public conv_epilogue_gen {
+class amx_block_gen : public jit_generator, public epilogue_host {
 public:
     using traits = amx_traits; // tile accumulators, zmm epilogue
     static_assert(traits::acc == acc_kind::tiles, "the tile products are stored, then the zmm epilogue reloads them");
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : conv_epilogue_gen(traits{}, 256 * 1024 + cfg.tap_off.size() * 64, cfg.pipe, 24, 28), cfg_(cfg) {
-        // The tile products use no vector register: zmm1..23 hold the chain's
-        // per-OC parameters across the 32 pixel rows of an OC vector.
-        if (cfg.hoist)
-            for (int r = 1; r <= 23; ++r) hoist_regs_.push_back(r);
-    }
+        : jit_generator(256 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg),
+          epi_(traits{}, *this, *this, cfg.pipe, epi_regs(cfg)) {}
     const char *name() const override { return amx_row; }
 
 protected:
@@ -77,7 +73,7 @@ protected:
         ret();
         if (cfg_.pipe) {
             align(64);
-            emit_const_pool<traits>();
+            epi_.emit_const_pool<traits>();
         }
     }
 
@@ -219,7 +215,7 @@ private:
     void epilogue_rows(bool consecutive) {
         consecutive_ = consecutive;
         const Xbyak::Zmm y(0);
-        const int dsz_ = dsz();
+        const int dsz_ = epi_.dsz();
         const Xbyak::RegExp dst_row = dsz_ == 1 ? reg_dst_base + reg_row : reg_dst_base + reg_row * 4;
         const int64_t pix = consecutive ? cfg_.dst_pixel_elems * dsz_ : 0; // dst bytes between rows
         if (consecutive) lea(reg_dst, ptr[dst_row]);
@@ -228,8 +224,8 @@ private:
             kmovw(k1, ptr[reg_param + offsetof(amx_call, mask) + 2 * b]);
             kortestw(k1, k1);
             jz(l_none, T_NEAR); // no channel in this vector
-            emit_load_params<traits>(b);
-            emit_hoist_oc_params<traits>(b);
+            epi_.emit_load_params<traits>(b);
+            epi_.emit_hoist_oc_params<traits>(b);
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
                 if (!consecutive) {
@@ -240,18 +236,34 @@ private:
                 }
                 const int wr = consecutive ? w : 0;
                 vmovdqu32(y, ptr[reg_c + w * c_row_bytes + b * 64]);
-                emit_pixel_pipeline<traits>(y, wr, b, pix);
-                emit_store<traits>(y, ptr[reg_dst + static_cast<int32_t>(wr * pix + b * 16 * dsz_)], tail(b),
-                                   cfg_.pipe->dst_dt);
+                epi_.emit_pixel_pipeline<traits>(y, wr, b, pix);
+                epi_.emit_store<traits>(y, ptr[reg_dst + static_cast<int32_t>(wr * pix + b * 16 * dsz_)], tail(b),
+                                        cfg_.pipe->dst_dt);
                 if (!consecutive) L(l_skip);
             }
-            drop_hoisted();
+            epi_.drop_hoisted();
             L(l_none);
         }
     }
 
+    // The epilogue's registers: rax, rbx, r11..r15; zmm24..27 its parameters,
+    // zmm28 spare; the tile products use no vector register, so zmm1..23 hold
+    // the chain's per-OC parameters across the 32 pixel rows of an OC vector.
+    static epilogue_regs epi_regs(const amx_ukernel_cfg &cfg) {
+        namespace u = Xbyak::util;
+        epilogue_regs r(u::rax, u::rbx, u::r11, u::r12, u::r13, u::r14, u::r15, 24, 28);
+        if (cfg.hoist)
+            for (int i = 1; i <= 23; ++i) r.hoist.push_back(i);
+        return r;
+    }
+
     bool consecutive_ = false;
     const amx_ukernel_cfg cfg_;
+    conv_epilogue_injector epi_;
+    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
+                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
+                       reg_pbase = epi_.reg_pbase;
+    const Xbyak::Zmm zmm_zero = epi_.zmm_zero;
     const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
                        reg_k = r10, reg_c = r10, reg_c_stride = r9;
     const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx, reg_end = rbp;

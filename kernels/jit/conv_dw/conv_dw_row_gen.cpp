@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/jit/base/conv_epilogue_gen.h"
+#include "kernels/jit/base/conv_epilogue_injector.h"
 #include "kernels/jit/base/jit_traits.h"
 
 namespace qconv::jit::dw {
@@ -16,10 +16,18 @@ namespace qconv::jit::dw {
 namespace {
 
 // Fused epilogue registers: zmm26..29 comp, scale, bias, zero; zmm25 spare.
-class dw_row_gen : public conv_epilogue_gen {
+class dw_row_gen : public jit_generator, public epilogue_host {
 public:
     using traits = isa_traits<conv_isa::avx512_core_vnni>; // zmm, VNNI (and VBMI)
-    explicit dw_row_gen(const dw_row_cfg &c) : conv_epilogue_gen(traits{}, code_size(c), c.pipe, 26, 25), cfg(c) {}
+    // The epilogue's registers: rax, rbx, r11..r15; zmm26..29 its
+    // parameters, zmm25 spare.
+    static epilogue_regs epi_regs() {
+        namespace u = Xbyak::util;
+        epilogue_regs r(u::rax, u::rbx, u::r11, u::r12, u::r13, u::r14, u::r15, 26, 25);
+        return r;
+    }
+    explicit dw_row_gen(const dw_row_cfg &c)
+        : jit_generator(code_size(c)), cfg(c), epi_(traits{}, *this, *this, c.pipe, epi_regs()) {}
     const char *name() const override { return "jit:conv_dw_x8s8_rows:avx512_core_vnni"; }
 
 private:
@@ -38,7 +46,13 @@ private:
     }
 
     dw_row_cfg cfg;
-    // Epilogue registers (rax, rbx, r11..r15) are conv_epilogue_gen's.
+    conv_epilogue_injector epi_;
+    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
+                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
+                       reg_pbase = epi_.reg_pbase;
+    const Xbyak::Zmm zmm_comp = epi_.zmm_comp, zmm_scale = epi_.zmm_scale, zmm_bias = epi_.zmm_bias,
+                     zmm_zero = epi_.zmm_zero, zmm_spare = epi_.zmm_spare, zmm_u = epi_.zmm_u, zmm_t = epi_.zmm_t;
+    // The epilogue injector and its registers (rax, rbx, r11..r15).
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
                        reg_ch = rcx, reg_blk = rbp;
     Xbyak::Label l_idx, l_pack_idx, l_nat_shuf;
@@ -140,7 +154,7 @@ private:
         add(reg_src, reg_ch);
         if (cfg.pipe) {
             mov(reg_dst, ptr[reg_args + offsetof(dw_call, dst)]);
-            if (dsz() == 4) lea(reg_dst, ptr[reg_dst + reg_ch * 4]);
+            if (epi_.dsz() == 4) lea(reg_dst, ptr[reg_dst + reg_ch * 4]);
             else add(reg_dst, reg_ch);
             mov(reg_comp, ptr[reg_args + offsetof(dw_call, comp)]);
             lea(reg_comp, ptr[reg_comp + reg_ch * 4]);
@@ -242,7 +256,7 @@ private:
         }
         if (cfg.pipe) {
             emit_epilogue(r.u);
-            add(reg_dst, r.u * cfg.pipe->oc * dsz());
+            add(reg_dst, r.u * cfg.pipe->oc * epi_.dsz());
             if (has_full()) add(reg_foff, r.u * cfg.pipe->oc * 4);
         } else {
             for (int w = 0; w < r.u; ++w)
@@ -308,7 +322,7 @@ private:
         emit_epilogue(r.u);
         acc_base_ = 0;
         pix_base_ = 0;
-        add(reg_dst, r.u * cfg.pipe->oc * dsz());
+        add(reg_dst, r.u * cfg.pipe->oc * epi_.dsz());
         if (has_full()) add(reg_foff, r.u * cfg.pipe->oc * 4);
         add(reg_src, r.u * cfg.sw * cfg.pix_stride);
     }
@@ -353,10 +367,10 @@ private:
         const pipeline &pp = *cfg.pipe;
         vxorps(zmm_zero, zmm_zero, zmm_zero);
         for (int q = 0; q < 4; ++q) {
-            emit_load_params<traits>(q);
+            epi_.emit_load_params<traits>(q);
             for (int w = 0; w < u; ++w) {
                 const Xbyak::Zmm y = acc(w, q);
-                emit_pixel_pipeline<traits>(y, w, q, 0); // u8 / s8 only: no sum, no full-tensor operand
+                epi_.emit_pixel_pipeline<traits>(y, w, q, 0); // u8 / s8 only: no sum, no full-tensor operand
                 emit_to_int8_range(y, pp.dst_dt, pp.dst_dt == dtype::u8);
             }
         }
@@ -377,7 +391,8 @@ private:
         }
         for (int w = 0; w < u; ++w) {
             if (pp.dst_dt == dtype::s8)
-                for (int q = 0; q < 3; ++q) vpandd(acc(w, q), acc(w, q), cst<traits>(bits_float(0xffu)));
+                for (int q = 0; q < 3; ++q)
+                    vpandd(acc(w, q), acc(w, q), epi_.cst<traits>(conv_epilogue_injector::bits_float(0xffu)));
             vpslld(acc(w, 1), acc(w, 1), 8);
             vpslld(acc(w, 2), acc(w, 2), 16);
             vpslld(acc(w, 3), acc(w, 3), 24);
@@ -413,10 +428,10 @@ private:
         L(l_pack_idx); // dword 4q + L ← dword 4L + q
         for (int q = 0; q < 4; ++q)
             for (int l = 0; l < 4; ++l) dd(4 * l + q);
-        emit_const_pool<traits>();
+        epi_.emit_const_pool<traits>();
     }
     // ------------------------------------------------------------ fused epilogue
-    // The pipeline itself is conv_epilogue_gen's (single-rounding vfmadd for
+    // The pipeline itself is the epilogue injector's (single-rounding vfmadd for
     // every y·a + b, like the reference's madd()); here the pixel grouping and
     // the packed 8-bit stores. k1 = channel tail, k2/k3 scratch.
     bool tail(int b) const override { return !cfg.native && b == nbv_ - 1 && lastn_ < 16; }
@@ -432,20 +447,20 @@ private:
             mov(eax, (1u << lastn_) - 1u);
             kmovw(k1, eax);
         }
-        const int64_t pix = pp.oc * dsz();
+        const int64_t pix = pp.oc * epi_.dsz();
         // u8 / s8: four pixels of a full vector are clamped and converted,
         // then packed together (vpackus/ss + vpermd) and stored as 4 × 16 bytes.
         const bool packable = pp.dst_dt == dtype::u8 || pp.dst_dt == dtype::s8;
         for (int b = 0; b < nbv_; ++b) {
-            emit_load_params<traits>(b);
+            epi_.emit_load_params<traits>(b);
             for (int w = 0; w < u;) {
                 const int group = packable && !tail(b) && w + 4 <= u ? 4 : 1;
                 for (int q = 0; q < group; ++q) {
                     const Xbyak::Zmm y = acc(acc_base_ + w + q, b);
-                    emit_pixel_pipeline<traits>(y, pix_base_ + w + q, b, pix);
+                    epi_.emit_pixel_pipeline<traits>(y, pix_base_ + w + q, b, pix);
                     if (group == 1)
-                        emit_store<traits>(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * dsz()], tail(b),
-                                           pp.dst_dt);
+                        epi_.emit_store<traits>(y, ptr[reg_dst + (pix_base_ + w + q) * pix + b * 16 * epi_.dsz()],
+                                                tail(b), pp.dst_dt);
                     else emit_to_int8_range(y, pp.dst_dt, true);
                 }
                 if (group == 4) emit_pack_store(acc_base_ + w, pix_base_ + w, b, pix, pp.dst_dt);
@@ -462,16 +477,16 @@ private:
     // keeps them positive).
     void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt, bool packed = false) {
         if (dt == dtype::u8 && packed) {
-            vbroadcastss(zmm_t, cst_plain<traits>(32767.f));
+            vbroadcastss(zmm_t, epi_.cst_plain<traits>(32767.f));
             vminps(y, zmm_t, y);
         } else if (dt == dtype::u8) {
             vmaxps(y, y, zmm_zero); // NaN → 0
-            vminps(y, y, cst<traits>(255.f));
+            vminps(y, y, epi_.cst<traits>(255.f));
         } else {
-            vcmpps(k2, y, y, cmp_ord);
+            vcmpps(k2, y, y, conv_epilogue_injector::cmp_ord);
             vmovaps(y | k2 | T_z, y);
-            vmaxps(y, y, cst<traits>(-128.f));
-            vminps(y, y, cst<traits>(127.f));
+            vmaxps(y, y, epi_.cst<traits>(-128.f));
+            vminps(y, y, epi_.cst<traits>(127.f));
         }
         vcvtps2dq(y, y);
     }
