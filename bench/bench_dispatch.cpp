@@ -130,7 +130,7 @@ outcome run_problem(const qconv::conv_problem &p, int threads) {
     std::vector<candidate> cands;
     std::vector<std::string> names = {"auto"};
     for (const auto &e : impl::conv_list())
-        if (e.family != "ref") names.push_back(e.name);
+        if (e.family != qconv::impl::row_family::ref) names.push_back(e.name);
     for (const auto &n : names) {
         conv_hints h;
         h.impl = n;

@@ -48,7 +48,7 @@ private:
 conv_entry conv_dw_pair_row() {
     conv_entry e;
     e.name = "composite:conv_1x1_dw";
-    e.family = "composite";
+    e.family = impl::row_family::composite;
     e.only_1x1 = true;
     e.only_dw_item = true;
     e.decide = decide_by([](const conv_problem &p, const attr_set &, const platform &, std::string *why) {

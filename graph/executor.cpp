@@ -233,7 +233,7 @@ struct compiled_graph::state {
         std::shared_ptr<convolution_f32> conv;     // f32 conv primitive (constant weights)
         bool conv_per_run = false;                 // f32 conv primitive created per run
         std::shared_ptr<qconv::convolution> qconv; // QConvolution: the int8 primitive
-        // The memory plan (made at compile time): the slots whose last reader
+        // The buffer lifetimes (made at compile time): the slots whose last reader
         // this step is (their storage goes back to the run's arena after it),
         // the residual slot a QConvolution's `sum` overwrites in place (its
         // last use; -1: none), and an output written NHWC (a QuantizeLinear
@@ -441,7 +441,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
-    // 3. The memory plan: each slot's last reader, the residuals a `sum`
+    // 3. The buffer lifetimes: each slot's last reader, the residuals a `sum`
     // overwrites in place, the QuantizeLinear outputs made NHWC.
     {
         std::vector<int> last(S.slots, -1);

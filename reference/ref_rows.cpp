@@ -82,7 +82,7 @@ private:
 conv_entry ref_conv_row() {
     conv_entry e;
     e.name = "ref:conv";
-    e.family = "ref";
+    e.family = impl::row_family::ref;
     e.decide = decide_by(ref_conv_supports);
     e.build = [](const conv_problem &p, const attr_set &attr, const plan &) -> std::shared_ptr<const conv_kernel> {
         return std::make_shared<ref_conv_kernel>(p, attr);
@@ -93,7 +93,7 @@ conv_entry ref_conv_row() {
 matmul_entry ref_matmul_row() {
     matmul_entry e;
     e.name = "ref:matmul";
-    e.family = "ref";
+    e.family = impl::row_family::ref;
     e.decide = [](const matmul_desc &, const matmul_hints &, const platform &, std::string *) { return plain_plan(); };
     e.build = [](const matmul_desc &d, const matmul_hints &, const plan &) -> std::shared_ptr<const matmul_kernel> {
         return std::make_shared<ref_matmul_kernel>(d);
@@ -114,7 +114,7 @@ conv_f32_entry ref_conv_f32_row() {
     };
     conv_f32_entry e;
     e.name = "ref:conv_f32";
-    e.family = "ref";
+    e.family = impl::row_family::ref;
     e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
     e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
         return std::make_shared<kernel>(d, wei, bias);

@@ -26,6 +26,19 @@
 
 namespace qconv::impl {
 
+// What kind of code a row runs: qconv's JIT kernels, oneDNN's, a composite of
+// other rows, or the reference. The first word of its name.
+enum class row_family { jit, onednn, composite, ref };
+inline const char *to_string(row_family f) {
+    switch (f) {
+    case row_family::jit: return "jit";
+    case row_family::onednn: return "onednn";
+    case row_family::composite: return "composite";
+    case row_family::ref: return "ref";
+    }
+    return "?";
+}
+
 // What a row decided in supports(). str() is a short description
 // (QCONV_VERBOSE=2, the kernel cache key); rows with nothing to decide use
 // the base class.
@@ -62,7 +75,7 @@ struct conv_entry {
     feature_set needs; // CPU features the row's code uses
     bool peer = false; // runs when forced by name (driver, benchmarks), never chosen by "auto"
     // What tests and benchmarks select rows by (never by parsing names):
-    std::string family;          // "jit", "onednn", "composite" or "ref"
+    row_family family = row_family::jit;
     bool only_1x1 = false;       // takes 1x1 kernels only
     bool only_depthwise = false; // takes groups == IC == OC only
     bool only_dw_item = false;   // takes chains with a fused dw item (post_op::kind::dw_conv) only
@@ -117,7 +130,7 @@ struct matmul_entry {
     std::string name;
     feature_set needs;
     bool peer = false;
-    std::string family;                // "jit", "onednn" or "ref"
+    row_family family = row_family::jit;
     int weight_bits = 0;               // 8: u8/s8 only, 4: u4/s4 only, 0: any
     bool dynamic_quantization = false; // runs only with the opt-in hint
     decide_fn decide;
@@ -147,7 +160,7 @@ struct conv_f32_entry {
         std::function<std::shared_ptr<const conv_f32_kernel>(const conv_desc &, const float *wei, const float *bias)>;
     std::string name;
     feature_set needs;
-    std::string family; // "onednn" or "ref"
+    row_family family = row_family::onednn;
     decide_fn decide;
     build_fn build;
 };
@@ -164,9 +177,9 @@ inline plan_ptr plain_plan() { return std::make_shared<plan>(); }
 
 // The start of every row constructor: an entry called `name`, which must be
 // `canonical`, the name its configuration gives (a table line cannot name a
-// row built for another configuration), of `family` ("jit", "onednn", "ref").
+// row built for another configuration), of `family`.
 template <class Entry>
-Entry named_entry(const std::string &name, const std::string &canonical, const char *family) {
+Entry named_entry(const std::string &name, const std::string &canonical, row_family family) {
     if (name != canonical) fail("impl", "row '" + name + "' is named '" + canonical + "' by its configuration");
     Entry e;
     e.name = name;

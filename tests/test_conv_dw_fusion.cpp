@@ -257,7 +257,7 @@ TEST(DwOnednn, PeersMatchTheReferenceWhereExact) {
     const impl::platform pl = impl::host_platform();
     int ran = 0;
     for (const auto &e : impl::conv_list()) {
-        if (e.family != "onednn" || !e.only_dw_item) continue; // oneDNN's append_dw rows
+        if (e.family != qconv::impl::row_family::onednn || !e.only_dw_item) continue; // oneDNN's append_dw rows
         EXPECT_TRUE(e.peer) << e.name;
         if (!pl.has_all(e.needs)) continue;
         for (int stride : {1, 2}) {

@@ -243,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(DispatchMd, AttrTableDecision, ::testing::ValuesIn(deci
 // ------------------------------------------------- 3. the real table
 
 // A wrapped oneDNN row (declared family; the rows that take attr[1] are among them).
-bool is_onednn(const impl::conv_choice &c) { return c.entry && c.entry->family == "onednn"; }
+bool is_onednn(const impl::conv_choice &c) { return c.entry && c.entry->family == qconv::impl::row_family::onednn; }
 
 TEST(ConvTable, ReferenceIsLastAndNamesMatch) {
     const auto &t = impl::conv_list();
@@ -606,4 +606,15 @@ TEST(ConvTesterSelf, ComparisonCatchesOneElement) {
 }
 
 } // namespace
+// Every row's family is the first word of its name (verbose and the tests
+// read the family, users read the name).
+TEST(DispatchTable, FamilyIsTheFirstWordOfTheName) {
+    auto check = [](const auto &list) {
+        for (const auto &e : list) EXPECT_EQ(e.name.substr(0, e.name.find(':')), to_string(e.family)) << e.name;
+    };
+    check(impl::conv_list());
+    check(impl::matmul_list());
+    check(impl::conv_f32_list());
+}
+
 } // namespace qconv

@@ -35,7 +35,7 @@ TEST(FuzzRegression, S8SourceWithLegacyZeroPoint) {
 // the case is skipped, or must match).
 TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
     for (const auto &row : impl::conv_list()) {
-        if (row.family != "onednn") continue;
+        if (row.family != qconv::impl::row_family::onednn) continue;
         for (const char *zp : {"none", "tensor:3"}) {
             SCOPED_TRACE(row.name + " zp=" + zp);
             test::ConvTester()
@@ -57,7 +57,7 @@ TEST(FuzzRegression, OnednnTwoSumsWithDifferentParameters) {
 TEST(FuzzRegression, OnednnSupportsThrowsDnnlError) {
     const post_ops ops = {post_op::prelu({-2.f}), post_op::prelu({-1.f})};
     for (const auto &row : impl::conv_list()) {
-        if (row.family != "onednn") continue;
+        if (row.family != qconv::impl::row_family::onednn) continue;
         SCOPED_TRACE(row.name);
         EXPECT_NO_THROW(test::ConvTester()
                             .desc("g2mb1ic42ih4iw5oc12oh2ow2kh3kw2sh2sw3ph2pw1")
@@ -160,7 +160,7 @@ TEST(FuzzRegression, OnednnSqrtBeforeIntegerDestination) {
     int refused = 0;
     for (const attr_set &a : impl::build_attrs(p, plat, hints))
         for (const auto &row : impl::conv_list()) {
-            if (row.family != "onednn") continue;
+            if (row.family != qconv::impl::row_family::onednn) continue;
             std::string why;
             EXPECT_FALSE(row.supports(p, a, plat, &why)) << row.name;
             if (why.find("sqrt before an integer destination") != std::string::npos) ++refused;

@@ -837,7 +837,7 @@ w = Constant i8[8,4,1,1] fill(1)
     expect_error_prefix([&] { parse(text(ok + "relu:x")); }, "line 4");
 }
 
-// The executor's memory plan (docs/graph.md, "Executor"): one compilation run
+// The executor's buffer lifetimes (docs/graph.md, "Executor"): one compilation run
 // again and again (its arena reused, the residual of a `sum` overwritten in
 // place at its last use, the first convolution's source quantized straight
 // into NHWC) gives the bytes of a fresh compilation on every input, at 1 and

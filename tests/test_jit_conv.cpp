@@ -43,7 +43,7 @@ const qconv::impl::conv_entry &row_entry(const std::string &name) { return qconv
 std::vector<std::string> jit_rows() {
     std::vector<std::string> r;
     for (const auto &e : qconv::impl::conv_list())
-        if (e.family == "jit" && !e.needs.has(cpu_feature::amx_int8)) r.push_back(e.name);
+        if (e.family == qconv::impl::row_family::jit && !e.needs.has(cpu_feature::amx_int8)) r.push_back(e.name);
     return r;
 }
 
@@ -155,8 +155,8 @@ TEST(JitConv, RejectsWithReasons) {
     qconv::impl::platform avx2{qconv::isa::avx2};
     qconv::impl::platform vnni{qconv::isa::avx512_core_vnni};
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.family != "jit" || e.only_depthwise || !e.needs.has(cpu_feature::avx512_core_vnni) ||
-            e.needs.has(cpu_feature::amx_int8))
+        if (e.family != qconv::impl::row_family::jit || e.only_depthwise ||
+            !e.needs.has(cpu_feature::avx512_core_vnni) || e.needs.has(cpu_feature::amx_int8))
             continue;
         // (depthwise rows: see DepthwiseRejectsDense)
         why.clear();
@@ -551,7 +551,7 @@ TEST(JitConv, AvxVnniRowsNeedTheFeature) {
             EXPECT_NE(why.find("lacks avx2_vnni"), std::string::npos) << why;
         }
         // (oneDNN's rows take what oneDNN offers on the host, not on a simulated CPU.)
-        if (e.family != "jit") continue;
+        if (e.family != qconv::impl::row_family::jit) continue;
         ++n;
         for (const auto &pl : {adl, zen5}) {
             std::string why;
@@ -862,8 +862,8 @@ TEST(JitConv, S8SourcePerChannelLegacyZpKernelLevel) {
                         exact =
                             naive_acc(p.desc, reinterpret_cast<const int8_t *>(src.data()), wei.data(), a.zp_values);
                     for (const auto &e : qconv::impl::conv_list()) {
-                        if (e.family != "jit" || e.needs.has(cpu_feature::amx_int8) || !isa_ok(e.name) ||
-                            !row_takes(e.name, desc))
+                        if (e.family != qconv::impl::row_family::jit || e.needs.has(cpu_feature::amx_int8) ||
+                            !isa_ok(e.name) || !row_takes(e.name, desc))
                             continue;
                         std::string why;
                         const qconv::impl::plan_ptr plan = e.supports(p, a, plat, &why);
@@ -924,7 +924,8 @@ TEST(JitConv, LegacyZpRangePerSourceType) {
     };
     int rows = 0;
     for (const auto &e : qconv::impl::conv_list()) {
-        if (e.family != "jit" || is_1x1_row(e.name) || e.needs.has(cpu_feature::amx_int8)) continue;
+        if (e.family != qconv::impl::row_family::jit || is_1x1_row(e.name) || e.needs.has(cpu_feature::amx_int8))
+            continue;
         const bool dw = is_dw_row(e.name);
         ++rows;
         for (const rc &c : cases) {

@@ -49,7 +49,8 @@ const impl::matmul_entry *find_row(const std::string &name) {
 std::vector<std::string> jit_rows() {
     std::vector<std::string> names;
     for (const auto &e : impl::matmul_list())
-        if (e.family == "jit" && !e.needs.has(impl::cpu_feature::amx_bf16) && !e.needs.has(impl::cpu_feature::amx_int8))
+        if (e.family == qconv::impl::row_family::jit && !e.needs.has(impl::cpu_feature::amx_bf16) &&
+            !e.needs.has(impl::cpu_feature::amx_int8))
             names.push_back(e.name);
     return names;
 }

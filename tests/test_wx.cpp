@@ -58,7 +58,7 @@ TEST(WX, NoWritableExecutableMappingAfterEveryJitKernel) {
     std::vector<std::string> created, skipped;
 
     for (const auto &row : impl::conv_list()) {
-        if (row.family != "jit") continue;
+        if (row.family != qconv::impl::row_family::jit) continue;
         test::conv_candidate c;
         std::string why;
         if (!test::find_conv_problem(row, &c, &why)) {
@@ -78,7 +78,7 @@ TEST(WX, NoWritableExecutableMappingAfterEveryJitKernel) {
         created.push_back(row.name);
     }
     for (const auto &row : impl::matmul_list()) {
-        if (row.family != "jit") continue;
+        if (row.family != qconv::impl::row_family::jit) continue;
         test::matmul_candidate c;
         std::string why;
         if (!test::find_matmul_problem(row, &c, &why)) {

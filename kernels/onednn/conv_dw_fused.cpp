@@ -244,7 +244,7 @@ plan_ptr dw_supports(isa level, const conv_problem &p, const attr_set &a, std::s
 
 conv_entry conv_1x1_dw_row(const std::string &name, isa level, bool peer) {
     const std::string canonical = std::string("onednn:conv_1x1_dw:") + to_string(level);
-    conv_entry e = impl::named_entry<conv_entry>(name, canonical, "onednn");
+    conv_entry e = impl::named_entry<conv_entry>(name, canonical, impl::row_family::onednn);
     e.peer = peer;
     e.only_1x1 = true;
     e.only_dw_item = true;

@@ -106,7 +106,7 @@ plan_ptr decide_checked(const selector &sel, const conv_problem &p, const attr_s
 }
 
 conv_entry make_row(const std::string &name, const selector &sel, bool peer) {
-    conv_entry e = impl::named_entry<conv_entry>(name, sel.row_name(), "onednn");
+    conv_entry e = impl::named_entry<conv_entry>(name, sel.row_name(), impl::row_family::onednn);
     e.needs = needs_of(sel);
     e.peer = peer;
     e.only_1x1 = sel.kind == "brgconv_1x1";

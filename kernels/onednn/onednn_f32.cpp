@@ -252,7 +252,7 @@ namespace qconv::impl {
 matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm) {
     const bool use_matmul = gemm == f32_gemm::matmul_primitive;
     const std::string canonical = use_matmul ? "onednn:matmul_f32:dequantized" : "onednn:sgemm_f32:dequantized";
-    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, "onednn");
+    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, impl::row_family::onednn);
     e.peer = true;
     e.decide = decide_by([](const matmul_desc &d, const matmul_hints &, const platform &, std::string *why) {
         if (d.m * d.k > (int64_t(1) << 31) || d.n * d.k > (int64_t(1) << 31))
@@ -273,7 +273,7 @@ conv_f32_entry onednn_conv_f32_row(const std::string &name) {
         void execute(const float *src, float *dst, int threads) const override { conv.execute(src, dst, threads); }
         onednn::conv_f32 conv;
     };
-    conv_f32_entry e = named_entry<conv_f32_entry>(name, "onednn:conv_f32", "onednn");
+    conv_f32_entry e = named_entry<conv_f32_entry>(name, "onednn:conv_f32", impl::row_family::onednn);
     e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
     e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
         return std::make_shared<kernel>(d, wei, bias);

@@ -92,7 +92,7 @@ bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {
 
 impl::conv_entry jit_conv_entry(const std::string &name, const std::string &canonical, conv_isa i, conv_plan::kind k,
                                 impl::conv_entry::decide_fn decide, impl::conv_entry::build_fn build) {
-    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, canonical, "jit");
+    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, canonical, impl::row_family::jit);
     e.only_depthwise = k != conv_plan::kind::dense;
     e.needs = required_features(i);
     if (k == conv_plan::kind::depthwise_rows) e.needs.add(impl::cpu_feature::avx512_vbmi);

@@ -133,14 +133,14 @@ private:
     // Pixel blocks of a row (or of the pixel list) for one OC-block kind:
     // block i covers [start[i], start[i+1]) and runs fn[i]; chunk c (one work
     // item) covers blocks [chunk[c], chunk[c+1]).
-    struct block_plan {
+    struct block_schedule {
         std::vector<int64_t> start, chunk;
         std::vector<std::vector<conv_ukernel_fn>> fn; // [row class][block]
     };
     std::vector<int> row_cls_;         // row class of each iterated output row (direct mode)
     std::vector<uint64_t> cls_mask_;   // valid kernel rows of each row class
     std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
-    block_plan bp_[2];                 // full OC block, last OC block
+    block_schedule bp_[2];             // full OC block, last OC block
     int64_t n_chunks_ = 1;
     // How one execution's items are grouped and split over its threads.
     struct work_split {
@@ -236,7 +236,7 @@ void conv_x8s8_kernel::plan_blocks(int k) {
     // long pixel list (flattened 1x1, short rows): the fewest blocks,
     // balanced (49 = 4·6 + 5·5, not 8·6 + 1: a tiny block still streams all
     // the weights), grouped into chunks of ≥ 32 pixels for the threads.
-    block_plan &bp = bp_[k];
+    block_schedule &bp = bp_[k];
     const int64_t ur = pixels_per_call(g, isa_, knobs_, oc_block_kind(g, k).first, g.ow);
     bp.start.clear();
     if (g.list()) {
@@ -299,7 +299,7 @@ void conv_x8s8_kernel::compile_blocks(int k) {
     const conv_desc &d = p_.desc;
     const conv_geometry &g = g_;
     const auto [nb, ln] = oc_block_kind(g, k);
-    block_plan &bp = bp_[k];
+    block_schedule &bp = bp_[k];
     const int64_t nblk = static_cast<int64_t>(bp.start.size()) - 1;
     const int last_n = g.fused ? ln : 16;
     const int n_cls = std::max<int>(1, static_cast<int>(cls_mask_.size()));
@@ -487,7 +487,7 @@ conv_x8s8_kernel::work_split conv_x8s8_kernel::split_work(int threads) const {
     constexpr int64_t per_thread = 8; // items per thread below which the split is by cost
     if (threads <= 1 || rows * n_chunks_ >= per_thread * threads) return ws;
     int64_t nblk = 1;
-    for (const block_plan &bp : bp_) nblk = std::max<int64_t>(nblk, static_cast<int64_t>(bp.start.size()) - 1);
+    for (const block_schedule &bp : bp_) nblk = std::max<int64_t>(nblk, static_cast<int64_t>(bp.start.size()) - 1);
     ws.n_chunks = std::max(n_chunks_, std::min(nblk, (per_thread * threads + rows - 1) / rows));
     ws.regrouped = true;
     for (int k = 0; k < 2; ++k) {
@@ -579,7 +579,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int nc = static_cast<int>(std::min<int64_t>(nb * g.lanes, g.ocg - oc0));
             const int8_t *wblk = pk.wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
             const bool last_block = ob == g.n_ob - 1;
-            const block_plan &bp = bp_[last_block ? 1 : 0];
+            const block_schedule &bp = bp_[last_block ? 1 : 0];
             const std::vector<int64_t> &chunk = ws.regrouped ? ws.chunk[last_block ? 1 : 0] : bp.chunk;
             if (ck + 1 >= static_cast<int64_t>(chunk.size())) continue; // this kind has fewer chunks
             // Byte offset of output row oh's tap (0, 0) source; direct mode

@@ -755,7 +755,7 @@ std::string rows_below_are_faster(const conv_problem &p, const attr_set &a, cons
 } // namespace
 
 impl::conv_entry conv_amx_row(const std::string &name) {
-    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, row_name, "jit");
+    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, row_name, impl::row_family::jit);
     using impl::cpu_feature;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
     e.decide = [](const conv_problem &p, const attr_set &a, const impl::platform &,

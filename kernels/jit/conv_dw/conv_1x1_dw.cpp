@@ -250,7 +250,7 @@ std::shared_ptr<fused_plan> plan_bands(conv_isa i, const conv_problem &p, const 
 
 impl::conv_entry conv_1x1_dw_row(const std::string &name, conv_isa i) {
     const std::string canonical = std::string("jit:conv_1x1_dw_x8s8:") + to_string(i);
-    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, canonical, "jit");
+    impl::conv_entry e = impl::named_entry<impl::conv_entry>(name, canonical, impl::row_family::jit);
     e.only_1x1 = true;
     e.only_dw_item = true;
     e.needs = required_features(i);

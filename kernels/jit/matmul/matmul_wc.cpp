@@ -568,7 +568,7 @@ matmul_wc_plan plan_matmul_wc(const matmul_desc &d, wc_width width, wc_bits bits
 matmul_entry matmul_wc_row(const std::string &name, wc_width width, wc_bits bits) {
     const bool zmm = width == wc_width::zmm, x4 = bits == wc_bits::x4;
     const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + (zmm ? ":avx512_core" : ":avx2");
-    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, "jit");
+    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, impl::row_family::jit);
     e.weight_bits = x4 ? 4 : 8;
     e.needs = zmm ? feature_set{cpu_feature::avx512_core} : feature_set{cpu_feature::avx2};
     e.decide = [x4, width, bits](const matmul_desc &d, const matmul_hints &, const platform &,

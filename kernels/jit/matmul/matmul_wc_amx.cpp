@@ -326,7 +326,7 @@ bool amx_supports(const matmul_desc &d, const matmul_hints &h, bool x4, const st
 matmul_entry matmul_wc_amx_row(const std::string &name, wc_bits bits) {
     const bool x4 = bits == wc_bits::x4;
     const std::string canonical = std::string("jit:matmul_wc_") + (x4 ? "x4" : "x8") + ":avx512_core_amx";
-    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, "jit");
+    matmul_entry e = impl::named_entry<matmul_entry>(name, canonical, impl::row_family::jit);
     e.weight_bits = x4 ? 4 : 8;
     e.needs = feature_set{cpu_feature::avx512_core, cpu_feature::avx512_bf16, cpu_feature::amx_bf16};
     e.decide = [x4, name](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) {

@@ -428,7 +428,7 @@ bool dq_supports(const matmul_desc &d, const matmul_hints &h, std::string *why) 
 } // namespace
 
 matmul_entry matmul_wc_dq_row(const std::string &name) {
-    matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_vnni", "jit");
+    matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_vnni", impl::row_family::jit);
     e.dynamic_quantization = true;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni};
     e.decide = [](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) -> plan_ptr {

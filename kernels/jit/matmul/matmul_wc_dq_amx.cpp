@@ -408,7 +408,7 @@ bool dq_amx_supports(const matmul_desc &d, const matmul_hints &h, const std::str
 } // namespace
 
 matmul_entry matmul_wc_dq_amx_row(const std::string &name) {
-    matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_amx", "jit");
+    matmul_entry e = impl::named_entry<matmul_entry>(name, "jit:matmul_wc_dq:avx512_core_amx", impl::row_family::jit);
     e.dynamic_quantization = true;
     e.needs = {cpu_feature::avx512_core, cpu_feature::avx512_core_vnni, cpu_feature::amx_int8};
     e.decide = [name](const matmul_desc &d, const matmul_hints &h, const platform &, std::string *why) -> plan_ptr {
