@@ -70,28 +70,38 @@ public:
     virtual int tail_lanes() const { return 16; }
 };
 
-// The injector: a member of its host kernel, emitting into the host's code
-// with the host's registers.
-class conv_epilogue_injector {
-public:
-    // T: the host's traits, which its calls of the emitters repeat.
+// The registers of an epilogue_regs under the names the emitters and their
+// hosts use (VEX kernels: registers 12..15 whatever is given). A host derives
+// from it with the epilogue_regs it gives its injector.
+struct epilogue_reg_names {
     template <class T>
-    conv_epilogue_injector(T, Xbyak::CodeGenerator &h, epilogue_host &host, const pipeline *pipe,
-                           const epilogue_regs &r)
+    epilogue_reg_names(T, const epilogue_regs &r)
         : reg_tmp(r.tmp), reg_dst(r.dst), reg_coff(r.coff), reg_full(r.full), reg_bias(r.bias), reg_comp(r.comp),
           reg_pbase(r.pbase), zmm_comp(T::evex ? r.param_reg0 : 12), zmm_scale(T::evex ? r.param_reg0 + 1 : 12),
           zmm_bias(T::evex ? r.param_reg0 + 2 : 12), zmm_zero(T::evex ? r.param_reg0 + 3 : 12),
-          zmm_spare(T::evex ? r.spare : 15), zmm_u(T::evex ? r.u : 14), zmm_t(T::evex ? r.t : 13), hoist_regs_(r.hoist),
-          h_(h), host_(host), epi_pipe_(pipe) {
+          zmm_spare(T::evex ? r.spare : 15), zmm_u(T::evex ? r.u : 14), zmm_t(T::evex ? r.t : 13),
+          hoist_regs_(r.hoist) {}
+    const Xbyak::Reg64 reg_tmp, reg_dst, reg_coff, reg_full, reg_bias, reg_comp, reg_pbase;
+    // The zmm registers (EVEX); their indices name the ymm registers of VEX kernels.
+    const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
+    const Xbyak::Zmm zmm_u, zmm_t;
+    const std::vector<int> hoist_regs_;
+};
+
+// The injector: a member of its host kernel, emitting into the host's code
+// with the host's registers.
+class conv_epilogue_injector : public epilogue_reg_names {
+public:
+    // T: the host's traits, which its calls of the emitters repeat.
+    template <class T>
+    conv_epilogue_injector(T t, Xbyak::CodeGenerator &h, epilogue_host &host, const pipeline *pipe,
+                           const epilogue_regs &r)
+        : epilogue_reg_names(t, r), h_(h), host_(host), epi_pipe_(pipe) {
         static_assert(T::lanes == 8 || T::lanes == 16, "the epilogue is written for ymm and zmm");
     }
     conv_epilogue_injector(const conv_epilogue_injector &) = delete;
     conv_epilogue_injector &operator=(const conv_epilogue_injector &) = delete;
 
-    const Xbyak::Reg64 reg_tmp, reg_dst, reg_coff, reg_full, reg_bias, reg_comp, reg_pbase;
-    // The zmm registers (EVEX); their indices name the ymm registers of VEX kernels.
-    const Xbyak::Zmm zmm_comp, zmm_scale, zmm_bias, zmm_zero, zmm_spare;
-    const Xbyak::Zmm zmm_u, zmm_t;
     // The same registers at the kernel's width.
     template <class T>
     static typename T::Vmm vr(const Xbyak::Zmm &z) {
@@ -188,7 +198,6 @@ public:
     // instead of loading them for every pixel; drop_hoisted() ends that. The
     // same operations on the same values: the same bits. Without registers
     // (the default) the code is what it was.
-    std::vector<int> hoist_regs_;
     std::vector<std::pair<const float *, int>> hoisted_; // array, register
     template <class T>
     void emit_hoist_oc_params(int b) {

@@ -44,7 +44,7 @@ namespace {
 // zero; zmm29 spare (the weight and broadcast registers are dead by then);
 // ymm: ymm12..15.
 template <class T>
-struct ukernel_gen : public jit_generator, public epilogue_host {
+struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue_reg_names {
     static_assert(T::acc == acc_kind::vregs, "the vector micro-kernel accumulates in registers");
     using Vmm = typename T::Vmm;
     static constexpr bool evex = T::evex, vnni = T::vnni;
@@ -55,7 +55,8 @@ struct ukernel_gen : public jit_generator, public epilogue_host {
     static constexpr int es = vnni ? 1 : 2;
 
     explicit ukernel_gen(const conv_ukernel_cfg &c)
-        : jit_generator(64 * 1024 + 512 * c.kw * c.ur_w * c.nb), cfg(c), epi_(T{}, *this, *this, c.pipe, epi_regs()) {
+        : jit_generator(64 * 1024 + 512 * c.kw * c.ur_w * c.nb), epilogue_reg_names(T{}, epi_regs()), cfg(c),
+          epi_(T{}, *this, *this, c.pipe, epi_regs()) {
         // The row family's name, then the blocking: jit:conv_x8s8:avx2:ur4x2.
         name_ = std::string(c.depthwise ? "jit:conv_dw_x8s8:" : "jit:conv_x8s8:") + to_string(T::isa) + ":ur" +
                 std::to_string(c.ur_w) + "x" + std::to_string(c.nb);
@@ -73,11 +74,6 @@ struct ukernel_gen : public jit_generator, public epilogue_host {
 
     conv_ukernel_cfg cfg;
     conv_epilogue_injector epi_;
-    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
-                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
-                       reg_pbase = epi_.reg_pbase;
-    const Xbyak::Zmm zmm_comp = epi_.zmm_comp, zmm_scale = epi_.zmm_scale, zmm_bias = epi_.zmm_bias,
-                     zmm_zero = epi_.zmm_zero, zmm_spare = epi_.zmm_spare, zmm_u = epi_.zmm_u, zmm_t = epi_.zmm_t;
     std::string name_;
     int wbase = 25, bcast0 = 29, tmp0 = 30;
     static constexpr int x80 = evex ? 31 : 15;

@@ -264,6 +264,7 @@ private:
                       amx_call &call, int64_t *rows, void *dst, const exec_args &args) const;
     void run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
                    const exec_args &args) const;
+    block_ring thread_ring() const;
     void run_units(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin, int64_t end, void *dst,
                    const exec_args &args) const;
     void store(const amx_packed &pk, const int32_t *acc, int64_t n, int64_t gr, int64_t q0, int64_t ob, void *dst,
@@ -590,18 +591,24 @@ void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, co
     }
 }
 
+// The calling thread's ring of copied pixel blocks (gathered view, the
+// in-place tail), or an empty one.
+block_ring conv_amx_kernel::thread_ring() const {
+    const amx_geometry &g = g_;
+    block_ring ring;
+    if (g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0)) {
+        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
+        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
+    }
+    return ring;
+}
+
 // One thread's work items [begin, end): fused, in batches of consecutive
 // items (each block's epilogue overlaps the next block's tile products);
 // else one block per call and the C++ pipeline after it.
 void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin,
                                 int64_t end, void *dst, const exec_args &args) const {
-    const amx_geometry &g = g_;
-    const bool ring_needed = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
-    block_ring ring;
-    if (ring_needed) {
-        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
-        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
-    }
+    block_ring ring = thread_ring();
     alignas(64) int32_t acc[2][blk * blk];
     amx_call calls[batch] = {};
     int64_t rows[batch][blk];
@@ -630,12 +637,7 @@ void conv_amx_kernel::run_range(const amx_packed &pk, const uint8_t *view, const
 void conv_amx_kernel::run_units(const amx_packed &pk, const uint8_t *view, const uint8_t *src, int64_t begin,
                                 int64_t end, void *dst, const exec_args &args) const {
     const amx_geometry &g = g_;
-    const bool ring_needed = g.view == view_kind::gathered || (g.view == view_kind::in_place && g.q % blk != 0);
-    block_ring ring;
-    if (ring_needed) {
-        ring.slot_bytes = blk * std::max(g.ps, rnd_up(g.kt, 64));
-        ring.b = impl::thread_scratch(impl::scratch_use::amx_ring, static_cast<size_t>(ring_slots * ring.slot_bytes));
-    }
+    block_ring ring = thread_ring();
     static_assert(max_group <= batch, "a unit's blocks fit in the ring beside each other");
     alignas(64) int32_t acc[max_group][blk * blk];
     amx_call first[max_group] = {};

@@ -25,12 +25,12 @@ constexpr int c_row_bytes = 32 * 4; // C buffer: 32 int32 per pixel
 
 constexpr const char *amx_row = "jit:conv_x8s8:avx512_core_amx"; // the row these kernels serve
 
-class amx_block_gen : public jit_generator, public epilogue_host {
+class amx_block_gen : public jit_generator, public epilogue_host, public epilogue_reg_names {
 public:
     using traits = amx_traits; // tile accumulators, zmm epilogue
     static_assert(traits::acc == acc_kind::tiles, "the tile products are stored, then the zmm epilogue reloads them");
     explicit amx_block_gen(const amx_ukernel_cfg &cfg)
-        : jit_generator(256 * 1024 + cfg.tap_off.size() * 64), cfg_(cfg),
+        : jit_generator(256 * 1024 + cfg.tap_off.size() * 64), epilogue_reg_names(traits{}, epi_regs(cfg)), cfg_(cfg),
           epi_(traits{}, *this, *this, cfg.pipe, epi_regs(cfg)) {}
     const char *name() const override { return amx_row; }
 
@@ -260,10 +260,6 @@ private:
     bool consecutive_ = false;
     const amx_ukernel_cfg cfg_;
     conv_epilogue_injector epi_;
-    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
-                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
-                       reg_pbase = epi_.reg_pbase;
-    const Xbyak::Zmm zmm_zero = epi_.zmm_zero;
     const Xbyak::Reg64 reg_param = rdi, reg_a0 = rsi, reg_a1 = rdx, reg_stride = rcx, reg_b = r8, reg_b_stride = r9,
                        reg_k = r10, reg_c = r10, reg_c_stride = r9;
     const Xbyak::Reg64 reg_rows = r8, reg_row = rsi, reg_dst_base = rdx, reg_end = rbp;

@@ -16,7 +16,7 @@ namespace qconv::jit::dw {
 namespace {
 
 // Fused epilogue registers: zmm26..29 comp, scale, bias, zero; zmm25 spare.
-class dw_row_gen : public jit_generator, public epilogue_host {
+class dw_row_gen : public jit_generator, public epilogue_host, public epilogue_reg_names {
 public:
     using traits = isa_traits<conv_isa::avx512_core_vnni>; // zmm, VNNI (and VBMI)
     // The epilogue's registers: rax, rbx, r11..r15; zmm26..29 its
@@ -27,7 +27,8 @@ public:
         return r;
     }
     explicit dw_row_gen(const dw_row_cfg &c)
-        : jit_generator(code_size(c)), cfg(c), epi_(traits{}, *this, *this, c.pipe, epi_regs()) {}
+        : jit_generator(code_size(c)), epilogue_reg_names(traits{}, epi_regs()), cfg(c),
+          epi_(traits{}, *this, *this, c.pipe, epi_regs()) {}
     const char *name() const override { return "jit:conv_dw_x8s8_rows:avx512_core_vnni"; }
 
 private:
@@ -47,11 +48,6 @@ private:
 
     dw_row_cfg cfg;
     conv_epilogue_injector epi_;
-    const Xbyak::Reg64 reg_tmp = epi_.reg_tmp, reg_dst = epi_.reg_dst, reg_coff = epi_.reg_coff,
-                       reg_full = epi_.reg_full, reg_bias = epi_.reg_bias, reg_comp = epi_.reg_comp,
-                       reg_pbase = epi_.reg_pbase;
-    const Xbyak::Zmm zmm_comp = epi_.zmm_comp, zmm_scale = epi_.zmm_scale, zmm_bias = epi_.zmm_bias,
-                     zmm_zero = epi_.zmm_zero, zmm_spare = epi_.zmm_spare, zmm_u = epi_.zmm_u, zmm_t = epi_.zmm_t;
     // The epilogue injector and its registers (rax, rbx, r11..r15).
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_cnt = r8, reg_foff = r9, reg_acc = r10,
                        reg_ch = rcx, reg_blk = rbp;
