@@ -170,6 +170,17 @@ void interleave(const uint8_t *planes, int64_t stride, int64_t C, int64_t len, u
     }
 }
 
+// The plain (NCHW) layout in runs of one channel, cut in chunks: run(offset,
+// length, channel) per chunk, in parallel (a per-tensor scale is one run).
+template <class Run>
+void channel_runs(const quant_params &q, Run run) {
+    const int64_t NC = q.outer * q.C, inner = q.inner, chunks = (inner + kChunk - 1) / kChunk;
+    impl::parallel_for_2d(
+        NC, chunks,
+        [&](int64_t nc, int64_t k) { run(nc * inner + k * kChunk, std::min(kChunk, inner - k * kChunk), nc % q.C); },
+        NC * inner >= kParallelMin);
+}
+
 } // namespace
 
 void max_pool_nhwc_8bit(const pool_geometry &p, bool is_signed, const uint8_t *src, uint8_t *dst) {
@@ -182,15 +193,8 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
     auto sc = [&](int64_t c) { return q.scale[q.per_axis ? c : 0]; };
     auto zf = [&](int64_t c) { return static_cast<float>(q.zp[q.per_axis ? c : 0]); };
     if (!nhwc) {
-        // Runs of one channel, cut in chunks (a per-tensor scale is one run).
-        const int64_t chunks = (inner + kChunk - 1) / kChunk;
-        impl::parallel_for_2d(
-            N * C, chunks,
-            [&](int64_t nc, int64_t k) {
-                const int64_t off = nc * inner + k * kChunk, c = nc % C;
-                quantize_run(x + off, std::min(kChunk, inner - k * kChunk), sc(c), zf(c), u8, y + off);
-            },
-            total >= kParallelMin);
+        channel_runs(
+            q, [&](int64_t off, int64_t len, int64_t c) { quantize_run(x + off, len, sc(c), zf(c), u8, y + off); });
         return;
     }
     // NCHW in, NHWC out: each block of B pixels is quantized plane by plane
@@ -214,14 +218,8 @@ void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nh
     auto sc = [&](int64_t c) { return q.scale[q.per_axis ? c : 0]; };
     auto zp = [&](int64_t c) { return static_cast<int32_t>(q.zp[q.per_axis ? c : 0]); };
     if (!nhwc) {
-        const int64_t chunks = (inner + kChunk - 1) / kChunk;
-        impl::parallel_for_2d(
-            N * C, chunks,
-            [&](int64_t nc, int64_t k) {
-                const int64_t off = nc * inner + k * kChunk, c = nc % C;
-                dequantize_run(x + off, std::min(kChunk, inner - k * kChunk), sc(c), zp(c), u8, y + off);
-            },
-            total >= kParallelMin);
+        channel_runs(
+            q, [&](int64_t off, int64_t len, int64_t c) { dequantize_run(x + off, len, sc(c), zp(c), u8, y + off); });
         return;
     }
     // NHWC in, NCHW out: blocks of pixels, channel by channel (the block's
