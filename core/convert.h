@@ -18,3 +18,12 @@ void to_f32(dtype from, const void *src, float *dst, int64_t n, bool avx512);
 void from_f32(dtype to, const float *src, void *dst, int64_t n, bool avx512);
 
 } // namespace qconv::detail
+
+namespace qconv {
+
+// Multiply-add with a single rounding, y·a + b. Every "·a + b" step of the
+// output pipeline (scale and bias, linear, scale-shift, quantization) is
+// defined with it, so FMA-based kernels match the reference bit for bit.
+inline float madd(float y, float a, float b) { return __builtin_fmaf(y, a, b); }
+
+} // namespace qconv

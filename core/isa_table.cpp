@@ -1,7 +1,10 @@
 // The ISA table (core/isa_table.h) and what derives from it.
 #include "core/isa_table.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iterator>
+#include <string>
 
 namespace qconv::impl {
 
@@ -92,3 +95,21 @@ bool level_has_vnni(isa level) {
 }
 
 } // namespace qconv::impl
+
+namespace qconv {
+
+// The names of the public enum (qconv/types.h) are the table's.
+const char *to_string(isa i) { return impl::isa_level_of(i).name; }
+
+isa parse_isa(const std::string &s, const std::string &field) {
+    std::string l = s;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::string valid;
+    for (const impl::isa_level &level : impl::isa_levels()) {
+        if (l == level.name) return level.level;
+        valid += (valid.empty() ? "" : ", ") + std::string(level.name);
+    }
+    fail(field, "unknown ISA '" + s + "' (valid: " + valid + ")");
+}
+
+} // namespace qconv

@@ -12,6 +12,15 @@
 
 namespace qconv {
 
+const char *to_string(zp_mechanism m) {
+    switch (m) {
+    case zp_mechanism::none: return "none";
+    case zp_mechanism::legacy_per_channel: return "legacy_per_channel";
+    case zp_mechanism::stock_per_tensor: return "stock_per_tensor";
+    }
+    return "?";
+}
+
 // ------------------------------------------------------------ lowering
 namespace {
 using lk = lowered_op::kind;

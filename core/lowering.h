@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "qconv/post_ops.h"
 
 namespace qconv {
@@ -63,11 +64,6 @@ struct attr_set {
     bool has_binary_ops() const; // any binary or prelu
     std::string str() const;     // e.g. "attr[1]:zp=stock_per_tensor:ops=binary_mul+..."
 };
-
-// Multiply-add with a single rounding, y·a + b. Every "·a + b" step of the
-// output pipeline (scale and bias, linear, scale-shift, quantization) is
-// defined with it, so FMA-based kernels match the reference bit for bit.
-inline float madd(float y, float a, float b) { return __builtin_fmaf(y, a, b); }
 
 // Lowering of a logical chain. `dst_is_f32` feeds FakeQuantize's rounding rule
 // (round = dequantize || dst is f32 || not last).

@@ -5,7 +5,7 @@
 // forms is core/lowering.cpp.
 #include "qconv/post_ops.h"
 
-#include "core/lowering.h"
+#include "core/convert.h"
 
 #include <cmath>
 
@@ -31,15 +31,6 @@ const char *to_string(zero_point::kind k) {
     case zero_point::kind::none: return "none";
     case zero_point::kind::per_tensor: return "per_tensor";
     case zero_point::kind::per_channel: return "per_channel";
-    }
-    return "?";
-}
-
-const char *to_string(zp_mechanism m) {
-    switch (m) {
-    case zp_mechanism::none: return "none";
-    case zp_mechanism::legacy_per_channel: return "legacy_per_channel";
-    case zp_mechanism::stock_per_tensor: return "stock_per_tensor";
     }
     return "?";
 }

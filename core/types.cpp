@@ -7,8 +7,6 @@
 #include <cstring>
 #include <limits>
 
-#include "core/isa_table.h"
-
 namespace qconv {
 
 void fail(const std::string &field, const std::string &what) { throw error(field + ": " + what); }
@@ -23,11 +21,6 @@ constexpr dtype_info dtypes[] = {
     {dtype::f32, "f32", 32}, {dtype::bf16, "bf16", 16}, {dtype::f16, "f16", 16}, {dtype::s32, "s32", 32},
     {dtype::s8, "s8", 8},    {dtype::u8, "u8", 8},      {dtype::s4, "s4", 4},    {dtype::u4, "u4", 4},
 };
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
 } // namespace
 
 const char *to_string(dtype dt) {
@@ -50,18 +43,6 @@ int bits_of(dtype dt) {
 
 bool is_integer(dtype dt) {
     return dt == dtype::s32 || dt == dtype::s8 || dt == dtype::u8 || dt == dtype::s4 || dt == dtype::u4;
-}
-
-const char *to_string(isa i) { return impl::isa_level_of(i).name; }
-
-isa parse_isa(const std::string &s, const std::string &field) {
-    const std::string l = lower(s);
-    std::string valid;
-    for (const impl::isa_level &level : impl::isa_levels()) {
-        if (l == level.name) return level.level;
-        valid += (valid.empty() ? "" : ", ") + std::string(level.name);
-    }
-    fail(field, "unknown ISA '" + s + "' (valid: " + valid + ")");
 }
 
 uint16_t f32_to_bf16(float f) {

@@ -177,7 +177,9 @@ TEST_P(ConvRowOnPool, SameBytesAsOpenMP) {
             EXPECT_TRUE(k.run() == want) << n << " threads, threadpool_scope";
             EXPECT_TRUE(k.run(nullptr, 2) == want) << n << " threads, threads = 2";
         }
-        if (n == 1) EXPECT_EQ(pool.runs(), 0) << "a pool of 1 is never called";
+        if (n == 1) {
+            EXPECT_EQ(pool.runs(), 0) << "a pool of 1 is never called";
+        }
     }
 }
 
@@ -206,7 +208,9 @@ TEST_P(MatmulRowOnPool, SameBytesAsOpenMP) {
             EXPECT_EQ(std::memcmp(y.data(), want.data(), ny * sizeof(float)), 0)
                 << n << " threads in the pool, threads = " << threads;
         }
-        if (n == 1) EXPECT_EQ(pool.runs(), 0);
+        if (n == 1) {
+            EXPECT_EQ(pool.runs(), 0);
+        }
     }
 }
 
