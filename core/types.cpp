@@ -1,8 +1,6 @@
 // Names and parsers of the basic enums, and qconv::fail().
 #include "qconv/types.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>

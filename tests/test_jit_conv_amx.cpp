@@ -153,6 +153,17 @@ std::string amx_plan_of(const ConvTester &t) {
     return pl ? pl->str() : "(refused)";
 }
 
+// Runs t on the AMX row with `knobs` set while it is planned: its bytes, and
+// the row's plan for it in *plan when asked.
+std::vector<uint8_t> run_with_knobs(ConvTester t, std::initializer_list<std::pair<const char *, const char *>> knobs,
+                                    const std::string &what, std::string *plan = nullptr) {
+    knob_env env(knobs);
+    EXPECT_TRUE(t.run(amx_row)) << what;
+    EXPECT_EQ(t.impl_name(), amx_row) << what;
+    if (plan) *plan = amx_plan_of(t);
+    return t.result();
+}
+
 bool run_case(ConvTester t) {
     const bool ran = t.run(amx_row);
     EXPECT_TRUE(ran) << "skipped";
@@ -324,16 +335,14 @@ TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
         {"mb1ic1088ih7oc40oh7kh1ph0", "none", "gelu_erf", dtype::f32, 1, false},              // the C++ pipeline
     };
     for (const kcase &c : cases) {
+        ConvTester t;
+        t.desc(c.desc).zp(c.zp).post_ops(c.post_ops).dst(c.dst).threads(c.threads).seed(77);
         auto run = [&](const char *k_ranges, const char *l1_kib, const char *group, std::string *plan) {
-            knob_env env({{"QCONV_JIT_CONV_AMX_K_RANGES", k_ranges},
-                          {"QCONV_JIT_CONV_AMX_L1_KIB", l1_kib},
-                          {"QCONV_JIT_CONV_AMX_GROUP", group}});
-            ConvTester t;
-            t.desc(c.desc).zp(c.zp).post_ops(c.post_ops).dst(c.dst).threads(c.threads).seed(77);
-            EXPECT_TRUE(t.run(amx_row)) << c.desc;
-            EXPECT_EQ(t.impl_name(), amx_row);
-            *plan = amx_plan_of(t);
-            return t.result();
+            return run_with_knobs(t,
+                                  {{"QCONV_JIT_CONV_AMX_K_RANGES", k_ranges},
+                                   {"QCONV_JIT_CONV_AMX_L1_KIB", l1_kib},
+                                   {"QCONV_JIT_CONV_AMX_GROUP", group}},
+                                  c.desc, plan);
         };
         std::string whole_plan, plan;
         const std::vector<uint8_t> whole = run("0", nullptr, nullptr, &whole_plan);
@@ -374,14 +383,10 @@ TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
         {"mb1ic256ih14oc64oh7kh3sh2ph1", "none", dtype::u8, 1},                     // K ranges too
     };
     for (const pcase &c : cases) {
+        ConvTester t;
+        t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(31);
         auto run = [&](const char *phases, std::string *plan) {
-            knob_env env({{"QCONV_JIT_CONV_AMX_PHASES", phases}});
-            ConvTester t;
-            t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(31);
-            EXPECT_TRUE(t.run(amx_row)) << c.desc;
-            EXPECT_EQ(t.impl_name(), amx_row);
-            *plan = amx_plan_of(t);
-            return t.result();
+            return run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PHASES", phases}}, c.desc, plan);
         };
         std::string phased_plan, gathered_plan;
         const std::vector<uint8_t> phased = run(nullptr, &phased_plan), gathered = run("0", &gathered_plan);
@@ -406,15 +411,12 @@ TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
     };
     for (const char *chain : chains)
         for (const char *desc : {"mb1ic64ih10oc48oh10kh1ph0", "mb1ic96ih9oc37oh9kh3ph1"}) {
-            auto run = [&](const char *hoist) {
-                knob_env env({{"QCONV_JIT_CONV_AMX_HOIST", hoist}});
-                ConvTester t;
-                t.desc(desc).zp("channel:random").post_ops(chain).seed(12);
-                EXPECT_TRUE(t.run(amx_row)) << desc << " " << chain;
-                EXPECT_EQ(t.impl_name(), amx_row);
-                return t.result();
-            };
-            EXPECT_EQ(run(nullptr), run("0")) << desc << " " << chain;
+            ConvTester t;
+            t.desc(desc).zp("channel:random").post_ops(chain).seed(12);
+            const std::string what = std::string(desc) + " " + chain;
+            EXPECT_EQ(run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_HOIST", nullptr}}, what),
+                      run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_HOIST", "0"}}, what))
+                << what;
             if (HasFailure()) FAIL() << desc << " " << chain;
         }
 }

@@ -80,6 +80,9 @@ struct amx_geometry {
     // between the ranges. nr = 1: a work item is one block with its whole K.
     int nr = 1, nkr = 0, group = 1;
     int64_t nqg = 0; // pixel-block groups per (image, group)
+    // Packed weight bytes of one K chunk of an OC block: every tap's two B
+    // tiles of kc/4 rows × 64 bytes.
+    int64_t b_chunk() const { return taps * 2 * (int64_t(kc) / 4 * 64); }
 };
 
 amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
@@ -147,7 +150,12 @@ amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
 // buffer between the ranges.
 constexpr int max_group = 8;
 void choose_k_ranges(amx_geometry &g, const conv_knobs &k) {
-    const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64); // one chunk's weights, every tap
+    // Not in place unless amx_l1_kib is given: there (1x1, K ≥ 1024) the
+    // model gains (res4b_branch2a 37 → 46-53 % of the peak at 24 KiB) but the
+    // 16-core AMX Xeon measured the ranges slower (0.160 → 0.183 ms and 0.176
+    // → 0.207 ms on ResNet-50's K = 1024 and 2048 layers, two rounds each;
+    // docs/jit_conv_amx.md).
+    if (!k.amx_k_ranges || g.nk < 2 || (g.view == view_kind::in_place && !k.amx_l1_kib)) return;
     // One chunk of a block's source rows: 32 pixels, and with the padded
     // view, per phase plane, the pixels its taps reach beyond them.
     int64_t a_rows = blk;
@@ -163,19 +171,11 @@ void choose_k_ranges(amx_geometry &g, const conv_knobs &k) {
         for (size_t pl = 0; pl < lo.size(); ++pl)
             if (lo[pl] >= 0) a_rows += blk + (hi[pl] - lo[pl]) / g.ps;
     }
-    const int64_t per_chunk = b_chunk + a_rows * g.kc, c_bytes = blk * blk * 4;
-    // Ranges where the whole K exceeds 36 KiB of L1. Not in place by default:
-    // there (1x1, K ≥ 1024) the model gains (res4b_branch2a 37 → 46-53 % of
-    // the peak) but the 16-core AMX Xeon measured the ranges slower (0.160 →
-    // 0.183 ms and 0.176 → 0.207 ms on ResNet-50's K = 1024 and 2048 layers,
-    // two rounds each; docs/jit_conv_amx.md); amx_l1_kib turns them on. A
-    // block's rows are IC bytes apart there, a multiple of 1 KiB: its 32 rows
-    // fall in a few of L1's 64 sets, so those ranges are cut to 24 KiB.
-    if (g.view == view_kind::in_place && !k.amx_l1_kib) return;
-    const int64_t kib = k.amx_l1_kib ? k.amx_l1_kib : 36;
-    const int64_t range_kib = k.amx_l1_kib ? k.amx_l1_kib : g.view == view_kind::in_place ? 24 : 36;
-    if (!k.amx_k_ranges || g.nk < 2 || g.nk * per_chunk <= kib * 1024 - c_bytes) return;
-    const int64_t per = std::max<int64_t>(1, (range_kib * 1024 - c_bytes) / per_chunk);
+    // Ranges where the whole K exceeds the L1 budget (36 KiB by default).
+    const int64_t per_chunk = g.b_chunk() + a_rows * g.kc, c_bytes = blk * blk * 4;
+    const int64_t budget = int64_t(k.amx_l1_kib ? k.amx_l1_kib : 36) * 1024 - c_bytes;
+    if (g.nk * per_chunk <= budget) return;
+    const int64_t per = std::max<int64_t>(1, budget / per_chunk);
     g.nr = static_cast<int>(div_up(g.nk, per));
     g.nkr = static_cast<int>(div_up(g.nk, g.nr)); // ranges of equal size
     g.nr = static_cast<int>(div_up(g.nk, g.nkr));
@@ -333,7 +333,7 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     const amx_geometry &g = g_;
     if (!wei) fail("wei", "is null");
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
-    const int64_t b_tile = int64_t(g.kc) / 4 * 64, per_ob = int64_t(g.nk) * g.taps * 2 * b_tile;
+    const int64_t per_ob = int64_t(g.nk) * g.b_chunk();
     auto pk = std::make_shared<amx_packed>(static_cast<size_t>(g.g * g.nob * per_ob));
     // Weights as [G·OCg][tap][ICg] (taps outer: a tap's k, and a gathered
     // window's k = tap·ICg + ic, consecutive; the user's layout when KH·KW = 1),
@@ -564,8 +564,7 @@ void conv_amx_kernel::prepare_call(const amx_packed &pk, const uint8_t *view, co
     const amx_geometry &g = g_;
     const int64_t ob = w.ob, qb = w.qb, gr = w.gr, n = w.n;
     call.a = block_source(view, src, n, gr, qb, ring, &call.a_stride);
-    call.b = reinterpret_cast<const int8_t *>(pk.wei.get()) +
-             (gr * g.nob + ob) * int64_t(g.nk) * g.taps * 2 * (g.kc / 4 * 64);
+    call.b = reinterpret_cast<const int8_t *>(pk.wei.get()) + (gr * g.nob + ob) * int64_t(g.nk) * g.b_chunk();
     if (!fused_) return;
     const int64_t c0 = gr * g.ocg + ob * blk, img = n * d.oh * d.ow, q0 = qb * blk;
     if (consecutive_[static_cast<size_t>(qb)]) {
@@ -643,7 +642,7 @@ void conv_amx_kernel::run_units(const amx_packed &pk, const uint8_t *view, const
     amx_call first[max_group] = {};
     int64_t rows[max_group][blk];
     std::vector<amx_call> calls(static_cast<size_t>(g.nr * g.group));
-    const int64_t b_range = int64_t(g.nkr) * g.taps * 2 * (g.kc / 4 * 64);
+    const int64_t b_range = int64_t(g.nkr) * g.b_chunk();
     ukernel_->configure();
     for (int64_t u = begin; u < end; ++u) {
         const item w = decode_unit(u);
@@ -707,9 +706,8 @@ bool amx_supports(const conv_problem &p, const attr_set &a, const conv_knobs &k,
     const amx_geometry g = make_geometry(d, k);
     *out = g;
     if (g.taps > 1024) return reject(why, "more than 1024 kernel taps (code size)");
-    const int64_t b_chunk = g.taps * 2 * (g.kc / 4 * 64);
     if (*std::max_element(g.tap_off.begin(), g.tap_off.end()) + g.nk * g.kc >= (int64_t(1) << 31) ||
-        b_chunk >= (int64_t(1) << 31) || g.ps * blk >= (int64_t(1) << 31))
+        g.b_chunk() >= (int64_t(1) << 31) || g.ps * blk >= (int64_t(1) << 31))
         return reject(why, "source rows too large for 32-bit displacements");
     return true;
 }

@@ -114,17 +114,23 @@ private:
         else tdpbusd(c, a, b);
     }
 
+    // The call's C buffer: reg_c, its row stride in reg_c_stride; C tile
+    // (pixel half p, OC half h) at c + p·16 rows + h·64 bytes.
+    void load_c_buffer() {
+        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
+        mov(reg_c_stride, c_row_bytes);
+    }
+    Xbyak::Address c_buffer(int p, int h) { return ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)]; }
+
     // K ranges: the C tiles from zero (the block's first range) or from the
     // call's C buffer, where the previous range left them.
     void start_c() {
         Xbyak::Label l_zero, l_done;
         test(dword[reg_param + offsetof(amx_call, flags)], amx_call::load_c);
         jz(l_zero, T_NEAR);
-        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
-        mov(reg_c_stride, c_row_bytes);
+        load_c_buffer();
         for (int p = 0; p < 2; ++p)
-            for (int h = 0; h < 2; ++h)
-                tileloadd(c_tile(p * 2 + h), ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)]);
+            for (int h = 0; h < 2; ++h) tileloadd(c_tile(p * 2 + h), c_buffer(p, h));
         jmp(l_done, T_NEAR);
         L(l_zero);
         for (int i = 0; i < 4; ++i) tilezero(c_tile(i));
@@ -163,13 +169,11 @@ private:
         jnz(l_chunk, T_NEAR);
     }
 
-    // C tile (pixel half p, OC half h) at c + p·16 rows + h·64 bytes.
+    // The C tiles to the call's buffer.
     void store() {
-        mov(reg_c, ptr[reg_param + offsetof(amx_call, c)]);
-        mov(reg_c_stride, c_row_bytes);
+        load_c_buffer();
         for (int p = 0; p < 2; ++p)
-            for (int h = 0; h < 2; ++h)
-                tilestored(ptr[reg_c + reg_c_stride + (p * 16 * c_row_bytes + h * 64)], c_tile(p * 2 + h));
+            for (int h = 0; h < 2; ++h) tilestored(c_buffer(p, h), c_tile(p * 2 + h));
     }
 
     // ------------------------------------------------------- fused epilogue
