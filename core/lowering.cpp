@@ -3,6 +3,7 @@
 // sets' queries and text.
 #include "core/lowering.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -209,6 +210,73 @@ std::string attr_set::str() const {
     if (ops.empty()) s += "none";
     for (size_t i = 0; i < ops.size(); ++i) s += (i ? "+" : "") + op_name(ops[i]);
     return s;
+}
+
+// ------------------------------------------------------------ saturated clamps
+namespace {
+
+// v carried through ops[b, e) for channel c as the pipeline computes it;
+// false when an item there is not increasing in its input.
+bool carry_increasing(const post_ops &ops, size_t b, size_t e, int64_t c, float &v) {
+    for (size_t i = b; i < e; ++i) {
+        const post_op &op = ops[i];
+        if (op.k == post_op::kind::eltwise && op.alg == eltwise_alg::linear && op.alpha > 0.f) {
+            v = madd(v, op.alpha, op.beta);
+        } else if (op.k == post_op::kind::eltwise && op.alg == eltwise_alg::round) {
+            v = std::nearbyint(v);
+        } else if (op.k == post_op::kind::scale_shift) {
+            const float s = lowered_op::at(op.scale, c);
+            if (!(s > 0.f)) return false;
+            v = madd(v, s, lowered_op::at(op.shift, c));
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+int drop_saturated_clamps(post_ops &ops, int64_t oc, dtype dst_dt, int32_t dst_zp) {
+    int dropped = 0;
+    // One segment: ops[b, e) stored as `dt` with zero point `zp`.
+    auto segment = [&](size_t b, size_t &e, dtype dt, int32_t zp) {
+        if (dt != dtype::u8 && dt != dtype::s8) return; // no saturation to lean on
+        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 255.f : 127.f;
+        for (size_t i = b; i < e;) {
+            const post_op &op = ops[i];
+            const bool clip = op.k == post_op::kind::eltwise && op.alg == eltwise_alg::clip;
+            const bool relu = op.k == post_op::kind::eltwise && op.alg == eltwise_alg::relu && op.alpha == 0.f;
+            bool redundant = clip || relu;
+            // The store adds the zero point, rounds half to even and saturates:
+            // a bound below lo (above hi) after that stores lo (hi), as every
+            // value beyond it does (each step is increasing).
+            for (int64_t c = 0; redundant && c < oc; ++c) {
+                float v = relu ? 0.f : op.alpha;
+                redundant = carry_increasing(ops, i + 1, e, c, v) && std::nearbyint(v + static_cast<float>(zp)) <= lo;
+                if (redundant && clip) {
+                    v = op.beta;
+                    redundant =
+                        carry_increasing(ops, i + 1, e, c, v) && std::nearbyint(v + static_cast<float>(zp)) >= hi;
+                }
+            }
+            if (!redundant) {
+                ++i;
+                continue;
+            }
+            ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
+            --e;
+            ++dropped;
+        }
+    };
+    size_t dw = ops.size();
+    for (size_t i = 0; i < ops.size(); ++i)
+        if (ops[i].k == post_op::kind::dw_conv) dw = i;
+    size_t end = ops.size();
+    if (dw < ops.size()) segment(dw + 1, end, dst_dt, dst_zp);
+    size_t pre = std::min(dw, ops.size());
+    segment(0, pre, dw < ops.size() ? ops[pre].dw_mid_dt : dst_dt, dw < ops.size() ? 0 : dst_zp);
+    return dropped;
 }
 
 } // namespace qconv

@@ -70,4 +70,14 @@ struct attr_set {
 std::vector<lowered_op> lower_legacy(const post_ops &ops, int64_t oc, bool dst_is_f32);
 std::vector<lowered_op> lower_stock(const post_ops &ops, int64_t oc, bool dst_is_f32);
 
+// Removes the clamps the store makes redundant, keeping every stored value:
+// a clip (or a relu without slope) followed, up to the store, only by
+// increasing steps (linear or scale-shift with positive scales, round) whose
+// bounds, carried through those steps, land at or beyond the saturation of
+// the stored type. Before a dw item the store is the intermediate's (no zero
+// point), after it (or without one) dst_dt with dst_zp. A QuantizeLinear
+// after ReLU6 is the common case: clip(0, 6) then ·42.5 is [0, 255] already.
+// Returns the number of items removed.
+int drop_saturated_clamps(post_ops &ops, int64_t oc, dtype dst_dt, int32_t dst_zp);
+
 } // namespace qconv

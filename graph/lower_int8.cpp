@@ -35,6 +35,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/lowering.h"
 #include "core/verbose.h"
 #include "graph/detail.h"
 #include "qconv/graph.h"
@@ -851,6 +852,10 @@ private:
             residual = rb.q;
             chain += "(sum)";
         }
+        // A ReLU or Clamp that the destination's saturation enforces costs
+        // the kernel two instructions a vector and changes nothing (ReLU6
+        // before a QuantizeLinear of scale 6/255 is [0, 255] already).
+        if (drop_saturated_clamps(p.ops, OC, p.dst_dt, p.dst_zp) > 0) chain += " (clamp left to the saturation)";
         p.validate();
 
         // Build: the source integers, the weights, the node.

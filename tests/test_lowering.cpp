@@ -342,3 +342,128 @@ TEST(LoweringChain, LegacyAndStockConvolutionsAgree) {
     for (uint8_t v : d0) nonzero += v != 0;
     EXPECT_GT(nonzero, 10); // the data exercise the chain
 }
+
+// Clamps left to the saturation: a clip or relu that the store enforces is
+// removed, and ref::conv writes the same bytes with and without it; one that
+// cuts inside the stored range stays. The accumulators span far beyond both
+// bounds, so both sides of every clamp are exercised.
+TEST(LoweringChain, ClampsLeftToTheSaturationStoreTheSameBytes) {
+    conv_problem p;
+    p.desc.mb = 1;
+    p.desc.ic = 16;
+    p.desc.ih = p.desc.iw = 6;
+    p.desc.oc = 4;
+    p.desc.kh = p.desc.kw = 1;
+    p.desc.oh = p.desc.ow = 6;
+    p.src_dt = dtype::u8;
+    p.scales = {0.02f, 0.03f, 0.05f, 0.01f};
+    std::mt19937 rng(7);
+    std::vector<uint8_t> x(p.desc.src_elems());
+    std::vector<int8_t> w(p.desc.wei_elems());
+    for (auto &v : x) v = static_cast<uint8_t>(rng());
+    for (auto &v : w) v = static_cast<int8_t>(rng());
+    struct chain_case {
+        const char *name;
+        dtype dt;
+        int32_t zp;
+        post_ops ops;
+        int dropped; // items drop_saturated_clamps removes
+    };
+    const std::vector<float> ss = {40.f, 42.5f, 50.f, 64.f};
+    const std::vector<chain_case> cases = {
+        {"relu6 then 255/6",
+         dtype::u8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, 0.f, 6.f), post_op::eltwise(eltwise_alg::linear, 42.5f),
+          post_op::eltwise(eltwise_alg::round)},
+         1},
+        {"relu then a shift that stays at 0",
+         dtype::u8,
+         0,
+         {post_op::relu(), post_op::eltwise(eltwise_alg::linear, 10.f, 0.4f), post_op::eltwise(eltwise_alg::round)},
+         1},
+        {"relu then a shift to 1",
+         dtype::u8,
+         0,
+         {post_op::relu(), post_op::eltwise(eltwise_alg::linear, 10.f, 0.6f), post_op::eltwise(eltwise_alg::round)},
+         0},
+        {"relu6 then 254/6 (the top cut inside)",
+         dtype::u8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, 0.f, 6.f), post_op::eltwise(eltwise_alg::linear, 42.3f),
+          post_op::eltwise(eltwise_alg::round)},
+         0},
+        {"relu with a zero point above 0",
+         dtype::u8,
+         3,
+         {post_op::relu(), post_op::eltwise(eltwise_alg::linear, 10.f), post_op::eltwise(eltwise_alg::round)},
+         0},
+        {"s8 clip at -12.8..12.7 then 10",
+         dtype::s8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, -12.8f, 12.7f), post_op::eltwise(eltwise_alg::linear, 10.f)},
+         1},
+        {"per-channel scales, every channel saturates",
+         dtype::u8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, 0.f, 6.5f), post_op::scale_shift_op(ss, {0.f, 0.f, 0.f, 0.f}),
+          post_op::eltwise(eltwise_alg::round)},
+         1},
+        {"per-channel scales, channel 0 cuts inside",
+         dtype::u8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, 0.f, 6.f), post_op::scale_shift_op(ss, {0.f, 0.f, 0.f, 0.f}),
+          post_op::eltwise(eltwise_alg::round)},
+         0},
+        {"a negative scale after the clamp",
+         dtype::u8,
+         0,
+         {post_op::eltwise(eltwise_alg::clip, -5.f, 0.f), post_op::eltwise(eltwise_alg::linear, -42.5f)},
+         0},
+        {"relu before a sum",
+         dtype::u8,
+         0,
+         {post_op::relu(), post_op::sum(0.5f), post_op::eltwise(eltwise_alg::round)},
+         0},
+        {"leaky relu", dtype::u8, 0, {post_op::relu(0.1f), post_op::eltwise(eltwise_alg::linear, 10.f, 100.f)}, 0},
+    };
+    for (const chain_case &t : cases) {
+        SCOPED_TRACE(t.name);
+        conv_problem a = p;
+        a.dst_dt = t.dt;
+        a.dst_zp = t.zp;
+        a.ops = t.ops;
+        conv_problem b = a;
+        ASSERT_EQ(drop_saturated_clamps(b.ops, p.desc.oc, b.dst_dt, b.dst_zp), t.dropped);
+        ASSERT_EQ(b.ops.size(), a.ops.size() - static_cast<size_t>(t.dropped));
+        ASSERT_EQ(b.ops.front().alg == a.ops.front().alg, t.dropped == 0);
+        if (t.dropped == 0) b.ops.erase(b.ops.begin()); // the clamp is needed: without it the bytes differ
+        std::vector<uint8_t> da(p.desc.dst_elems(), 0x5a), db(p.desc.dst_elems(), 0x5a);
+        attr_set sa, sb;
+        sa.ops = lower_legacy(a.ops, p.desc.oc, false);
+        sb.ops = lower_legacy(b.ops, p.desc.oc, false);
+        ref::conv(a, sa, x.data(), w.data(), nullptr, da.data(), {});
+        ref::conv(b, sb, x.data(), w.data(), nullptr, db.data(), {});
+        if (t.dropped == 0) EXPECT_NE(da, db);
+        if (t.dropped > 0) {
+            EXPECT_EQ(da, db);
+            int low = 0, high = 0; // both saturation ends are reached
+            const int lo = t.dt == dtype::u8 ? 0 : 128, hi = t.dt == dtype::u8 ? 255 : 127;
+            for (uint8_t v : da) low += v == lo, high += v == hi;
+            EXPECT_GT(low, 10);
+            EXPECT_GT(high, 10);
+        }
+    }
+    // A dw item: the 1x1's clamp is judged by the intermediate's type, the
+    // depthwise's by the destination's.
+    post_ops dw = {
+        post_op::eltwise(eltwise_alg::clip, 0.f, 6.f), post_op::eltwise(eltwise_alg::linear, 42.5f),
+        post_op::eltwise(eltwise_alg::round),          post_op::dw_conv(1, dtype::s8, std::vector<int8_t>(36, 1)),
+        post_op::eltwise(eltwise_alg::clip, 0.f, 6.f), post_op::eltwise(eltwise_alg::linear, 42.5f),
+        post_op::eltwise(eltwise_alg::round)};
+    EXPECT_EQ(drop_saturated_clamps(dw, 4, dtype::u8, 0), 1);
+    ASSERT_EQ(dw.size(), 6u);
+    EXPECT_EQ(dw[0].alg, eltwise_alg::clip); // s8 intermediate: [0, 255] is not its range
+    EXPECT_EQ(dw[3].k, post_op::kind::dw_conv);
+    EXPECT_EQ(dw[4].alg, eltwise_alg::linear);
+}
