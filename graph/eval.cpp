@@ -408,12 +408,22 @@ void reduce_mean(const node &n, const ft &x, ft &o) {
     while (first > 0 && red[first - 1]) --first;
     if (std::none_of(red.begin(), red.begin() + static_cast<std::ptrdiff_t>(first), [](bool b) { return b; }) &&
         first < r && o.data.size() > 0) {
+        // Eight outputs at a time, each its own sum in the same order: eight
+        // independent chains of additions instead of one (the same values).
         const int64_t inner = static_cast<int64_t>(x.data.size() / o.data.size());
-        for (size_t k = 0; k < o.data.size(); ++k) {
-            double acc = 0.0;
-            const float *p = x.data.data() + static_cast<int64_t>(k) * inner;
-            for (int64_t j = 0; j < inner; ++j) acc += p[j];
-            o.data[k] = static_cast<float>(acc / static_cast<double>(inner));
+        const int64_t outs = static_cast<int64_t>(o.data.size());
+        constexpr int64_t B = 8;
+        for (int64_t k0 = 0; k0 < outs; k0 += B) {
+            const int64_t nb = std::min(B, outs - k0);
+            double acc[B] = {};
+            const float *p = x.data.data() + k0 * inner;
+            if (nb == B)
+                for (int64_t j = 0; j < inner; ++j)
+                    for (int64_t b = 0; b < B; ++b) acc[b] += p[b * inner + j];
+            else
+                for (int64_t b = 0; b < nb; ++b)
+                    for (int64_t j = 0; j < inner; ++j) acc[b] += p[b * inner + j];
+            for (int64_t b = 0; b < nb; ++b) o.data[k0 + b] = static_cast<float>(acc[b] / static_cast<double>(inner));
         }
         return;
     }

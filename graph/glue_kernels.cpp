@@ -152,6 +152,46 @@ void dequantize_run(const uint8_t *x, int64_t n, float sc, int32_t zp, bool u8, 
     }
 }
 
+// t[16·j + i] = rows[i·stride + j], i, j < 16: a 16x16 tile of bytes transposed.
+void transpose16x16(const uint8_t *rows, int64_t stride, uint8_t *t) {
+#if defined(__SSE2__)
+    __m128i r[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows + i * stride));
+    // Rows are interleaved in pairs, quads, eights and sixteens: bytes, then
+    // words, dwords and qwords. a[h][m]: columns 8h..8h+7 of rows 2m, 2m+1.
+    __m128i a[2][8], b[2][4][2], d[2][2][2][2];
+    for (int m = 0; m < 8; ++m) {
+        a[0][m] = _mm_unpacklo_epi8(r[2 * m], r[2 * m + 1]);
+        a[1][m] = _mm_unpackhi_epi8(r[2 * m], r[2 * m + 1]);
+    }
+    // b[h][q][g]: columns 8h + 4g .. +3 of rows 4q .. 4q+3.
+    for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q) {
+            b[h][q][0] = _mm_unpacklo_epi16(a[h][2 * q], a[h][2 * q + 1]);
+            b[h][q][1] = _mm_unpackhi_epi16(a[h][2 * q], a[h][2 * q + 1]);
+        }
+    // d[h][g][o][k]: columns 8h + 4g + 2k, +1 of rows 8o .. 8o+7.
+    for (int h = 0; h < 2; ++h)
+        for (int g = 0; g < 2; ++g)
+            for (int o = 0; o < 2; ++o) {
+                d[h][g][o][0] = _mm_unpacklo_epi32(b[h][2 * o][g], b[h][2 * o + 1][g]);
+                d[h][g][o][1] = _mm_unpackhi_epi32(b[h][2 * o][g], b[h][2 * o + 1][g]);
+            }
+    for (int h = 0; h < 2; ++h)
+        for (int g = 0; g < 2; ++g)
+            for (int k = 0; k < 2; ++k) {
+                const int col = 8 * h + 4 * g + 2 * k;
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(t + 16 * col),
+                                 _mm_unpacklo_epi64(d[h][g][0][k], d[h][g][1][k]));
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(t + 16 * (col + 1)),
+                                 _mm_unpackhi_epi64(d[h][g][0][k], d[h][g][1][k]));
+            }
+#else
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 16; ++i) t[16 * j + i] = rows[i * stride + j];
+#endif
+}
+
 // out[p·C + c] = planes[c·stride + p] for p < len: C planes of bytes into
 // pixels (a compile-time C for the images' 1, 3 and 4 channels).
 template <int CC>
@@ -223,7 +263,8 @@ void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nh
         return;
     }
     // NHWC in, NCHW out: blocks of pixels, channel by channel (the block's
-    // rows of C bytes stay in the cache while every plane takes its part).
+    // rows of C bytes stay in the cache while every plane takes its part);
+    // full 16x16 tiles of bytes are transposed first and converted 16 at a time.
     constexpr int64_t B = 16;
     const int64_t blocks = (inner + B - 1) / B;
     impl::parallel_for_2d(
@@ -231,7 +272,15 @@ void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nh
         [&](int64_t n, int64_t blk) {
             const int64_t i0 = blk * B, len = std::min(B, inner - i0);
             const uint8_t *in = x + (n * inner + i0) * C;
-            for (int64_t c = 0; c < C; ++c) {
+            int64_t c0 = 0;
+            if (len == B)
+                for (; c0 + 16 <= C; c0 += 16) {
+                    uint8_t t[16 * 16];
+                    transpose16x16(in + c0, C, t);
+                    for (int64_t j = 0; j < 16; ++j)
+                        dequantize_run(t + 16 * j, 16, sc(c0 + j), zp(c0 + j), u8, y + (n * C + c0 + j) * inner + i0);
+                }
+            for (int64_t c = c0; c < C; ++c) {
                 const float s = sc(c);
                 const int32_t z = zp(c);
                 float *o = y + (n * C + c) * inner + i0;

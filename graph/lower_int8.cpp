@@ -856,6 +856,18 @@ private:
         // the kernel two instructions a vector and changes nothing (ReLU6
         // before a QuantizeLinear of scale 6/255 is [0, 255] already).
         if (drop_saturated_clamps(p.ops, OC, p.dst_dt, p.dst_zp) > 0) chain += " (clamp left to the saturation)";
+        // An output scale right after the bias joins the convolution's own:
+        // acc·(s·a) + bias·a in one step where the chain would round
+        // acc·s + bias and then ·a (docs/semantics.md §10: exact with
+        // power-of-two scales, a few ulps otherwise), one multiply a vector less.
+        if (!p.ops.empty() && p.ops[0].k == post_op::kind::eltwise && p.ops[0].alg == eltwise_alg::linear &&
+            p.ops[0].beta == 0.f && p.ops[0].alpha > 0.f && std::isfinite(p.ops[0].alpha)) {
+            const float a = p.ops[0].alpha;
+            for (float &s : p.scales) s *= a;
+            for (float &b : sp.bias) b *= a;
+            p.ops.erase(p.ops.begin());
+            chain += " (output scale folded)";
+        }
         p.validate();
 
         // Build: the source integers, the weights, the node.

@@ -159,7 +159,7 @@ TEST(GraphGlue, QuantizeEqualsTheDefinitionPerTensorAndPerChannelPlainAndNhwc) {
 
 TEST(GraphGlue, DequantizeEqualsTheDefinitionPlainAndNhwc) {
     for (const bool u8 : {true, false}) {
-        for (const int64_t C : {1, 5, 64}) {
+        for (const int64_t C : {1, 5, 37, 64}) {
             for (const int64_t HW : {1, 17, 49}) {
                 const int64_t N = 2, total = N * C * HW;
                 std::vector<float> scales(static_cast<size_t>(C));

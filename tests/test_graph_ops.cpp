@@ -195,6 +195,33 @@ TEST(GraphOps, GlobalAveragePoolIsReduceMean) {
     expect_values(out[2], {2.5, 25});
 }
 
+// Many channels (blocks of eight and a tail): each mean is its channel's
+// values summed in order in double, divided, rounded to f32.
+TEST(GraphOps, ReduceMeanOverManyChannelsSumsEachInOrder) {
+    const int64_t C = 19, HW = 15;
+    std::vector<float> x(static_cast<size_t>(C * HW));
+    uint32_t s = 12345;
+    for (float &v : x) {
+        s = s * 1664525u + 1013904223u;
+        v = static_cast<float>(static_cast<int32_t>(s >> 8) % 100000) * 1.37e-3f;
+    }
+    std::string text = "x = Constant f32[1," + std::to_string(C) + ",3,5] [";
+    char buf[32];
+    for (size_t i = 0; i < x.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%s%.9g", i ? ", " : "", static_cast<double>(x[i]));
+        text += buf;
+    }
+    const auto out = run_text(text + "]\ng = ReduceMean(x) axes=[2,3] keep_dims=true\nr = Result(g)\n");
+    ASSERT_EQ(out[0].shape, (shape_t{1, C, 1, 1}));
+    const std::vector<float> got = out[0].to_f32();
+    for (int64_t c = 0; c < C; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < HW; ++j) acc += x[static_cast<size_t>(c * HW + j)];
+        const float want = static_cast<float>(acc / static_cast<double>(HW));
+        EXPECT_EQ(got[static_cast<size_t>(c)], want) << "channel " << c;
+    }
+}
+
 TEST(GraphOps, PoolErrors) {
     const std::string head = "x = Parameter f32[1,1,4,4]\n";
     std::string e = error_of(head + "p = MaxPool(x) strides=[1,1]\n");
