@@ -4,17 +4,21 @@
 // call and the u8 max loop is reloaded through char pointers). Each gives the
 // values of the executor's general loops bit for bit (docs/graph.md,
 // "Executor"): tests/test_graph_ops.cpp compares them on odd channel counts,
-// padding and extreme values.
+// padding and extreme values. The image input's quantization (f32 NCHW in,
+// 3 channels NHWC out) also has an AVX-512 loop and a byte shuffle, chosen at
+// run time under the ISA cap: the same values.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #include "core/parallel.h"
 #include "graph/detail.h"
+#include "qconv/types.h"
 
 namespace qconv::graph::detail {
 
@@ -88,6 +92,67 @@ void max_pool_nhwc_impl(const pool_geometry &p, const uint8_t *src, uint8_t *out
         par);
 }
 
+#if defined(__SSE2__)
+// GCC 12's AVX-512 intrinsic headers warn -Wmaybe-uninitialized on their own
+// undefined pass-through operands (as in core/convert.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// quantize_run's vector loop on 16 lanes (the same operations, the same
+// values); returns the elements done.
+__attribute__((target("avx512f,avx512bw"))) int64_t quantize_run_avx512(const float *x, int64_t n, float sc, float zf,
+                                                                        bool u8, uint8_t *y) {
+    const float lo = u8 ? 0.f : -128.f, hi = u8 ? 255.f : 127.f;
+    const __m512 vs = _mm512_set1_ps(sc), vz = _mm512_set1_ps(zf), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    const __m512 qlo = _mm512_set1_ps(lo - zf - 1.f), qhi = _mm512_set1_ps(hi - zf + 1.f);
+    const __m512 magic = _mm512_set1_ps(12582912.f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
+        const __mmask16 num = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+        __m512 q = _mm512_min_ps(_mm512_max_ps(v, qlo), qhi);
+        q = _mm512_sub_ps(_mm512_add_ps(q, magic), magic);
+        q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, vz), vlo), vhi);
+        const __m512i r = _mm512_maskz_mov_epi32(num, _mm512_cvtps_epi32(q));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), _mm512_cvtepi32_epi8(r)); // in range: the low byte
+    }
+    return i;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// interleave_fixed<3> for 16 pixels: three planes of 16 bytes into 48.
+__attribute__((target("ssse3"))) void interleave3_16(const uint8_t *a, const uint8_t *b, const uint8_t *c,
+                                                     uint8_t *out) {
+    // Output byte k of vector v (k = 16v + i) is plane k % 3's byte k / 3.
+    alignas(16) static const uint8_t masks[3][3][16] = {
+        {{0, 128, 128, 1, 128, 128, 2, 128, 128, 3, 128, 128, 4, 128, 128, 5},
+         {128, 0, 128, 128, 1, 128, 128, 2, 128, 128, 3, 128, 128, 4, 128, 128},
+         {128, 128, 0, 128, 128, 1, 128, 128, 2, 128, 128, 3, 128, 128, 4, 128}},
+        {{128, 128, 6, 128, 128, 7, 128, 128, 8, 128, 128, 9, 128, 128, 10, 128},
+         {5, 128, 128, 6, 128, 128, 7, 128, 128, 8, 128, 128, 9, 128, 128, 10},
+         {128, 5, 128, 128, 6, 128, 128, 7, 128, 128, 8, 128, 128, 9, 128, 128}},
+        {{128, 11, 128, 128, 12, 128, 128, 13, 128, 128, 14, 128, 128, 15, 128, 128},
+         {128, 128, 11, 128, 128, 12, 128, 128, 13, 128, 128, 14, 128, 128, 15, 128},
+         {10, 128, 128, 11, 128, 128, 12, 128, 128, 13, 128, 128, 14, 128, 128, 15}}};
+    const __m128i p[3] = {_mm_loadu_si128(reinterpret_cast<const __m128i *>(a)),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i *>(b)),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i *>(c))};
+    for (int v = 0; v < 3; ++v) {
+        __m128i o = _mm_setzero_si128();
+        for (int pl = 0; pl < 3; ++pl)
+            o = _mm_or_si128(o,
+                             _mm_shuffle_epi8(p[pl], _mm_load_si128(reinterpret_cast<const __m128i *>(masks[v][pl]))));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + 16 * v), o);
+    }
+}
+#endif
+
+bool use_avx512() { return max_cpu_isa() >= isa::avx512_core; }
+
 // y[i] = saturate(nearbyint(x[i] / sc) + zp) (NaN → 0), i in [0, n).
 // Vector lanes: the quotient is clamped to [lo − zp − 1, hi − zp + 1] first
 // (rounding is monotone, so the saturated result is the same), which keeps
@@ -98,6 +163,7 @@ void quantize_run(const float *x, int64_t n, float sc, float zf, bool u8, uint8_
     int64_t i = 0;
 #if defined(__SSE2__)
     const int64_t nv = std::fabs(zf) <= 1048576.f ? n : 0; // the clamp below needs |zp| ≤ 2^20
+    if (nv >= 16 && use_avx512()) i = quantize_run_avx512(x, nv, sc, zf, u8, y);
     const __m128 vs = _mm_set1_ps(sc), vz = _mm_set1_ps(zf), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
     const __m128 qlo = _mm_set1_ps(lo - zf - 1.f), qhi = _mm_set1_ps(hi - zf + 1.f);
     const __m128 magic = _mm_set1_ps(12582912.f);
@@ -196,7 +262,14 @@ void transpose16x16(const uint8_t *rows, int64_t stride, uint8_t *t) {
 // pixels (a compile-time C for the images' 1, 3 and 4 channels).
 template <int CC>
 void interleave_fixed(const uint8_t *planes, int64_t stride, int64_t len, uint8_t *__restrict out) {
-    for (int64_t p = 0; p < len; ++p)
+    int64_t p = 0;
+#if defined(__SSE2__)
+    if constexpr (CC == 3)
+        if (max_cpu_isa() >= isa::sse41)
+            for (; p + 16 <= len; p += 16)
+                interleave3_16(planes + p, planes + stride + p, planes + 2 * stride + p, out + 3 * p);
+#endif
+    for (; p < len; ++p)
         for (int c = 0; c < CC; ++c) out[p * CC + c] = planes[c * stride + p];
 }
 void interleave(const uint8_t *planes, int64_t stride, int64_t C, int64_t len, uint8_t *out) {
