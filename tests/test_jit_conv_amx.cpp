@@ -397,6 +397,46 @@ TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
     }
 }
 
+// A KxK layer with few channels per group (KW·ICg ≤ 64) runs on row taps:
+// the padded copy in row-phase planes, a whole kernel row per tap, pixels SW
+// apart. It gives the bytes of the gathered windows
+// (QCONV_JIT_CONV_AMX_ROW_TAPS=0) and of the reference: ResNet-50's 7x7 s2
+// stem, stride 1, strides (1, 2) and (2, 1), a stride beyond the kernel,
+// dilation in H, KW·ICg = 64 exactly, groups, mini-batch 2, per-channel and
+// per-tensor zero points in the padding, s8 sources, several threads.
+TEST(AmxConv, RowTapsGiveTheBytesOfTheGatheredWindows) {
+    REQUIRE_AMX();
+    struct rcase {
+        const char *desc, *zp;
+        dtype src;
+        int threads;
+    };
+    const rcase cases[] = {
+        {"mb1ic3ih40oc64oh20kh7sh2ph3", "channel:random", dtype::u8, 1},                     // the stem, smaller
+        {"mb1ic16ih13oc40oh13kh3sh1ph1", "none", dtype::u8, 3},                              // stride 1
+        {"ic3oc32_ih20oh20kh3sh1ph1_iw21ow11kw3sw2pw1", "tensor:random", dtype::u8, 1},      // strides (1, 2)
+        {"ic8oc48_ih21oh10kh5sh2ph1_iw12ow10kw5sw1pw2", "none", dtype::s8, 2},               // strides (2, 1)
+        {"mb1ic4ih23oc36oh5kh3sh5ph2", "tensor:7", dtype::u8, 1},                            // stride 5 > kernel 3
+        {"ic6oc33_ih19oh9kh3sh2ph1dh1_iw17ow9kw3sw2pw1dw0", "channel:random", dtype::u8, 1}, // dilation in H
+        {"mb1ic16ih12oc64oh9kh4sh1ph0", "none", dtype::s8, 1},                               // KW·ICg = 64
+        {"g2mb1ic32ih14oc64oh7kh3sh2ph1", "channel:random", dtype::u8, 3},                   // groups
+        {"mb2ic3ih29oc64oh15kh7sh2ph3", "tensor:random", dtype::u8, 2},                      // mini-batch 2
+    };
+    for (const rcase &c : cases) {
+        ConvTester t;
+        t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(41);
+        auto run = [&](const char *row_taps, std::string *plan) {
+            return run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_ROW_TAPS", row_taps}}, c.desc, plan);
+        };
+        std::string taps_plan, gathered_plan;
+        const std::vector<uint8_t> taps = run(nullptr, &taps_plan), gathered = run("0", &gathered_plan);
+        EXPECT_NE(taps_plan.find("amx:padded row_taps"), std::string::npos) << taps_plan;
+        EXPECT_NE(gathered_plan.find("amx:gathered"), std::string::npos) << gathered_plan;
+        EXPECT_EQ(taps, gathered) << c.desc;
+        if (HasFailure()) FAIL() << c.desc;
+    }
+}
+
 // The fused epilogue holds the chain's per-OC parameters in zmm1..23 across
 // a block's pixel rows; QCONV_JIT_CONV_AMX_HOIST=0 reloads them per row. Both
 // give the reference's bytes, channel tails and more parameters than
@@ -452,8 +492,8 @@ TEST(AmxConv, RefusesWithReasons) {
     why.clear();
     a.zp_values = {3};
     EXPECT_TRUE(row().supports(p, a, host, &why)) << why;
-    // MobileNet conv1: the gathered window copy would dominate; auto defers
-    // it to the VNNI row, forced by name the row takes it.
+    // MobileNet conv1: its row taps fill 9 of a tile product's 64 K bytes;
+    // auto defers it to the VNNI row, forced by name the row takes it.
     p.desc = qconv::conv_desc::parse("mb1ic3ih224oc32oh112kh3sh2ph1");
     why.clear();
     EXPECT_TRUE(row().supports(p, a, host, &why)) << why;

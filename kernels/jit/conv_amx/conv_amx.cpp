@@ -71,6 +71,13 @@ struct amx_geometry {
     // pixels at rows ≡ a (mod ph_h) and columns ≡ b (mod ph_w), so that every
     // tap reads 32 consecutive pixels of one plane (1 × 1: the plain copy).
     int64_t ph_h = 1, ph_w = 1;
+    // Row taps (small ICg under a KxK kernel, KW·ICg ≤ 64): the padded copy
+    // keeps the source's pixels (ps = ICg) in the SH row-phase planes, a tap
+    // is a whole kernel row (its KW·ICg bytes are consecutive in the copy),
+    // and consecutive output pixels are SW copy pixels apart (pstep).
+    bool row_taps = false;
+    int64_t pstep = 1;  // copy pixels between consecutive virtual pixels
+    int64_t vw = 0;     // virtual pixels per output row (padded views; columns ≥ OW not stored)
     int64_t img_px = 0; // pixels per (image, group) of a copy, slack included
     int64_t q = 0;      // virtual output pixels per image
     int64_t nq = 0, nob = 0;
@@ -102,15 +109,36 @@ amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
     // KH·KW rows) and the taps' source rows shared by neighbouring pixels.
     const bool small_ic = taps > 1 && g.icg < 32;
     const bool phased = strided && taps > 1 && !small_ic && k.amx_phases;
-    const bool gather = small_ic || (strided && !phased);
-    g.kt = gather ? taps * g.icg : g.icg;
+    g.row_taps = small_ic && d.dw == 1 && d.kw * g.icg <= 64 && k.amx_row_taps;
+    const bool gather = (small_ic && !g.row_taps) || (strided && !phased && !g.row_taps);
+    g.kt = gather ? taps * g.icg : g.row_taps ? d.kw * g.icg : g.icg;
     g.kc = static_cast<int>(g.kt <= 64 ? rnd_up(g.kt, 4) : 64);
     g.nk = static_cast<int>(div_up(g.kt, g.kc));
     const bool in_place = !gather && taps == 1 && !padded && g.kt % g.kc == 0;
     g.view = gather ? view_kind::gathered : in_place ? view_kind::in_place : view_kind::padded;
-    g.taps = gather ? 1 : taps;
-    g.ps = in_place ? d.ic : rnd_up(int64_t(g.nk) * g.kc, 64);
-    if (g.view == view_kind::padded) {
+    g.taps = gather ? 1 : g.row_taps ? d.kh : taps;
+    g.ps = in_place ? d.ic : g.row_taps ? g.icg : rnd_up(int64_t(g.nk) * g.kc, 64);
+    if (g.view == view_kind::padded && g.row_taps) {
+        // Output pixel (oh, ow) reads, for kernel row kh, the KW·ICg bytes
+        // from padded pixel (oh·SH + kh·DH, ow·SW): in row-phase plane
+        // kh·DH mod SH, row oh + kh·DH / SH, column ow·SW. The plane rows are
+        // whole padded rows, a multiple of SW pixels: virtual pixel q = oh·vw
+        // + j is copy pixel q·SW of the plane. The tile's K bytes past KW·ICg
+        // are the next pixels' (their weights are 0).
+        g.ph_h = d.sh;
+        g.pstep = d.sw;
+        g.hb = (d.oh - 1) + (d.kh - 1) * d.dh / g.ph_h + 1;
+        g.wb = rnd_up((d.ow - 1) * d.sw + d.kw, d.sw);
+        g.vw = g.wb / d.sw;
+        g.q = (d.oh - 1) * g.vw + d.ow;
+        const int64_t plane_px = g.hb * g.wb;
+        // Blocks past q read up to blk − 1 virtual pixels and kc bytes beyond the last one.
+        g.img_px = g.ph_h * plane_px + blk * g.pstep + g.kc;
+        for (int64_t kh = 0; kh < d.kh; ++kh) {
+            const int64_t rh = kh * d.dh;
+            g.tap_off.push_back((rh % g.ph_h * plane_px + rh / g.ph_h * g.wb) * g.ps);
+        }
+    } else if (g.view == view_kind::padded) {
         // Output pixel (oh, ow) reads, for tap (kh, kw), padded pixel
         // (oh·SH + kh·DH, ow·SW + kw·DW): in plane (kh·DH mod SH, kw·DW mod
         // SW), pixel (oh + kh·DH / SH, ow + kw·DW / SW). Stride 1: one plane.
@@ -118,6 +146,7 @@ amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
         g.ph_w = phased ? d.sw : 1;
         g.hb = (d.oh - 1) + (d.kh - 1) * d.dh / g.ph_h + 1;
         g.wb = (d.ow - 1) + (d.kw - 1) * d.dw / g.ph_w + 1;
+        g.vw = g.wb;
         g.q = (d.oh - 1) * g.wb + d.ow;
         const int64_t plane_px = g.hb * g.wb;
         // Blocks past q read up to blk − 1 pixels beyond the last one.
@@ -216,7 +245,7 @@ struct amx_plan : impl::plan {
     bool qb_inner = false; // pixel blocks innermost (the group's weights outweigh its source)
     // "amx:padded kc=64x4 k_ranges=4x1 group=4 order=pixels_inner pipeline=fused knobs=default".
     std::string str() const override {
-        return std::string("amx:") + to_string(g.view) +
+        return std::string("amx:") + to_string(g.view) + (g.row_taps ? " row_taps" : "") +
                (g.ph_h * g.ph_w > 1 ? " phases=" + std::to_string(g.ph_h) + "x" + std::to_string(g.ph_w)
                                     : std::string()) +
                " kc=" + std::to_string(g.kc) + "x" + std::to_string(g.nk) +
@@ -316,7 +345,7 @@ void conv_amx_kernel::make_pixel_table() {
     pix_.assign(static_cast<size_t>(g_.nq * blk), -1);
     for (int64_t q = 0; q < g_.q; ++q) {
         if (g_.view != view_kind::padded) pix_[q] = q;
-        else if (q % g_.wb < d.ow) pix_[q] = q / g_.wb * d.ow + q % g_.wb;
+        else if (q % g_.vw < d.ow) pix_[q] = q / g_.vw * d.ow + q % g_.vw;
     }
     consecutive_.assign(static_cast<size_t>(g_.nq), false);
     for (int64_t qb = 0; qb < g_.nq; ++qb) {
@@ -509,9 +538,9 @@ void conv_amx_kernel::store(const amx_packed &pk, const int32_t *acc, int64_t n,
     for (int64_t q = q0; q < q_end;) {
         int64_t pix = q, run = q_end - q;
         if (g.view == view_kind::padded) {
-            const int64_t oh = q / g.wb, ow = q % g.wb;
+            const int64_t oh = q / g.vw, ow = q % g.vw;
             if (ow >= d.ow) {
-                q = (oh + 1) * g.wb;
+                q = (oh + 1) * g.vw;
                 continue;
             }
             pix = oh * d.ow + ow;
@@ -532,8 +561,8 @@ const uint8_t *conv_amx_kernel::block_source(const uint8_t *view, const uint8_t 
     const amx_geometry &g = g_;
     const int64_t q0 = qb * blk;
     if (g.view == view_kind::padded) {
-        *stride = g.ps;
-        return view + ((n * g.g + gr) * g.img_px + q0) * g.ps;
+        *stride = g.ps * g.pstep;
+        return view + ((n * g.g + gr) * g.img_px + q0 * g.pstep) * g.ps;
     }
     const uint8_t *a = src + (n * d.ih * d.iw + q0) * d.ic + gr * g.icg;
     if (g.view == view_kind::in_place && q0 + blk <= g.q) {
@@ -733,11 +762,20 @@ bool amx_supports(const conv_problem &p, const attr_set &a, const conv_knobs &k,
 // MACs 0.0066 vs 0.0027; 9 pixels, 2.65 M MACs 0.0068 vs 0.0055; from 1.6 M
 // MACs and 12 pixels on the AMX row is 1.2-2.1x faster).
 //
+// Row taps (small ICg under a KxK kernel, no gather) multiply K bytes past
+// KW·ICg by zero weights: under 16 of them (MobileNet conv1: 9 of 64, IC 3
+// 3x3 s2 OC 64 above) the tiles multiply mostly padding, and auto keeps those
+// on the VNNI row (the row-tap view is not yet timed on AMX hardware; the
+// emulator's model: docs/jit_conv_amx.md).
+//
 // A folded small-IC stem (ICg <= 4, ResNet-50 conv1) without a zero point or
 // legacy post-op: oneDNN's AMX JIT convolution takes it in 0.194 ms against
 // 0.336 ms here; with them this row stays first (the VNNI row: 0.40 ms).
 std::string rows_below_are_faster(const conv_problem &p, const attr_set &a, const amx_geometry &g) {
     const conv_desc &d = p.desc;
+    if (g.row_taps && g.kt < 16)
+        return "row taps of fewer than 16 bytes (KW·ICg: MobileNet conv1's 9 fill 9 of 64 K bytes a tile product): the "
+               "VNNI row is faster";
     if (g.view == view_kind::gathered && g.kt * g.ocg < 32 * g.ps)
         return "gathered windows with fewer than 32 multiply-adds per copied byte (small IC and OC under a stride or "
                "a KxK kernel): the VNNI row is faster";

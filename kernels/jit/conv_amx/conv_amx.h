@@ -11,8 +11,8 @@
 // code (the epilogue injector, per pixel row of the buffer) when the chain allows
 // (pipeline_fusable), else the C++ AVX-512 pipeline.
 //
-// The source is read through one of three views, all with every row of a
-// tile a whole pixel (stride = pixel bytes):
+// The source is read through one of four views, every row of a tile one
+// output pixel:
 //  * in place: 1x1, stride 1, no padding, ICg a multiple of kc;
 //  * padded copy (stride 1, any kernel, padding, dilation): per (image,
 //    group) the touched rows and columns, channels padded with 0 to a
@@ -21,6 +21,9 @@
 //    pixels are flattened over the copy's width: tap (kh, kw) of virtual
 //    pixel q is pixel q + kh·DH·W + kw·DW; columns ≥ OW are computed and
 //    not stored;
+//  * row taps (small ICg under a KxK kernel, KW·ICg ≤ 64): the padded copy
+//    of the source's pixels in the SH row-phase planes, a tap a whole
+//    kernel row (KW·ICg consecutive bytes), the A stride SW pixels;
 //  * gathered copy (strides, small ICg): each output pixel's whole window
 //    as one row of KH·KW·ICg bytes (padded taps hold the zero point), so
 //    the taps fill K.
