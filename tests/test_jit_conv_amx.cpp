@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -360,6 +361,33 @@ TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
     }
 }
 
+// One layer of a view test: its shape, zero point, source type and threads.
+struct view_case {
+    const char *desc, *zp;
+    dtype src;
+    int threads;
+};
+
+// A copy view against the gathered windows it replaces: `knob`=0 turns the
+// view off. Each layer gives the same bytes both ways (and the reference's:
+// run_with_knobs checks them), the default plan names the view (`plan_word`)
+// and the knob's plan gathers.
+void expect_view_gives_the_gathered_bytes(const view_case *cases, size_t n, const char *knob, const char *plan_word,
+                                          int seed) {
+    for (size_t i = 0; i < n; ++i) {
+        const view_case &c = cases[i];
+        ConvTester t;
+        t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(seed);
+        std::string view_plan, gathered_plan;
+        const std::vector<uint8_t> view = run_with_knobs(t, {{knob, nullptr}}, c.desc, &view_plan);
+        const std::vector<uint8_t> gathered = run_with_knobs(t, {{knob, "0"}}, c.desc, &gathered_plan);
+        EXPECT_NE(view_plan.find(plan_word), std::string::npos) << view_plan;
+        EXPECT_NE(gathered_plan.find("amx:gathered"), std::string::npos) << gathered_plan;
+        EXPECT_EQ(view, gathered) << c.desc;
+        if (::testing::Test::HasFailure()) FAIL() << c.desc;
+    }
+}
+
 // A strided KxK layer with 32 or more channels per group runs on the copy
 // split into the strides' phase planes; it gives the bytes of the gathered
 // windows (QCONV_JIT_CONV_AMX_PHASES=0) and of the reference: strides 2, 3
@@ -368,12 +396,7 @@ TEST(AmxConv, KRangesGiveTheBytesOfTheWholeK) {
 // padded pixels hold them), s8 sources, K ranges on top.
 TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
     REQUIRE_AMX();
-    struct pcase {
-        const char *desc, *zp;
-        dtype src;
-        int threads;
-    };
-    const pcase cases[] = {
+    const view_case cases[] = {
         {"mb1ic64ih14oc64oh7kh3sh2ph1", "none", dtype::u8, 1},
         {"mb2ic48ih13oc40oh7kh3sh2ph1", "channel:random", dtype::u8, 3},
         {"ic32oc48_ih17oh6kh3sh3ph1_iw19ow5kw5sw3pw0", "tensor:random", dtype::u8, 1},
@@ -382,19 +405,7 @@ TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
         {"g2mb1ic96ih12oc64oh6kh3sh2ph1", "channel:random", dtype::u8, 3},          // groups
         {"mb1ic256ih14oc64oh7kh3sh2ph1", "none", dtype::u8, 1},                     // K ranges too
     };
-    for (const pcase &c : cases) {
-        ConvTester t;
-        t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(31);
-        auto run = [&](const char *phases, std::string *plan) {
-            return run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PHASES", phases}}, c.desc, plan);
-        };
-        std::string phased_plan, gathered_plan;
-        const std::vector<uint8_t> phased = run(nullptr, &phased_plan), gathered = run("0", &gathered_plan);
-        EXPECT_NE(phased_plan.find(" phases="), std::string::npos) << phased_plan;
-        EXPECT_NE(gathered_plan.find("amx:gathered"), std::string::npos) << gathered_plan;
-        EXPECT_EQ(phased, gathered) << c.desc;
-        if (HasFailure()) FAIL() << c.desc;
-    }
+    expect_view_gives_the_gathered_bytes(cases, std::size(cases), "QCONV_JIT_CONV_AMX_PHASES", " phases=", 31);
 }
 
 // A KxK layer with few channels per group (KW·ICg ≤ 64) runs on row taps:
@@ -406,12 +417,7 @@ TEST(AmxConv, PhasePlanesGiveTheBytesOfTheGatheredWindows) {
 // per-tensor zero points in the padding, s8 sources, several threads.
 TEST(AmxConv, RowTapsGiveTheBytesOfTheGatheredWindows) {
     REQUIRE_AMX();
-    struct rcase {
-        const char *desc, *zp;
-        dtype src;
-        int threads;
-    };
-    const rcase cases[] = {
+    const view_case cases[] = {
         {"mb1ic3ih40oc64oh20kh7sh2ph3", "channel:random", dtype::u8, 1},                     // the stem, smaller
         {"mb1ic16ih13oc40oh13kh3sh1ph1", "none", dtype::u8, 3},                              // stride 1
         {"ic3oc32_ih20oh20kh3sh1ph1_iw21ow11kw3sw2pw1", "tensor:random", dtype::u8, 1},      // strides (1, 2)
@@ -422,19 +428,8 @@ TEST(AmxConv, RowTapsGiveTheBytesOfTheGatheredWindows) {
         {"g2mb1ic32ih14oc64oh7kh3sh2ph1", "channel:random", dtype::u8, 3},                   // groups
         {"mb2ic3ih29oc64oh15kh7sh2ph3", "tensor:random", dtype::u8, 2},                      // mini-batch 2
     };
-    for (const rcase &c : cases) {
-        ConvTester t;
-        t.desc(c.desc).zp(c.zp).src(c.src).post_ops("relu").threads(c.threads).seed(41);
-        auto run = [&](const char *row_taps, std::string *plan) {
-            return run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_ROW_TAPS", row_taps}}, c.desc, plan);
-        };
-        std::string taps_plan, gathered_plan;
-        const std::vector<uint8_t> taps = run(nullptr, &taps_plan), gathered = run("0", &gathered_plan);
-        EXPECT_NE(taps_plan.find("amx:padded row_taps"), std::string::npos) << taps_plan;
-        EXPECT_NE(gathered_plan.find("amx:gathered"), std::string::npos) << gathered_plan;
-        EXPECT_EQ(taps, gathered) << c.desc;
-        if (HasFailure()) FAIL() << c.desc;
-    }
+    expect_view_gives_the_gathered_bytes(cases, std::size(cases), "QCONV_JIT_CONV_AMX_ROW_TAPS", "amx:padded row_taps",
+                                         41);
 }
 
 // The fused epilogue holds the chain's per-OC parameters in zmm1..23 across
