@@ -427,6 +427,7 @@ TEST(AmxConv, RowTapsGiveTheBytesOfTheGatheredWindows) {
         {"mb1ic16ih12oc64oh9kh4sh1ph0", "none", dtype::s8, 1},                               // KW·ICg = 64
         {"g2mb1ic32ih14oc64oh7kh3sh2ph1", "channel:random", dtype::u8, 3},                   // groups
         {"mb2ic3ih29oc64oh15kh7sh2ph3", "tensor:random", dtype::u8, 2},                      // mini-batch 2
+        {"mb1ic1ih20oc32oh10kh3sh2ph1", "tensor:random", dtype::u8, 1},                      // 3 bytes a tap (kc 4)
     };
     expect_view_gives_the_gathered_bytes(cases, std::size(cases), "QCONV_JIT_CONV_AMX_ROW_TAPS", "amx:padded row_taps",
                                          41);
