@@ -264,10 +264,9 @@ template <int CC>
 void interleave_fixed(const uint8_t *planes, int64_t stride, int64_t len, uint8_t *__restrict out) {
     int64_t p = 0;
 #if defined(__SSE2__)
-    if constexpr (CC == 3)
-        if (max_cpu_isa() >= isa::sse41)
-            for (; p + 16 <= len; p += 16)
-                interleave3_16(planes + p, planes + stride + p, planes + 2 * stride + p, out + 3 * p);
+    if constexpr (CC == 3) // SSSE3: below sse41, qconv's lowest ISA level
+        for (; p + 16 <= len; p += 16)
+            interleave3_16(planes + p, planes + stride + p, planes + 2 * stride + p, out + 3 * p);
 #endif
     for (; p < len; ++p)
         for (int c = 0; c < CC; ++c) out[p * CC + c] = planes[c * stride + p];

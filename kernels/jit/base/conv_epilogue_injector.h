@@ -513,6 +513,21 @@ public:
         else emit_store_vex<T>(y, a, tl, dt);
     }
 
+    // VEX, 4-byte lanes: the channel tail through the lane mask (into t),
+    // else the whole vector (f32 or int32 move).
+    template <class T>
+    void emit_store_dwords_vex(const Xbyak::Xmm &y, const Xbyak::Address &a, bool tl, const Xbyak::Xmm &t,
+                               bool is_float) {
+        if (tl) {
+            load_tail_mask(t);
+            h_.vmaskmovps(a, t, y);
+        } else if (is_float) {
+            h_.vmovups(a, y);
+        } else {
+            h_.vmovdqu(a, y);
+        }
+    }
+
     // VEX: the same conversions as emit_store_evex without mask registers;
     // u8 / s8 values clamped to their range in float, converted (MXCSR: round
     // half to even) and packed (exact: the values fit).
@@ -521,12 +536,7 @@ public:
         static_assert(!T::evex);
         const Xbyak::Xmm t = vr<T>(zmm_t);
         if (dt == dtype::f32) {
-            if (tl) {
-                load_tail_mask(t);
-                h_.vmaskmovps(a, t, y);
-            } else {
-                h_.vmovups(a, y);
-            }
+            emit_store_dwords_vex<T>(y, a, tl, t, true);
             return;
         }
         if (dt != dtype::u8) { // NaN → 0 (u8: vmaxps with 0 below)
@@ -538,12 +548,7 @@ public:
             h_.vcmpps(t, y, cst<T>(2147483648.f), cmp_ge_oq);
             h_.vcvtps2dq(y, y); // too large → INT_MIN, replaced below
             h_.vblendvps(y, y, cst<T>(bits_float(0x7fffffffu)), t);
-            if (tl) {
-                load_tail_mask(t);
-                h_.vmaskmovps(a, t, y);
-            } else {
-                h_.vmovdqu(a, y);
-            }
+            emit_store_dwords_vex<T>(y, a, tl, t, false);
             return;
         }
         h_.vmaxps(y, y, cst<T>(dt == dtype::u8 ? 0.f : -128.f));

@@ -110,7 +110,7 @@ amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
     const bool small_ic = taps > 1 && g.icg < 32;
     const bool phased = strided && taps > 1 && !small_ic && k.amx_phases;
     g.row_taps = small_ic && d.dw == 1 && d.kw * g.icg <= 64 && k.amx_row_taps;
-    const bool gather = (small_ic && !g.row_taps) || (strided && !phased && !g.row_taps);
+    const bool gather = !g.row_taps && (small_ic || (strided && !phased));
     g.kt = gather ? taps * g.icg : g.row_taps ? d.kw * g.icg : g.icg;
     g.kc = static_cast<int>(g.kt <= 64 ? rnd_up(g.kt, 4) : 64);
     g.nk = static_cast<int>(div_up(g.kt, g.kc));
@@ -118,41 +118,29 @@ amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
     g.view = gather ? view_kind::gathered : in_place ? view_kind::in_place : view_kind::padded;
     g.taps = gather ? 1 : g.row_taps ? d.kh : taps;
     g.ps = in_place ? d.ic : g.row_taps ? g.icg : rnd_up(int64_t(g.nk) * g.kc, 64);
-    if (g.view == view_kind::padded && g.row_taps) {
-        // Output pixel (oh, ow) reads, for kernel row kh, the KW·ICg bytes
-        // from padded pixel (oh·SH + kh·DH, ow·SW): in row-phase plane
-        // kh·DH mod SH, row oh + kh·DH / SH, column ow·SW. The plane rows are
-        // whole padded rows, a multiple of SW pixels: virtual pixel q = oh·vw
-        // + j is copy pixel q·SW of the plane. The tile's K bytes past KW·ICg
-        // are the next pixels' (their weights are 0).
-        g.ph_h = d.sh;
-        g.pstep = d.sw;
-        g.hb = (d.oh - 1) + (d.kh - 1) * d.dh / g.ph_h + 1;
-        g.wb = rnd_up((d.ow - 1) * d.sw + d.kw, d.sw);
-        g.vw = g.wb / d.sw;
-        g.q = (d.oh - 1) * g.vw + d.ow;
-        const int64_t plane_px = g.hb * g.wb;
-        // Blocks past q read up to blk − 1 virtual pixels and kc bytes beyond the last one.
-        g.img_px = g.ph_h * plane_px + blk * g.pstep + g.kc;
-        for (int64_t kh = 0; kh < d.kh; ++kh) {
-            const int64_t rh = kh * d.dh;
-            g.tap_off.push_back((rh % g.ph_h * plane_px + rh / g.ph_h * g.wb) * g.ps);
-        }
-    } else if (g.view == view_kind::padded) {
+    if (g.view == view_kind::padded) {
         // Output pixel (oh, ow) reads, for tap (kh, kw), padded pixel
         // (oh·SH + kh·DH, ow·SW + kw·DW): in plane (kh·DH mod SH, kw·DW mod
         // SW), pixel (oh + kh·DH / SH, ow + kw·DW / SW). Stride 1: one plane.
-        g.ph_h = phased ? d.sh : 1;
+        // Row taps split the rows only: tap kh is the KW·ICg bytes from
+        // column ow·SW of row oh + kh·DH / SH of plane kh·DH mod SH. Their
+        // plane rows are whole padded rows, a multiple of SW pixels, so
+        // virtual pixel q = oh·vw + j is copy pixel q·SW of the plane (pstep);
+        // the tile's K bytes past KW·ICg are the next pixels' (weights 0).
+        g.ph_h = phased || g.row_taps ? d.sh : 1;
         g.ph_w = phased ? d.sw : 1;
+        g.pstep = g.row_taps ? d.sw : 1;
         g.hb = (d.oh - 1) + (d.kh - 1) * d.dh / g.ph_h + 1;
-        g.wb = (d.ow - 1) + (d.kw - 1) * d.dw / g.ph_w + 1;
-        g.vw = g.wb;
-        g.q = (d.oh - 1) * g.wb + d.ow;
+        g.wb = g.row_taps ? rnd_up((d.ow - 1) * d.sw + d.kw, d.sw) : (d.ow - 1) + (d.kw - 1) * d.dw / g.ph_w + 1;
+        g.vw = g.wb / g.pstep;
+        g.q = (d.oh - 1) * g.vw + d.ow;
         const int64_t plane_px = g.hb * g.wb;
-        // Blocks past q read up to blk − 1 pixels beyond the last one.
-        g.img_px = g.ph_h * g.ph_w * plane_px + blk;
+        // Blocks past q read up to blk − 1 virtual pixels beyond the last
+        // one, row taps kc bytes more.
+        g.img_px = g.ph_h * g.ph_w * plane_px + blk * g.pstep + (g.row_taps ? g.kc : 0);
+        const int64_t kw_taps = g.row_taps ? 1 : d.kw; // a row tap is the whole kernel row
         for (int64_t kh = 0; kh < d.kh; ++kh)
-            for (int64_t kw = 0; kw < d.kw; ++kw) {
+            for (int64_t kw = 0; kw < kw_taps; ++kw) {
                 const int64_t rh = kh * d.dh, rw = kw * d.dw, plane = rh % g.ph_h * g.ph_w + rw % g.ph_w;
                 g.tap_off.push_back((plane * plane_px + rh / g.ph_h * g.wb + rw / g.ph_w) * g.ps);
             }
