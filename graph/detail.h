@@ -98,5 +98,14 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
 // DequantizeLinear of u8/i8 into f32 (plain): (x − zp) · scale; nhwc: the
 // input is in NHWC order.
 void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nhwc, float *y);
+// ReduceMean over H and W of DequantizeLinear(x) with a per-tensor scale and
+// zero point, without the f32 tensor: y[n·C + c] = f32(Σ_p f32((x − zp)·sc) /
+// HW), the sum in double as the general ReduceMean takes it. Every addend is
+// a multiple of ulp(sc) below 2^32 of them (|x − zp| ≤ 255), so with HW ≤
+// dequantize_mean_max_hw the sums are exact in double and the result is the
+// unfused one bit for bit, whatever the order. x: [N][C][HW], or NHWC.
+constexpr int64_t dequantize_mean_max_hw = int64_t(1) << 20;
+void dequantize_mean(const uint8_t *x, bool u8, bool nhwc, int64_t N, int64_t C, int64_t HW, float sc, int32_t zp,
+                     float *y);
 
 } // namespace qconv::graph::detail

@@ -241,6 +241,10 @@ struct compiled_graph::state {
         std::vector<int> frees;
         int in_place = -1;
         bool nhwc_out = false;
+        // A DequantizeLinear folded into the global average pool that alone
+        // reads it (skip), and that pool, whose inputs are then the
+        // DequantizeLinear's (dq_mean): detail::dequantize_mean.
+        bool skip = false, dq_mean = false;
     };
     // The storage of one run: a tensor per slot and the buffers not in use,
     // by size. Kept between runs (after the first run of a compilation no
@@ -313,6 +317,31 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) {
     }
     s_ = compile(gin, opt, nullptr, 1);
 }
+
+namespace {
+
+// Whether `mean` (a ReduceMean) over the DequantizeLinear `dq` can take it
+// over: dq alone feeds it and is no result, u8/i8 in, f32 out, a constant
+// per-tensor scale and zero point; the mean reduces H and W of NCHW, no more
+// than detail::dequantize_mean_max_hw pixels (where the fold is exact).
+bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const std::vector<bool> &known,
+                      const std::vector<tensor> &consts, const std::vector<int> &dq_in) {
+    if (dq.kind != op::DequantizeLinear || dq.out_type != etype::f32) return false;
+    const etype xt = dq.inputs[0]->out_type;
+    if (xt != etype::u8 && xt != etype::i8) return false;
+    if (g.consumers(&dq).size() != 1) return false;
+    for (const node *r : g.results())
+        if (r == &dq) return false;
+    for (size_t k = 1; k < dq_in.size(); ++k)
+        if (!known[dq_in[k]] || consts[dq_in[k]].elems() != 1) return false;
+    const shape_t &x = dq.out_shape;
+    if (x.size() != 4 || mean.out_type != etype::f32 || elems_of(mean.out_shape) != x[0] * x[1]) return false;
+    std::set<int64_t> axes;
+    for (int64_t a : mean.attr.axes) axes.insert(a < 0 ? a + 4 : a);
+    return axes == std::set<int64_t>{2, 3} && x[2] * x[3] <= detail::dequantize_mean_max_hw && x[2] * x[3] > 0;
+}
+
+} // namespace
 
 std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph &gin, const compile_options &opt,
                                                                      dynamic *dyn, int64_t dynamic_value) {
@@ -441,6 +470,27 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
+    // 2b. A global average pool of a DequantizeLinear reads the bytes itself
+    // (MobileNet's and ResNet's heads): no f32 tensor, one pass, the same values.
+    {
+        std::map<int, size_t> producer;
+        for (size_t k = 0; k < S.steps.size(); ++k)
+            if (S.steps[k].fused < 0) producer[S.steps[k].out] = k;
+        for (state::step &st : S.steps) {
+            if (st.n->kind != op::ReduceMean || st.in.empty()) continue;
+            const auto it = producer.find(st.in[0]);
+            if (it == producer.end()) continue;
+            state::step &dq = S.steps[it->second];
+            if (dq.skip || !dq_mean_foldable(*g, *dq.n, *st.n, S.known, S.consts, dq.in)) continue;
+            dq.skip = true;
+            st.dq_mean = true;
+            st.in = dq.in;
+            for (auto &[id, impl] : S.impls) {
+                if (id == dq.n->id) impl = "graph:dequantize_linear (read by " + st.n->id + ")";
+                if (id == st.n->id) impl = "graph:dequantize_mean_" + std::string(to_string(dq.n->inputs[0]->out_type));
+            }
+        }
+    }
     // 3. The buffer lifetimes: each slot's last reader, the residuals a `sum`
     // overwrites in place, the QuantizeLinear outputs made NHWC.
     {
@@ -596,6 +646,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
     };
     std::vector<const tensor *> ins;
     auto run_step = [&](const state::step &st) {
+        if (st.skip) return;
         if (st.fused >= 0) {
             const compressed &c = S.mms[st.fused];
             const tensor &x = get(st.in[0]);
@@ -620,6 +671,17 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         }
         ins.clear();
         for (int i : st.in) ins.push_back(&get(i));
+        if (st.dq_mean) {
+            const tensor &x = *ins[0];
+            if (x.shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "ReduceMean input changed shape");
+            const shape_t &sh = x.shape;
+            tensor &o = v[st.out];
+            A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
+            const int32_t zp = ins.size() > 2 ? static_cast<int32_t>(ins[2]->get(0)) : 0;
+            detail::dequantize_mean(x.bytes.data(), x.type == etype::u8, x.order == layout::nhwc, sh[0], sh[1],
+                                    sh[2] * sh[3], static_cast<float>(ins[1]->get(0)), zp, o.f32());
+            return;
+        }
         if (st.qconv) {
             // Quantized activations stay NHWC: a source in another layout is
             // reordered once here, the output is left NHWC for the next one.

@@ -325,6 +325,98 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
         total >= kParallelMin);
 }
 
+namespace {
+
+#if defined(__SSE2__)
+#if defined(__GNUC__) && !defined(__clang__) // as quantize_run_avx512
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#define QCONV_AVX512 __attribute__((target("avx512f,avx512bw")))
+// f32((x − zp) · sc) of 16 bytes at p; its halves as doubles.
+QCONV_AVX512 inline __m512 dq16(const uint8_t *p, bool u8, __m512i vz, __m512 vs) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    const __m512i d = u8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(d, vz)), vs);
+}
+QCONV_AVX512 inline __m512d lo(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+QCONV_AVX512 inline __m512d hi(__m512 v) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// acc[c] = Σ_p f32((x[p·C + c] − zp) · sc) over the pixels p in [0, HW), the
+// channels in blocks of 16 (a double vector per 8): returns the channels done.
+QCONV_AVX512 int64_t dq_sum_nhwc_avx512(const uint8_t *x, bool u8, int64_t C, int64_t HW, float sc, int32_t zp,
+                                        double *acc) {
+    const __m512 vs = _mm512_set1_ps(sc);
+    const __m512i vz = _mm512_set1_epi32(zp);
+    int64_t c = 0;
+    for (; c + 32 <= C; c += 32) {
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t p = 0; p < HW; ++p) {
+            const __m512 v0 = dq16(x + p * C + c, u8, vz, vs), v1 = dq16(x + p * C + c + 16, u8, vz, vs);
+            a0 = _mm512_add_pd(a0, lo(v0));
+            a1 = _mm512_add_pd(a1, hi(v0));
+            a2 = _mm512_add_pd(a2, lo(v1));
+            a3 = _mm512_add_pd(a3, hi(v1));
+        }
+        _mm512_storeu_pd(acc + c, a0);
+        _mm512_storeu_pd(acc + c + 8, a1);
+        _mm512_storeu_pd(acc + c + 16, a2);
+        _mm512_storeu_pd(acc + c + 24, a3);
+    }
+    for (; c + 16 <= C; c += 16) {
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+        for (int64_t p = 0; p < HW; ++p) {
+            const __m512 v = dq16(x + p * C + c, u8, vz, vs);
+            a0 = _mm512_add_pd(a0, lo(v));
+            a1 = _mm512_add_pd(a1, hi(v));
+        }
+        _mm512_storeu_pd(acc + c, a0);
+        _mm512_storeu_pd(acc + c + 8, a1);
+    }
+    return c;
+}
+#undef QCONV_AVX512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+} // namespace
+
+// The sums of every (n, c) are exact in double (detail.h), so
+// their order is free: channel vectors over NHWC pixels here, the general
+// ReduceMean's order there, the same doubles.
+void dequantize_mean(const uint8_t *x, bool u8, bool nhwc, int64_t N, int64_t C, int64_t HW, float sc, int32_t zp,
+                     float *y) {
+    auto value = [&](uint8_t b) {
+        const int32_t q = u8 ? int32_t(b) : int32_t(static_cast<int8_t>(b));
+        return static_cast<double>(static_cast<float>(q - zp) * sc);
+    };
+    impl::parallel_for(
+        N,
+        [&](int64_t n) {
+            std::vector<double> acc(static_cast<size_t>(C), 0.0);
+            const uint8_t *xn = x + n * C * HW;
+            if (nhwc) {
+                int64_t c0 = 0;
+#if defined(__SSE2__)
+                if (use_avx512()) c0 = dq_sum_nhwc_avx512(xn, u8, C, HW, sc, zp, acc.data());
+#endif
+                for (int64_t p = 0; p < HW; ++p)
+                    for (int64_t c = c0; c < C; ++c) acc[c] += value(xn[p * C + c]);
+            } else {
+                for (int64_t c = 0; c < C; ++c)
+                    for (int64_t p = 0; p < HW; ++p) acc[c] += value(xn[c * HW + p]);
+            }
+            for (int64_t c = 0; c < C; ++c)
+                y[n * C + c] = static_cast<float>(acc[c] / static_cast<double>(HW));
+        },
+        N * C * HW >= kParallelMin);
+}
+
 void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nhwc, float *y) {
     const int64_t N = q.outer, C = q.C, inner = q.inner, total = N * C * inner;
     auto sc = [&](int64_t c) { return q.scale[q.per_axis ? c : 0]; };

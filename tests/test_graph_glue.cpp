@@ -2,8 +2,9 @@
 // scalar loops written here from the ops' definitions: MaxPool of NHWC
 // integers (odd channel counts, padding, windows that miss the input, the
 // types' extremes), QuantizeLinear (round half to even, saturation, NaN → 0,
-// infinities, −0, per tensor and per channel, plain and NHWC output) and
-// DequantizeLinear (plain and NHWC input). Bit for bit.
+// infinities, −0, per tensor and per channel, plain and NHWC output),
+// DequantizeLinear (plain and NHWC input) and the global average pool of a
+// DequantizeLinear read from the bytes. Bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -193,6 +194,47 @@ TEST(GraphGlue, DequantizeEqualsTheDefinitionPlainAndNhwc) {
                                     ASSERT_EQ(std::memcmp(&got[dst], &want, sizeof want), 0)
                                         << got[dst] << " vs " << want << " element " << dst;
                                 }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The fold of DequantizeLinear into a global average pool against the two
+// steps it replaces: dequantize_to_f32, then the in-order double sums of the
+// general ReduceMean.
+TEST(GraphGlue, DequantizeMeanEqualsDequantizeThenMean) {
+    const float scales[] = {0.0173f, 3.7e-5f, 1.f / 3.f, 6.02e29f, 1e-40f /* subnormal */};
+    for (const bool u8 : {true, false}) {
+        for (const int64_t C : {1, 5, 16, 37, 48, 64, 85}) {
+            for (const int64_t HW : {1, 17, 49}) {
+                const int64_t N = 2, total = N * C * HW;
+                const auto x = random_bytes(static_cast<uint64_t>(3 * C + HW), static_cast<size_t>(total));
+                for (const float sc : scales) {
+                    for (const int64_t zp : {int64_t(0), u8 ? int64_t(255) : int64_t(-128), u8 ? int64_t(131) : int64_t(127)}) {
+                        for (const bool nhwc : {false, true}) {
+                            SCOPED_TRACE(std::string(u8 ? "u8" : "i8") + " C=" + std::to_string(C) +
+                                         " HW=" + std::to_string(HW) + " sc=" + std::to_string(sc) +
+                                         " zp=" + std::to_string(zp) + (nhwc ? " nhwc" : " plain"));
+                            detail::quant_params q;
+                            q.scale = &sc;
+                            q.zp = &zp;
+                            if (nhwc) q.outer = N, q.C = C, q.inner = HW;
+                            else q.outer = 1, q.C = 1, q.inner = total;
+                            std::vector<float> f(static_cast<size_t>(total));
+                            detail::dequantize_to_f32(x.data(), q, u8, nhwc, f.data());
+                            std::vector<float> got(static_cast<size_t>(N * C), -1.f);
+                            detail::dequantize_mean(x.data(), u8, nhwc, N, C, HW, sc, static_cast<int32_t>(zp),
+                                                    got.data());
+                            for (int64_t k = 0; k < N * C; ++k) {
+                                double acc = 0;
+                                for (int64_t i = 0; i < HW; ++i) acc += f[static_cast<size_t>(k * HW + i)];
+                                const float want = static_cast<float>(acc / static_cast<double>(HW));
+                                ASSERT_EQ(std::memcmp(&got[k], &want, sizeof want), 0)
+                                    << got[k] << " vs " << want << " output " << k;
+                            }
+                        }
                     }
                 }
             }

@@ -222,6 +222,41 @@ TEST(GraphOps, ReduceMeanOverManyChannelsSumsEachInOrder) {
     }
 }
 
+// A global average pool of a DequantizeLinear (per tensor, read by the pool
+// alone) is computed from the bytes (graph:dequantize_mean_*); the same
+// graph with the f32 tensor also a result keeps both steps. The means are
+// the same bits, in plain and NHWC layouts (the input given NHWC).
+TEST(GraphOps, GlobalAveragePoolOfADequantizeReadsTheBytes) {
+    const std::string head = "x = Parameter u8[2,37,7,7]\ns = Constant f32[] [0.0173]\nz = Constant u8[] [131]\n"
+                             "d = DequantizeLinear(x, s, z)\ng = ReduceMean(d) axes=[3,-2] keep_dims=true\n"
+                             "r = Result(g)\n";
+    const compiled_graph folded(*parse(head)), kept(*parse(head + "rd = Result(d)\n"));
+    auto impl_of = [](const compiled_graph &c, const std::string &id) {
+        for (const auto &[n, impl] : c.impls())
+            if (n == id) return impl;
+        return std::string();
+    };
+    EXPECT_EQ(impl_of(folded, "g"), "graph:dequantize_mean_u8");
+    EXPECT_EQ(impl_of(kept, "g"), "graph:reduce_mean");
+    std::vector<float> v(2 * 37 * 49);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 97 + i / 7) % 256);
+    const tensor x = tensor::from_f32(etype::u8, {2, 37, 7, 7}, v);
+    const tensor want = kept.run({x})[0];
+    for (const tensor &in : {x, x.to_layout(layout::nhwc)}) {
+        const tensor got = folded.run({in})[0];
+        ASSERT_EQ(got.shape, (shape_t{2, 37, 1, 1}));
+        ASSERT_EQ(got.bytes, want.bytes);
+    }
+    // Not folded: a per-channel scale, or more pixels than the exact sums allow.
+    const compiled_graph per_axis(*parse("x = Parameter u8[1,2,3,3]\ns = Constant f32[2] [0.5, 0.25]\n"
+                                         "d = DequantizeLinear(x, s) axis=1\ng = ReduceMean(d) axes=[2,3]\n"
+                                         "r = Result(g)\n"));
+    EXPECT_EQ(impl_of(per_axis, "g"), "graph:reduce_mean");
+    const compiled_graph big(*parse("x = Parameter u8[1,1,1025,1024]\ns = Constant f32[] [0.5]\n"
+                                    "d = DequantizeLinear(x, s)\ng = ReduceMean(d) axes=[2,3]\nr = Result(g)\n"));
+    EXPECT_EQ(impl_of(big, "g"), "graph:reduce_mean");
+}
+
 TEST(GraphOps, PoolErrors) {
     const std::string head = "x = Parameter f32[1,1,4,4]\n";
     std::string e = error_of(head + "p = MaxPool(x) strides=[1,1]\n");
