@@ -334,6 +334,10 @@ bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const st
         if (r == &dq) return false;
     for (size_t k = 1; k < dq_in.size(); ++k)
         if (!known[dq_in[k]] || consts[dq_in[k]].elems() != 1) return false;
+    if (dq_in.size() > 2) { // a zero point within x's type: |x − zp| ≤ 255
+        const double zp = consts[dq_in[2]].get(0);
+        if (zp < (xt == etype::u8 ? 0 : -128) || zp > (xt == etype::u8 ? 255 : 127)) return false;
+    }
     const shape_t &x = dq.out_shape;
     if (x.size() != 4 || mean.out_type != etype::f32 || elems_of(mean.out_shape) != x[0] * x[1]) return false;
     std::set<int64_t> axes;
