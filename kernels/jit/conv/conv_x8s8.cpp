@@ -561,6 +561,9 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     if (g.copy) copy = [&](int ithr, int nthr) { make_padded_source(src, pad_buf, ithr, nthr); };
     impl::parallel_phases(threads, copy, [&](int ithr, int nthr) {
         alignas(64) int32_t acc[25 * 16 + 16];
+        conv_call call{}; // every field the item or the block uses is set below
+        call.acc = acc;
+        call.corr = pk.corr.empty() ? nullptr : pk.corr.data();
         int64_t it0, it1;
         ws.range(work, ithr, nthr, it0, it1);
         for (int64_t it = it0; it < it1; ++it) {
@@ -588,13 +591,10 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int64_t row_off =
                 ((n * g.ih_p + oh * g.sh - g.pt) * g.iw_p * g.cs - g.pl * g.cs + gr * (g.copy ? g.icg4 : g.icg)) * g.es;
             const auto *fns = bp.fn[static_cast<size_t>(row_cls_[oh])].data();
-            conv_call call{};
             call.wei = wblk;
-            call.acc = acc;
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
-            call.corr = pk.corr.empty() ? nullptr : pk.corr.data();
             for (int64_t i = chunk[ck]; i < chunk[ck + 1]; ++i) {
                 const int64_t ow = bp.start[i];
                 const int u = static_cast<int>(bp.start[i + 1] - ow);

@@ -366,8 +366,15 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         // are packed with saturating packs and stored as one vector.
         // ymm: 2 full OC vectors, 16 channels per store (255 in ymm15, reloaded
         // after each pixel when a binary max / min uses that register).
-        const bool packed = pp.dst_dt == dtype::u8 && cfg.last_n == lanes &&
-                            (evex ? cfg.nb == 4 && cfg.ur_w * cfg.nb <= 24 : cfg.nb == 2);
+        // zmm with 1 or 2 OC vectors that are the pixel's every channel
+        // (OC 16 / 32): 4 / 2 consecutive pixels are 64 consecutive bytes,
+        // packed the same way (a block's last pixels that do not fill a
+        // group are stored one vector at a time).
+        const bool whole_pixel = cfg.nb * lanes == pp.oc;
+        const int grp = evex ? (cfg.nb == 4 ? 1 : (cfg.nb == 1 || cfg.nb == 2) && whole_pixel ? 4 / cfg.nb : 0) : 1;
+        const bool packed = pp.dst_dt == dtype::u8 && cfg.last_n == lanes && grp > 0 &&
+                            (evex ? cfg.ur_w * cfg.nb <= 24 && cfg.ur_w >= grp : cfg.nb == 2);
+        const int n_packed = packed ? cfg.ur_w / grp * grp : 0; // pixels stored by the packs
         const bool spare_used = std::any_of(pp.ops.begin(), pp.ops.end(), [](const pipeline_op &op) {
             return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
         });
@@ -379,7 +386,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             for (int w = 0; w < cfg.ur_w; ++w) {
                 const Vmm y = acc(w, b);
                 epi_.emit_pixel_pipeline<T>(y, w, b, pix);
-                if (packed) {
+                if (w < n_packed) {
                     // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
                     // negatives saturate to 0 in vpackusdw.
                     if (!evex && spare_used) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
@@ -391,7 +398,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             }
         }
         if (packed) {
-            if constexpr (evex) emit_store_u8_packed_zmm(pix);
+            if constexpr (evex) emit_store_u8_packed_zmm(pix, grp, n_packed);
             else emit_store_u8_packed_ymm(pix);
         }
         pop(r15);
@@ -400,20 +407,23 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         pop(r12);
         pop(rbx);
     }
-    // u8 store of 64 channels per pixel: the accumulators of pixel w hold
+    // u8 store of 64 consecutive bytes from four accumulators, in the
+    // destination's order: one pixel's 4 OC vectors, 2 pixels' 2 or 4
+    // pixels' 1 (grp pixels, the first n_packed of the block). They hold
     // int32 values ≤ 255 (or 0x80000000 for NaN / −large); vpackusdw
     // saturates them to [0, 65535] ⊇ [0, 255], vpackuswb to bytes; the packs
-    // work per 128-bit lane, so dword 4·L + k of the result holds OC vector
-    // k's channels 4·L..4·L+3 and vpermd restores channel order.
+    // work per 128-bit lane, so dword 4·L + k of the result holds source
+    // k's elements 4·L..4·L+3 and vpermd restores their order.
     Xbyak::Label l_perm;
     bool use_perm_ = false;
-    void emit_store_u8_packed_zmm(int64_t pix) {
+    void emit_store_u8_packed_zmm(int64_t pix, int grp, int n_packed) {
         use_perm_ = true;
         const Xbyak::Zmm perm(25), t0(30), t1(31);
         vmovdqu32(perm, ptr[rip + l_perm]);
-        for (int w = 0; w < cfg.ur_w; ++w) {
-            vpackusdw(t0, Xbyak::Zmm(acc(w, 0).getIdx()), Xbyak::Zmm(acc(w, 1).getIdx()));
-            vpackusdw(t1, Xbyak::Zmm(acc(w, 2).getIdx()), Xbyak::Zmm(acc(w, 3).getIdx()));
+        auto src = [&](int w, int k) { return Xbyak::Zmm(acc(w + k / cfg.nb, k % cfg.nb).getIdx()); };
+        for (int w = 0; w < n_packed; w += grp) {
+            vpackusdw(t0, src(w, 0), src(w, 1));
+            vpackusdw(t1, src(w, 2), src(w, 3));
             vpackuswb(t0, t0, t1);
             vpermd(t0, perm, t0);
             vmovdqu8(ptr[reg_dst + w * pix], t0);
