@@ -212,7 +212,8 @@ TEST(GraphGlue, DequantizeMeanEqualsDequantizeThenMean) {
                 const int64_t N = 2, total = N * C * HW;
                 const auto x = random_bytes(static_cast<uint64_t>(3 * C + HW), static_cast<size_t>(total));
                 for (const float sc : scales) {
-                    for (const int64_t zp : {int64_t(0), u8 ? int64_t(255) : int64_t(-128), u8 ? int64_t(131) : int64_t(127)}) {
+                    for (const int64_t zp :
+                         {int64_t(0), u8 ? int64_t(255) : int64_t(-128), u8 ? int64_t(131) : int64_t(127)}) {
                         for (const bool nhwc : {false, true}) {
                             SCOPED_TRACE(std::string(u8 ? "u8" : "i8") + " C=" + std::to_string(C) +
                                          " HW=" + std::to_string(HW) + " sc=" + std::to_string(sc) +

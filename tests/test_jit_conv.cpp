@@ -10,9 +10,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -216,6 +218,35 @@ TEST(JitConv, S8SourceAllChains) {
                 run_all_rows(t, desc);
                 if (HasFailure()) FAIL() << desc << " ops=" << ops << " dst=" << qconv::to_string(dst);
             }
+}
+
+// u8 stores packed 64 bytes at a time (4 OC vectors, or 2 / 4 pixels of OC
+// 32 / 16) skip min(255, y) where the scales bound acc·scale below 2^28 and
+// pack() lowers a bias above 2^30 (conv_x8s8.cpp, bounded_u8_store): biases
+// far beyond the u8 range, infinite or NaN store what the reference stores,
+// with and without the skip (a post-op after the bias keeps the clamp).
+TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
+    require_avx2();
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> pool = {3e9f,          inf,          1073741888.f, 2147483648.f, -3e9f,  -inf,
+                                     std::nanf(""), 1.5e9f,       12.25f,       -7.5f,        254.5f, 255.5f,
+                                     3.4e38f,       2147483520.f, 1073741824.f, -0.f};
+    int ran = 0, i = 0;
+    for (const std::string desc : {"mb1ic16ih5iw7oc16oh5ow7kh1ph0", "mb1ic32ih3iw9oc32oh3ow9kh1ph0",
+                                   "mb1ic24ih4oc64oh4kh1ph0", "mb1ic16ih6oc96oh6kh1ph0", "mb2ic8ih5oc16oh5kh3ph1"}) {
+        const int64_t oc = qconv::conv_desc::parse(desc).oc;
+        std::vector<float> bias(static_cast<size_t>(oc));
+        for (int64_t c = 0; c < oc; ++c) bias[static_cast<size_t>(c)] = pool[static_cast<size_t>((c * 5 + i) % 16)];
+        for (const std::string ops : {"", "round", "relu"})
+            for (const std::string zp : {"none", "tensor:random", "s8"}) {
+                ConvTester t;
+                t.src(zp == "s8" ? dtype::s8 : dtype::u8).dst(dtype::u8).zp(zp == "s8" ? "none" : zp);
+                t.post_ops(ops).scales(std::vector<float>(static_cast<size_t>(oc), 0.5f)).bias(bias).seed(++i);
+                ran += run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " ops=" << ops << " zp=" << zp;
+            }
+    }
+    EXPECT_GT(ran, 0);
 }
 
 TEST(JitConv, ExtremeData) {

@@ -63,6 +63,12 @@ ConvTester &ConvTester::scales(const std::string &kind) {
 }
 ConvTester &ConvTester::bias(bool with) {
     bias_ = with;
+    bias_values_.clear();
+    return *this;
+}
+ConvTester &ConvTester::bias(const std::vector<float> &values) {
+    bias_ = true;
+    bias_values_ = values;
     return *this;
 }
 ConvTester &ConvTester::dst_zp(int32_t v) {
@@ -139,7 +145,11 @@ bool ConvTester::run(const std::string &impl) {
     const conv_desc &d = p_.desc;
     const auto src = testdata::make_src(p_, data_, seed_);
     const auto wei = testdata::make_weights(d, data_, seed_);
-    const auto bias = testdata::make_bias(d, seed_);
+    const auto bias = bias_values_.empty() ? testdata::make_bias(d, seed_) : bias_values_;
+    if (!bias_values_.empty() && static_cast<int64_t>(bias.size()) != d.oc) {
+        ADD_FAILURE() << "bias: " << bias.size() << " values for OC " << d.oc;
+        return false;
+    }
     const auto binary = testdata::make_binary_tensors(p_, seed_);
     const auto dst0 = testdata::make_dst(p_, seed_);
 

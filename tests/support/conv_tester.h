@@ -44,6 +44,7 @@ public:
     ConvTester &scales(const std::vector<float> &s); // explicit (empty = 1.0)
     ConvTester &scales(const std::string &kind);     // "per_oc" | "per_tensor" | "none" (random powers of two)
     ConvTester &bias(bool with);
+    ConvTester &bias(const std::vector<float> &values); // explicit, one per OC
     ConvTester &dst_zp(int32_t v);
     ConvTester &data(testdata::data_kind k);
     ConvTester &data(const std::string &kind);
@@ -79,6 +80,7 @@ private:
     std::vector<float> scales_;
     bool scales_explicit_ = false;
     bool bias_ = true;
+    std::vector<float> bias_values_; // explicit (empty: generated from the seed)
     int32_t dst_zp_ = 0;
     testdata::data_kind data_ = testdata::data_kind::random;
     uint32_t seed_ = 1;

@@ -62,6 +62,9 @@ struct conv_ukernel_cfg {
     // directly. last_n: valid lanes of the last OC vector (1..16).
     const struct pipeline *pipe = nullptr;
     int last_n = 16;
+    // The packed u8 stores may skip min(255, y): y < 2^31 is guaranteed
+    // (conv_x8s8.cpp, bounded_u8_store()).
+    bool bounded_u8 = false;
     // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
     // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every
     // tap unrolled; one widened multiply-add per (tap, pixel, vector).

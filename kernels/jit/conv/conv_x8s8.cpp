@@ -48,6 +48,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -91,11 +92,39 @@ struct jit_packed : impl::packed {
     std::vector<float> bias;          // OC + padding (empty without bias)
 };
 
+// A u8 store whose value is acc·scale + bias itself (no post-op but the
+// store's own rounding, no destination zero point) needs min(255, y) only
+// for y ≥ 2^31, where vcvtps2dq gives 0x80000000, which the packs saturate
+// to 0. With |acc + comp| ≤ K·2^17 (u8 or shifted s8 sources below 2^8,
+// s8 weights, zero points below 2^8: K·(255 + 383)·128) and every |scale|
+// small enough that K·2^17·|scale| < 2^28, the product stays below 2^28;
+// pack() then lowers a bias above 2^30 (or +inf) to 2^30, so y stays below
+// 2^31, and a bias that large gives y > 2^29 before and after: 255 either
+// way. Negative values and NaN saturate to 0 in the packs as they did.
+constexpr float bounded_bias = 1073741824.f; // 2^30
+bool bounded_u8_store(const pipeline &pp, int64_t K) {
+    if (pp.dst_dt != dtype::u8 || pp.dst_zp != 0.f) return false;
+    for (size_t i = 0; i < pp.ops.size(); ++i) {
+        const pipeline_op &op = pp.ops[i];
+        const bool round_last =
+            i + 1 == pp.ops.size() && op.k == lowered_op::kind::eltwise && op.alg == eltwise_alg::round;
+        if (!round_last) return false;
+    }
+    float max_scale = 0.f;
+    for (int64_t c = 0; c < pp.oc; ++c) {
+        const float a = std::fabs(pp.scale[static_cast<size_t>(c)]);
+        if (!(a <= 1e30f)) return false; // NaN, inf
+        max_scale = std::max(max_scale, a);
+    }
+    return static_cast<double>(K) * 131072.0 * max_scale < 268435456.0; // 2^17, 2^28
+}
+
 class conv_x8s8_kernel : public impl::conv_kernel {
 public:
     conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                      const conv_geometry &g)
-        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), g_(g) {
+        : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), g_(g),
+          bounded_u8_(bounded_u8_store(pipe_, g.icg * g.kh * g.kw)) {
         plan_padding();
         plan_row_classes();
         for (int k = 0; k < 2; ++k) {
@@ -164,6 +193,10 @@ private:
         }
     };
     work_split split_work(int threads) const;
+    // The fma is the last step before a u8 store and |(acc + comp)·scale| <
+    // 2^28: the packed u8 stores skip min(255, y), pack() lowers a bias above
+    // 2^30 to 2^30 (bounded_u8_store()).
+    bool bounded_u8_ = false;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
     bool pad_zero_ = true;            // every element of the padded pixel is 0
@@ -279,6 +312,7 @@ conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int co
     c.dw = static_cast<int>(g.dw);
     c.xor_src = !g.copy && p_.src_dt == dtype::s8;
     c.pipe = g.fused ? &pipe_ : nullptr;
+    c.bounded_u8 = bounded_u8_;
     c.last_n = last_n;
     c.taps_inner = g.taps_inner;
     c.tap_mask = masks;
@@ -378,6 +412,9 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     if (p_.with_bias) {
         pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
         std::copy(bias, bias + d.oc, pk->bias.begin());
+        if (bounded_u8_) // y ≥ 2^30 − 2^28 either way: both store 255
+            for (float &b : pk->bias)
+                if (b > bounded_bias) b = bounded_bias;
     }
     return pk;
 }

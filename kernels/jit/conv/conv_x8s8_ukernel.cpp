@@ -23,7 +23,7 @@
 // read padding (direct mode).
 // Fused epilogue: acc·scale + bias as one vfmadd (the reference's madd);
 // u8 destinations with 4 full OC vectors store each pixel's 64 channels
-// with vpackusdw / vpackuswb / vpermd instead of four vpmovusdb.
+// with vpackssdw / vpackuswb / vpermd instead of four vpmovusdb.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -379,7 +379,8 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             return op.k == lowered_op::kind::binary && (op.balg == binary_alg::max || op.balg == binary_alg::min);
         });
         const Vmm r255 = evex ? vreg(zmm_255.getIdx()) : conv_epilogue_injector::vr<T>(zmm_spare);
-        if (packed) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
+        const bool clamp = !cfg.bounded_u8; // min(255, y) before the packs
+        if (packed && clamp) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
         const int64_t pix = pp.oc * epi_.dsz();
         for (int b = 0; b < cfg.nb; ++b) {
             epi_.emit_load_params<T>(b);
@@ -387,10 +388,13 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
                 const Vmm y = acc(w, b);
                 epi_.emit_pixel_pipeline<T>(y, w, b, pix);
                 if (w < n_packed) {
-                    // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs);
-                    // negatives saturate to 0 in vpackusdw.
-                    if (!evex && spare_used) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
-                    vminps(y, r255, y);
+                    // min(255, y) keeps NaN (→ 0x80000000 → 0 in the packs),
+                    // and is left out where y < 2^31 is known (bounded_u8):
+                    // the packs saturate every other int32 as the store does.
+                    if (clamp) {
+                        if (!evex && spare_used) vbroadcastss(r255, epi_.cst_plain<T>(255.f));
+                        vminps(y, r255, y);
+                    }
                     vcvtps2dq(y, y);
                     continue;
                 }
@@ -410,10 +414,12 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
     // u8 store of 64 consecutive bytes from four accumulators, in the
     // destination's order: one pixel's 4 OC vectors, 2 pixels' 2 or 4
     // pixels' 1 (grp pixels, the first n_packed of the block). They hold
-    // int32 values ≤ 255 (or 0x80000000 for NaN / −large); vpackusdw
-    // saturates them to [0, 65535] ⊇ [0, 255], vpackuswb to bytes; the packs
-    // work per 128-bit lane, so dword 4·L + k of the result holds source
-    // k's elements 4·L..4·L+3 and vpermd restores their order.
+    // the rounded int32 values (0x80000000 for NaN and ±2^31 and beyond,
+    // which min(255, y) or bounded_u8 leave only below 0); vpackssdw
+    // saturates them to int16, vpackuswb to [0, 255]: the store's
+    // saturation. The packs work per 128-bit lane, so dword 4·L + k of the
+    // result holds source k's elements 4·L..4·L+3 and vpermd restores
+    // their order.
     Xbyak::Label l_perm;
     bool use_perm_ = false;
     void emit_store_u8_packed_zmm(int64_t pix, int grp, int n_packed) {
@@ -422,8 +428,8 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         vmovdqu32(perm, ptr[rip + l_perm]);
         auto src = [&](int w, int k) { return Xbyak::Zmm(acc(w + k / cfg.nb, k % cfg.nb).getIdx()); };
         for (int w = 0; w < n_packed; w += grp) {
-            vpackusdw(t0, src(w, 0), src(w, 1));
-            vpackusdw(t1, src(w, 2), src(w, 3));
+            vpackssdw(t0, src(w, 0), src(w, 1));
+            vpackssdw(t1, src(w, 2), src(w, 3));
             vpackuswb(t0, t0, t1);
             vpermd(t0, perm, t0);
             vmovdqu8(ptr[reg_dst + w * pix], t0);
@@ -437,7 +443,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         const Xbyak::Ymm perm(zmm_u.getIdx()), t0(zmm_t.getIdx());
         vmovdqu(perm, ptr[rip + l_perm]);
         for (int w = 0; w < cfg.ur_w; ++w) {
-            vpackusdw(t0, Xbyak::Ymm(acc(w, 0).getIdx()), Xbyak::Ymm(acc(w, 1).getIdx()));
+            vpackssdw(t0, Xbyak::Ymm(acc(w, 0).getIdx()), Xbyak::Ymm(acc(w, 1).getIdx()));
             vpackuswb(t0, t0, t0);
             vpermd(t0, perm, t0);
             vmovdqu(ptr[reg_dst + w * pix], Xbyak::Xmm(t0.getIdx()));
