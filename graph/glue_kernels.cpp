@@ -100,20 +100,18 @@ void max_pool_nhwc_impl(const pool_geometry &p, const uint8_t *src, uint8_t *out
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-// quantize_run's vector loop on 16 lanes (the same operations, the same
-// values); returns the elements done.
+// quantize_run on 16 lanes: the quotient rounded by vrndscaleps (round half
+// to even, every magnitude: nearbyint itself, so no clamp before it), then
+// the zero point and the clamp as quantize_run; returns the elements done.
 __attribute__((target("avx512f,avx512bw"))) int64_t quantize_run_avx512(const float *x, int64_t n, float sc, float zf,
                                                                         bool u8, uint8_t *y) {
     const float lo = u8 ? 0.f : -128.f, hi = u8 ? 255.f : 127.f;
     const __m512 vs = _mm512_set1_ps(sc), vz = _mm512_set1_ps(zf), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    const __m512 qlo = _mm512_set1_ps(lo - zf - 1.f), qhi = _mm512_set1_ps(hi - zf + 1.f);
-    const __m512 magic = _mm512_set1_ps(12582912.f);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
         const __mmask16 num = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
-        __m512 q = _mm512_min_ps(_mm512_max_ps(v, qlo), qhi);
-        q = _mm512_sub_ps(_mm512_add_ps(q, magic), magic);
+        __m512 q = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, vz), vlo), vhi);
         const __m512i r = _mm512_maskz_mov_epi32(num, _mm512_cvtps_epi32(q));
         _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), _mm512_cvtepi32_epi8(r)); // in range: the low byte
@@ -411,8 +409,7 @@ void dequantize_mean(const uint8_t *x, bool u8, bool nhwc, int64_t N, int64_t C,
                 for (int64_t c = 0; c < C; ++c)
                     for (int64_t p = 0; p < HW; ++p) acc[c] += value(xn[c * HW + p]);
             }
-            for (int64_t c = 0; c < C; ++c)
-                y[n * C + c] = static_cast<float>(acc[c] / static_cast<double>(HW));
+            for (int64_t c = 0; c < C; ++c) y[n * C + c] = static_cast<float>(acc[c] / static_cast<double>(HW));
         },
         N * C * HW >= kParallelMin);
 }
