@@ -221,8 +221,9 @@ TEST(JitConv, S8SourceAllChains) {
 }
 
 // u8 stores packed 64 bytes at a time (4 OC vectors, or 2 / 4 pixels of OC
-// 32 / 16) skip min(255, y) where the scales bound acc·scale below 2^28 and
-// pack() lowers a bias above 2^30 (conv_x8s8.cpp, bounded_u8_store): biases
+// 32 / 16; the depthwise row kernel's 4 pixels) skip the clamp where the
+// scales bound acc·scale below 2^28 and pack() lowers a bias above 2^30
+// (bounded_u8_store, conv_pipeline.h): biases
 // far beyond the u8 range, infinite or NaN store what the reference stores,
 // with and without the skip (a post-op after the bias keeps the clamp).
 TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
@@ -233,7 +234,10 @@ TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
                                      3.4e38f,       2147483520.f, 1073741824.f, -0.f};
     int ran = 0, i = 0;
     for (const std::string desc : {"mb1ic16ih5iw7oc16oh5ow7kh1ph0", "mb1ic32ih3iw9oc32oh3ow9kh1ph0",
-                                   "mb1ic24ih4oc64oh4kh1ph0", "mb1ic16ih6oc96oh6kh1ph0", "mb2ic8ih5oc16oh5kh3ph1"}) {
+                                   "mb1ic24ih4oc64oh4kh1ph0", "mb1ic16ih6oc96oh6kh1ph0", "mb2ic8ih5oc16oh5kh3ph1",
+                                   // depthwise: the row kernel's rows, row pairs and byte layout, a channel tail
+                                   "g32mb1ic32ih9oc32oh9kh3ph1", "g64mb1ic64ih9oc64oh5kh3sh2ph1",
+                                   "g40mb1ic40ih7oc40oh7kh3ph1", "g72mb1ic72ih8oc72oh4kh3sh2ph1"}) {
         const int64_t oc = qconv::conv_desc::parse(desc).oc;
         std::vector<float> bias(static_cast<size_t>(oc));
         for (int64_t c = 0; c < oc; ++c) bias[static_cast<size_t>(c)] = pool[static_cast<size_t>((c * 5 + i) % 16)];

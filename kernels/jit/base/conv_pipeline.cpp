@@ -1,4 +1,6 @@
 // conv pipeline: expansion of the lowered post-ops into per-OC arrays.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "kernels/jit/base/conv_pipeline.h"
@@ -36,6 +38,21 @@ bool pipeline::takes(const attr_set &a, std::string *why) {
         }
     }
     return true;
+}
+
+bool bounded_u8_store(const pipeline &pp, int64_t K) {
+    if (pp.dst_dt != dtype::u8 || pp.dst_zp != 0.f) return false;
+    for (size_t i = 0; i < pp.ops.size(); ++i) {
+        const pipeline_op &op = pp.ops[i];
+        if (i + 1 != pp.ops.size() || op.k != lowered_op::kind::eltwise || op.alg != eltwise_alg::round) return false;
+    }
+    float max_scale = 0.f;
+    for (int64_t c = 0; c < pp.oc; ++c) {
+        const float a = std::fabs(pp.scale[static_cast<size_t>(c)]);
+        if (!(a <= 1e30f)) return false; // NaN, inf
+        max_scale = std::max(max_scale, a);
+    }
+    return static_cast<double>(K) * 131072.0 * max_scale < 268435456.0; // 2^17, 2^28
 }
 
 pipeline pipeline::build(const conv_problem &p, const attr_set &a) {

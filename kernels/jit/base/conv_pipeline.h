@@ -56,6 +56,23 @@ struct pipeline {
     static bool takes(const attr_set &a, std::string *why);
 };
 
+// A u8 store whose value is acc·scale + bias itself (no post-op but the
+// store's own rounding, no destination zero point) needs min(255, y) only
+// for y ≥ 2^31, where vcvtps2dq gives 0x80000000, which the packs
+// (vpackssdw + vpackuswb) saturate to 0 like a negative value. With |acc +
+// comp| ≤ K·2^17 (K products of u8 / shifted s8 values and zero points
+// below 2^8 with s8 weights) and K·2^17·|scale| < 2^28 for every scale, the
+// product stays below 2^28; pack() then lowers a bias above 2^30 (or +inf)
+// to 2^30 (bound_bias), so y stays below 2^31, and such a bias gives y >
+// 2^29 before and after: 255 either way. The JIT kernels whose u8 stores
+// pack leave the min out when this holds (docs/jit_conv.md).
+bool bounded_u8_store(const pipeline &pp, int64_t K);
+constexpr float bounded_bias = 1073741824.f; // 2^30
+inline void bound_bias(std::vector<float> &bias) {
+    for (float &b : bias)
+        if (b > bounded_bias) b = bounded_bias;
+}
+
 // One tile: npix output pixels (consecutive in dst, OC elements apart) ×
 // nc channels starting at channel c0. acc[i·acc_stride + j] is the raw sum for
 // pixel i, channel c0 + j; dst_off0 is the NHWC element offset of (pixel 0, c0).

@@ -63,7 +63,7 @@ struct conv_ukernel_cfg {
     const struct pipeline *pipe = nullptr;
     int last_n = 16;
     // The packed u8 stores may skip min(255, y): y < 2^31 is guaranteed
-    // (conv_x8s8.cpp, bounded_u8_store()).
+    // (bounded_u8_store(), conv_pipeline.h).
     bool bounded_u8 = false;
     // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
     // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every

@@ -48,7 +48,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -91,33 +90,6 @@ struct jit_packed : impl::packed {
     std::vector<int32_t> corr;        // direct mode: [mask][OC + padding] = Σ over the mask's missing taps of w·v
     std::vector<float> bias;          // OC + padding (empty without bias)
 };
-
-// A u8 store whose value is acc·scale + bias itself (no post-op but the
-// store's own rounding, no destination zero point) needs min(255, y) only
-// for y ≥ 2^31, where vcvtps2dq gives 0x80000000, which the packs saturate
-// to 0. With |acc + comp| ≤ K·2^17 (u8 or shifted s8 sources below 2^8,
-// s8 weights, zero points below 2^8: K·(255 + 383)·128) and every |scale|
-// small enough that K·2^17·|scale| < 2^28, the product stays below 2^28;
-// pack() then lowers a bias above 2^30 (or +inf) to 2^30, so y stays below
-// 2^31, and a bias that large gives y > 2^29 before and after: 255 either
-// way. Negative values and NaN saturate to 0 in the packs as they did.
-constexpr float bounded_bias = 1073741824.f; // 2^30
-bool bounded_u8_store(const pipeline &pp, int64_t K) {
-    if (pp.dst_dt != dtype::u8 || pp.dst_zp != 0.f) return false;
-    for (size_t i = 0; i < pp.ops.size(); ++i) {
-        const pipeline_op &op = pp.ops[i];
-        const bool round_last =
-            i + 1 == pp.ops.size() && op.k == lowered_op::kind::eltwise && op.alg == eltwise_alg::round;
-        if (!round_last) return false;
-    }
-    float max_scale = 0.f;
-    for (int64_t c = 0; c < pp.oc; ++c) {
-        const float a = std::fabs(pp.scale[static_cast<size_t>(c)]);
-        if (!(a <= 1e30f)) return false; // NaN, inf
-        max_scale = std::max(max_scale, a);
-    }
-    return static_cast<double>(K) * 131072.0 * max_scale < 268435456.0; // 2^17, 2^28
-}
 
 class conv_x8s8_kernel : public impl::conv_kernel {
 public:
@@ -195,7 +167,7 @@ private:
     work_split split_work(int threads) const;
     // The fma is the last step before a u8 store and |(acc + comp)·scale| <
     // 2^28: the packed u8 stores skip min(255, y), pack() lowers a bias above
-    // 2^30 to 2^30 (bounded_u8_store()).
+    // 2^30 to 2^30 (bounded_u8_store(), conv_pipeline.h).
     bool bounded_u8_ = false;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
@@ -412,9 +384,7 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     if (p_.with_bias) {
         pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
         std::copy(bias, bias + d.oc, pk->bias.begin());
-        if (bounded_u8_) // y ≥ 2^30 − 2^28 either way: both store 255
-            for (float &b : pk->bias)
-                if (b > bounded_bias) b = bounded_bias;
+        if (bounded_u8_) bound_bias(pk->bias);
     }
     return pk;
 }

@@ -371,12 +371,12 @@ private:
             }
         }
         if (pp.dst_dt == dtype::u8) {
-            // Unsigned packs (they saturate: see emit_to_int8_range), then
+            // The packs (they saturate: see emit_to_int8_range), then
             // within each 16-byte lane byte 4m + q ← byte 4q + m.
             vmovdqu8(Xbyak::Zmm(25), ptr[rip + l_nat_shuf]);
             for (int w = 0; w < u; ++w) {
-                vpackusdw(zmm_t, acc(w, 0), acc(w, 1));
-                vpackusdw(zmm_u, acc(w, 2), acc(w, 3));
+                vpackssdw(zmm_t, acc(w, 0), acc(w, 1));
+                vpackssdw(zmm_u, acc(w, 2), acc(w, 3));
                 vpackuswb(zmm_t, zmm_t, zmm_u);
                 vpshufb(zmm_t, zmm_t, Xbyak::Zmm(25));
                 const Xbyak::Address a = ptr[reg_dst + w * pp.oc];
@@ -466,15 +466,17 @@ private:
     }
 
     // NaN → 0, clamp to the 8-bit range in f32, convert (round half to even).
-    // u8 before the unsigned packs (packed = true): min(32767, y) (NaN stays
-    // NaN) and the conversion suffice — NaN and −∞ become INT_MIN, which the
-    // packs' saturation turns into 0 like every negative value, values in
-    // (255, 32767] become 255 (vpackuswb reads words as signed: the bound
-    // keeps them positive).
+    // u8 before the packs (packed = true, vpackssdw + vpackuswb): the
+    // conversion suffices for every y below 2^31 — NaN, −∞ and negatives
+    // become INT_MIN or negative and saturate to 0, values above 255 to 255
+    // — so min(32767, y) (NaN stays NaN) comes first only where y < 2^31 is
+    // not known (cfg.bounded_u8).
     void emit_to_int8_range(const Xbyak::Zmm &y, dtype dt, bool packed = false) {
         if (dt == dtype::u8 && packed) {
-            vbroadcastss(zmm_t, epi_.cst_plain<traits>(32767.f));
-            vminps(y, zmm_t, y);
+            if (!cfg.bounded_u8) {
+                vbroadcastss(zmm_t, epi_.cst_plain<traits>(32767.f));
+                vminps(y, zmm_t, y);
+            }
         } else if (dt == dtype::u8) {
             vmaxps(y, y, zmm_zero); // NaN → 0
             vminps(y, y, epi_.cst<traits>(255.f));
@@ -491,8 +493,8 @@ private:
     void emit_pack_store(int w, int pw, int b, int64_t pix, dtype dt) {
         const Xbyak::Zmm t = zmm_t, v = zmm_u, idx = Xbyak::Zmm(25);
         if (dt == dtype::u8) {
-            vpackusdw(t, acc(w, b), acc(w + 1, b));
-            vpackusdw(v, acc(w + 2, b), acc(w + 3, b));
+            vpackssdw(t, acc(w, b), acc(w + 1, b));
+            vpackssdw(v, acc(w + 2, b), acc(w + 3, b));
             vpackuswb(t, t, v);
         } else {
             vpackssdw(t, acc(w, b), acc(w + 1, b));

@@ -69,6 +69,9 @@ struct dw_row_cfg {
     // and oh + 1 from one build of source rows r..r+3 (row_mask bits 0..3,
     // masked_kh: the one of them that is the image's last row); the second
     // row's dst is row_pix pixels further.
+    // u8 stores may leave out the clamp before the packs: y < 2^31 is
+    // known (bounded_u8_store(), conv_pipeline.h).
+    bool bounded_u8 = false;
     bool pair = false;
     int64_t row_pix = 0;
 };
