@@ -321,7 +321,7 @@ compiled_graph::compiled_graph(const graph &gin, const compile_options &opt) {
 namespace {
 
 // Whether `mean` (a ReduceMean) over the DequantizeLinear `dq` can take it
-// over: dq alone feeds it and is no result, u8/i8 in, f32 out, a constant
+// over: dq feeds it alone (no Result either), u8/i8 in, f32 out, a constant
 // per-tensor scale and zero point; the mean reduces H and W of NCHW, no more
 // than detail::dequantize_mean_max_hw pixels (where the fold is exact).
 bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const std::vector<bool> &known,
@@ -329,9 +329,7 @@ bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const st
     if (dq.kind != op::DequantizeLinear || dq.out_type != etype::f32) return false;
     const etype xt = dq.inputs[0]->out_type;
     if (xt != etype::u8 && xt != etype::i8) return false;
-    if (g.consumers(&dq).size() != 1) return false;
-    for (const node *r : g.results())
-        if (r == &dq) return false;
+    if (g.consumers(&dq).size() != 1) return false; // a Result reading dq is a consumer too
     for (size_t k = 1; k < dq_in.size(); ++k)
         if (!known[dq_in[k]] || consts[dq_in[k]].elems() != 1) return false;
     if (dq_in.size() > 2) { // a zero point within x's type: |x − zp| ≤ 255

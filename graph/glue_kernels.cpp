@@ -118,6 +118,53 @@ __attribute__((target("avx512f,avx512bw"))) int64_t quantize_run_avx512(const fl
     }
     return i;
 }
+
+// f32((x − zp) · sc) of 16 bytes at p; then its halves as doubles.
+__attribute__((target("avx512f,avx512bw"))) inline __m512 dq16(const uint8_t *p, bool u8, __m512i vz, __m512 vs) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    const __m512i d = u8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(d, vz)), vs);
+}
+__attribute__((target("avx512f,avx512bw"))) inline __m512d pd_lo(__m512 v) {
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+__attribute__((target("avx512f,avx512bw"))) inline __m512d pd_hi(__m512 v) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// acc[c] = Σ_p f32((x[p·C + c] − zp) · sc) over the pixels p in [0, HW), the
+// channels in blocks of 16 (a double vector per 8): returns the channels done.
+__attribute__((target("avx512f,avx512bw"))) int64_t dq_sum_nhwc_avx512(const uint8_t *x, bool u8, int64_t C, int64_t HW,
+                                                                       float sc, int32_t zp, double *acc) {
+    const __m512 vs = _mm512_set1_ps(sc);
+    const __m512i vz = _mm512_set1_epi32(zp);
+    int64_t c = 0;
+    for (; c + 32 <= C; c += 32) {
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t p = 0; p < HW; ++p) {
+            const __m512 v0 = dq16(x + p * C + c, u8, vz, vs), v1 = dq16(x + p * C + c + 16, u8, vz, vs);
+            a0 = _mm512_add_pd(a0, pd_lo(v0));
+            a1 = _mm512_add_pd(a1, pd_hi(v0));
+            a2 = _mm512_add_pd(a2, pd_lo(v1));
+            a3 = _mm512_add_pd(a3, pd_hi(v1));
+        }
+        _mm512_storeu_pd(acc + c, a0);
+        _mm512_storeu_pd(acc + c + 8, a1);
+        _mm512_storeu_pd(acc + c + 16, a2);
+        _mm512_storeu_pd(acc + c + 24, a3);
+    }
+    for (; c + 16 <= C; c += 16) {
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+        for (int64_t p = 0; p < HW; ++p) {
+            const __m512 v = dq16(x + p * C + c, u8, vz, vs);
+            a0 = _mm512_add_pd(a0, pd_lo(v));
+            a1 = _mm512_add_pd(a1, pd_hi(v));
+        }
+        _mm512_storeu_pd(acc + c, a0);
+        _mm512_storeu_pd(acc + c + 8, a1);
+    }
+    return c;
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -322,67 +369,6 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
         },
         total >= kParallelMin);
 }
-
-namespace {
-
-#if defined(__SSE2__)
-#if defined(__GNUC__) && !defined(__clang__) // as quantize_run_avx512
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#define QCONV_AVX512 __attribute__((target("avx512f,avx512bw")))
-// f32((x − zp) · sc) of 16 bytes at p; its halves as doubles.
-QCONV_AVX512 inline __m512 dq16(const uint8_t *p, bool u8, __m512i vz, __m512 vs) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
-    const __m512i d = u8 ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(d, vz)), vs);
-}
-QCONV_AVX512 inline __m512d lo(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
-QCONV_AVX512 inline __m512d hi(__m512 v) {
-    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-
-// acc[c] = Σ_p f32((x[p·C + c] − zp) · sc) over the pixels p in [0, HW), the
-// channels in blocks of 16 (a double vector per 8): returns the channels done.
-QCONV_AVX512 int64_t dq_sum_nhwc_avx512(const uint8_t *x, bool u8, int64_t C, int64_t HW, float sc, int32_t zp,
-                                        double *acc) {
-    const __m512 vs = _mm512_set1_ps(sc);
-    const __m512i vz = _mm512_set1_epi32(zp);
-    int64_t c = 0;
-    for (; c + 32 <= C; c += 32) {
-        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t p = 0; p < HW; ++p) {
-            const __m512 v0 = dq16(x + p * C + c, u8, vz, vs), v1 = dq16(x + p * C + c + 16, u8, vz, vs);
-            a0 = _mm512_add_pd(a0, lo(v0));
-            a1 = _mm512_add_pd(a1, hi(v0));
-            a2 = _mm512_add_pd(a2, lo(v1));
-            a3 = _mm512_add_pd(a3, hi(v1));
-        }
-        _mm512_storeu_pd(acc + c, a0);
-        _mm512_storeu_pd(acc + c + 8, a1);
-        _mm512_storeu_pd(acc + c + 16, a2);
-        _mm512_storeu_pd(acc + c + 24, a3);
-    }
-    for (; c + 16 <= C; c += 16) {
-        __m512d a0 = _mm512_setzero_pd(), a1 = a0;
-        for (int64_t p = 0; p < HW; ++p) {
-            const __m512 v = dq16(x + p * C + c, u8, vz, vs);
-            a0 = _mm512_add_pd(a0, lo(v));
-            a1 = _mm512_add_pd(a1, hi(v));
-        }
-        _mm512_storeu_pd(acc + c, a0);
-        _mm512_storeu_pd(acc + c + 8, a1);
-    }
-    return c;
-}
-#undef QCONV_AVX512
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
-
-} // namespace
 
 // The sums of every (n, c) are exact in double (detail.h), so
 // their order is free: channel vectors over NHWC pixels here, the general

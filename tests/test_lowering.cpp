@@ -313,13 +313,7 @@ TEST(LoweringPrelu, FormsIdentical) {
 // same destination when the data keep the pipeline exact.
 TEST(LoweringChain, LegacyAndStockConvolutionsAgree) {
     conv_problem p;
-    p.desc.mb = 1;
-    p.desc.ic = 6;
-    p.desc.ih = p.desc.iw = 5;
-    p.desc.oc = 3;
-    p.desc.kh = p.desc.kw = 3;
-    p.desc.pt = p.desc.pl = p.desc.pb = p.desc.pr = 1;
-    p.desc.oh = p.desc.ow = 5;
+    p.desc = conv_desc::parse("mb1ic6ih5oc3oh5kh3ph1");
     p.src_dt = dtype::u8;
     p.dst_dt = dtype::u8;
     p.scales = {0.0625f};
@@ -349,12 +343,7 @@ TEST(LoweringChain, LegacyAndStockConvolutionsAgree) {
 // bounds, so both sides of every clamp are exercised.
 TEST(LoweringChain, ClampsLeftToTheSaturationStoreTheSameBytes) {
     conv_problem p;
-    p.desc.mb = 1;
-    p.desc.ic = 16;
-    p.desc.ih = p.desc.iw = 6;
-    p.desc.oc = 4;
-    p.desc.kh = p.desc.kw = 1;
-    p.desc.oh = p.desc.ow = 6;
+    p.desc = conv_desc::parse("mb1ic16ih6oc4oh6kh1");
     p.src_dt = dtype::u8;
     p.scales = {0.02f, 0.03f, 0.05f, 0.01f};
     std::mt19937 rng(7);

@@ -41,11 +41,9 @@ bool pipeline::takes(const attr_set &a, std::string *why) {
 }
 
 bool bounded_u8_store(const pipeline &pp, int64_t K) {
-    if (pp.dst_dt != dtype::u8 || pp.dst_zp != 0.f) return false;
-    for (size_t i = 0; i < pp.ops.size(); ++i) {
-        const pipeline_op &op = pp.ops[i];
-        if (i + 1 != pp.ops.size() || op.k != lowered_op::kind::eltwise || op.alg != eltwise_alg::round) return false;
-    }
+    if (pp.dst_dt != dtype::u8 || pp.dst_zp != 0.f || pp.ops.size() > 1) return false;
+    if (!pp.ops.empty() && (pp.ops[0].k != lowered_op::kind::eltwise || pp.ops[0].alg != eltwise_alg::round))
+        return false; // nothing after the fma but the store's own rounding
     float max_scale = 0.f;
     for (int64_t c = 0; c < pp.oc; ++c) {
         const float a = std::fabs(pp.scale[static_cast<size_t>(c)]);
