@@ -5,7 +5,9 @@
 # side by side; then the dispatcher's choice against oneDNN brgconv (ratio=) with a
 # per-tensor zero point; then the graph example (examples/ffn_u4.qg) without and with
 # the conv1x1 -> MatMul rewrite; then a quantized ResNet-50 read from ONNX (generated once into
-# build/models/ by scripts/make_models.py). The conv jobs print a table (--report=table):
+# build/models/ by scripts/make_models.py), judged in output steps as every quantized network is
+# (tol=steps:8: status=ok means the lowered int8 network is within 8 quantization steps of the
+# output of the same network run as written in f32). The conv jobs print a table (--report=table):
 # one row per layer, unimplemented runs collapsed to one line per implementation,
 # totals, and last the folder (build/reports/<timestamp>/) with the raw key=value
 # log and a plot. Extra arguments are passed to the conv runs (e.g. --threads=1).
@@ -17,6 +19,10 @@ qconv_configure
 qconv_build qconv-driver
 
 driver="$QCONV_BUILD/qconv-driver"
+# One int8 peak per run: the first table measures it (best of seven pinned runs,
+# its spread printed), the later tables of this run read it from this file.
+export QCONV_PEAK_FILE="$QCONV_BUILD/peak.$$.txt"
+trap 'rm -f "$QCONV_PEAK_FILE"' EXIT
 
 echo "== conv: ResNet-50 mb1, u8:s8:u8, per-channel zp, FakeQuantize per channel, all implementations"
 "$driver" conv --batch="$QCONV_ROOT/bench/shapes/shapes_resnet_50" --mb=1 \

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <random>
 #include <set>
@@ -184,7 +185,7 @@ public:
     void finish(bool performance, int threads);
 
 private:
-    std::string op_, baseline_, dir_;
+    std::string op_, baseline_, dir_, peak_file_;
     bool table_ = false, int8_peak_ = false;
     bool progress_shown_ = false;
     std::FILE *log_ = nullptr;
@@ -194,11 +195,19 @@ private:
 
 // The int8 multiply-add peak of this CPU at qconv's ISA level (tools/peak.cpp).
 struct peak_info {
-    double gops = 0;
+    double gops = 0;     // the best run
+    double low_gops = 0; // the slowest run: the spread is [low_gops, gops]
+    int runs = 0;
     int threads = 1;
-    std::string what; // the instructions and ISA level measured
+    std::string what;      // the instructions and ISA level measured
+    std::string from_file; // the peak file it was read from; empty: measured now
 };
-peak_info measure_int8_peak(int threads);
+// Measured now, or read from `peak_file` (empty: none) where an earlier run of
+// the same ISA level and thread count left it; a new measurement is added to it.
+peak_info measure_int8_peak(int threads, const std::string &peak_file);
+
+// `qconv-driver MODE --help` (tools/help.cpp); an empty mode: the common options only.
+void print_help(std::ostream &os, const std::string &mode);
 
 // ------------------------------------------------------------------ modes
 // A mode gets the arguments after its name and returns the exit status.

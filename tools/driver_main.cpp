@@ -3,6 +3,7 @@
 // To add a mode, write tools/<mode>_mode.cpp defining
 //   int qconv::driver::<mode>_mode(const std::vector<std::string> &args)
 // and add one row to `modes` below (declare the function in tools/driver.h).
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -31,8 +32,7 @@ const mode_entry modes[] = {
 void usage(std::ostream &os) {
     os << "usage: qconv-driver MODE [options] [problems]\nmodes:\n";
     for (const auto &m : modes) os << "  " << m.name << "  " << m.help << "\n";
-    os << "common options: --mode=C|P|CP --impl=auto|NAME|all|list --isa=NAME --threads=N --seed=N\n"
-          "                --dump=DIR --reps=N --budget-ms=N   (see README.md)\n";
+    os << "every option of a mode, with its default and an example: qconv-driver MODE --help\n";
 }
 
 } // namespace
@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         usage(args.empty() ? std::cerr : std::cout);
+        if (!args.empty()) print_help(std::cout, "");
         return args.empty() ? exit_bad_input : exit_ok;
     }
     // Options before any mode word belong to the conv mode, as in
@@ -54,6 +55,11 @@ int main(int argc, char **argv) {
     }
     for (const auto &m : modes) {
         if (name != m.name) continue;
+        if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+            std::find(args.begin(), args.end(), "-h") != args.end()) {
+            print_help(std::cout, m.name);
+            return exit_ok;
+        }
         try {
             // Settings from the environment are checked before anything runs: a bad
             // one is bad input (exit 2), not a row reported unimplemented.

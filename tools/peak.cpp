@@ -13,11 +13,26 @@
 // stream is exactly what is measured, no compiler register shuffling): twelve
 // independent accumulators hide the latency, so it runs at the throughput of
 // the unit. The single-thread rate times the thread count is the peak (2
-// operations per product, as conv_desc::ops() counts them). Only instructions
+// operations per product, as conv_desc::ops() counts them). Every thread of the
+// run executes the loop at the same time, so threads sharing a core (or its
+// tile unit) measure what they really share; after a 50 ms warm-up, the best of
+// seven runs is the peak and the slowest gives its spread. Only instructions
 // of the ISA level in use are emitted, so none the CPU lacks ever runs.
+//
+// A peak file (--peak-file=FILE, or $QCONV_PEAK_FILE; ./run.sh sets one per
+// run) keeps each measurement: a later table of the same run, ISA level and
+// thread count reuses it instead of measuring again, so the %peak columns of
+// one run share one denominator.
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/parallel.h"
 #include "dispatch/host_platform.h"
@@ -180,25 +195,89 @@ peak_loop loop_for(isa level) {
     return {peak_kind::madd128, 16, "pmaddubsw+pmaddwd xmm"};
 }
 
-} // namespace
+// Thread i runs on the i-th CPU it may use while the object lives; its own
+// mask is restored after (the runtime's threads are reused by the convolutions).
+class pin_to_cpu {
+public:
+    explicit pin_to_cpu(int i) {
+        if (pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) != 0) return;
+        for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c) {
+            if (!CPU_ISSET(c, &old_) || seen++ != i) continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pinned_ = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+            return;
+        }
+    }
+    ~pin_to_cpu() {
+        if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
+    }
+    pin_to_cpu(const pin_to_cpu &) = delete;
+    pin_to_cpu &operator=(const pin_to_cpu &) = delete;
 
-// The best of five timed runs of `run(iterations)` after a warm-up, in ms.
+private:
+    cpu_set_t old_{};
+    bool pinned_ = false;
+};
+
+// One timed run: every thread of the region runs `run(iters)` at the same time
+// (threads that share a core share its unit, as the convolutions' threads do);
+// the run takes as long as its slowest thread.
 template <class F>
-double best_ms_of(F run, int64_t iters) {
-    run(iters / 4); // warm up (clock, caches)
-    double best = 0;
-    for (int rep = 0; rep < 5; ++rep) {
+double timed_ms(F run, int64_t iters, int threads) {
+    std::vector<double> ms(static_cast<size_t>(threads), 0.0);
+    impl::parallel(threads, [&](int ithr, int) {
+        const pin_to_cpu pin(ithr);
         const double t0 = now_ms();
         run(iters);
-        const double ms = now_ms() - t0;
-        if (rep == 0 || ms < best) best = ms;
-    }
-    return best;
+        ms[static_cast<size_t>(ithr)] = now_ms() - t0;
+    });
+    return *std::max_element(ms.begin(), ms.end());
 }
 
-peak_info measure_int8_peak(int threads) {
+// GOPS of `runs` timed runs after a warm-up of at least 50 ms (the unit's
+// clock and power state settle: AMX's first tile products after idle run slow).
+template <class F>
+std::vector<double> sample_gops(F run, int64_t iters, double ops_per_iter, int threads, int runs) {
+    for (double t0 = now_ms(); now_ms() - t0 < 50;) timed_ms(run, iters / 4, threads);
+    std::vector<double> g;
+    for (int r = 0; r < runs; ++r) g.push_back(ops_per_iter * double(iters) * threads / (timed_ms(run, iters, threads) * 1e6));
+    std::sort(g.begin(), g.end());
+    return g;
+}
+
+// "what|threads" identifies a measurement in the peak file.
+std::string peak_key(const std::string &what, int threads) { return what + "|" + std::to_string(threads); }
+
+bool read_peak_file(const std::string &file, const std::string &key, peak_info &p) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+        // KEY<TAB>best<TAB>low<TAB>runs
+        std::istringstream ls(line);
+        std::string k;
+        double best = 0, low = 0;
+        int runs = 0;
+        if (std::getline(ls, k, '\t') && k == key && (ls >> best >> low >> runs) && best > 0) {
+            p.gops = best, p.low_gops = low, p.runs = runs, p.from_file = file;
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+peak_info measure_int8_peak(int threads, const std::string &peak_file) {
     const peak_loop l = loop_for(max_cpu_isa());
-    double best_ms = 0, ops = 0;
+    peak_info p;
+    p.threads = threads > 0 ? threads : impl::openmp_max_threads();
+    p.what = std::string(l.what) + ", " + to_string(max_cpu_isa());
+    const std::string key = peak_key(p.what, p.threads);
+    if (!peak_file.empty() && read_peak_file(peak_file, key, p)) return p;
+    constexpr int runs = 7;
+    std::vector<double> g;
     if (l.kind == peak_kind::amx) {
         amx_peak_loop_gen gen;
         gen.create();
@@ -206,20 +285,21 @@ peak_info measure_int8_peak(int threads) {
         const tile_config cfg;
         alignas(64) uint8_t operands[16 * 64];
         std::fill(operands, operands + sizeof operands, uint8_t(3));
-        const int64_t iters = iterations / 64; // four tdpbusd are 4096 vpdpbusd zmm of products
-        best_ms = best_ms_of([&](int64_t k) { fn(k, &cfg, operands); }, iters);
-        ops = 2.0 * l.products * 4 * double(iters);
+        const int64_t iters = iterations / 16; // four tdpbusd are 4096 vpdpbusd zmm of products
+        g = sample_gops([&](int64_t k) { fn(k, &cfg, operands); }, iters, 2.0 * l.products * 4, p.threads, runs);
     } else {
         peak_loop_gen gen(l.kind);
         gen.create();
         const auto fn = gen.entry<void (*)(int64_t)>();
-        best_ms = best_ms_of(fn, iterations);
-        ops = 2.0 * l.products * accumulators * double(iterations);
+        g = sample_gops(fn, iterations, 2.0 * l.products * accumulators, p.threads, runs);
     }
-    peak_info p;
-    p.threads = threads > 0 ? threads : impl::openmp_max_threads();
-    p.gops = ops / (best_ms * 1e6) * p.threads;
-    p.what = std::string(l.what) + ", " + to_string(max_cpu_isa());
+    p.gops = g.back();
+    p.low_gops = g.front();
+    p.runs = runs;
+    if (!peak_file.empty()) {
+        std::ofstream out(peak_file, std::ios::app);
+        out << key << '\t' << p.gops << '\t' << p.low_gops << '\t' << p.runs << '\n';
+    }
     return p;
 }
 

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -132,6 +133,8 @@ report::report(const options &o, const std::string &op, bool int8_peak, const st
     if (format != "kv" && format != "table") throw usage_error("--report: expected kv or table (got '" + format + "')");
     table_ = format == "table";
     dir_ = o.get("report-dir", "");
+    const char *env = std::getenv("QCONV_PEAK_FILE");
+    peak_file_ = o.get("peak-file", env ? env : "");
 }
 
 report::~report() {
@@ -252,14 +255,17 @@ void report::finish(bool performance, int threads) {
     if (progress_shown_) std::fprintf(stderr, "\r\033[K");
     if (!table_) return;
     if (!log_) open_log();
-    const peak_info peak = performance && int8_peak_ ? measure_int8_peak(threads) : peak_info{};
+    const peak_info peak = performance && int8_peak_ ? measure_int8_peak(threads, peak_file_) : peak_info{};
 
     std::printf("op=%s: %zu problems. qconv row: auto's pick, or the fastest exact run of the implementations asked "
                 "for;\noneDNN row: %s; ratio = oneDNN ms / qconv ms (above 1: qconv is faster).\n",
                 op_.c_str(), problems_.size(), baseline_.c_str());
     if (peak.gops > 0)
-        std::printf("%%peak: of the measured int8 peak, %.0f GOPS (%s, %d thread%s).\n", peak.gops, peak.what.c_str(),
-                    peak.threads, peak.threads == 1 ? "" : "s");
+        std::printf("%%peak: of the measured int8 peak, %.0f GOPS (%s, %d thread%s; best of %d pinned runs, the slowest "
+                    "%.0f: spread %.1f%%; %s).\n",
+                    peak.gops, peak.what.c_str(), peak.threads, peak.threads == 1 ? "" : "s", peak.runs,
+                    peak.low_gops, 100 * (peak.gops - peak.low_gops) / peak.gops,
+                    peak.from_file.empty() ? "measured now" : ("as measured earlier in " + peak.from_file).c_str());
     std::vector<table_row> rows{{"layer", "qconv row", "ms", "GOPS", "%peak", "oneDNN row", "ms", "ratio", "exact"}};
     double own_ms = 0, own_ops = 0, pair_own = 0, pair_base = 0;
     int pairs = 0;

@@ -130,3 +130,18 @@ qconv_driver_test(no_problem 2 ERR "no problem" ARGS conv --mode=C)
 qconv_driver_test(unknown_mode 2 ERR "unknown mode" ARGS deconv mb1ic4ih4oc4oh4kh1ph0)
 # A directory given as the graph file is bad input naming the problem (exit 2).
 qconv_driver_test(graph_directory_is_bad_input 2 ERR "is a directory" ARGS graph ${PROJECT_SOURCE_DIR}/examples)
+
+# --help: the overview names every mode; each mode's help lists its own options
+# with defaults and an example (exit 0); an unknown option is still exit 2.
+qconv_driver_test(help 0 OUT "modes:.*conv .*matmul .*graph .*MODE --help.*--threads=N" ARGS --help)
+qconv_driver_test(help_conv 0 OUT "usage: qconv-driver conv.*--zp=none.*default none.*--post-ops.*example:.*--peak-file" ARGS conv --help)
+qconv_driver_test(help_matmul 0 OUT "usage: qconv-driver matmul.*--wei=u8.*default u8.*example:" ARGS matmul -h)
+qconv_driver_test(help_graph 0 OUT "usage: qconv-driver graph.*tol=steps:8.*--input=NAME=FILE.npy.*--tol-steps=N.*example:" ARGS graph --help)
+qconv_driver_test(graph_bad_option 2 ERR "unknown option --bogus" ARGS graph --bogus ${PROJECT_SOURCE_DIR}/examples/ffn_u4.qg)
+# The peak file: the first table measures the peak and writes it, a second
+# table of the same ISA level and thread count reads it (the same GOPS).
+set(peak_file ${QCONV_DRIVER_TEST_DIR}/peak.txt)
+file(REMOVE ${peak_file})
+add_test(NAME driver_peak_file_shared
+  COMMAND sh -c "rm -f '${peak_file}'; a=$('$<TARGET_FILE:qconv-driver>' conv mb1ic16ih6oc16oh6kh1ph0 --mode=P --reps=1 --budget-ms=1 --threads=1 --report=table --report-dir='${report_dir}' --peak-file='${peak_file}' | grep '^%peak') || exit 1; b=$('$<TARGET_FILE:qconv-driver>' conv mb1ic16ih6oc16oh6kh1ph0 --mode=P --reps=1 --budget-ms=1 --threads=1 --report=table --report-dir='${report_dir}' --peak-file='${peak_file}' | grep '^%peak') || exit 1; echo \"$a\"; echo \"$b\"; echo \"$a\" | grep -q 'measured now' && echo \"$b\" | grep -q 'as measured earlier in' && [ \"$(echo \"$a\" | sed 's/ GOPS.*//')\" = \"$(echo \"$b\" | sed 's/ GOPS.*//')\" ] && [ $(wc -l < '${peak_file}') -eq 1 ]")
+set_tests_properties(driver_peak_file_shared PROPERTIES TIMEOUT 120 LABELS driver)

@@ -77,3 +77,13 @@ foreach(m ffn_nbits ffn_dq21)
   set_tests_properties(driver_graph_onnx_${m} PROPERTIES TIMEOUT 300 LABELS driver
     FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
 endforeach()
+
+# The README's model job as ./run.sh runs it (no bound given): a quantized
+# network is judged in output steps by default (tol=steps:8), exit 0.
+add_test(NAME driver_graph_onnx_run_sh_model_job
+  COMMAND ${CMAKE_COMMAND} -DMODEL=${QCONV_MODEL_DIR}/resnet50_qdq.onnx -DEXPECT_RC=0
+    "-DEXPECT_OUT=op=graph .*lowered=54/54 .*max_steps=[0-9.]+ differ=[0-9.]+ tol=steps:8 status=ok"
+    "-DFORBID_OUT=status=(mismatch|failed)"
+    -P ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake -- $<TARGET_FILE:qconv-driver> graph ${QCONV_MODEL_DIR}/resnet50_qdq.onnx --reps=1)
+set_tests_properties(driver_graph_onnx_run_sh_model_job PROPERTIES TIMEOUT 600 LABELS driver
+  FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
