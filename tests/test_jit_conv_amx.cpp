@@ -457,6 +457,41 @@ TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
         }
 }
 
+// The weight prefetch of the K loop (on by default from 128 KiB of weights per
+// group, forced on or off by QCONV_JIT_CONV_AMX_PREFETCH) changes no byte: a
+// layer that plans it, one that does not, a grouped one, and a K-range layer,
+// with and without a zero point; the plan states the distance.
+TEST(AmxConv, WeightPrefetchGivesTheSameBytes) {
+    REQUIRE_AMX();
+    struct prefetch_case {
+        const char *desc;
+        bool by_default; // weights of 128 KiB or more per group
+    };
+    const prefetch_case cases[] = {
+        {"mb1ic512ih7oc512oh7kh3ph1", true},     // 2.25 MiB: res5's 3x3
+        {"mb1ic1024ih5oc256oh5kh1ph0", true},    // 256 KiB, in place
+        {"g2mb1ic512ih6oc512oh6kh3ph1", true},   // 576 KiB per group
+        {"mb1ic64ih9oc64oh9kh1ph0", false},      // 4 KiB
+        {"mb1ic256ih10oc128oh5kh3sh2ph1", true}, // 288 KiB, phase planes
+    };
+    for (const auto &c : cases)
+        for (const char *zp : {"none", "channel:random"}) {
+            ConvTester t;
+            t.desc(c.desc).zp(zp).post_ops("relu").seed(5);
+            const std::string what = std::string(c.desc) + " zp " + zp;
+            std::string plan_default, plan_off, plan_on;
+            const auto def = run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PREFETCH", nullptr}}, what, &plan_default);
+            const auto off = run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PREFETCH", "0"}}, what, &plan_off);
+            const auto far = run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PREFETCH", "64"}}, what, &plan_on);
+            EXPECT_EQ(def, off) << what;
+            EXPECT_EQ(far, off) << what;
+            EXPECT_EQ(plan_default.find(" prefetch=4096") != std::string::npos, c.by_default) << what << ": " << plan_default;
+            EXPECT_EQ(plan_off.find(" prefetch="), std::string::npos) << what << ": " << plan_off;
+            EXPECT_NE(plan_on.find(" prefetch=65536"), std::string::npos) << what << ": " << plan_on;
+            if (HasFailure()) FAIL() << what;
+        }
+}
+
 // Refusals carry a reason; without AMX the missing feature is named.
 TEST(AmxConv, RefusesWithReasons) {
     const qconv::impl::platform host = qconv::impl::host_platform();

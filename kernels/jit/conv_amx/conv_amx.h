@@ -61,6 +61,9 @@ struct amx_ukernel_cfg {
     // Fused: the chain's per-OC parameters held in vector registers across a
     // block's pixel rows (else reloaded per row).
     bool hoist = true;
+    // The K loop prefetches the packed weights this many bytes ahead of its B
+    // tile loads (0: none), one line per 64 bytes loaded.
+    int64_t prefetch_bytes = 0;
 };
 
 // Arguments of one call.

@@ -101,6 +101,10 @@ private:
             const int64_t off = (int64_t(t) * 2 + h) * b_tile_bytes();
             tileloadd(b_tile(h), ptr[reg_b + reg_b_stride + static_cast<uint32_t>(off)]);
         }
+        if (cfg_.prefetch_bytes > 0)
+            for (int64_t l = 0; l < 2 * b_tile_bytes(); l += 64) {
+                prefetcht0(ptr[reg_b + static_cast<uint32_t>(int64_t(t) * 2 * b_tile_bytes() + l + cfg_.prefetch_bytes)]);
+            }
     }
 
     void load_source(size_t t) {
