@@ -8,7 +8,7 @@ the outputs of every pair.
                    [--threads=1,2] [--reps=10] [--rounds=3] [--seed=1] [--keep=DIR]
                    [--tokens=1,32] [--peers=ort,openvino] [--per-layer[=all]]
                    [--ort-opt=all|none] [--ort-config=KEY=VALUE ...]
-                   [--ov-config=KEY=VALUE ...] [--driver-arg=ARG ...]
+                   [--ov-config=KEY=VALUE ...] [--driver-arg=ARG ...] [--isa=NAME]
 
 Peers, each optional and never a build or test dependency: ONNX Runtime (CPU
 execution provider, graph optimizations ORT_ENABLE_ALL, intra-op threads as
@@ -42,7 +42,33 @@ primitives (profiling on: count and ms per layer type and primitive, e.g.
 Convolution brgconv_avx512_amx_1x1_I8) and ORT's optimized graph (op types by
 domain, e.g. com.microsoft QLinearConv; with profiling, ms per op type), each
 with its 10 slowest nodes (per node the best of --reps); --per-layer=all lists
-every executed node.
+every executed node. With OpenVINO, --per-layer then joins the convolutions:
+qconv's side is `qconv-driver graph MODEL --report=table` (the per-node laps of
+the fastest of --reps profiled runs), OpenVINO's the profile of the fastest of
+30 timed infers (after 3 warm-up ones), its per-node real_time scaled so that
+it sums to that infer's wall time (the factor is printed). Each qconv
+QConvolution row is matched with the OpenVINO Convolution / GroupConvolution /
+FullyConnected nodes of the same ONNX Conv/Gemm/MatMul node (the qconv id
+begins with the ONNX node's name or an output name and "_", the OpenVINO name
+with one of them and "/"; the longest wins; a fused 1x1+dw row takes both
+convolutions, from the driver's "fused into ... as its dw item" line). It
+prints how many were joined of how many, the primitives of each side, then per
+convolution: name, shape class (stem: the first conv; 1x1 s1 K=<ic>; 1x1 s2;
+KxK s1; KxK s2; depthwise, groups == ic; 1x1+dw, a fused pair; fc, a
+Gemm/MatMul), qconv's descriptor, qconv ms and row, OpenVINO ms and primitive
+(exec_type), ov/qconv (above 1: qconv faster), sorted by class and name; then
+per class the count, both ms and the ratio, the totals (the convolutions, the
+rest, the whole run), and the 10 convolutions where qconv is furthest behind.
+
+--isa=NAME caps the ISA: the driver gets --isa=NAME, and ONEDNN_MAX_CPU_ISA is
+set for OpenVINO's oneDNN before openvino is imported (avx512_core_amx,
+avx512_core_vnni, avx512_core, avx2_vnni, avx2 -> AVX512_CORE_AMX, ...; another
+name is upper-cased). ORT's CPU provider (MLAS) does not read it and runs
+uncapped. The caps print at the start; the joined table checks the names of
+each side's convolution primitives against the cap (no amx below AMX, no
+avx512 at AVX2 levels). OpenVINO 2026.4 honours it: with avx512_core_vnni its
+convolutions run brgconv_avx512_1x1_I8 / brgconv_avx512_I8 instead of
+brgconv_avx512_amx_*.
 
 A symbolic dim (dim_param, or none) is 1, or each of --tokens in turn (a table
 per value; a model without one runs once), e.g. the FFN models' [1, tokens,
@@ -80,14 +106,40 @@ try:
     from onnx import numpy_helper
 except ImportError:  # the inputs and steps are then unknown
     onnx = None
-try:
-    import onnxruntime as ort
-except ImportError:
-    ort = None
-try:
-    import openvino as ov
-except ImportError:
-    ov = None
+# The peers are imported by import_peers(), after main has set
+# ONEDNN_MAX_CPU_ISA for --isa: OpenVINO's oneDNN reads it when it loads.
+ort = None
+ov = None
+
+# qconv's ISA names (qconv-driver --isa) as oneDNN's ONEDNN_MAX_CPU_ISA values.
+ISA_ONEDNN = {
+    "avx512_core_amx": "AVX512_CORE_AMX",
+    "avx512_core_vnni": "AVX512_CORE_VNNI",
+    "avx512_core_bf16": "AVX512_CORE_BF16",
+    "avx512_core": "AVX512_CORE",
+    "avx2_vnni": "AVX2_VNNI",
+    "avx2": "AVX2",
+}
+ONNX_CONV_OPS = ("Conv", "ConvInteger", "QLinearConv", "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul")
+ONNX_FC_OPS = ("Gemm", "MatMul", "MatMulInteger", "QLinearMatMul")
+OV_PROFILE_WARMUP = 3  # the joined table: OpenVINO's warm-up infers,
+OV_PROFILE_RUNS = 30  # then its timed infers (the fastest one's profile is kept)
+
+
+def import_peers():
+    """Imports ONNX Runtime and OpenVINO where installed (each stays None if not)."""
+    global ort, ov
+    try:
+        import onnxruntime
+        ort = onnxruntime
+    except ImportError:
+        pass
+    try:
+        import openvino
+        ov = openvino
+    except ImportError:
+        pass
+
 
 NP_TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 10: np.float16}
 
@@ -325,6 +377,7 @@ def per_layer_openvino(model, feeds, threads, args, everything):
     for n, t in top if everything else top[:10]:
         rows.append((n, info[n][0], info[n][1], ms(t)))
     table(rows, right=(3,))
+    return peer
 
 
 def per_layer_ort(model, feeds, threads, args, everything, folder):
@@ -364,10 +417,235 @@ def per_layer_ort(model, feeds, threads, args, everything, folder):
     table(rows, right=(2,))
 
 
+def qconv_layers(driver, model, feeds, folder, threads, reps, extra):
+    """qconv-driver graph --report=table: ([(node, op, ms, implementation)] in
+    table order, {dw conv: the 1x1 conv it is fused into}, the per-node total
+    line, after_best_ms)."""
+    cmd = [driver, "graph", model, "--report=table", "--threads=%d" % threads, "--reps=%d" % reps]
+    cmd += list(extra)
+    for name in feeds:
+        cmd.append("--input=%s=%s" % (name, os.path.join(folder, fname(name) + ".npy")))
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0 and not (r.returncode == 1 and "op=graph " in r.stdout):
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, (r.stdout + r.stderr)[-400:]))
+    rows, fused, total_line, inside = [], {}, "", False
+    for line in r.stdout.splitlines():
+        if line.startswith("node "):
+            inside = True
+        elif inside and line.startswith("total"):
+            inside = False
+        elif inside:
+            parts = line.split(None, 4)
+            if len(parts) >= 4:
+                rows.append((parts[0], parts[1], float(parts[2]), parts[4] if len(parts) > 4 else ""))
+        elif line.startswith("per-node total"):
+            total_line = line
+        m = re.match(r"lower=conv conv=(\S+) .*fused into (\S+) as its dw item", line)
+        if m:
+            fused[m.group(1)] = m.group(2)
+    summary = [l for l in r.stdout.splitlines() if l.startswith("op=graph ")]
+    kv = dict(t.split("=", 1) for t in summary[-1].split() if "=" in t) if summary else {}
+    return rows, fused, total_line, float(kv.get("after_best_ms", "nan"))
+
+
+def openvino_fastest_profile(peer, feeds):
+    """Warm-up infers, then OV_PROFILE_RUNS timed ones: (the fastest one's wall
+    ms, its executed nodes [(node_name, node_type, exec_type, ms)])."""
+    for _ in range(OV_PROFILE_WARMUP):
+        peer.request.infer(feeds)
+    best = (float("inf"), [])
+    for _ in range(OV_PROFILE_RUNS):
+        t = time.perf_counter()
+        peer.request.infer(feeds)
+        wall = (time.perf_counter() - t) * 1e3
+        if wall < best[0]:
+            best = (wall, [(p.node_name, p.node_type, p.exec_type, p.real_time.total_seconds() * 1e3)
+                           for p in peer.request.get_profiling_info()
+                           if p.status == ov.ProfilingInfo.Status.EXECUTED])
+    return best
+
+
+def onnx_convs(model):
+    """The model's Conv/Gemm/MatMul nodes: [(label, op_type, {its name and
+    output names})] in graph order."""
+    g = onnx.load(model, load_external_data=False).graph
+    return [(n.name or n.output[0], n.op_type, {k for k in [n.name] + list(n.output) if k})
+            for n in g.node if n.op_type in ONNX_CONV_OPS]
+
+
+def owner(name, keys, seps):
+    """The index of the ONNX node whose longest key is `name` or begins it,
+    followed by one of `seps`; None if none."""
+    best, which = "", None
+    for k, i in keys.items():
+        if len(k) > len(best) and (name == k or any(name.startswith(k + s) for s in seps)):
+            best, which = k, i
+    return which
+
+
+def descriptor(impl):
+    """qconv's descriptor text in an implementation string and its fields."""
+    m = re.search(r"\bg\d+mb\d+\S*", impl)
+    if not m:
+        return "", {}
+    return m.group(0), {k: int(v) for k, v in re.findall(r"([a-z]+)(\d+)", m.group(0))}
+
+
+def shape_class(f, stem, fc, dw_stride):
+    """(sort key, label) of a convolution from its descriptor fields."""
+    if stem:
+        return (0, 0), "stem"
+    if not f:
+        return (9, 0), "?"
+    ic, g, k, s = f.get("ic", 0), f.get("g", 1), (f.get("kh", 1), f.get("kw", 1)), f.get("sh", 1)
+    if fc:
+        return (7, ic), "fc K=%d" % ic
+    if dw_stride:
+        return (6, dw_stride), "1x1+dw s%d" % dw_stride
+    if g > 1 and g == ic:
+        return (5, s * 100 + k[0]), "depthwise %dx%d s%d" % (k[0], k[1], s)
+    if k == (1, 1):
+        return ((1, ic), "1x1 s1 K=%d" % ic) if s == 1 else ((2, s), "1x1 s%d" % s)
+    return (3 if s == 1 else 4, s * 100 + k[0]), "%dx%d s%d" % (k[0], k[1], s)
+
+
+def signed(v):
+    return "%+.4f" % (0.0 if abs(v) < 5e-5 else v)
+
+
+def natural(name):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def isa_check(cap, names):
+    """A line on whether the primitive/row names keep under an ISA cap (by the
+    names alone: amx above AVX512_CORE_AMX's level, avx512 above AVX2's)."""
+    cap = cap.upper()
+    banned = [] if "AMX" in cap else ["amx"]
+    if not cap.startswith("AVX512") and "AMX" not in cap:
+        banned.append("avx512")
+    bad = sorted({n for n in names if any(b in n.lower() for b in banned)})
+    if not banned:
+        return "no cap below AMX to check"
+    return ("honoured (no name has %s)" % " or ".join(banned) if not bad else
+            "NOT honoured: %s" % ", ".join(bad))
+
+
+def conv_table(model, feeds, threads, args, folder, extra, peer):
+    """qconv's QConvolution rows joined with OpenVINO's Convolution /
+    GroupConvolution / FullyConnected nodes of the same ONNX node, per layer,
+    per shape class and in total."""
+    rows, fused, total_line, after_best = qconv_layers(args.driver, model, feeds, folder, threads, args.reps, extra)
+    convs = onnx_convs(model)
+    keys = {k: i for i, (_, _, ks) in enumerate(convs) for k in ks}
+    stem = next((i for i, c in enumerate(convs) if c[1] not in ONNX_FC_OPS), None)
+    wall, prof = openvino_fastest_profile(peer, feeds)
+    summed = sum(p[3] for p in prof)
+    factor = wall / summed if summed > 0 else 1.0
+    ov_conv = collections.defaultdict(list)  # ONNX index -> [(node, exec_type, scaled ms)]
+    ov_loose, ov_total = [], 0
+    for name, kind, exec_type, t in prof:
+        if "Convolution" in kind or kind.startswith(("FullyConnected", "MatMul")):
+            ov_total += 1
+            i = owner(name, keys, ("/",))
+            if i is None:
+                ov_loose.append(name)
+            else:
+                ov_conv[i].append((name, exec_type, t * factor))
+    dw_into = {}  # ONNX index of the 1x1 -> ONNX index of its fused dw
+    for dw, into in fused.items():
+        i, j = owner(into, keys, ("_",)), owner(dw, keys, ("_",))
+        if i is not None and j is not None:
+            dw_into[i] = j
+    q_total = sum(r[2] for r in rows)
+    joined, loose, covered = [], [], set()
+    for node, op, qms, impl in rows:
+        if op != "QConvolution":
+            continue
+        i = owner(node, keys, ("_",))
+        if i is None:
+            loose.append(node)
+            continue
+        j = dw_into.get(i) if ";dw:" in impl or node.endswith("_dw") else None
+        parts = [i] + ([j] if j is not None else [])
+        ovs = [x for p in parts for x in ov_conv.get(p, [])]
+        if not ovs or any(p not in ov_conv for p in parts):
+            loose.append(node)
+            continue
+        covered.update(parts)
+        desc, f = descriptor(impl)
+        m = re.search(r";dw:(\d+)", impl)
+        dw_stride = int(m.group(1)) if m and j is not None else 0
+        if dw_stride:
+            desc += " +dw s%d" % dw_stride
+        key, cls = shape_class(f, i == stem, convs[i][1] in ONNX_FC_OPS, dw_stride)
+        label = "+".join(convs[p][0] for p in parts)
+        row = impl.split()[0] if impl else "?"
+        row = row[len("qconv:"):] if row.startswith("qconv:") else row
+        prim = "+".join(sorted({x[1] for x in ovs}))
+        joined.append((key, cls, label, desc, qms, row, sum(x[2] for x in ovs), prim))
+    n_rows = sum(1 for r in rows if r[1] == "QConvolution")
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    print("  qconv vs openvino per convolution, %d thread(s)%s:" % (threads, (", ISA cap " + cap) if cap else ""))
+    print("    qconv: the per-node laps of the fastest of %d profiled runs, %.4f ms (after_best_ms %.4f ms)" % (
+        args.reps, q_total, after_best))
+    print("    openvino: real_time of the fastest of %d profiled infers (after %d warm-up), summed %.4f ms, "
+          "scaled by %.4f to its wall time %.4f ms" % (OV_PROFILE_RUNS, OV_PROFILE_WARMUP, summed, factor, wall))
+    print("    joined %d of %d qconv convolution rows; ONNX Conv/Gemm/MatMul nodes covered %d of %d "
+          "(%d as fused 1x1+dw pairs); openvino convolution nodes joined %d of %d" % (
+              len(joined), n_rows, len(covered), len(convs), len(dw_into), ov_total - len(ov_loose), ov_total))
+    if loose:
+        print("    qconv rows not joined: %s" % ", ".join(loose))
+    if ov_loose:
+        print("    openvino nodes not joined: %s" % ", ".join(ov_loose))
+    prims = collections.Counter(x[1] for v in ov_conv.values() for x in v)
+    qrows = collections.Counter(j[5] for j in joined)
+    print("    openvino convolution primitives: %s" % (", ".join("%s x%d" % kv for kv in prims.most_common()) or "none"))
+    print("    qconv convolution rows: %s" % (", ".join("%s x%d" % kv for kv in qrows.most_common()) or "none"))
+    if cap:
+        print("    ISA cap %s: openvino %s; qconv %s" % (cap, isa_check(cap, prims), isa_check(cap, qrows)))
+    if not rows:
+        print("    qconv printed no per-node table (nothing lowered)")
+    if not joined:
+        return
+    joined.sort(key=lambda j: (j[0], natural(j[2])))
+    out = [("conv", "class", "descriptor", "qconv_ms", "qconv_row", "ov_ms", "ov_primitive", "ov/qconv")]
+    for _, cls, label, desc, qms, row, oms, prim in joined:
+        out.append((label, cls, desc, "%.4f" % qms, row, "%.4f" % oms, prim, "%.2f" % (oms / qms if qms else 0)))
+    table(out, right=(3, 5, 7))
+    by = collections.OrderedDict()
+    for key, cls, _, _, qms, _, oms, _ in joined:
+        c = by.setdefault(cls, [0, 0.0, 0.0])
+        c[0] += 1
+        c[1] += qms
+        c[2] += oms
+    jq, jo = sum(j[4] for j in joined), sum(j[6] for j in joined)
+    print("  per shape class (ov/qconv above 1: qconv faster):")
+    out = [("class", "count", "qconv_ms", "ov_ms", "ov/qconv", "qconv-ov")]
+    for cls, (n, qms, oms) in by.items():
+        out.append((cls, n, "%.4f" % qms, "%.4f" % oms, "%.2f" % (oms / qms if qms else 0), signed(qms - oms)))
+    out.append(("convolutions", len(joined), "%.4f" % jq, "%.4f" % jo, "%.2f" % (jo / jq if jq else 0),
+                signed(jq - jo)))
+    out.append(("the rest", "", "%.4f" % (q_total - jq), "%.4f" % (wall - jo),
+                "%.2f" % ((wall - jo) / (q_total - jq)) if q_total > jq else "", signed(q_total - jq - wall + jo)))
+    out.append(("total", "", "%.4f" % q_total, "%.4f" % wall, "%.2f" % (wall / q_total if q_total else 0),
+                signed(q_total - wall)))
+    table(out, right=(1, 2, 3, 4, 5))
+    gaps = sorted((j for j in joined if j[4] > j[6]), key=lambda j: j[6] - j[4])[:10]
+    if gaps:
+        print("  largest gaps where qconv is slower (qconv ms - ov ms):")
+        out = [("conv", "class", "qconv_ms", "ov_ms", "gap")]
+        for _, cls, label, _, qms, _, oms, _ in gaps:
+            out.append((label, cls, "%.4f" % qms, "%.4f" % oms, signed(qms - oms)))
+        table(out, right=(2, 3, 4))
+
+
 def compare_model(model, sym, peers, threads, a, folder):
     ins, steps, all_dq = model_io(model, 1 if sym is None else sym)
     feeds = make_inputs(ins, a.seed, folder)
     extra = list(a.driver_arg)
+    if a.isa:
+        extra.append("--isa=" + a.isa)
     if all_dq and not any(x.startswith("--tol") for x in extra):
         extra.append("--tol-steps=%d" % TOL_STEPS)
     label = os.path.basename(model) + ("" if sym is None else " tokens=%d" % sym)
@@ -432,9 +710,10 @@ def compare_model(model, sym, peers, threads, a, folder):
     if a.per_layer:
         everything = a.per_layer == "all"
         t = threads[0]
+        ov_peer = None
         if "openvino" in peers and "openvino" not in failed:
             try:
-                per_layer_openvino(model, feeds, t, a, everything)
+                ov_peer = per_layer_openvino(model, feeds, t, a, everything)
             except Exception as e:
                 print("  openvino per-layer: failed: %s" % short_error(e))
         if "ort" in peers and "ort" not in failed:
@@ -442,6 +721,11 @@ def compare_model(model, sym, peers, threads, a, folder):
                 per_layer_ort(model, feeds, t, a, everything, folder)
             except Exception as e:
                 print("  ort per-layer: failed: %s" % short_error(e))
+        if ov_peer is not None:
+            try:
+                conv_table(model, feeds, t, a, folder, extra, ov_peer)
+            except Exception as e:
+                print("  qconv vs openvino per convolution: failed: %s" % short_error(e))
         if not peers:
             print("  --per-layer: no peer to profile (qconv's own: qconv-driver graph MODEL --report=table)")
 
@@ -476,6 +760,9 @@ def main():
                          "PERFORMANCE_HINT=LATENCY, INFERENCE_NUM_THREADS=<threads>, INFERENCE_PRECISION_HINT=f32; "
                          "e.g. DYNAMIC_QUANTIZATION_GROUP_SIZE=0: OpenVINO quantizes the activations of "
                          "compressed-weight MatMuls to int8 in groups of 32 unless told")
+    ap.add_argument("--isa", metavar="NAME",
+                    help="cap the ISA: qconv-driver --isa=NAME and, for OpenVINO, ONEDNN_MAX_CPU_ISA (avx512_core_amx, "
+                         "avx512_core_vnni, avx512_core, avx2_vnni, avx2 -> AVX512_CORE_AMX, ...); ORT stays uncapped")
     ap.add_argument("--driver-arg", action="append", default=[], metavar="ARG",
                     help="an argument for qconv-driver graph (repeatable), e.g. --driver-arg=--dq "
                          "(the opt-in dynamic quantization of the compressed MatMul's activations)")
@@ -491,6 +778,10 @@ def main():
     for p in wanted:
         if p not in PEERS:
             ap.error("--peers: unknown peer %r (known: %s)" % (p, ", ".join(PEERS)))
+    if a.isa:
+        # Before OpenVINO is imported: its oneDNN reads the cap when it loads.
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ISA_ONEDNN.get(a.isa, a.isa.upper())
+    import_peers()
     found = {"ort": ort, "openvino": ov}
     have = ["%s %s" % ("onnxruntime" if p == "ort" else "openvino", found[p].__version__.split("-")[0])
             for p in PEERS if found[p] is not None]
@@ -500,6 +791,12 @@ def main():
           "onnx numpy; then V/bin/python bench/compare.py ...)"))
     peers = [p for p in wanted if found[p] is not None]
     print("compare: comparing qconv%s" % "".join(" with " + p if i == 0 else ", " + p for i, p in enumerate(peers)))
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    print("compare: ISA caps: qconv %s; openvino %s; ort uncapped (its CPU provider's MLAS kernels do not "
+          "read ONEDNN_MAX_CPU_ISA)" % (
+              "--isa=" + a.isa if a.isa else "uncapped" + (" (ONEDNN_MAX_CPU_ISA=%s for its oneDNN rows)" % cap
+                                                        if cap else ""),
+              "ONEDNN_MAX_CPU_ISA=" + cap if cap else "uncapped"))
     threads = [int(t) for t in a.threads.split(",")]
     syms = [int(t) for t in a.tokens.split(",")] if a.tokens else [None]
     runs = [(m, s) for m in a.models for s in (syms if has_symbolic_dims(m) else [None])]
