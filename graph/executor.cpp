@@ -253,11 +253,11 @@ struct compiled_graph::state {
     // and gives it back.
     struct arena {
         std::vector<tensor> v;
-        std::map<size_t, std::vector<std::vector<uint8_t>>> spare;
+        std::map<size_t, std::vector<aligned_vector<uint8_t>>> spare;
         // t's storage goes back to the spares.
         void give(tensor &t) {
             if (t.bytes.empty()) return;
-            std::vector<uint8_t> b;
+            aligned_vector<uint8_t> b;
             b.swap(t.bytes);
             spare[b.size()].push_back(std::move(b));
         }
@@ -396,7 +396,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         if (n->kind == op::Constant) {
             tensor &t = S.consts[out];
             t = tensor(n->out_type, n->out_shape);
-            t.bytes = n->data->bytes; // packed as the tensor's storage
+            t.bytes.assign(n->data->bytes.begin(), n->data->bytes.end()); // packed as the tensor's storage
             S.known[out] = true;
             S.impls.push_back({n->id, "constant"});
             continue;
@@ -469,7 +469,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             if (!(k == 1 && (st.conv || st.qconv || (st.fused >= 0 && S.mms[st.fused].prim))))
                 needed[st.in[k]] = true; // oneDNN / the compressed primitive hold their own weights
     for (size_t i = 0; i < S.slots; ++i)
-        if (S.known[i] && !needed[i]) std::vector<uint8_t>().swap(S.consts[i].bytes);
+        if (S.known[i] && !needed[i]) aligned_vector<uint8_t>().swap(S.consts[i].bytes);
     for (const node *p : g->parameters()) S.params.push_back(slot[p]);
     for (const node *r : g->results()) S.results.push_back(slot[r]);
     // 2b. A global average pool of a DequantizeLinear reads the bytes itself

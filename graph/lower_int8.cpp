@@ -315,7 +315,8 @@ private:
         std::map<const node *, tensor> vals;
         if (evaluate(x, &vals, 0)) {
             auto d = std::make_shared<constant_data>();
-            d->bytes = vals.at(x).bytes;
+            const auto &b = vals.at(x).bytes;
+            d->bytes.assign(b.begin(), b.end());
             r = g_.constant(x->out_type, x->out_shape, d, g_.unique_id(x->id + "_folded"));
             r->friendly_name = x->friendly_name;
             r->rt_info = x->rt_info;
@@ -333,7 +334,7 @@ private:
         if (x->kind == op::Constant) {
             if (!x->data) return false;
             tensor t(x->out_type, x->out_shape);
-            t.bytes = x->data->bytes;
+            t.bytes.assign(x->data->bytes.begin(), x->data->bytes.end());
             (*vals)[x] = std::move(t);
             return true;
         }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,32 @@ void expect_values(const tensor &t, const std::vector<float> &want) {
     const std::vector<float> got = t.to_f32();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "element " << i;
+}
+
+// ------------------------------------------------------------ storage
+// Tensors live on 64-byte aligned storage (qconv::aligned_vector): a new one,
+// a large one (glibc hands out mmap'd blocks 16 bytes past a page), a copy,
+// and every output of a run, also the arena's reused buffers of a second run.
+// The AMX rows read a 1x1 layer's source in place, one 64-byte tile row per
+// pixel; off by 16 bytes every row straddles two lines (3x slower).
+bool aligned64(const tensor &t) { return reinterpret_cast<uintptr_t>(t.bytes.data()) % 64 == 0; }
+
+TEST(GraphStorage, TensorsAreCacheLineAligned) {
+    const tensor small(etype::u8, {1, 3, 5, 5});
+    const tensor big(etype::u8, {1, 256, 56, 56}); // 784 KiB
+    const tensor copy = big;
+    EXPECT_TRUE(aligned64(small));
+    EXPECT_TRUE(aligned64(big));
+    EXPECT_TRUE(aligned64(copy));
+    auto g = parse("x = Constant f32[1,4,40,40] fill(0.5)\ny = Relu(x)\nz = Add(y, y)\nr = Result(z)\nr2 = Result(y)\n");
+    compiled_graph cg(*g);
+    for (int run = 0; run < 2; ++run) {
+        const auto out = cg.run({});
+        ASSERT_EQ(out.size(), 2u);
+        for (const tensor &t : out) EXPECT_TRUE(aligned64(t)) << "run " << run;
+        EXPECT_EQ(out[0].to_f32()[0], 1.0f);
+        EXPECT_EQ(out[1].to_f32()[0], 0.5f);
+    }
 }
 
 // ------------------------------------------------------------ FakeQuantize
@@ -404,7 +431,7 @@ TEST(GraphTensor, ValuesKeepTheirType) {
                               "d = DequantizeLinear(big, sb, zb)\n"
                               "r1 = Result(q)\nr2 = Result(h)\nr3 = Result(w)\nr4 = Result(d)\n");
     EXPECT_EQ(out[0].type, etype::i8);
-    EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{0xFF, 0x00, 0x02, 0x7F})); // -1, 0 (half to even), 2, 127
+    EXPECT_EQ(out[0].bytes, (qconv::aligned_vector<uint8_t>{0xFF, 0x00, 0x02, 0x7F})); // -1, 0 (half to even), 2, 127
     EXPECT_EQ(out[1].type, etype::f16);
     EXPECT_EQ(out[1].bytes.size(), 8u);
     EXPECT_EQ(out[1].bytes[0] | out[1].bytes[1] << 8, 0xBC00); // -1 in IEEE half
@@ -417,7 +444,7 @@ TEST(GraphTensor, ValuesKeepTheirType) {
 
 TEST(GraphTensor, FromF32RoundsAndLayoutsRoundTrip) {
     const tensor u = tensor::from_f32(etype::u8, {4}, {2.5f, 3.5f, 300.f, -2.f});
-    EXPECT_EQ(u.bytes, (std::vector<uint8_t>{2, 4, 255, 0}));
+    EXPECT_EQ(u.bytes, (qconv::aligned_vector<uint8_t>{2, 4, 255, 0}));
     std::vector<float> v(12);
     for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i);
     for (const etype t : {etype::f32, etype::u8, etype::bf16, etype::i4}) {
@@ -459,7 +486,7 @@ TEST(GraphTensor, InputsAreConvertedAtTheBoundary) {
     const auto a = cg.run({x});
     EXPECT_EQ(a[0].to_f32(), (std::vector<float>{0, 1, 2, 3, -5, -4.5, -4, -3.5}));
     EXPECT_EQ(a[1].type, etype::u8);
-    EXPECT_EQ(a[1].bytes, (std::vector<uint8_t>{16, 3}));
+    EXPECT_EQ(a[1].bytes, (qconv::aligned_vector<uint8_t>{16, 3}));
     const auto b = cg.run({x.to_layout(layout::nhwc)});
     EXPECT_EQ(b[0].bytes, a[0].bytes);
     EXPECT_EQ(b[1].bytes, a[1].bytes);

@@ -43,10 +43,10 @@ struct conv_case {
     int64_t count = 1; // `*N`
     uint32_t seed = 1;
     conv_problem p;
-    std::vector<uint8_t> src;             // NHWC, src_dt
+    aligned_vector<uint8_t> src;          // NHWC, src_dt (64-byte aligned, as a runtime's buffers)
     std::vector<int8_t> wei;              // [G·OCg][ICg][KH][KW]
     std::vector<float> bias;              // OC, empty without bias
-    std::vector<uint8_t> dst_init;        // NHWC dst_dt: the previous dst (read by sum)
+    aligned_vector<uint8_t> dst_init;     // NHWC dst_dt: the previous dst (read by sum)
     std::vector<std::vector<float>> full; // one NHWC f32 tensor per `full` binary post-op
     bool tolerant = false;                // extreme data or transcendental eltwise: ±1 / rel 1e-5
     exec_args args(int threads) const;    // binary pointers into `full`
@@ -66,10 +66,10 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
 
 // Compares a result against the reference; returns the number of elements out
 // of tolerance and describes the first one in *first.
-int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::string *first);
+int64_t compare_dst(const conv_case &c, const aligned_vector<uint8_t> &got, std::string *first);
 
 // Writes DIR/NNNN/ (problem.txt and the raw arrays) for one run.
 void dump_run(const std::string &dir, int index, const conv_case &c, const conv_settings &s, const std::string &impl,
-              int attr_id, const std::string &status, const std::vector<uint8_t> &dst);
+              int attr_id, const std::string &status, const aligned_vector<uint8_t> &dst);
 
 } // namespace qconv::driver

@@ -120,11 +120,14 @@ conv_case make_conv_case(const problem_text &t, const conv_settings &s, uint32_t
     p.dst_zp = s.dst_zp;
     p.validate();
 
-    c.src = testdata::make_src(p, s.data, seed);
+    const std::vector<uint8_t> src = testdata::make_src(p, s.data, seed);
+    c.src.assign(src.begin(), src.end());
     c.wei = testdata::make_weights(d, s.data, seed);
     if (s.bias) c.bias = testdata::make_bias(d, seed);
-    if (has_sum(p.ops)) c.dst_init = testdata::make_dst(p, seed);
-    else c.dst_init.assign(testdata::bytes_of(s.dst_dt, p.dst_elems()), 0);
+    if (has_sum(p.ops)) {
+        const std::vector<uint8_t> d0 = testdata::make_dst(p, seed);
+        c.dst_init.assign(d0.begin(), d0.end());
+    } else c.dst_init.assign(testdata::bytes_of(s.dst_dt, p.dst_elems()), 0);
     c.full = testdata::make_binary_tensors(p, seed);
     c.tolerant = s.data == data_kind::extreme || has_transcendental(p.ops);
     return c;
@@ -162,7 +165,7 @@ const std::vector<uint8_t> &conv_case::reference() const {
         } catch (const qconv::error &) {
             a.ops = lower_stock(p.ops, p.desc.oc, f32);
         }
-        std::vector<uint8_t> dst = dst_init;
+        std::vector<uint8_t> dst(dst_init.begin(), dst_init.end());
         ref::conv(p, a, src.data(), wei.data(), bias.empty() ? nullptr : bias.data(), dst.data(), args(0));
         ref_dst = std::move(dst);
     } catch (const std::exception &e) {
@@ -174,7 +177,8 @@ const std::vector<uint8_t> &conv_case::reference() const {
 
 // ------------------------------------------------------------ comparison
 namespace {
-double value_at(dtype dt, const std::vector<uint8_t> &v, int64_t i) {
+template <class V>
+double value_at(dtype dt, const V &v, int64_t i) {
     switch (dt) {
     case dtype::u8: return v[i];
     case dtype::s8: return static_cast<int8_t>(v[i]);
@@ -192,7 +196,7 @@ double value_at(dtype dt, const std::vector<uint8_t> &v, int64_t i) {
 }
 } // namespace
 
-int64_t compare_dst(const conv_case &c, const std::vector<uint8_t> &got, std::string *first) {
+int64_t compare_dst(const conv_case &c, const aligned_vector<uint8_t> &got, std::string *first) {
     const auto &want = c.reference();
     const dtype dt = c.p.dst_dt;
     const int64_t n = c.p.dst_elems();

@@ -49,8 +49,8 @@ const char *kind_name(post_op::kind k) {
     return "?";
 }
 
-template <typename T>
-void write_vec(const std::string &path, const std::vector<T> &v) {
+template <class T, class A>
+void write_vec(const std::string &path, const std::vector<T, A> &v) {
     write_file(path, v.data(), v.size() * sizeof(T));
 }
 
@@ -113,7 +113,7 @@ std::string describe_post_op(const std::string &dir, size_t i, const post_op &op
 } // namespace
 
 void dump_run(const std::string &root, int index, const conv_case &c, const conv_settings &s, const std::string &impl,
-              int attr_id, const std::string &status, const std::vector<uint8_t> &dst) {
+              int attr_id, const std::string &status, const aligned_vector<uint8_t> &dst) {
     char num[16];
     std::snprintf(num, sizeof num, "%04d", index);
     const std::string dir = root + "/" + num;

@@ -119,7 +119,7 @@ run_result run_one(const conv_case &c, const std::string &requested, conv_run_co
     r.exact = conv->exact();
     const exec_args args = c.args(ctx.co.threads);
 
-    std::vector<uint8_t> dst = c.dst_init;
+    aligned_vector<uint8_t> dst = c.dst_init;
     try {
         conv->execute(c.src.data(), dst.data(), args);
     } catch (const std::exception &e) {
@@ -142,7 +142,7 @@ run_result run_one(const conv_case &c, const std::string &requested, conv_run_co
     }
     if (!ctx.co.dump_dir.empty()) dump_run(ctx.co.dump_dir, ctx.dump_index++, c, ctx.s, r.impl, r.attr, r.status, dst);
     if (ctx.co.performance()) {
-        std::vector<uint8_t> scratch = c.dst_init;
+        aligned_vector<uint8_t> scratch = c.dst_init;
         const timing t = measure([&] { conv->execute(c.src.data(), scratch.data(), args); }, ctx.co.reps,
                                  ctx.co.budget_ms, ctx.co.correctness());
         r.ms = t.median_ms;

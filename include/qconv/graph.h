@@ -255,7 +255,7 @@ struct tensor {
     etype type = etype::f32;
     shape_t shape;
     layout order = layout::plain;
-    std::vector<uint8_t> bytes; // storage_bytes(type, elems())
+    aligned_vector<uint8_t> bytes; // storage_bytes(type, elems()); 64-byte aligned (qconv::cacheline_allocator)
 
     tensor() = default;
     // Zero-filled storage of type t and shape s, in layout o.

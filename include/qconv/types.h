@@ -7,8 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace qconv {
 
@@ -75,5 +77,33 @@ constexpr int max_threads = 4096;
 // count above max_threads; this checks them all at once, before anything runs
 // (qconv-driver calls it at start-up).
 void check_environment();
+
+// Storage aligned to a 64-byte cache line. The AMX rows load a tile row of 64
+// source bytes with one access: from a buffer that is not 64-byte aligned
+// every row straddles two cache lines, and the tile loads of a 1x1 layer that
+// reads the source in place run ~3x slower (docs/jit_conv_amx.md, "Alignment").
+// The graph executor's tensors and the driver's buffers use it; a caller of
+// the primitives gets full speed by passing such buffers (any alignment is
+// correct).
+template <class T>
+struct cacheline_allocator {
+    using value_type = T;
+    static constexpr std::align_val_t alignment{64};
+    cacheline_allocator() = default;
+    template <class U>
+    cacheline_allocator(const cacheline_allocator<U> &) {}
+    T *allocate(std::size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), alignment)); }
+    void deallocate(T *p, std::size_t) { ::operator delete(p, alignment); }
+    template <class U>
+    bool operator==(const cacheline_allocator<U> &) const {
+        return true;
+    }
+    template <class U>
+    bool operator!=(const cacheline_allocator<U> &) const {
+        return false;
+    }
+};
+template <class T>
+using aligned_vector = std::vector<T, cacheline_allocator<T>>;
 
 } // namespace qconv
