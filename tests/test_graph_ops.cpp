@@ -53,7 +53,8 @@ TEST(GraphStorage, TensorsAreCacheLineAligned) {
     EXPECT_TRUE(aligned64(small));
     EXPECT_TRUE(aligned64(big));
     EXPECT_TRUE(aligned64(copy));
-    auto g = parse("x = Constant f32[1,4,40,40] fill(0.5)\ny = Relu(x)\nz = Add(y, y)\nr = Result(z)\nr2 = Result(y)\n");
+    auto g =
+        parse("x = Constant f32[1,4,40,40] fill(0.5)\ny = Relu(x)\nz = Add(y, y)\nr = Result(z)\nr2 = Result(y)\n");
     compiled_graph cg(*g);
     for (int run = 0; run < 2; ++run) {
         const auto out = cg.run({});

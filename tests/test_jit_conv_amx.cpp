@@ -485,7 +485,8 @@ TEST(AmxConv, WeightPrefetchGivesTheSameBytes) {
             const auto far = run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PREFETCH", "64"}}, what, &plan_on);
             EXPECT_EQ(def, off) << what;
             EXPECT_EQ(far, off) << what;
-            EXPECT_EQ(plan_default.find(" prefetch=4096") != std::string::npos, c.by_default) << what << ": " << plan_default;
+            EXPECT_EQ(plan_default.find(" prefetch=4096") != std::string::npos, c.by_default)
+                << what << ": " << plan_default;
             EXPECT_EQ(plan_off.find(" prefetch="), std::string::npos) << what << ": " << plan_off;
             EXPECT_NE(plan_on.find(" prefetch=65536"), std::string::npos) << what << ": " << plan_on;
             if (HasFailure()) FAIL() << what;

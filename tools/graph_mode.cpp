@@ -147,8 +147,8 @@ int64_t dim_of(const std::vector<std::pair<size_t, graph::tensor>> &given, const
 // real run and compares with the summary's after_best_ms (the line after the
 // table states both).
 void print_table(const graph::graph &g, const graph::compiled_graph &cg, const std::vector<graph::tensor> &inputs,
-                 const std::vector<graph::rewrite_record> &lowered,
-                 const std::vector<graph::rewrite_record> &rewrites, int runs, double after_best_ms) {
+                 const std::vector<graph::rewrite_record> &lowered, const std::vector<graph::rewrite_record> &rewrites,
+                 int runs, double after_best_ms) {
     if (g.is_dynamic()) return;
     std::vector<std::pair<std::string, double>> best;
     double best_total = 0;

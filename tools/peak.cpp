@@ -242,7 +242,8 @@ template <class F>
 std::vector<double> sample_gops(F run, int64_t iters, double ops_per_iter, int threads, int runs) {
     for (double t0 = now_ms(); now_ms() - t0 < 50;) timed_ms(run, iters / 4, threads);
     std::vector<double> g;
-    for (int r = 0; r < runs; ++r) g.push_back(ops_per_iter * double(iters) * threads / (timed_ms(run, iters, threads) * 1e6));
+    for (int r = 0; r < runs; ++r)
+        g.push_back(ops_per_iter * double(iters) * threads / (timed_ms(run, iters, threads) * 1e6));
     std::sort(g.begin(), g.end());
     return g;
 }

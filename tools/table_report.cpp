@@ -261,11 +261,12 @@ void report::finish(bool performance, int threads) {
                 "for;\noneDNN row: %s; ratio = oneDNN ms / qconv ms (above 1: qconv is faster).\n",
                 op_.c_str(), problems_.size(), baseline_.c_str());
     if (peak.gops > 0)
-        std::printf("%%peak: of the measured int8 peak, %.0f GOPS (%s, %d thread%s; best of %d pinned runs, the slowest "
-                    "%.0f: spread %.1f%%; %s).\n",
-                    peak.gops, peak.what.c_str(), peak.threads, peak.threads == 1 ? "" : "s", peak.runs,
-                    peak.low_gops, 100 * (peak.gops - peak.low_gops) / peak.gops,
-                    peak.from_file.empty() ? "measured now" : ("as measured earlier in " + peak.from_file).c_str());
+        std::printf(
+            "%%peak: of the measured int8 peak, %.0f GOPS (%s, %d thread%s; best of %d pinned runs, the slowest "
+            "%.0f: spread %.1f%%; %s).\n",
+            peak.gops, peak.what.c_str(), peak.threads, peak.threads == 1 ? "" : "s", peak.runs, peak.low_gops,
+            100 * (peak.gops - peak.low_gops) / peak.gops,
+            peak.from_file.empty() ? "measured now" : ("as measured earlier in " + peak.from_file).c_str());
     std::vector<table_row> rows{{"layer", "qconv row", "ms", "GOPS", "%peak", "oneDNN row", "ms", "ratio", "exact"}};
     double own_ms = 0, own_ops = 0, pair_own = 0, pair_base = 0;
     int pairs = 0;

@@ -103,7 +103,8 @@ private:
         }
         if (cfg_.prefetch_bytes > 0)
             for (int64_t l = 0; l < 2 * b_tile_bytes(); l += 64) {
-                prefetcht0(ptr[reg_b + static_cast<uint32_t>(int64_t(t) * 2 * b_tile_bytes() + l + cfg_.prefetch_bytes)]);
+                prefetcht0(
+                    ptr[reg_b + static_cast<uint32_t>(int64_t(t) * 2 * b_tile_bytes() + l + cfg_.prefetch_bytes)]);
             }
     }
 
