@@ -603,7 +603,10 @@ void infer_qdq(node &n) {
                        to_string(x.out_type));
     }
     const int64_t ns = elems_of(s.out_shape);
-    if (zp && zp->out_shape != s.out_shape)
+    // One scale and one zero point in different one-element shapes ([] and
+    // [1]: ONNX Runtime's quantizer writes a one-channel per-axis bias so) are
+    // per tensor, as ONNX Runtime reads them.
+    if (zp && zp->out_shape != s.out_shape && !(ns == 1 && elems_of(zp->out_shape) == 1))
         bad(n, "zero_point shape " + to_string(zp->out_shape) + " differs from scale shape " + to_string(s.out_shape));
     if (ns != 1) {
         const int64_t ax = norm_axis(n, n.attr.axis, x.out_shape.size(), "axis");

@@ -1122,7 +1122,8 @@ void check_qdq_params(const onnx_node &n, const node *x, const node *s, const no
                                  std::to_string(axis) + " of " + to_string(x->out_shape) + "), got " +
                                  to_string(s->out_shape));
     }
-    if (z && z->out_shape != s->out_shape)
+    // [] with [1] (ONNX Runtime's one-channel per-axis bias): per tensor, as ORT reads it.
+    if (z && z->out_shape != s->out_shape && !(elems_of(z->out_shape) == 1 && elems_of(s->out_shape) == 1))
         n.fail_input(zi, "shape " + to_string(z->out_shape) + " differs from the scale's " + to_string(s->out_shape));
 }
 
@@ -1158,7 +1159,7 @@ void reader::dequantize(const onnx_node &n) {
     if (n.p.input_size() > 2 && !n.p.input(2).empty() && !zp) n.fail_input(2, "must be a constant");
     if (zp && zp->type != x.type)
         n.fail_input(2, std::string("element type ") + to_string(zp->type) + " differs from x's");
-    if (zp && zp->shape != scale.shape)
+    if (zp && zp->shape != scale.shape && !(elems_of(zp->shape) == 1 && elems_of(scale.shape) == 1))
         n.fail_input(2, "shape " + to_string(zp->shape) + " differs from the scale's " + to_string(scale.shape));
     if (n.has("block_size") && opset_ < 21)
         n.fail_attr("block_size", "needs opset 21 (the model imports " + std::to_string(opset_) + ")");

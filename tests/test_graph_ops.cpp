@@ -65,6 +65,32 @@ TEST(GraphStorage, TensorsAreCacheLineAligned) {
     }
 }
 
+// A scale of shape [1] with a zero point of shape [] (and the other way
+// round) is per tensor, as ONNX Runtime reads it: the values of the same
+// DequantizeLinear / QuantizeLinear with both in [1]; other shapes that differ
+// are refused naming both.
+TEST(GraphOps, OneElementScaleAndZeroPointShapesMayDiffer) {
+    const std::string x = "x = Constant u8[1,2,2,2] [0, 3, 7, 9, 250, 255, 128, 1]\n";
+    const auto same = run_text(x + "s = Constant f32[1] [0.5]\nz = Constant u8[1] [3]\n"
+                                   "d = DequantizeLinear(x, s, z)\nq = QuantizeLinear(d, s, z)\n"
+                                   "r1 = Result(d)\nr2 = Result(q)\n");
+    const auto mixed = run_text(x + "s = Constant f32[1] [0.5]\nz = Constant u8[] [3]\n"
+                                    "d = DequantizeLinear(x, s, z)\nq = QuantizeLinear(d, s, z)\n"
+                                    "r1 = Result(d)\nr2 = Result(q)\n");
+    const auto swapped = run_text(x + "s = Constant f32[] [0.5]\nz = Constant u8[1] [3]\n"
+                                      "d = DequantizeLinear(x, s, z)\nr1 = Result(d)\n");
+    ASSERT_EQ(same.size(), 2u);
+    ASSERT_EQ(mixed.size(), 2u);
+    expect_values(same[0], {-1.5f, 0.f, 2.f, 3.f, 123.5f, 126.f, 62.5f, -1.f});
+    expect_values(mixed[0], same[0].to_f32());
+    expect_values(swapped[0], same[0].to_f32());
+    EXPECT_EQ(mixed[1].bytes, same[1].bytes);
+    EXPECT_NE(error_of(x + "s = Constant f32[2] [0.5, 0.25]\nz = Constant u8[] [3]\n"
+                           "d = DequantizeLinear(x, s, z) axis=1\nr = Result(d)\n")
+                  .find("zero_point shape [] differs from scale shape [2]"),
+              std::string::npos);
+}
+
 // ------------------------------------------------------------ FakeQuantize
 // levels=4 over [0,3] → [0,6]: the level index round((x-il)/(ih-il)*3) halves
 // go to even (0.5 → 0, 1.5 → 2, 2.5 → 2: half away from zero would give 1, 2, 3).

@@ -378,6 +378,48 @@ TEST(OnnxQuantized, QdqConvBlockPerTensorAndPerChannel) {
     expect_text_round_trip(*gr, {x});
 }
 
+// ONNX Runtime's quantizer writes a one-channel per-axis bias as a scale of
+// shape [1] with a zero point of shape []: read as per tensor, as ORT does.
+// The same one-output-channel QDQ convolution with the zero points in [1]
+// and in [] (bias and activation) gives the same values as written and after
+// the int8 lowering, which takes it.
+TEST(OnnxQuantized, OneElementZeroPointBesideAOneElementScale) {
+    auto model = [](bool scalar_zp) {
+        om::builder b(13);
+        b.input("x", om::FLOAT, {1, 3, 6, 6});
+        b.output("y");
+        const std::vector<int64_t> zs = scalar_zp ? std::vector<int64_t>{} : std::vector<int64_t>{1};
+        b.init_f32("xs", {1}, {0.02f});
+        b.init_raw("xz", om::UINT8, zs, {uint8_t(128)});
+        b.init_raw("wq", om::INT8, {1, 3, 3, 3}, bytes_u8(om::integers(21, 27, -100, 100)));
+        b.init_f32("ws", {1}, {0.01f});
+        b.init_raw("wz", om::INT8, {1}, {uint8_t(0)});
+        b.init_raw("bq", om::INT32, {1}, bytes_of({-370}));
+        b.init_f32("bs", {1}, {0.0002f});
+        b.init_raw("bz", om::INT32, zs, bytes_of({0}));
+        b.init_f32("ys", {}, {0.05f});
+        b.init_raw("yz", om::UINT8, {}, {uint8_t(10)});
+        b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+        b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+        om::attr(b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}), "axis", int64_t(0));
+        om::attr(b.node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}), "axis", int64_t(0));
+        om::attr(b.node("Conv", {"xd", "wd", "bd"}, {"c"}, "conv"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+        b.node("QuantizeLinear", {"c", "ys", "yz"}, {"cq"});
+        b.node("DequantizeLinear", {"cq", "ys", "yz"}, {"y"});
+        return b;
+    };
+    const auto x = input({1, 3, 6, 6}, 22);
+    auto ref = read(model(false));
+    auto scalar = read(model(true));
+    const auto want = g::compiled_graph(*ref).run({x})[0];
+    EXPECT_EQ(g::compiled_graph(*scalar).run({x})[0].bytes, want.bytes);
+    std::vector<g::rewrite_record> lowered;
+    g::run_passes(*scalar, {}, &lowered);
+    ASSERT_EQ(lowered.size(), 1u);
+    EXPECT_TRUE(lowered[0].rewritten) << lowered[0].reason;
+    EXPECT_EQ(g::compiled_graph(*scalar).run({x})[0].bytes, want.bytes);
+}
+
 TEST(OnnxQuantized, QuantizeLinearPerAxisExactAndTypes) {
     // Per-axis u8 and per-tensor i8 (output_dtype, opset 21) QuantizeLinear outputs are exact.
     om::builder b(21);
