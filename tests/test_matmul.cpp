@@ -26,6 +26,7 @@
 #include "reference/reference.h"
 #include "rows/row.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/matmul_rows_here.h"
 #include "tests/support/testdata.h"
 
 namespace qconv {
@@ -58,21 +59,28 @@ std::vector<std::string> jit_rows() {
 bool is_dq_row(const std::string &row) { return find_row(row)->dynamic_quantization; }
 bool is_x4_row(const std::string &row) { return find_row(row)->weight_bits == 4; }
 
-// The CPU's own platform, uncapped (the rows' kernels are called directly).
-impl::platform detected_platform() {
-    impl::platform p;
-    p.level = impl::detected_isa();
-    p.features = impl::detected_features();
-    return p;
-}
+// The rows' kernels are called directly, on the CPU's platform under the ISA
+// cap (tests/support/matmul_rows_here.h): QCONV_MAX_CPU_ISA=avx2 checks what
+// an AVX2 CPU runs, and a test none of whose rows runs here skips.
+using test::host_runs;
+using test::rows_here;
+using test::test_platform;
+using test::why_none_here;
 
-bool host_runs(const std::string &row) { return detected_platform().has_all(find_row(row)->needs); }
+// The JIT rows `keep` selects, run here or not (for why_none_here()).
+template <typename F>
+std::vector<std::string> jit_rows_where(const F &keep) {
+    std::vector<std::string> rows;
+    for (const std::string &r : jit_rows())
+        if (keep(r)) rows.push_back(r);
+    return rows;
+}
 
 // The row's kernel for d, from the plan its supports() makes.
 std::shared_ptr<const impl::matmul_kernel> make_kernel(const impl::matmul_entry &e, const matmul_desc &d,
                                                        const matmul_hints &h) {
     std::string why;
-    const impl::plan_ptr pl = e.supports(d, h, detected_platform(), &why);
+    const impl::plan_ptr pl = e.supports(d, h, test_platform(), &why);
     if (!pl) throw std::runtime_error(e.name + " refuses " + d.key() + ": " + why);
     return e.create(d, h, *pl);
 }
@@ -85,7 +93,7 @@ void check_row(const std::string &row, const case_data &c) {
     matmul_hints hints;
     hints.dynamic_quantization = is_dq_row(row);
     std::string why;
-    const impl::plan_ptr plan = e->supports(c.d, hints, detected_platform(), &why);
+    const impl::plan_ptr plan = e->supports(c.d, hints, test_platform(), &why);
     ASSERT_TRUE(plan) << why;
     auto kernel = e->create(c.d, hints, *plan);
     auto packed = kernel->pack(c.weights());
@@ -153,7 +161,7 @@ class MatmulSweep : public testing::TestWithParam<sweep_param> {};
 
 TEST_P(MatmulSweep, MatchesReference) {
     const sweep_param &p = GetParam();
-    if (!host_runs(p.row)) GTEST_SKIP() << p.row << " needs an ISA this CPU lacks";
+    if (!host_runs(p.row)) GTEST_SKIP() << why_none_here({p.row});
     // K not a multiple of the vector width or of 64; groups dividing K.
     std::vector<int64_t> ks;
     if (p.group == 0) ks = {13, 160};
@@ -183,8 +191,10 @@ INSTANTIATE_TEST_SUITE_P(JitRows, MatmulSweep, testing::ValuesIn(sweep_params())
 // or at the other end, x = 1 — integer-valued partial sums stay exact in f32.
 // (Not for the dynamic-quantization row: its X scale 1/127 is inexact.)
 TEST(MatmulJit, ExtremeValuesLongK) {
-    for (const std::string &row : jit_rows()) {
-        if (!host_runs(row) || is_dq_row(row)) continue;
+    const std::vector<std::string> rows = jit_rows_where([](const std::string &r) { return !is_dq_row(r); });
+    const std::vector<std::string> here = rows_here(rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(rows);
+    for (const std::string &row : here) {
         const bool x4 = is_x4_row(row);
         for (dtype dt : x4 ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
             for (int sign : {0, 1})
@@ -216,14 +226,16 @@ TEST(MatmulJit, ExtremeValuesLongK) {
 // 4-bit rows with odd K (per OC) read a padded x column; odd group sizes are
 // refused (a byte holds two k) and run by the reference instead.
 TEST(MatmulJit, FourBitOddSizes) {
-    for (const std::string &row : jit_rows()) {
-        if (!is_x4_row(row) || !host_runs(row)) continue;
+    const std::vector<std::string> rows = jit_rows_where(is_x4_row);
+    const std::vector<std::string> here = rows_here(rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(rows);
+    for (const std::string &row : here) {
         matmul_desc d;
         d.m = 5, d.k = 7, d.n = 70, d.wei_dt = dtype::s4, d.zp = zpk::per_group;
         check_row(row, make_case(d, 3));
         d.k = 21, d.group = 3;
         std::string why;
-        EXPECT_FALSE(find_row(row)->supports(d, {}, detected_platform(), &why));
+        EXPECT_FALSE(find_row(row)->supports(d, {}, test_platform(), &why));
         EXPECT_NE(why.find("even"), std::string::npos) << why;
     }
 }
@@ -232,8 +244,10 @@ TEST(MatmulJit, FourBitOddSizes) {
 // layout pads K) and even groups that are not a multiple of 8 (the 2-k
 // layout), streaming and blocked shapes, every zero-point kind.
 TEST(MatmulJit, FourBitTableLayouts) {
-    for (const std::string &row : jit_rows()) {
-        if (!is_x4_row(row) || !host_runs(row)) continue;
+    const std::vector<std::string> rows = jit_rows_where(is_x4_row);
+    const std::vector<std::string> here = rows_here(rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(rows);
+    for (const std::string &row : here) {
         uint32_t seed = 11;
         for (dtype dt : {dtype::u4, dtype::s4})
             for (int64_t group : {0, 6, 24})
@@ -323,8 +337,9 @@ TEST(MatmulJit, PublicApi) {
 // ------------------------------------------------------------ bad weights
 
 TEST(MatmulJit, BadWeightsAreErrors) {
-    for (const std::string &row : jit_rows()) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(jit_rows());
+    if (here.empty()) GTEST_SKIP() << why_none_here(jit_rows());
+    for (const std::string &row : here) {
         const bool x4 = is_x4_row(row);
         matmul_desc d;
         d.m = 2, d.k = 64, d.n = 20, d.wei_dt = x4 ? dtype::u4 : dtype::s8, d.zp = zpk::per_group, d.group = 32;

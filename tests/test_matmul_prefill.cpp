@@ -28,6 +28,7 @@
 #include "qconv/matmul.h"
 #include "reference/reference.h"
 #include "rows/row.h"
+#include "tests/support/matmul_rows_here.h"
 #include "tests/support/testdata.h"
 
 namespace qconv {
@@ -35,30 +36,26 @@ namespace {
 
 using zpk = matmul_desc::zp_kind;
 
-const impl::matmul_entry &row_named(const std::string &name) {
-    for (const auto &e : impl::matmul_list())
-        if (e.name == name) return e;
-    throw std::runtime_error("no row " + name);
-}
+const impl::matmul_entry &row_named(const std::string &name) { return test::matmul_row(name); }
 
-impl::platform detected_platform() {
-    impl::platform p;
-    p.level = impl::detected_isa();
-    p.features = impl::detected_features();
-    return p;
-}
+// The rows' kernels are called directly, on the CPU's platform under the ISA
+// cap (tests/support/matmul_rows_here.h): QCONV_MAX_CPU_ISA=avx2 checks what
+// an AVX2 CPU runs, and a test none of whose rows runs here skips.
+using test::host_runs;
+using test::rows_here;
+using test::test_platform;
+using test::why_none_here;
 
-const char *const f32_rows[] = {"jit:matmul_wc_x8:avx512_core", "jit:matmul_wc_x4:avx512_core", "jit:matmul_wc_x8:avx2",
-                                "jit:matmul_wc_x4:avx2"};
-
-bool host_runs(const std::string &row) { return detected_platform().has_all(row_named(row).needs); }
+const std::vector<std::string> f32_rows = {"jit:matmul_wc_x8:avx512_core", "jit:matmul_wc_x4:avx512_core",
+                                           "jit:matmul_wc_x8:avx2", "jit:matmul_wc_x4:avx2"};
+const std::vector<std::string> ymm_rows = {"jit:matmul_wc_x4:avx2", "jit:matmul_wc_x8:avx2"};
 bool is_x4(const std::string &row) { return row_named(row).weight_bits == 4; }
 bool is_zmm(const std::string &row) { return row.find("avx512") != std::string::npos; }
 
 // The row's kernel in the prefill shape, whatever M.
 std::shared_ptr<const impl::matmul_kernel> prefill_kernel(const std::string &row, const matmul_desc &d) {
     std::string why;
-    const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), &why);
+    const impl::plan_ptr pl = row_named(row).supports(d, {}, test_platform(), &why);
     if (!pl) throw std::runtime_error(row + " refuses " + d.key() + ": " + why);
     const auto &decided = dynamic_cast<const impl::matmul_wc_plan &>(*pl);
     return row_named(row).create(d, {}, impl::plan_matmul_wc(d, decided.width, impl::matmul_wc_plan::shape::prefill));
@@ -117,7 +114,7 @@ void PrintTo(const prefill_param &p, std::ostream *os) { *os << describe(p); }
 
 std::vector<prefill_param> sweep_params() {
     std::vector<prefill_param> v;
-    for (const char *row : f32_rows)
+    for (const std::string &row : f32_rows)
         for (dtype dt :
              is_x4(row) ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
             for (int64_t g : {0, 32, 128, 512})
@@ -129,7 +126,7 @@ class PrefillSweep : public testing::TestWithParam<prefill_param> {};
 
 TEST_P(PrefillSweep, MatchesReference) {
     const prefill_param &p = GetParam();
-    if (!host_runs(p.row)) GTEST_SKIP() << p.row << " needs an ISA this CPU lacks";
+    if (!host_runs(p.row)) GTEST_SKIP() << why_none_here({p.row});
     // Chunks of 256 k: per channel K = 13 (4-bit: a padded k) and 600 (a group
     // split 256 + 256 + 88); 11 groups of 32 (chunks of 8 and 3 groups); 5 of
     // 128 (2, 2, 1); 2 of 512 (each split in two).
@@ -152,8 +149,9 @@ INSTANTIATE_TEST_SUITE_P(F32Rows, PrefillSweep, testing::ValuesIn(sweep_params()
 // More rows than one range sweeps over an unpacked chunk (about 256): the
 // rows are cut into ranges, each unpacking the chunk again.
 TEST(MatmulPrefill, ManyRowsInSeveralRanges) {
-    for (const char *row : f32_rows) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(f32_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(f32_rows);
+    for (const std::string &row : here) {
         matmul_desc d;
         d.m = 600, d.k = 512, d.n = 70, d.wei_dt = is_x4(row) ? dtype::u4 : dtype::s8, d.group = 128;
         d.zp = zpk::per_group, d.with_bias = true;
@@ -167,8 +165,9 @@ TEST(MatmulPrefill, ManyRowsInSeveralRanges) {
 // 1: integer partial sums stay exact in f32, so the result is K · (w − zp)
 // exactly, per channel (one group split over 16 chunks) and per 128.
 TEST(MatmulPrefill, ExtremeValuesLongK) {
-    for (const char *row : f32_rows) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(f32_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(f32_rows);
+    for (const std::string &row : here) {
         for (dtype dt :
              is_x4(row) ? std::vector<dtype>{dtype::u4, dtype::s4} : std::vector<dtype>{dtype::u8, dtype::s8})
             for (int sign : {0, 1})
@@ -201,8 +200,9 @@ TEST(MatmulPrefill, ExtremeValuesLongK) {
 // chains) the two give the same bytes: at such M a run-time M crossing the
 // threshold changes the speed, not the result.
 TEST(MatmulPrefill, SameBytesAsTheBlockedShape) {
-    for (const char *row : f32_rows) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(f32_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(f32_rows);
+    for (const std::string &row : here) {
         uint32_t seed = 31;
         for (int64_t group : {0, 64, 512})
             for (int64_t m : {5, 16, 40}) {
@@ -211,7 +211,7 @@ TEST(MatmulPrefill, SameBytesAsTheBlockedShape) {
                 d.zp = zpk::per_group, d.with_bias = true;
                 const testdata::matmul_data c = testdata::make_matmul_data(d, seed++);
                 // At M 5, 16 and 40 the blocked shape (above the streaming M).
-                const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), nullptr);
+                const impl::plan_ptr pl = row_named(row).supports(d, {}, test_platform(), nullptr);
                 ASSERT_TRUE(pl) << row;
                 const auto &decided = dynamic_cast<const impl::matmul_wc_plan &>(*pl);
                 auto kb = row_named(row).create(
@@ -231,15 +231,16 @@ TEST(MatmulPrefill, SameBytesAsTheBlockedShape) {
 // ------------------------------------------------------------ dispatch
 // The rows' plan takes the prefill shape exactly from the measured M on.
 TEST(MatmulPrefill, PlanFollowsTheCrossingPoint) {
-    for (const char *row : f32_rows) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(f32_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(f32_rows);
+    for (const std::string &row : here) {
         const int64_t from = jit::matmul_wc_prefill_min_m(is_zmm(row), is_x4(row));
         for (int64_t m : {int64_t(1), int64_t(4), int64_t(7), int64_t(8), int64_t(23), int64_t(24), int64_t(32),
                           int64_t(128), int64_t(4096)}) {
             matmul_desc d;
             d.m = m, d.k = 256, d.n = 64, d.wei_dt = is_x4(row) ? dtype::u4 : dtype::u8;
             std::string why;
-            const impl::plan_ptr pl = row_named(row).supports(d, {}, detected_platform(), &why);
+            const impl::plan_ptr pl = row_named(row).supports(d, {}, test_platform(), &why);
             ASSERT_TRUE(pl) << why;
             const auto *wp = dynamic_cast<const impl::matmul_wc_plan *>(pl.get());
             ASSERT_NE(wp, nullptr) << row;
@@ -253,8 +254,9 @@ TEST(MatmulPrefill, PlanFollowsTheCrossingPoint) {
 // back down: every call within the bound and the bytes of a MatMul created
 // for that M (classes up to 16 are the M itself, 32 and 64 too).
 TEST(MatmulPrefill, RunTimeMCrossesTheThresholdBothWays) {
-    for (const char *row : f32_rows) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(f32_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(f32_rows);
+    for (const std::string &row : here) {
         SCOPED_TRACE(row);
         matmul_desc d;
         d.m = 64, d.k = 520, d.n = 72, d.wei_dt = is_x4(row) ? dtype::s4 : dtype::u8, d.group = is_x4(row) ? 0 : 8,
@@ -287,8 +289,9 @@ TEST(MatmulPrefill, RunTimeMCrossesTheThresholdBothWays) {
 // the table's plan): the bits of the f32 run on the converted X and scales,
 // Y rounded once.
 TEST(MatmulPrefill, SixteenBitActivationsAndScales) {
-    for (const char *row : {"jit:matmul_wc_x4:avx2", "jit:matmul_wc_x8:avx2"}) {
-        if (!host_runs(row)) continue;
+    const std::vector<std::string> here = rows_here(ymm_rows);
+    if (here.empty()) GTEST_SKIP() << why_none_here(ymm_rows);
+    for (const std::string &row : here) {
         matmul_desc d;
         d.m = 32, d.k = 384, d.n = 80, d.wei_dt = is_x4(row) ? dtype::u4 : dtype::s8, d.group = 128;
         d.zp = zpk::per_group, d.with_bias = true;

@@ -3,7 +3,11 @@
 // a std::thread pool of 1 to 4 threads the same bytes as through OpenMP; two
 // primitives execute at once on two callers' pools; a pool of 1 runs on the
 // caller's thread without being called; nested regions run serially; the
-// process-wide default pool and the graph executor run on the pool.
+// process-wide default pool and the graph executor run on the pool. Same
+// bytes alone would not show that the pool ran anything (OpenMP gives them
+// too): every run that may use more than one of the pool's threads must have
+// called its run() (oneDNN rows excepted: they keep OpenMP), and one of a
+// single thread must not have.
 //
 // Under AddressSanitizer and UndefinedBehaviorSanitizer:
 //   cmake -S . -B build-asan -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_BENCH=OFF
@@ -23,6 +27,7 @@
 
 #include "core/parallel.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/host_platform.h"
 #include "qconv/graph.h"
 #include "qconv/qconv.h"
 #include "rows/row.h"
@@ -120,6 +125,11 @@ std::vector<std::string> matmul_rows() {
     return n;
 }
 
+// oneDNN rows run on oneDNN's OpenMP threads whatever the caller's pool
+// (README, "Running on the caller's threads"); every other row's parallel
+// loops run on it.
+bool runs_on_callers_pool(impl::row_family f) { return f != impl::row_family::onednn; }
+
 template <typename List>
 const auto &entry_named(const List &list, const std::string &name) {
     for (const auto &e : list)
@@ -169,17 +179,35 @@ TEST_P(ConvRowOnPool, SameBytesAsOpenMP) {
     ASSERT_EQ(k.conv->impl_name(), row.name);
     SCOPED_TRACE(row.name + " on " + k.c.p.desc.str());
     const std::vector<uint8_t> want = k.run();
+    const bool on_pool = runs_on_callers_pool(row.family);
     for (int n = 1; n <= 4; ++n) {
         std_pool pool(n);
+        // Each of the three runs of a pool of 2 or more calls its run() (a
+        // runtime that ignored the caller's pool gives the same bytes through
+        // OpenMP); a pool of 1 is never called.
+        auto expect_used = [&](int before, const char *how) {
+            if (n == 1) {
+                EXPECT_EQ(pool.runs(), 0) << how << ": a pool of 1 is never called";
+            } else if (on_pool) {
+                EXPECT_GT(pool.runs(), before) << n << " threads, " << how << ": the pool was never called";
+            }
+        };
+        int before = pool.runs();
         EXPECT_TRUE(k.run(&pool) == want) << n << " threads, exec_args::pool";
+        expect_used(before, "exec_args::pool");
         {
             threadpool_scope scope(&pool);
+            before = pool.runs();
             EXPECT_TRUE(k.run() == want) << n << " threads, threadpool_scope";
+            expect_used(before, "threadpool_scope");
+            before = pool.runs();
             EXPECT_TRUE(k.run(nullptr, 2) == want) << n << " threads, threads = 2";
+            expect_used(before, "threadpool_scope, threads = 2");
         }
-        if (n == 1) {
-            EXPECT_EQ(pool.runs(), 0) << "a pool of 1 is never called";
-        }
+        // threads = 1: the caller's thread only, the pool untouched.
+        before = pool.runs();
+        EXPECT_TRUE(k.run(&pool, 1) == want) << n << " threads, exec_args::pool, threads = 1";
+        EXPECT_EQ(pool.runs(), before) << n << " threads, threads = 1 called the pool";
     }
 }
 
@@ -192,6 +220,11 @@ TEST_P(MatmulRowOnPool, SameBytesAsOpenMP) {
     test::matmul_candidate c;
     std::string why;
     if (!test::find_matmul_problem(row, &c, &why)) GTEST_SKIP() << row.name << " runs no candidate here: " << why;
+    // N wide enough for every row to split it over several tasks (at the
+    // candidate's N = 40 the AVX-512 rows have one panel and run serially).
+    matmul_desc wide = c.d;
+    wide.n = 296;
+    if (row.supports(wide, c.hints, impl::host_platform(), nullptr)) c.d = wide;
     SCOPED_TRACE(row.name + " on " + c.d.key());
     const test::matmul_buffers w(c.d, 1), in(c.d, 2);
     const matmul mm(c.d, w.weights(), c.hints);
@@ -199,17 +232,27 @@ TEST_P(MatmulRowOnPool, SameBytesAsOpenMP) {
     const size_t ny = static_cast<size_t>(c.d.m * c.d.n);
     std::vector<float> want(ny, -1.f);
     mm.execute(in.x.data(), want.data());
+    const bool on_pool = runs_on_callers_pool(row.family);
+    // ref:matmul ignores `threads`: its loop takes all of the runtime's threads.
+    const bool honours_threads = row.family != impl::row_family::ref;
     for (int n = 1; n <= 4; ++n) {
         std_pool pool(n);
         threadpool_scope scope(&pool);
-        for (int threads : {0, 2}) {
+        for (int threads : {0, 2, 1}) {
+            const int before = pool.runs();
             std::vector<float> y(ny, -1.f);
             mm.execute(in.x.data(), y.data(), threads);
             EXPECT_EQ(std::memcmp(y.data(), want.data(), ny * sizeof(float)), 0)
                 << n << " threads in the pool, threads = " << threads;
-        }
-        if (n == 1) {
-            EXPECT_EQ(pool.runs(), 0);
+            // Run on the scope's pool when it may use more than one thread of
+            // it; on the caller's thread alone (never calling run()) otherwise.
+            if (n == 1 || (threads == 1 && honours_threads)) {
+                EXPECT_EQ(pool.runs(), before)
+                    << n << " threads in the pool, threads = " << threads << ": called the pool for one task";
+            } else if (on_pool && threads != 1) {
+                EXPECT_GT(pool.runs(), before)
+                    << n << " threads in the pool, threads = " << threads << ": the pool was never called";
+            }
         }
     }
 }
