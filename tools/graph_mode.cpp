@@ -288,7 +288,7 @@ void choose_bound(graph_settings &s, const graph::graph &before, std::vector<dou
         steps = output_steps(before, &why);
         if (!steps.empty()) {
             s.tol_steps = default_tol_steps;
-            s.steps_text = "8";
+            s.steps_text = format_double(default_tol_steps, 0);
             return;
         }
         s.tol = default_tolerance(before, s.dq);

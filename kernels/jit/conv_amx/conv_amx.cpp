@@ -90,6 +90,8 @@ struct amx_geometry {
     // Packed weight bytes of one K chunk of an OC block: every tap's two B
     // tiles of kc/4 rows × 64 bytes.
     int64_t b_chunk() const { return taps * 2 * (int64_t(kc) / 4 * 64); }
+    // Weight bytes of one group: OCg channels over every tap's K chunks.
+    int64_t group_weight_bytes() const { return ocg * taps * nk * kc; }
 };
 
 amx_geometry make_geometry(const conv_desc &d, const conv_knobs &k) {
@@ -255,10 +257,9 @@ struct amx_plan : impl::plan {
 // slower (weights that stay in L1/L2 across the pixel blocks: the prefetches
 // only take issue slots), so the default prefetches from 128 KiB of weights
 // per group on. QCONV_JIT_CONV_AMX_PREFETCH=N: N KiB ahead always (0: never).
-int64_t weight_prefetch_bytes(const conv_desc &d, const conv_knobs &k) {
+int64_t weight_prefetch_bytes(const amx_geometry &g, const conv_knobs &k) {
     if (k.amx_prefetch >= 0) return int64_t(k.amx_prefetch) * 1024;
-    const int64_t bytes = d.ic / d.g * d.kh * d.kw * (d.oc / d.g);
-    return bytes >= 128 * 1024 ? 4096 : 0;
+    return g.group_weight_bytes() >= 128 * 1024 ? 4096 : 0;
 }
 
 class conv_amx_kernel : public impl::conv_kernel {
@@ -808,9 +809,9 @@ impl::conv_entry conv_amx_row(const std::string &name) {
         if (!amx_supports(p, a, pl->knobs, &pl->g, why)) return nullptr;
         pl->fused = pipeline_fusable(a, pl->knobs);
         const amx_geometry &g = pl->g;
-        pl->qb_inner = g.ocg * g.taps * g.nk * g.kc > g.nq * blk * g.ps; // weight bytes > source bytes
+        pl->qb_inner = g.group_weight_bytes() > g.nq * blk * g.ps; // weight bytes > source bytes
         choose_k_ranges(pl->g, pl->knobs);
-        pl->prefetch = weight_prefetch_bytes(p.desc, pl->knobs);
+        pl->prefetch = weight_prefetch_bytes(g, pl->knobs);
         return pl;
     };
     e.defer = [](const conv_problem &p, const attr_set &a, const impl::platform &, const impl::plan &pl) {
