@@ -367,9 +367,50 @@ private:
             return nullptr;
         return add;
     }
+    // The same node, or Constants of one type holding the same values (a
+    // quantization's scale or zero point, per tensor or per channel).
     static bool same_value(const node *x, const node *y) {
-        return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
-                          elems_of(y->out_shape) == 1 && x->out_type == y->out_type && x->value(0) == y->value(0));
+        if (x == y) return true;
+        if (x->kind != op::Constant || y->kind != op::Constant || x->out_type != y->out_type) return false;
+        const int64_t n = elems_of(x->out_shape);
+        if (n != elems_of(y->out_shape)) return false;
+        for (int64_t i = 0; i < n; ++i)
+            if (x->value(i) != y->value(i)) return false;
+        return true;
+    }
+    // QuantizeLinear q and DequantizeLinear d take the same parameters (scale,
+    // zero point, axis when per channel).
+    static bool same_params(const node *q, const node *d) {
+        const bool per_channel =
+            elems_of(q->inputs[1]->out_shape) > 1 || (q->inputs.size() > 2 && elems_of(q->inputs[2]->out_shape) > 1);
+        return q->inputs.size() == d->inputs.size() && same_value(q->inputs[1], d->inputs[1]) &&
+               (q->inputs.size() < 3 || same_value(q->inputs[2], d->inputs[2])) &&
+               (!per_channel || q->attr.axis == d->attr.axis);
+    }
+
+    // QuantizeLinear q(s, z) → DequantizeLinear(s, z) → Relu | Clamp → QuantizeLinear(s, z),
+    // each read once: the last QuantizeLinear, else null. It stores what Relu | Clamp →
+    // QuantizeLinear(s, z) of q's input stores (docs/graph.md, "requantized activation"):
+    // for a monotone f, Q(f(DQ(Q(x)))) = Q(f(x)) when (q − z)·s / s rounds back to q − z.
+    node *requantized_activation(node *q) {
+        if (q->kind != op::QuantizeLinear || q->inputs.size() < 2 || !is_const_f32(q->inputs[1])) return nullptr;
+        node *dq = single_consumer(q);
+        if (!dq || dq->kind != op::DequantizeLinear || dq->inputs[0] != q || !same_params(q, dq)) return nullptr;
+        node *f = single_consumer(dq);
+        if (!f || (f->kind != op::Relu && f->kind != op::Clamp) || f->inputs[0] != dq) return nullptr;
+        if (f->kind == op::Clamp && !(f->attr.clamp_min <= f->attr.clamp_max)) return nullptr;
+        node *q2 = single_consumer(f);
+        if (!q2 || q2->kind != op::QuantizeLinear || q2->inputs[0] != f || q2->out_type != q->out_type ||
+            q2->inputs.size() != q->inputs.size() || !same_value(q->inputs[1], q2->inputs[1]) ||
+            (q->inputs.size() > 2 && !same_value(q->inputs[2], q2->inputs[2])) || q2->attr.axis != q->attr.axis)
+            return nullptr;
+        // (q − z)·s must be a normal f32 for every level: s in [2^-118, 2^118].
+        const node *sc = q->inputs[1];
+        for (int64_t i = 0; i < elems_of(sc->out_shape); ++i) {
+            const double v = sc->value(i);
+            if (!(v >= std::ldexp(1.0, -118) && v <= std::ldexp(1.0, 118))) return nullptr;
+        }
+        return q2;
     }
 
     node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id) {
@@ -396,6 +437,30 @@ private:
         return q->scale > 0;
     }
 
+    // A u8 dequantization along axis 1 with one scale and a zero point per
+    // channel (the legacy per-channel zero point's form): DequantizeLinear(q,
+    // scale [1] or [C] of one value, zp [C]) of a rank-4 q.
+    static bool channel_zp_of(const node *a, quant *q) {
+        if (a->kind != op::DequantizeLinear || a->inputs.size() < 3 || (a->attr.axis != 1 && a->attr.axis != -3))
+            return false;
+        const node *x = a->inputs[0], *s = a->inputs[1], *z = a->inputs[2];
+        if (x->out_type != etype::u8 || x->out_shape.size() != 4 || !is_const_f32(s) || z->kind != op::Constant)
+            return false;
+        const int64_t C = x->out_shape[1], ns = elems_of(s->out_shape);
+        if ((ns != 1 && ns != C) || elems_of(z->out_shape) != C) return false;
+        for (int64_t i = 1; i < ns; ++i)
+            if (s->value(i) != s->value(0)) return false;
+        q->q = const_cast<node *>(x);
+        q->type = etype::u8;
+        q->scale = static_cast<float>(s->value(0));
+        q->zp.clear();
+        for (int64_t i = 0; i < C; ++i) q->zp.push_back(static_cast<int32_t>(z->value(i)));
+        if (std::all_of(q->zp.begin(), q->zp.end(), [&](int32_t v) { return v == q->zp[0]; })) q->zp.resize(1);
+        q->scales.clear();
+        q->fq = false;
+        return q->scale > 0;
+    }
+
     // Whether the f32 value `a` is a dequantization of integers some node
     // holds (a lowered convolution's output, a QDQ pair), also through
     // MaxPool and Concat: max and concatenation commute with a dequantization
@@ -412,6 +477,7 @@ private:
             return true;
         }
         if (qdq_of(a, q)) return true;
+        if (a->kind == op::DequantizeLinear && channel_zp_of(a, q)) return true;
         if (a->kind == op::MaxPool) {
             quant b;
             if (!int8_of(a->inputs[0], &b)) return false;
@@ -504,17 +570,12 @@ private:
             // with the same s and z: the identity on the levels.
             quant d, b;
             node *ql = a->inputs[0];
-            auto same_value = [](const node *x, const node *y) {
-                return x == y || (x->kind == op::Constant && y->kind == op::Constant && elems_of(x->out_shape) == 1 &&
-                                  elems_of(y->out_shape) == 1 && x->value(0) == y->value(0));
-            };
-            const bool same_params = ql->inputs.size() == a->inputs.size() && same_value(ql->inputs[1], a->inputs[1]) &&
-                                     (ql->inputs.size() < 3 || same_value(ql->inputs[2], a->inputs[2]));
-            if (same_params && qdq_of(a, &d) && int8_of(ql->inputs[0], &b) && b.same(d)) {
+            const bool same = same_params(ql, a);
+            if (same && (qdq_of(a, &d) || channel_zp_of(a, &d)) && int8_of(ql->inputs[0], &b) && b.same(d)) {
                 *q = b;
                 return "";
             }
-            if (same_params && qdq_of(a, &d) && d.scales.empty() && d.zp.size() == 1)
+            if (same && qdq_of(a, &d) && d.scales.empty() && d.zp.size() == 1)
                 if (node *c = requantized_concat(ql->inputs[0], d)) {
                     *q = d;
                     q->q = c;
@@ -713,6 +774,18 @@ private:
                     stage = 3;
                     t = add;
                     continue;
+                }
+                if (node *q2 = requantized_activation(u)) {
+                    // Q(s, z) → DQ(s, z) → Relu | Clamp → Q(s, z): the activation before
+                    // the quantization, the last QuantizeLinear the output.
+                    const node *f = single_consumer(single_consumer(u));
+                    flush_ss();
+                    if (f->kind == op::Relu) p.ops.push_back(post_op::relu());
+                    else
+                        p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(f->attr.clamp_min),
+                                                         static_cast<float>(f->attr.clamp_max)));
+                    chain += std::string(" requantized ") + to_string(f->kind);
+                    u = q2;
                 }
                 out_q = u;
                 break;

@@ -15,6 +15,18 @@ Models (the CNNs: torchvision's topologies, random weights from a fixed seed):
                            channel (the legacy per-channel zero point's use: the
                            convolution reading it sums over channels, so its scale
                            must be one; after a Relu every zero point is 0)
+  resnet50_qdq_zp.onnx     ResNet-50 with 14 convolution outputs quantized before their Relu,
+                           per channel with one scale (the widest channel's): the stem and
+                           the first 1x1 of every bottleneck of stages 2-4. The zero points
+                           are those of the values below 0, so they differ and are not 0;
+                           the Relu follows the DequantizeLinear and is quantized again
+                           with the same parameters (Conv -> Q/DQ axis=1 -> Relu -> Q/DQ ->
+                           [MaxPool -> Q/DQ] -> Conv), as a quantizer that does not fuse
+                           the activation writes it; 15 convolutions read them
+  resnet50_qdq_cs.onnx     the same network and tensors with a scale and a zero point per
+                           channel (cannot be one int8 convolution: no single source scale)
+  resnet50_qdq_pt.onnx     the same network and tensors quantized per tensor (the time the
+                           per-channel zero points are measured against)
   qlinear_conv.onnx        a small QLinearConv network (dense 3x3, depthwise 3x3,
                            pointwise 1x1; u8 activations, per-channel s8 weights)
   ffn_nbits.onnx           (only when named) a transformer FFN, x [1, tokens, 1024] →
@@ -170,7 +182,12 @@ def forward_from(net, vals, layers):
     for L in layers:
         k = L["kind"]
         if k == "conv":
-            v = act(conv2d(vals[L["x"]], L["w"], L["b"], L["stride"], L["pad"], L["groups"]), L["act"])
+            v = conv2d(vals[L["x"]], L["w"], L["b"], L["stride"], L["pad"], L["groups"])
+            if L.get("preact"):  # quantized before its activation (the _zp/_cs variants)
+                vals[L["out"] + "_conv"] = v
+                if "preact_q" in L:
+                    v = fake_quantize(v, L["preact_q"])
+            v = act(v, L["act"])
         elif k == "add":
             v = act(vals[L["x"]] + vals[L["y"]], L["act"])
         elif k == "maxpool":  # 3x3 stride 2 pad 1
@@ -214,6 +231,9 @@ def forward_qdq(net, wr, x):
         layers.append(L)
     q = Net(None)
     q.layers = layers
+    for L in layers:
+        if L.get("preact"):
+            L["preact_q"] = wr.qparams[L["out"] + "_conv"]
     vals = {"input": fake_quantize(x, wr.qparams["input"])}
     for L in layers:
         vals.update(forward_from(q, vals, [L]))
@@ -326,13 +346,15 @@ def write_qdq(net, ranges, per_channel, size, path, shared_scale=False):
             wr.nodes.append(helper.make_node("Conv", [x, w, b], [y], name=out, group=L["groups"],
                                              kernel_shape=[kk, kk], strides=[L["stride"]] * 2,
                                              pads=[p, p, p, p]))
+            if L.get("preact"):  # Q/DQ before the activation; the activation's output shares it
+                y = wr.qdq(y)
             if L["act"] == "relu":
                 wr.nodes.append(helper.make_node("Relu", [y], [out], name=out + "_relu"))
             elif L["act"] == "relu6":
                 if six is None:
                     six = (wr.init("relu6_min", np.float32(0)), wr.init("relu6_max", np.float32(6)))
                 wr.nodes.append(helper.make_node("Clip", [y, six[0], six[1]], [out], name=out + "_relu6"))
-            dq[out] = wr.qdq(out)
+            dq[out] = wr.qdq(out, share=out + "_conv" if L.get("preact") else None)
         elif k == "add":
             y = out if L["act"] is None else out + "_sum"
             wr.nodes.append(helper.make_node("Add", [dq[L["x"]], dq[L["y"]]], [y], name=out))
@@ -428,7 +450,8 @@ def qlinear_conv(size, rng, path):
     save(graph, path)
 
 
-MODELS = ("resnet50_qdq", "resnet50_qdq_pc", "mobilenet_v2_qdq", "mobilenet_v2_qdq_pc", "qlinear_conv")
+MODELS = ("resnet50_qdq", "resnet50_qdq_pc", "resnet50_qdq_zp", "resnet50_qdq_cs", "resnet50_qdq_pt", "mobilenet_v2_qdq",
+          "mobilenet_v2_qdq_pc", "qlinear_conv")
 
 
 # ------------------------------------------------------------ transformer FFN
@@ -608,8 +631,17 @@ def main():
             qlinear_conv(a.size, rng, path)
         else:
             net = resnet50(rng) if m.startswith("resnet50") else mobilenet_v2(rng)
-            ranges = calibrate(net, a.size, a.calib, rng)
             pc = set()
+            if m.endswith("_zp") or m.endswith("_cs") or m.endswith("_pt"):
+                # The stem and the first 1x1 of each bottleneck of stages 2-4 (the blocks
+                # after the first 64-wide stage), quantized before their Relu.
+                for L in net.layers:
+                    if L["kind"] == "conv" and L["act"] == "relu" and (
+                            L["x"] == "input" or (L["w"].shape[2] == 1 and L["w"].shape[0] >= 128)):
+                        L["preact"] = True
+                        if not m.endswith("_pt"):
+                            pc.add(L["out"] + "_conv")
+            ranges = calibrate(net, a.size, a.calib, rng)
             if m.endswith("_pc"):
                 # MobileNet v2: the input of every depthwise convolution; ResNet-50: each
                 # bottleneck's first 1x1 output (the input of its 3x3).
@@ -622,7 +654,7 @@ def main():
                     # The image too: its channels' ranges differ below 0, so their zero points
                     # differ (after a Relu every zero point is 0); the stem gets the legacy one.
                     pc.add("input")
-            write_qdq(net, ranges, pc, a.size, path, shared_scale=m.startswith("resnet50"))
+            write_qdq(net, ranges, pc, a.size, path, shared_scale=m.startswith("resnet50") and not m.endswith("_cs"))
             if a.reference:
                 wr = write_qdq.writer
                 x = rng.standard_normal((3, a.size, a.size)).astype(np.float32)

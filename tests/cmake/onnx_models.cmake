@@ -37,23 +37,25 @@ endif()
 include("${CMAKE_CURRENT_LIST_DIR}/expect.cmake")
 ]=])
 
-function(qconv_model_test model convs candidates steps)
+function(qconv_model_test model convs lowered candidates steps)
   set(file ${QCONV_MODEL_DIR}/${model}.onnx)
   add_test(NAME driver_graph_onnx_${model}
     COMMAND ${CMAKE_COMMAND} -DMODEL=${file} -DEXPECT_RC=0
-      "-DEXPECT_OUT=op=graph file=[^ ]*${model}.onnx rewritten=0/${convs} lowered=${candidates}/${candidates} .*status=ok"
+      "-DEXPECT_OUT=op=graph file=[^ ]*${model}.onnx rewritten=0/${convs} lowered=${lowered}/${candidates} .*status=ok"
       "-DFORBID_OUT=status=(mismatch|failed)"
       -P ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake -- $<TARGET_FILE:qconv-driver> graph ${file} --reps=1 --tol-steps=${steps} ${ARGN})
   set_tests_properties(driver_graph_onnx_${model} PROPERTIES TIMEOUT 600 LABELS driver
     FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
 endfunction()
-# model, convolutions read, lowering candidates (the convolutions and the
-# classifier's Gemm), the bound in steps.
-qconv_model_test(resnet50_qdq 53 54 6)
-qconv_model_test(resnet50_qdq_pc 53 54 6)
-qconv_model_test(mobilenet_v2_qdq 52 53 4)
-qconv_model_test(mobilenet_v2_qdq_pc 52 53 4)
-qconv_model_test(qlinear_conv 3 3 1)
+# model, convolutions read, lowered, lowering candidates (the convolutions and
+# the classifier's Gemm), the bound in steps.
+qconv_model_test(resnet50_qdq 53 54 54 6)
+qconv_model_test(resnet50_qdq_pc 53 54 54 6)
+qconv_model_test(resnet50_qdq_zp 53 54 54 6)
+qconv_model_test(resnet50_qdq_pt 53 54 54 6)
+qconv_model_test(mobilenet_v2_qdq 52 53 53 4)
+qconv_model_test(mobilenet_v2_qdq_pc 52 53 53 4)
+qconv_model_test(qlinear_conv 3 3 3 1)
 
 # The QDQ networks against the numpy reference of scripts/make_models.py (the
 # driver's own before/after check in steps as above).
@@ -64,9 +66,23 @@ function(qconv_model_reference_test model)
   set_tests_properties(driver_graph_onnx_${model}_reference PROPERTIES TIMEOUT 600 LABELS driver
     FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
 endfunction()
-foreach(m resnet50_qdq resnet50_qdq_pc mobilenet_v2_qdq mobilenet_v2_qdq_pc)
+foreach(m resnet50_qdq resnet50_qdq_pc resnet50_qdq_zp resnet50_qdq_cs mobilenet_v2_qdq mobilenet_v2_qdq_pc)
   qconv_model_reference_test(${m})
 endforeach()
+
+# The per-channel zero-point network keeps its glue in integers (docs/graph.md,
+# "requantized activation"): no f32 Relu, no f32 MaxPool, no DequantizeLinear of
+# a convolution's pre-activation output is left after the passes.
+add_test(NAME driver_graph_onnx_resnet50_qdq_zp_int8_glue
+  COMMAND ${CMAKE_COMMAND} -DMODEL=${QCONV_MODEL_DIR}/resnet50_qdq_zp.onnx -DEXPECT_RC=0
+    "-DEXPECT_OUT=graph=after node=maxpool_2_int8 op=MaxPool impl=.graph:max_pool_nhwc_u8.*lowered=54/54 .*status=ok"
+    "-DFORBID_OUT=graph=after node=[^ ]+ op=Relu |graph=after node=[^ ]+ op=MaxPool impl=.graph:max_pool[^_]|graph=after node=conv_[0-9]+_conv_dq |status=(mismatch|failed)"
+    -P ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake -- $<TARGET_FILE:qconv-driver> graph ${QCONV_MODEL_DIR}/resnet50_qdq_zp.onnx --reps=1 --tol-steps=6)
+set_tests_properties(driver_graph_onnx_resnet50_qdq_zp_int8_glue PROPERTIES TIMEOUT 600 LABELS driver
+  FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
+# Per-channel scales on the same tensors: the convolutions reading them stay in
+# f32 (no single source scale), the others are lowered; the output agrees.
+qconv_model_test(resnet50_qdq_cs 53 39 54 8)
 
 # The FFNs against their float64 reference: both MatMuls on compressed rows,
 # max |difference| ≤ 1e-5 of the largest output (measured 2.5e-7).
