@@ -454,6 +454,7 @@ private:
     void flatten(const onnx_node &n);
     void prelu(const onnx_node &n);
     void softmax(const onnx_node &n);
+    void batch_norm(const onnx_node &n);
     // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
     // scale / zero point in shape `ss` (the same data).
     node *dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
@@ -686,11 +687,14 @@ struct op_entry {
 void reader::read_node(const onnx_node &n) {
     if (gelu_skip_.count(n.index)) return;
     const std::string &domain = n.p.domain(), &type = n.p.op_type();
-    for (int i = 1; i < n.p.output_size(); ++i)
+    // BatchNormalization names its training outputs itself.
+    const bool several = (domain.empty() || domain == "ai.onnx") && type == "BatchNormalization";
+    for (int i = 1; i < n.p.output_size() && !several; ++i)
         if (!n.p.output(i).empty())
             n.fail("output " + std::to_string(i) + " '" + n.p.output(i) + "' is not supported (one output per node)");
     if (n.p.output_size() == 0 || n.p.output(0).empty()) n.fail("has no output");
-    if (values_.count(n.p.output(0))) n.fail("output '" + n.p.output(0) + "' is defined twice");
+    for (const auto &o : n.p.output())
+        if (!o.empty() && values_.count(o)) n.fail("output '" + o + "' is defined twice");
     if (gelu_at_.count(n.index)) {
         // The last node of an erf-form Gelu (find_gelu_patterns).
         const std::string &x = gelu_at_[n.index];
@@ -738,6 +742,7 @@ void reader::read_node(const onnx_node &n) {
         {"PRelu", &reader::prelu, nullptr},
         {"Sigmoid", nullptr, nullptr},
         {"Softmax", &reader::softmax, nullptr},
+        {"BatchNormalization", &reader::batch_norm, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -1526,6 +1531,64 @@ void reader::softmax(const onnx_node &n) {
     attributes a;
     a.axis = n.get_int("axis", -1); // opset 13+: one axis (default the last)
     define(n, 0, add(n, op::Softmax, {value(n, 0)}, a));
+}
+
+// BatchNormalization (inference): y = x·a + b per channel (axis 1), with
+// a = scale / sqrtf(input_var + epsilon) and b = B − input_mean·a computed
+// here in f32 (each operation rounded once) from the constant statistics —
+// a Multiply and an Add of [1, C, 1, ...] Constants of x's type, the form the
+// low-precision lowering folds into a convolution's per-channel chain.
+void reader::batch_norm(const onnx_node &n) {
+    n.known_attrs({"epsilon", "momentum", "training_mode"});
+    const int64_t training = n.get_int("training_mode", 0);
+    if (training != 0) n.fail_attr("training_mode", std::to_string(training) + " is not supported (inference only: 0)");
+    for (int i = 1; i < n.p.output_size(); ++i)
+        if (!n.p.output(i).empty())
+            n.fail("output " + std::to_string(i) + " '" + n.p.output(i) +
+                   "' is not supported (running statistics are outputs of training mode only)");
+    node *x = value(n, 0);
+    const etype T = x->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const shape_t &xs = x->out_shape;
+    if (xs.size() < 2) n.fail_input(0, "must have rank 2 or more (N, C, ...), got " + to_string(xs));
+    const int64_t C = xs[1];
+    const char *what[] = {"", "the scale", "the bias B", "the mean", "the variance"};
+    const tensor_value *v[5] = {};
+    for (int i = 1; i <= 4; ++i) {
+        v[i] = &need_constant(n, i, what[i]);
+        if (!is_float(v[i]->type))
+            n.fail_input(i, std::string("element type ") + to_string(v[i]->type) + " is not floating point");
+        if (v[i]->shape != shape_t{C})
+            n.fail_input(i,
+                         "must be [" + std::to_string(C) + "] (one value per channel), got " + to_string(v[i]->shape));
+    }
+    const float eps = n.get_float("epsilon", 1e-5f);
+    if (!(eps >= 0.f) || !std::isfinite(eps)) n.fail_attr("epsilon", "is not a finite value >= 0");
+    shape_t cs(xs.size(), 1);
+    cs[1] = C;
+    tensor_value a, b;
+    for (tensor_value *t : {&a, &b}) {
+        t->type = T;
+        t->shape = cs;
+        t->data = std::make_shared<constant_data>();
+        t->data->bytes.assign(storage_bytes(T, C), 0);
+    }
+    for (int64_t c = 0; c < C; ++c) {
+        const float scale = static_cast<float>(at(*v[1], c)), bias = static_cast<float>(at(*v[2], c));
+        const float mean = static_cast<float>(at(*v[3], c)), var = static_cast<float>(at(*v[4], c));
+        const float d = var + eps;
+        if (!(d > 0.f) || !std::isfinite(d))
+            n.fail_input(4, "input_var + epsilon is not a finite positive value at channel " + std::to_string(c));
+        const float ac = scale / std::sqrt(d);
+        const float bc = bias - mean * ac;
+        if (!std::isfinite(ac) || !std::isfinite(bc))
+            n.fail("channel " + std::to_string(c) + ": the folded scale or shift is not finite");
+        detail::store(T, a.data->bytes.data(), c, ac);
+        detail::store(T, b.data->bytes.data(), c, bc);
+    }
+    const std::string out = n.p.output(0);
+    node *y = add(n, op::Multiply, {x, constant(&n, a, out + "_bn_scale")}, {}, "_scaled");
+    define(n, 0, add(n, op::Add, {y, constant(&n, b, out + "_bn_shift")}));
 }
 
 void reader::reshape(const onnx_node &n) {

@@ -1,0 +1,167 @@
+// The ONNX ops of trained models (graph/onnx_reader.cpp; docs/graph.md,
+// "ONNX"): BatchNormalization, HardSigmoid, HardSwish, Div, Slice, Split,
+// Pad and Resize. Each is read from a small model built here, run, and
+// checked against values worked out by hand from the ONNX spec (small
+// dyadic numbers, so that every f32 operation is exact and the order of
+// operations cannot change them); each has a refusal naming the node and the
+// attribute or input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
+#include "tests/support/onnx_models.h"
+
+namespace {
+
+namespace g = qconv::graph;
+namespace om = qconv::test::onnx_model;
+using ::testing::HasSubstr;
+
+std::unique_ptr<g::graph> read(const om::builder &b) {
+    const std::string s = b.bytes();
+    return g::parse_onnx(s.data(), s.size());
+}
+
+// Runs the model read from b on f32 inputs; the outputs as floats (their shapes in *shapes).
+std::vector<std::vector<float>> run(const om::builder &b, const std::vector<g::tensor> &in,
+                                    std::vector<g::shape_t> *shapes = nullptr) {
+    auto gr = read(b);
+    const auto out = g::compiled_graph(*gr).run(in);
+    // The text form loads back and computes the same values.
+    auto back = g::parse(g::to_text(*gr));
+    const auto again = g::compiled_graph(*back).run(in);
+    std::vector<std::vector<float>> r;
+    for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(out[i].bytes, again[i].bytes) << "output " << i << " after the text round trip";
+        r.push_back(out[i].to_f32());
+        if (shapes) shapes->push_back(out[i].shape);
+    }
+    return r;
+}
+
+g::tensor f32(const g::shape_t &s, const std::vector<float> &v) { return g::tensor::from_f32(g::etype::f32, s, v); }
+
+// The message of the error reading b throws ("" when it is read).
+std::string refusal(const om::builder &b) {
+    try {
+        read(b);
+    } catch (const qconv::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+// ------------------------------------------------------ BatchNormalization
+om::builder batch_norm_model(int64_t opset = 15) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, {1, 2, 2, 2});
+    b.output("y");
+    // var + eps = 4 and 16: a = scale / 2 = 1 and scale / 4 = 0.125;
+    // b = B − mean·a = 1 − 0.5 = 0.5 and −1 − 2·0.125 = −1.25.
+    b.init_f32("scale", {2}, {2.f, 0.5f});
+    b.init_f32("B", {2}, {1.f, -1.f});
+    b.init_f32("mean", {2}, {0.5f, 2.f});
+    b.init_f32("var", {2}, {3.f, 15.f});
+    om::attr(b.node("BatchNormalization", {"x", "scale", "B", "mean", "var"}, {"y"}, "bn"), "epsilon", 1.f);
+    return b;
+}
+
+TEST(OnnxBatchNormalization, PerChannelScaleAndShift) {
+    for (int64_t opset : {13, 15, 21}) {
+        const auto y = run(batch_norm_model(opset), {f32({1, 2, 2, 2}, {0, 1, -2, 4, 8, -8, 0.5f, 16})});
+        ASSERT_EQ(y.size(), 1u);
+        // channel 0: x·1 + 0.5; channel 1: x·0.125 − 1.25
+        EXPECT_EQ(y[0], (std::vector<float>{0.5f, 1.5f, -1.5f, 4.5f, -0.25f, -2.25f, -1.1875f, 0.75f})) << opset;
+    }
+    auto gr = read(batch_norm_model());
+    const auto ops = gr->count_ops();
+    EXPECT_EQ(ops.at("Multiply"), 1);
+    EXPECT_EQ(ops.at("Add"), 1);
+}
+
+// The f32 computation a = scale / sqrtf(var + eps), b = B − mean·a, rounded
+// as the reader documents it: 1/sqrtf(3) is not exact.
+TEST(OnnxBatchNormalization, ConstantsInF32) {
+    om::builder b(15);
+    b.input("x", om::FLOAT, {1, 1, 1, 1});
+    b.output("y");
+    b.init_f32("scale", {1}, {1.f});
+    b.init_f32("B", {1}, {0.f});
+    b.init_f32("mean", {1}, {0.1f});
+    b.init_f32("var", {1}, {2.99999f});
+    b.node("BatchNormalization", {"x", "scale", "B", "mean", "var"}, {"y"}, "bn"); // epsilon 1e-5
+    const float a = 1.f / std::sqrt(2.99999f + 1e-5f);
+    const float shift = 0.f - 0.1f * a;
+    const auto y = run(b, {f32({1, 1, 1, 1}, {2.f})});
+    EXPECT_EQ(y[0][0], 2.f * a + shift);
+}
+
+// Conv → BatchNormalization in a QDQ network: the Multiply and Add join the
+// convolution's per-channel chain and the whole is one int8 convolution.
+TEST(OnnxBatchNormalization, FoldedIntoALoweredConvolution) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, {1, 2, 4, 4});
+    b.output("y");
+    b.init_f32("xs", {}, {0.02f});
+    b.init_raw("xz", om::UINT8, {}, {uint8_t(128)});
+    std::vector<uint8_t> w(2 * 2 * 9);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(static_cast<int8_t>(int(i % 7) - 3));
+    b.init_raw("wq", om::INT8, {2, 2, 3, 3}, w);
+    b.init_f32("ws", {2}, {0.01f, 0.02f});
+    b.init_f32("scale", {2}, {2.f, 0.5f});
+    b.init_f32("B", {2}, {0.25f, -0.5f});
+    b.init_f32("mean", {2}, {0.125f, 0.5f});
+    b.init_f32("var", {2}, {3.f, 15.f});
+    b.init_f32("ys", {}, {0.05f});
+    b.init_raw("yz", om::UINT8, {}, {uint8_t(100)});
+    b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+    b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+    om::attr(b.node("DequantizeLinear", {"wq", "ws"}, {"wd"}), "axis", int64_t(0));
+    om::attr(b.node("Conv", {"xd", "wd"}, {"c"}, "conv"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+    om::attr(b.node("BatchNormalization", {"c", "scale", "B", "mean", "var"}, {"n"}, "bn"), "epsilon", 1.f);
+    b.node("Relu", {"n"}, {"r"});
+    b.node("QuantizeLinear", {"r", "ys", "yz"}, {"q"});
+    b.node("DequantizeLinear", {"q", "ys", "yz"}, {"y"});
+    auto gr = read(b);
+    std::vector<float> xv(32);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(int(i * 5 % 11) - 5) * 0.25f;
+    const auto x = f32({1, 2, 4, 4}, xv);
+    const auto want = g::compiled_graph(*gr).run({x})[0];
+    std::vector<g::rewrite_record> lowered;
+    g::run_passes(*gr, {}, &lowered);
+    ASSERT_EQ(lowered.size(), 1u);
+    EXPECT_TRUE(lowered[0].rewritten) << lowered[0].reason;
+    const auto ops = gr->count_ops();
+    EXPECT_EQ(ops.count("Multiply"), 0u);
+    EXPECT_EQ(ops.count("Add"), 0u);
+    EXPECT_EQ(ops.at("QConvolution"), 1);
+    const auto got = g::compiled_graph(*gr).run({x})[0];
+    // One quantization step at most, on a value at a rounding boundary.
+    const auto a = got.to_f32(), e = want.to_f32();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::fabs(a[i] - e[i]), 0.05f * 1.001f) << i;
+}
+
+TEST(OnnxBatchNormalization, Refusals) {
+    om::builder t = batch_norm_model();
+    om::attr(*t.graph().mutable_node(0), "training_mode", int64_t(1));
+    EXPECT_THAT(refusal(t), ::testing::StartsWith("node 'bn' (#0, BatchNormalization): attribute 'training_mode'"));
+    om::builder v = batch_norm_model();
+    v.graph().mutable_initializer()->RemoveLast(); // var becomes a graph input
+    v.input("var", om::FLOAT, {2});
+    EXPECT_THAT(refusal(v), ::testing::StartsWith("node 'bn' (#0, BatchNormalization): input 4 'var': must be a "
+                                                  "constant"));
+    om::builder z = batch_norm_model();
+    z.graph().mutable_initializer(3)->set_raw_data(std::string(8, '\0')); // var 0, epsilon 0
+    z.graph().mutable_node(0)->clear_attribute();
+    om::attr(*z.graph().mutable_node(0), "epsilon", 0.f);
+    EXPECT_THAT(refusal(z), HasSubstr("input 4 'var': input_var + epsilon is not a finite positive value"));
+}
+
+} // namespace
