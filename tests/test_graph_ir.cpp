@@ -647,6 +647,36 @@ TEST(GraphExec, TransposeReshapeAndBroadcast) {
     EXPECT_EQ(out[0].to_f32(), (std::vector<float>{11, 24, 12, 25, 13, 26}));
 }
 
+// Layout transposes (a batch of [rows, cols] matrices: NCHW <-> NHWC) run in
+// tiles; odd sizes cross the tile edges. Each element checked by its index.
+TEST(GraphExec, TransposesOfLayoutsByIndex) {
+    const int64_t N = 2, C = 37, H = 5, W = 7;
+    for (const char *order : {"[0,2,3,1]", "[0,3,1,2]", "[1,2,3,0]", "[0,1,3,2]", "[2,0,1,3]"}) {
+        auto g =
+            parse("x = Parameter f32[2,37,5,7]\nt = Transpose(x) order=" + std::string(order) + "\no = Result(t)\n");
+        std::vector<float> v(N * C * H * W);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+        const auto out = compiled_graph(*g).run({tensor::from_f32(etype::f32, {N, C, H, W}, v)});
+        const shape_t &os = out[0].shape;
+        std::vector<int64_t> perm;
+        for (const char *c = order; *c; ++c)
+            if (*c >= '0' && *c <= '9') perm.push_back(*c - '0');
+        const int64_t is[4] = {C * H * W, H * W, W, 1};
+        const auto y = out[0].to_f32();
+        int64_t j = 0, bad = 0;
+        for (int64_t a = 0; a < os[0]; ++a)
+            for (int64_t b = 0; b < os[1]; ++b)
+                for (int64_t c = 0; c < os[2]; ++c)
+                    for (int64_t d = 0; d < os[3]; ++d, ++j) {
+                        const int64_t idx[4] = {a, b, c, d};
+                        int64_t off = 0;
+                        for (int k = 0; k < 4; ++k) off += idx[k] * is[perm[k]];
+                        bad += y[j] != static_cast<float>(off);
+                    }
+        EXPECT_EQ(bad, 0) << order;
+    }
+}
+
 TEST(GraphExec, MatMulTransposes) {
     auto g = parse("a = Parameter f32[2,3]\n"
                    "b = Parameter f32[2,3]\n"

@@ -253,6 +253,35 @@ TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
     EXPECT_GT(ran, 0);
 }
 
+// A FakeQuantize to levels 0..255 stored as u8 (the graph's lowering of an
+// output FakeQuantize) whose bounds land on the store's range in every
+// channel leaves its crop to the store's saturation (pipeline_op::crop):
+// values far beyond the bounds store what the reference stores, and one
+// channel whose bounds do not saturate keeps the crop everywhere.
+TEST(JitConv, FakeQuantizeCropLeftToTheSaturation) {
+    require_avx2();
+    int ran = 0, i = 0;
+    for (const std::string desc : {"mb1ic64ih5oc48oh5kh1ph0", "mb1ic32ih6oc37oh6kh3ph1", "mb2ic16ih4oc16oh4kh3ph1"})
+        for (const bool saturating : {true, false}) {
+            const int64_t oc = qconv::conv_desc::parse(desc).oc;
+            std::string il, ih, oh;
+            for (int64_t c = 0; c < oc; ++c) {
+                const int m = static_cast<int>((c * 37) % 65); // il = −m, ih = 255 − m: isc 1, ish m
+                il += (c ? "," : "") + std::to_string(-m);
+                ih += (c ? "," : "") + std::to_string(255 - m);
+                oh += (c ? "," : "") + std::string(!saturating && c == oc / 2 ? "127" : "255");
+            }
+            for (const std::string zp : {"none", "channel:random"}) {
+                ConvTester t;
+                t.src(dtype::u8).dst(dtype::u8).zp(zp).post_ops("fq:256:" + il + ":" + ih + ":0:" + oh);
+                t.scales(std::vector<float>(static_cast<size_t>(oc), 4.f)).seed(++i); // far beyond the bounds
+                ran += run_all_rows(t, desc);
+                if (HasFailure()) FAIL() << desc << " saturating=" << saturating << " zp=" << zp;
+            }
+        }
+    EXPECT_GT(ran, 0);
+}
+
 TEST(JitConv, ExtremeData) {
     require_avx2();
     // u8 255 × s8 −128/127 over IC·KH·KW up to 4608; zp at 0 and 255.

@@ -212,7 +212,7 @@ public:
             using K = lowered_op::kind;
             for (const pipeline_op &op : epi_pipe_->ops) {
                 if (op.k == K::quantization) {
-                    for (int i = 0; i < (op.dequantize ? 6 : 4); ++i) take(op.q[i]);
+                    for (int i = op.crop ? 0 : 2; i < (op.dequantize ? 6 : 4); ++i) take(op.q[i]);
                 } else if (op.k == K::depthwise_scale_shift) {
                     take(op.a);
                     take(op.b);
@@ -488,8 +488,10 @@ public:
             break;
         case K::depthwise_scale_shift: emit_madd_oc<T>(y, op.a, op.b, b); break;
         case K::quantization:
-            h_.vmaxps(y, oc_vec<T>(op.q[0], b, t), y); // std::max(y, cl): cl > y ? cl : y
-            h_.vminps(y, oc_vec<T>(op.q[1], b, t), y); // std::min(., ch): ch < y ? ch : y
+            if (op.crop) {
+                h_.vmaxps(y, oc_vec<T>(op.q[0], b, t), y); // std::max(y, cl): cl > y ? cl : y
+                h_.vminps(y, oc_vec<T>(op.q[1], b, t), y); // std::min(., ch): ch < y ? ch : y
+            }
             emit_madd_oc<T>(y, op.q[2], op.q[3], b);
             if (op.round) emit_round<T>(y);
             if (op.dequantize) emit_madd_oc<T>(y, op.q[4], op.q[5], b);

@@ -5,6 +5,8 @@
 
 #include "kernels/jit/base/conv_pipeline.h"
 
+#include "core/convert.h"
+
 namespace qconv::jit {
 
 namespace {
@@ -15,6 +17,28 @@ std::vector<float> per_oc(const std::vector<float> &v, int64_t oc, const char *f
     std::vector<float> r(static_cast<size_t>(oc + 16), 0.f);
     for (int64_t c = 0; c < oc; ++c) r[c] = lowered_op::at(v, c);
     return r;
+}
+
+// Whether the last op's crop is left to the store's saturation (pipeline_op::crop).
+bool crop_saturates(const pipeline &pp) {
+    if (pp.ops.empty() || (pp.dst_dt != dtype::u8 && pp.dst_dt != dtype::s8)) return false;
+    const pipeline_op &q = pp.ops.back();
+    if (q.k != lowered_op::kind::quantization) return false;
+    const float lo = pp.dst_dt == dtype::u8 ? 0.f : -128.f, hi = pp.dst_dt == dtype::u8 ? 255.f : 127.f;
+    // A bound through the op (fused multiply-adds, round half to even) and
+    // the store (+ dst_zp, round half to even).
+    auto stored = [&](float v, int64_t c) {
+        v = madd(v, q.q[2][c], q.q[3][c]);
+        if (q.round) v = std::nearbyint(v);
+        if (q.dequantize) v = madd(v, q.q[4][c], q.q[5][c]);
+        return std::nearbyint(v + pp.dst_zp);
+    };
+    for (int64_t c = 0; c < pp.oc; ++c) {
+        const float cl = q.q[0][c], ch = q.q[1][c];
+        if (!(cl <= ch) || !(q.q[2][c] > 0.f) || (q.dequantize && !(q.q[4][c] > 0.f))) return false;
+        if (!(stored(cl, c) <= lo) || !(stored(ch, c) >= hi)) return false;
+    }
+    return true;
 }
 
 } // namespace
@@ -98,6 +122,7 @@ pipeline pipeline::build(const conv_problem &p, const attr_set &a) {
         }
         pp.ops.push_back(std::move(q));
     }
+    if (crop_saturates(pp)) pp.ops.back().crop = false;
     return pp;
 }
 

@@ -32,6 +32,12 @@ struct pipeline_op {
     int full_index = -1;
     float sum_scale = 1.f, sum_zp = 0.f;
     bool round = true, dequantize = true;
+    // Quantization: whether the crop (max cl, min ch) is emitted. False when
+    // it is the last op before a u8/s8 store and, in every channel, cl and ch
+    // carried through the op and the store land at or beyond the stored
+    // range: the store's saturation then gives the same bytes (each step is
+    // increasing), as for the graph's ReLU before a u8 output.
+    bool crop = true;
     // Per-OC parameters (OC values + padding): a, b for binary/prelu/
     // depthwise; q[0..5] = cl, ch, isc, ish, osc, osh for quantization.
     std::vector<float> a, b;
