@@ -55,6 +55,7 @@ std::string kernel_name(const node &n) {
     case op::Subtract: return "graph:eltwise_sub";
     case op::Multiply: return "graph:eltwise_mul";
     case op::Add: return "graph:eltwise_add";
+    case op::Divide: return "graph:eltwise_div";
     case op::Reshape: return "graph:reshape";
     case op::Transpose: return "graph:transpose";
     case op::Convolution:

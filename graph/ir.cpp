@@ -27,10 +27,10 @@ constexpr etype_info etypes[] = {
     {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
 constexpr const char *op_names[] = {
-    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",     "Add",    "Reshape",
-    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",         "Gelu",   "FakeQuantize",
-    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean",   "Concat", "Clamp",
-    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "QConvolution", "Result"};
+    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",          "Reshape",
+    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",         "FakeQuantize",
+    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat",       "Clamp",
+    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "QConvolution", "Result"};
 } // namespace
 
 const char *to_string(etype t) {
@@ -654,7 +654,9 @@ void infer_node(node &n, int64_t dynamic_value) {
     case op::Subtract:
     case op::Multiply:
     case op::Add:
+    case op::Divide:
         need_inputs(n, 2);
+        if (n.kind == op::Divide) need_float(n, 0, "a");
         if (n.inputs[0]->out_type != n.inputs[1]->out_type)
             bad(n, std::string("element types differ: ") + to_string(n.inputs[0]->out_type) + " and " +
                        to_string(n.inputs[1]->out_type));

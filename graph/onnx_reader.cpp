@@ -6,7 +6,7 @@
 // and infers them at once, so a shape or type that does not fit is reported
 // with the ONNX node. Two rewrites happen on the way:
 //  * the erf form of Gelu, x·0.5·(1 + erf(x/√2)), is found before the pass and
-//    read as one Gelu (the IR has no Erf or Div);
+//    read as one Gelu (the IR has no Erf);
 //  * a weight decompression — MatMulNBits, or DequantizeLinear of constant
 //    weights feeding a MatMul — is written as the executor's compressed-MatMul
 //    pattern, MatMul(X, [Reshape](Multiply(Convert(Wq) − Convert(ZP), Scale)),
@@ -455,6 +455,8 @@ private:
     void prelu(const onnx_node &n);
     void softmax(const onnx_node &n);
     void batch_norm(const onnx_node &n);
+    void div(const onnx_node &n);
+    void hard_sigmoid(const onnx_node &n);
     // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
     // scale / zero point in shape `ss` (the same data).
     node *dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
@@ -743,6 +745,9 @@ void reader::read_node(const onnx_node &n) {
         {"Sigmoid", nullptr, nullptr},
         {"Softmax", &reader::softmax, nullptr},
         {"BatchNormalization", &reader::batch_norm, nullptr},
+        {"Div", &reader::div, nullptr},
+        {"HardSigmoid", &reader::hard_sigmoid, nullptr},
+        {"HardSwish", &reader::hard_sigmoid, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -762,9 +767,9 @@ void reader::read_node(const onnx_node &n) {
         }
         return;
     }
-    if (type == "Erf" || type == "Div")
-        n.fail("op " + type + " is not supported (the IR has no " + type +
-               "; the erf form of Gelu, x·0.5·(1 + erf(x/√2)) written with Div, Erf, Add and Mul, is read as Gelu)");
+    if (type == "Erf")
+        n.fail("op Erf is not supported (the IR has no Erf; the erf form of Gelu, x·0.5·(1 + erf(x/√2)) written "
+               "with Div, Erf, Add and Mul, is read as Gelu)");
     n.fail("op " + type + " is not supported");
 }
 
@@ -1589,6 +1594,63 @@ void reader::batch_norm(const onnx_node &n) {
     const std::string out = n.p.output(0);
     node *y = add(n, op::Multiply, {x, constant(&n, a, out + "_bn_scale")}, {}, "_scaled");
     define(n, 0, add(n, op::Add, {y, constant(&n, b, out + "_bn_shift")}));
+}
+
+// Div of floating-point values: a Multiply by the reciprocal when b is a
+// Constant of powers of two whose reciprocals x's type holds (x / 2^k and
+// x · 2^-k are the same real number, rounded once), else a Divide. ONNX's
+// integer Div truncates: refused.
+void reader::div(const onnx_node &n) {
+    n.known_attrs({});
+    node *a = value(n, 0), *b = value(n, 1);
+    const etype T = a->out_type;
+    if (!is_float(T))
+        n.fail_input(0, std::string("element type ") + to_string(T) +
+                            " is not floating point (integer Div truncates: not supported)");
+    if (const tensor_value *c = constant_of(n, 1); c && c->type == T) {
+        tensor_value r = *c;
+        r.data = std::make_shared<constant_data>(*c->data);
+        bool exact = true;
+        for (int64_t i = 0; exact && i < elems_of(c->shape); ++i) {
+            int e = 0;
+            const double v = at(*c, i), m = std::frexp(v, &e);
+            const double inv = 1.0 / v;
+            exact = std::fabs(m) == 0.5 && std::isfinite(inv) && detail::to_type(T, inv) == inv;
+            detail::store(T, r.data->bytes.data(), i, inv);
+        }
+        if (exact) {
+            define(n, 0, add(n, op::Multiply, {a, constant(&n, r, n.p.input(1) + "_reciprocal")}));
+            return;
+        }
+    }
+    define(n, 0, add(n, op::Divide, {a, b}));
+}
+
+// HardSigmoid: max(0, min(1, alpha·x + beta)) as Multiply(x, alpha) →
+// Add(beta) → Clamp(0, 1), each in f32 rounded once; HardSwish (opset 14):
+// x · HardSigmoid(x) with alpha = 1/6 (as an f32, 0.16666667) and beta = 0.5,
+// one more Multiply by x.
+void reader::hard_sigmoid(const onnx_node &n) {
+    const bool swish = n.p.op_type() == "HardSwish";
+    if (swish) n.known_attrs({});
+    else n.known_attrs({"alpha", "beta"});
+    if (swish && opset_ < 14)
+        n.fail("HardSwish needs opset 14 (the model imports opset " + std::to_string(opset_) + ")");
+    node *x = value(n, 0);
+    const etype T = x->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const float alpha = swish ? 1.f / 6.f : n.get_float("alpha", 0.2f);
+    const float beta = swish ? 0.5f : n.get_float("beta", 0.5f);
+    if (!std::isfinite(alpha)) n.fail_attr("alpha", "is not finite");
+    if (!std::isfinite(beta)) n.fail_attr("beta", "is not finite");
+    node *y = add(n, op::Multiply, {x, scalar(n, T, alpha, "_alpha")}, {}, "_alpha_x");
+    y = add(n, op::Add, {y, scalar(n, T, beta, "_beta")}, {}, "_plus_beta");
+    attributes c;
+    c.clamp_min = 0;
+    c.clamp_max = 1;
+    y = add(n, op::Clamp, {y}, c, swish ? "_hard_sigmoid" : "");
+    if (swish) y = add(n, op::Multiply, {x, y});
+    define(n, 0, y);
 }
 
 void reader::reshape(const onnx_node &n) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,96 @@ TEST(OnnxBatchNormalization, Refusals) {
     z.graph().mutable_node(0)->clear_attribute();
     om::attr(*z.graph().mutable_node(0), "epsilon", 0.f);
     EXPECT_THAT(refusal(z), HasSubstr("input 4 'var': input_var + epsilon is not a finite positive value"));
+}
+
+// ------------------------------------------------ HardSigmoid, HardSwish, Div
+om::builder unary(const std::string &op, int64_t opset, const std::vector<int64_t> &dims) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, dims);
+    b.output("y");
+    b.node(op, {"x"}, {"y"}, "act");
+    return b;
+}
+
+TEST(OnnxHardSigmoid, ClampedLine) {
+    om::builder b = unary("HardSigmoid", 17, {6});
+    om::attr(*b.graph().mutable_node(0), "alpha", 0.25f);
+    om::attr(*b.graph().mutable_node(0), "beta", 0.5f);
+    // max(0, min(1, x/4 + 1/2))
+    auto y = run(b, {f32({6}, {-4, -1, 0, 1, 2, 3})});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 0.25f, 0.5f, 0.75f, 1, 1}));
+    // Defaults alpha 0.2, beta 0.5: 2.5 · 0.2f rounds to 0.5 in f32.
+    y = run(unary("HardSigmoid", 13, {4}), {f32({4}, {0, 2.5f, -2.5f, 5})});
+    EXPECT_EQ(y[0], (std::vector<float>{0.5f, 1, 0, 1}));
+}
+
+TEST(OnnxHardSwish, TimesHardSigmoid) {
+    // x · max(0, min(1, x/6 + 1/2)); x · 0.16666667f rounds to x/6 for these x.
+    const auto y = run(unary("HardSwish", 14, {7}), {f32({7}, {-4, -3, -1.5f, 0, 0.75f, 1.5f, 6})});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 0, -0.375f, 0, 0.46875f, 1.125f, 6}));
+    auto gr = read(unary("HardSwish", 14, {7}));
+    EXPECT_EQ(gr->count_ops().at("Clamp"), 1);
+    EXPECT_EQ(gr->count_ops().at("Multiply"), 2);
+}
+
+// The form exporters write: Add(x, 3) → Clip(0, 6) → Div(·, 6) → Mul(x, ·).
+TEST(OnnxHardSwish, ExportedAddClipDivMul) {
+    om::builder b(17);
+    b.input("x", om::FLOAT, {7});
+    b.output("y");
+    b.init_f32("three", {}, {3.f});
+    b.init_f32("zero", {}, {0.f});
+    b.init_f32("six", {}, {6.f});
+    b.node("Add", {"x", "three"}, {"a"});
+    b.node("Clip", {"a", "zero", "six"}, {"c"});
+    b.node("Div", {"c", "six"}, {"d"}, "div");
+    b.node("Mul", {"x", "d"}, {"y"});
+    // min(max(x + 3, 0), 6) / 6 · x
+    const auto y = run(b, {f32({7}, {-4, -3, -1.5f, 0, 1.5f, 3, 9})});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 0, -0.375f, 0, 1.125f, 3, 9}));
+    EXPECT_EQ(read(b)->count_ops().at("Divide"), 1); // 1/6 is not exact: a true division
+}
+
+TEST(OnnxDiv, PowersOfTwoMultiplyOthersDivide) {
+    om::builder b(17);
+    b.input("x", om::FLOAT, {2, 2});
+    b.input("z", om::FLOAT, {2, 2});
+    b.output("p");
+    b.output("q");
+    b.output("r");
+    b.init_f32("pow2", {2}, {4.f, -0.5f});
+    b.init_f32("three", {}, {3.f});
+    b.node("Div", {"x", "pow2"}, {"p"});
+    b.node("Div", {"x", "three"}, {"q"});
+    b.node("Div", {"x", "z"}, {"r"});
+    auto gr = read(b);
+    EXPECT_EQ(gr->count_ops().at("Multiply"), 1);
+    EXPECT_EQ(gr->count_ops().at("Divide"), 2);
+    const auto y = run(b, {f32({2, 2}, {1, 2, -3, 6}), f32({2, 2}, {2, -4, 0, 0.5f})});
+    EXPECT_EQ(y[0], (std::vector<float>{0.25f, -4, -0.75f, -12}));
+    EXPECT_EQ(y[1], (std::vector<float>{1.f / 3.f, 2.f / 3.f, -1, 2}));
+    EXPECT_EQ(y[2][0], 0.5f);
+    EXPECT_EQ(y[2][1], -0.5f);
+    EXPECT_EQ(y[2][2], -INFINITY); // IEEE: −3 / 0
+    EXPECT_EQ(y[2][3], 12.f);
+}
+
+TEST(OnnxActivations, Refusals) {
+    om::builder a = unary("HardSigmoid", 17, {4});
+    om::attr(*a.graph().mutable_node(0), "alpha", INFINITY);
+    EXPECT_THAT(refusal(a), ::testing::StartsWith("node 'act' (#0, HardSigmoid): attribute 'alpha': is not finite"));
+    EXPECT_THAT(refusal(unary("HardSwish", 13, {4})),
+                ::testing::StartsWith("node 'act' (#0, HardSwish): HardSwish needs opset 14"));
+    om::builder s = unary("HardSwish", 14, {4});
+    om::attr(*s.graph().mutable_node(0), "alpha", 0.5f);
+    EXPECT_THAT(refusal(s), ::testing::StartsWith("node 'act' (#0, HardSwish): attribute 'alpha': is not supported"));
+    om::builder d(17);
+    d.input("x", om::INT32, {4});
+    d.output("y", om::INT32);
+    d.init_raw("two", om::INT32, {}, {2, 0, 0, 0});
+    d.node("Div", {"x", "two"}, {"y"}, "div");
+    EXPECT_THAT(refusal(d), ::testing::StartsWith("node 'div' (#0, Div): input 0 'x': element type i32 is not "
+                                                  "floating point"));
 }
 
 } // namespace

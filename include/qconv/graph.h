@@ -80,6 +80,7 @@ enum class op {
     Flatten,          // (x) axis: [prod(d[:axis]), prod(d[axis:])]
     Sigmoid,          // (x)
     Softmax,          // (x) axis
+    Divide,           // (a, b) floating point: a / b, numpy broadcast
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
     QConvolution,
