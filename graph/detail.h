@@ -69,6 +69,17 @@ std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out);
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
 void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
 
+// Slice (graph/data_movement.cpp): per dim of the input `in`, the first index
+// taken and the step, and the output shape; throws qconv::error naming the
+// node for attributes that do not fit or an empty result.
+struct slice_geometry {
+    std::vector<int64_t> first, step;
+    shape_t out;
+};
+slice_geometry slice_of(const node &n, const shape_t &in);
+// o = the op applied to x, on typed storage (o's type, shape and storage set).
+void slice(const node &n, const tensor &x, tensor &o);
+
 // The executor's evaluation of one node (graph/eval.cpp): what its
 // compile-time folding computes for a node whose inputs are known. The
 // low-precision lowering reads constant subgraphs (a bias or scale written as

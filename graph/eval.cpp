@@ -364,8 +364,7 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         // NHWC on both sides (an f32 island of the graph: executor): per tensor
         // the same loops over the whole buffer; a DequantizeLinear per channel
         // takes the channel from the innermost dim.
-        if (n.kind == op::QuantizeLinear && x.type == etype::f32 && !per_axis &&
-            (ot == etype::u8 || ot == etype::i8)) {
+        if (n.kind == op::QuantizeLinear && x.type == etype::f32 && !per_axis && (ot == etype::u8 || ot == etype::i8)) {
             qp.inner = total;
             detail::quantize_f32(x.f32(), qp, ot == etype::u8, false, y);
             return;
@@ -555,7 +554,8 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     case op::Flatten:
     case op::Concat:
     case op::QuantizeLinear:
-    case op::DequantizeLinear: break; // on typed storage: eval()
+    case op::DequantizeLinear:
+    case op::Slice: break; // on typed storage: eval()
     case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
     case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
     case op::Add: binary(*in[0], *in[1], o, [](float a, float b) { return a + b; }); break;
@@ -754,6 +754,7 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
         detail::permute(o.type, ins[0]->bytes.data(), ins[0]->shape, n.attr.order, o.bytes.data());
         return;
     case op::Concat: concat(n, ins, o); return;
+    case op::Slice: detail::slice(n, *ins[0], o); return;
     case op::QuantizeLinear:
     case op::DequantizeLinear: qdq(n, ins, o); return;
     default: break;

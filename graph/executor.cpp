@@ -78,6 +78,7 @@ std::string kernel_name(const node &n) {
     case op::Flatten: return "graph:reshape";
     case op::Sigmoid: return "graph:sigmoid";
     case op::Softmax: return "graph:softmax";
+    case op::Slice: return "graph:slice";
     case op::QConvolution: return "qconv:convolution";
     }
     return "?";

@@ -27,10 +27,11 @@ constexpr etype_info etypes[] = {
     {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
 constexpr const char *op_names[] = {
-    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",          "Reshape",
-    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",         "FakeQuantize",
-    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat",       "Clamp",
-    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "QConvolution", "Result"};
+    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",    "Reshape",
+    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",   "FakeQuantize",
+    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat", "Clamp",
+    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "Slice",  "QConvolution",
+    "Result"};
 } // namespace
 
 const char *to_string(etype t) {
@@ -774,6 +775,11 @@ void infer_node(node &n, int64_t dynamic_value) {
         n.out_type = n.inputs[0]->out_type;
         break;
     case op::QConvolution: infer_qconv(n); break;
+    case op::Slice:
+        need_inputs(n, 1);
+        n.out_shape = detail::slice_of(n, n.inputs[0]->out_shape).out;
+        n.out_type = n.inputs[0]->out_type;
+        break;
     case op::Relu:
     case op::Gelu:
     case op::Sigmoid:

@@ -457,6 +457,14 @@ private:
     void batch_norm(const onnx_node &n);
     void div(const onnx_node &n);
     void hard_sigmoid(const onnx_node &n);
+    void slice(const onnx_node &n);
+    void split(const onnx_node &n);
+    // A constant 1-D i64 or i32 input as integers (`what` names it in errors).
+    std::vector<int64_t> int_list(const onnx_node &n, int i, const char *what);
+    // Whether optional input i is given (named).
+    bool given(const onnx_node &n, int i) const { return i < n.p.input_size() && !n.p.input(i).empty(); }
+    // Whether dim d of v's shape changes with the run-time dimension `?`.
+    bool follows_dynamic(const node *v, size_t d) const;
     // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
     // scale / zero point in shape `ss` (the same data).
     node *dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
@@ -689,8 +697,8 @@ struct op_entry {
 void reader::read_node(const onnx_node &n) {
     if (gelu_skip_.count(n.index)) return;
     const std::string &domain = n.p.domain(), &type = n.p.op_type();
-    // BatchNormalization names its training outputs itself.
-    const bool several = (domain.empty() || domain == "ai.onnx") && type == "BatchNormalization";
+    // Split's outputs are each read; BatchNormalization names its training outputs itself.
+    const bool several = (domain.empty() || domain == "ai.onnx") && (type == "Split" || type == "BatchNormalization");
     for (int i = 1; i < n.p.output_size() && !several; ++i)
         if (!n.p.output(i).empty())
             n.fail("output " + std::to_string(i) + " '" + n.p.output(i) + "' is not supported (one output per node)");
@@ -748,6 +756,8 @@ void reader::read_node(const onnx_node &n) {
         {"Div", &reader::div, nullptr},
         {"HardSigmoid", &reader::hard_sigmoid, nullptr},
         {"HardSwish", &reader::hard_sigmoid, nullptr},
+        {"Slice", &reader::slice, nullptr},
+        {"Split", &reader::split, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -1651,6 +1661,139 @@ void reader::hard_sigmoid(const onnx_node &n) {
     y = add(n, op::Clamp, {y}, c, swish ? "_hard_sigmoid" : "");
     if (swish) y = add(n, op::Multiply, {x, y});
     define(n, 0, y);
+}
+
+std::vector<int64_t> reader::int_list(const onnx_node &n, int i, const char *what) {
+    const tensor_value &t = need_constant(n, i, what);
+    if ((t.type != etype::i64 && t.type != etype::i32) || t.shape.size() != 1)
+        n.fail_input(i, "must be a 1-D i64 or i32 tensor, got " + std::string(to_string(t.type)) + to_string(t.shape));
+    std::vector<int64_t> r;
+    for (int64_t k = 0; k < t.shape[0]; ++k)
+        r.push_back(t.type == etype::i64 ? i64_at(t, k) : static_cast<int64_t>(at(t, k)));
+    return r;
+}
+
+bool reader::follows_dynamic(const node *v, size_t d) const {
+    if (!g_->is_dynamic()) return false;
+    auto probe = g_->clone();
+    probe->bind_dynamic(g_->dynamic_value() == 2 ? 3 : 2);
+    try {
+        probe->infer();
+    } catch (const error &) {
+        return true;
+    }
+    const node *p = probe->find(v->id);
+    return !p || p->out_shape.size() != v->out_shape.size() || p->out_shape[d] != v->out_shape[d];
+}
+
+// Slice (opset 13+: starts, ends, axes, steps as constant inputs): the IR's
+// Slice, which resolves negative indices and clamps as ONNX does when shapes
+// are inferred (so a slice of the run-time dimension follows its value).
+void reader::slice(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    attributes a;
+    a.starts = int_list(n, 1, "the starts");
+    a.ends = int_list(n, 2, "the ends");
+    const size_t k = a.starts.size();
+    if (k == 0) n.fail_input(1, "is empty");
+    if (a.ends.size() != k)
+        n.fail_input(2, "holds " + std::to_string(a.ends.size()) + " values, starts " + std::to_string(k));
+    if (given(n, 3)) {
+        a.axes = int_list(n, 3, "the axes");
+        if (a.axes.size() != k)
+            n.fail_input(3, "holds " + std::to_string(a.axes.size()) + " values, starts " + std::to_string(k));
+        std::vector<bool> seen(r, false);
+        for (int64_t ax : a.axes) {
+            if (ax < -r || ax >= r)
+                n.fail_input(3, "axis " + std::to_string(ax) + " is outside rank " + std::to_string(r));
+            if (seen[ax < 0 ? ax + r : ax]) n.fail_input(3, "axis " + std::to_string(ax) + " is given twice");
+            seen[ax < 0 ? ax + r : ax] = true;
+        }
+    } else if (static_cast<int64_t>(k) > r) {
+        n.fail_input(1, std::to_string(k) + " values for rank " + std::to_string(r));
+    }
+    if (given(n, 4)) {
+        a.steps = int_list(n, 4, "the steps");
+        if (a.steps.size() != k)
+            n.fail_input(4, "holds " + std::to_string(a.steps.size()) + " values, starts " + std::to_string(k));
+        for (int64_t s : a.steps)
+            if (s == 0) n.fail_input(4, "a step of 0 is invalid");
+    }
+    define(n, 0, add(n, op::Slice, {x}, a));
+}
+
+// The part sizes of a Split along a dim of size `dim` into `parts` outputs.
+std::vector<int64_t> split_sizes(const onnx_node &n, int64_t dim, int64_t parts, int64_t opset, bool sizes_given) {
+    std::vector<int64_t> sizes;
+    if (n.has("num_outputs")) {
+        if (opset < 18)
+            n.fail_attr("num_outputs", "needs opset 18 (the model imports opset " + std::to_string(opset) + ")");
+        if (sizes_given) n.fail_attr("num_outputs", "cannot be given with the input 'split'");
+        const int64_t k = n.get_int("num_outputs", 0);
+        if (k != parts)
+            n.fail_attr("num_outputs",
+                        std::to_string(k) + " differs from the node's " + std::to_string(parts) + " outputs");
+        // ceil(dim / k) each, the last one what remains.
+        const int64_t chunk = (dim + k - 1) / k, last = dim - chunk * (k - 1);
+        if (last <= 0)
+            n.fail_attr("num_outputs", std::to_string(k) + " parts of " + std::to_string(chunk) +
+                                           " do not fit dimension " + std::to_string(dim) +
+                                           " (an empty last part; the IR has no empty tensors)");
+        sizes.assign(static_cast<size_t>(k), chunk);
+        sizes.back() = last;
+        return sizes;
+    }
+    if (dim % parts)
+        n.fail_attr("axis", "dimension " + std::to_string(dim) + " does not split into " + std::to_string(parts) +
+                                " equal parts (give the input 'split')");
+    return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
+}
+
+// Split (opset 13: the optional input `split`; opset 18: or `num_outputs`):
+// one IR Slice per output along `axis`, each output name mapped to its Slice.
+void reader::split(const onnx_node &n) {
+    n.known_attrs({"axis", "num_outputs"});
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    int64_t axis = n.get_int("axis", 0);
+    if (axis < -r || axis >= r) n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
+    if (axis < 0) axis += r;
+    const int64_t dim = x->out_shape[axis], parts = n.p.output_size();
+    if (follows_dynamic(x, static_cast<size_t>(axis)))
+        n.fail_attr("axis", "dimension " + std::to_string(axis) + " of " + to_string(x->out_shape) +
+                                " follows the run-time dimension '?': its parts would be fixed (not supported)");
+    std::vector<int64_t> sizes;
+    if (given(n, 1)) {
+        sizes = int_list(n, 1, "the part sizes");
+        if (static_cast<int64_t>(sizes.size()) != parts)
+            n.fail_input(1,
+                         "holds " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) + " outputs");
+        int64_t sum = 0;
+        for (int64_t s : sizes) {
+            if (s <= 0 || s > dim)
+                n.fail_input(1, "a part of " + std::to_string(s) + " (sizes must be in [1, " + std::to_string(dim) +
+                                    "]; the IR has no empty tensors)");
+            sum += s;
+        }
+        if (sum != dim)
+            n.fail_input(1, "the sizes add up to " + std::to_string(sum) + ", dimension " + std::to_string(axis) +
+                                " is " + std::to_string(dim));
+    }
+    if (sizes.empty() || n.has("num_outputs")) sizes = split_sizes(n, dim, parts, opset_, given(n, 1));
+    int64_t at = 0;
+    for (int64_t i = 0; i < parts; ++i) {
+        attributes a;
+        a.starts = {at};
+        a.ends = {at + sizes[i]};
+        a.axes = {axis};
+        at += sizes[i];
+        if (n.p.output(static_cast<int>(i)).empty()) continue;
+        node *s = g_->add(op::Slice, {x}, a, g_->unique_id(id_of(n.p.output(static_cast<int>(i)))));
+        finish(n, s);
+        define(n, static_cast<int>(i), s);
+    }
 }
 
 void reader::reshape(const onnx_node &n) {

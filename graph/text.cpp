@@ -221,8 +221,14 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.ceil_mode = w == "ceil";
     } else if (k == op::AvgPool && key == "exclude_pad") {
         a.exclude_pad = to_bool(lx, lx.word("true or false"));
-    } else if (k == op::ReduceMean && key == "axes") {
+    } else if ((k == op::ReduceMean || k == op::Slice) && key == "axes") {
         a.axes = int_list(lx);
+    } else if (k == op::Slice && key == "starts") {
+        a.starts = int_list(lx);
+    } else if (k == op::Slice && key == "ends") {
+        a.ends = int_list(lx);
+    } else if (k == op::Slice && key == "steps") {
+        a.steps = int_list(lx);
     } else if (k == op::ReduceMean && key == "keep_dims") {
         a.keep_dims = to_bool(lx, lx.word("true or false"));
     } else if (k == op::QConvolution && key == "qconv") {
@@ -342,6 +348,8 @@ pending parse_line(graph &g, const std::string &text, int line) {
     if ((kind == op::MaxPool || kind == op::AvgPool) && !given.count("kernel"))
         lx.err(std::string(to_string(kind)) + " needs kernel=[kh,kw]");
     if (kind == op::ReduceMean && !given.count("axes")) lx.err("ReduceMean needs axes=[...]");
+    if (kind == op::Slice && (!given.count("starts") || !given.count("ends")))
+        lx.err("Slice needs starts=[...] and ends=[...]");
     return p;
 }
 
@@ -414,6 +422,11 @@ std::string attrs_text(const node &n) {
     case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
     case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
     case op::QConvolution: r += std::string(" to=") + to_string(a.type) + " qconv=\"" + a.qconv + "\""; break;
+    case op::Slice:
+        r += " starts=" + list(a.starts) + " ends=" + list(a.ends);
+        if (!a.axes.empty()) r += " axes=" + list(a.axes);
+        if (!a.steps.empty()) r += " steps=" + list(a.steps);
+        break;
     default: break;
     }
     return r;

@@ -255,4 +255,124 @@ TEST(OnnxActivations, Refusals) {
                                                   "floating point"));
 }
 
+// ------------------------------------------------------------ Slice, Split
+std::vector<float> iota(int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+    return v;
+}
+
+om::builder slice_model(const std::vector<int64_t> &starts, const std::vector<int64_t> &ends,
+                        const std::vector<int64_t> &axes, const std::vector<int64_t> &steps,
+                        const std::vector<int64_t> &dims = {3, 4}) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, dims);
+    b.output("y");
+    b.init_i64("starts", starts);
+    b.init_i64("ends", ends);
+    std::vector<std::string> in = {"x", "starts", "ends"};
+    if (!axes.empty()) b.init_i64("axes", axes), in.push_back("axes");
+    else if (!steps.empty()) in.push_back("");
+    if (!steps.empty()) b.init_i64("steps", steps), in.push_back("steps");
+    b.node("Slice", in, {"y"}, "slice");
+    return b;
+}
+
+TEST(OnnxSlice, IndicesClampingAndSteps) {
+    const auto x = f32({3, 4}, iota(12)); // x[i][j] = 4i + j
+    constexpr int64_t big = std::numeric_limits<int64_t>::max();
+    std::vector<g::shape_t> shapes;
+    // rows 1.. (end clamped to 3); columns from 3 (−1 + 4) down by 2 to the
+    // end −5 + 4 = −1 (clamped to −1: down to column 0): columns 3, 1.
+    auto y = run(slice_model({1, -1}, {big, -5}, {0, 1}, {1, -2}), {x}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{2, 2}));
+    EXPECT_EQ(y[0], (std::vector<float>{7, 5, 11, 9}));
+    // axes 0, 1 by default, steps 1.
+    y = run(slice_model({0, 1}, {2, 3}, {}, {}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{1, 2, 5, 6}));
+    // A negative axis, a start before the beginning (clamped to 0), a step of 3.
+    y = run(slice_model({-100}, {big}, {-1}, {3}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 3, 4, 7, 8, 11}));
+    // All of a reversed axis: start past the end (clamped to 2), end −big (clamped to −1).
+    y = run(slice_model({big}, {-big}, {0}, {-1}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3}));
+}
+
+TEST(OnnxSlice, I32IndicesAndARunTimeDimension) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, {-1, 4});
+    b.output("y");
+    b.init_raw("starts", om::INT32, {1}, {1, 0, 0, 0});
+    b.init_raw("ends", om::INT32, {1}, {3, 0, 0, 0});
+    b.init_raw("axes", om::INT32, {1}, {1, 0, 0, 0});
+    b.node("Slice", {"x", "starts", "ends", "axes"}, {"y"});
+    std::vector<g::shape_t> shapes;
+    const auto y = run(b, {f32({2, 4}, iota(8))}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{2, 2}));
+    EXPECT_EQ(y[0], (std::vector<float>{1, 2, 5, 6}));
+}
+
+om::builder split_model(int64_t opset, const std::vector<int64_t> &dims, int outputs, int64_t axis,
+                        const std::vector<int64_t> &sizes, int64_t num_outputs = 0) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, dims);
+    std::vector<std::string> outs;
+    for (int i = 0; i < outputs; ++i) {
+        outs.push_back("y" + std::to_string(i));
+        b.output(outs.back());
+    }
+    std::vector<std::string> in = {"x"};
+    if (!sizes.empty()) b.init_i64("split", sizes), in.push_back("split");
+    auto &n = b.node("Split", in, outs, "split");
+    om::attr(n, "axis", axis);
+    if (num_outputs) om::attr(n, "num_outputs", num_outputs);
+    return b;
+}
+
+TEST(OnnxSplit, GivenSizesEqualPartsAndNumOutputs) {
+    const auto x = f32({2, 6}, iota(12));
+    std::vector<g::shape_t> shapes;
+    auto y = run(split_model(13, {2, 6}, 3, -1, {1, 2, 3}), {x}, &shapes);
+    ASSERT_EQ(y.size(), 3u);
+    EXPECT_EQ(y[0], (std::vector<float>{0, 6}));
+    EXPECT_EQ(y[1], (std::vector<float>{1, 2, 7, 8}));
+    EXPECT_EQ(y[2], (std::vector<float>{3, 4, 5, 9, 10, 11}));
+    EXPECT_EQ(shapes[2], (g::shape_t{2, 3}));
+    y = run(split_model(13, {2, 6}, 2, 0, {}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(y[1], (std::vector<float>{6, 7, 8, 9, 10, 11}));
+    // num_outputs 4 of 7: ceil(7/4) = 2 each, the last one 1.
+    y = run(split_model(18, {1, 7}, 4, 1, {}, 4), {f32({1, 7}, iota(7))});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 1}));
+    EXPECT_EQ(y[2], (std::vector<float>{4, 5}));
+    EXPECT_EQ(y[3], (std::vector<float>{6}));
+    EXPECT_EQ(read(split_model(13, {2, 6}, 3, 1, {1, 2, 3}))->count_ops().at("Slice"), 3);
+}
+
+TEST(OnnxSliceSplit, Refusals) {
+    om::builder s = slice_model({0}, {2}, {0}, {0});
+    EXPECT_THAT(refusal(s), ::testing::StartsWith("node 'slice' (#0, Slice): input 4 'steps': a step of 0"));
+    om::builder v(13);
+    v.input("x", om::FLOAT, {3, 4});
+    v.input("st", om::INT64, {1});
+    v.output("y");
+    v.init_i64("e", {2});
+    v.node("Slice", {"x", "st", "e"}, {"y"}, "slice");
+    EXPECT_THAT(refusal(v), ::testing::StartsWith("node 'slice' (#0, Slice): input 1 'st': must be a constant"));
+    EXPECT_THAT(refusal(slice_model({2}, {1}, {0}, {})),
+                ::testing::AllOf(::testing::StartsWith("node 'slice' (#0, Slice): "),
+                                 HasSubstr("the slice of axis 0 (size 3) is empty")));
+    EXPECT_THAT(refusal(split_model(13, {2, 6}, 3, 1, {1, 2, 2})),
+                ::testing::StartsWith("node 'split' (#0, Split): input 1 'split': the sizes add up to 5"));
+    EXPECT_THAT(refusal(split_model(13, {2, 6}, 4, 1, {})),
+                ::testing::StartsWith("node 'split' (#0, Split): attribute 'axis': dimension 6 does not split"));
+    EXPECT_THAT(refusal(split_model(17, {2, 6}, 2, 1, {}, 2)),
+                ::testing::StartsWith("node 'split' (#0, Split): attribute 'num_outputs': needs opset 18"));
+    EXPECT_THAT(refusal(split_model(18, {1, 6}, 4, 1, {}, 4)),
+                ::testing::StartsWith("node 'split' (#0, Split): attribute 'num_outputs': 4 parts of 2 do not fit"));
+    EXPECT_THAT(refusal(split_model(13, {-1, 6}, 2, 0, {1, 1})),
+                ::testing::StartsWith("node 'split' (#0, Split): attribute 'axis': dimension 0 of [1,6] follows the "
+                                      "run-time dimension"));
+}
+
 } // namespace

@@ -81,6 +81,7 @@ enum class op {
     Sigmoid,          // (x)
     Softmax,          // (x) axis
     Divide,           // (a, b) floating point: a / b, numpy broadcast
+    Slice,            // (x) starts ends axes steps, as ONNX's Slice
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
     QConvolution,
@@ -113,7 +114,10 @@ struct attributes {
     double clamp_min = 0, clamp_max = 0; // Clamp
     std::vector<int64_t> axes;           // ReduceMean
     bool keep_dims = false;              // ReduceMean
-    std::string qconv;                   // QConvolution: the problem (graph/lower_int8.h); type: its output type
+    // Slice: per entry the start, end (exclusive) and step along axes[i]
+    // (axes empty: 0, 1, ...; steps empty: 1), ONNX's negative indices and clamping.
+    std::vector<int64_t> starts, ends, steps;
+    std::string qconv; // QConvolution: the problem (graph/lower_int8.h); type: its output type
 };
 
 // Constant payload, shared between clones and rewrites.
