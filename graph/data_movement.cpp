@@ -1,7 +1,9 @@
-// Ops that move elements without computing on them, on typed storage (every
-// type but u4/i4, exact): Slice. Their geometry is shared by shape inference
-// (graph/ir.cpp) and evaluation (graph/eval.cpp); docs/graph.md, "IR".
+// Ops that move elements, on typed storage (every type but u4/i4, exact):
+// Slice, Pad and Resize (nearest; linear computes in f32). Their geometry is
+// shared by shape inference (graph/ir.cpp) and evaluation (graph/eval.cpp);
+// docs/graph.md, "IR".
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -107,6 +109,181 @@ void slice(const node &n, const tensor &x, tensor &o) {
         stride[d] = g.step[d] * is[d];
     }
     gather_strided(x, o, base, stride);
+}
+
+// ------------------------------------------------------------------- Pad
+shape_t pad_shape(const node &n, const shape_t &in) {
+    const auto &a = n.attr;
+    const etype t = n.inputs[0]->out_type;
+    if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
+    if (a.pads_begin.size() != in.size() || a.pads_end.size() != in.size())
+        bad(n, "pads_begin and pads_end need " + std::to_string(in.size()) + " values (one per dim)");
+    if (is_integer(t) && to_type(t, a.pad_value) != a.pad_value)
+        bad(n, "value " + fmt_double(a.pad_value) + " is not a " + to_string(t) + " value");
+    shape_t out = in;
+    for (size_t d = 0; d < in.size(); ++d) {
+        const int64_t b = a.pads_begin[d], e = a.pads_end[d];
+        if (b < -max_elems || b > max_elems || e < -max_elems || e > max_elems) bad(n, "pads must be in [-2^31, 2^31]");
+        out[d] = in[d] + b + e;
+        if (out[d] <= 0)
+            bad(n, "dim " + std::to_string(d) + " of " + to_string(in) + " padded to " + std::to_string(out[d]) +
+                       ": the IR has no empty tensors");
+    }
+    return out;
+}
+
+// o[i] = x[i − pads_begin] where that lies inside x, else the value.
+void pad(const node &n, const tensor &x, tensor &o) {
+    const int64_t es = bits_of(o.type) / 8;
+    const shape_t &xs = x.shape, &os = o.shape;
+    const size_t r = os.size();
+    const auto &pb = n.attr.pads_begin;
+    const auto is = strides_of(xs);
+    uint8_t fill[8] = {};
+    store(o.type, fill, 0, n.attr.pad_value);
+    const int64_t inner = r ? os[r - 1] : 1, total = elems_of(os), rows = inner ? total / inner : 0;
+    // The columns of a row that read x: [lo, hi).
+    const int64_t lo = r ? std::clamp<int64_t>(pb[r - 1], 0, inner) : 0;
+    const int64_t hi = r ? std::clamp<int64_t>(pb[r - 1] + xs[r - 1], lo, inner) : 1;
+    const uint8_t *src = x.bytes.data();
+    uint8_t *dst = o.bytes.data();
+    impl::parallel_for_if(total >= kParallelMin, rows, [&](int64_t j) {
+        int64_t rem = j, off = 0;
+        bool inside = true;
+        for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
+            const int64_t i = rem % os[d] - pb[d];
+            rem /= os[d];
+            inside &= i >= 0 && i < xs[d];
+            off += i * is[d];
+        }
+        uint8_t *y = dst + j * inner * es;
+        for (int64_t c = 0; c < inner; ++c) {
+            if (inside && c >= lo && c < hi) {
+                std::memcpy(y + c * es, src + (off + c - (r ? pb[r - 1] : 0)) * es, static_cast<size_t>(es));
+            } else {
+                std::memcpy(y + c * es, fill, static_cast<size_t>(es));
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- Resize
+namespace {
+
+// The scale of each of the last two dims (f32): the given one, or out / in.
+float resize_scale(const node &n, int i, int64_t in, int64_t out) {
+    return n.attr.scales.empty() ? static_cast<float>(out) / static_cast<float>(in)
+                                 : static_cast<float>(n.attr.scales[i]);
+}
+
+// The input coordinate of output coordinate o (f32, each operation rounded
+// once), as ONNX's coordinate_transformation_mode defines it.
+float source_coordinate(const std::string &mode, int64_t o, int64_t in, int64_t out, float scale) {
+    const float x = static_cast<float>(o);
+    if (mode == "half_pixel") return (x + 0.5f) / scale - 0.5f;
+    if (mode == "pytorch_half_pixel") return out > 1 ? (x + 0.5f) / scale - 0.5f : 0.f;
+    if (mode == "align_corners") return out == 1 ? 0.f : x * static_cast<float>(in - 1) / static_cast<float>(out - 1);
+    return x / scale; // asymmetric
+}
+
+// The nearest input index of a coordinate (its rounding per nearest_mode,
+// then clamped to [0, in − 1]); exact in double.
+int64_t nearest_index(const std::string &mode, float c, int64_t in) {
+    const double x = c, f = std::floor(x), frac = x - f;
+    double r;
+    if (mode == "floor") r = f;
+    else if (mode == "ceil") r = std::ceil(x);
+    else if (frac == 0.5) r = mode == "round_prefer_ceil" ? f + 1 : f;
+    else r = frac < 0.5 ? f : f + 1;
+    return static_cast<int64_t>(std::clamp(r, 0.0, static_cast<double>(in - 1)));
+}
+
+// Linear interpolation along one dim: the two input indices and the weight
+// of the second, the coordinate clamped to [0, in − 1].
+struct linear_tap {
+    int64_t i0, i1;
+    float w;
+};
+linear_tap linear_at(float c, int64_t in) {
+    const float x = std::clamp(c, 0.f, static_cast<float>(in - 1));
+    const int64_t i0 = static_cast<int64_t>(std::floor(x));
+    return {i0, std::min(i0 + 1, in - 1), x - static_cast<float>(i0)};
+}
+
+} // namespace
+
+shape_t resize_shape(const node &n, const shape_t &in) {
+    const auto &a = n.attr;
+    const etype t = n.inputs[0]->out_type;
+    if (in.size() < 2) bad(n, "x must have rank 2 or more (the last two dims are resized), got " + to_string(in));
+    if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
+    if (a.resize_mode != "nearest" && a.resize_mode != "linear") bad(n, "mode must be nearest or linear");
+    if (a.resize_mode == "linear" && is_integer(t)) bad(n, "linear needs floating-point data");
+    if (a.scales.empty() == a.sizes.empty()) bad(n, "needs scales or sizes (one of them)");
+    if (!a.scales.empty() && a.scales.size() != 2) bad(n, "scales needs 2 values (the last two dims)");
+    if (!a.sizes.empty() && a.sizes.size() != 2) bad(n, "sizes needs 2 values (the last two dims)");
+    shape_t out = in;
+    for (int i = 0; i < 2; ++i) {
+        const int64_t d = in[in.size() - 2 + i];
+        int64_t o;
+        if (a.sizes.empty()) {
+            const float s = static_cast<float>(a.scales[i]);
+            if (!(s > 0.f) || !std::isfinite(s) || static_cast<double>(s) != a.scales[i])
+                bad(n, "scale " + fmt_double(a.scales[i]) + " is not a positive finite f32 value");
+            const double v = std::floor(static_cast<double>(d) * static_cast<double>(s));
+            o = v > static_cast<double>(max_elems) ? max_elems + 1 : static_cast<int64_t>(v);
+        } else {
+            o = a.sizes[i];
+        }
+        if (o < 1 || o > max_elems)
+            bad(n, "output dim " + std::to_string(o) + " of input dim " + std::to_string(d) + " is not in [1, 2^31]");
+        out[in.size() - 2 + i] = o;
+    }
+    return out;
+}
+
+void resize(const node &n, const tensor &x, tensor &o) {
+    const auto &a = n.attr;
+    const size_t r = x.shape.size();
+    const int64_t H = x.shape[r - 2], W = x.shape[r - 1], OH = o.shape[r - 2], OW = o.shape[r - 1];
+    const int64_t planes = elems_of(x.shape) / (H * W);
+    const float sh = resize_scale(n, 0, H, OH), sw = resize_scale(n, 1, W, OW);
+    const bool linear = a.resize_mode == "linear";
+    std::vector<int64_t> ny(OH), nx(OW);
+    std::vector<linear_tap> ly(OH), lx(OW);
+    for (int64_t i = 0; i < OH; ++i) {
+        const float c = source_coordinate(a.coordinate_mode, i, H, OH, sh);
+        if (linear) ly[i] = linear_at(c, H);
+        else ny[i] = nearest_index(a.nearest_mode, c, H);
+    }
+    for (int64_t i = 0; i < OW; ++i) {
+        const float c = source_coordinate(a.coordinate_mode, i, W, OW, sw);
+        if (linear) lx[i] = linear_at(c, W);
+        else nx[i] = nearest_index(a.nearest_mode, c, W);
+    }
+    if (!linear) {
+        const int64_t es = bits_of(o.type) / 8;
+        impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, planes * OH, [&](int64_t j) {
+            const uint8_t *src = x.bytes.data() + ((j / OH) * H + ny[j % OH]) * W * es;
+            uint8_t *y = o.bytes.data() + j * OW * es;
+            for (int64_t c = 0; c < OW; ++c) std::memcpy(y + c * es, src + nx[c] * es, static_cast<size_t>(es));
+        });
+        return;
+    }
+    // (1 − w)·a + w·b along W on the two rows, then along H: f32, each operation rounded once.
+    const std::vector<float> xv = x.to_f32();
+    impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, planes * OH, [&](int64_t j) {
+        const linear_tap ty = ly[j % OH];
+        const float *r0 = xv.data() + ((j / OH) * H + ty.i0) * W, *r1 = xv.data() + ((j / OH) * H + ty.i1) * W;
+        for (int64_t c = 0; c < OW; ++c) {
+            const linear_tap tx = lx[c];
+            const float top = (1.f - tx.w) * r0[tx.i0] + tx.w * r0[tx.i1];
+            const float bottom = (1.f - tx.w) * r1[tx.i0] + tx.w * r1[tx.i1];
+            const float v = (1.f - ty.w) * top + ty.w * bottom;
+            if (o.type == etype::f32) std::memcpy(o.bytes.data() + (j * OW + c) * 4, &v, 4);
+            else store(o.type, o.bytes.data(), j * OW + c, v);
+        }
+    });
 }
 
 } // namespace qconv::graph::detail

@@ -77,8 +77,15 @@ struct slice_geometry {
     shape_t out;
 };
 slice_geometry slice_of(const node &n, const shape_t &in);
-// o = the op applied to x, on typed storage (o's type, shape and storage set).
+// Pad and Resize: the output shape of input shape `in`, the attributes
+// checked (qconv::error naming the node).
+shape_t pad_shape(const node &n, const shape_t &in);
+shape_t resize_shape(const node &n, const shape_t &in);
+// o = the op applied to x, on typed storage (o's type, shape and storage set;
+// Resize linear computes in f32 and rounds to o's type).
 void slice(const node &n, const tensor &x, tensor &o);
+void pad(const node &n, const tensor &x, tensor &o);
+void resize(const node &n, const tensor &x, tensor &o);
 
 // The executor's evaluation of one node (graph/eval.cpp): what its
 // compile-time folding computes for a node whose inputs are known. The

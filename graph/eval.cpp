@@ -555,7 +555,9 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     case op::Concat:
     case op::QuantizeLinear:
     case op::DequantizeLinear:
-    case op::Slice: break; // on typed storage: eval()
+    case op::Slice:
+    case op::Pad:
+    case op::Resize: break; // on typed storage: eval()
     case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
     case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
     case op::Add: binary(*in[0], *in[1], o, [](float a, float b) { return a + b; }); break;
@@ -755,6 +757,8 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
         return;
     case op::Concat: concat(n, ins, o); return;
     case op::Slice: detail::slice(n, *ins[0], o); return;
+    case op::Pad: detail::pad(n, *ins[0], o); return;
+    case op::Resize: detail::resize(n, *ins[0], o); return;
     case op::QuantizeLinear:
     case op::DequantizeLinear: qdq(n, ins, o); return;
     default: break;

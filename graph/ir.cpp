@@ -30,8 +30,10 @@ constexpr const char *op_names[] = {
     "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",    "Reshape",
     "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",   "FakeQuantize",
     "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat", "Clamp",
-    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "Slice",  "QConvolution",
-    "Result"};
+    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "Slice",  "Pad",
+    "Resize",         "QConvolution",     "Result",
+};
+static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");
 } // namespace
 
 const char *to_string(etype t) {
@@ -776,8 +778,12 @@ void infer_node(node &n, int64_t dynamic_value) {
         break;
     case op::QConvolution: infer_qconv(n); break;
     case op::Slice:
+    case op::Pad:
+    case op::Resize:
         need_inputs(n, 1);
-        n.out_shape = detail::slice_of(n, n.inputs[0]->out_shape).out;
+        n.out_shape = n.kind == op::Slice ? detail::slice_of(n, n.inputs[0]->out_shape).out
+                      : n.kind == op::Pad ? detail::pad_shape(n, n.inputs[0]->out_shape)
+                                          : detail::resize_shape(n, n.inputs[0]->out_shape);
         n.out_type = n.inputs[0]->out_type;
         break;
     case op::Relu:

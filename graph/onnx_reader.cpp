@@ -292,6 +292,19 @@ int64_t i64_at(const tensor_value &v, int64_t i) {
     return x;
 }
 
+// A tensor with a zero dim and no data (an absent optional input's stand-in:
+// Resize's roi or scales as exporters write them).
+bool is_empty(const pb::TensorProto &t) {
+    bool zero = false;
+    for (int64_t d : t.dims()) {
+        if (d < 0) return false;
+        zero |= d == 0;
+    }
+    return zero && t.dims_size() <= 8 && t.raw_data().empty() && t.float_data_size() == 0 && t.int32_data_size() == 0 &&
+           t.int64_data_size() == 0 && t.data_location() != pb::TensorProto::EXTERNAL;
+}
+std::string dims_text(const pb::TensorProto &t) { return to_string(shape_t(t.dims().begin(), t.dims().end())); }
+
 // ------------------------------------------------------------- the reader
 // One ONNX node being read: the error prefix and attribute access.
 struct onnx_node {
@@ -374,8 +387,12 @@ private:
     node *value(const onnx_node &n, int i) {
         if (i >= n.p.input_size() || n.p.input(i).empty()) n.fail_input(i, "is required");
         const auto it = values_.find(n.p.input(i));
-        if (it == values_.end()) n.fail_input(i, "is not defined (by an input, initializer or earlier node)");
-        return it->second;
+        if (it != values_.end()) return it->second;
+        if (empty_.count(n.p.input(i)))
+            n.fail_input(i, "is an empty tensor (shape " + empty_.at(n.p.input(i)) +
+                                "): the IR has no empty tensors (only optional inputs such as Resize's roi, "
+                                "scales or sizes read one, as absent)");
+        n.fail_input(i, "is not defined (by an input, initializer or earlier node)");
     }
     node *optional_value(const onnx_node &n, int i) {
         if (i >= n.p.input_size() || n.p.input(i).empty()) return nullptr;
@@ -459,10 +476,16 @@ private:
     void hard_sigmoid(const onnx_node &n);
     void slice(const onnx_node &n);
     void split(const onnx_node &n);
+    void pad(const onnx_node &n);
+    void resize(const onnx_node &n);
+    // Resize's scales (input 2) or sizes (input 3) into a's scales / sizes of the last two dims.
+    void resize_targets(const onnx_node &n, const node *x, attributes &a);
     // A constant 1-D i64 or i32 input as integers (`what` names it in errors).
     std::vector<int64_t> int_list(const onnx_node &n, int i, const char *what);
     // Whether optional input i is given (named).
     bool given(const onnx_node &n, int i) const { return i < n.p.input_size() && !n.p.input(i).empty(); }
+    // Whether optional input i is given and not an empty tensor (which reads as absent).
+    bool given_nonempty(const onnx_node &n, int i) const { return given(n, i) && !empty_.count(n.p.input(i)); }
     // Whether dim d of v's shape changes with the run-time dimension `?`.
     bool follows_dynamic(const node *v, size_t d) const;
     // Convert(q) [− Convert(zp)] · scale of constants, q read in shape `qs` and
@@ -494,6 +517,8 @@ private:
     std::map<std::string, node *> values_;
     std::map<std::string, tensor_value> constants_;
     std::map<std::string, dequantize_info> dequantized_;
+    // Empty tensors (a zero dim: an initializer or a Constant node) → their shape.
+    std::map<std::string, std::string> empty_;
     int64_t opset_ = 0;
     bool ms_domain_ = false;
     // The erf form of Gelu: node index → its input x (the last node of the
@@ -524,7 +549,11 @@ void reader::read_inputs() {
     for (const auto &t : gp.initializer()) {
         const std::string field = "initializer '" + t.name() + "'";
         if (t.name().empty()) fail("initializer", "an initializer has no name");
-        if (constants_.count(t.name())) fail(field, "defined twice");
+        if (constants_.count(t.name()) || empty_.count(t.name())) fail(field, "defined twice");
+        if (is_empty(t)) {
+            empty_[t.name()] = dims_text(t);
+            continue;
+        }
         tensor_value v = data_.read(t, field);
         values_[t.name()] = constant(nullptr, v, t.name());
         values_[t.name()]->friendly_name = quotable(t.name());
@@ -533,7 +562,7 @@ void reader::read_inputs() {
     // Inputs; one that is also an initializer (older exporters list them) is the constant.
     std::string symbol;
     for (const auto &in : gp.input()) {
-        if (constants_.count(in.name())) continue;
+        if (constants_.count(in.name()) || empty_.count(in.name())) continue;
         const std::string field = "input '" + in.name() + "'";
         if (in.name().empty()) fail("input", "a graph input has no name");
         if (values_.count(in.name())) fail(field, "defined twice");
@@ -704,7 +733,7 @@ void reader::read_node(const onnx_node &n) {
             n.fail("output " + std::to_string(i) + " '" + n.p.output(i) + "' is not supported (one output per node)");
     if (n.p.output_size() == 0 || n.p.output(0).empty()) n.fail("has no output");
     for (const auto &o : n.p.output())
-        if (!o.empty() && values_.count(o)) n.fail("output '" + o + "' is defined twice");
+        if (!o.empty() && (values_.count(o) || empty_.count(o))) n.fail("output '" + o + "' is defined twice");
     if (gelu_at_.count(n.index)) {
         // The last node of an erf-form Gelu (find_gelu_patterns).
         const std::string &x = gelu_at_[n.index];
@@ -758,6 +787,8 @@ void reader::read_node(const onnx_node &n) {
         {"HardSwish", &reader::hard_sigmoid, nullptr},
         {"Slice", &reader::slice, nullptr},
         {"Split", &reader::split, nullptr},
+        {"Pad", &reader::pad, nullptr},
+        {"Resize", &reader::resize, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -1796,6 +1827,132 @@ void reader::split(const onnx_node &n) {
     }
 }
 
+// Pad (mode constant): the IR's Pad, pads_begin / pads_end per dim from the
+// constant `pads` (opset 18: for the dims `axes` names, the others 0), the
+// value from `constant_value` (x's type; absent: 0). Negative pads crop.
+void reader::pad(const onnx_node &n) {
+    n.known_attrs({"mode"});
+    const std::string mode = n.get_string("mode", "constant");
+    if (mode != "constant")
+        n.fail_attr("mode", "'" + mode + "' is not supported (constant; reflect, edge and wrap are not)");
+    node *x = value(n, 0);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    const std::vector<int64_t> pads = int_list(n, 1, "the pads");
+    std::vector<int64_t> axes;
+    if (given(n, 3)) {
+        if (opset_ < 18) n.fail_input(3, "axes need opset 18 (the model imports " + std::to_string(opset_) + ")");
+        axes = int_list(n, 3, "the axes");
+    } else {
+        for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    }
+    const int64_t k = static_cast<int64_t>(axes.size());
+    if (static_cast<int64_t>(pads.size()) != 2 * k)
+        n.fail_input(1, "holds " + std::to_string(pads.size()) + " values, " + std::to_string(2 * k) +
+                            " needed (begin and end of each of " + std::to_string(k) + " axes)");
+    attributes a;
+    a.pads_begin.assign(r, 0);
+    a.pads_end.assign(r, 0);
+    std::vector<bool> seen(r, false);
+    for (int64_t i = 0; i < k; ++i) {
+        const int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (ax < 0 || ax >= r || seen[ax])
+            n.fail_input(3,
+                         "axis " + std::to_string(axes[i]) + " is outside rank " + std::to_string(r) + " or repeated");
+        seen[ax] = true;
+        a.pads_begin[ax] = pads[i];
+        a.pads_end[ax] = pads[k + i];
+    }
+    if (given(n, 2)) {
+        const tensor_value &c = need_constant(n, 2, "the padding value");
+        if (c.type != x->out_type || elems_of(c.shape) != 1)
+            n.fail_input(2, "must be one " + std::string(to_string(x->out_type)) + " value, got " + to_string(c.type) +
+                                to_string(c.shape));
+        a.pad_value = at(c, 0);
+    }
+    define(n, 0, add(n, op::Pad, {x}, a));
+}
+
+void reader::resize_targets(const onnx_node &n, const node *x, attributes &a) {
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    std::vector<int64_t> axes = n.get_ints("axes", {});
+    if (!axes.empty() && opset_ < 18) n.fail_attr("axes", "needs opset 18");
+    if (axes.empty())
+        for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    std::vector<bool> seen(r, false);
+    for (int64_t &ax : axes) {
+        if (ax < -r || ax >= r || seen[ax < 0 ? ax + r : ax])
+            n.fail_attr("axes", std::to_string(ax) + " is outside rank " + std::to_string(r) + " or repeated");
+        if (ax < 0) ax += r;
+        seen[ax] = true;
+    }
+    const bool scales = given_nonempty(n, 2), sizes = given_nonempty(n, 3);
+    if (scales && sizes) n.fail_input(3, "sizes cannot be given with scales (input 2)");
+    if (!scales && !sizes) n.fail_input(2, "one of scales (input 2) and sizes (input 3) is required");
+    const int i = scales ? 2 : 3;
+    std::vector<double> sv;
+    std::vector<int64_t> zv;
+    if (scales) {
+        const tensor_value &s = need_constant(n, 2, "the scales");
+        if (s.type != etype::f32 || s.shape.size() != 1)
+            n.fail_input(2, "must be a 1-D f32 tensor, got " + std::string(to_string(s.type)) + to_string(s.shape));
+        for (int64_t k = 0; k < s.shape[0]; ++k) sv.push_back(at(s, k));
+    } else {
+        zv = int_list(n, 3, "the sizes");
+    }
+    const size_t cnt = scales ? sv.size() : zv.size();
+    if (cnt != axes.size())
+        n.fail_input(i, "holds " + std::to_string(cnt) + " values for " + std::to_string(axes.size()) + " axes");
+    // The last two dims' targets; one not named keeps its size.
+    double sc[2] = {1.0, 1.0};
+    int64_t sz[2] = {x->out_shape[r - 2], x->out_shape[r - 1]};
+    for (size_t k = 0; k < axes.size(); ++k) {
+        const int64_t ax = axes[k];
+        if (ax >= r - 2) {
+            if (scales) sc[ax - (r - 2)] = sv[k];
+            else sz[ax - (r - 2)] = zv[k];
+        } else if (scales ? sv[k] != 1.0 : zv[k] != x->out_shape[ax]) {
+            n.fail_input(i, "resizes dimension " + std::to_string(ax) + " of " + to_string(x->out_shape) +
+                                ": only the last two dims are resized");
+        }
+    }
+    if (scales) a.scales.assign(sc, sc + 2);
+    else a.sizes.assign(sz, sz + 2);
+}
+
+// Resize (opset 13+): nearest or linear (bilinear) on the last two dims, as
+// the IR's Resize; roi (unused by these modes) may be absent or empty, scales
+// and sizes are constants (an empty one reads as absent).
+void reader::resize(const onnx_node &n) {
+    n.known_attrs({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                   "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"});
+    node *x = value(n, 0);
+    if (x->out_shape.size() < 2) n.fail_input(0, "must have rank 2 or more, got " + to_string(x->out_shape));
+    attributes a;
+    a.resize_mode = n.get_string("mode", "nearest");
+    if (a.resize_mode != "nearest" && a.resize_mode != "linear")
+        n.fail_attr("mode", "'" + a.resize_mode + "' is not supported (nearest, linear)");
+    a.coordinate_mode = n.get_string("coordinate_transformation_mode", "half_pixel");
+    if (a.coordinate_mode != "half_pixel" && a.coordinate_mode != "pytorch_half_pixel" &&
+        a.coordinate_mode != "align_corners" && a.coordinate_mode != "asymmetric")
+        n.fail_attr("coordinate_transformation_mode",
+                    "'" + a.coordinate_mode +
+                        "' is not supported (half_pixel, pytorch_half_pixel, align_corners, asymmetric)");
+    a.nearest_mode = n.get_string("nearest_mode", "round_prefer_floor");
+    if (a.nearest_mode != "round_prefer_floor" && a.nearest_mode != "round_prefer_ceil" && a.nearest_mode != "floor" &&
+        a.nearest_mode != "ceil")
+        n.fail_attr("nearest_mode",
+                    "'" + a.nearest_mode + "' is not round_prefer_floor, round_prefer_ceil, floor or ceil");
+    if (n.get_int("exclude_outside", 0) != 0) n.fail_attr("exclude_outside", "1 is not supported");
+    if (n.get_int("antialias", 0) != 0) n.fail_attr("antialias", "1 is not supported");
+    const std::string policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch") n.fail_attr("keep_aspect_ratio_policy", "'" + policy + "' is not supported (stretch)");
+    n.get_float("cubic_coeff_a", -0.75f);    // cubic only
+    n.get_float("extrapolation_value", 0.f); // tf_crop_and_resize only
+    if (given_nonempty(n, 1)) value(n, 1);   // roi: unused by these modes, but it must exist
+    resize_targets(n, x, a);
+    define(n, 0, add(n, op::Resize, {x}, a));
+}
+
 void reader::reshape(const onnx_node &n) {
     n.known_attrs({"allowzero"});
     node *x = value(n, 0);
@@ -1866,6 +2023,10 @@ void reader::constant_node(const onnx_node &n) {
     };
     if (a.name() == "value") {
         if (a.type() != pb::AttributeProto::TENSOR) n.fail_attr("value", "expected a tensor");
+        if (is_empty(a.t())) {
+            empty_[n.p.output(0)] = dims_text(a.t());
+            return;
+        }
         v = data_.read(a.t(), n.field() + " attribute 'value'");
     } else if (a.name() == "value_float") {
         n.get_float("value_float", 0);
@@ -1893,6 +2054,8 @@ void reader::read_outputs() {
     if (gp.output_size() == 0) fail("model", "the graph has no output: nothing would be computed");
     for (const auto &o : gp.output()) {
         const auto it = values_.find(o.name());
+        if (it == values_.end() && empty_.count(o.name()))
+            fail("output '" + o.name() + "'", "is an empty tensor (the IR has no empty tensors)");
         if (it == values_.end()) fail("output '" + o.name() + "'", "is not produced by any node, input or initializer");
         node *r = g_->add(op::Result, {it->second}, {}, g_->unique_id(id_of(o.name()) + "_out"));
         r->friendly_name = quotable(o.name());

@@ -151,6 +151,34 @@ struct generator_spec {
 };
 generator_spec check_generator(etype t, const std::string &spec);
 
+void parse_resize_attr(lexer &lx, attributes &a, const std::string &key) {
+    auto one_of = [&](std::initializer_list<const char *> names) {
+        const std::string w = lx.word("a word");
+        std::string all;
+        for (const char *s : names) {
+            if (w == s) return w;
+            all += (all.empty() ? "" : ", ") + std::string(s);
+        }
+        lx.err(key + " must be one of " + all + ", got '" + w + "'");
+    };
+    if (key == "mode") a.resize_mode = one_of({"nearest", "linear"});
+    else if (key == "coordinate_mode")
+        a.coordinate_mode = one_of({"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"});
+    else if (key == "nearest_mode")
+        a.nearest_mode = one_of({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+    else if (key == "sizes") a.sizes = int_list(lx);
+    else if (key == "scales") {
+        lx.expect("[");
+        a.scales.clear();
+        for (;;) {
+            a.scales.push_back(to_double(lx, lx.word("a number")));
+            token t = lx.next();
+            if (t.k == token::punct && t.text == "]") break;
+            if (t.k != token::punct || t.text != ",") lx.err("expected ',' or ']' in a list");
+        }
+    } else lx.err("unknown attribute '" + key + "' for Resize");
+}
+
 void parse_attr(lexer &lx, node &n, const std::string &key) {
     auto &a = n.attr;
     const op k = n.kind;
@@ -229,6 +257,14 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.ends = int_list(lx);
     } else if (k == op::Slice && key == "steps") {
         a.steps = int_list(lx);
+    } else if (k == op::Pad && key == "pads_begin") {
+        a.pads_begin = int_list(lx);
+    } else if (k == op::Pad && key == "pads_end") {
+        a.pads_end = int_list(lx);
+    } else if (k == op::Pad && key == "value") {
+        a.pad_value = to_double(lx, lx.word("a number"));
+    } else if (k == op::Resize) {
+        parse_resize_attr(lx, a, key);
     } else if (k == op::ReduceMean && key == "keep_dims") {
         a.keep_dims = to_bool(lx, lx.word("true or false"));
     } else if (k == op::QConvolution && key == "qconv") {
@@ -350,6 +386,10 @@ pending parse_line(graph &g, const std::string &text, int line) {
     if (kind == op::ReduceMean && !given.count("axes")) lx.err("ReduceMean needs axes=[...]");
     if (kind == op::Slice && (!given.count("starts") || !given.count("ends")))
         lx.err("Slice needs starts=[...] and ends=[...]");
+    if (kind == op::Pad && (!given.count("pads_begin") || !given.count("pads_end")))
+        lx.err("Pad needs pads_begin=[...] and pads_end=[...]");
+    if (kind == op::Resize && given.count("scales") == given.count("sizes"))
+        lx.err("Resize needs scales=[...] or sizes=[...] (one of them)");
     return p;
 }
 
@@ -427,6 +467,19 @@ std::string attrs_text(const node &n) {
         if (!a.axes.empty()) r += " axes=" + list(a.axes);
         if (!a.steps.empty()) r += " steps=" + list(a.steps);
         break;
+    case op::Pad:
+        r += " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
+             " value=" + detail::fmt_double(a.pad_value);
+        break;
+    case op::Resize: {
+        r += " mode=" + a.resize_mode + " coordinate_mode=" + a.coordinate_mode;
+        if (a.resize_mode == "nearest") r += " nearest_mode=" + a.nearest_mode;
+        if (!a.sizes.empty()) r += " sizes=" + list(a.sizes);
+        std::string s;
+        for (double v : a.scales) s += (s.empty() ? "" : ",") + detail::fmt_double(v);
+        if (!a.scales.empty()) r += " scales=[" + s + "]";
+        break;
+    }
     default: break;
     }
     return r;

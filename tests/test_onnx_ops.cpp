@@ -375,4 +375,191 @@ TEST(OnnxSliceSplit, Refusals) {
                                       "run-time dimension"));
 }
 
+// ------------------------------------------------------------------- Pad
+om::builder pad_model(int64_t opset, const std::vector<int64_t> &pads, const std::vector<float> &value,
+                      const std::vector<int64_t> &axes = {}) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, {1, 1, 2, 2});
+    b.output("y");
+    b.init_i64("pads", pads);
+    std::vector<std::string> in = {"x", "pads"};
+    if (!value.empty()) b.init_f32("v", {}, value), in.push_back("v");
+    if (!axes.empty()) {
+        if (value.empty()) in.push_back("");
+        b.init_i64("axes", axes);
+        in.push_back("axes");
+    }
+    b.node("Pad", in, {"y"}, "pad");
+    return b;
+}
+
+TEST(OnnxPad, ConstantValueCropAndAxes) {
+    const auto x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+    std::vector<g::shape_t> shapes;
+    // One row before H, two columns after W, padded with 9.
+    auto y = run(pad_model(13, {0, 0, 1, 0, 0, 0, 0, 2}, {9}), {x}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{1, 1, 3, 4}));
+    EXPECT_EQ(y[0], (std::vector<float>{9, 9, 9, 9, 1, 2, 9, 9, 3, 4, 9, 9}));
+    // A negative pad crops: the first column goes; the value defaults to 0.
+    y = run(pad_model(13, {0, 0, 0, -1, 0, 0, 1, 0}, {}), {x}, &shapes);
+    EXPECT_EQ(shapes[1], (g::shape_t{1, 1, 3, 1}));
+    EXPECT_EQ(y[0], (std::vector<float>{2, 4, 0}));
+    // Opset 18's axes: the last dim only, one each side.
+    y = run(pad_model(18, {1, 1}, {}, {-1}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 1, 2, 0, 0, 3, 4, 0}));
+}
+
+TEST(OnnxPad, Integers) {
+    om::builder b(13);
+    b.input("x", om::UINT8, {3});
+    b.output("y", om::UINT8);
+    b.init_i64("pads", {2, 1});
+    b.init_raw("v", om::UINT8, {}, {255});
+    b.node("Pad", {"x", "pads", "v"}, {"y"});
+    auto gr = read(b);
+    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::etype::u8, {3}, {7, 8, 9})});
+    EXPECT_EQ(y[0].type, g::etype::u8);
+    EXPECT_EQ(y[0].values(), (std::vector<double>{255, 255, 7, 8, 9, 255}));
+}
+
+TEST(OnnxPad, Refusals) {
+    om::builder m = pad_model(13, {0, 0, 1, 1, 0, 0, 1, 1}, {});
+    om::attr(*m.graph().mutable_node(0), "mode", std::string("reflect"));
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'pad' (#0, Pad): attribute 'mode': 'reflect' is not "
+                                                  "supported"));
+    EXPECT_THAT(refusal(pad_model(13, {0, 0, 1}, {})),
+                ::testing::StartsWith("node 'pad' (#0, Pad): input 1 'pads': holds 3 values, 8 needed"));
+    EXPECT_THAT(refusal(pad_model(13, {0, 0, 0, -1, 0, 0, 0, -1}, {})),
+                ::testing::AllOf(::testing::StartsWith("node 'pad' (#0, Pad): "), HasSubstr("no empty tensors")));
+    om::builder v(13);
+    v.input("x", om::FLOAT, {2});
+    v.input("v", om::FLOAT, {});
+    v.output("y");
+    v.init_i64("pads", {1, 1});
+    v.node("Pad", {"x", "pads", "v"}, {"y"}, "pad");
+    EXPECT_THAT(refusal(v), ::testing::StartsWith("node 'pad' (#0, Pad): input 2 'v': must be a constant"));
+}
+
+// ---------------------------------------------------------------- Resize
+// Resize of x with the given targets; `roi_empty`: roi is an empty
+// initializer (as exporters write it), scales an empty Constant node when
+// sizes are given.
+om::builder resize_model(const std::vector<int64_t> &dims, const std::string &mode, const std::string &coord,
+                         const std::string &nearest, const std::vector<float> &scales,
+                         const std::vector<int64_t> &sizes, bool roi_empty = true) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, dims);
+    b.output("y");
+    std::vector<std::string> in = {"x", roi_empty ? "roi" : ""};
+    if (roi_empty) b.init_f32("roi", {0}, {});
+    if (!scales.empty()) {
+        b.init_f32("scales", {static_cast<int64_t>(scales.size())}, scales);
+        in.push_back("scales");
+    } else {
+        auto &c = b.node("Constant", {}, {"no_scales"});
+        auto *t = c.add_attribute();
+        t->set_name("value");
+        t->set_type(::onnx::AttributeProto::TENSOR);
+        t->mutable_t()->set_data_type(om::FLOAT);
+        t->mutable_t()->add_dims(0);
+        in.push_back("no_scales");
+    }
+    if (!sizes.empty()) b.init_i64("sizes", sizes), in.push_back("sizes");
+    auto &n = b.node("Resize", in, {"y"}, "resize");
+    if (!mode.empty()) om::attr(n, "mode", mode);
+    if (!coord.empty()) om::attr(n, "coordinate_transformation_mode", coord);
+    if (!nearest.empty()) om::attr(n, "nearest_mode", nearest);
+    return b;
+}
+
+TEST(OnnxResize, NearestModes) {
+    // W 4 → 3 (scale 3/4): half_pixel coordinates (o + 0.5) / 0.75 − 0.5 are
+    // 0.17, 1.5, 2.83; asymmetric o / 0.75: 0, 1.33, 2.67; align_corners
+    // o · 3 / 2: 0, 1.5, 3.
+    const auto x = f32({1, 1, 1, 4}, {10, 20, 30, 40});
+    struct c {
+        const char *coord, *nearest;
+        std::vector<float> want;
+    };
+    const c cases[] = {
+        {"", "", {10, 20, 40}}, // half_pixel, round_prefer_floor (the defaults)
+        {"half_pixel", "round_prefer_ceil", {10, 30, 40}},
+        {"half_pixel", "floor", {10, 20, 30}},
+        {"half_pixel", "ceil", {20, 30, 40}},
+        {"asymmetric", "round_prefer_floor", {10, 20, 40}},
+        {"asymmetric", "floor", {10, 20, 30}},
+        {"align_corners", "round_prefer_floor", {10, 20, 40}},
+        {"align_corners", "round_prefer_ceil", {10, 30, 40}},
+    };
+    for (const auto &k : cases) {
+        std::vector<g::shape_t> shapes;
+        const auto y = run(resize_model({1, 1, 1, 4}, "", k.coord, k.nearest, {}, {1, 1, 1, 3}), {x}, &shapes);
+        EXPECT_EQ(shapes[0], (g::shape_t{1, 1, 1, 3}));
+        EXPECT_EQ(y[0], k.want) << k.coord << " " << k.nearest;
+    }
+    // Scales 2 (asymmetric, floor): each pixel twice along H and W.
+    const auto y = run(resize_model({1, 1, 2, 2}, "nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}),
+                       {f32({1, 1, 2, 2}, {1, 2, 3, 4})});
+    EXPECT_EQ(y[0], (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+}
+
+TEST(OnnxResize, Bilinear) {
+    const auto x = f32({1, 1, 2, 2}, {0, 4, 8, 12});
+    // half_pixel, scale 2: coordinates −0.25 (clamped to 0), 0.25, 0.75, 1.25
+    // (clamped to 1) along each dim: rows [0, 1, 3, 4] and [8, 9, 11, 12],
+    // mixed 1:0, 3:1, 1:3, 0:1.
+    auto y = run(resize_model({1, 1, 2, 2}, "linear", "", "", {1, 1, 2, 2}, {}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 1, 3, 4, 2, 3, 5, 6, 6, 7, 9, 10, 8, 9, 11, 12}));
+    // align_corners to 3x3: coordinates 0, 0.5, 1.
+    y = run(resize_model({1, 1, 2, 2}, "linear", "align_corners", "", {}, {1, 1, 3, 3}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 2, 4, 4, 6, 8, 8, 10, 12}));
+    // To 1x1: half_pixel reads the centre (0.5, 0.5), pytorch_half_pixel the corner.
+    y = run(resize_model({1, 1, 2, 2}, "linear", "half_pixel", "", {}, {1, 1, 1, 1}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{6}));
+    y = run(resize_model({1, 1, 2, 2}, "linear", "pytorch_half_pixel", "", {}, {1, 1, 1, 1}), {x});
+    EXPECT_EQ(y[0], (std::vector<float>{0}));
+    // asymmetric, W × 2 (scales, no roi): o / 2 = 0, 0.5, 1, 1.5 (clamped to 1).
+    y = run(resize_model({1, 1, 1, 2}, "linear", "asymmetric", "", {1, 1, 1, 2}, {}, false),
+            {f32({1, 1, 1, 2}, {0, 4})});
+    EXPECT_EQ(y[0], (std::vector<float>{0, 2, 4, 4}));
+}
+
+TEST(OnnxResize, NearestOfIntegers) {
+    om::builder b(13);
+    b.input("x", om::UINT8, {1, 1, 1, 2});
+    b.output("y", om::UINT8);
+    b.init_i64("sizes", {1, 1, 1, 4});
+    auto &n = b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+    om::attr(n, "coordinate_transformation_mode", std::string("asymmetric"));
+    om::attr(n, "nearest_mode", std::string("floor"));
+    auto gr = read(b);
+    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::etype::u8, {1, 1, 1, 2}, {7, 250})});
+    EXPECT_EQ(y[0].type, g::etype::u8);
+    EXPECT_EQ(y[0].values(), (std::vector<double>{7, 7, 250, 250}));
+}
+
+TEST(OnnxResize, Refusals) {
+    om::builder m = resize_model({1, 1, 2, 2}, "cubic", "", "", {1, 1, 2, 2}, {});
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'resize' (#0, Resize): attribute 'mode': 'cubic' is not "
+                                                  "supported"));
+    m = resize_model({1, 1, 2, 2}, "", "tf_crop_and_resize", "", {1, 1, 2, 2}, {});
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'resize' (#0, Resize): attribute "
+                                                  "'coordinate_transformation_mode'"));
+    m = resize_model({1, 2, 2, 2}, "", "", "", {1, 2, 2, 2}, {});
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'resize' (#0, Resize): input 2 'scales': resizes dimension 1"));
+    m = resize_model({1, 1, 2, 2}, "", "", "", {1, 1, 2, 2}, {1, 1, 4, 4});
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'resize' (#0, Resize): input 3 'sizes': sizes cannot be given "
+                                                  "with scales"));
+    m = resize_model({1, 1, 2, 2}, "", "", "", {}, {});
+    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'resize' (#1, Resize): input 2 'no_scales': one of scales"));
+    // An empty tensor is read only where it stands for an absent optional input.
+    om::builder e(13);
+    e.input("x", om::FLOAT, {2});
+    e.output("y");
+    e.init_f32("nothing", {0}, {});
+    e.node("Add", {"x", "nothing"}, {"y"}, "add");
+    EXPECT_THAT(refusal(e), ::testing::StartsWith("node 'add' (#0, Add): input 1 'nothing': is an empty tensor (shape "
+                                                  "[0])"));
+}
+
 } // namespace
