@@ -116,6 +116,9 @@ void quantize_f32(const float *x, const quant_params &q, bool u8, bool nhwc, uin
 // DequantizeLinear of u8/i8 into f32 (plain): (x − zp) · scale; nhwc: the
 // input is in NHWC order.
 void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nhwc, float *y);
+// DequantizeLinear of NHWC u8/i8 into NHWC f32, the scale and zero point per
+// channel (the innermost dim, q.C values).
+void dequantize_nhwc_f32(const uint8_t *x, const quant_params &q, bool u8, float *y);
 // ReduceMean over H and W of DequantizeLinear(x) with a per-tensor scale and
 // zero point, without the f32 tensor: y[n·C + c] = f32(Σ_p f32((x − zp)·sc) /
 // HW), the sum in double as the general ReduceMean takes it. Every addend is

@@ -360,6 +360,26 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     qp.outer = per_axis ? total / std::max<int64_t>(C * inner, 1) : 1;
     qp.scale = s.data.data();
     qp.zp = z.data();
+    if (x.order == layout::nhwc && o.order == layout::nhwc) {
+        // NHWC on both sides (an f32 island of the graph: executor): per tensor
+        // the same loops over the whole buffer; a DequantizeLinear per channel
+        // takes the channel from the innermost dim.
+        if (n.kind == op::QuantizeLinear && x.type == etype::f32 && !per_axis && (ot == etype::u8 || ot == etype::i8)) {
+            qp.inner = total;
+            detail::quantize_f32(x.f32(), qp, ot == etype::u8, false, y);
+            return;
+        }
+        if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8) &&
+            x.shape.size() == 4 && (!per_axis || ax == 1)) {
+            if (per_axis) detail::dequantize_nhwc_f32(x.bytes.data(), qp, xt == etype::u8, o.f32());
+            else {
+                qp.inner = total;
+                detail::dequantize_to_f32(x.bytes.data(), qp, xt == etype::u8, false, o.f32());
+            }
+            return;
+        }
+        fail(n.where(), "QDQ: unexpected NHWC operands");
+    }
     if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
         (ot == etype::u8 || ot == etype::i8)) {
         if (o.order == layout::nhwc) {
@@ -641,6 +661,22 @@ conv_desc f32_conv_desc(const node &n) {
 }
 
 void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
+    if (x.order == layout::nhwc || o.order == layout::nhwc) {
+        // An f32 island kept NHWC (executor): the primitive's own layout on
+        // the NHWC side, one tiled transpose on the other.
+        if (x.type != etype::f32 || o.type != etype::f32) fail("convolution", "NHWC operands must be f32");
+        const tensor xn = x.order == layout::nhwc ? tensor() : x.to_layout(layout::nhwc);
+        const float *src = x.order == layout::nhwc ? x.f32() : xn.f32();
+        if (o.order == layout::nhwc) {
+            c.execute(src, o.f32(), threads);
+            return;
+        }
+        tensor yn(o.type, o.shape);
+        yn.order = layout::nhwc;
+        c.execute(src, yn.f32(), threads);
+        o.bytes = yn.to_layout(layout::plain).bytes;
+        return;
+    }
     const ft xv = view(x);
     ft y = out_view(o);
     convolution_nchw(xv, y, [&](const float *src, float *dst) { c.execute(src, dst, threads); });
@@ -684,10 +720,14 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
     std::vector<tensor> plain; // inputs in another layout, made plain
     std::vector<const tensor *> ins = in;
     const bool nhwc_qdq = (n.kind == op::QuantizeLinear || n.kind == op::DequantizeLinear) && qdq_takes_nhwc(n);
-    if (o.order != layout::plain && !(nhwc_qdq && n.kind == op::QuantizeLinear))
+    // NHWC in and out: a DequantizeLinear into an f32 island, a per-tensor
+    // QuantizeLinear out of one (the executor decides; qdq() checks the rest).
+    const bool same_nhwc = nhwc_qdq && o.order == layout::nhwc && in[0]->order == layout::nhwc;
+    if (o.order != layout::plain && !(nhwc_qdq && n.kind == op::QuantizeLinear) && !same_nhwc)
         fail(n.where(), "output in layout " + std::string(to_string(o.order)));
     for (size_t k = 0; k < ins.size(); ++k)
-        if (ins[k]->order != layout::plain && !(k == 0 && nhwc_qdq && n.kind == op::DequantizeLinear)) {
+        if (ins[k]->order != layout::plain && !(k == 0 && nhwc_qdq && n.kind == op::DequantizeLinear) &&
+            !(k == 0 && same_nhwc)) {
             auto &t = ins[k];
             plain.reserve(ins.size());
             plain.push_back(t->to_layout(layout::plain));

@@ -249,7 +249,16 @@ struct compiled_graph::state {
         // reads it (skip), and that pool, whose inputs are then the
         // DequantizeLinear's (dq_mean): detail::dequantize_mean.
         bool skip = false, dq_mean = false;
+        // An f32 output that may stay NHWC (every reader takes it so: an f32
+        // island between int8 convolutions): an f32 convolution writes it
+        // NHWC, a DequantizeLinear or a Relu of an NHWC input too.
+        bool f32_nhwc = false;
     };
+    static node *f32_conv_bias(graph &g, node *n, const std::map<const node *, int> &slot, const state &S);
+    // Whether x is computed from Constants alone (a few nodes deep), and its value.
+    static bool constant_subgraph(const node *x, int depth, tensor *value = nullptr);
+    static void mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
+                                 const std::vector<bool> &keep);
     // The storage of one run: a tensor per slot and the buffers not in use,
     // by size. Kept between runs (after the first run of a compilation no
     // step allocates, zero-fills or page-faults its output); a run takes an
@@ -348,6 +357,90 @@ bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const st
 }
 
 } // namespace
+
+// The Add of a per-channel f32 Constant ([C,1,1] or [1,C,1,1]) that alone
+// reads f32 convolution n (4-D, constant weights), else null: it becomes the
+// primitive's bias (the same sum: oneDNN adds the bias to each output in f32,
+// as the Add does).
+node *compiled_graph::state::f32_conv_bias(graph &g, node *n, const std::map<const node *, int> &slot, const state &S) {
+    const auto cs = g.consumers(n);
+    if (cs.size() != 1 || cs[0]->kind != op::Add || n->out_type != etype::f32 || n->out_shape.size() != 4)
+        return nullptr;
+    node *a = cs[0];
+    const node *b = a->inputs[0] == n ? a->inputs[1] : a->inputs[0];
+    if (a->inputs[0] == a->inputs[1] || a->out_shape != n->out_shape || b->out_type != etype::f32 ||
+        !(S.known[slot.at(b)] || constant_subgraph(b, 0)))
+        return nullptr;
+    const shape_t &bs = b->out_shape;
+    const int64_t C = n->out_shape[1];
+    const bool per_c = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
+                       bs[bs.size() - 1] == 1 && bs[bs.size() - 2] == 1;
+    return per_c ? a : nullptr;
+}
+
+bool compiled_graph::state::constant_subgraph(const node *x, int depth, tensor *value) {
+    if (x->kind == op::Constant) {
+        if (!x->data) return false;
+        if (value) {
+            *value = tensor(x->out_type, x->out_shape);
+            value->bytes.assign(x->data->bytes.begin(), x->data->bytes.end());
+        }
+        return true;
+    }
+    if (depth > 8 || x->kind == op::Parameter || x->inputs.empty() || elems_of(x->out_shape) > (1 << 20)) return false;
+    std::vector<tensor> in(x->inputs.size());
+    for (size_t k = 0; k < x->inputs.size(); ++k)
+        if (!constant_subgraph(x->inputs[k], depth + 1, value ? &in[k] : nullptr)) return false;
+    if (value) {
+        std::vector<const tensor *> ins;
+        for (const tensor &t : in) ins.push_back(&t);
+        detail::eval_node(*x, ins, *value);
+    }
+    return true;
+}
+
+// Which f32 outputs stay NHWC (state::step::f32_nhwc): those whose every
+// reader takes an NHWC f32 input — an f32 convolution (its source), a
+// per-tensor QuantizeLinear into u8/i8, a Relu whose output stays NHWC —
+// from an f32 convolution, a 4-D DequantizeLinear or a Relu. Results and
+// Parameters stay plain.
+void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
+                                             const std::vector<bool> &keep) {
+    // QCONV_GRAPH_F32_NHWC=0: every f32 output plain (the layout the graph's
+    // ops define; the same values, tests compare the two).
+    if (const char *v = std::getenv("QCONV_GRAPH_F32_NHWC"); v && std::string(v) == "0") return;
+    std::map<const node *, state::step *> by_node;
+    std::map<int, const node *> node_of;
+    for (auto &st : S.steps) by_node[st.n] = &st;
+    for (const auto &[nd, i] : slot) node_of[i] = nd;
+    auto conv_f32 = [](const state::step &st) { return (st.conv || st.conv_per_run) && st.n->out_type == etype::f32; };
+    // Steps in reverse order: a Relu's readers are decided before the Relu.
+    for (auto it = S.steps.rbegin(); it != S.steps.rend(); ++it) {
+        state::step &st = *it;
+        const node *n = st.n;
+        const bool dq = n->kind == op::DequantizeLinear && n->out_type == etype::f32 && n->out_shape.size() == 4 &&
+                        detail::qdq_takes_nhwc(*n);
+        const bool relu = n->kind == op::Relu && n->out_type == etype::f32 && n->out_shape.size() == 4;
+        if (!(conv_f32(st) || dq || relu) || keep[st.out] || st.skip) continue;
+        const node *out_node = node_of.at(st.out); // the fused bias Add for a convolution with one
+        bool all = true;
+        for (const node *u : g.consumers(out_node)) {
+            const auto r = by_node.find(u);
+            const state::step *rs = r == by_node.end() ? nullptr : r->second;
+            const bool first_only =
+                u->inputs[0] == out_node && std::count(u->inputs.begin(), u->inputs.end(), out_node) == 1;
+            const bool takes = rs && rs->n == u && first_only &&
+                               (conv_f32(*rs) || (u->kind == op::Relu && rs->f32_nhwc) ||
+                                (u->kind == op::QuantizeLinear && rs->nhwc_out && u->out_shape.size() == 4 &&
+                                 elems_of(u->inputs[1]->out_shape) == 1));
+            all = all && takes;
+        }
+        st.f32_nhwc = all;
+        if (all)
+            for (auto &[id, impl] : S.impls)
+                if (id == n->id) impl += " (f32 NHWC)";
+    }
+}
 
 std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph &gin, const compile_options &opt,
                                                                      dynamic *dyn, int64_t dynamic_value) {
@@ -457,8 +550,20 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             const bool known = S.known[in[1]];
             std::vector<float> w(elems_of(n->inputs[1]->out_shape), 0.f);
             if (known) w = S.consts[in[1]].to_f32();
-            auto c = std::make_shared<convolution_f32>(detail::f32_conv_desc(*n), w.data(), nullptr);
-            impl = c->impl_name() + (known ? "" : " (weights per run)");
+            // A following Add of a per-channel Constant is the primitive's bias.
+            node *bias_add = known ? state::f32_conv_bias(*g, n, slot, S) : nullptr;
+            std::vector<float> bias;
+            if (bias_add) {
+                const node *b = bias_add->inputs[bias_add->inputs[0] == n ? 1 : 0];
+                tensor bv;
+                if (S.known[slot[b]]) bias = S.consts[slot[b]].to_f32();
+                else if (state::constant_subgraph(b, 0, &bv)) bias = bv.to_f32();
+                fused_into[bias_add] = n->id;
+                st.out = slot[bias_add];
+            }
+            auto c = std::make_shared<convolution_f32>(detail::f32_conv_desc(*n), w.data(),
+                                                       bias_add ? bias.data() : nullptr);
+            impl = c->impl_name() + (known ? "" : " (weights per run)") + (bias_add ? " +bias" : "");
             if (known) st.conv = c;
             else st.conv_per_run = true;
         }
@@ -524,6 +629,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
                 st.nhwc_out = conv && all && !keep[st.out];
             }
         }
+        state::mark_f32_islands(*g, S, slot, keep);
     }
     S.owner = std::move(g);
     if (impl::verbose_level() >= 1)
@@ -733,7 +839,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         }
         if (st.conv || st.conv_per_run) {
             tensor &o = v[st.out];
-            A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
+            A.take(o, st.n->out_type, st.n->out_shape, st.f32_nhwc ? layout::nhwc : layout::plain);
             if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
             std::shared_ptr<convolution_f32> c = st.conv;
             if (!c)
@@ -754,7 +860,16 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             return;
         }
         tensor &o = v[st.out];
-        A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out ? layout::nhwc : layout::plain);
+        const bool keep_nhwc = st.f32_nhwc && ins[0]->order == layout::nhwc;
+        A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out || keep_nhwc ? layout::nhwc : layout::plain);
+        if (keep_nhwc && st.n->kind == op::Relu) {
+            // Elementwise: the same values in either layout.
+            tensor &x = const_cast<tensor &>(*ins[0]);
+            x.order = o.order = layout::plain;
+            detail::eval_node_into(*st.n, ins, o);
+            x.order = o.order = layout::nhwc;
+            return;
+        }
         detail::eval_node_into(*st.n, ins, o);
     };
     for (const auto &st : S.steps) {

@@ -441,4 +441,20 @@ void dequantize_to_f32(const uint8_t *x, const quant_params &q, bool u8, bool nh
         total >= kParallelMin);
 }
 
+void dequantize_nhwc_f32(const uint8_t *x, const quant_params &q, bool u8, float *y) {
+    const int64_t C = q.C, pixels = q.outer * q.inner;
+    std::vector<float> sc(static_cast<size_t>(C));
+    std::vector<int32_t> zp(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) sc[c] = q.scale[c], zp[c] = static_cast<int32_t>(q.zp[c]);
+    impl::parallel_for_if(pixels * C >= kParallelMin, pixels, [&](int64_t p) {
+        const uint8_t *in = x + p * C;
+        float *o = y + p * C;
+        if (u8)
+            for (int64_t c = 0; c < C; ++c) o[c] = static_cast<float>(int32_t(in[c]) - zp[c]) * sc[c];
+        else
+            for (int64_t c = 0; c < C; ++c)
+                o[c] = static_cast<float>(int32_t(static_cast<int8_t>(in[c])) - zp[c]) * sc[c];
+    });
+}
+
 } // namespace qconv::graph::detail

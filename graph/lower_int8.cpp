@@ -1088,6 +1088,73 @@ void fuse_dw(graph &g, std::map<const node *, std::string> &origin, std::vector<
 
 } // namespace
 
+namespace {
+
+// A u8/i8 DequantizeLinear of a 4-D tensor with Constant parameters, per
+// tensor or along axis 1, every scale positive and normal: nondecreasing in
+// the integer, and (q − z)·s / s rounds back to q − z.
+bool monotone_dequantize(const node *d) {
+    if (d->kind != op::DequantizeLinear || d->out_type != etype::f32 || d->inputs.size() < 2) return false;
+    const node *x = d->inputs[0], *s = d->inputs[1];
+    if ((x->out_type != etype::u8 && x->out_type != etype::i8) || x->out_shape.size() != 4 || !is_const_f32(s) ||
+        (d->inputs.size() > 2 && d->inputs[2]->kind != op::Constant))
+        return false;
+    const int64_t ns = elems_of(s->out_shape);
+    if (ns != 1 && !((d->attr.axis == 1 || d->attr.axis == -3) && ns == x->out_shape[1])) return false;
+    for (int64_t i = 0; i < ns; ++i)
+        if (!(s->value(i) >= std::ldexp(1.0, -118) && s->value(i) <= std::ldexp(1.0, 118))) return false;
+    return true;
+}
+
+bool same_constant(const node *a, const node *b) {
+    if (a == b) return true;
+    if (a->kind != op::Constant || b->kind != op::Constant || a->out_type != b->out_type ||
+        elems_of(a->out_shape) != elems_of(b->out_shape))
+        return false;
+    for (int64_t i = 0; i < elems_of(a->out_shape); ++i)
+        if (a->value(i) != b->value(i)) return false;
+    return true;
+}
+
+// After the lowering, on the integers a lowered convolution left:
+// MaxPool(DequantizeLinear(q)) → DequantizeLinear(MaxPool(q)) (max commutes
+// with a nondecreasing map; the window skips positions outside the input),
+// and QuantizeLinear(DequantizeLinear(q, s, z), s, z) → q (the level comes
+// back). Per-channel scales too: a network whose activations feed f32
+// convolutions (no single source scale) pools its integers and keeps its
+// f32 only where a convolution needs it. Returns how many were rewritten.
+int pool_and_requantize_on_integers(graph &g) {
+    int n = 0;
+    for (node *m : g.topo_order()) {
+        if (m->kind == op::MaxPool && m->out_type == etype::f32 && monotone_dequantize(m->inputs[0])) {
+            node *d = m->inputs[0];
+            node *mp = g.add(op::MaxPool, {d->inputs[0]}, m->attr, g.unique_id(m->id + "_int8"));
+            mp->rt_info = m->rt_info;
+            infer_node(*mp, g.dynamic_value());
+            std::vector<node *> in = d->inputs;
+            in[0] = mp;
+            node *nd = g.add(op::DequantizeLinear, in, d->attr, g.unique_id(m->id + "_dq"));
+            nd->rt_info = m->rt_info;
+            infer_node(*nd, g.dynamic_value());
+            g.replace_uses(m, nd);
+            ++n;
+        } else if (m->kind == op::QuantizeLinear && monotone_dequantize(m->inputs[0])) {
+            node *d = m->inputs[0];
+            const bool per_channel = elems_of(d->inputs[1]->out_shape) > 1;
+            if (d->inputs[0]->out_type != m->out_type || m->inputs.size() != d->inputs.size() ||
+                !same_constant(m->inputs[1], d->inputs[1]) ||
+                (m->inputs.size() > 2 && !same_constant(m->inputs[2], d->inputs[2])) ||
+                (per_channel && m->attr.axis != d->attr.axis))
+                continue;
+            g.replace_uses(m, d->inputs[0]);
+            ++n;
+        }
+    }
+    return n;
+}
+
+} // namespace
+
 std::vector<rewrite_record> lower_low_precision(graph &g) {
     g.infer();
     lowerer lw(g);
@@ -1103,6 +1170,10 @@ std::vector<rewrite_record> lower_low_precision(graph &g) {
     }
     g.prune();
     g.infer();
+    if (pool_and_requantize_on_integers(g) > 0) {
+        g.prune();
+        g.infer();
+    }
     fuse_dw(g, lw.origin_, records);
     g.prune();
     g.infer();

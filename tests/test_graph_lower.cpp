@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -606,6 +607,137 @@ out  = Result(y3)
         int64_t nonzero = 0;
         for (double v : vb) nonzero += v != 0;
         EXPECT_GT(nonzero, static_cast<int64_t>(vb.size() / 4));
+    }
+}
+
+// The per-channel zero point's network form (scripts/make_models.py,
+// resnet50_qdq_zp): a convolution's output quantized before its Relu along
+// axis 1 with one scale and a zero point per channel, the Relu quantized again
+// with the same parameters, then a MaxPool and the same pair: c1 takes the
+// Relu as its activation before the quantization (no f32 Relu left), the
+// MaxPool runs on its integers, c2 reads them with the legacy per-channel zero
+// point. Powers of two keep the graph as written exact: the same values.
+TEST(GraphLower, RequantizedReluAndPerChannelZeroPointPoolStayInt8) {
+    const auto g = parse(R"(
+x    = Parameter f32[1,8,8,8]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [128]
+xq   = QuantizeLinear(x, s, z)
+xd   = DequantizeLinear(xq, s, z)
+w1   = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d  = DequantizeLinear(w1, w1s) axis=0
+c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+ps   = Constant f32[8] [0.125,0.125,0.125,0.125,0.125,0.125,0.125,0.125]
+pz   = Constant u8[8] [100,3,250,128,0,77,200,31]
+aq   = QuantizeLinear(c1, ps, pz) axis=1
+ad   = DequantizeLinear(aq, ps, pz) axis=1
+r1   = Relu(ad)
+rq   = QuantizeLinear(r1, ps, pz) axis=1
+rd   = DequantizeLinear(rq, ps, pz) axis=1
+mp   = MaxPool(rd) kernel=[3,3] strides=[2,2] pads_begin=[1,1] pads_end=[1,1]
+mq   = QuantizeLinear(mp, ps, pz) axis=1
+md   = DequantizeLinear(mq, ps, pz) axis=1
+w2   = Constant i8[4,8,3,3] random(2, -20, 20)
+w2s  = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
+w2d  = DequantizeLinear(w2, w2s) axis=0
+c2   = Convolution(md, w2d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+yq   = QuantizeLinear(c2, s, z)
+yd   = DequantizeLinear(yq, s, z)
+out  = Result(yd)
+)");
+    auto l = g->clone();
+    std::vector<rewrite_record> r;
+    run_passes(*l, {}, &r);
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto &x : r) EXPECT_TRUE(x.rewritten) << x.conv << ": " << x.reason;
+    EXPECT_NE(r[0].reason.find("requantized Relu"), std::string::npos) << r[0].reason;
+    EXPECT_NE(r[1].reason.find("zp=per_channel"), std::string::npos) << r[1].reason;
+    const node *c2 = l->find("c2_int8");
+    ASSERT_TRUE(c2) << to_text(*l);
+    EXPECT_EQ(c2->inputs[0]->kind, op::MaxPool);
+    EXPECT_EQ(c2->inputs[0]->out_type, etype::u8);
+    EXPECT_EQ(c2->inputs[0]->inputs[0]->id, "c1_int8");
+    for (const auto &n : l->nodes()) EXPECT_NE(n->kind, op::Relu) << n->id;
+    for (uint64_t seed : {5, 6}) {
+        const auto in = random_inputs(*g, seed);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        std::set<double> distinct(vb.begin(), vb.end());
+        EXPECT_GT(distinct.size(), 20u);
+    }
+}
+
+// Per-channel activation scales (no single source scale): the convolution
+// reading them stays f32, an island between int8 convolutions. The MaxPool
+// runs on the lowered convolution's integers, the f32 convolution takes its
+// bias Add as the primitive's bias, and the island stays NHWC (DequantizeLinear
+// → convolution → Relu → QuantizeLinear, no transposes). The same values as
+// the graph as written (exact powers of two) and as the island in plain
+// layout (QCONV_GRAPH_F32_NHWC=0).
+TEST(GraphLower, PerChannelScaleIslandRunsNhwcWithItsBias) {
+    const auto g = parse(R"(
+x    = Parameter f32[1,8,8,8]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [128]
+xq   = QuantizeLinear(x, s, z)
+xd   = DequantizeLinear(xq, s, z)
+w1   = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d  = DequantizeLinear(w1, w1s) axis=0
+c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+ps   = Constant f32[8] [0.125,0.25,0.0625,0.125,0.5,0.25,0.125,0.0625]
+pz   = Constant u8[8] [100,3,250,128,0,77,200,31]
+aq   = QuantizeLinear(c1, ps, pz) axis=1
+ad   = DequantizeLinear(aq, ps, pz) axis=1
+mp   = MaxPool(ad) kernel=[2,2] strides=[2,2] pads_begin=[0,0] pads_end=[0,0]
+mq   = QuantizeLinear(mp, ps, pz) axis=1
+md   = DequantizeLinear(mq, ps, pz) axis=1
+w2   = Constant f32[16,8,3,3] random(2, -4, 4)
+c2   = Convolution(md, w2) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+b2   = Constant f32[1,16,1,1] random(3, -8, 8)
+a2   = Add(c2, b2)
+r2   = Relu(a2)
+q2   = QuantizeLinear(r2, s, z)
+d2   = DequantizeLinear(q2, s, z)
+w3   = Constant i8[4,16,1,1] random(4, -20, 20)
+w3s  = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
+w3d  = DequantizeLinear(w3, w3s) axis=0
+c3   = Convolution(d2, w3d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+yq   = QuantizeLinear(c3, s, z)
+yd   = DequantizeLinear(yq, s, z)
+out  = Result(yd)
+)");
+    auto l = g->clone();
+    std::vector<rewrite_record> r;
+    run_passes(*l, {}, &r);
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_TRUE(r[0].rewritten && !r[1].rewritten && r[2].rewritten)
+        << r[0].reason << " / " << r[1].reason << " / " << r[2].reason;
+    const node *c2 = l->find("c2");
+    ASSERT_TRUE(c2) << to_text(*l);
+    EXPECT_EQ(c2->inputs[0]->kind, op::DequantizeLinear);
+    EXPECT_EQ(c2->inputs[0]->inputs[0]->kind, op::MaxPool);
+    EXPECT_EQ(c2->inputs[0]->inputs[0]->out_type, etype::u8);
+    const compiled_graph island(*l);
+    std::map<std::string, std::string> impl;
+    for (const auto &[id, text] : island.impls()) impl[id] = text;
+    EXPECT_NE(impl["c2"].find("+bias"), std::string::npos) << impl["c2"];
+    EXPECT_NE(impl["c2"].find("(f32 NHWC)"), std::string::npos) << impl["c2"];
+    EXPECT_NE(impl["r2"].find("(f32 NHWC)"), std::string::npos) << impl["r2"];
+    EXPECT_NE(impl[c2->inputs[0]->id].find("(f32 NHWC)"), std::string::npos) << impl[c2->inputs[0]->id];
+    EXPECT_EQ(impl["a2"], "fused into c2");
+    setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
+    const compiled_graph plain(*l);
+    unsetenv("QCONV_GRAPH_F32_NHWC");
+    for (const auto &[id, text] : plain.impls()) EXPECT_EQ(text.find("NHWC"), std::string::npos) << id << ": " << text;
+    for (uint64_t seed : {7, 8}) {
+        const auto in = random_inputs(*g, seed);
+        const auto vb = compiled_graph(*g).run(in)[0].values();
+        EXPECT_EQ(island.run(in)[0].values(), vb);
+        EXPECT_EQ(plain.run(in)[0].values(), vb);
+        std::set<double> distinct(vb.begin(), vb.end());
+        EXPECT_GT(distinct.size(), 20u);
     }
 }
 
