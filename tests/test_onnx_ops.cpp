@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -18,6 +19,7 @@
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 #include "tests/support/onnx_models.h"
+#include "tests/support/run_driver.h"
 
 namespace {
 
@@ -560,6 +562,48 @@ TEST(OnnxResize, Refusals) {
     e.node("Add", {"x", "nothing"}, {"y"}, "add");
     EXPECT_THAT(refusal(e), ::testing::StartsWith("node 'add' (#0, Add): input 1 'nothing': is an empty tensor (shape "
                                                   "[0])"));
+}
+
+// ------------------------------------------------------------- the driver
+// A model of every op runs through `qconv-driver graph` (as read and after
+// the passes, agreeing); a refused one exits with status 2 naming the node.
+TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
+    const std::string dir = ::testing::TempDir() + "/onnx_ops_driver";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    om::builder b(18);
+    b.input("x", om::FLOAT, {1, 4, 6, 6});
+    b.output("y0");
+    b.output("y1");
+    b.init_f32("scale", {4}, {1, 2, 0.5f, 1});
+    b.init_f32("B", {4}, {0, 0.25f, -0.5f, 1});
+    b.init_f32("mean", {4}, {0, 0.5f, 1, -1});
+    b.init_f32("var", {4}, {1, 3, 0.25f, 1});
+    b.init_i64("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+    b.init_i64("starts", {1});
+    b.init_i64("ends", {7});
+    b.init_i64("axes", {2});
+    b.init_f32("scales", {4}, {1, 1, 2, 2});
+    b.init_f32("three", {}, {3.f});
+    b.node("BatchNormalization", {"x", "scale", "B", "mean", "var"}, {"bn"});
+    b.node("HardSwish", {"bn"}, {"hs"});
+    b.node("Pad", {"hs", "pads"}, {"p"});
+    b.node("Slice", {"p", "starts", "ends", "axes"}, {"s"});
+    auto &split = b.node("Split", {"s"}, {"a", "c"}, "split");
+    om::attr(split, "num_outputs", int64_t(2));
+    om::attr(split, "axis", int64_t(2));
+    b.node("Div", {"a", "three"}, {"d"});
+    om::attr(b.node("Resize", {"d", "", "scales"}, {"y0"}), "mode", std::string("linear"));
+    b.node("HardSigmoid", {"c"}, {"y1"});
+    b.save(dir + "/ops.onnx");
+    const auto r = qconv::test::run_driver({"graph", dir + "/ops.onnx", "--reps=1"});
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("status=ok"));
+    om::builder bad = resize_model({1, 1, 2, 2}, "cubic", "", "", {1, 1, 2, 2}, {});
+    bad.save(dir + "/bad.onnx");
+    const auto e = qconv::test::run_driver({"graph", dir + "/bad.onnx"});
+    EXPECT_EQ(e.rc, 2);
+    EXPECT_THAT(e.err, HasSubstr("node 'resize' (#0, Resize): attribute 'mode'"));
 }
 
 } // namespace
