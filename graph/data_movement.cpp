@@ -1,5 +1,6 @@
 // Ops that move elements, on typed storage (every type but u4/i4, exact):
-// Slice, Pad and Resize (nearest; linear computes in f32). Their geometry is
+// Slice, Pad (constant, edge, reflect, wrap) and Resize (nearest; linear
+// computes in f32). Their geometry is
 // shared by shape inference (graph/ir.cpp) and evaluation (graph/eval.cpp);
 // docs/graph.md, "IR".
 #include <algorithm>
@@ -116,6 +117,9 @@ shape_t pad_shape(const node &n, const shape_t &in) {
     const auto &a = n.attr;
     const etype t = n.inputs[0]->out_type;
     if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
+    const std::string &m = a.padding;
+    if (m != "constant" && m != "edge" && m != "reflect" && m != "wrap")
+        bad(n, "mode must be constant, edge, reflect or wrap, got '" + m + "'");
     if (a.pads_begin.size() != in.size() || a.pads_end.size() != in.size())
         bad(n, "pads_begin and pads_end need " + std::to_string(in.size()) + " values (one per dim)");
     if (is_integer(t) && to_type(t, a.pad_value) != a.pad_value)
@@ -124,6 +128,11 @@ shape_t pad_shape(const node &n, const shape_t &in) {
     for (size_t d = 0; d < in.size(); ++d) {
         const int64_t b = a.pads_begin[d], e = a.pads_end[d];
         if (b < -max_elems || b > max_elems || e < -max_elems || e > max_elems) bad(n, "pads must be in [-2^31, 2^31]");
+        if (m != "constant" && (b < 0 || e < 0)) bad(n, "negative pads (a crop) need mode constant");
+        // reflect mirrors once, about the first and the last element.
+        if (m == "reflect" && std::max(b, e) > in[d] - 1)
+            bad(n, "reflect pads of " + std::to_string(std::max(b, e)) + " on dim " + std::to_string(d) + " of " +
+                       to_string(in) + ": at most " + std::to_string(in[d] - 1));
         out[d] = in[d] + b + e;
         if (out[d] <= 0)
             bad(n, "dim " + std::to_string(d) + " of " + to_string(in) + " padded to " + std::to_string(out[d]) +
@@ -132,37 +141,48 @@ shape_t pad_shape(const node &n, const shape_t &in) {
     return out;
 }
 
-// o[i] = x[i − pads_begin] where that lies inside x, else the value.
+namespace {
+// The input index output index o of dim d reads (−1: the constant value).
+int64_t pad_source(const std::string &mode, int64_t o, int64_t begin, int64_t dim) {
+    const int64_t i = o - begin;
+    if (i >= 0 && i < dim) return i;
+    if (mode == "edge") return i < 0 ? 0 : dim - 1;
+    if (mode == "reflect") return i < 0 ? -i : 2 * (dim - 1) - i;
+    if (mode == "wrap") return ((i % dim) + dim) % dim;
+    return -1;
+}
+} // namespace
+
+// o[i] = x[source(i)] per dim: i − pads_begin inside x; outside it the
+// constant value, the edge element, the mirror image about the edge element
+// (reflect) or the index modulo the dim (wrap).
 void pad(const node &n, const tensor &x, tensor &o) {
     const int64_t es = bits_of(o.type) / 8;
     const shape_t &xs = x.shape, &os = o.shape;
     const size_t r = os.size();
-    const auto &pb = n.attr.pads_begin;
     const auto is = strides_of(xs);
+    std::vector<std::vector<int64_t>> src_of(r); // per dim: output index → input index or −1
+    for (size_t d = 0; d < r; ++d)
+        for (int64_t i = 0; i < os[d]; ++i)
+            src_of[d].push_back(pad_source(n.attr.padding, i, n.attr.pads_begin[d], xs[d]));
     uint8_t fill[8] = {};
     store(o.type, fill, 0, n.attr.pad_value);
     const int64_t inner = r ? os[r - 1] : 1, total = elems_of(os), rows = inner ? total / inner : 0;
-    // The columns of a row that read x: [lo, hi).
-    const int64_t lo = r ? std::clamp<int64_t>(pb[r - 1], 0, inner) : 0;
-    const int64_t hi = r ? std::clamp<int64_t>(pb[r - 1] + xs[r - 1], lo, inner) : 1;
     const uint8_t *src = x.bytes.data();
     uint8_t *dst = o.bytes.data();
     impl::parallel_for_if(total >= kParallelMin, rows, [&](int64_t j) {
         int64_t rem = j, off = 0;
         bool inside = true;
         for (int d = static_cast<int>(r) - 2; d >= 0; --d) {
-            const int64_t i = rem % os[d] - pb[d];
+            const int64_t i = src_of[d][rem % os[d]];
             rem /= os[d];
-            inside &= i >= 0 && i < xs[d];
+            inside &= i >= 0;
             off += i * is[d];
         }
         uint8_t *y = dst + j * inner * es;
         for (int64_t c = 0; c < inner; ++c) {
-            if (inside && c >= lo && c < hi) {
-                std::memcpy(y + c * es, src + (off + c - (r ? pb[r - 1] : 0)) * es, static_cast<size_t>(es));
-            } else {
-                std::memcpy(y + c * es, fill, static_cast<size_t>(es));
-            }
+            const int64_t i = r ? src_of[r - 1][c] : 0;
+            std::memcpy(y + c * es, inside && i >= 0 ? src + (off + i) * es : fill, static_cast<size_t>(es));
         }
     });
 }

@@ -79,7 +79,7 @@ std::string kernel_name(const node &n) {
     case op::Sigmoid: return "graph:sigmoid";
     case op::Softmax: return "graph:softmax";
     case op::Slice: return "graph:slice";
-    case op::Pad: return "graph:pad";
+    case op::Pad: return "graph:pad_" + n.attr.padding;
     case op::Resize: return "graph:resize_" + n.attr.resize_mode;
     case op::QConvolution: return "qconv:convolution";
     }

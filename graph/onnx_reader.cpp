@@ -1827,14 +1827,17 @@ void reader::split(const onnx_node &n) {
     }
 }
 
-// Pad (mode constant): the IR's Pad, pads_begin / pads_end per dim from the
-// constant `pads` (opset 18: for the dims `axes` names, the others 0), the
-// value from `constant_value` (x's type; absent: 0). Negative pads crop.
+// Pad: the IR's Pad, pads_begin / pads_end per dim from the constant `pads`
+// (opset 18: for the dims `axes` names, the others 0); mode constant with the
+// value from `constant_value` (x's type; absent: 0; negative pads crop),
+// edge, reflect (one mirror image: pads below the dim) or wrap (opset 19).
 void reader::pad(const onnx_node &n) {
     n.known_attrs({"mode"});
     const std::string mode = n.get_string("mode", "constant");
-    if (mode != "constant")
-        n.fail_attr("mode", "'" + mode + "' is not supported (constant; reflect, edge and wrap are not)");
+    if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+        n.fail_attr("mode", "'" + mode + "' is not constant, edge, reflect or wrap");
+    if (mode == "wrap" && opset_ < 19)
+        n.fail_attr("mode", "wrap needs opset 19 (the model imports " + std::to_string(opset_) + ")");
     node *x = value(n, 0);
     const int64_t r = static_cast<int64_t>(x->out_shape.size());
     const std::vector<int64_t> pads = int_list(n, 1, "the pads");
@@ -1850,6 +1853,7 @@ void reader::pad(const onnx_node &n) {
         n.fail_input(1, "holds " + std::to_string(pads.size()) + " values, " + std::to_string(2 * k) +
                             " needed (begin and end of each of " + std::to_string(k) + " axes)");
     attributes a;
+    a.padding = mode;
     a.pads_begin.assign(r, 0);
     a.pads_end.assign(r, 0);
     std::vector<bool> seen(r, false);
@@ -1862,7 +1866,16 @@ void reader::pad(const onnx_node &n) {
         a.pads_begin[ax] = pads[i];
         a.pads_end[ax] = pads[k + i];
     }
-    if (given(n, 2)) {
+    for (int64_t d = 0; d < r && mode != "constant"; ++d) {
+        const int64_t most = std::max(a.pads_begin[d], a.pads_end[d]);
+        if (std::min(a.pads_begin[d], a.pads_end[d]) < 0)
+            n.fail_input(1, "negative pads (a crop) with mode " + mode + " are not supported");
+        if (mode == "reflect" && most > x->out_shape[d] - 1)
+            n.fail_input(1, "reflect pads of " + std::to_string(most) + " on dim " + std::to_string(d) + " of " +
+                                to_string(x->out_shape) + " (at most " + std::to_string(x->out_shape[d] - 1) +
+                                ": one mirror image)");
+    }
+    if (given(n, 2) && mode == "constant") {
         const tensor_value &c = need_constant(n, 2, "the padding value");
         if (c.type != x->out_type || elems_of(c.shape) != 1)
             n.fail_input(2, "must be one " + std::string(to_string(x->out_type)) + " value, got " + to_string(c.type) +

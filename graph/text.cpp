@@ -263,6 +263,8 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.pads_end = int_list(lx);
     } else if (k == op::Pad && key == "value") {
         a.pad_value = to_double(lx, lx.word("a number"));
+    } else if (k == op::Pad && key == "mode") {
+        a.padding = lx.word("constant, edge, reflect or wrap");
     } else if (k == op::Resize) {
         parse_resize_attr(lx, a, key);
     } else if (k == op::ReduceMean && key == "keep_dims") {
@@ -468,8 +470,9 @@ std::string attrs_text(const node &n) {
         if (!a.steps.empty()) r += " steps=" + list(a.steps);
         break;
     case op::Pad:
-        r += " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
-             " value=" + detail::fmt_double(a.pad_value);
+        r += " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end);
+        if (a.padding != "constant") r += " mode=" + a.padding;
+        else r += " value=" + detail::fmt_double(a.pad_value);
         break;
     case op::Resize: {
         r += " mode=" + a.resize_mode + " coordinate_mode=" + a.coordinate_mode;

@@ -424,11 +424,37 @@ TEST(OnnxPad, Integers) {
     EXPECT_EQ(y[0].values(), (std::vector<double>{255, 255, 7, 8, 9, 255}));
 }
 
+om::builder pad_mode_model(int64_t opset, const std::string &mode, const std::vector<int64_t> &pads) {
+    om::builder b = pad_model(opset, pads, {});
+    b.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(3)->set_dim_value(
+        3);
+    om::attr(*b.graph().mutable_node(0), "mode", mode);
+    return b;
+}
+
+TEST(OnnxPad, EdgeReflectWrap) {
+    const auto x = f32({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6});
+    // W: two before, one after. edge repeats the end elements; reflect mirrors
+    // about them (−2, −1 → 2, 1; 3 → 1); wrap takes the index modulo 3.
+    const std::vector<int64_t> w = {0, 0, 0, 2, 0, 0, 0, 1};
+    EXPECT_EQ(run(pad_mode_model(13, "edge", w), {x})[0], (std::vector<float>{1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6}));
+    EXPECT_EQ(run(pad_mode_model(13, "reflect", w), {x})[0], (std::vector<float>{3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5}));
+    EXPECT_EQ(run(pad_mode_model(19, "wrap", w), {x})[0], (std::vector<float>{2, 3, 1, 2, 3, 1, 5, 6, 4, 5, 6, 4}));
+    // H and W, one before each, reflect: rows 1, 0, 1 and columns 1, 0, 1, 2.
+    EXPECT_EQ(run(pad_mode_model(13, "reflect", {0, 0, 1, 1, 0, 0, 0, 0}), {x})[0],
+              (std::vector<float>{5, 4, 5, 6, 2, 1, 2, 3, 5, 4, 5, 6}));
+}
+
 TEST(OnnxPad, Refusals) {
-    om::builder m = pad_model(13, {0, 0, 1, 1, 0, 0, 1, 1}, {});
-    om::attr(*m.graph().mutable_node(0), "mode", std::string("reflect"));
-    EXPECT_THAT(refusal(m), ::testing::StartsWith("node 'pad' (#0, Pad): attribute 'mode': 'reflect' is not "
-                                                  "supported"));
+    EXPECT_THAT(refusal(pad_mode_model(13, "mirror", {0, 0, 1, 1, 0, 0, 1, 1})),
+                ::testing::StartsWith("node 'pad' (#0, Pad): attribute 'mode': 'mirror' is not constant, edge, "
+                                      "reflect or wrap"));
+    EXPECT_THAT(refusal(pad_mode_model(18, "wrap", {0, 0, 1, 1, 0, 0, 1, 1})),
+                ::testing::StartsWith("node 'pad' (#0, Pad): attribute 'mode': wrap needs opset 19"));
+    EXPECT_THAT(refusal(pad_mode_model(13, "reflect", {0, 0, 0, 3, 0, 0, 0, 0})),
+                ::testing::StartsWith("node 'pad' (#0, Pad): input 1 'pads': reflect pads of 3 on dim 3"));
+    EXPECT_THAT(refusal(pad_mode_model(13, "edge", {0, 0, 0, -1, 0, 0, 0, 0})),
+                ::testing::StartsWith("node 'pad' (#0, Pad): input 1 'pads': negative pads (a crop) with mode edge"));
     EXPECT_THAT(refusal(pad_model(13, {0, 0, 1}, {})),
                 ::testing::StartsWith("node 'pad' (#0, Pad): input 1 'pads': holds 3 values, 8 needed"));
     EXPECT_THAT(refusal(pad_model(13, {0, 0, 0, -1, 0, 0, 0, -1}, {})),

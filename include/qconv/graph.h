@@ -82,7 +82,7 @@ enum class op {
     Softmax,          // (x) axis
     Divide,           // (a, b) floating point: a / b, numpy broadcast
     Slice,            // (x) starts ends axes steps, as ONNX's Slice
-    Pad,              // (x) pads_begin pads_end value: constant padding per dim (negative pads crop)
+    Pad,              // (x) pads_begin pads_end mode value: padding per dim (negative pads crop)
     Resize,           // (x) mode coordinate_mode nearest_mode, scales or sizes of the last two dims
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
@@ -119,7 +119,10 @@ struct attributes {
     // Slice: per entry the start, end (exclusive) and step along axes[i]
     // (axes empty: 0, 1, ...; steps empty: 1), ONNX's negative indices and clamping.
     std::vector<int64_t> starts, ends, steps;
-    double pad_value = 0; // Pad (pads_begin / pads_end above: one per dim)
+    // Pad (pads_begin / pads_end above: one per dim): mode constant (the value),
+    // edge, reflect or wrap.
+    std::string padding = "constant";
+    double pad_value = 0;
     // Resize of the last two dims: mode nearest or linear; coordinate_mode
     // half_pixel, pytorch_half_pixel, align_corners or asymmetric; nearest_mode
     // round_prefer_floor, round_prefer_ceil, floor or ceil; either scales
