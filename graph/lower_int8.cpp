@@ -687,200 +687,224 @@ private:
         return "";
     }
 
-    std::string try_lower(node *c, bool *done) {
-        if (c->out_type != etype::f32) return "element type is not f32";
-        if (g_.is_dynamic()) return "graph has a run-time dimension";
+    // The convolution (or [M,K] x [N,K]ᵀ MatMul: a 1x1 convolution of M
+    // images of 1x1 pixels) as a descriptor; the reason when it is none.
+    std::string describe(const node *c, conv_desc *d) const {
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
-        const bool grouped = c->kind == op::GroupConvolution, mm = c->kind == op::MatMul;
-        rank2_ = mm; // until try_lower returns
-        const struct rank2_reset {
-            bool &on;
-            ~rank2_reset() { on = false; }
-        } reset{rank2_};
-        conv_desc d;
-        if (mm) {
-            // Y[M,N] = X[M,K] · W[N,K]ᵀ as a 1x1 convolution of M images of 1x1 pixels.
+        if (c->kind == op::MatMul) {
             if (xs.size() != 2 || ws.size() != 2 || c->attr.transpose_a || !c->attr.transpose_b)
                 return "MatMul is not [M,K] x [N,K] with transpose_b";
-            d.mb = xs[0], d.ic = xs[1], d.ih = d.iw = 1;
-            d.oc = ws[0], d.oh = d.ow = 1, d.kh = d.kw = 1;
+            d->mb = xs[0], d->ic = xs[1], d->ih = d->iw = 1;
+            d->oc = ws[0], d->oh = d->ow = 1, d->kh = d->kw = 1;
         } else {
-            d.g = grouped ? ws[0] : 1;
-            d.mb = xs[0], d.ic = xs[1], d.ih = xs[2], d.iw = xs[3];
-            d.oc = ys[1], d.oh = ys[2], d.ow = ys[3];
-            d.kh = ws[ws.size() - 2], d.kw = ws[ws.size() - 1];
-            d.sh = c->attr.strides[0], d.sw = c->attr.strides[1];
-            d.dh = c->attr.dilations[0], d.dw = c->attr.dilations[1];
-            d.pt = c->pads_b[0], d.pl = c->pads_b[1];
-            d.pb = (d.oh - 1) * d.sh + d.kh_extent() - d.ih - d.pt;
-            d.pr = (d.ow - 1) * d.sw + d.kw_extent() - d.iw - d.pl;
+            d->g = c->kind == op::GroupConvolution ? ws[0] : 1;
+            d->mb = xs[0], d->ic = xs[1], d->ih = xs[2], d->iw = xs[3];
+            d->oc = ys[1], d->oh = ys[2], d->ow = ys[3];
+            d->kh = ws[ws.size() - 2], d->kw = ws[ws.size() - 1];
+            d->sh = c->attr.strides[0], d->sw = c->attr.strides[1];
+            d->dh = c->attr.dilations[0], d->dw = c->attr.dilations[1];
+            d->pt = c->pads_b[0], d->pl = c->pads_b[1];
+            d->pb = (d->oh - 1) * d->sh + d->kh_extent() - d->ih - d->pt;
+            d->pr = (d->ow - 1) * d->sw + d->kw_extent() - d->iw - d->pl;
         }
-        d.validate();
-        const int64_t IC = d.ic, OC = d.oc;
+        d->validate();
+        return "";
+    }
 
-        quant in;
-        const node *in_fq = nullptr;
-        if (std::string why = activation(c->inputs[0], IC, &in, &in_fq, grouped && d.icg() == 1); !why.empty())
-            return why;
-        std::vector<int8_t> w8;
-        std::vector<double> sw;
-        if (std::string why = weights(c->inputs[1], ws, OC, &w8, &sw); !why.empty()) return why;
-
-        // Output chain through single consumers.
+    // The output chain read from the convolution through single consumers,
+    // as post-ops, up to the output quantization (docs/graph.md, the
+    // pattern table).
+    struct chain_walk {
         qconv_spec sp;
-        conv_problem &p = sp.p;
-        p.desc = d;
-        node *t = c, *residual = nullptr;
+        node *t = nullptr; // the last node taken
+        node *residual = nullptr;
         size_t residual_op = 0;
-        std::string chain;
-        int stage =
-            0; // 0: start, 1: after bias / mul / add, 2: after an activation, 3: after the residual, 4: after an activation after it
-        std::vector<float> ss_scale, ss_shift;
+        std::string text;
+        const node *out_q = nullptr; // the output FakeQuantize / QuantizeLinear
+        // 0: start, 1: after bias / mul / add, 2: after an activation, 3: after
+        // the residual, 4: after an activation after it
+        int stage = 0;
+        std::vector<float> ss_scale, ss_shift; // a pending scale_shift
         bool have_ss = false;
-        auto flush_ss = [&]() {
+        void flush_ss() {
             if (!have_ss) return;
-            p.ops.push_back(post_op::scale_shift_op(ss_scale, ss_shift));
+            sp.p.ops.push_back(post_op::scale_shift_op(ss_scale, ss_shift));
             have_ss = false;
-        };
-        const node *out_q = nullptr;
+        }
+    };
+
+    std::string walk_chain(node *c, int64_t OC, chain_walk &w) {
+        w.t = c;
         for (;;) {
-            node *u = single_consumer(t);
+            node *u = single_consumer(w.t);
             if (!u) {
-                const auto n = g_.consumers(t).size();
+                const auto n = g_.consumers(w.t).size();
                 return n == 0
                            ? "output is not read"
-                           : "output '" + t->id + "' is read by " + std::to_string(n) + " nodes (not quantized once)";
+                           : "output '" + w.t->id + "' is read by " + std::to_string(n) + " nodes (not quantized once)";
             }
             if (u->kind == op::FakeQuantize || u->kind == op::QuantizeLinear) {
-                if (u->inputs[0] != t) return "output feeds a quantization bound";
-                if (node *add = requantized_residual(u); add && stage <= 2 && !residual) {
-                    // QuantizeLinear(s, z) → DequantizeLinear(s, z) → residual Add (ONNX's QDQ
-                    // form of a residual block): the level the graph rounds to, dequantized —
-                    // round(y / s) saturated to the type's range less z, times s, as the
-                    // graph computes (q − z)·s — then the residual and the rest of the chain.
-                    quant iq;
-                    qdq_of(single_consumer(u), &iq);
-                    flush_ss();
-                    const double qlo = iq.type == etype::u8 ? 0 : -128, qhi = iq.type == etype::u8 ? 255 : 127;
-                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, 1.f / static_cast<float>(iq.scale), 0.f));
-                    p.ops.push_back(post_op::eltwise(eltwise_alg::round));
-                    p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(qlo - iq.zp[0]),
-                                                     static_cast<float>(qhi - iq.zp[0])));
-                    p.ops.push_back(post_op::eltwise(eltwise_alg::linear, static_cast<float>(iq.scale), 0.f));
-                    residual = add->inputs[0] == single_consumer(u) ? add->inputs[1] : add->inputs[0];
-                    residual_op = p.ops.size();
-                    p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
-                    chain += " requantize residual";
-                    stage = 3;
-                    t = add;
-                    continue;
-                }
-                if (node *q2 = requantized_activation(u)) {
-                    // Q(s, z) → DQ(s, z) → Relu | Clamp → Q(s, z): the activation before
-                    // the quantization, the last QuantizeLinear the output.
-                    const node *f = single_consumer(single_consumer(u));
-                    flush_ss();
-                    if (f->kind == op::Relu) p.ops.push_back(post_op::relu());
-                    else
-                        p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(f->attr.clamp_min),
-                                                         static_cast<float>(f->attr.clamp_max)));
-                    chain += std::string(" requantized ") + to_string(f->kind);
-                    u = q2;
-                }
-                out_q = u;
-                break;
+                if (u->inputs[0] != w.t) return "output feeds a quantization bound";
+                if (take_requantized_residual(u, w)) continue;
+                take_output(u, w);
+                return "";
             }
-            node *other = nullptr;
-            if (u->kind == op::Add || u->kind == op::Multiply)
-                other = constant_of(u->inputs[0] == t ? u->inputs[1] : u->inputs[0]);
-            if (u->kind == op::Add && stage == 0 &&
-                (other->kind == op::Constant ||
-                 (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant))) {
-                std::vector<double> b;
-                if (other->kind == op::Constant && other->out_type == etype::f32) {
-                    b = per_channel(other, OC, rank2_);
-                } else if (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant &&
-                           other->inputs[0]->out_type == etype::i32 && is_const_f32(other->inputs[1]) &&
-                           elems_of(other->inputs[1]->out_shape) == 1 && other->inputs.size() == 2) {
-                    // float(b) · s, as DequantizeLinear computes it
-                    const auto bi = per_channel(other->inputs[0], OC, rank2_, true);
-                    const float s = static_cast<float>(other->inputs[1]->value(0));
-                    for (double v : bi) b.push_back(static_cast<float>(v) * s);
-                }
-                if (b.empty() || u->out_shape != ys) return "bias Add is not per output channel";
-                sp.bias = expand(b, OC);
-                p.with_bias = true;
-                chain += " bias";
-                stage = 1;
-            } else if ((u->kind == op::Multiply || u->kind == op::Add) && stage <= 1 && is_const_f32(other)) {
-                const auto v = per_channel(other, OC, rank2_);
-                if (v.empty() || u->out_shape != ys) return std::string(to_string(u->kind)) + " is not per channel";
-                if (!have_ss) ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
-                if (u->kind == op::Multiply) {
-                    if (have_ss && std::any_of(ss_shift.begin(), ss_shift.end(), [](float x) { return x != 0; }))
-                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
-                    if (have_ss && std::any_of(ss_scale.begin(), ss_scale.end(), [](float x) { return x != 1; }))
-                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
-                    ss_scale = expand(v, OC);
-                } else {
-                    if (have_ss && std::any_of(ss_shift.begin(), ss_shift.end(), [](float x) { return x != 0; }))
-                        flush_ss(), ss_scale.assign(OC, 1.f), ss_shift.assign(OC, 0.f);
-                    ss_shift = expand(v, OC);
-                }
-                have_ss = true;
-                chain += u->kind == op::Multiply ? " mul" : " add";
-                stage = 1;
-            } else if ((u->kind == op::Relu || u->kind == op::Clamp || u->kind == op::PRelu) &&
-                       (stage <= 1 || stage == 3)) {
-                flush_ss();
-                if (u->kind == op::Relu) p.ops.push_back(post_op::relu());
-                else if (u->kind == op::Clamp)
-                    p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(u->attr.clamp_min),
-                                                     static_cast<float>(u->attr.clamp_max)));
-                else {
-                    if (!is_const_f32(u->inputs[1])) return "PRelu slope is not an f32 Constant";
-                    const auto v = per_channel(u->inputs[1], OC, rank2_, true);
-                    if (v.empty()) return "PRelu slope is not per channel";
-                    p.ops.push_back(post_op::prelu(expand(v, OC)));
-                }
-                chain += std::string(" ") + to_string(u->kind);
-                stage = stage == 3 ? 4 : 2;
-            } else if (u->kind == op::Add && stage <= 3 && other->kind != op::Constant &&
-                       other->out_type == etype::f32 && other->out_shape == ys && u->out_shape == ys && !residual) {
-                flush_ss();
-                residual = other;
-                residual_op = p.ops.size();
-                p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
-                chain += " residual";
-                stage = 3;
-            } else {
-                return "chain stops at " + std::string(to_string(u->kind)) + " '" + u->id + "' before a quantization";
-            }
-            t = u;
+            if (std::string why = take_op(u, OC, c->out_shape, w); !why.empty()) return why;
+            w.t = u;
         }
-        flush_ss();
+    }
 
-        // Output quantization.
-        etype dt = etype::u8;
-        fq_info of;
-        std::string out_usable; // why the output cannot feed a lowered convolution ("" when it can)
+    // QuantizeLinear(s, z) → DequantizeLinear(s, z) → residual Add (ONNX's QDQ
+    // form of a residual block): the level the graph rounds to, dequantized —
+    // round(y / s) saturated to the type's range less z, times s, as the graph
+    // computes (q − z)·s — then the residual and the rest of the chain.
+    bool take_requantized_residual(node *u, chain_walk &w) {
+        node *add = requantized_residual(u);
+        if (!add || w.stage > 2 || w.residual) return false;
+        conv_problem &p = w.sp.p;
+        quant iq;
+        qdq_of(single_consumer(u), &iq);
+        w.flush_ss();
+        const double qlo = iq.type == etype::u8 ? 0 : -128, qhi = iq.type == etype::u8 ? 255 : 127;
+        p.ops.push_back(post_op::eltwise(eltwise_alg::linear, 1.f / static_cast<float>(iq.scale), 0.f));
+        p.ops.push_back(post_op::eltwise(eltwise_alg::round));
+        p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(qlo - iq.zp[0]),
+                                         static_cast<float>(qhi - iq.zp[0])));
+        p.ops.push_back(post_op::eltwise(eltwise_alg::linear, static_cast<float>(iq.scale), 0.f));
+        w.residual = add->inputs[0] == single_consumer(u) ? add->inputs[1] : add->inputs[0];
+        w.residual_op = p.ops.size();
+        p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
+        w.text += " requantize residual";
+        w.stage = 3;
+        w.t = add;
+        return true;
+    }
+
+    // The output quantization u; Q(s, z) → DQ(s, z) → Relu | Clamp → Q(s, z)
+    // is the activation before the quantization, the last QuantizeLinear the output.
+    void take_output(node *u, chain_walk &w) {
+        if (node *q2 = requantized_activation(u)) {
+            const node *f = single_consumer(single_consumer(u));
+            w.flush_ss();
+            if (f->kind == op::Relu) w.sp.p.ops.push_back(post_op::relu());
+            else
+                w.sp.p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(f->attr.clamp_min),
+                                                      static_cast<float>(f->attr.clamp_max)));
+            w.text += std::string(" requantized ") + to_string(f->kind);
+            u = q2;
+        }
+        w.out_q = u;
+    }
+
+    // One op of the chain before the output quantization: the bias, a
+    // per-channel Multiply / Add, an activation, the residual Add.
+    std::string take_op(node *u, int64_t OC, const shape_t &ys, chain_walk &w) {
+        conv_problem &p = w.sp.p;
+        node *other = nullptr;
+        if (u->kind == op::Add || u->kind == op::Multiply)
+            other = constant_of(u->inputs[0] == w.t ? u->inputs[1] : u->inputs[0]);
+        if (u->kind == op::Add && w.stage == 0 &&
+            (other->kind == op::Constant ||
+             (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant)))
+            return take_bias(u, other, OC, ys, w);
+        if ((u->kind == op::Multiply || u->kind == op::Add) && w.stage <= 1 && is_const_f32(other))
+            return take_scale_shift(u, other, OC, ys, w);
+        if ((u->kind == op::Relu || u->kind == op::Clamp || u->kind == op::PRelu) && (w.stage <= 1 || w.stage == 3)) {
+            w.flush_ss();
+            if (u->kind == op::Relu) p.ops.push_back(post_op::relu());
+            else if (u->kind == op::Clamp)
+                p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(u->attr.clamp_min),
+                                                 static_cast<float>(u->attr.clamp_max)));
+            else {
+                if (!is_const_f32(u->inputs[1])) return "PRelu slope is not an f32 Constant";
+                const auto v = per_channel(u->inputs[1], OC, rank2_, true);
+                if (v.empty()) return "PRelu slope is not per channel";
+                p.ops.push_back(post_op::prelu(expand(v, OC)));
+            }
+            w.text += std::string(" ") + to_string(u->kind);
+            w.stage = w.stage == 3 ? 4 : 2;
+            return "";
+        }
+        if (u->kind == op::Add && w.stage <= 3 && other->kind != op::Constant && other->out_type == etype::f32 &&
+            other->out_shape == ys && u->out_shape == ys && !w.residual) {
+            w.flush_ss();
+            w.residual = other;
+            w.residual_op = p.ops.size();
+            p.ops.push_back(post_op::binary(binary_alg::add, broadcast::full));
+            w.text += " residual";
+            w.stage = 3;
+            return "";
+        }
+        return "chain stops at " + std::string(to_string(u->kind)) + " '" + u->id + "' before a quantization";
+    }
+
+    std::string take_bias(node *u, node *other, int64_t OC, const shape_t &ys, chain_walk &w) {
+        std::vector<double> b;
+        if (other->kind == op::Constant && other->out_type == etype::f32) {
+            b = per_channel(other, OC, rank2_);
+        } else if (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant &&
+                   other->inputs[0]->out_type == etype::i32 && is_const_f32(other->inputs[1]) &&
+                   elems_of(other->inputs[1]->out_shape) == 1 && other->inputs.size() == 2) {
+            // float(b) · s, as DequantizeLinear computes it
+            const auto bi = per_channel(other->inputs[0], OC, rank2_, true);
+            const float s = static_cast<float>(other->inputs[1]->value(0));
+            for (double v : bi) b.push_back(static_cast<float>(v) * s);
+        }
+        if (b.empty() || u->out_shape != ys) return "bias Add is not per output channel";
+        w.sp.bias = expand(b, OC);
+        w.sp.p.with_bias = true;
+        w.text += " bias";
+        w.stage = 1;
+        return "";
+    }
+
+    std::string take_scale_shift(node *u, node *other, int64_t OC, const shape_t &ys, chain_walk &w) {
+        const auto v = per_channel(other, OC, rank2_);
+        if (v.empty() || u->out_shape != ys) return std::string(to_string(u->kind)) + " is not per channel";
+        auto restart = [&]() { w.flush_ss(), w.ss_scale.assign(OC, 1.f), w.ss_shift.assign(OC, 0.f); };
+        auto any_not = [](const std::vector<float> &x, float v0) {
+            return std::any_of(x.begin(), x.end(), [&](float y) { return y != v0; });
+        };
+        if (!w.have_ss) w.ss_scale.assign(OC, 1.f), w.ss_shift.assign(OC, 0.f);
+        if (u->kind == op::Multiply) {
+            if (w.have_ss && any_not(w.ss_shift, 0.f)) restart();
+            if (w.have_ss && any_not(w.ss_scale, 1.f)) restart();
+            w.ss_scale = expand(v, OC);
+        } else {
+            if (w.have_ss && any_not(w.ss_shift, 0.f)) restart();
+            w.ss_shift = expand(v, OC);
+        }
+        w.have_ss = true;
+        w.text += u->kind == op::Multiply ? " mul" : " add";
+        w.stage = 1;
+        return "";
+    }
+
+    // The output quantization as post-ops and the destination type: a
+    // FakeQuantize as an fq post-op, a QuantizeLinear as linear / scale_shift,
+    // round and the zero point. out_usable: why the output cannot feed a
+    // lowered convolution ("" when it can).
+    std::string output_quantization(chain_walk &w, int64_t OC, const shape_t &ys, etype *dt, fq_info *of,
+                                    std::string *out_usable) {
+        conv_problem &p = w.sp.p;
+        const node *out_q = w.out_q;
         if (out_q->kind == op::FakeQuantize) {
             if (out_q->out_shape != ys) return "output FakeQuantize broadcasts beyond the output";
-            if (std::string why = analyze_fq(out_q, OC, rank2_, &of); !why.empty()) {
+            if (std::string why = analyze_fq(out_q, OC, rank2_, of); !why.empty()) {
                 // Still an int8 destination when the bounds are per tensor/channel with 256 levels.
-                if (out_q->attr.levels != 256 || of.il.empty() || of.ol.empty() || of.ih.empty() || of.oh.empty())
+                if (out_q->attr.levels != 256 || of->il.empty() || of->ol.empty() || of->ih.empty() || of->oh.empty())
                     return "output: " + why;
-                out_usable = why;
-                of.qt.type = etype::u8;
+                *out_usable = why;
+                of->qt.type = etype::u8;
             }
-            dt = of.qt.type;
-            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 255.f : 127.f;
-            p.ops.push_back(post_op::fake_quantize(256, expand(of.il, of.il.size() == 1 ? 1 : OC),
-                                                   expand(of.ih, of.ih.size() == 1 ? 1 : OC), std::vector<float>(1, lo),
-                                                   std::vector<float>(1, hi)));
-            chain += " fq";
+            *dt = of->qt.type;
+            const float lo = *dt == etype::u8 ? 0.f : -128.f, hi = *dt == etype::u8 ? 255.f : 127.f;
+            p.ops.push_back(post_op::fake_quantize(256, expand(of->il, of->il.size() == 1 ? 1 : OC),
+                                                   expand(of->ih, of->ih.size() == 1 ? 1 : OC),
+                                                   std::vector<float>(1, lo), std::vector<float>(1, hi)));
+            w.text += " fq";
         } else {
-            dt = out_q->out_type;
+            *dt = out_q->out_type;
             node *oscale = constant_of(out_q->inputs[1]);
             if (!is_const_f32(oscale)) return "output QuantizeLinear scale is not an f32 Constant";
             const bool axis1 = out_q->attr.axis == 1 || out_q->attr.axis == -3;
@@ -904,32 +928,41 @@ private:
             p.ops.push_back(post_op::eltwise(eltwise_alg::round));
             if (z.size() == 1) p.dst_zp = static_cast<int32_t>(z[0]);
             else p.ops.push_back(post_op::scale_shift_op(std::vector<float>(OC, 1.f), expand(z, OC)));
-            chain += " quantize_linear";
+            w.text += " quantize_linear";
         }
+        return "";
+    }
+
+    // The problem's types, zero point and scales; the residual as a sum
+    // post-op when it is integers of the destination's type; the two
+    // rewrites of the chain (docs/graph.md): clamps left to the saturation,
+    // the output scale folded.
+    void finish_problem(chain_walk &w, const quant &in, const std::vector<double> &sw, etype dt) {
+        conv_problem &p = w.sp.p;
+        const int64_t IC = p.desc.ic, OC = p.desc.oc;
         p.src_dt = in.type == etype::u8 ? dtype::u8 : dtype::s8;
         p.dst_dt = dt == etype::u8 ? dtype::u8 : dtype::s8;
-        const bool zp_channel = in.zp.size() > 1;
-        if (zp_channel) p.src_zp = zero_point::channel(in.zp);
+        if (in.zp.size() > 1) p.src_zp = zero_point::channel(in.zp);
         else if (in.zp[0] != 0) p.src_zp = zero_point::tensor(in.zp[0]);
         p.scales.resize(OC);
         for (int64_t o = 0; o < OC; ++o)
             p.scales[o] = static_cast<float>((in.scales.empty() ? in.scale : in.scales[o / (OC / IC)]) * sw[o]);
-        sp.residual = residual != nullptr;
+        w.sp.residual = w.residual != nullptr;
         // An int8 skip of the destination's type with one zero point: the
         // integers go into the destination and a sum post-op adds
         // s·(q − zp) (OpenVINO's sum fusion); otherwise the f32 tensor.
         quant rb;
-        if (residual && int8_of(residual, &rb) && rb.zp.size() == 1 && rb.scales.empty() && rb.type == dt &&
+        if (w.residual && int8_of(w.residual, &rb) && rb.zp.size() == 1 && rb.scales.empty() && rb.type == dt &&
             rb.q != nullptr) {
-            p.ops[residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
-            sp.sum = true;
-            residual = rb.q;
-            chain += "(sum)";
+            p.ops[w.residual_op] = post_op::sum(static_cast<float>(rb.scale), rb.zp[0]);
+            w.sp.sum = true;
+            w.residual = rb.q;
+            w.text += "(sum)";
         }
         // A ReLU or Clamp that the destination's saturation enforces costs
         // the kernel two instructions a vector and changes nothing (ReLU6
         // before a QuantizeLinear of scale 6/255 is [0, 255] already).
-        if (drop_saturated_clamps(p.ops, OC, p.dst_dt, p.dst_zp) > 0) chain += " (clamp left to the saturation)";
+        if (drop_saturated_clamps(p.ops, OC, p.dst_dt, p.dst_zp) > 0) w.text += " (clamp left to the saturation)";
         // An output scale right after the bias joins the convolution's own:
         // acc·(s·a) + bias·a in one step where the chain would round
         // acc·s + bias and then ·a (docs/semantics.md §10: exact with
@@ -938,78 +971,121 @@ private:
             p.ops[0].beta == 0.f && p.ops[0].alpha > 0.f && std::isfinite(p.ops[0].alpha)) {
             const float a = p.ops[0].alpha;
             for (float &s : p.scales) s *= a;
-            for (float &b : sp.bias) b *= a;
+            for (float &b : w.sp.bias) b *= a;
             p.ops.erase(p.ops.begin());
-            chain += " (output scale folded)";
+            w.text += " (output scale folded)";
         }
         p.validate();
+    }
 
-        // Build: the source integers, the weights, the node.
-        node *src = in.q;
-        if (!src) {
-            // FakeQuantize(x, il, ih, qlo, qhi) → Convert: the integers j (u8) or j − 128 (s8).
-            const float lo = in.type == etype::u8 ? 0.f : -128.f, hi = in.type == etype::u8 ? 255.f : 127.f;
-            node *f = const_cast<node *>(in_fq);
-            attributes fa;
-            fa.levels = 256;
-            node *ql = fconst({lo}, {}, f->id + "_qlo"), *qh = fconst({hi}, {}, f->id + "_qhi");
-            node *fi = add(op::FakeQuantize, {f->inputs[0], f->inputs[1], f->inputs[2], ql, qh}, fa, f->id + "_int", f);
-            attributes ca;
-            ca.type = in.type;
-            src = add(op::Convert, {fi}, ca, f->id + "_q", f);
-            in.q = src;
-            known_[f] = {in, ""};
-        }
+    // The source integers of a FakeQuantize activation: FakeQuantize(x, il,
+    // ih, qlo, qhi) → Convert, the integers j (u8) or j − 128 (s8).
+    node *fq_source(quant &in, const node *in_fq) {
+        const float lo = in.type == etype::u8 ? 0.f : -128.f, hi = in.type == etype::u8 ? 255.f : 127.f;
+        node *f = const_cast<node *>(in_fq);
+        attributes fa;
+        fa.levels = 256;
+        node *ql = fconst({lo}, {}, f->id + "_qlo"), *qh = fconst({hi}, {}, f->id + "_qhi");
+        node *fi = add(op::FakeQuantize, {f->inputs[0], f->inputs[1], f->inputs[2], ql, qh}, fa, f->id + "_int", f);
+        attributes ca;
+        ca.type = in.type;
+        node *src = add(op::Convert, {fi}, ca, f->id + "_q", f);
+        in.q = src;
+        known_[f] = {in, ""};
+        return src;
+    }
+
+    // The QConvolution node in place of c and its chain: its readers read the
+    // integers (a QuantizeLinear output) or their dequantization (a
+    // FakeQuantize output).
+    void build(node *c, chain_walk &w, quant &in, const node *in_fq, const std::vector<int8_t> &w8, etype dt,
+               const fq_info &of, const std::string &out_usable) {
+        const conv_desc &d = w.sp.p.desc;
+        const bool mm = c->kind == op::MatMul;
+        node *src = in.q ? in.q : fq_source(in, in_fq);
         auto wd = std::make_shared<constant_data>();
         wd->bytes.assign(reinterpret_cast<const uint8_t *>(w8.data()),
                          reinterpret_cast<const uint8_t *>(w8.data()) + w8.size());
-        node *wn = g_.constant(etype::i8, {OC, d.icg(), d.kh, d.kw}, wd, g_.unique_id(c->id + "_w8"));
+        node *wn = g_.constant(etype::i8, {d.oc, d.icg(), d.kh, d.kw}, wd, g_.unique_id(c->id + "_w8"));
         infer_node(*wn);
         attributes qa;
         qa.type = dt;
-        qa.qconv = sp.encode();
+        qa.qconv = w.sp.encode();
         auto reshape = [&](node *x, shape_t to, const std::string &id) {
             attributes ra;
             ra.target = std::move(to);
             return add(op::Reshape, {x}, ra, id, c);
         };
+        node *residual = w.residual;
         if (mm) src = reshape(src, {d.mb, d.ic, 1, 1}, c->id + "_src4d");
         if (mm && residual) residual = reshape(residual, {d.mb, d.oc, 1, 1}, c->id + "_res4d");
         std::vector<node *> ins{src, wn};
         if (residual) ins.push_back(residual);
         node *L = add(op::QConvolution, ins, qa, c->id + "_int8", c);
         origin_[L] = c->id;
-        if (mm) L = reshape(L, ys, c->id + "_int8_2d");
-        if (out_q->kind == op::FakeQuantize) {
-            // The f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi − 1/2, ol, oh).
-            // Levels 0 … 254 go through the formula as in the graph; the top
-            // level is above the input range and gives oh itself, as a
-            // saturated input does in the graph (docs/semantics.md §10).
-            const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 254.5f : 126.5f;
-            attributes ca;
-            ca.type = etype::f32;
-            node *cv = add(op::Convert, {L}, ca, out_q->id + "_f32", out_q);
-            attributes fa;
-            fa.levels = 256;
-            node *ql = fconst({lo}, {}, out_q->id + "_qlo"), *qh = fconst({hi}, {}, out_q->id + "_qhi");
-            node *deq =
-                add(op::FakeQuantize, {cv, ql, qh, out_q->inputs[3], out_q->inputs[4]}, fa, out_q->id + "_deq", out_q);
-            g_.replace_uses(const_cast<node *>(out_q), deq);
-            quant oq = of.qt;
-            oq.q = L;
-            oq.type = dt;
-            known_[deq] = {oq, out_usable.empty() ? "" : "activation: " + out_usable};
-        } else {
+        if (mm) L = reshape(L, c->out_shape, c->id + "_int8_2d");
+        const node *out_q = w.out_q;
+        if (out_q->kind != op::FakeQuantize) {
             g_.replace_uses(const_cast<node *>(out_q), L);
+            return;
         }
+        // The f32 values the graph had: FakeQuantize(Convert(y), qlo, qhi − 1/2, ol, oh).
+        // Levels 0 … 254 go through the formula as in the graph; the top
+        // level is above the input range and gives oh itself, as a
+        // saturated input does in the graph (docs/semantics.md §10).
+        const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 254.5f : 126.5f;
+        attributes ca;
+        ca.type = etype::f32;
+        node *cv = add(op::Convert, {L}, ca, out_q->id + "_f32", out_q);
+        attributes fa;
+        fa.levels = 256;
+        node *ql = fconst({lo}, {}, out_q->id + "_qlo"), *qh = fconst({hi}, {}, out_q->id + "_qhi");
+        node *deq =
+            add(op::FakeQuantize, {cv, ql, qh, out_q->inputs[3], out_q->inputs[4]}, fa, out_q->id + "_deq", out_q);
+        g_.replace_uses(const_cast<node *>(out_q), deq);
+        quant oq = of.qt;
+        oq.q = L;
+        oq.type = dt;
+        known_[deq] = {oq, out_usable.empty() ? "" : "activation: " + out_usable};
+    }
+
+    // Matching (activation, weights, chain, output), the decision (the
+    // problem validates), then the nodes.
+    std::string try_lower(node *c, bool *done) {
+        if (c->out_type != etype::f32) return "element type is not f32";
+        if (g_.is_dynamic()) return "graph has a run-time dimension";
+        rank2_ = c->kind == op::MatMul; // until try_lower returns
+        const struct rank2_reset {
+            bool &on;
+            ~rank2_reset() { on = false; }
+        } reset{rank2_};
+        chain_walk w;
+        conv_problem &p = w.sp.p;
+        if (std::string why = describe(c, &p.desc); !why.empty()) return why;
+        const conv_desc &d = p.desc;
+        quant in;
+        const node *in_fq = nullptr;
+        const bool depthwise_scales = c->kind == op::GroupConvolution && d.icg() == 1;
+        if (std::string why = activation(c->inputs[0], d.ic, &in, &in_fq, depthwise_scales); !why.empty()) return why;
+        std::vector<int8_t> w8;
+        std::vector<double> sw;
+        if (std::string why = weights(c->inputs[1], c->inputs[1]->out_shape, d.oc, &w8, &sw); !why.empty()) return why;
+        if (std::string why = walk_chain(c, d.oc, w); !why.empty()) return why;
+        w.flush_ss();
+        etype dt = etype::u8;
+        fq_info of;
+        std::string out_usable;
+        if (std::string why = output_quantization(w, d.oc, c->out_shape, &dt, &of, &out_usable); !why.empty())
+            return why;
+        finish_problem(w, in, sw, dt);
+        build(c, w, in, in_fq, w8, dt, of, out_usable);
         *done = true;
         std::ostringstream why;
         why << "lowered: src=" << to_string(p.src_dt) << " zp=" << to_string(p.src_zp.effective_kind())
             << (in_fq ? " (FakeQuantize)" : " (DequantizeLinear)") << " dst=" << to_string(p.dst_dt)
-            << " chain:" << chain << " post_ops=" << to_string(p.ops);
+            << " chain:" << w.text << " post_ops=" << to_string(p.ops);
         return why.str();
     }
-
     graph &g_;
     // Dequantized activations whose integers a node holds; the string says
     // why one cannot be a source ("" when it can).
