@@ -584,6 +584,16 @@ void infer_qconv(node &n) {
     n.out_shape = ys;
 }
 
+// Slice, Pad, Resize (graph/data_movement.cpp): x's type, their own shapes.
+void infer_moving(node &n) {
+    need_inputs(n, 1);
+    const shape_t &x = n.inputs[0]->out_shape;
+    n.out_shape = n.kind == op::Slice ? detail::slice_of(n, x).out
+                  : n.kind == op::Pad ? detail::pad_shape(n, x)
+                                      : detail::resize_shape(n, x);
+    n.out_type = n.inputs[0]->out_type;
+}
+
 void infer_qdq(node &n) {
     if (n.inputs.size() != 2 && n.inputs.size() != 3)
         bad(n, "expects 2 or 3 inputs (x, scale [, zero_point]), got " + std::to_string(n.inputs.size()));
@@ -779,13 +789,7 @@ void infer_node(node &n, int64_t dynamic_value) {
     case op::QConvolution: infer_qconv(n); break;
     case op::Slice:
     case op::Pad:
-    case op::Resize:
-        need_inputs(n, 1);
-        n.out_shape = n.kind == op::Slice ? detail::slice_of(n, n.inputs[0]->out_shape).out
-                      : n.kind == op::Pad ? detail::pad_shape(n, n.inputs[0]->out_shape)
-                                          : detail::resize_shape(n, n.inputs[0]->out_shape);
-        n.out_type = n.inputs[0]->out_type;
-        break;
+    case op::Resize: infer_moving(n); break;
     case op::Relu:
     case op::Gelu:
     case op::Sigmoid:

@@ -151,7 +151,8 @@ struct generator_spec {
 };
 generator_spec check_generator(etype t, const std::string &spec);
 
-void parse_resize_attr(lexer &lx, attributes &a, const std::string &key) {
+// Attributes of the ops of graph/data_movement.cpp: Slice, Pad, Resize.
+void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
     auto one_of = [&](std::initializer_list<const char *> names) {
         const std::string w = lx.word("a word");
         std::string all;
@@ -161,22 +162,24 @@ void parse_resize_attr(lexer &lx, attributes &a, const std::string &key) {
         }
         lx.err(key + " must be one of " + all + ", got '" + w + "'");
     };
-    if (key == "mode") a.resize_mode = one_of({"nearest", "linear"});
-    else if (key == "coordinate_mode")
+    if (k == op::Slice && key == "starts") a.starts = int_list(lx);
+    else if (k == op::Slice && key == "ends") a.ends = int_list(lx);
+    else if (k == op::Slice && key == "axes") a.axes = int_list(lx);
+    else if (k == op::Slice && key == "steps") a.steps = int_list(lx);
+    else if (k == op::Pad && key == "pads_begin") a.pads_begin = int_list(lx);
+    else if (k == op::Pad && key == "pads_end") a.pads_end = int_list(lx);
+    else if (k == op::Pad && key == "value") a.pad_value = to_double(lx, lx.word("a number"));
+    else if (k == op::Pad && key == "mode") a.padding = one_of({"constant", "edge", "reflect", "wrap"});
+    else if (k == op::Resize && key == "mode") a.resize_mode = one_of({"nearest", "linear"});
+    else if (k == op::Resize && key == "coordinate_mode")
         a.coordinate_mode = one_of({"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"});
-    else if (key == "nearest_mode")
+    else if (k == op::Resize && key == "nearest_mode")
         a.nearest_mode = one_of({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
-    else if (key == "sizes") a.sizes = int_list(lx);
-    else if (key == "scales") {
-        lx.expect("[");
+    else if (k == op::Resize && key == "sizes") a.sizes = int_list(lx);
+    else if (k == op::Resize && key == "scales") {
         a.scales.clear();
-        for (;;) {
-            a.scales.push_back(to_double(lx, lx.word("a number")));
-            token t = lx.next();
-            if (t.k == token::punct && t.text == "]") break;
-            if (t.k != token::punct || t.text != ",") lx.err("expected ',' or ']' in a list");
-        }
-    } else lx.err("unknown attribute '" + key + "' for Resize");
+        for (const auto &w : word_list(lx)) a.scales.push_back(to_double(lx, w));
+    } else lx.err(std::string("unknown attribute '") + key + "' for " + to_string(k));
 }
 
 void parse_attr(lexer &lx, node &n, const std::string &key) {
@@ -249,24 +252,10 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.ceil_mode = w == "ceil";
     } else if (k == op::AvgPool && key == "exclude_pad") {
         a.exclude_pad = to_bool(lx, lx.word("true or false"));
-    } else if ((k == op::ReduceMean || k == op::Slice) && key == "axes") {
+    } else if (k == op::ReduceMean && key == "axes") {
         a.axes = int_list(lx);
-    } else if (k == op::Slice && key == "starts") {
-        a.starts = int_list(lx);
-    } else if (k == op::Slice && key == "ends") {
-        a.ends = int_list(lx);
-    } else if (k == op::Slice && key == "steps") {
-        a.steps = int_list(lx);
-    } else if (k == op::Pad && key == "pads_begin") {
-        a.pads_begin = int_list(lx);
-    } else if (k == op::Pad && key == "pads_end") {
-        a.pads_end = int_list(lx);
-    } else if (k == op::Pad && key == "value") {
-        a.pad_value = to_double(lx, lx.word("a number"));
-    } else if (k == op::Pad && key == "mode") {
-        a.padding = lx.word("constant, edge, reflect or wrap");
-    } else if (k == op::Resize) {
-        parse_resize_attr(lx, a, key);
+    } else if (k == op::Slice || k == op::Pad || k == op::Resize) {
+        parse_moving_attr(lx, a, k, key);
     } else if (k == op::ReduceMean && key == "keep_dims") {
         a.keep_dims = to_bool(lx, lx.word("true or false"));
     } else if (k == op::QConvolution && key == "qconv") {

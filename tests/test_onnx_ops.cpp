@@ -632,4 +632,37 @@ TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
     EXPECT_THAT(e.err, HasSubstr("node 'resize' (#0, Resize): attribute 'mode'"));
 }
 
+// ------------------------------------------------------------ the IR text
+// The new IR ops in the text format: read, run, and errors naming the line.
+TEST(GraphTextOps, SlicePadResizeDivide) {
+    auto gr = g::parse("x = Parameter f32[1,1,2,4]\n"
+                       "s = Slice(x) starts=[-1,0] ends=[-4,9223372036854775807] axes=[3,2] steps=[-2,1]\n"
+                       "p = Pad(s) pads_begin=[0,0,0,1] pads_end=[0,0,0,0] mode=edge\n"
+                       "r = Resize(p) mode=nearest coordinate_mode=asymmetric nearest_mode=floor scales=[1,1.5]\n"
+                       "two = Constant f32[] [2]\n"
+                       "d = Divide(r, two)\n"
+                       "o = Result(d)\n");
+    const auto y = g::compiled_graph(*gr).run({f32({1, 1, 2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})});
+    // Columns 3, 1 (the end −4 + 4 = 0 is exclusive); the first repeated; W 3 → floor(3 · 1.5) = 4 reading columns o / 1.5 = 0, 0, 1, 2; halved.
+    EXPECT_EQ(y[0].shape, (g::shape_t{1, 1, 2, 4}));
+    EXPECT_EQ(y[0].to_f32(), (std::vector<float>{1.5f, 1.5f, 1.5f, 0.5f, 3.5f, 3.5f, 3.5f, 2.5f}));
+    EXPECT_EQ(g::parse(g::to_text(*gr))->size(), gr->size());
+    const std::pair<const char *, const char *> bad[] = {
+        {"x = Parameter f32[4]\ns = Slice(x) starts=[0]\no = Result(s)\n", "line 2: Slice needs starts"},
+        {"x = Parameter f32[4]\ns = Slice(x) starts=[2] ends=[1]\no = Result(s)\n", "line 2: Slice 's': the slice"},
+        {"x = Parameter f32[4]\np = Pad(x) pads_begin=[1] pads_end=[1] mode=mirror\no = Result(p)\n",
+         "line 2: mode must be one of constant, edge, reflect, wrap"},
+        {"x = Parameter f32[1,4]\nr = Resize(x) mode=linear\no = Result(r)\n", "line 2: Resize needs scales"},
+        {"x = Parameter i32[4]\nd = Divide(x, x)\no = Result(d)\n", "line 2: Divide 'd': a must be f32"},
+    };
+    for (const auto &[text, says] : bad) {
+        try {
+            g::parse(text);
+            ADD_FAILURE() << text;
+        } catch (const qconv::error &e) {
+            EXPECT_THAT(e.what(), ::testing::StartsWith(says)) << text;
+        }
+    }
+}
+
 } // namespace
