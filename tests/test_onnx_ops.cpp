@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -591,12 +592,9 @@ TEST(OnnxResize, Refusals) {
 }
 
 // ------------------------------------------------------------- the driver
-// A model of every op runs through `qconv-driver graph` (as read and after
-// the passes, agreeing); a refused one exits with status 2 naming the node.
-TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
-    const std::string dir = ::testing::TempDir() + "/onnx_ops_driver";
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
+// Every op of this file in one model: BatchNormalization → HardSwish → Pad →
+// Slice → Split, then Div → Resize (bilinear) and HardSigmoid.
+om::builder trained_ops_model() {
     om::builder b(18);
     b.input("x", om::FLOAT, {1, 4, 6, 6});
     b.output("y0");
@@ -621,6 +619,16 @@ TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
     b.node("Div", {"a", "three"}, {"d"});
     om::attr(b.node("Resize", {"d", "", "scales"}, {"y0"}), "mode", std::string("linear"));
     b.node("HardSigmoid", {"c"}, {"y1"});
+    return b;
+}
+
+// The model runs through `qconv-driver graph` (as read and after the passes,
+// agreeing); a refused one exits with status 2 naming the node.
+TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
+    const std::string dir = ::testing::TempDir() + "/onnx_ops_driver";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    om::builder b = trained_ops_model();
     b.save(dir + "/ops.onnx");
     const auto r = qconv::test::run_driver({"graph", dir + "/ops.onnx", "--reps=1"});
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
@@ -663,6 +671,16 @@ TEST(GraphTextOps, SlicePadResizeDivide) {
             EXPECT_THAT(e.what(), ::testing::StartsWith(says)) << text;
         }
     }
+}
+
+// A seed of tests/fuzz/fuzz_onnx.cpp's corpus, written by
+//   QCONV_ONNX_CORPUS=tests/fuzz/corpus/onnx build/tests/test_onnx_ops
+//     --gtest_also_run_disabled_tests --gtest_filter='OnnxOpsCorpus.*'
+TEST(OnnxOpsCorpus, DISABLED_WriteFuzzSeed) {
+    const char *dir = std::getenv("QCONV_ONNX_CORPUS");
+    if (!dir) GTEST_SKIP() << "QCONV_ONNX_CORPUS is not set";
+    std::filesystem::create_directories(dir);
+    trained_ops_model().save(std::string(dir) + "/trained_ops.onnx");
 }
 
 } // namespace
