@@ -11,6 +11,12 @@
 #   dispatch       tables, selection, cache  + dispatch
 #   graph          on top, primitives only   qconv, core, graph
 #   tools          the driver                everything below graph, tests/support/testdata.h
+#
+# The kernel library (target qconv: include/qconv less graph*.h, core, rows,
+# reference, kernels, dispatch) links no ONNX or protobuf and knows nothing of
+# the graph library (target qconv_graph: graph/, include/qconv/graph*.h): none
+# of its files includes a graph header (qconv/graph*.h, graph/) or an ONNX or
+# protobuf header, in either include form.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +49,15 @@ for folder in include/qconv core rows reference kernels dispatch graph tools; do
     fi
   done < <(grep -rnE '^#include "' "$folder" --include='*.h' --include='*.cpp' || true)
 done
+# The kernel library's files: no graph, ONNX or protobuf header.
+while IFS= read -r hit; do
+  file=${hit%%:*}
+  [[ $file == include/qconv/graph* ]] && continue
+  inc=$(sed -E 's/.*#include [<"]([^>"]+)[>"].*/\1/' <<<"$hit")
+  echo "layering: $file includes \"$inc\": the qconv library (kernels, dispatch, core) does not see the graph library, ONNX or protobuf"
+  bad=1
+done < <(grep -rnE '^#include [<"](qconv/graph|graph/|onnx/|google/protobuf/)' include/qconv core rows reference kernels dispatch \
+  --include='*.h' --include='*.cpp' --include='*.hpp' --include='*.inc' || true)
 # Inside kernels/jit/: the families' folders (docs/architecture.md).
 jit_allowed() {
   case "$1" in
@@ -77,5 +92,5 @@ if compgen -G "kernels/jit/*.h" >/dev/null || compgen -G "kernels/jit/*.cpp" >/d
   echo "layering: kernels/jit/ holds files outside a family folder: $(ls kernels/jit/*.h kernels/jit/*.cpp 2>/dev/null | tr '\n' ' ')"
   bad=1
 fi
-[ "$bad" -eq 0 ] && echo "layering: every include points down"
+[ "$bad" -eq 0 ] && echo "layering: every include points down; the qconv library includes no graph, ONNX or protobuf header"
 exit "$bad"

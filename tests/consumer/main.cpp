@@ -1,4 +1,5 @@
-// Consumer of an installed qconv: one small convolution, checked by hand.
+// Consumer of an installed qconv (the kernel library alone, no graph layer):
+// one small convolution, checked by hand.
 //
 // 3x3 convolution, pad 1, over a 3x3 image of 4 channels where x[.., c] = c+1,
 // weights of output channel 0 all 1 and of channel 1 equal to the input
