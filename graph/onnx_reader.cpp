@@ -478,6 +478,24 @@ private:
     void split(const onnx_node &n);
     void pad(const onnx_node &n);
     void resize(const onnx_node &n);
+    void squeeze(const onnx_node &n);
+    void reduce_mean(const onnx_node &n);
+    // The axes of Squeeze / Unsqueeze / ReduceMean / Split's sizes: the attribute `name`
+    // before opset `since` (an input from then on: input `i`); `given` says whether any was.
+    std::vector<int64_t> axes_of(const onnx_node &n, const char *name, int i, int64_t since, bool *given);
+    // A Reshape of x to `target`; a dim of x that follows the run-time dimension `?`
+    // is copied (0) when it is one of the first `keep` dims, else refused
+    // (the first `keep` dims stay where they are).
+    node *reshape_to(const onnx_node &n, node *x, const shape_t &target, size_t keep, const std::string &suffix);
+    // Per dim of v's shape: whether it changes with the run-time dimension `?`.
+    std::vector<bool> dynamic_dims(const node *v) const;
+    bool any_dynamic(const node *v) const;
+    // An opset check: fails naming the attribute when the model imports less than `since`.
+    void need_opset(const onnx_node &n, const char *attr, int64_t since, const std::string &what) const {
+        if (opset_ < since)
+            n.fail_attr(attr, what + " needs opset " + std::to_string(since) + " (the model imports opset " +
+                                  std::to_string(opset_) + ")");
+    }
     // Resize's scales (input 2) or sizes (input 3) into a's scales / sizes of the last two dims.
     void resize_targets(const onnx_node &n, const node *x, attributes &a);
     // A constant 1-D i64 or i32 input as integers (`what` names it in errors).
@@ -500,6 +518,18 @@ private:
     void matmul(const onnx_node &n);
     void matmul_nbits(const onnx_node &n);
     void dequantize(const onnx_node &n);
+    // Before opset 13 QuantizeLinear / DequantizeLinear are per tensor: no
+    // axis, one scale (refused otherwise).
+    void per_tensor_before_13(const onnx_node &n) {
+        if (opset_ >= 13) return;
+        if (n.has("axis")) need_opset(n, "axis", 13, "a per-axis scale");
+        const node *s = value(n, 1);
+        if (elems_of(s->out_shape) != 1)
+            n.fail_input(1,
+                         "holds " + std::to_string(elems_of(s->out_shape)) +
+                             " values: before opset 13 the scale is one value, per tensor (the model imports opset " +
+                             std::to_string(opset_) + ")");
+    }
     void binary(const onnx_node &n, op kind);
     void reshape(const onnx_node &n);
     void transpose(const onnx_node &n);
@@ -533,13 +563,13 @@ void reader::read_opsets() {
         if (o.domain().empty() || o.domain() == "ai.onnx") {
             found = true;
             opset_ = o.version();
-            if (opset_ < 13 || opset_ > 21)
-                fail("opset", "ai.onnx opset " + std::to_string(opset_) + " is not supported (13 to 21)");
+            if (opset_ < 11 || opset_ > 21)
+                fail("opset", "ai.onnx opset " + std::to_string(opset_) + " is not supported (11 to 21)");
         } else if (o.domain() == "com.microsoft") {
             ms_domain_ = true;
         }
     }
-    if (!found) fail("opset", "the model imports no ai.onnx opset (13 to 21 are supported)");
+    if (!found) fail("opset", "the model imports no ai.onnx opset (11 to 21 are supported)");
 }
 
 void reader::read_inputs() {
@@ -789,6 +819,9 @@ void reader::read_node(const onnx_node &n) {
         {"Split", &reader::split, nullptr},
         {"Pad", &reader::pad, nullptr},
         {"Resize", &reader::resize, nullptr},
+        {"Squeeze", &reader::squeeze, nullptr},
+        {"Unsqueeze", &reader::squeeze, nullptr},
+        {"ReduceMean", &reader::reduce_mean, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -1180,6 +1213,7 @@ void check_qdq_params(const onnx_node &n, const node *x, const node *s, const no
 
 void reader::dequantize(const onnx_node &n) {
     n.known_attrs({"axis", "block_size"});
+    per_tensor_before_13(n);
     const tensor_value *xc = constant_of(n, 0);
     if (!xc) {
         // Activations: the IR's DequantizeLinear (u8/i8/i32 → the scale's type).
@@ -1279,6 +1313,7 @@ void reader::dequantize(const onnx_node &n) {
 
 void reader::quantize(const onnx_node &n) {
     n.known_attrs({"axis", "saturate", "output_dtype", "block_size"});
+    per_tensor_before_13(n);
     node *x = value(n, 0), *s = value(n, 1), *z = optional_value(n, 2);
     if (n.get_int("block_size", 0) != 0) n.fail_attr("block_size", "blocked QuantizeLinear is not supported");
     // saturate concerns float8 outputs only; the u8/i8 outputs read here always saturate.
@@ -1457,6 +1492,8 @@ void reader::pool(const onnx_node &n) {
         n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
     if (!avg && x->out_type != etype::u8 && x->out_type != etype::i8 && !is_float(x->out_type))
         n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not supported (floats, u8, i8)");
+    if (!avg && !is_float(x->out_type) && opset_ < 12)
+        n.fail_input(0, "8-bit MaxPool needs opset 12 (the model imports opset " + std::to_string(opset_) + ")");
     attributes a = window_attrs(n);
     if (a.dilations != std::vector<int64_t>{1, 1})
         n.fail_attr("dilations", to_string(a.dilations) + " is not supported (1, 1 only)");
@@ -1572,11 +1609,157 @@ void reader::prelu(const onnx_node &n) {
     define(n, 0, add(n, op::PRelu, {x, slope}));
 }
 
+// Softmax: from opset 13 along one axis (default the last). Before 13 (axis
+// default 1) over x flattened to [∏d[:axis], ∏d[axis:]]: along the last axis
+// when axis is the last, else a Reshape to those two dims, a Softmax along
+// dim 1 and a Reshape back.
 void reader::softmax(const onnx_node &n) {
     n.known_attrs({"axis"});
+    node *x = value(n, 0);
     attributes a;
-    a.axis = n.get_int("axis", -1); // opset 13+: one axis (default the last)
-    define(n, 0, add(n, op::Softmax, {value(n, 0)}, a));
+    a.axis = n.get_int("axis", opset_ < 13 ? 1 : -1);
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    if (opset_ >= 13) {
+        define(n, 0, add(n, op::Softmax, {x}, a));
+        return;
+    }
+    if (a.axis < -r || a.axis >= r)
+        n.fail_attr("axis", std::to_string(a.axis) + " is outside rank " + std::to_string(r));
+    const int64_t ax = a.axis < 0 ? a.axis + r : a.axis;
+    if (ax == r - 1) {
+        a.axis = -1;
+        define(n, 0, add(n, op::Softmax, {x}, a));
+        return;
+    }
+    if (any_dynamic(x))
+        n.fail_attr("axis", std::to_string(a.axis) + ": before opset 13 Softmax flattens x " + to_string(x->out_shape) +
+                                " around the axis, and its dims follow the run-time dimension '?' (give the input's "
+                                "shape)");
+    attributes flat;
+    flat.target = {1, 1};
+    for (int64_t d = 0; d < r; ++d) flat.target[d < ax ? 0 : 1] *= x->out_shape[d];
+    node *y = add(n, op::Reshape, {x}, flat, "_2d");
+    a.axis = 1;
+    y = add(n, op::Softmax, {y}, a, "_softmax");
+    attributes back;
+    back.target = x->out_shape;
+    define(n, 0, add(n, op::Reshape, {y}, back));
+}
+
+std::vector<int64_t> reader::axes_of(const onnx_node &n, const char *name, int i, int64_t since, bool *given_any) {
+    const std::string imports = " (the model imports opset " + std::to_string(opset_) + ")";
+    if (opset_ < since) {
+        if (given(n, i))
+            n.fail_input(i, std::string(name) + " is an input from opset " + std::to_string(since) + imports +
+                                ": the attribute before");
+        *given_any = n.has(name);
+        return n.get_ints(name, {});
+    }
+    if (n.has(name)) n.fail_attr(name, "is an input from opset " + std::to_string(since) + imports);
+    *given_any = given_nonempty(n, i);
+    return *given_any ? int_list(n, i, name) : std::vector<int64_t>{};
+}
+
+std::vector<bool> reader::dynamic_dims(const node *v) const {
+    std::vector<bool> r(v->out_shape.size(), false);
+    if (!g_->is_dynamic()) return r;
+    auto probe = g_->clone();
+    probe->bind_dynamic(g_->dynamic_value() == 2 ? 3 : 2);
+    try {
+        probe->infer();
+    } catch (const error &) {
+        return std::vector<bool>(r.size(), true);
+    }
+    const node *p = probe->find(v->id);
+    for (size_t d = 0; d < r.size(); ++d)
+        r[d] = !p || p->out_shape.size() != r.size() || p->out_shape[d] != v->out_shape[d];
+    return r;
+}
+
+bool reader::any_dynamic(const node *v) const {
+    const auto d = dynamic_dims(v);
+    return std::find(d.begin(), d.end(), true) != d.end();
+}
+
+node *reader::reshape_to(const onnx_node &n, node *x, const shape_t &target, size_t keep, const std::string &suffix) {
+    attributes a;
+    a.target = target;
+    const auto dyn = dynamic_dims(x);
+    for (size_t d = 0; d < dyn.size(); ++d) {
+        if (!dyn[d]) continue;
+        if (d >= keep)
+            n.fail_input(0, "dimension " + std::to_string(d) + " of " + to_string(x->out_shape) +
+                                " follows the run-time dimension '?' and moves (give the input's shape)");
+        a.target[d] = 0; // copies the input's dim
+        a.special_zero = true;
+    }
+    return add(n, op::Reshape, {x}, a, suffix);
+}
+
+// Squeeze / Unsqueeze (axes: an attribute before opset 13, an input from 13)
+// as a Reshape; Squeeze without axes removes every dim of size 1.
+void reader::squeeze(const onnx_node &n) {
+    const bool un = n.p.op_type() == "Unsqueeze";
+    n.known_attrs({"axes"});
+    node *x = value(n, 0);
+    bool has = false;
+    const std::vector<int64_t> axes = axes_of(n, "axes", 1, 13, &has);
+    auto bad = [&](const std::string &what) {
+        if (opset_ < 13) n.fail_attr("axes", what);
+        n.fail_input(1, what);
+    };
+    if (un && !has) bad("is required");
+    const shape_t &xs = x->out_shape;
+    const int64_t r = static_cast<int64_t>(xs.size());
+    const int64_t lim = un ? r + static_cast<int64_t>(axes.size()) : r;
+    std::vector<bool> at(static_cast<size_t>(lim), false);
+    size_t first = static_cast<size_t>(lim);
+    for (int64_t ax : axes) {
+        const int64_t k = ax < 0 ? ax + lim : ax;
+        if (k < 0 || k >= lim || at[k])
+            bad("axis " + std::to_string(ax) + " is outside rank " + std::to_string(lim) + " or repeated");
+        at[k] = true;
+        first = std::min(first, static_cast<size_t>(k));
+    }
+    shape_t t;
+    for (int64_t d = 0, k = 0; d < lim; ++d) {
+        if (un) {
+            t.push_back(at[d] ? 1 : xs[k++]);
+        } else if (has ? at[d] : xs[d] == 1) {
+            if (xs[d] != 1) bad("dimension " + std::to_string(d) + " of " + to_string(xs) + " is not 1");
+            first = std::min(first, static_cast<size_t>(d));
+        } else {
+            t.push_back(xs[d]);
+        }
+    }
+    if (!un && !has && any_dynamic(x))
+        n.fail_input(0, "Squeeze without axes of " + to_string(xs) + ", whose dims follow the run-time dimension '?'");
+    define(n, 0, reshape_to(n, x, t, first, ""));
+}
+
+// ReduceMean: axes an attribute before opset 18, an input from 18 (none:
+// every axis, or x itself with noop_with_empty_axes=1); keepdims default 1.
+void reader::reduce_mean(const onnx_node &n) {
+    n.known_attrs({"axes", "keepdims", "noop_with_empty_axes"});
+    node *x = value(n, 0);
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    bool has = false;
+    attributes a;
+    a.axes = axes_of(n, "axes", 1, 18, &has);
+    const int64_t keep = n.get_int("keepdims", 1);
+    if (keep != 0 && keep != 1) n.fail_attr("keepdims", "must be 0 or 1");
+    a.keep_dims = keep == 1;
+    if (n.has("noop_with_empty_axes")) need_opset(n, "noop_with_empty_axes", 18, "the attribute");
+    const int64_t noop = n.get_int("noop_with_empty_axes", 0);
+    if (noop != 0 && noop != 1) n.fail_attr("noop_with_empty_axes", "must be 0 or 1");
+    if (a.axes.empty() && noop) {
+        values_[n.p.output(0)] = x;
+        return;
+    }
+    if (a.axes.empty())
+        for (int64_t d = 0; d < static_cast<int64_t>(x->out_shape.size()); ++d) a.axes.push_back(d);
+    define(n, 0, add(n, op::ReduceMean, {x}, a));
 }
 
 // BatchNormalization (inference): y = x·a + b per channel (axis 1), with
@@ -1586,6 +1769,7 @@ void reader::softmax(const onnx_node &n) {
 // low-precision lowering folds into a convolution's per-channel chain.
 void reader::batch_norm(const onnx_node &n) {
     n.known_attrs({"epsilon", "momentum", "training_mode"});
+    if (n.has("training_mode")) need_opset(n, "training_mode", 14, "the attribute");
     const int64_t training = n.get_int("training_mode", 0);
     if (training != 0) n.fail_attr("training_mode", std::to_string(training) + " is not supported (inference only: 0)");
     for (int i = 1; i < n.p.output_size(); ++i)
@@ -1782,10 +1966,11 @@ std::vector<int64_t> split_sizes(const onnx_node &n, int64_t dim, int64_t parts,
     return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
 }
 
-// Split (opset 13: the optional input `split`; opset 18: or `num_outputs`):
+// Split (before opset 13: the attribute `split`; from 13 the optional input
+// `split`; opset 18: or `num_outputs`):
 // one IR Slice per output along `axis`, each output name mapped to its Slice.
 void reader::split(const onnx_node &n) {
-    n.known_attrs({"axis", "num_outputs"});
+    n.known_attrs({"axis", "num_outputs", "split"});
     node *x = value(n, 0);
     const int64_t r = static_cast<int64_t>(x->out_shape.size());
     int64_t axis = n.get_int("axis", 0);
@@ -1795,24 +1980,28 @@ void reader::split(const onnx_node &n) {
     if (follows_dynamic(x, static_cast<size_t>(axis)))
         n.fail_attr("axis", "dimension " + std::to_string(axis) + " of " + to_string(x->out_shape) +
                                 " follows the run-time dimension '?': its parts would be fixed (not supported)");
-    std::vector<int64_t> sizes;
-    if (given(n, 1)) {
-        sizes = int_list(n, 1, "the part sizes");
+    // The part sizes: the attribute `split` before opset 13, the input from 13.
+    bool have = false;
+    std::vector<int64_t> sizes = axes_of(n, "split", 1, 13, &have);
+    auto bad = [&](const std::string &what) {
+        if (opset_ < 13) n.fail_attr("split", what);
+        n.fail_input(1, what);
+    };
+    if (have) {
         if (static_cast<int64_t>(sizes.size()) != parts)
-            n.fail_input(1,
-                         "holds " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) + " outputs");
+            bad("holds " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) + " outputs");
         int64_t sum = 0;
         for (int64_t s : sizes) {
             if (s <= 0 || s > dim)
-                n.fail_input(1, "a part of " + std::to_string(s) + " (sizes must be in [1, " + std::to_string(dim) +
-                                    "]; the IR has no empty tensors)");
+                bad("a part of " + std::to_string(s) + " (sizes must be in [1, " + std::to_string(dim) +
+                    "]; the IR has no empty tensors)");
             sum += s;
         }
         if (sum != dim)
-            n.fail_input(1, "the sizes add up to " + std::to_string(sum) + ", dimension " + std::to_string(axis) +
-                                " is " + std::to_string(dim));
+            bad("the sizes add up to " + std::to_string(sum) + ", dimension " + std::to_string(axis) + " is " +
+                std::to_string(dim));
     }
-    if (sizes.empty() || n.has("num_outputs")) sizes = split_sizes(n, dim, parts, opset_, given(n, 1));
+    if (sizes.empty() || n.has("num_outputs")) sizes = split_sizes(n, dim, parts, opset_, have);
     int64_t at = 0;
     for (int64_t i = 0; i < parts; ++i) {
         attributes a;
@@ -1972,6 +2161,7 @@ void reader::reshape(const onnx_node &n) {
     const tensor_value &s = need_constant(n, 1, "the target shape");
     if (s.type != etype::i64 || s.shape.size() != 1)
         n.fail_input(1, "must be a 1-D i64 tensor, got " + std::string(to_string(s.type)) + to_string(s.shape));
+    if (n.has("allowzero")) need_opset(n, "allowzero", 14, "the attribute");
     const int64_t allowzero = n.get_int("allowzero", 0);
     if (allowzero != 0 && allowzero != 1) n.fail_attr("allowzero", "must be 0 or 1");
     attributes a;
@@ -2025,6 +2215,7 @@ void reader::constant_node(const onnx_node &n) {
     n.known_attrs({"value", "value_float", "value_floats", "value_int", "value_ints"});
     if (n.p.attribute_size() != 1) n.fail("needs exactly one value attribute");
     const auto &a = n.p.attribute(0);
+    if (a.name() != "value") need_opset(n, a.name().c_str(), 12, "the attribute");
     tensor_value v;
     v.data = std::make_shared<constant_data>();
     auto fill = [&](etype t, shape_t s, auto values) {

@@ -1,7 +1,7 @@
 // ONNX models and NumPy arrays in and out of the graph layer
 // (graph/onnx_reader.cpp, graph/npy.cpp; docs/graph.md, "ONNX").
 //
-// The reader maps an ONNX model (opsets 13–21 of the default domain, and
+// The reader maps an ONNX model (opsets 11–21 of the default domain, and
 // com.microsoft's MatMulNBits) onto the graph IR of qconv/graph.h:
 // initializers and Constant nodes become Constants, graph inputs Parameters
 // (symbolic dims the run-time dimension `?`), graph outputs Results. A weight

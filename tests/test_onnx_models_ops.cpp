@@ -1,0 +1,267 @@
+// The ONNX reading the PP-OCR models need (graph/onnx_reader.cpp;
+// docs/graph.md, "ONNX"): opsets 11 and 12 and their older forms (Softmax's
+// flattening, axes and split as attributes, per-tensor QDQ), Squeeze,
+// Unsqueeze and ReduceMean. Each is read from a small model built here, run,
+// and checked against values worked out by hand (small dyadic numbers, so
+// that every f32 operation is exact); each refusal names the node and the
+// attribute or input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "qconv/graph.h"
+#include "qconv/graph_onnx.h"
+#include "tests/support/onnx_models.h"
+
+namespace {
+
+namespace g = qconv::graph;
+namespace om = qconv::test::onnx_model;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::unique_ptr<g::graph> read(const om::builder &b) {
+    const std::string s = b.bytes();
+    return g::parse_onnx(s.data(), s.size());
+}
+
+// Runs the model read from b; the outputs as floats (their shapes in *shapes).
+// The text form of what was read loads back and computes the same bytes.
+std::vector<std::vector<float>> run(const om::builder &b, const std::vector<g::tensor> &in,
+                                    std::vector<g::shape_t> *shapes = nullptr) {
+    auto gr = read(b);
+    const auto out = g::compiled_graph(*gr).run(in);
+    auto back = g::parse(g::to_text(*gr));
+    const auto again = g::compiled_graph(*back).run(in);
+    std::vector<std::vector<float>> r;
+    for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(out[i].bytes, again[i].bytes) << "output " << i << " after the text round trip";
+        r.push_back(out[i].to_f32());
+        if (shapes) shapes->push_back(out[i].shape);
+    }
+    return r;
+}
+
+g::tensor f32(const g::shape_t &s, const std::vector<float> &v) { return g::tensor::from_f32(g::etype::f32, s, v); }
+
+std::vector<float> iota(size_t n) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+    return v;
+}
+
+// The message of the error reading b throws ("" when it is read).
+std::string refusal(const om::builder &b) {
+    try {
+        read(b);
+    } catch (const qconv::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+// One node `op` named `name` of x [dims] → y at `opset`; `extra` more inputs.
+om::builder one(int64_t opset, const std::string &op, const std::string &name, const std::vector<int64_t> &dims,
+                const std::vector<std::string> &extra = {}) {
+    om::builder b(opset);
+    b.input("x", om::FLOAT, dims);
+    b.output("y");
+    std::vector<std::string> in = {"x"};
+    in.insert(in.end(), extra.begin(), extra.end());
+    b.node(op, in, {"y"}, name);
+    return b;
+}
+::onnx::NodeProto &node0(om::builder &b) { return *b.graph().mutable_node(b.graph().node_size() - 1); }
+
+// ----------------------------------------------------------------- opsets
+TEST(OnnxOpset11, ReadsOpsets11And12) {
+    for (int64_t opset : {11, 12}) {
+        const auto y = run(one(opset, "Relu", "r", {1, 4}), {f32({1, 4}, {-1, 2, -3, 4})});
+        EXPECT_EQ(y[0], (std::vector<float>{0, 2, 0, 4})) << opset;
+    }
+    EXPECT_THAT(refusal(one(10, "Relu", "r", {1, 4})), HasSubstr("opset 10 is not supported (11 to 21)"));
+}
+
+// ---------------------------------------------------------------- Softmax
+// Before opset 13 Softmax flattens x to [∏d[:axis], ∏d[axis:]]: over [2,2,2]
+// with axis 1 each row of four equal values gives 1/4 (per axis: 1/2).
+TEST(OnnxOpset11, SoftmaxFlattensAroundTheAxis) {
+    const auto x = f32({2, 2, 2}, {0, 0, 0, 0, 5, 5, 5, 5});
+    om::builder b = one(11, "Softmax", "sm", {2, 2, 2}); // axis 1 by default
+    std::vector<g::shape_t> shapes;
+    auto y = run(b, {x}, &shapes);
+    EXPECT_EQ(y[0], std::vector<float>(8, 0.25f));
+    EXPECT_EQ(shapes[0], (g::shape_t{2, 2, 2}));
+    EXPECT_EQ(read(b)->count_ops().at("Reshape"), 2);
+    // axis 0: one row of eight; 0 and 5 → e^0/(4 + 4e^5) and e^5/(4 + 4e^5).
+    om::attr(node0(b), "axis", int64_t(0));
+    y = run(b, {x});
+    const float e5 = std::exp(5.f);
+    const double sum = 4.0 + 4.0 * static_cast<double>(e5);
+    EXPECT_EQ(y[0][0], static_cast<float>(1.0 / sum));
+    EXPECT_EQ(y[0][7], static_cast<float>(e5 / sum));
+    // Opset 13: along axis 1 alone, pairs of equal values: 1/2.
+    om::builder c = one(13, "Softmax", "sm", {2, 2, 2});
+    om::attr(node0(c), "axis", int64_t(1));
+    EXPECT_EQ(run(c, {x})[0], std::vector<float>(8, 0.5f));
+    // The last axis is the same in both forms: no Reshape.
+    om::builder d = one(12, "Softmax", "sm", {2, 2, 2});
+    om::attr(node0(d), "axis", int64_t(-1));
+    EXPECT_EQ(run(d, {x})[0], std::vector<float>(8, 0.5f));
+    EXPECT_EQ(read(d)->count_ops().count("Reshape"), 0u);
+}
+
+TEST(OnnxOpset11, SoftmaxOfARunTimeDimIsRefused) {
+    om::builder b = one(11, "Softmax", "sm", {-1, 2, 2}); // N × 2 × 2, axis 1
+    EXPECT_THAT(refusal(b), StartsWith("node 'sm' (#0, Softmax): attribute 'axis': 1: before opset 13"));
+}
+
+// ------------------------------------------------------------------ Split
+TEST(OnnxOpset11, SplitSizesAsAttribute) {
+    auto model = [](const std::vector<int64_t> &sizes) {
+        om::builder b(11);
+        b.input("x", om::FLOAT, {1, 6});
+        b.output("a");
+        b.output("c");
+        auto &n = b.node("Split", {"x"}, {"a", "c"}, "split");
+        om::attr(n, "axis", int64_t(1));
+        om::attr(n, "split", sizes);
+        return b;
+    };
+    std::vector<g::shape_t> shapes;
+    const auto y = run(model({2, 4}), {f32({1, 6}, iota(6))}, &shapes);
+    EXPECT_EQ(y[0], (std::vector<float>{0, 1}));
+    EXPECT_EQ(y[1], (std::vector<float>{2, 3, 4, 5}));
+    EXPECT_THAT(refusal(model({2, 3})),
+                StartsWith("node 'split' (#0, Split): attribute 'split': the sizes add up to 5"));
+    // From opset 13 the sizes are an input.
+    om::builder c(13);
+    c.input("x", om::FLOAT, {1, 6});
+    c.output("a");
+    c.output("c");
+    om::attr(c.node("Split", {"x"}, {"a", "c"}, "split"), "split", std::vector<int64_t>{2, 4});
+    EXPECT_THAT(refusal(c), StartsWith("node 'split' (#0, Split): attribute 'split': is an input from opset 13"));
+}
+
+// ------------------------------------------------------ Squeeze/Unsqueeze
+TEST(OnnxSqueeze, AxesAsAttributeAndAsInput) {
+    const auto x = f32({1, 3, 1, 2}, iota(6));
+    std::vector<g::shape_t> shapes;
+    om::builder a = one(11, "Squeeze", "sq", {1, 3, 1, 2});
+    om::attr(node0(a), "axes", std::vector<int64_t>{-2});
+    EXPECT_EQ(run(a, {x}, &shapes)[0], iota(6));
+    EXPECT_EQ(shapes.back(), (g::shape_t{1, 3, 2}));
+    om::builder b = one(13, "Squeeze", "sq", {1, 3, 1, 2}, {"axes"});
+    b.init_i64("axes", {0, 2});
+    run(b, {x}, &shapes);
+    EXPECT_EQ(shapes.back(), (g::shape_t{3, 2}));
+    om::builder c = one(13, "Squeeze", "sq", {1, 3, 1, 2}); // no axes: every dim of 1
+    run(c, {x}, &shapes);
+    EXPECT_EQ(shapes.back(), (g::shape_t{3, 2}));
+    om::builder u = one(12, "Unsqueeze", "un", {1, 3, 1, 2});
+    om::attr(node0(u), "axes", std::vector<int64_t>{0, -1});
+    EXPECT_EQ(run(u, {x}, &shapes)[0], iota(6));
+    EXPECT_EQ(shapes.back(), (g::shape_t{1, 1, 3, 1, 2, 1}));
+    om::builder v = one(13, "Unsqueeze", "un", {1, 3, 1, 2}, {"axes"});
+    v.init_i64("axes", {1});
+    run(v, {x}, &shapes);
+    EXPECT_EQ(shapes.back(), (g::shape_t{1, 1, 3, 1, 2}));
+}
+
+TEST(OnnxSqueeze, Refusals) {
+    om::builder a = one(11, "Squeeze", "sq", {1, 3});
+    om::attr(node0(a), "axes", std::vector<int64_t>{1});
+    EXPECT_THAT(refusal(a), StartsWith("node 'sq' (#0, Squeeze): attribute 'axes': dimension 1 of [1,3] is not 1"));
+    om::builder b = one(13, "Squeeze", "sq", {1, 3});
+    om::attr(node0(b), "axes", std::vector<int64_t>{0});
+    EXPECT_THAT(refusal(b), StartsWith("node 'sq' (#0, Squeeze): attribute 'axes': is an input from opset 13"));
+    om::builder c = one(11, "Unsqueeze", "un", {1, 3});
+    EXPECT_THAT(refusal(c), StartsWith("node 'un' (#0, Unsqueeze): attribute 'axes': is required"));
+    om::builder d = one(13, "Unsqueeze", "un", {1, 3}, {"axes"});
+    d.init_i64("axes", {3});
+    EXPECT_THAT(refusal(d), StartsWith("node 'un' (#0, Unsqueeze): input 1 'axes': axis 3 is outside rank 3"));
+    om::builder e = one(11, "Unsqueeze", "un", {1, 3}, {"axes"});
+    e.init_i64("axes", {0});
+    EXPECT_THAT(refusal(e), StartsWith("node 'un' (#0, Unsqueeze): input 1 'axes': axes is an input from opset 13"));
+}
+
+// A run-time dim before the squeezed axis is copied (special_zero); one after it moves.
+TEST(OnnxSqueeze, RunTimeDimension) {
+    om::builder a = one(13, "Squeeze", "sq", {-1, 1, 2}, {"axes"});
+    a.init_i64("axes", {1});
+    auto gr = read(a);
+    gr->bind_dynamic(3);
+    gr->infer();
+    const auto y = g::compiled_graph(*gr).run({f32({3, 1, 2}, iota(6))});
+    EXPECT_EQ(y[0].shape, (g::shape_t{3, 2}));
+    om::builder b = one(13, "Squeeze", "sq", {1, -1}, {"axes"});
+    b.init_i64("axes", {0});
+    EXPECT_THAT(refusal(b), StartsWith("node 'sq' (#0, Squeeze): input 0 'x': dimension 1 of [1,1] follows"));
+}
+
+// ------------------------------------------------------------- ReduceMean
+TEST(OnnxReduceMean, AxesAttributeBefore18InputFrom18) {
+    const auto x = f32({2, 2, 2}, {1, 3, 5, 7, 0, 2, 4, 10});
+    std::vector<g::shape_t> shapes;
+    om::builder a = one(11, "ReduceMean", "rm", {2, 2, 2});
+    om::attr(node0(a), "axes", std::vector<int64_t>{-1}); // keepdims 1
+    EXPECT_EQ(run(a, {x}, &shapes)[0], (std::vector<float>{2, 6, 1, 7}));
+    EXPECT_EQ(shapes.back(), (g::shape_t{2, 2, 1}));
+    om::attr(node0(a), "keepdims", int64_t(0));
+    run(a, {x}, &shapes);
+    EXPECT_EQ(shapes.back(), (g::shape_t{2, 2}));
+    om::builder b = one(13, "ReduceMean", "rm", {2, 2, 2}); // no axes: all, kept
+    EXPECT_EQ(run(b, {x}, &shapes)[0], (std::vector<float>{4}));
+    EXPECT_EQ(shapes.back(), (g::shape_t{1, 1, 1}));
+    om::builder c = one(18, "ReduceMean", "rm", {2, 2, 2}, {"axes"});
+    c.init_i64("axes", {0, 2});
+    om::attr(node0(c), "keepdims", int64_t(0));
+    // (1+3+0+2)/4 = 1.5, (5+7+4+10)/4 = 6.5
+    EXPECT_EQ(run(c, {x}, &shapes)[0], (std::vector<float>{1.5f, 6.5f}));
+    EXPECT_EQ(shapes.back(), (g::shape_t{2}));
+    om::builder d = one(18, "ReduceMean", "rm", {2, 2, 2});
+    om::attr(node0(d), "noop_with_empty_axes", int64_t(1));
+    EXPECT_EQ(run(d, {x})[0], x.to_f32());
+}
+
+TEST(OnnxReduceMean, Refusals) {
+    om::builder a = one(18, "ReduceMean", "rm", {2, 2});
+    om::attr(node0(a), "axes", std::vector<int64_t>{0});
+    EXPECT_THAT(refusal(a), StartsWith("node 'rm' (#0, ReduceMean): attribute 'axes': is an input from opset 18"));
+    om::builder b = one(13, "ReduceMean", "rm", {2, 2});
+    om::attr(node0(b), "noop_with_empty_axes", int64_t(1));
+    EXPECT_THAT(refusal(b), StartsWith("node 'rm' (#0, ReduceMean): attribute 'noop_with_empty_axes': the attribute "
+                                       "needs opset 18"));
+    om::builder c = one(13, "ReduceMean", "rm", {2, 2});
+    om::attr(node0(c), "axes", std::vector<int64_t>{0, 0});
+    EXPECT_THAT(refusal(c), StartsWith("node 'rm' (#0, ReduceMean)"));
+    EXPECT_THAT(refusal(c), HasSubstr("given twice"));
+}
+
+// ------------------------------------------------- older forms refused
+TEST(OnnxOpset11, OlderFormsRefused) {
+    // QuantizeLinear before 13: per tensor only.
+    om::builder q = one(12, "QuantizeLinear", "q", {1, 2}, {"s"});
+    q.init_f32("s", {2}, {0.5f, 0.25f});
+    EXPECT_THAT(refusal(q), StartsWith("node 'q' (#0, QuantizeLinear): input 1 's': holds 2 values: before opset 13"));
+    om::builder a = one(11, "QuantizeLinear", "q", {1, 2}, {"s"});
+    a.init_f32("s", {}, {0.5f});
+    om::attr(node0(a), "axis", int64_t(1));
+    EXPECT_THAT(refusal(a), StartsWith("node 'q' (#0, QuantizeLinear): attribute 'axis': a per-axis scale needs opset "
+                                       "13 (the model imports opset 11)"));
+    // Reshape's allowzero (14), Constant's value_float (12), HardSwish (14).
+    om::builder r = one(13, "Reshape", "r", {2, 2}, {"s"});
+    r.init_i64("s", {4});
+    om::attr(node0(r), "allowzero", int64_t(0));
+    EXPECT_THAT(refusal(r), StartsWith("node 'r' (#0, Reshape): attribute 'allowzero': the attribute needs opset 14"));
+    om::builder c(11);
+    c.output("y");
+    om::attr(c.node("Constant", {}, {"y"}, "c"), "value_float", 1.f);
+    EXPECT_THAT(refusal(c),
+                StartsWith("node 'c' (#0, Constant): attribute 'value_float': the attribute needs opset 12"));
+}
+
+} // namespace
