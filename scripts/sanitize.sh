@@ -27,11 +27,21 @@ case "${1:-}" in build | suite | fuzz-build | fuzz | all) step="$1"; shift ;; es
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
+# Builds a folder, printing only its errors, warnings and last line; the
+# build's own exit status (a pipe into grep would hide it under pipefail).
+built() {
+  local dir="$1" log rc=0
+  shift
+  log=$(cmake --build "$dir" -j"$QCONV_JOBS" "$@" 2>&1) || rc=$?
+  grep -E '^\[100%\]|error|warning' <<<"$log" || true
+  [ "$rc" -eq 0 ] || echo "sanitize: building $dir failed (exit $rc)" >&2
+  return "$rc"
+}
+
 asan_build() {
   cmake -S "$QCONV_ROOT" -B "$ASAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$ASAN_BUILD" -j"$QCONV_JOBS" | grep -E '^\[100%\]|error|warning' || true
-  [ "${PIPESTATUS[0]}" -eq 0 ]
+  built "$ASAN_BUILD"
 }
 
 asan_suite() {
@@ -51,8 +61,7 @@ fuzz_build() {
   cmake -S "$QCONV_ROOT" -B "$FUZZ_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++ -DQCONV_SANITIZE=address,undefined \
     -DQCONV_BUILD_FUZZ=ON -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$FUZZ_BUILD" -j"$QCONV_JOBS" --target qconv_fuzzers | grep -E '^\[100%\]|error|warning' || true
-  [ "${PIPESTATUS[0]}" -eq 0 ]
+  built "$FUZZ_BUILD" --target qconv_fuzzers
 }
 
 fuzz() {
