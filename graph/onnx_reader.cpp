@@ -378,7 +378,8 @@ struct dequantize_info {
 
 class reader {
 public:
-    reader(const pb::ModelProto &m, std::string base_dir) : m_(m), data_(std::move(base_dir)) {}
+    reader(const pb::ModelProto &m, std::string base_dir, const onnx_options &o)
+        : m_(m), data_(std::move(base_dir)), opt_(o) {}
 
     std::unique_ptr<graph> run();
 
@@ -449,6 +450,9 @@ private:
 
     void read_opsets();
     void read_inputs();
+    // The IR shape of graph input `in`: its dims, symbolic ones from
+    // opt_.input_shapes when given, else `?` (all of one name, `symbol`).
+    shape_t input_shape(const pb::ValueInfoProto &in, const std::string &field, std::string &symbol);
     void find_gelu_patterns();
     void read_node(const onnx_node &n);
     void read_outputs();
@@ -543,6 +547,7 @@ private:
 
     const pb::ModelProto &m_;
     data_reader data_;
+    const onnx_options &opt_;
     std::unique_ptr<graph> g_;
     std::map<std::string, node *> values_;
     std::map<std::string, tensor_value> constants_;
@@ -572,6 +577,56 @@ void reader::read_opsets() {
     if (!found) fail("opset", "the model imports no ai.onnx opset (11 to 21 are supported)");
 }
 
+shape_t reader::input_shape(const pb::ValueInfoProto &in, const std::string &field, std::string &symbol) {
+    const auto &tt = in.type().tensor_type();
+    const auto given = opt_.input_shapes.find(in.name());
+    const shape_t *want = given == opt_.input_shapes.end() ? nullptr : &given->second;
+    if (!tt.has_shape() && !want)
+        fail(field, "has no shape (the IR needs ranks and static dims, one run-time dim '?'; give its shape)");
+    if (!tt.has_shape()) {
+        check_shape(*want, field);
+        return *want;
+    }
+    const int rank = tt.shape().dim_size();
+    if (rank > 8) fail(field, "rank " + std::to_string(rank) + " is above 8");
+    if (want && static_cast<int>(want->size()) != rank)
+        fail(field, "the shape given " + to_string(*want) + " has rank " + std::to_string(want->size()) +
+                        ", the model's input rank " + std::to_string(rank));
+    shape_t s;
+    for (int i = 0; i < rank; ++i) {
+        const auto &d = tt.shape().dim(i);
+        const std::string dim = "dim " + std::to_string(i);
+        // A dim_value of -1 (some exporters write it) is a symbolic dim without a name.
+        const bool symbolic = !d.has_dim_value() || d.dim_value() == -1;
+        if (!symbolic && (d.dim_value() <= 0 || d.dim_value() > max_elems))
+            fail(field, dim + ": " + std::to_string(d.dim_value()) + " is not in [1, 2^31]");
+        if (want) {
+            const int64_t v = (*want)[i];
+            if (v < 1 || v > max_elems)
+                fail(field, dim + ": the shape given " + to_string(*want) + " has " + std::to_string(v) +
+                                ", not in [1, 2^31]");
+            if (!symbolic && v != d.dim_value())
+                fail(field, dim + " is " + std::to_string(d.dim_value()) + " in the model, the shape given " +
+                                to_string(*want) + " has " + std::to_string(v));
+            s.push_back(v);
+            continue;
+        }
+        if (!symbolic) {
+            s.push_back(d.dim_value());
+            continue;
+        }
+        const std::string sym = d.has_dim_param() ? d.dim_param() : "";
+        if (!symbol.empty() && sym != symbol)
+            fail(field, dim + ": symbolic dims '" + symbol + "' and '" + sym +
+                            "' differ: the graph IR has one run-time dimension '?' (give the input's shape: "
+                            "qconv-driver --shape=NAME=D,D,..., onnx_options::input_shapes)");
+        symbol = sym.empty() ? "<unnamed>" : sym;
+        s.push_back(dynamic_dim);
+    }
+    if (want) check_shape(s, field);
+    return s;
+}
+
 void reader::read_inputs() {
     const auto &gp = m_.graph();
     if (gp.sparse_initializer_size())
@@ -591,6 +646,17 @@ void reader::read_inputs() {
     }
     // Inputs; one that is also an initializer (older exporters list them) is the constant.
     std::string symbol;
+    for (const auto &[name, shape] : opt_.input_shapes) {
+        bool found = false;
+        for (const auto &in : gp.input()) found |= in.name() == name && !constants_.count(name) && !empty_.count(name);
+        std::string names;
+        for (const auto &in : gp.input())
+            if (!constants_.count(in.name()) && !empty_.count(in.name()))
+                names += (names.empty() ? "" : ", ") + in.name();
+        if (!found)
+            fail("input '" + name + "'",
+                 "a shape is given, but the model has no input '" + name + "' (inputs: " + names + ")");
+    }
     for (const auto &in : gp.input()) {
         if (constants_.count(in.name()) || empty_.count(in.name())) continue;
         const std::string field = "input '" + in.name() + "'";
@@ -602,23 +668,7 @@ void reader::read_inputs() {
         if (!et)
             fail(field,
                  "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
-        if (!tt.has_shape()) fail(field, "has no shape (the IR needs ranks and static dims, one run-time dim '?')");
-        if (tt.shape().dim_size() > 8) fail(field, "rank " + std::to_string(tt.shape().dim_size()) + " is above 8");
-        shape_t s;
-        for (const auto &d : tt.shape().dim()) {
-            if (d.has_dim_value()) {
-                if (d.dim_value() <= 0 || d.dim_value() > max_elems)
-                    fail(field, "dimension " + std::to_string(d.dim_value()) + " is not in [1, 2^31]");
-                s.push_back(d.dim_value());
-                continue;
-            }
-            const std::string sym = d.has_dim_param() ? d.dim_param() : "";
-            if (!symbol.empty() && sym != symbol)
-                fail(field, "symbolic dims '" + symbol + "' and '" + sym +
-                                "' differ: the graph IR has one run-time dimension '?' (give the others fixed values)");
-            symbol = sym.empty() ? "<unnamed>" : sym;
-            s.push_back(dynamic_dim);
-        }
+        const shape_t s = input_shape(in, field, symbol);
         node *p = g_->parameter(*et, s, g_->unique_id(id_of(in.name())));
         p->friendly_name = quotable(in.name());
         try {
@@ -2291,21 +2341,27 @@ std::unique_ptr<graph> reader::run() {
 } // namespace
 
 std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir) {
+    return parse_onnx(data, size, base_dir, onnx_options{});
+}
+
+std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir, const onnx_options &o) {
     if (static_cast<uint64_t>(size) > static_cast<uint64_t>(max_onnx_bytes))
         fail("model", "larger than 2 GiB (protobuf's limit)");
     pb::ModelProto m;
     if (!m.ParseFromArray(data, static_cast<int>(size)))
         fail("model", "not a valid ONNX model: the protobuf data is truncated or corrupt");
-    return reader(m, base_dir).run();
+    return reader(m, base_dir, o).run();
 }
 
-std::unique_ptr<graph> load_onnx(const std::string &path) {
+std::unique_ptr<graph> load_onnx(const std::string &path) { return load_onnx(path, onnx_options{}); }
+
+std::unique_ptr<graph> load_onnx(const std::string &path, const onnx_options &o) {
     const std::string bytes =
         detail::read_regular_file(path, max_onnx_bytes, "2 GiB (protobuf's limit)", "a model file");
     std::string dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
     try {
-        return parse_onnx(bytes.data(), bytes.size(), dir);
+        return parse_onnx(bytes.data(), bytes.size(), dir, o);
     } catch (const error &e) {
         throw error(std::string(e.what()) + " (in " + path + ")");
     }

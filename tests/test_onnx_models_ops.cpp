@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 #include "tests/support/onnx_models.h"
+#include "tests/support/run_driver.h"
 
 namespace {
 
@@ -262,6 +264,94 @@ TEST(OnnxOpset11, OlderFormsRefused) {
     om::attr(c.node("Constant", {}, {"y"}, "c"), "value_float", 1.f);
     EXPECT_THAT(refusal(c),
                 StartsWith("node 'c' (#0, Constant): attribute 'value_float': the attribute needs opset 12"));
+}
+
+// ------------------------------------------------------- input shapes
+// x [N, 3, H, W] with three named symbolic dims (the detector's input), through a
+// 1x1 convolution summing the channels.
+om::builder three_dims_model() {
+    om::builder b(12);
+    b.input("x", om::FLOAT, {-1, 3, -1, -1});
+    auto *shape = b.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->mutable_dim(0)->set_dim_param("batch");
+    shape->mutable_dim(2)->set_dim_param("height");
+    shape->mutable_dim(3)->clear_dim_param(); // no name
+    b.output("y");
+    b.init_f32("w", {1, 3, 1, 1}, {1, 1, 1});
+    b.node("Conv", {"x", "w"}, {"y"}, "conv");
+    return b;
+}
+
+std::unique_ptr<g::graph> read_with(const om::builder &b, const std::map<std::string, g::shape_t> &shapes) {
+    g::onnx_options o;
+    o.input_shapes = shapes;
+    const std::string s = b.bytes();
+    return g::parse_onnx(s.data(), s.size(), "", o);
+}
+std::string refusal_with(const om::builder &b, const std::map<std::string, g::shape_t> &shapes) {
+    try {
+        read_with(b, shapes);
+    } catch (const qconv::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(OnnxInputShapes, EverySymbolicDimBound) {
+    const om::builder b = three_dims_model();
+    // Without shapes: three symbolic dims, one run-time dimension.
+    EXPECT_THAT(refusal(b), StartsWith("input 'x': dim 2: symbolic dims 'batch' and 'height' differ"));
+    auto gr = read_with(b, {{"x", {2, 3, 1, 2}}});
+    EXPECT_FALSE(gr->is_dynamic());
+    EXPECT_EQ(gr->parameters()[0]->out_shape, (g::shape_t{2, 3, 1, 2}));
+    const auto y = g::compiled_graph(*gr).run({f32({2, 3, 1, 2}, iota(12))});
+    // Per pixel the sum of the three channels: n0 (0+2+4, 1+3+5), n1 (6+8+10, 7+9+11).
+    EXPECT_EQ(y[0].to_f32(), (std::vector<float>{6, 9, 24, 27}));
+    EXPECT_EQ(y[0].shape, (g::shape_t{2, 1, 1, 2}));
+    // A dim_value of -1 is a symbolic dim too.
+    om::builder c = three_dims_model();
+    c.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(
+        -1);
+    EXPECT_EQ(read_with(c, {{"x", {1, 3, 4, 4}}})->parameters()[0]->out_shape, (g::shape_t{1, 3, 4, 4}));
+}
+
+TEST(OnnxInputShapes, Refusals) {
+    const om::builder b = three_dims_model();
+    EXPECT_EQ(refusal_with(b, {{"x", {1, 4, 2, 2}}}),
+              "input 'x': dim 1 is 3 in the model, the shape given [1,4,2,2] has 4");
+    EXPECT_EQ(refusal_with(b, {{"x", {1, 3, 2}}}),
+              "input 'x': the shape given [1,3,2] has rank 3, the model's input rank 4");
+    EXPECT_THAT(refusal_with(b, {{"x", {1, 3, 0, 2}}}),
+                StartsWith("input 'x': dim 2: the shape given [1,3,0,2] has 0"));
+    EXPECT_EQ(refusal_with(b, {{"x", {1, 3, 2, 2}}, {"z", {1}}}),
+              "input 'z': a shape is given, but the model has no input 'z' (inputs: x)");
+}
+
+// qconv-driver graph --shape=NAME=D,D,..., and the shape of an --input file.
+TEST(OnnxInputShapes, Driver) {
+    const std::string dir = ::testing::TempDir() + "/onnx_models_ops_shapes";
+    std::filesystem::create_directories(dir);
+    three_dims_model().save(dir + "/m.onnx");
+    auto r = qconv::test::run_driver({"graph", dir + "/m.onnx", "--shape=x=1,3,4,5", "--reps=1"});
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("status=ok"));
+    g::write_npy(dir + "/x.npy", f32({2, 3, 1, 2}, iota(12)));
+    r = qconv::test::run_driver(
+        {"graph", dir + "/m.onnx", "--input=x=" + dir + "/x.npy", "--output-dir=" + dir + "/out", "--reps=1"});
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(g::read_npy(dir + "/out/y.npy").to_f32(), (std::vector<float>{6, 9, 24, 27}));
+    r = qconv::test::run_driver({"graph", dir + "/m.onnx", "--shape=x=1,4,4,5"});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.err, HasSubstr("input 'x': dim 1 is 3 in the model"));
+    r = qconv::test::run_driver({"graph", dir + "/m.onnx"});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.err, HasSubstr("give the input's shape"));
+    r = qconv::test::run_driver({"graph", dir + "/m.onnx", "--shape=x=1,3,4,5", "--input=x=" + dir + "/x.npy"});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.err, HasSubstr("--shape: 'x' is [1,3,4,5], --input's file holds [2,3,1,2]"));
+    r = qconv::test::run_driver({"graph", dir + "/m.onnx", "--shape=x=1,3,a,5"});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.err, HasSubstr("dim 'a' is not an integer"));
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-// `qconv-driver graph FILE [--save=FILE] [--dq] [--dim=N] [--input=NAME=FILE.npy] [--output-dir=DIR]`:
+// `qconv-driver graph FILE [--save=FILE] [--dq] [--dim=N] [--shape=NAME=D,D,...] [--input=NAME=FILE.npy] [--output-dir=DIR]`:
 // loads a graph (the text format, or an ONNX model for a name ending in .onnx), runs it as written and after the passes (conv1x1 → MatMul rewrite,
 // Transpose cancellation) on the same random inputs, and prints
 //   one `graph=before|after node=ID op=OP impl="..."` line per node,
@@ -13,7 +13,9 @@
 // graph after the passes: per node its time, share, implementation and lowering
 // decision, heaviest first. --dq turns on the compressed MatMuls'
 // opt-in dynamic quantization in the rewritten graph. --dim gives the value of the graph's
-// run-time dimension `?` (default 1). --save writes the rewritten graph of a .qg file, and
+// run-time dimension `?` (default 1). --shape (ONNX models) binds an input's symbolic dims at load, as
+// do the shapes of --input's files: every dim then has its value and the model may have several
+// (batch, height, width); a dim or rank that contradicts the model is refused (exit 2). --save writes the rewritten graph of a .qg file, and
 // the graph as read of an ONNX model (its import, in the text format). --input gives a
 // Parameter's values (by its name) from a NumPy file, the others stay random; --output-dir
 // writes each Result of the rewritten run as DIR/NAME.npy (f32). --tol-steps=N[:F] compares in
@@ -203,7 +205,7 @@ struct graph_settings {
     bool dq = false;
     double tol = -1, tol_steps = -1, tol_share = 1;
     int64_t dim = 0;
-    std::vector<std::string> input_specs;
+    std::vector<std::string> input_specs, shape_specs;
 };
 
 // A non-negative number, or -1.
@@ -247,12 +249,51 @@ graph_settings parse_graph_options(const options &o) {
         if (s.dim < 1) throw usage_error("--dim: expected a positive integer (got '" + dim_text + "')");
     }
     s.input_specs = o.all("input");
+    s.shape_specs = o.all("shape");
     s.output_dir = o.get("output-dir", "");
     o.check_all_used();
     if (o.words().size() != 1)
         throw usage_error("graph: expected one graph file (got " + std::to_string(o.words().size()) + ")");
     s.file = o.words()[0];
     return s;
+}
+
+// --shape=NAME=D,D,... and the shapes of --input=NAME=FILE.npy: the input
+// shapes an ONNX model is read with (its symbolic dims bound at load).
+graph::onnx_options onnx_shapes(const graph_settings &s) {
+    graph::onnx_options o;
+    for (const auto &spec : s.shape_specs) {
+        const auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+            throw usage_error("--shape: expected NAME=D,D,... (got '" + spec + "')");
+        const std::string name = spec.substr(0, eq), dims = spec.substr(eq + 1);
+        graph::shape_t shape;
+        size_t at = 0;
+        for (;;) {
+            const size_t comma = dims.find(',', at);
+            const std::string d = dims.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            const double v = number_or_negative(d);
+            if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos || !(v >= 1 && v <= (1ll << 31)))
+                throw usage_error("--shape: '" + name + "': dim '" + d + "' is not an integer in [1, 2^31]");
+            shape.push_back(static_cast<int64_t>(v));
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+        if (o.input_shapes.count(name)) throw usage_error("--shape: '" + name + "' is given twice");
+        o.input_shapes[name] = shape;
+    }
+    for (const auto &spec : s.input_specs) {
+        const auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) continue; // read_inputs says it
+        const std::string name = spec.substr(0, eq);
+        const graph::shape_t shape = graph::read_npy(spec.substr(eq + 1)).shape;
+        const auto it = o.input_shapes.find(name);
+        if (it != o.input_shapes.end() && it->second != shape)
+            throw usage_error("--shape: '" + name + "' is " + graph::to_string(it->second) + ", --input's file holds " +
+                              graph::to_string(shape));
+        o.input_shapes[name] = shape;
+    }
+    return o;
 }
 
 // The step of each output of the graph as written (its DequantizeLinear's one
@@ -305,7 +346,9 @@ int graph_mode(const std::vector<std::string> &args) {
     const bool dq = gs.dq;
     int64_t dim = gs.dim;
 
-    auto before = graph::load_file(file);
+    if (!is_onnx(file) && !gs.shape_specs.empty())
+        throw usage_error("--shape: for ONNX models only ('" + file + "' is read as the text format; use --dim)");
+    auto before = is_onnx(file) ? graph::load_onnx(file, onnx_shapes(gs)) : graph::load_file(file);
     const auto given = read_inputs(gs.input_specs, *before);
     if (const int64_t v = dim_of(given, *before)) {
         if (dim && dim != v)

@@ -68,7 +68,11 @@ prints the lowering decisions and a summary line op=graph ... status=ok|mismatch
 The check: a quantized network (every output a DequantizeLinear with one scale) is judged in output
 steps, within 8 steps (tol=steps:8, docs/semantics.md section 10); any other within a relative
 tolerance (1e-4; 1e-2 with --dq or f16 inputs, 5e-2 with bf16 inputs).
-  --input=NAME=FILE.npy the input NAME from a NumPy file (repeatable; default: random from --seed)
+  --input=NAME=FILE.npy the input NAME from a NumPy file (repeatable; default: random from --seed);
+                        in an ONNX model its shape binds the input's symbolic dims at load
+  --shape=NAME=D,D,...  (ONNX) read the model with input NAME of this shape: every symbolic dim
+                        (batch, height, width, ...) takes its value; a fixed dim or rank that differs
+                        is refused naming the input and dim (exit 2) (repeatable)
   --output-dir=DIR      write each output of the run after the passes as DIR/NAME.npy
   --tol=X               judge by max_rel_diff <= X instead
   --tol-steps=N[:F]     judge in output steps: at most N steps apart, at most the share F differing

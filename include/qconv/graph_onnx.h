@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -29,13 +30,27 @@ namespace qconv::graph {
 constexpr int64_t max_onnx_bytes = (int64_t(1) << 31) - 1;
 constexpr int64_t max_npy_bytes = (int64_t(1) << 31) - 1;
 
+// What the reader is told besides the model.
+struct onnx_options {
+    // Shapes of graph inputs, by the inputs' ONNX names, bound before any
+    // shape is inferred: each symbolic dim of that input (a dim_param, no
+    // value, or -1) takes the value given, and the graph read has no `?` there.
+    // A fixed dim that differs, another rank, a value outside [1, 2^31] or a
+    // name that is not an input is a qconv::error naming the input (and dim).
+    // Inputs not named keep their symbolic dims as the run-time dimension `?`,
+    // which must then all carry one name.
+    std::map<std::string, shape_t> input_shapes;
+};
+
 // Reads an ONNX model file; external data files are read from the model's
 // folder (a location outside it is refused). graph::load_file calls it for a
 // name ending in ".onnx".
 std::unique_ptr<graph> load_onnx(const std::string &path);
+std::unique_ptr<graph> load_onnx(const std::string &path, const onnx_options &o);
 // Reads a serialized ModelProto from memory. External data is read relative
 // to `base_dir`; with an empty base_dir a model with external data is refused.
 std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir = "");
+std::unique_ptr<graph> parse_onnx(const void *data, size_t size, const std::string &base_dir, const onnx_options &o);
 
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0, little-endian, C order):
 // f32, f16, u8, i8, i32 and i64 arrays, read into a tensor of that type.
