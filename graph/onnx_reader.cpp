@@ -483,6 +483,18 @@ private:
     void pad(const onnx_node &n);
     void resize(const onnx_node &n);
     void squeeze(const onnx_node &n);
+    // Shape computations on constants and known shapes, evaluated at load.
+    void shape(const onnx_node &n);
+    void gather(const onnx_node &n);
+    void range(const onnx_node &n);
+    void expand(const onnx_node &n);
+    void constant_of_shape(const onnx_node &n);
+    // Output `out` of n is the constant v (a Constant node, known as a constant).
+    void define_constant(const onnx_node &n, int out, const tensor_value &v);
+    // Defines output 0 of n as r, or, when every input of r is a Constant, as
+    // a Constant of r's values (evaluated now: Concat, Slice, Squeeze, Unsqueeze
+    // of constants — the shape subgraphs whose results Reshape reads).
+    void define_folded(const onnx_node &n, node *r);
     void reduce_mean(const onnx_node &n);
     // The axes of Squeeze / Unsqueeze / ReduceMean / Split's sizes: the attribute `name`
     // before opset `since` (an input from then on: input `i`); `given` says whether any was.
@@ -872,6 +884,11 @@ void reader::read_node(const onnx_node &n) {
         {"Squeeze", &reader::squeeze, nullptr},
         {"Unsqueeze", &reader::squeeze, nullptr},
         {"ReduceMean", &reader::reduce_mean, nullptr},
+        {"Shape", &reader::shape, nullptr},
+        {"Gather", &reader::gather, nullptr},
+        {"Range", &reader::range, nullptr},
+        {"Expand", &reader::expand, nullptr},
+        {"ConstantOfShape", &reader::constant_of_shape, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -1603,7 +1620,7 @@ void reader::concat(const onnx_node &n) {
         in.push_back(value(n, i));
     }
     if (in.empty()) n.fail("has no inputs");
-    define(n, 0, add(n, op::Concat, in, a));
+    define_folded(n, add(n, op::Concat, in, a));
 }
 
 // Clip (opset 11+: min and max as optional inputs) → Clamp; both must be constants.
@@ -1784,7 +1801,7 @@ void reader::squeeze(const onnx_node &n) {
     }
     if (!un && !has && any_dynamic(x))
         n.fail_input(0, "Squeeze without axes of " + to_string(xs) + ", whose dims follow the run-time dimension '?'");
-    define(n, 0, reshape_to(n, x, t, first, ""));
+    define_folded(n, reshape_to(n, x, t, first, ""));
 }
 
 // ReduceMean: axes an attribute before opset 18, an input from 18 (none:
@@ -1986,7 +2003,7 @@ void reader::slice(const onnx_node &n) {
         for (int64_t s : a.steps)
             if (s == 0) n.fail_input(4, "a step of 0 is invalid");
     }
-    define(n, 0, add(n, op::Slice, {x}, a));
+    define_folded(n, add(n, op::Slice, {x}, a));
 }
 
 // The part sizes of a Split along a dim of size `dim` into `parts` outputs.
@@ -2239,6 +2256,247 @@ void reader::transpose(const onnx_node &n) {
     define(n, 0, add(n, op::Transpose, {x}, a));
 }
 
+// ----------------------------------------------------- shape computations
+// ONNX's Cast of a constant, exactly: floats to integers truncate (toward
+// zero; NaN or a value outside the type is undefined in ONNX: refused),
+// integers wrap to a narrower type (two's complement), anything to a float
+// type rounds to nearest.
+tensor_value cast_constant(const onnx_node &n, const tensor_value &c, etype to) {
+    if (bits_of(c.type) == 4 || bits_of(to) == 4)
+        n.fail_attr("to", "a cast of constants from or to a 4-bit type is not supported");
+    tensor_value v;
+    v.type = to;
+    v.shape = c.shape;
+    v.data = std::make_shared<constant_data>();
+    const int64_t cnt = elems_of(c.shape);
+    v.data->bytes.assign(storage_bytes(to, cnt), 0);
+    for (int64_t i = 0; i < cnt; ++i) {
+        if (!is_integer(to)) {
+            detail::store(to, v.data->bytes.data(), i, c.type == etype::i64 ? double(i64_at(c, i)) : at(c, i));
+            continue;
+        }
+        int64_t x;
+        if (is_integer(c.type)) {
+            x = c.type == etype::i64 ? i64_at(c, i) : static_cast<int64_t>(at(c, i));
+        } else {
+            const double t = std::trunc(at(c, i));
+            if (!(t >= double(detail::type_min(to)) && t <= double(detail::type_max(to))))
+                n.fail_input(0, "element " + std::to_string(i) + " = " + detail::fmt_double(at(c, i)) + " is outside " +
+                                    to_string(to) + " (the cast is undefined in ONNX)");
+            x = static_cast<int64_t>(t);
+        }
+        const int bytes = bits_of(to) / 8;
+        const uint64_t u = static_cast<uint64_t>(x);
+        std::memcpy(v.data->bytes.data() + i * bytes, &u, static_cast<size_t>(bytes)); // the low bytes: wraps
+    }
+    return v;
+}
+
+void reader::define_constant(const onnx_node &n, int out, const tensor_value &v) {
+    if (out >= n.p.output_size() || n.p.output(out).empty()) return;
+    check_shape(v.shape, n.field() + " output " + std::to_string(out));
+    node *c = constant(&n, v, n.p.output(out));
+    c->friendly_name = quotable(n.p.output(out));
+    constants_[n.p.output(out)] = v;
+    define(n, out, c);
+}
+
+void reader::define_folded(const onnx_node &n, node *r) {
+    for (const node *i : r->inputs)
+        if (i->kind != op::Constant) return define(n, 0, r);
+    std::vector<tensor> in;
+    in.reserve(r->inputs.size());
+    std::vector<const tensor *> ptrs;
+    for (const node *i : r->inputs) {
+        in.emplace_back(i->out_type, i->out_shape);
+        in.back().bytes.assign(i->data->bytes.begin(), i->data->bytes.end());
+        ptrs.push_back(&in.back());
+    }
+    tensor o;
+    detail::eval_node(*r, ptrs, o);
+    tensor_value v;
+    v.type = o.type;
+    v.shape = o.shape;
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.assign(o.bytes.begin(), o.bytes.end());
+    r->id = g_->unique_id(r->id + "_unfolded"); // nothing reads it: pruned
+    define_constant(n, 0, v);
+}
+
+// A 1-D i64 tensor_value of the values.
+tensor_value i64_value(const std::vector<int64_t> &vals, shape_t shape) {
+    tensor_value v;
+    v.type = etype::i64;
+    v.shape = std::move(shape);
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.resize(vals.size() * sizeof(int64_t));
+    if (!vals.empty()) std::memcpy(v.data->bytes.data(), vals.data(), v.data->bytes.size());
+    return v;
+}
+
+// Shape (`start`, `end`: opset 15) of a value whose dims are known at load:
+// an i64 Constant. A dim that follows the run-time dimension `?` is refused.
+void reader::shape(const onnx_node &n) {
+    n.known_attrs({"start", "end"});
+    node *x = value(n, 0);
+    for (const char *a : {"start", "end"})
+        if (n.has(a)) need_opset(n, a, 15, "the attribute");
+    const int64_t r = static_cast<int64_t>(x->out_shape.size());
+    auto clamp = [&](int64_t v) { return std::min(std::max(v < 0 ? v + r : v, int64_t(0)), r); };
+    const int64_t start = clamp(n.get_int("start", 0)), end = clamp(n.get_int("end", r));
+    if (end <= start) n.fail_attr("end", "the dims taken are none (the IR has no empty tensors)");
+    const auto dyn = dynamic_dims(x);
+    std::vector<int64_t> dims;
+    for (int64_t d = start; d < end; ++d) {
+        if (dyn[d])
+            n.fail_input(0, "dimension " + std::to_string(d) + " of " + to_string(x->out_shape) +
+                                " follows the run-time dimension '?': Shape is evaluated at load (give the input's "
+                                "shape: --shape=NAME=D,D,..., onnx_options::input_shapes)");
+        dims.push_back(x->out_shape[d]);
+    }
+    define_constant(n, 0, i64_value(dims, {end - start}));
+}
+
+// Gather (`axis`) of constant data at constant indices (i32/i64, negative
+// ones from the end), evaluated at load.
+void reader::gather(const onnx_node &n) {
+    n.known_attrs({"axis"});
+    const tensor_value *d = constant_of(n, 0);
+    if (!d) n.fail_input(0, "must be a constant: Gather is read on constants and shapes, evaluated at load");
+    const tensor_value *ix = constant_of(n, 1);
+    if (!ix) n.fail_input(1, "must be a constant: Gather is read on constants and shapes, evaluated at load");
+    if (ix->type != etype::i64 && ix->type != etype::i32) n.fail_input(1, "must be i32 or i64");
+    if (bits_of(d->type) < 8) n.fail_input(0, "4-bit data is not supported");
+    const int64_t r = static_cast<int64_t>(d->shape.size());
+    int64_t axis = n.get_int("axis", 0);
+    if (r == 0 || axis < -r || axis >= r)
+        n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
+    if (axis < 0) axis += r;
+    shape_t out(d->shape.begin(), d->shape.begin() + axis);
+    out.insert(out.end(), ix->shape.begin(), ix->shape.end());
+    out.insert(out.end(), d->shape.begin() + axis + 1, d->shape.end());
+    const int64_t outer = elems_of(shape_t(d->shape.begin(), d->shape.begin() + axis)), K = d->shape[axis];
+    const int64_t inner = elems_of(shape_t(d->shape.begin() + axis + 1, d->shape.end()));
+    const int64_t cnt = elems_of(ix->shape), es = bits_of(d->type) / 8;
+    tensor_value v;
+    v.type = d->type;
+    v.shape = out;
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.resize(static_cast<size_t>(outer * cnt * inner * es));
+    for (int64_t j = 0; j < cnt; ++j) {
+        int64_t k = ix->type == etype::i64 ? i64_at(*ix, j) : static_cast<int64_t>(at(*ix, j));
+        if (k < -K || k >= K)
+            n.fail_input(1, "index " + std::to_string(k) + " is outside [" + std::to_string(-K) + ", " +
+                                std::to_string(K) + ")");
+        if (k < 0) k += K;
+        for (int64_t o = 0; o < outer; ++o)
+            std::memcpy(v.data->bytes.data() + ((o * cnt + j) * inner) * es,
+                        d->data->bytes.data() + ((o * K + k) * inner) * es, static_cast<size_t>(inner * es));
+    }
+    define_constant(n, 0, v);
+}
+
+// Range of constant scalars start, limit, delta (one type): start + i·delta
+// for i < max(ceil((limit − start) / delta), 0), evaluated at load.
+void reader::range(const onnx_node &n) {
+    n.known_attrs({});
+    const tensor_value *c[3];
+    const char *what[] = {"start", "limit", "delta"};
+    for (int i = 0; i < 3; ++i) {
+        c[i] = constant_of(n, i);
+        if (!c[i] || elems_of(c[i]->shape) != 1 || !c[i]->shape.empty())
+            n.fail_input(i, std::string(what[i]) + " must be a constant scalar");
+        if (c[i]->type != c[0]->type) n.fail_input(i, "element type differs from start's");
+    }
+    const etype t = c[0]->type;
+    auto get = [&](int i) { return t == etype::i64 ? double(i64_at(*c[i], 0)) : at(*c[i], 0); };
+    const double start = get(0), limit = get(1), delta = get(2);
+    if (delta == 0 || !std::isfinite(delta)) n.fail_input(2, "delta must be finite and not 0");
+    const double count = std::ceil((limit - start) / delta);
+    if (!(count >= 1)) n.fail("the range is empty (the IR has no empty tensors)");
+    if (count > double(max_elems)) n.fail("the range has more than 2^31 elements");
+    const int64_t cnt = static_cast<int64_t>(count);
+    tensor_value v;
+    v.type = t;
+    v.shape = {cnt};
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.assign(storage_bytes(t, cnt), 0);
+    for (int64_t i = 0; i < cnt; ++i) {
+        if (t == etype::i64) {
+            const int64_t x = i64_at(*c[0], 0) + i * i64_at(*c[2], 0);
+            std::memcpy(v.data->bytes.data() + i * 8, &x, 8);
+        } else {
+            detail::store(t, v.data->bytes.data(), i, start + double(i) * delta);
+        }
+    }
+    define_constant(n, 0, v);
+}
+
+// Expand of a constant to a constant shape (numpy broadcast both ways), evaluated at load.
+void reader::expand(const onnx_node &n) {
+    n.known_attrs({});
+    const tensor_value *x = constant_of(n, 0);
+    if (!x) n.fail_input(0, "must be a constant: Expand is read on constants, evaluated at load");
+    if (bits_of(x->type) < 8) n.fail_input(0, "4-bit data is not supported");
+    const std::vector<int64_t> want = int_list(n, 1, "the shape");
+    const size_t r = std::max(want.size(), x->shape.size());
+    shape_t out(r);
+    for (size_t i = 0; i < r; ++i) {
+        const int64_t a = i + x->shape.size() >= r ? x->shape[i + x->shape.size() - r] : 1;
+        const int64_t b = i + want.size() >= r ? want[i + want.size() - r] : 1;
+        if (a != b && a != 1 && b != 1)
+            n.fail_input(1, "shape " + to_string(want) + " does not broadcast with " + to_string(x->shape));
+        out[i] = a == 1 ? b : a;
+    }
+    check_shape(out, n.field() + " output");
+    const auto st = detail::bstrides(x->shape, out);
+    const int64_t cnt = elems_of(out), es = bits_of(x->type) / 8;
+    tensor_value v;
+    v.type = x->type;
+    v.shape = out;
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.resize(static_cast<size_t>(cnt * es));
+    for (int64_t i = 0; i < cnt; ++i) {
+        int64_t rem = i, off = 0;
+        for (size_t d = r; d-- > 0;) {
+            off += (rem % out[d]) * st[d];
+            rem /= out[d];
+        }
+        std::memcpy(v.data->bytes.data() + i * es, x->data->bytes.data() + off * es, static_cast<size_t>(es));
+    }
+    define_constant(n, 0, v);
+}
+
+// ConstantOfShape: a constant shape (1-D i64) filled with `value` (one
+// element; absent: f32 0), evaluated at load.
+void reader::constant_of_shape(const onnx_node &n) {
+    n.known_attrs({"value"});
+    const std::vector<int64_t> dims = int_list(n, 0, "the shape");
+    tensor_value fill;
+    if (const auto *a = n.typed("value", pb::AttributeProto::TENSOR, "a tensor")) {
+        fill = data_.read(a->t(), n.field() + " attribute 'value'");
+        if (elems_of(fill.shape) != 1) n.fail_attr("value", "must hold one element");
+    } else {
+        fill.type = etype::f32;
+        fill.data = std::make_shared<constant_data>();
+        fill.data->bytes.assign(4, 0);
+    }
+    if (bits_of(fill.type) < 8) n.fail_attr("value", "a 4-bit value is not supported");
+    shape_t out(dims.begin(), dims.end());
+    for (int64_t d : out)
+        if (d <= 0) n.fail_input(0, "shape " + to_string(out) + " has a dim <= 0 (the IR has no empty tensors)");
+    check_shape(out, n.field() + " output");
+    const int64_t cnt = elems_of(out), es = bits_of(fill.type) / 8;
+    tensor_value v;
+    v.type = fill.type;
+    v.shape = out;
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.resize(static_cast<size_t>(cnt * es));
+    for (int64_t i = 0; i < cnt; ++i)
+        std::memcpy(v.data->bytes.data() + i * es, fill.data->bytes.data(), static_cast<size_t>(es));
+    define_constant(n, 0, v);
+}
+
 void reader::cast(const onnx_node &n) {
     n.known_attrs({"to", "saturate"});
     node *x = value(n, 0);
@@ -2246,6 +2504,10 @@ void reader::cast(const onnx_node &n) {
     const int64_t to = n.get_int("to", 0);
     const auto et = to_etype(static_cast<int>(to));
     if (!et) n.fail_attr("to", onnx_type_name(static_cast<int>(to)) + " is not supported (" + supported_types + ")");
+    if (const tensor_value *c = constant_of(n, 0)) {
+        define_constant(n, 0, cast_constant(n, *c, *et));
+        return;
+    }
     const etype from = x->out_type;
     // The IR's Convert rounds to nearest and saturates; ONNX's Cast truncates
     // floats and wraps integers: only casts where the two agree are taken.

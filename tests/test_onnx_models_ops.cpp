@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -352,6 +353,91 @@ TEST(OnnxInputShapes, Driver) {
     r = qconv::test::run_driver({"graph", dir + "/m.onnx", "--shape=x=1,3,a,5"});
     EXPECT_EQ(r.rc, 2);
     EXPECT_THAT(r.err, HasSubstr("dim 'a' is not an integer"));
+}
+
+// ---------------------------------------------------- shape computations
+// x [N, 2, 3] → Reshape(x, Concat(Gather(Shape(x), [0]), [-1])) → [N, 6]: with
+// N given, the whole shape subgraph is a Constant at load.
+TEST(OnnxShapeOps, ShapeGatherConcatFoldIntoTheReshapeTarget) {
+    om::builder b(12);
+    b.input("x", om::FLOAT, {-1, 2, 3});
+    b.output("y");
+    b.init_i64("zero", {0});
+    b.init_i64("minus1", {-1});
+    b.node("Shape", {"x"}, {"s"}, "shape");
+    b.node("Gather", {"s", "zero"}, {"n"}, "gather");
+    om::attr(b.node("Cast", {"n"}, {"n32"}, "narrow"), "to", int64_t(om::INT32));
+    om::attr(b.node("Cast", {"n32"}, {"n64"}, "widen"), "to", int64_t(om::INT64));
+    om::attr(b.node("Concat", {"n64", "minus1"}, {"t"}, "concat"), "axis", int64_t(0));
+    b.node("Reshape", {"x", "t"}, {"y"}, "reshape");
+    auto gr = read_with(b, {{"x", {2, 2, 3}}});
+    const auto ops = gr->count_ops();
+    EXPECT_EQ(ops.count("Concat"), 0u);
+    EXPECT_EQ(ops.count("Convert"), 0u);
+    EXPECT_EQ(ops.at("Reshape"), 1);
+    const auto y = g::compiled_graph(*gr).run({f32({2, 2, 3}, iota(12))});
+    EXPECT_EQ(y[0].shape, (g::shape_t{2, 6}));
+    EXPECT_EQ(y[0].to_f32(), iota(12));
+    // With N left as the run-time dimension, Shape cannot be known at load.
+    EXPECT_THAT(refusal(b), StartsWith("node 'shape' (#0, Shape): input 0 'x': dimension 0 of [1,2,3] follows the "
+                                       "run-time dimension '?'"));
+}
+
+// A model of constants only: Cast, Range, Expand, ConstantOfShape, Slice,
+// Unsqueeze — each output an integer or float Constant at load.
+TEST(OnnxShapeOps, ConstantsEvaluatedAtLoad) {
+    om::builder b(12);
+    b.init_f32("f", {4}, {-1.5f, 2.75f, -0.5f, 3.f});
+    std::vector<uint8_t> big(8);
+    const int64_t v = (int64_t(1) << 32) + 5;
+    std::memcpy(big.data(), &v, 8);
+    b.init_raw("big", om::INT64, {1}, big);
+    om::attr(b.node("Cast", {"f"}, {"trunc"}, "c1"), "to", int64_t(om::INT32));
+    om::attr(b.node("Cast", {"big"}, {"wrap"}, "c2"), "to", int64_t(om::INT32));
+    b.init_i64("zero", {0});
+    b.init_i64("five", {5});
+    b.init_i64("two", {2});
+    for (int i = 0; i < b.graph().initializer_size(); ++i)
+        if (b.graph().initializer(i).data_type() == om::INT64 && b.graph().initializer(i).name() != "big")
+            b.graph().mutable_initializer(i)->clear_dims(); // scalars
+    b.node("Range", {"zero", "five", "two"}, {"range"}, "range");
+    b.init_i64("shape22", {2, 2});
+    b.init_f32("row", {1, 2}, {1.f, 2.f});
+    b.node("Expand", {"row", "shape22"}, {"expanded"}, "expand");
+    b.node("ConstantOfShape", {"shape22"}, {"zeros"}, "cos");
+    for (const char *o : {"trunc", "wrap"}) b.output(o, om::INT32);
+    b.output("range", om::INT64);
+    b.output("expanded");
+    b.output("zeros");
+    auto gr = read(b);
+    EXPECT_EQ(gr->count_ops().count("Convert"), 0u);
+    const auto y = g::compiled_graph(*gr).run({});
+    EXPECT_EQ(y[0].values(), (std::vector<double>{-1, 2, 0, 3})); // toward zero
+    EXPECT_EQ(y[1].values(), (std::vector<double>{5}));           // 2^32 + 5 wraps to 5
+    EXPECT_EQ(y[2].values(), (std::vector<double>{0, 2, 4}));
+    EXPECT_EQ(y[3].to_f32(), (std::vector<float>{1, 2, 1, 2}));
+    EXPECT_EQ(y[3].shape, (g::shape_t{2, 2}));
+    EXPECT_EQ(y[4].to_f32(), (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(OnnxShapeOps, Refusals) {
+    om::builder a = one(12, "Gather", "gather", {2, 2}, {"i"});
+    a.init_i64("i", {0});
+    EXPECT_THAT(refusal(a), StartsWith("node 'gather' (#0, Gather): input 0 'x': must be a constant"));
+    om::builder b = one(12, "Expand", "expand", {1, 2}, {"s"});
+    b.init_i64("s", {2, 2});
+    EXPECT_THAT(refusal(b), StartsWith("node 'expand' (#0, Expand): input 0 'x': must be a constant"));
+    om::builder c(12);
+    c.init_f32("f", {1}, {3e9f});
+    om::attr(c.node("Cast", {"f"}, {"y"}, "cast"), "to", int64_t(om::INT32));
+    c.output("y", om::INT32);
+    EXPECT_THAT(refusal(c), StartsWith("node 'cast' (#0, Cast): input 0 'f': element 0 = 3e+09 is outside i32"));
+    om::builder d(12);
+    d.init_f32("data", {2}, {1.f, 2.f});
+    d.init_i64("i", {2});
+    d.node("Gather", {"data", "i"}, {"y"}, "gather");
+    d.output("y");
+    EXPECT_THAT(refusal(d), StartsWith("node 'gather' (#0, Gather): input 1 'i': index 2 is outside [-2, 2)"));
 }
 
 } // namespace
