@@ -543,6 +543,42 @@ void softmax(const node &n, const ft &x, ft &o) {
         }
 }
 
+// ConvTranspose: y[n, oc, oh, ow] = Σ x[n, ic, ih, iw] · w[ic, oc mod OCg, kh, kw]
+// over the ic of oc's group, kh and kw with ih·sh − pt + kh·dh = oh and
+// iw·sw − pl + kw·dw = ow, summed in f32 in the order ic, kh, kw (ascending),
+// from 0 (output_padding's positions that no input reaches stay 0).
+void conv_transpose(const node &n, const ft &x, const ft &w, ft &o) {
+    const auto &a = n.attr;
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OC = o.shape[1], OH = o.shape[2], OW = o.shape[3];
+    const int64_t G = a.group, Cg = C / G, OCg = OC / G, KH = w.shape[2], KW = w.shape[3];
+    const int64_t sh = a.strides[0], sw = a.strides[1], dh = a.dilations[0], dw = a.dilations[1];
+    const int64_t pt = a.pads_begin[0], pl = a.pads_begin[1];
+    const int64_t work = N * OC * OH * OW * Cg * KH * KW;
+    impl::parallel_for_if(work >= kParallelMin, N * OC, [&](int64_t job) {
+        const int64_t b = job / OC, oc = job % OC, g = oc / OCg, ocg = oc % OCg;
+        float *y = o.data.data() + job * OH * OW;
+        for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+                float s = 0.f;
+                for (int64_t ic = g * Cg; ic < (g + 1) * Cg; ++ic) {
+                    const float *xc = x.data.data() + (b * C + ic) * H * W;
+                    const float *wc = w.data.data() + (ic * OCg + ocg) * KH * KW;
+                    for (int64_t kh = 0; kh < KH; ++kh) {
+                        const int64_t th = oh + pt - kh * dh;
+                        if (th < 0 || th % sh || th / sh >= H) continue;
+                        for (int64_t kw = 0; kw < KW; ++kw) {
+                            const int64_t tw = ow + pl - kw * dw;
+                            if (tw < 0 || tw % sw || tw / sw >= W) continue;
+                            s += xc[(th / sh) * W + tw / sw] * wc[kh * KW + kw];
+                        }
+                    }
+                }
+                y[oh * OW + ow] = s;
+            }
+    });
+}
+
 // Reference evaluation of an op that computes in f32 (o: the output's f32 view).
 void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     switch (n.kind) {
@@ -621,6 +657,10 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
         for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = 1.f / (1.f + std::exp(-in[0]->data[i]));
         break;
     case op::Softmax: softmax(n, *in[0], o); break;
+    case op::Sqrt:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::sqrt(in[0]->data[i]);
+        break;
+    case op::ConvTranspose: conv_transpose(n, *in[0], *in[1], o); break;
     case op::QConvolution: fail(n.where(), "QConvolution runs on its compiled primitive only"); break;
     }
 }

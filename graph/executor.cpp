@@ -82,6 +82,8 @@ std::string kernel_name(const node &n) {
     case op::Pad: return "graph:pad_" + n.attr.padding;
     case op::Resize: return "graph:resize_" + n.attr.resize_mode;
     case op::QConvolution: return "qconv:convolution";
+    case op::Sqrt: return "graph:sqrt";
+    case op::ConvTranspose: return "graph:conv_transpose_f32";
     }
     return "?";
 }
@@ -259,6 +261,7 @@ struct compiled_graph::state {
     static bool constant_subgraph(const node *x, int depth, tensor *value = nullptr);
     static void mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
                                  const std::vector<bool> &keep);
+    static bool layout_free(const node *n);
     // The storage of one run: a tensor per slot and the buffers not in use,
     // by size. Kept between runs (after the first run of a compilation no
     // step allocates, zero-fills or page-faults its output); a run takes an
@@ -399,11 +402,36 @@ bool compiled_graph::state::constant_subgraph(const node *x, int depth, tensor *
     return true;
 }
 
+// An elementwise f32 op whose values do not depend on the layout: a unary
+// op, or Add / Subtract / Multiply / Divide whose operands all have the
+// output's shape or one element (a scalar Constant broadcasts the same in
+// any layout; a per-channel one does not).
+bool compiled_graph::state::layout_free(const node *n) {
+    if (n->out_type != etype::f32 || n->out_shape.size() != 4) return false;
+    switch (n->kind) {
+    case op::Relu:
+    case op::Clamp:
+    case op::Sigmoid:
+    case op::Gelu: return true;
+    case op::Add:
+    case op::Subtract:
+    case op::Multiply:
+    case op::Divide:
+        for (const node *i : n->inputs)
+            if (i->out_type != etype::f32 || (i->out_shape != n->out_shape && elems_of(i->out_shape) != 1))
+                return false;
+        return true;
+    default: return false;
+    }
+}
+
 // Which f32 outputs stay NHWC (state::step::f32_nhwc): those whose every
 // reader takes an NHWC f32 input — an f32 convolution (its source), a
-// per-tensor QuantizeLinear into u8/i8, a Relu whose output stays NHWC —
-// from an f32 convolution, a 4-D DequantizeLinear or a Relu. Results and
-// Parameters stay plain.
+// per-tensor QuantizeLinear into u8/i8 that writes NHWC, a layout-free
+// elementwise op whose output stays NHWC — from an f32 convolution, a 4-D
+// DequantizeLinear or a layout-free op. Results and Parameters stay plain.
+// At run time a DequantizeLinear or an elementwise op keeps NHWC only when
+// its inputs are NHWC (run_state).
 void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
                                              const std::vector<bool> &keep) {
     // QCONV_GRAPH_F32_NHWC=0: every f32 output plain (the layout the graph's
@@ -414,14 +442,14 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
     for (auto &st : S.steps) by_node[st.n] = &st;
     for (const auto &[nd, i] : slot) node_of[i] = nd;
     auto conv_f32 = [](const state::step &st) { return (st.conv || st.conv_per_run) && st.n->out_type == etype::f32; };
-    // Steps in reverse order: a Relu's readers are decided before the Relu.
+    // Steps in reverse order: an op's readers are decided before the op.
     for (auto it = S.steps.rbegin(); it != S.steps.rend(); ++it) {
         state::step &st = *it;
         const node *n = st.n;
         const bool dq = n->kind == op::DequantizeLinear && n->out_type == etype::f32 && n->out_shape.size() == 4 &&
                         detail::qdq_takes_nhwc(*n);
-        const bool relu = n->kind == op::Relu && n->out_type == etype::f32 && n->out_shape.size() == 4;
-        if (!(conv_f32(st) || dq || relu) || keep[st.out] || st.skip) continue;
+        if (!(conv_f32(st) || dq || (layout_free(n) && !st.qconv && st.fused < 0)) || keep[st.out] || st.skip)
+            continue;
         const node *out_node = node_of.at(st.out); // the fused bias Add for a convolution with one
         bool all = true;
         for (const node *u : g.consumers(out_node)) {
@@ -429,10 +457,10 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
             const state::step *rs = r == by_node.end() ? nullptr : r->second;
             const bool first_only =
                 u->inputs[0] == out_node && std::count(u->inputs.begin(), u->inputs.end(), out_node) == 1;
-            const bool takes = rs && rs->n == u && first_only &&
-                               (conv_f32(*rs) || (u->kind == op::Relu && rs->f32_nhwc) ||
-                                (u->kind == op::QuantizeLinear && rs->nhwc_out && u->out_shape.size() == 4 &&
-                                 elems_of(u->inputs[1]->out_shape) == 1));
+            const bool takes = rs && rs->n == u &&
+                               ((first_only && conv_f32(*rs)) || (layout_free(u) && rs->f32_nhwc) ||
+                                (first_only && u->kind == op::QuantizeLinear && rs->nhwc_out &&
+                                 u->out_shape.size() == 4 && elems_of(u->inputs[1]->out_shape) == 1));
             all = all && takes;
         }
         st.f32_nhwc = all;
@@ -860,14 +888,29 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             return;
         }
         tensor &o = v[st.out];
-        const bool keep_nhwc = st.f32_nhwc && ins[0]->order == layout::nhwc;
+        // An island's elementwise op keeps NHWC when every input of the
+        // output's shape is NHWC (a scalar has no layout).
+        const bool elementwise = st.n->kind != op::DequantizeLinear;
+        bool keep_nhwc = st.f32_nhwc && (elementwise || ins[0]->order == layout::nhwc);
+        if (keep_nhwc && elementwise) {
+            bool any = false;
+            for (const tensor *t : ins) {
+                any = any || t->order == layout::nhwc;
+                keep_nhwc = keep_nhwc && (t->order == layout::nhwc || t->elems() == 1);
+            }
+            keep_nhwc = keep_nhwc && any;
+        }
         A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out || keep_nhwc ? layout::nhwc : layout::plain);
-        if (keep_nhwc && st.n->kind == op::Relu) {
-            // Elementwise: the same values in either layout.
-            tensor &x = const_cast<tensor &>(*ins[0]);
-            x.order = o.order = layout::plain;
+        if (keep_nhwc && elementwise) {
+            // The same values in either layout: run on the storage as it is.
+            std::vector<tensor *> flipped;
+            for (const tensor *t : ins)
+                if (t->order == layout::nhwc) flipped.push_back(const_cast<tensor *>(t));
+            for (tensor *t : flipped) t->order = layout::plain;
+            o.order = layout::plain;
             detail::eval_node_into(*st.n, ins, o);
-            x.order = o.order = layout::nhwc;
+            for (tensor *t : flipped) t->order = layout::nhwc;
+            o.order = layout::nhwc;
             return;
         }
         detail::eval_node_into(*st.n, ins, o);

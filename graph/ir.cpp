@@ -27,11 +27,23 @@ constexpr etype_info etypes[] = {
     {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
 };
 constexpr const char *op_names[] = {
-    "Parameter",      "Constant",         "Convert",          "Subtract", "Multiply",   "Add",    "Reshape",
-    "Transpose",      "Convolution",      "GroupConvolution", "MatMul",   "Relu",       "Gelu",   "FakeQuantize",
-    "QuantizeLinear", "DequantizeLinear", "MaxPool",          "AvgPool",  "ReduceMean", "Concat", "Clamp",
-    "PRelu",          "Flatten",          "Sigmoid",          "Softmax",  "Divide",     "Slice",  "Pad",
-    "Resize",         "QConvolution",     "Result",
+    "Parameter",      "Constant",
+    "Convert",        "Subtract",
+    "Multiply",       "Add",
+    "Reshape",        "Transpose",
+    "Convolution",    "GroupConvolution",
+    "MatMul",         "Relu",
+    "Gelu",           "FakeQuantize",
+    "QuantizeLinear", "DequantizeLinear",
+    "MaxPool",        "AvgPool",
+    "ReduceMean",     "Concat",
+    "Clamp",          "PRelu",
+    "Flatten",        "Sigmoid",
+    "Softmax",        "Divide",
+    "Slice",          "Pad",
+    "Resize",         "Sqrt",
+    "ConvTranspose",  "QConvolution",
+    "Result",
 };
 static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");
 } // namespace
@@ -584,6 +596,38 @@ void infer_qconv(node &n) {
     n.out_shape = ys;
 }
 
+// ConvTranspose: x [N, C, H, W], w [C, OC/G, KH, KW] (ONNX's layout), G = group;
+// y [N, OC, (H − 1)·s − pb − pe + (KH − 1)·d + 1 + output_padding, the same along W].
+void infer_conv_transpose(node &n) {
+    need_inputs(n, 2);
+    need_float(n, 0, "data");
+    const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
+    if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
+    if (w.size() != 4) bad(n, "weights must be rank 4 ([C, OC/group, KH, KW]), got " + to_string(w));
+    if (n.inputs[0]->out_type != n.inputs[1]->out_type) bad(n, "data and weights element types differ");
+    const auto &a = n.attr;
+    for (const auto *v : {&a.strides, &a.dilations, &a.pads_begin, &a.pads_end, &a.output_padding})
+        if (v->size() != 2) bad(n, "strides, dilations, pads and output_padding need 2 values");
+    if (a.group < 1 || x[1] % a.group || w[0] != x[1])
+        bad(n, "group " + std::to_string(a.group) + " does not fit " + std::to_string(x[1]) +
+                   " input channels and weights " + to_string(w));
+    constexpr int64_t lim = int64_t(1) << 24;
+    shape_t o = {x[0], w[1] * a.group, 0, 0};
+    for (int i = 0; i < 2; ++i) {
+        const int64_t s = a.strides[i], d = a.dilations[i], op = a.output_padding[i];
+        if (s < 1 || s > lim || d < 1 || d > lim) bad(n, "strides and dilations must be in [1, 2^24]");
+        if (a.pads_begin[i] < 0 || a.pads_end[i] < 0 || a.pads_begin[i] > lim || a.pads_end[i] > lim)
+            bad(n, "pads must be in [0, 2^24]");
+        if (op < 0 || (op >= s && op >= d))
+            bad(n, "output_padding " + to_string(a.output_padding) + " must be below the stride or the dilation");
+        const int64_t full = (x[2 + i] - 1) * s + (w[2 + i] - 1) * d + 1 + op;
+        o[2 + i] = full - a.pads_begin[i] - a.pads_end[i];
+        if (o[2 + i] < 1) bad(n, "the pads leave no output along dimension " + std::to_string(2 + i));
+    }
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+
 // Slice, Pad, Resize (graph/data_movement.cpp): x's type, their own shapes.
 void infer_moving(node &n) {
     need_inputs(n, 1);
@@ -787,12 +831,14 @@ void infer_node(node &n, int64_t dynamic_value) {
         n.out_type = n.inputs[0]->out_type;
         break;
     case op::QConvolution: infer_qconv(n); break;
+    case op::ConvTranspose: infer_conv_transpose(n); break;
     case op::Slice:
     case op::Pad:
     case op::Resize: infer_moving(n); break;
     case op::Relu:
     case op::Gelu:
     case op::Sigmoid:
+    case op::Sqrt:
     case op::Result:
         need_inputs(n, 1);
         if ((n.kind != op::Result) && is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");

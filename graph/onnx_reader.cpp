@@ -459,6 +459,8 @@ private:
 
     // op readers
     void conv(const onnx_node &n);
+    void conv_transpose(const onnx_node &n);
+    void pow(const onnx_node &n);
     // A Convolution / GroupConvolution (+ bias Add) of x with weights w and
     // bias b (may be null); `wd` / `bd`: their dequantization when they are a
     // DequantizeLinear of constants (the chain is then written in the shape the
@@ -889,6 +891,9 @@ void reader::read_node(const onnx_node &n) {
         {"Range", &reader::range, nullptr},
         {"Expand", &reader::expand, nullptr},
         {"ConstantOfShape", &reader::constant_of_shape, nullptr},
+        {"ConvTranspose", &reader::conv_transpose, nullptr},
+        {"Pow", &reader::pow, nullptr},
+        {"Sqrt", nullptr, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
@@ -897,6 +902,7 @@ void reader::read_node(const onnx_node &n) {
         n.known_attrs({});
         if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
         else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
+        else if (type == "Sqrt") define(n, 0, add(n, op::Sqrt, {value(n, 0)}));
         else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
         else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
         else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
@@ -1033,6 +1039,69 @@ node *reader::conv_ir(const onnx_node &n, node *x, node *w, const dequantize_inf
         y = add(n, op::Add, {y, b4});
     }
     return y;
+}
+
+// ConvTranspose (2-D, NCHW; `strides`, `pads`, `dilations`, `output_padding`,
+// `group`, `kernel_shape` checked; `auto_pad` NOTSET or VALID; `output_shape`
+// refused): the IR's ConvTranspose, a bias B as an Add of [1, OC, 1, 1].
+void reader::conv_transpose(const onnx_node &n) {
+    n.known_attrs(
+        {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"});
+    node *x = value(n, 0), *w = value(n, 1), *b = optional_value(n, 2);
+    if (x->out_shape.size() != 4)
+        n.fail_input(0,
+                     "only 2-D transposed convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
+    if (w->out_shape.size() != 4)
+        n.fail_input(1, "weights must be rank 4 ([C, OC/group, KH, KW]), got " + to_string(w->out_shape));
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    if (n.has("output_shape")) n.fail_attr("output_shape", "is not supported (pads and output_padding are)");
+    const std::string ap = n.get_string("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "VALID") n.fail_attr("auto_pad", "'" + ap + "' is not supported (NOTSET, VALID)");
+    attributes a = window_attrs(n);
+    a.auto_pad = pad_mode::explicit_pads; // VALID: no pads (window_attrs refuses pads with it)
+    const shape_t &ws = w->out_shape;
+    if (n.has("kernel_shape") && n.get_ints("kernel_shape", {}) != std::vector<int64_t>{ws[2], ws[3]})
+        n.fail_attr("kernel_shape",
+                    to_string(n.get_ints("kernel_shape", {})) + " differs from the weights' " + to_string(ws));
+    a.output_padding = n.get_ints("output_padding", {0, 0});
+    if (a.output_padding.size() != 2)
+        n.fail_attr("output_padding", "needs 2 values, got " + std::to_string(a.output_padding.size()));
+    for (size_t i = 0; i < 2; ++i)
+        if (a.output_padding[i] < 0 || (a.output_padding[i] >= a.strides[i] && a.output_padding[i] >= a.dilations[i]))
+            n.fail_attr("output_padding", to_string(a.output_padding) + " must be below the stride or the dilation");
+    a.group = n.get_int("group", 1);
+    if (a.group < 1 || x->out_shape[1] % a.group || ws[0] != x->out_shape[1])
+        n.fail_attr("group", std::to_string(a.group) + " does not fit " + std::to_string(x->out_shape[1]) +
+                                 " input channels and weights " + to_string(ws));
+    node *y = add(n, op::ConvTranspose, {x, w}, a, b ? "_conv" : "");
+    if (b) {
+        const int64_t OC = y->out_shape[1];
+        if (b->out_shape != shape_t{OC})
+            n.fail_input(2, "bias must be [" + std::to_string(OC) + "], got " + to_string(b->out_shape));
+        attributes r;
+        r.target = {1, OC, 1, 1};
+        node *b4 = add(n, op::Reshape, {b}, r, "_bias");
+        y = add(n, op::Add, {y, b4});
+    }
+    define(n, 0, y);
+}
+
+// Pow with a constant exponent of one value: 2 as Multiply(x, x) (the
+// square rounded once, as pow gives it), 1 as x itself; others refused.
+void reader::pow(const onnx_node &n) {
+    n.known_attrs({});
+    node *x = value(n, 0);
+    if (!is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+    const tensor_value *e = constant_of(n, 1);
+    if (!e) n.fail_input(1, "must be a constant (the exponent)");
+    if (elems_of(e->shape) != 1 || e->shape.size() > x->out_shape.size())
+        n.fail_input(1, "must be one value that does not broadcast x, got " + to_string(e->shape));
+    const double v = e->type == etype::i64 ? double(i64_at(*e, 0)) : at(*e, 0);
+    if (v == 2) define(n, 0, add(n, op::Multiply, {x, x}));
+    else if (v == 1) values_[n.p.output(0)] = x;
+    else n.fail_input(1, "exponent " + detail::fmt_double(v) + " is not supported (2: x·x, 1: x)");
 }
 
 void reader::gemm(const onnx_node &n) {

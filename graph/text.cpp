@@ -182,6 +182,17 @@ void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
     } else lx.err(std::string("unknown attribute '") + key + "' for " + to_string(k));
 }
 
+// Attributes of ConvTranspose.
+void parse_conv_transpose_attr(lexer &lx, attributes &a, const std::string &key) {
+    if (key == "strides") a.strides = int_list(lx);
+    else if (key == "pads_begin") a.pads_begin = int_list(lx);
+    else if (key == "pads_end") a.pads_end = int_list(lx);
+    else if (key == "dilations") a.dilations = int_list(lx);
+    else if (key == "output_padding") a.output_padding = int_list(lx);
+    else if (key == "group") a.group = to_int(lx, lx.word("an integer"));
+    else lx.err("unknown attribute '" + key + "' for ConvTranspose");
+}
+
 void parse_attr(lexer &lx, node &n, const std::string &key) {
     auto &a = n.attr;
     const op k = n.kind;
@@ -209,6 +220,8 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
             if (t.k == token::punct && t.text == "}") return;
             if (t.k != token::punct || t.text != ",") lx.err("expected ',' or '}' in rt");
         }
+    } else if (k == op::ConvTranspose) {
+        parse_conv_transpose_attr(lx, a, key);
     } else if (k == op::Convert && key == "to") {
         a.type = parse_etype(lx.word("a type"), "line " + std::to_string(n.line));
     } else if (k == op::Reshape && key == "shape") {
@@ -428,6 +441,12 @@ std::string attrs_text(const node &n) {
         r += " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
              " dilations=" + list(a.dilations);
         if (a.auto_pad != pad_mode::explicit_pads) r += std::string(" auto_pad=") + to_string(a.auto_pad);
+        break;
+    case op::ConvTranspose:
+        r += " strides=" + list(a.strides) + " pads_begin=" + list(a.pads_begin) + " pads_end=" + list(a.pads_end) +
+             " dilations=" + list(a.dilations);
+        if (a.output_padding != std::vector<int64_t>{0, 0}) r += " output_padding=" + list(a.output_padding);
+        if (a.group != 1) r += " group=" + std::to_string(a.group);
         break;
     case op::MatMul:
         if (a.transpose_a) r += " transpose_a=true";

@@ -440,4 +440,131 @@ TEST(OnnxShapeOps, Refusals) {
     EXPECT_THAT(refusal(d), StartsWith("node 'gather' (#0, Gather): input 1 'i': index 2 is outside [-2, 2)"));
 }
 
+// ---------------------------------------------------------- ConvTranspose
+om::builder conv_transpose_model(const std::vector<int64_t> &xs, const std::vector<int64_t> &ws,
+                                 const std::vector<float> &w, bool bias = false) {
+    om::builder b(12);
+    b.input("x", om::FLOAT, xs);
+    b.output("y");
+    b.init_f32("w", ws, w);
+    std::vector<std::string> in = {"x", "w"};
+    if (bias) {
+        b.init_f32("B", {2}, {0.5f, -1.f});
+        in.push_back("B");
+    }
+    b.node("ConvTranspose", in, {"y"}, "ct");
+    return b;
+}
+
+// Stride 2, kernel 2: each input pixel writes its own 2x2 block x·w.
+TEST(OnnxConvTranspose, StrideTwoPlacesOneBlockPerPixel) {
+    om::builder b = conv_transpose_model({1, 1, 2, 2}, {1, 1, 2, 2}, {1, 10, 100, 1000});
+    om::attr(node0(b), "strides", std::vector<int64_t>{2, 2});
+    om::attr(node0(b), "kernel_shape", std::vector<int64_t>{2, 2});
+    std::vector<g::shape_t> shapes;
+    const auto y = run(b, {f32({1, 1, 2, 2}, {1, 2, 3, 4})}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{1, 1, 4, 4}));
+    EXPECT_EQ(y[0], (std::vector<float>{1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300, 3000, 400, 4000}));
+}
+
+// Stride 1: the full convolution, overlapping blocks summed; the pads crop it.
+TEST(OnnxConvTranspose, OverlapsSumAndPadsCrop) {
+    const auto x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+    om::builder b = conv_transpose_model({1, 1, 2, 2}, {1, 1, 2, 2}, {1, 2, 3, 4});
+    EXPECT_EQ(run(b, {x})[0], (std::vector<float>{1, 4, 4, 6, 20, 16, 9, 24, 16}));
+    om::attr(node0(b), "pads", std::vector<int64_t>{0, 0, 1, 1});
+    std::vector<g::shape_t> shapes;
+    EXPECT_EQ(run(b, {x}, &shapes)[0], (std::vector<float>{1, 4, 6, 20}));
+    EXPECT_EQ(shapes[0], (g::shape_t{1, 1, 2, 2}));
+    // Dilation 2 along W: x [1, 2], w [1, 3] → ow = iw + 2·kw: 1, 2, 3, 6.
+    om::builder d = conv_transpose_model({1, 1, 1, 2}, {1, 1, 1, 2}, {1, 3});
+    om::attr(node0(d), "dilations", std::vector<int64_t>{1, 2});
+    EXPECT_EQ(run(d, {f32({1, 1, 1, 2}, {1, 2})})[0], (std::vector<float>{1, 2, 3, 6}));
+}
+
+// Two groups of one channel, output_padding 1 (a row and a column no input
+// reaches: 0, then the bias).
+TEST(OnnxConvTranspose, GroupsOutputPaddingAndBias) {
+    om::builder b = conv_transpose_model({1, 2, 1, 1}, {2, 1, 1, 1}, {3, 5}, true);
+    om::attr(node0(b), "group", int64_t(2));
+    om::attr(node0(b), "strides", std::vector<int64_t>{2, 2});
+    om::attr(node0(b), "output_padding", std::vector<int64_t>{1, 1});
+    std::vector<g::shape_t> shapes;
+    const auto y = run(b, {f32({1, 2, 1, 1}, {1, 2})}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{1, 2, 2, 2}));
+    EXPECT_EQ(y[0], (std::vector<float>{3.5f, 0.5f, 0.5f, 0.5f, 9, -1, -1, -1}));
+}
+
+TEST(OnnxConvTranspose, Refusals) {
+    auto with = [](const char *name, const auto &v) {
+        om::builder b = conv_transpose_model({1, 1, 2, 2}, {1, 1, 2, 2}, {1, 2, 3, 4});
+        om::attr(node0(b), name, v);
+        return refusal(b);
+    };
+    EXPECT_THAT(with("output_shape", std::vector<int64_t>{3, 3}),
+                StartsWith("node 'ct' (#0, ConvTranspose): attribute 'output_shape': is not supported"));
+    EXPECT_THAT(with("auto_pad", std::string("SAME_UPPER")),
+                StartsWith("node 'ct' (#0, ConvTranspose): attribute 'auto_pad': 'SAME_UPPER' is not supported"));
+    EXPECT_THAT(with("output_padding", std::vector<int64_t>{1, 0}),
+                StartsWith("node 'ct' (#0, ConvTranspose): attribute 'output_padding': [1,0] must be below"));
+    EXPECT_THAT(with("group", int64_t(2)),
+                StartsWith("node 'ct' (#0, ConvTranspose): attribute 'group': 2 does not fit"));
+    EXPECT_THAT(with("kernel_shape", std::vector<int64_t>{3, 3}),
+                StartsWith("node 'ct' (#0, ConvTranspose): attribute 'kernel_shape': [3,3] differs"));
+    EXPECT_THAT(with("pads", std::vector<int64_t>{2, 2, 2, 2}),
+                StartsWith("node 'ct' (#0, ConvTranspose): node 'y': ConvTranspose 'y': the pads leave no output"));
+}
+
+// The IR op in the text format: read back, the same values.
+TEST(OnnxConvTranspose, TextFormat) {
+    auto gr = g::parse("x = Parameter f32[1,1,1,2]\n"
+                       "w = Constant f32[1,1,1,2] [1, 3]\n"
+                       "y = ConvTranspose(x, w) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,2] "
+                       "output_padding=[0,1] group=1\n"
+                       "r = Result(y)\n");
+    const auto y = g::compiled_graph(*gr).run({f32({1, 1, 1, 2}, {1, 2})});
+    EXPECT_EQ(y[0].to_f32(), (std::vector<float>{1, 2, 3, 6, 0}));
+    EXPECT_THAT(g::to_text(*gr), HasSubstr("output_padding=[0,1]"));
+    EXPECT_THAT(
+        [] {
+            try {
+                g::parse(
+                    "x = Parameter f32[1,1,1,2]\nw = Constant f32[1,1,1,2] [1, 3]\ny = ConvTranspose(x, w) bogus=1\n");
+            } catch (const qconv::error &e) {
+                return std::string(e.what());
+            }
+            return std::string();
+        }(),
+        HasSubstr("unknown attribute 'bogus' for ConvTranspose"));
+}
+
+// ------------------------------------------------------ Sqrt, Pow, MatMul
+TEST(OnnxElementwise, SqrtAndPowTwo) {
+    EXPECT_EQ(run(one(12, "Sqrt", "sq", {4}), {f32({4}, {4, 2.25f, 0, 16})})[0], (std::vector<float>{2, 1.5f, 0, 4}));
+    om::builder p = one(12, "Pow", "pow", {3}, {"e"});
+    p.init_f32("e", {}, {2.f});
+    EXPECT_EQ(run(p, {f32({3}, {1.5f, -3, 0.1f})})[0], (std::vector<float>{2.25f, 9, 0.1f * 0.1f}));
+    EXPECT_EQ(read(p)->count_ops().at("Multiply"), 1);
+    om::builder q = one(12, "Pow", "pow", {3}, {"e"});
+    q.init_f32("e", {}, {3.f});
+    EXPECT_THAT(refusal(q), StartsWith("node 'pow' (#0, Pow): input 1 'e': exponent 3 is not supported"));
+    om::builder r(12);
+    r.input("x", om::FLOAT, {3});
+    r.input("e", om::FLOAT, {1});
+    r.output("y");
+    r.node("Pow", {"x", "e"}, {"y"}, "pow");
+    EXPECT_THAT(refusal(r), StartsWith("node 'pow' (#0, Pow): input 1 'e': must be a constant"));
+}
+
+// MatMul of two activations (attention's Q·Kᵀ): a [1, 2, 2] · b [1, 2, 2].
+TEST(OnnxElementwise, MatMulOfTwoActivations) {
+    om::builder b(12);
+    b.input("a", om::FLOAT, {1, 2, 2});
+    b.input("b", om::FLOAT, {1, 2, 2});
+    b.output("y");
+    b.node("MatMul", {"a", "b"}, {"y"}, "mm");
+    const auto y = run(b, {f32({1, 2, 2}, {1, 2, 3, 4}), f32({1, 2, 2}, {5, 6, 7, 8})});
+    EXPECT_EQ(y[0], (std::vector<float>{19, 22, 43, 50}));
+}
+
 } // namespace

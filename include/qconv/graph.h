@@ -84,6 +84,8 @@ enum class op {
     Slice,            // (x) starts ends axes steps, as ONNX's Slice
     Pad,              // (x) pads_begin pads_end mode value: padding per dim (negative pads crop)
     Resize,           // (x) mode coordinate_mode nearest_mode, scales or sizes of the last two dims
+    Sqrt,             // (x) floating point
+    ConvTranspose,    // (NCHW x, w [C, OC/group, KH, KW]) strides pads_begin pads_end dilations output_padding group
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
     QConvolution,
@@ -130,6 +132,9 @@ struct attributes {
     std::string resize_mode = "nearest", coordinate_mode = "half_pixel", nearest_mode = "round_prefer_floor";
     std::vector<double> scales;
     std::vector<int64_t> sizes;
+    // ConvTranspose: extra output rows / columns at the end, and the group count.
+    std::vector<int64_t> output_padding{0, 0};
+    int64_t group = 1;
     std::string qconv; // QConvolution: the problem (graph/lower_int8.h); type: its output type
 };
 
