@@ -448,8 +448,7 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
         const node *n = st.n;
         const bool dq = n->kind == op::DequantizeLinear && n->out_type == etype::f32 && n->out_shape.size() == 4 &&
                         detail::qdq_takes_nhwc(*n);
-        if (!(conv_f32(st) || dq || (layout_free(n) && !st.qconv && st.fused < 0)) || keep[st.out] || st.skip)
-            continue;
+        if (!(conv_f32(st) || dq || (layout_free(n) && !st.qconv && st.fused < 0)) || keep[st.out] || st.skip) continue;
         const node *out_node = node_of.at(st.out); // the fused bias Add for a convolution with one
         bool all = true;
         for (const node *u : g.consumers(out_node)) {

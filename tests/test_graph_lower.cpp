@@ -672,11 +672,19 @@ out  = Result(yd)
 // reading them stays f32, an island between int8 convolutions. The MaxPool
 // runs on the lowered convolution's integers, the f32 convolution takes its
 // bias Add as the primitive's bias, and the island stays NHWC (DequantizeLinear
-// → convolution → Relu → QuantizeLinear, no transposes). The same values as
+// → convolution → Relu → a hard-swish-like chain of scalar and same-shape
+// elementwise ops → QuantizeLinear, no transposes; a per-channel Constant
+// operand makes its op plain). The same values as
 // the graph as written (exact powers of two) and as the island in plain
 // layout (QCONV_GRAPH_F32_NHWC=0).
 TEST(GraphLower, PerChannelScaleIslandRunsNhwcWithItsBias) {
-    const auto g = parse(R"(
+    for (const bool per_channel_op : {false, true}) {
+        SCOPED_TRACE(per_channel_op ? "a per-channel Multiply in the chain" : "layout-free chain");
+        const std::string tail = per_channel_op ? "pc   = Constant f32[1,16,1,1] random(5, 1, 2)\n"
+                                                  "hp   = Multiply(hx, pc)\n"
+                                                  "q2   = QuantizeLinear(hp, s, z)\n"
+                                                : "q2   = QuantizeLinear(hx, s, z)\n";
+        const auto g = parse(R"(
 x    = Parameter f32[1,8,8,8]
 s    = Constant f32[] [0.0625]
 z    = Constant u8[] [128]
@@ -698,7 +706,13 @@ c2   = Convolution(md, w2) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilatio
 b2   = Constant f32[1,16,1,1] random(3, -8, 8)
 a2   = Add(c2, b2)
 r2   = Relu(a2)
-q2   = QuantizeLinear(r2, s, z)
+k1   = Constant f32[] [0.25]
+k2   = Constant f32[] [0.5]
+hm   = Multiply(r2, k1)
+ha   = Add(hm, k2)
+hc   = Clamp(ha) min=0 max=4
+hx   = Multiply(r2, hc)
+)" + tail + R"(
 d2   = DequantizeLinear(q2, s, z)
 w3   = Constant i8[4,16,1,1] random(4, -20, 20)
 w3s  = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
@@ -708,36 +722,41 @@ yq   = QuantizeLinear(c3, s, z)
 yd   = DequantizeLinear(yq, s, z)
 out  = Result(yd)
 )");
-    auto l = g->clone();
-    std::vector<rewrite_record> r;
-    run_passes(*l, {}, &r);
-    ASSERT_EQ(r.size(), 3u);
-    EXPECT_TRUE(r[0].rewritten && !r[1].rewritten && r[2].rewritten)
-        << r[0].reason << " / " << r[1].reason << " / " << r[2].reason;
-    const node *c2 = l->find("c2");
-    ASSERT_TRUE(c2) << to_text(*l);
-    EXPECT_EQ(c2->inputs[0]->kind, op::DequantizeLinear);
-    EXPECT_EQ(c2->inputs[0]->inputs[0]->kind, op::MaxPool);
-    EXPECT_EQ(c2->inputs[0]->inputs[0]->out_type, etype::u8);
-    const compiled_graph island(*l);
-    std::map<std::string, std::string> impl;
-    for (const auto &[id, text] : island.impls()) impl[id] = text;
-    EXPECT_NE(impl["c2"].find("+bias"), std::string::npos) << impl["c2"];
-    EXPECT_NE(impl["c2"].find("(f32 NHWC)"), std::string::npos) << impl["c2"];
-    EXPECT_NE(impl["r2"].find("(f32 NHWC)"), std::string::npos) << impl["r2"];
-    EXPECT_NE(impl[c2->inputs[0]->id].find("(f32 NHWC)"), std::string::npos) << impl[c2->inputs[0]->id];
-    EXPECT_EQ(impl["a2"], "fused into c2");
-    setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
-    const compiled_graph plain(*l);
-    unsetenv("QCONV_GRAPH_F32_NHWC");
-    for (const auto &[id, text] : plain.impls()) EXPECT_EQ(text.find("NHWC"), std::string::npos) << id << ": " << text;
-    for (uint64_t seed : {7, 8}) {
-        const auto in = random_inputs(*g, seed);
-        const auto vb = compiled_graph(*g).run(in)[0].values();
-        EXPECT_EQ(island.run(in)[0].values(), vb);
-        EXPECT_EQ(plain.run(in)[0].values(), vb);
-        std::set<double> distinct(vb.begin(), vb.end());
-        EXPECT_GT(distinct.size(), 20u);
+        auto l = g->clone();
+        std::vector<rewrite_record> r;
+        run_passes(*l, {}, &r);
+        ASSERT_EQ(r.size(), 3u);
+        EXPECT_TRUE(r[0].rewritten && !r[1].rewritten && r[2].rewritten)
+            << r[0].reason << " / " << r[1].reason << " / " << r[2].reason;
+        const node *c2 = l->find("c2");
+        ASSERT_TRUE(c2) << to_text(*l);
+        EXPECT_EQ(c2->inputs[0]->kind, op::DequantizeLinear);
+        EXPECT_EQ(c2->inputs[0]->inputs[0]->kind, op::MaxPool);
+        EXPECT_EQ(c2->inputs[0]->inputs[0]->out_type, etype::u8);
+        const compiled_graph island(*l);
+        std::map<std::string, std::string> impl;
+        for (const auto &[id, text] : island.impls()) impl[id] = text;
+        EXPECT_NE(impl["c2"].find("+bias"), std::string::npos) << impl["c2"];
+        EXPECT_EQ(impl["a2"], "fused into c2");
+        EXPECT_NE(impl[c2->inputs[0]->id].find("(f32 NHWC)"), std::string::npos) << impl[c2->inputs[0]->id];
+        // Layout-free elementwise ops (scalar and same-shape operands) keep
+        // NHWC up to the QuantizeLinear; a per-channel Constant operand does
+        // not, and the ops before it write plain then.
+        for (const char *id : {"c2", "r2", "hm", "ha", "hc", "hx"})
+            EXPECT_EQ(impl[id].find("(f32 NHWC)") != std::string::npos, !per_channel_op) << id << ": " << impl[id];
+        setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
+        const compiled_graph plain(*l);
+        unsetenv("QCONV_GRAPH_F32_NHWC");
+        for (const auto &[id, text] : plain.impls())
+            EXPECT_EQ(text.find("NHWC"), std::string::npos) << id << ": " << text;
+        for (uint64_t seed : {7, 8}) {
+            const auto in = random_inputs(*g, seed);
+            const auto vb = compiled_graph(*g).run(in)[0].values();
+            EXPECT_EQ(island.run(in)[0].values(), vb);
+            EXPECT_EQ(plain.run(in)[0].values(), vb);
+            std::set<double> distinct(vb.begin(), vb.end());
+            EXPECT_GT(distinct.size(), 20u);
+        }
     }
 }
 
