@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -565,6 +566,39 @@ TEST(OnnxElementwise, MatMulOfTwoActivations) {
     b.node("MatMul", {"a", "b"}, {"y"}, "mm");
     const auto y = run(b, {f32({1, 2, 2}, {1, 2, 3, 4}), f32({1, 2, 2}, {5, 6, 7, 8})});
     EXPECT_EQ(y[0], (std::vector<float>{19, 22, 43, 50}));
+}
+
+// ------------------------------------------------------- the PP-OCR models
+// The three models of rapidocr-onnxruntime 1.4.4 (scripts/ocr_reference.py
+// installs them and compares with ONNX Runtime), when present: read with
+// their input's shape, run; the outputs are probabilities of the expected shapes.
+TEST(OcrModels, LoadAndRunWhenPresent) {
+    const char *env = std::getenv("QCONV_OCR_MODELS");
+    const char *home = std::getenv("HOME");
+    const std::string dir =
+        env ? env : std::string(home ? home : "") + "/.cache/qconv/rapidocr/rapidocr_onnxruntime/models";
+    const struct {
+        const char *file;
+        g::shape_t in, out;
+    } models[] = {
+        {"ch_PP-OCRv4_det_infer.onnx", {1, 3, 160, 224}, {1, 1, 160, 224}},
+        {"ch_ppocr_mobile_v2.0_cls_infer.onnx", {1, 3, 48, 192}, {1, 2}},
+        {"ch_PP-OCRv4_rec_infer.onnx", {1, 3, 48, 160}, {1, 20, 6625}},
+    };
+    for (const auto &m : models)
+        if (!std::filesystem::exists(dir + "/" + m.file))
+            GTEST_SKIP() << dir << "/" << m.file << " is absent (set QCONV_OCR_MODELS to the models folder of "
+                         << "rapidocr-onnxruntime 1.4.4; scripts/ocr_reference.py installs it)";
+    for (const auto &m : models) {
+        g::onnx_options o;
+        o.input_shapes["x"] = m.in;
+        auto gr = g::load_onnx(dir + "/" + m.file, o);
+        EXPECT_FALSE(gr->is_dynamic()) << m.file;
+        const auto y = g::compiled_graph(*gr).run(g::random_inputs(*gr, 1));
+        ASSERT_EQ(y.size(), 1u) << m.file;
+        EXPECT_EQ(y[0].shape, m.out) << m.file;
+        for (float v : y[0].to_f32()) ASSERT_TRUE(v >= 0 && v <= 1) << m.file << ": " << v;
+    }
 }
 
 } // namespace
