@@ -455,6 +455,7 @@ private:
     shape_t input_shape(const pb::ValueInfoProto &in, const std::string &field, std::string &symbol);
     void find_gelu_patterns();
     void read_node(const onnx_node &n);
+    void simple_op(const onnx_node &n);
     void read_outputs();
 
     // op readers
@@ -852,16 +853,16 @@ void reader::read_node(const onnx_node &n) {
         {"Conv", &reader::conv, nullptr},
         {"Gemm", &reader::gemm, nullptr},
         {"MatMul", &reader::matmul, nullptr},
-        {"Relu", nullptr, nullptr}, // below
+        {"Relu", &reader::simple_op, nullptr},
         {"Gelu", &reader::gelu, nullptr},
-        {"Add", nullptr, nullptr},
-        {"Mul", nullptr, nullptr},
-        {"Sub", nullptr, nullptr},
+        {"Add", &reader::simple_op, nullptr},
+        {"Mul", &reader::simple_op, nullptr},
+        {"Sub", &reader::simple_op, nullptr},
         {"Reshape", &reader::reshape, nullptr},
         {"Transpose", &reader::transpose, nullptr},
         {"Cast", &reader::cast, nullptr},
         {"Constant", &reader::constant_node, nullptr},
-        {"Identity", nullptr, nullptr},
+        {"Identity", &reader::simple_op, nullptr},
         {"DequantizeLinear", &reader::dequantize, nullptr},
         {"QuantizeLinear", &reader::quantize, nullptr},
         {"QLinearConv", &reader::qlinear_conv, nullptr},
@@ -873,7 +874,7 @@ void reader::read_node(const onnx_node &n) {
         {"Clip", &reader::clip, nullptr},
         {"Flatten", &reader::flatten, nullptr},
         {"PRelu", &reader::prelu, nullptr},
-        {"Sigmoid", nullptr, nullptr},
+        {"Sigmoid", &reader::simple_op, nullptr},
         {"Softmax", &reader::softmax, nullptr},
         {"BatchNormalization", &reader::batch_norm, nullptr},
         {"Div", &reader::div, nullptr},
@@ -893,31 +894,35 @@ void reader::read_node(const onnx_node &n) {
         {"ConstantOfShape", &reader::constant_of_shape, nullptr},
         {"ConvTranspose", &reader::conv_transpose, nullptr},
         {"Pow", &reader::pow, nullptr},
-        {"Sqrt", nullptr, nullptr},
+        {"Sqrt", &reader::simple_op, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
         if (e.pending) n.fail(std::string("op ") + type + " " + e.pending);
-        if (e.read) return (this->*e.read)(n);
-        n.known_attrs({});
-        if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
-        else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
-        else if (type == "Sqrt") define(n, 0, add(n, op::Sqrt, {value(n, 0)}));
-        else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
-        else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
-        else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
-        else if (type == "Identity") {
-            node *v = value(n, 0);
-            values_[n.p.output(0)] = v;
-            if (constants_.count(n.p.input(0))) constants_[n.p.output(0)] = constants_[n.p.input(0)];
-            if (dequantized_.count(n.p.input(0))) dequantized_[n.p.output(0)] = dequantized_[n.p.input(0)];
-        }
-        return;
+        return (this->*e.read)(n);
     }
     if (type == "Erf")
         n.fail("op Erf is not supported (the IR has no Erf; the erf form of Gelu, x·0.5·(1 + erf(x/√2)) written "
                "with Div, Erf, Add and Mul, is read as Gelu)");
     n.fail("op " + type + " is not supported");
+}
+
+// Ops without attributes that map onto one IR op (or onto their input).
+void reader::simple_op(const onnx_node &n) {
+    n.known_attrs({});
+    const std::string &type = n.p.op_type();
+    if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
+    else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
+    else if (type == "Sqrt") define(n, 0, add(n, op::Sqrt, {value(n, 0)}));
+    else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
+    else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
+    else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
+    else if (type == "Identity") {
+        node *v = value(n, 0);
+        values_[n.p.output(0)] = v;
+        if (constants_.count(n.p.input(0))) constants_[n.p.output(0)] = constants_[n.p.input(0)];
+        if (dequantized_.count(n.p.input(0))) dequantized_[n.p.output(0)] = dequantized_[n.p.input(0)];
+    }
 }
 
 void reader::gelu(const onnx_node &n) {

@@ -296,6 +296,13 @@ graph::onnx_options onnx_shapes(const graph_settings &s) {
     return o;
 }
 
+// The graph file: an ONNX model read with the input shapes given, or the text format.
+std::unique_ptr<graph::graph> load_graph(const graph_settings &gs) {
+    if (!is_onnx(gs.file) && !gs.shape_specs.empty())
+        throw usage_error("--shape: for ONNX models only ('" + gs.file + "' is read as the text format; use --dim)");
+    return is_onnx(gs.file) ? graph::load_onnx(gs.file, onnx_shapes(gs)) : graph::load_file(gs.file);
+}
+
 // The step of each output of the graph as written (its DequantizeLinear's one
 // scale); empty when some output has none (with `why` naming it).
 std::vector<double> output_steps(const graph::graph &g, std::string *why) {
@@ -346,9 +353,7 @@ int graph_mode(const std::vector<std::string> &args) {
     const bool dq = gs.dq;
     int64_t dim = gs.dim;
 
-    if (!is_onnx(file) && !gs.shape_specs.empty())
-        throw usage_error("--shape: for ONNX models only ('" + file + "' is read as the text format; use --dim)");
-    auto before = is_onnx(file) ? graph::load_onnx(file, onnx_shapes(gs)) : graph::load_file(file);
+    auto before = load_graph(gs);
     const auto given = read_inputs(gs.input_specs, *before);
     if (const int64_t v = dim_of(given, *before)) {
         if (dim && dim != v)
