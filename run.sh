@@ -7,7 +7,9 @@
 # the conv1x1 -> MatMul rewrite; then a quantized ResNet-50 read from ONNX (generated once into
 # build/models/ by scripts/make_models.py), judged in output steps as every quantized network is
 # (tol=steps:8: status=ok means the lowered int8 network is within 8 quantization steps of the
-# output of the same network run as written in f32). The conv jobs print a table (--report=table):
+# output of the same network run as written in f32); last PP-OCRv4's text detector (fetched once
+# from PyPI into build/models/ocr/ by scripts/ocr_demo.py; skipped when PyPI cannot be reached) on a
+# synthetic page, its regions boxed in build/reports/ocr/page_boxes.png. The conv jobs print a table (--report=table):
 # one row per layer, unimplemented runs collapsed to one line per implementation,
 # totals, and last the folder (build/reports/<timestamp>/) with the raw key=value
 # log and a plot. Extra arguments are passed to the conv runs (e.g. --threads=1).
@@ -41,5 +43,23 @@ models="$QCONV_BUILD/models"
 [ -f "$models/resnet50_qdq.onnx" ] ||
   /usr/bin/python3 "$QCONV_ROOT/scripts/make_models.py" "$models" --models=resnet50_qdq --size=224
 "$driver" graph "$models/resnet50_qdq.onnx" --reps=1
+
+echo "== graph: PP-OCRv4's text detector (the model PyPI's rapidocr-onnxruntime 1.4.4 ships) on a synthetic page, as written and after the passes; the regions it finds boxed on the page"
+ocr="$models/ocr"
+ocr_report="$QCONV_BUILD/reports/ocr"
+fetched=0
+/usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" fetch "$ocr" || fetched=$?
+if [ "$fetched" -eq 3 ]; then
+  echo "skipped: PyPI cannot be reached for the model (scripts/ocr_demo.py fetch)"
+elif [ "$fetched" -ne 0 ]; then
+  exit "$fetched"
+else
+  rm -rf "$ocr_report" && mkdir -p "$ocr_report"
+  /usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" page "$ocr_report/page"
+  "$driver" graph "$ocr/ch_PP-OCRv4_det_infer.onnx" --input=x="$ocr_report/page.npy" \
+    --output-dir="$ocr_report/det" --reps=1
+  /usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" boxes "$ocr_report/page" "$ocr_report"/det/*.npy \
+    "$ocr_report/page_boxes.png"
+fi
 
 # Further main jobs follow here, each one driver command with a heading line.

@@ -2,6 +2,12 @@
 """A synthetic document page for a text detector, and a picture of what it found
 (Debian's python3-numpy only; no image library).
 
+  scripts/ocr_demo.py fetch CACHE_DIR
+      the PP-OCR models of the PyPI wheel rapidocr-onnxruntime 1.4.4 (ch_PP-OCRv4_det_infer,
+      ch_ppocr_mobile_v2.0_cls_infer, ch_PP-OCRv4_rec_infer .onnx) into CACHE_DIR: the wheel's
+      address and sha256 from PyPI's simple index (JSON form), the download checked against it, the three
+      files taken out of the wheel (a zip); nothing is fetched when they are there. Exit 3
+      when PyPI cannot be reached (callers skip with the reason).
   scripts/ocr_demo.py page OUT_BASE [--size=640] [--seed=1]
       writes OUT_BASE.npy (the detector's input: [1, 3, size, size] f32, each channel
       (pixel / 255 - 0.5) / 0.5, as PP-OCR's detector is fed) and OUT_BASE.png (the page)
@@ -17,7 +23,13 @@ dark ink on a light, slightly noisy background, a few lines rotated by whole pix
 slant; the word and line layout comes from --seed.
 """
 import argparse
+import hashlib
+import io
+import json
+import os
 import struct
+import urllib.request
+import zipfile
 import sys
 import zlib
 
@@ -144,15 +156,47 @@ def prob_map(path):
     return p[0, 0]
 
 
+WHEEL = ("rapidocr-onnxruntime", "1.4.4")
+MODELS = ("ch_PP-OCRv4_det_infer.onnx", "ch_ppocr_mobile_v2.0_cls_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx")
+
+
+def fetch(cache):
+    if all(os.path.isfile(os.path.join(cache, m)) for m in MODELS):
+        print("ocr_demo: models in %s" % cache)
+        return
+    name, version = WHEEL
+    wheel = "%s-%s-py3-none-any.whl" % (name.replace("-", "_"), version)
+    try:
+        req = urllib.request.Request("https://pypi.org/simple/%s/" % name,
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        files = [f for f in json.load(urllib.request.urlopen(req, timeout=30))["files"] if f["filename"] == wheel]
+        if not files:
+            sys.exit("ocr_demo: PyPI lists no %s" % wheel)
+        data = urllib.request.urlopen(files[0]["url"], timeout=120).read()
+    except OSError as e:
+        print("ocr_demo: PyPI cannot be reached (%s)" % e, file=sys.stderr)
+        sys.exit(3)
+    if hashlib.sha256(data).hexdigest() != files[0]["hashes"]["sha256"]:
+        sys.exit("ocr_demo: %s: the download does not match PyPI's sha256" % files[0]["filename"])
+    os.makedirs(cache, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for m in MODELS:
+            with open(os.path.join(cache, m), "wb") as f:
+                f.write(z.read("rapidocr_onnxruntime/models/" + m))
+    print("ocr_demo: %s %s (%.1f MB) -> %s" % (name, version, len(data) / 1e6, cache))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=["page", "boxes", "iou"])
+    ap.add_argument("cmd", choices=["fetch", "page", "boxes", "iou"])
     ap.add_argument("args", nargs="+")
     ap.add_argument("--size", type=int, default=640)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--thresh", type=float, default=0.3)
     a = ap.parse_args()
-    if a.cmd == "page":
+    if a.cmd == "fetch":
+        fetch(a.args[0])
+    elif a.cmd == "page":
         page, words = make_page(a.size, a.seed)
         x = ((page.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
         np.save(a.args[0] + ".npy", x.astype(np.float32))

@@ -103,3 +103,10 @@ add_test(NAME driver_graph_onnx_run_sh_model_job
     -P ${QCONV_DRIVER_TEST_DIR}/expect_model.cmake -- $<TARGET_FILE:qconv-driver> graph ${QCONV_MODEL_DIR}/resnet50_qdq.onnx --reps=1)
 set_tests_properties(driver_graph_onnx_run_sh_model_job PROPERTIES TIMEOUT 600 LABELS driver
   FIXTURES_REQUIRED qconv_onnx_models SKIP_REGULAR_EXPRESSION "skipped:")
+
+# scripts/ocr_demo.py without the network: a synthetic page, a probability map
+# made from its own ink (the words' dark pixels), the boxes drawn into a PNG
+# that reads back with the page's size; at least one region per text line.
+add_test(NAME ocr_demo_page_and_boxes
+  COMMAND sh -c "if ! ${QCONV_MODEL_PYTHON} -c 'import numpy' 2>/dev/null; then echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import numpy'; exit 0; fi; d='${CMAKE_CURRENT_BINARY_DIR}/ocr_demo' && rm -rf \"$d\" && mkdir -p \"$d\" && s='${PROJECT_SOURCE_DIR}/scripts/ocr_demo.py' && ${QCONV_MODEL_PYTHON} \"$s\" page \"$d/page\" --size=320 --seed=3 && ${QCONV_MODEL_PYTHON} -c \"import numpy as np; x = np.load('$d/page.npy'); np.save('$d/ink.npy', (x[:, :1] < -0.5).astype(np.float32))\" && ${QCONV_MODEL_PYTHON} \"$s\" boxes \"$d/page\" \"$d/ink.npy\" \"$d/boxes.png\" > \"$d/boxes.txt\" && grep -E 'regions=([2-9][0-9]|[1-9][0-9][0-9])' \"$d/boxes.txt\" && ${QCONV_MODEL_PYTHON} -c \"import sys; sys.path.insert(0, '${PROJECT_SOURCE_DIR}/scripts'); import ocr_demo; p = ocr_demo.read_png('$d/boxes.png'); assert p.shape == (320, 320, 3), p.shape; assert ((p[..., 0] == 220) & (p[..., 1] == 20)).sum() > 100\" && ${QCONV_MODEL_PYTHON} \"$s\" iou \"$d/ink.npy\" \"$d/ink.npy\" | grep 'iou=1.0000'")
+set_tests_properties(ocr_demo_page_and_boxes PROPERTIES TIMEOUT 120 LABELS driver SKIP_REGULAR_EXPRESSION "skipped:")
