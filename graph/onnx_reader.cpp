@@ -2397,6 +2397,18 @@ void reader::define_folded(const onnx_node &n, node *r) {
     define_constant(n, 0, v);
 }
 
+// The most elements a value evaluated at load (Gather, Range, Expand,
+// ConstantOfShape) may have: shape computations are small; a larger one is
+// refused before anything is allocated.
+constexpr int64_t max_load_elems = int64_t(1) << 24;
+void check_load_elems(const onnx_node &n, const shape_t &s) {
+    check_shape(s, n.field() + " output");
+    if (elems_of(s) > max_load_elems)
+        n.fail("the output " + to_string(s) +
+               " has more than 2^24 elements (values evaluated at load are shape "
+               "computations: not supported)");
+}
+
 // A 1-D i64 tensor_value of the values.
 tensor_value i64_value(const std::vector<int64_t> &vals, shape_t shape) {
     tensor_value v;
@@ -2452,6 +2464,7 @@ void reader::gather(const onnx_node &n) {
     const int64_t outer = elems_of(shape_t(d->shape.begin(), d->shape.begin() + axis)), K = d->shape[axis];
     const int64_t inner = elems_of(shape_t(d->shape.begin() + axis + 1, d->shape.end()));
     const int64_t cnt = elems_of(ix->shape), es = bits_of(d->type) / 8;
+    check_load_elems(n, out);
     tensor_value v;
     v.type = d->type;
     v.shape = out;
@@ -2488,7 +2501,9 @@ void reader::range(const onnx_node &n) {
     if (delta == 0 || !std::isfinite(delta)) n.fail_input(2, "delta must be finite and not 0");
     const double count = std::ceil((limit - start) / delta);
     if (!(count >= 1)) n.fail("the range is empty (the IR has no empty tensors)");
-    if (count > double(max_elems)) n.fail("the range has more than 2^31 elements");
+    if (count > double(max_load_elems))
+        n.fail("the range has more than 2^24 elements (values evaluated at load are shape computations: not "
+               "supported)");
     const int64_t cnt = static_cast<int64_t>(count);
     tensor_value v;
     v.type = t;
@@ -2522,7 +2537,7 @@ void reader::expand(const onnx_node &n) {
             n.fail_input(1, "shape " + to_string(want) + " does not broadcast with " + to_string(x->shape));
         out[i] = a == 1 ? b : a;
     }
-    check_shape(out, n.field() + " output");
+    check_load_elems(n, out);
     const auto st = detail::bstrides(x->shape, out);
     const int64_t cnt = elems_of(out), es = bits_of(x->type) / 8;
     tensor_value v;
@@ -2559,7 +2574,7 @@ void reader::constant_of_shape(const onnx_node &n) {
     shape_t out(dims.begin(), dims.end());
     for (int64_t d : out)
         if (d <= 0) n.fail_input(0, "shape " + to_string(out) + " has a dim <= 0 (the IR has no empty tensors)");
-    check_shape(out, n.field() + " output");
+    check_load_elems(n, out);
     const int64_t cnt = elems_of(out), es = bits_of(fill.type) / 8;
     tensor_value v;
     v.type = fill.type;

@@ -439,6 +439,11 @@ TEST(OnnxShapeOps, Refusals) {
     d.node("Gather", {"data", "i"}, {"y"}, "gather");
     d.output("y");
     EXPECT_THAT(refusal(d), StartsWith("node 'gather' (#0, Gather): input 1 'i': index 2 is outside [-2, 2)"));
+    om::builder e(12);
+    e.init_i64("s", {1 << 13, 1 << 12});
+    e.node("ConstantOfShape", {"s"}, {"y"}, "cos");
+    e.output("y");
+    EXPECT_THAT(refusal(e), StartsWith("node 'cos' (#0, ConstantOfShape): the output [8192,4096] has more than 2^24"));
 }
 
 // ---------------------------------------------------------- ConvTranspose
