@@ -135,7 +135,19 @@ void binary(const ft &a, const ft &b, ft &o, F f) {
         }
         float *y = o.data.data() + j * inner;
         const float *pa = a.data.data() + oa, *pb = b.data.data() + ob;
-        for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i * ia], pb[i * ib]);
+        // The common strides as their own loops (the same operations, so the
+        // compiler can keep a broadcast operand in a register and vectorize).
+        if (ia == 1 && ib == 0) {
+            const float vb = *pb;
+            for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i], vb);
+        } else if (ia == 0 && ib == 1) {
+            const float va = *pa;
+            for (int64_t i = 0; i < inner; ++i) y[i] = f(va, pb[i]);
+        } else if (ia == 1 && ib == 1) {
+            for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i], pb[i]);
+        } else {
+            for (int64_t i = 0; i < inner; ++i) y[i] = f(pa[i * ia], pb[i * ib]);
+        }
     });
 }
 
@@ -698,6 +710,28 @@ conv_desc f32_conv_desc(const node &n) {
         fail("node " + n.id, std::string(to_string(n.kind)) + ": " + e.what());
     }
     return d;
+}
+
+void run_deconv_as_1x1(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
+    const conv_desc &d = c.desc();
+    const int64_t N = o.shape[0], OC = o.shape[1], OH = o.shape[2], OW = o.shape[3];
+    const int64_t H = d.ih, W = d.iw, sh = OH / H, sw = OW / W;
+    if (x.type != etype::f32 || o.type != etype::f32 || d.oc != OC * sh * sw)
+        fail("convolution", "ConvTranspose as a 1x1 convolution: f32 operands of the planned shape");
+    const tensor xn = x.order == layout::nhwc ? tensor() : x.to_layout(layout::nhwc);
+    std::vector<float> y(static_cast<size_t>(N * H * W * d.oc));
+    c.execute(x.order == layout::nhwc ? x.f32() : xn.f32(), y.data(), threads);
+    // y[n][i][j][(oc·sh + a)·sw + c] → o[n][oc][i·sh + a][j·sw + c]
+    float *out = o.f32();
+    impl::parallel_for_2d_if(N * OC * OH * OW >= kParallelMin, N * OC, H, [&](int64_t noc, int64_t i) {
+        const int64_t n = noc / OC, oc = noc % OC;
+        for (int64_t a = 0; a < sh; ++a) {
+            float *row = out + (noc * OH + i * sh + a) * OW;
+            const float *src = y.data() + ((n * H + i) * W) * d.oc + (oc * sh + a) * sw;
+            for (int64_t j = 0; j < W; ++j)
+                for (int64_t c2 = 0; c2 < sw; ++c2) row[j * sw + c2] = src[j * d.oc + c2];
+        }
+    });
 }
 
 void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {

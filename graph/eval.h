@@ -17,6 +17,10 @@ conv_desc f32_conv_desc(const node &n);
 // Runs `c` (created from f32_conv_desc) on the NCHW value x into o, rounding
 // to o's type (f32, f16 or bf16).
 void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads);
+// A ConvTranspose (kernel = stride, no pads) run as the 1x1 convolution `c`
+// to OC·sh·sw channels, each pixel's channels then put in its sh x sw block
+// of the plain f32 output o.
+void run_deconv_as_1x1(const convolution_f32 &c, const tensor &x, tensor &o, int threads);
 // eval_node into an output the caller allocated: plain, or NHWC for a
 // QuantizeLinear that qdq_takes_nhwc (inputs in another layout are made plain,
 // except a DequantizeLinear's NHWC input).

@@ -235,8 +235,12 @@ struct compiled_graph::state {
         const node *n = nullptr;
         std::vector<int> in;
         int out = -1;
-        int fused = -1;                            // index into mms
-        std::shared_ptr<convolution_f32> conv;     // f32 conv primitive (constant weights)
+        int fused = -1;                        // index into mms
+        std::shared_ptr<convolution_f32> conv; // f32 conv primitive (constant weights)
+        // A ConvTranspose whose kernel is its stride (no pads, dilation 1, one
+        // group): a 1x1 f32 convolution to OC·sh·sw channels, then each pixel's
+        // sh x sw block put in place (detail::run_deconv_as_1x1).
+        std::shared_ptr<convolution_f32> deconv;
         bool conv_per_run = false;                 // f32 conv primitive created per run
         std::shared_ptr<qconv::convolution> qconv; // QConvolution: the int8 primitive
         // The buffer lifetimes (made at compile time): the slots whose last reader
@@ -262,6 +266,7 @@ struct compiled_graph::state {
     static void mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
                                  const std::vector<bool> &keep);
     static bool layout_free(const node *n);
+    static std::shared_ptr<convolution_f32> deconv_as_1x1(const node &n, const tensor &weights);
     // The storage of one run: a tensor per slot and the buffers not in use,
     // by size. Kept between runs (after the first run of a compilation no
     // step allocates, zero-fills or page-faults its output); a run takes an
@@ -400,6 +405,29 @@ bool compiled_graph::state::constant_subgraph(const node *x, int depth, tensor *
         detail::eval_node(*x, ins, *value);
     }
     return true;
+}
+
+// A ConvTranspose with kernel = stride, no pads or output padding, dilation
+// 1 and one group: each output pixel takes one tap, y[oc, i·sh + a, j·sw + c]
+// = Σ_ic x[ic, i, j] · w[ic, oc, a, c] — a 1x1 convolution of x to OC·sh·sw
+// channels (weights [(oc·sh + a)·sw + c][ic]); null otherwise. The f32
+// convolution primitive sums over ic in its own order (docs/graph.md).
+std::shared_ptr<convolution_f32> compiled_graph::state::deconv_as_1x1(const node &n, const tensor &weights) {
+    const auto &a = n.attr;
+    const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
+    if (n.inputs.size() != 2 || a.group != 1 || x.size() != 4 || w.size() != 4) return nullptr;
+    for (int i = 0; i < 2; ++i)
+        if (a.strides[i] != w[2 + i] || a.dilations[i] != 1 || a.pads_begin[i] || a.pads_end[i] || a.output_padding[i])
+            return nullptr;
+    const int64_t C = w[0], OC = w[1], sh = w[2], sw = w[3];
+    conv_desc d;
+    d.mb = x[0], d.ic = C, d.ih = x[2], d.iw = x[3];
+    d.oc = OC * sh * sw, d.oh = x[2], d.ow = x[3], d.kh = d.kw = 1;
+    const std::vector<float> wf = weights.to_f32();
+    std::vector<float> w1(static_cast<size_t>(d.oc * C));
+    for (int64_t ic = 0; ic < C; ++ic)
+        for (int64_t o = 0; o < OC * sh * sw; ++o) w1[o * C + ic] = wf[ic * OC * sh * sw + o];
+    return std::make_shared<convolution_f32>(d, w1.data(), nullptr);
 }
 
 // An elementwise f32 op whose values do not depend on the layout: a unary
@@ -569,6 +597,9 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
                    " zp:" + to_string(sp.p.src_zp.effective_kind()) +
                    (sp.p.ops.empty() ? std::string() : " " + to_string(sp.p.ops));
         }
+        if (n->kind == op::ConvTranspose && S.known[in[1]] && n->out_type == etype::f32)
+            if ((st.deconv = state::deconv_as_1x1(*n, S.consts[in[1]])))
+                impl = st.deconv->impl_name() + " (ConvTranspose as a 1x1 convolution and its pixel blocks)";
         if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && !is_integer(n->out_type)) {
             // The f32 convolution primitive (oneDNN's, else the reference):
             // constant weights are reordered once; weights computed at run
@@ -862,6 +893,13 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                 }
             }
             st.qconv->execute(x->bytes.data(), o.bytes.data(), a);
+            return;
+        }
+        if (st.deconv) {
+            tensor &o = v[st.out];
+            A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
+            if (ins[0]->shape != st.n->inputs[0]->out_shape) fail(st.n->where(), "input shape changed");
+            detail::run_deconv_as_1x1(*st.deconv, *ins[0], o, S.threads);
             return;
         }
         if (st.conv || st.conv_per_run) {
