@@ -399,13 +399,20 @@ private:
         if (i >= n.p.input_size() || n.p.input(i).empty()) return nullptr;
         return value(n, i);
     }
-    // The constant an input holds (an initializer or a Constant node's output).
+    // The constant an input holds (an initializer or a Constant node's
+    // output), or the values of a DequantizeLinear of constants (evaluated
+    // once, on first use: dequantized_constant).
     const tensor_value *constant_of(const onnx_node &n, int i) {
         if (i >= n.p.input_size() || n.p.input(i).empty()) return nullptr;
-        value(n, i);
+        node *v = value(n, i);
         const auto it = constants_.find(n.p.input(i));
-        return it == constants_.end() ? nullptr : &it->second;
+        return it == constants_.end() ? dequantized_constant(n.p.input(i), v) : &it->second;
     }
+    // The values of `name` when it is the output of a DequantizeLinear of
+    // constants (its IR chain `v`, Convert(x) [− Convert(zp)] · scale
+    // [→ Reshape]), evaluated by the IR ops' own evaluation: (x − zp)·scale
+    // in the scale's type, each operation rounded once. Null otherwise.
+    const tensor_value *dequantized_constant(const std::string &name, node *v);
     const tensor_value &need_constant(const onnx_node &n, int i, const char *why) {
         const tensor_value *c = constant_of(n, i);
         if (!c) n.fail_input(i, std::string("must be a constant (an initializer or a Constant node): ") + why);
@@ -567,6 +574,7 @@ private:
     std::map<std::string, node *> values_;
     std::map<std::string, tensor_value> constants_;
     std::map<std::string, dequantize_info> dequantized_;
+    std::map<std::string, tensor_value> dequantized_values_; // dequantized_constant's answers
     // Empty tensors (a zero dim: an initializer or a Constant node) → their shape.
     std::map<std::string, std::string> empty_;
     int64_t opset_ = 0;
@@ -1489,7 +1497,9 @@ void reader::quantize(const onnx_node &n) {
     a.axis = axis;
     std::vector<node *> in = {x, s};
     if (z) in.push_back(z);
-    define(n, 0, add(n, op::QuantizeLinear, in, a));
+    // Of constants (a quantizer's weights held in Constant nodes): a Constant
+    // of the IR op's own values, so that a DequantizeLinear of it reads constants.
+    define_folded(n, add(n, op::QuantizeLinear, in, a));
 }
 
 dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis) {
@@ -2375,6 +2385,48 @@ void reader::define_constant(const onnx_node &n, int out, const tensor_value &v)
     define(n, out, c);
 }
 
+namespace {
+// The value of IR node r whose inputs are Constants or nodes computed from
+// Constants only (at most `depth` deep), by the executor's evaluation of
+// each op; false when something else is reached.
+bool eval_constant(const node *r, std::map<const node *, tensor> &memo, int depth) {
+    if (memo.count(r)) return true;
+    if (r->kind == op::Constant) {
+        if (!r->data) return false;
+        tensor t(r->out_type, r->out_shape);
+        t.bytes.assign(r->data->bytes.begin(), r->data->bytes.end());
+        memo[r] = std::move(t);
+        return true;
+    }
+    if (depth == 0 || r->kind == op::Parameter) return false;
+    std::vector<const tensor *> in;
+    for (const node *i : r->inputs)
+        if (!eval_constant(i, memo, depth - 1)) return false;
+    for (const node *i : r->inputs) in.push_back(&memo.at(i));
+    tensor o;
+    detail::eval_node(*r, in, o);
+    memo[r] = std::move(o);
+    return true;
+}
+
+tensor_value value_of(const tensor &t) {
+    tensor_value v;
+    v.type = t.type;
+    v.shape = t.shape;
+    v.data = std::make_shared<constant_data>();
+    v.data->bytes.assign(t.bytes.begin(), t.bytes.end());
+    return v;
+}
+} // namespace
+
+const tensor_value *reader::dequantized_constant(const std::string &name, node *v) {
+    if (!dequantized_.count(name)) return nullptr;
+    if (auto it = dequantized_values_.find(name); it != dequantized_values_.end()) return &it->second;
+    std::map<const node *, tensor> memo;
+    if (!eval_constant(v, memo, 4)) return nullptr;
+    return &(dequantized_values_[name] = value_of(memo.at(v)));
+}
+
 void reader::define_folded(const onnx_node &n, node *r) {
     for (const node *i : r->inputs)
         if (i->kind != op::Constant) return define(n, 0, r);
@@ -2388,13 +2440,8 @@ void reader::define_folded(const onnx_node &n, node *r) {
     }
     tensor o;
     detail::eval_node(*r, ptrs, o);
-    tensor_value v;
-    v.type = o.type;
-    v.shape = o.shape;
-    v.data = std::make_shared<constant_data>();
-    v.data->bytes.assign(o.bytes.begin(), o.bytes.end());
     r->id = g_->unique_id(r->id + "_unfolded"); // nothing reads it: pruned
-    define_constant(n, 0, v);
+    define_constant(n, 0, value_of(o));
 }
 
 // The most elements a value evaluated at load (Gather, Range, Expand,

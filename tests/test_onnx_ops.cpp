@@ -152,6 +152,57 @@ TEST(OnnxBatchNormalization, FoldedIntoALoweredConvolution) {
     for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::fabs(a[i] - e[i]), 0.05f * 1.001f) << i;
 }
 
+// A quantizer's BatchNormalization: its parameters through DequantizeLinear
+// of constants (ONNX Runtime's QDQ form), read as the constants
+// DequantizeLinear defines, (x − zp)·scale in f32: per tensor with a zero
+// point, an int32 bias with scale [1] and zero point [], per axis, and a
+// QuantizeLinear of a constant first (a quantizer's weights held in a
+// Constant or an initializer it quantizes as an activation).
+TEST(OnnxBatchNormalization, DequantizedParameters) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, {1, 2, 2, 2});
+    b.output("y");
+    b.init_raw("sq", om::INT8, {2}, {10, 6}); // (10 − 2)·0.25 = 2, (6 − 2)·0.25 = 1
+    b.init_f32("ss", {}, {0.25f});
+    b.init_raw("sz", om::INT8, {}, {2});
+    b.node("DequantizeLinear", {"sq", "ss", "sz"}, {"scale"});
+    b.init_raw("bq", om::INT32, {2}, {3, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff}); // 3·0.5 = 1.5, −5·0.5 = −2.5
+    b.init_f32("bs", {1}, {0.5f});
+    b.init_raw("bz", om::INT32, {}, {0, 0, 0, 0});
+    b.node("DequantizeLinear", {"bq", "bs", "bz"}, {"B"});
+    // 0.4 / 0.5 = 0.8 → 1, 2.1 / 0.5 = 4.2 → 4; + 10; then (q − 10)·0.5 = 0.5, 2
+    b.init_f32("mf", {2}, {0.4f, 2.1f});
+    b.init_f32("ms", {}, {0.5f});
+    b.init_raw("mz", om::UINT8, {}, {10});
+    b.node("QuantizeLinear", {"mf", "ms", "mz"}, {"mq"});
+    b.node("DequantizeLinear", {"mq", "ms", "mz"}, {"mean"});
+    b.init_raw("vq", om::INT8, {2}, {6, 30}); // per axis: 6·0.5 = 3, 30·0.5 = 15
+    b.init_f32("vs", {2}, {0.5f, 0.5f});
+    om::attr(b.node("DequantizeLinear", {"vq", "vs"}, {"var"}), "axis", int64_t(0));
+    // var + eps = 4, 16: a = 2/2 = 1, 1/4 = 0.25; b = 1.5 − 0.5·1 = 1, −2.5 − 2·0.25 = −3
+    om::attr(b.node("BatchNormalization", {"x", "scale", "B", "mean", "var"}, {"y"}, "bn"), "epsilon", 1.f);
+    const auto y = run(b, {f32({1, 2, 2, 2}, {0, 1, -2, 4, 8, -8, 0.5f, 16})});
+    EXPECT_EQ(y[0], (std::vector<float>{1, 2, -1, 5, -1, -5, -2.875f, 1}));
+    const auto ops = read(b)->count_ops();
+    EXPECT_EQ(ops.at("Multiply"), 1);
+    EXPECT_EQ(ops.at("Add"), 1);
+    EXPECT_EQ(ops.count("DequantizeLinear") + ops.count("QuantizeLinear") + ops.count("Convert"), 0u);
+
+    // A DequantizeLinear of an activation is no constant: refused naming the node and the input.
+    om::builder a(13);
+    a.input("x", om::FLOAT, {1, 2, 2, 2});
+    a.input("sq", om::INT8, {2});
+    a.output("y");
+    a.init_f32("ss", {}, {0.25f});
+    a.init_f32("B", {2}, {0, 0});
+    a.init_f32("mean", {2}, {0, 0});
+    a.init_f32("var", {2}, {1, 1});
+    a.node("DequantizeLinear", {"sq", "ss"}, {"scale"});
+    a.node("BatchNormalization", {"x", "scale", "B", "mean", "var"}, {"y"}, "bn");
+    EXPECT_THAT(refusal(a), ::testing::StartsWith("node 'bn' (#1, BatchNormalization): input 1 'scale': must be a "
+                                                  "constant"));
+}
+
 TEST(OnnxBatchNormalization, Refusals) {
     om::builder t = batch_norm_model();
     om::attr(*t.graph().mutable_node(0), "training_mode", int64_t(1));
