@@ -203,6 +203,57 @@ TEST(OnnxBatchNormalization, DequantizedParameters) {
                                                   "constant"));
 }
 
+// The form ONNX Runtime's quantizer writes for a detector whose weights are
+// Constant nodes: QuantizeLinear(f32 weights) → DequantizeLinear (u8 per
+// tensor, here zero point 128, so W − Z is within s8), BatchNormalization
+// with dequantized parameters. The reader folds both to constants; the
+// convolution, BatchNormalization and Relu are one int8 convolution, and with
+// power-of-two scales every f32 step of the graph as written is exact, so
+// the lowered graph gives the same values (docs/semantics.md §10, item 2).
+TEST(OnnxBatchNormalization, QuantizedConstantsLowerExactly) {
+    om::builder b(13);
+    b.input("x", om::FLOAT, {1, 2, 4, 4});
+    b.output("y");
+    b.init_f32("xs", {}, {0.125f});
+    b.init_raw("xz", om::UINT8, {}, {uint8_t(128)});
+    std::vector<float> wf(2 * 2 * 9);
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(int(i % 7) - 3) * 0.25f;
+    b.init_f32("wf", {2, 2, 3, 3}, wf);
+    b.init_f32("ws", {}, {0.25f});
+    b.init_raw("wz", om::UINT8, {}, {uint8_t(128)});
+    b.init_raw("sq", om::INT8, {2}, {4, 2}); // 4·0.5 = 2, 2·0.5 = 1: a = 1, 0.5
+    b.init_f32("ss", {}, {0.5f});
+    b.init_raw("bq", om::INT32, {2}, {2, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff}); // 0.5, −1
+    b.init_f32("bs", {1}, {0.25f});
+    b.init_raw("bz", om::INT32, {}, {0, 0, 0, 0});
+    b.init_f32("mean", {2}, {0.25f, 0.5f}); // b = 0.5 − 0.25 = 0.25, −1 − 0.25 = −1.25
+    b.init_f32("var", {2}, {3.f, 3.f});
+    b.init_f32("ys", {}, {0.125f});
+    b.init_raw("yz", om::UINT8, {}, {uint8_t(10)});
+    b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+    b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+    b.node("QuantizeLinear", {"wf", "ws", "wz"}, {"wq"});
+    b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"});
+    b.node("DequantizeLinear", {"sq", "ss"}, {"scale"});
+    b.node("DequantizeLinear", {"bq", "bs", "bz"}, {"B"});
+    om::attr(b.node("Conv", {"xd", "wd"}, {"c"}, "conv"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+    om::attr(b.node("BatchNormalization", {"c", "scale", "B", "mean", "var"}, {"n"}, "bn"), "epsilon", 1.f);
+    b.node("Relu", {"n"}, {"r"});
+    b.node("QuantizeLinear", {"r", "ys", "yz"}, {"q"});
+    b.node("DequantizeLinear", {"q", "ys", "yz"}, {"y"});
+    auto gr = read(b);
+    std::vector<float> xv(32);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(int(i * 5 % 11) - 5) * 0.25f;
+    const auto x = f32({1, 2, 4, 4}, xv);
+    const auto want = g::compiled_graph(*gr).run({x})[0];
+    std::vector<g::rewrite_record> lowered;
+    g::run_passes(*gr, {}, &lowered);
+    ASSERT_EQ(lowered.size(), 1u);
+    EXPECT_TRUE(lowered[0].rewritten) << lowered[0].reason;
+    EXPECT_EQ(gr->count_ops().at("QConvolution"), 1);
+    EXPECT_EQ(g::compiled_graph(*gr).run({x})[0].to_f32(), want.to_f32());
+}
+
 TEST(OnnxBatchNormalization, Refusals) {
     om::builder t = batch_norm_model();
     om::attr(*t.graph().mutable_node(0), "training_mode", int64_t(1));
