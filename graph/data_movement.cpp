@@ -283,9 +283,29 @@ void resize(const node &n, const tensor &x, tensor &o) {
     }
     if (!linear) {
         const int64_t es = bits_of(o.type) / 8;
+        if (x.order == layout::nhwc) {
+            // NHWC in and out (an f32 island): each output pixel copies its
+            // source pixel's C channels.
+            if (r != 4 || o.order != layout::nhwc) bad(n, "an NHWC input needs a 4-D NHWC output");
+            const int64_t px = x.shape[1] * es;
+            impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, x.shape[0] * OH, [&](int64_t j) {
+                const uint8_t *src = x.bytes.data() + ((j / OH) * H + ny[j % OH]) * W * px;
+                uint8_t *y = o.bytes.data() + j * OW * px;
+                for (int64_t c = 0; c < OW; ++c) std::memcpy(y + c * px, src + nx[c] * px, static_cast<size_t>(px));
+            });
+            return;
+        }
         impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, planes * OH, [&](int64_t j) {
             const uint8_t *src = x.bytes.data() + ((j / OH) * H + ny[j % OH]) * W * es;
             uint8_t *y = o.bytes.data() + j * OW * es;
+            if (es == 4) { // 32-bit words moved as integers (the same bytes; a loop the compiler unrolls)
+                uint32_t w;
+                for (int64_t c = 0; c < OW; ++c) {
+                    std::memcpy(&w, src + nx[c] * 4, 4);
+                    std::memcpy(y + c * 4, &w, 4);
+                }
+                return;
+            }
             for (int64_t c = 0; c < OW; ++c) std::memcpy(y + c * es, src + nx[c] * es, static_cast<size_t>(es));
         });
         return;

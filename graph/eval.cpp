@@ -849,6 +849,81 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
     commit(out, o);
 }
 
+shape_t nhwc_dims(const tensor &t) {
+    if (t.order == layout::nhwc) return {t.shape[0], t.shape[2], t.shape[3], t.shape[1]};
+    if (t.shape.size() > 4) return {};
+    shape_t s(4 - t.shape.size(), 1);
+    s.insert(s.end(), t.shape.begin(), t.shape.end());
+    if (s[1] != 1 && s[2] * s[3] != 1) return {};
+    return {s[0], s[2], s[3], s[1]};
+}
+
+void eval_elementwise_nhwc(const node &n, const std::vector<const tensor *> &in, tensor &o) {
+    if (o.order != layout::nhwc || o.type != etype::f32) fail(n.where(), "NHWC elementwise: f32 NHWC output");
+    std::vector<ft> views(in.size());
+    std::vector<const ft *> vin;
+    for (size_t k = 0; k < in.size(); ++k) {
+        const tensor &t = *in[k];
+        views[k].shape = nhwc_dims(t);
+        if (t.type != etype::f32 || views[k].shape.empty())
+            fail(n.where(), "NHWC elementwise: input " + std::to_string(k) + " is not an f32 NHWC view");
+        views[k].data = {const_cast<float *>(t.f32()), static_cast<size_t>(t.elems())};
+        vin.push_back(&views[k]);
+    }
+    ft out;
+    out.shape = nhwc_dims(o);
+    out.data = {o.f32(), static_cast<size_t>(o.elems())};
+    eval_f32(n, vin, out);
+}
+
+bool reduce_mean_takes_nhwc(const node &n) {
+    if (n.kind != op::ReduceMean || n.out_type != etype::f32 || n.inputs[0]->out_type != etype::f32 ||
+        n.inputs[0]->out_shape.size() != 4)
+        return false;
+    std::vector<bool> red(4, false);
+    for (int64_t a : n.attr.axes) red[axis_of(a, 4)] = true;
+    return red == std::vector<bool>{false, false, true, true};
+}
+
+void reduce_mean_hw_nhwc(const tensor &x, tensor &o) {
+    const int64_t N = x.shape[0], C = x.shape[1], HW = x.shape[2] * x.shape[3];
+    if (x.order != layout::nhwc || x.type != etype::f32 || o.type != etype::f32 || o.elems() != N * C)
+        fail("ReduceMean", "NHWC mean: f32 [N, C, H, W] in NHWC, N·C outputs");
+    const float *px = x.f32();
+    float *y = o.f32();
+    std::vector<double> acc(static_cast<size_t>(C));
+    for (int64_t b = 0; b < N; ++b) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        // Per channel the pixels in order: the plain loop's sums, in parallel chains.
+        for (int64_t p = 0; p < HW; ++p) {
+            const float *v = px + (b * HW + p) * C;
+            for (int64_t c = 0; c < C; ++c) acc[c] += v[c];
+        }
+        for (int64_t c = 0; c < C; ++c) y[b * C + c] = static_cast<float>(acc[c] / static_cast<double>(HW));
+    }
+}
+
+void concat_nhwc(const std::vector<const tensor *> &in, tensor &o) {
+    const int64_t es = bits_of(o.type) / 8, C = o.shape[1];
+    const int64_t pixels = o.shape[0] * o.shape[2] * o.shape[3];
+    int64_t sum = 0;
+    for (const tensor *t : in) {
+        if (t->order != layout::nhwc || t->type != o.type || bits_of(o.type) < 8)
+            fail("Concat", "NHWC inputs of the output's type");
+        sum += t->shape[1];
+    }
+    if (o.order != layout::nhwc || sum != C) fail("Concat", "NHWC output along C");
+    impl::parallel_for_if(pixels * C >= kParallelMin, pixels, [&](int64_t p) {
+        int64_t at = 0;
+        for (const tensor *t : in) {
+            const int64_t ck = t->shape[1];
+            std::memcpy(o.bytes.data() + (p * C + at) * es, t->bytes.data() + p * ck * es,
+                        static_cast<size_t>(ck * es));
+            at += ck;
+        }
+    });
+}
+
 void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     o = tensor(n.out_type, n.out_shape);
     eval_node_into(n, in, o);

@@ -31,4 +31,21 @@ bool qdq_takes_nhwc(const node &n);
 // MaxPool of a u8/i8 NHWC value into NHWC o.
 void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o);
 
+// The dims of t's storage read as row-major NHWC ([N, H, W, C]): an NHWC
+// tensor, or a plain one of rank <= 4 whose C dim (right-aligned to 4-D) or
+// H·W is 1 (the same bytes in either layout; a per-channel or scalar
+// operand). Empty when t's storage is not such a view.
+shape_t nhwc_dims(const tensor &t);
+// An elementwise f32 op (unary, or Add/Subtract/Multiply/Divide with numpy
+// broadcast) on f32 inputs that nhwc_dims views, into the f32 NHWC output o:
+// each element the same operation on the same operands as the plain op.
+void eval_elementwise_nhwc(const node &n, const std::vector<const tensor *> &in, tensor &o);
+// A ReduceMean of an f32 4-D value over axes {2, 3} (a global average pool).
+bool reduce_mean_takes_nhwc(const node &n);
+// That mean of an NHWC x into o (N·C values): per channel the pixels summed
+// in order in double and divided by H·W, as the plain loop does.
+void reduce_mean_hw_nhwc(const tensor &x, tensor &o);
+// Concat along C of NHWC inputs into NHWC o (bytes, types of 8 bits or more).
+void concat_nhwc(const std::vector<const tensor *> &in, tensor &o);
+
 } // namespace qconv::graph::detail

@@ -266,6 +266,8 @@ struct compiled_graph::state {
     static void mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
                                  const std::vector<bool> &keep);
     static bool layout_free(const node *n);
+    static bool moves_nhwc(const node *n);
+    static bool keeps_nhwc(const node &n, const std::vector<const tensor *> &ins);
     static std::shared_ptr<convolution_f32> deconv_as_1x1(const node &n, const tensor &weights);
     // The storage of one run: a tensor per slot and the buffers not in use,
     // by size. Kept between runs (after the first run of a compilation no
@@ -430,10 +432,13 @@ std::shared_ptr<convolution_f32> compiled_graph::state::deconv_as_1x1(const node
     return std::make_shared<convolution_f32>(d, w1.data(), nullptr);
 }
 
-// An elementwise f32 op whose values do not depend on the layout: a unary
-// op, or Add / Subtract / Multiply / Divide whose operands all have the
-// output's shape or one element (a scalar Constant broadcasts the same in
-// any layout; a per-channel one does not).
+// An elementwise f32 op that runs on NHWC storage as it is: a unary op, or
+// Add / Subtract / Multiply / Divide whose operands have the output's shape
+// or are the same bytes in either layout (rank <= 4 with C or H·W equal to 1
+// once right-aligned to 4-D: a scalar, a per-channel [C,1,1] / [1,C,1,1]
+// Constant such as a BatchNormalization's, a pooled [N,C,1,1] value); the
+// NHWC op then broadcasts them along the matching dims of [N,H,W,C]
+// (detail::eval_elementwise_nhwc, the same operations on the same operands).
 bool compiled_graph::state::layout_free(const node *n) {
     if (n->out_type != etype::f32 || n->out_shape.size() != 4) return false;
     switch (n->kind) {
@@ -445,21 +450,56 @@ bool compiled_graph::state::layout_free(const node *n) {
     case op::Subtract:
     case op::Multiply:
     case op::Divide:
-        for (const node *i : n->inputs)
-            if (i->out_type != etype::f32 || (i->out_shape != n->out_shape && elems_of(i->out_shape) != 1))
-                return false;
+        for (const node *i : n->inputs) {
+            const shape_t &s = i->out_shape;
+            if (i->out_type != etype::f32 || s.size() > 4) return false;
+            if (s == n->out_shape) continue;
+            shape_t a(4 - s.size(), 1);
+            a.insert(a.end(), s.begin(), s.end());
+            if (a[1] != 1 && a[2] * a[3] != 1) return false;
+        }
         return true;
     default: return false;
     }
 }
 
+// An f32 op that moves NHWC values as they are: a 4-D nearest Resize (each
+// pixel's channels copied) or a Concat along C of 4-D values.
+bool compiled_graph::state::moves_nhwc(const node *n) {
+    if (n->out_type != etype::f32 || n->out_shape.size() != 4) return false;
+    if (n->kind == op::Resize) return n->attr.resize_mode == "nearest" && n->inputs[0]->out_shape.size() == 4;
+    if (n->kind == op::Concat) {
+        for (const node *i : n->inputs)
+            if (i->out_type != etype::f32 || i->out_shape.size() != 4) return false;
+        return n->attr.axis == 1 || n->attr.axis == -3;
+    }
+    return false;
+}
+
+// At run time: whether an island step (f32_nhwc) keeps NHWC with these
+// inputs — a DequantizeLinear or a Resize of an NHWC value, a Concat of NHWC
+// values, an elementwise op whose inputs nhwc_dims all views, one NHWC.
+bool compiled_graph::state::keeps_nhwc(const node &n, const std::vector<const tensor *> &ins) {
+    if (n.kind == op::DequantizeLinear || n.kind == op::Resize) return ins[0]->order == layout::nhwc;
+    bool any = false, all = true;
+    for (const tensor *t : ins) {
+        any = any || t->order == layout::nhwc;
+        all = all && (n.kind == op::Concat ? t->order == layout::nhwc : !detail::nhwc_dims(*t).empty());
+    }
+    return any && all;
+}
+
 // Which f32 outputs stay NHWC (state::step::f32_nhwc): those whose every
-// reader takes an NHWC f32 input — an f32 convolution (its source), a
-// per-tensor QuantizeLinear into u8/i8 that writes NHWC, a layout-free
-// elementwise op whose output stays NHWC — from an f32 convolution, a 4-D
-// DequantizeLinear or a layout-free op. Results and Parameters stay plain.
-// At run time a DequantizeLinear or an elementwise op keeps NHWC only when
-// its inputs are NHWC (run_state).
+// reader takes an NHWC f32 input — an f32 convolution or a ConvTranspose run
+// as a 1x1 one (its source), a per-tensor QuantizeLinear into u8/i8 that
+// writes NHWC, a global average pool (ReduceMean over H, W), a layout-free
+// elementwise op, nearest Resize or Concat along C whose output stays NHWC —
+// from an f32 convolution, a 4-D DequantizeLinear, a layout-free op, a
+// nearest Resize or a Concat along C. Results and Parameters stay plain. A
+// float model's islands start at its first f32 convolution and run through
+// its BatchNormalization Multiply / Add (per-channel operands), activations
+// and squeeze-excitation blocks. At run time a step keeps NHWC only when its
+// inputs allow it (keeps_nhwc), else it runs plain on plain copies.
 void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std::map<const node *, int> &slot,
                                              const std::vector<bool> &keep) {
     // QCONV_GRAPH_F32_NHWC=0: every f32 output plain (the layout the graph's
@@ -476,7 +516,8 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
         const node *n = st.n;
         const bool dq = n->kind == op::DequantizeLinear && n->out_type == etype::f32 && n->out_shape.size() == 4 &&
                         detail::qdq_takes_nhwc(*n);
-        if (!(conv_f32(st) || dq || (layout_free(n) && !st.qconv && st.fused < 0)) || keep[st.out] || st.skip) continue;
+        const bool moves = (layout_free(n) || moves_nhwc(n)) && !st.qconv && st.fused < 0;
+        if (!(conv_f32(st) || dq || moves) || keep[st.out] || st.skip) continue;
         const node *out_node = node_of.at(st.out); // the fused bias Add for a convolution with one
         bool all = true;
         for (const node *u : g.consumers(out_node)) {
@@ -484,10 +525,12 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
             const state::step *rs = r == by_node.end() ? nullptr : r->second;
             const bool first_only =
                 u->inputs[0] == out_node && std::count(u->inputs.begin(), u->inputs.end(), out_node) == 1;
-            const bool takes = rs && rs->n == u &&
-                               ((first_only && conv_f32(*rs)) || (layout_free(u) && rs->f32_nhwc) ||
-                                (first_only && u->kind == op::QuantizeLinear && rs->nhwc_out &&
-                                 u->out_shape.size() == 4 && elems_of(u->inputs[1]->out_shape) == 1));
+            const bool takes =
+                rs && rs->n == u &&
+                ((first_only && (conv_f32(*rs) || rs->deconv)) || ((layout_free(u) || moves_nhwc(u)) && rs->f32_nhwc) ||
+                 (first_only && detail::reduce_mean_takes_nhwc(*u) && !rs->dq_mean) ||
+                 (first_only && u->kind == op::QuantizeLinear && rs->nhwc_out && u->out_shape.size() == 4 &&
+                  elems_of(u->inputs[1]->out_shape) == 1));
             all = all && takes;
         }
         st.f32_nhwc = all;
@@ -925,32 +968,17 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             return;
         }
         tensor &o = v[st.out];
-        // An island's elementwise op keeps NHWC when every input of the
-        // output's shape is NHWC (a scalar has no layout).
-        const bool elementwise = st.n->kind != op::DequantizeLinear;
-        bool keep_nhwc = st.f32_nhwc && (elementwise || ins[0]->order == layout::nhwc);
-        if (keep_nhwc && elementwise) {
-            bool any = false;
-            for (const tensor *t : ins) {
-                any = any || t->order == layout::nhwc;
-                keep_nhwc = keep_nhwc && (t->order == layout::nhwc || t->elems() == 1);
-            }
-            keep_nhwc = keep_nhwc && any;
-        }
-        A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out || keep_nhwc ? layout::nhwc : layout::plain);
-        if (keep_nhwc && elementwise) {
-            // The same values in either layout: run on the storage as it is.
-            std::vector<tensor *> flipped;
-            for (const tensor *t : ins)
-                if (t->order == layout::nhwc) flipped.push_back(const_cast<tensor *>(t));
-            for (tensor *t : flipped) t->order = layout::plain;
-            o.order = layout::plain;
-            detail::eval_node_into(*st.n, ins, o);
-            for (tensor *t : flipped) t->order = layout::nhwc;
-            o.order = layout::nhwc;
+        if (ins[0]->order == layout::nhwc && detail::reduce_mean_takes_nhwc(*st.n)) {
+            A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
+            detail::reduce_mean_hw_nhwc(*ins[0], o);
             return;
         }
-        detail::eval_node_into(*st.n, ins, o);
+        const bool keep_nhwc = st.f32_nhwc && state::keeps_nhwc(*st.n, ins);
+        A.take(o, st.n->out_type, st.n->out_shape, st.nhwc_out || keep_nhwc ? layout::nhwc : layout::plain);
+        if (keep_nhwc && st.n->kind == op::Resize) detail::resize(*st.n, *ins[0], o);
+        else if (keep_nhwc && st.n->kind == op::Concat) detail::concat_nhwc(ins, o);
+        else if (keep_nhwc && st.n->kind != op::DequantizeLinear) detail::eval_elementwise_nhwc(*st.n, ins, o);
+        else detail::eval_node_into(*st.n, ins, o);
     };
     for (const auto &st : S.steps) {
         lap(&st);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -802,5 +803,62 @@ TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
     for (const int64_t tokens : {3, 1, 3, 7, 1}) {
         const auto in = random_inputs(*g, static_cast<uint64_t>(tokens), tokens);
         EXPECT_EQ(once.run(in)[0].bytes, compiled_graph(*g).run(in)[0].bytes) << "tokens " << tokens;
+    }
+}
+
+// A float model's f32 island (no DequantizeLinear): from the first f32
+// convolution through a BatchNormalization read as per-channel Multiply /
+// Add ([C,1,1] and [1,C,1,1] Constants), Relu, a scalar Add, a
+// squeeze-excitation block (ReduceMean over H, W of the NHWC value, a 1x1
+// convolution of the pooled [1,C,1,1] value, Clamp, the per-channel
+// Multiply), a nearest Resize and a Concat along C into the last
+// convolution: every op writes NHWC but the pool, and the output has the
+// bytes of the same graph run with every f32 output plain
+// (QCONV_GRAPH_F32_NHWC=0: transposes around each convolution).
+TEST(GraphExec, FloatIslandRunsThroughBatchNormPoolResizeAndConcat) {
+    const auto g = parse(R"(
+x   = Parameter f32[1,3,12,10]
+w0  = Constant f32[8,3,3,3] random(1, -1, 1)
+c0  = Convolution(x, w0) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+bs  = Constant f32[8,1,1] random(2, 0.5, 1.5)
+bm  = Multiply(c0, bs)
+bb  = Constant f32[1,8,1,1] random(3, -1, 1)
+ba  = Add(bb, bm)
+r0  = Relu(ba)
+k   = Constant f32[1] [0.375]
+h   = Add(r0, k)
+gp  = ReduceMean(r0) axes=[2,3] keep_dims=true
+w1  = Constant f32[8,8,1,1] random(4, -1, 1)
+s1  = Convolution(gp, w1) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+sc  = Clamp(s1) min=0 max=1
+se  = Multiply(h, sc)
+ad  = Add(h, se)
+w2  = Constant f32[4,8,3,3] random(5, -1, 1)
+c2  = Convolution(ad, w2) strides=[2,2] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+up  = Resize(c2) mode=nearest coordinate_mode=asymmetric nearest_mode=floor scales=[2,2]
+w3  = Constant f32[4,8,1,1] random(6, -1, 1)
+c3  = Convolution(ad, w3) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+cat = Concat(up, c3) axis=1
+w4  = Constant f32[2,8,3,3] random(7, -1, 1)
+c4  = Convolution(cat, w4) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+o   = Result(c4)
+)");
+    const compiled_graph island(*g);
+    std::map<std::string, std::string> impl;
+    for (const auto &[id, text] : island.impls()) impl[id] = text;
+    for (const char *id : {"c0", "bm", "ba", "r0", "h", "s1", "sc", "se", "ad", "c2", "up", "c3", "cat"})
+        EXPECT_NE(impl[id].find("(f32 NHWC)"), std::string::npos) << id << ": " << impl[id];
+    for (const char *id : {"gp", "c4"}) EXPECT_EQ(impl[id].find("NHWC"), std::string::npos) << id << ": " << impl[id];
+    setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
+    const compiled_graph plain(*g);
+    unsetenv("QCONV_GRAPH_F32_NHWC");
+    for (const auto &[id, text] : plain.impls()) EXPECT_EQ(text.find("NHWC"), std::string::npos) << id << ": " << text;
+    for (uint64_t seed : {1, 2}) {
+        const auto in = random_inputs(*g, seed);
+        const auto a = island.run(in)[0], b = plain.run(in)[0];
+        EXPECT_EQ(a.order, layout::plain);
+        EXPECT_EQ(a.bytes, b.bytes) << "seed " << seed;
+        const auto v = a.values();
+        EXPECT_GT(std::set<double>(v.begin(), v.end()).size(), 100u);
     }
 }
