@@ -18,6 +18,7 @@
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 #include "tests/support/onnx_models.h"
+#include "tests/support/onnx_run.h"
 #include "tests/support/run_driver.h"
 
 namespace {
@@ -27,44 +28,15 @@ namespace om = qconv::test::onnx_model;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::unique_ptr<g::graph> read(const om::builder &b) {
-    const std::string s = b.bytes();
-    return g::parse_onnx(s.data(), s.size());
-}
-
-// Runs the model read from b; the outputs as floats (their shapes in *shapes).
-// The text form of what was read loads back and computes the same bytes.
-std::vector<std::vector<float>> run(const om::builder &b, const std::vector<g::tensor> &in,
-                                    std::vector<g::shape_t> *shapes = nullptr) {
-    auto gr = read(b);
-    const auto out = g::compiled_graph(*gr).run(in);
-    auto back = g::parse(g::to_text(*gr));
-    const auto again = g::compiled_graph(*back).run(in);
-    std::vector<std::vector<float>> r;
-    for (size_t i = 0; i < out.size(); ++i) {
-        EXPECT_EQ(out[i].bytes, again[i].bytes) << "output " << i << " after the text round trip";
-        r.push_back(out[i].to_f32());
-        if (shapes) shapes->push_back(out[i].shape);
-    }
-    return r;
-}
-
-g::tensor f32(const g::shape_t &s, const std::vector<float> &v) { return g::tensor::from_f32(g::etype::f32, s, v); }
+using om::f32;
+using om::read;
+using om::refusal;
+using om::run;
 
 std::vector<float> iota(size_t n) {
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
     return v;
-}
-
-// The message of the error reading b throws ("" when it is read).
-std::string refusal(const om::builder &b) {
-    try {
-        read(b);
-    } catch (const qconv::error &e) {
-        return e.what();
-    }
-    return "";
 }
 
 // One node `op` named `name` of x [dims] → y at `opset`; `extra` more inputs.
