@@ -274,6 +274,28 @@ std::string analyze_fq(const node *f, int64_t C, bool rank2, fq_info *r) {
     return "";
 }
 
+// The same node, or Constants of one type holding the same values (a
+// quantization's scale or zero point, per tensor or per channel).
+bool same_constant(const node *a, const node *b) {
+    if (a == b) return true;
+    if (a->kind != op::Constant || b->kind != op::Constant || a->out_type != b->out_type ||
+        elems_of(a->out_shape) != elems_of(b->out_shape))
+        return false;
+    for (int64_t i = 0; i < elems_of(a->out_shape); ++i)
+        if (a->value(i) != b->value(i)) return false;
+    return true;
+}
+
+// QuantizeLinear q and DequantizeLinear d take the same parameters (scale,
+// zero point, axis when per channel).
+bool same_qdq_params(const node *q, const node *d) {
+    const bool per_channel =
+        elems_of(q->inputs[1]->out_shape) > 1 || (q->inputs.size() > 2 && elems_of(q->inputs[2]->out_shape) > 1);
+    return q->inputs.size() == d->inputs.size() && same_constant(q->inputs[1], d->inputs[1]) &&
+           (q->inputs.size() < 3 || same_constant(q->inputs[2], d->inputs[2])) &&
+           (!per_channel || q->attr.axis == d->attr.axis);
+}
+
 class lowerer {
 public:
     explicit lowerer(graph &g) : g_(g) {}
@@ -367,26 +389,8 @@ private:
             return nullptr;
         return add;
     }
-    // The same node, or Constants of one type holding the same values (a
-    // quantization's scale or zero point, per tensor or per channel).
-    static bool same_value(const node *x, const node *y) {
-        if (x == y) return true;
-        if (x->kind != op::Constant || y->kind != op::Constant || x->out_type != y->out_type) return false;
-        const int64_t n = elems_of(x->out_shape);
-        if (n != elems_of(y->out_shape)) return false;
-        for (int64_t i = 0; i < n; ++i)
-            if (x->value(i) != y->value(i)) return false;
-        return true;
-    }
-    // QuantizeLinear q and DequantizeLinear d take the same parameters (scale,
-    // zero point, axis when per channel).
-    static bool same_params(const node *q, const node *d) {
-        const bool per_channel =
-            elems_of(q->inputs[1]->out_shape) > 1 || (q->inputs.size() > 2 && elems_of(q->inputs[2]->out_shape) > 1);
-        return q->inputs.size() == d->inputs.size() && same_value(q->inputs[1], d->inputs[1]) &&
-               (q->inputs.size() < 3 || same_value(q->inputs[2], d->inputs[2])) &&
-               (!per_channel || q->attr.axis == d->attr.axis);
-    }
+    static bool same_value(const node *x, const node *y) { return same_constant(x, y); }
+    static bool same_params(const node *q, const node *d) { return same_qdq_params(q, d); }
 
     // QuantizeLinear q(s, z) → DequantizeLinear(s, z) → Relu | Clamp → QuantizeLinear(s, z),
     // each read once: the last QuantizeLinear, else null. It stores what Relu | Clamp →
@@ -1182,16 +1186,6 @@ bool monotone_dequantize(const node *d) {
     return true;
 }
 
-bool same_constant(const node *a, const node *b) {
-    if (a == b) return true;
-    if (a->kind != op::Constant || b->kind != op::Constant || a->out_type != b->out_type ||
-        elems_of(a->out_shape) != elems_of(b->out_shape))
-        return false;
-    for (int64_t i = 0; i < elems_of(a->out_shape); ++i)
-        if (a->value(i) != b->value(i)) return false;
-    return true;
-}
-
 // After the lowering, on the integers a lowered convolution left:
 // MaxPool(DequantizeLinear(q)) → DequantizeLinear(MaxPool(q)) (max commutes
 // with a nondecreasing map; the window skips positions outside the input),
@@ -1216,12 +1210,7 @@ int pool_and_requantize_on_integers(graph &g) {
             ++n;
         } else if (m->kind == op::QuantizeLinear && monotone_dequantize(m->inputs[0])) {
             node *d = m->inputs[0];
-            const bool per_channel = elems_of(d->inputs[1]->out_shape) > 1;
-            if (d->inputs[0]->out_type != m->out_type || m->inputs.size() != d->inputs.size() ||
-                !same_constant(m->inputs[1], d->inputs[1]) ||
-                (m->inputs.size() > 2 && !same_constant(m->inputs[2], d->inputs[2])) ||
-                (per_channel && m->attr.axis != d->attr.axis))
-                continue;
+            if (d->inputs[0]->out_type != m->out_type || !same_qdq_params(m, d)) continue;
             g.replace_uses(m, d->inputs[0]);
             ++n;
         }
