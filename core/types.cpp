@@ -10,38 +10,56 @@ namespace qconv {
 void fail(const std::string &field, const std::string &what) { throw error(field + ": " + what); }
 
 namespace {
+// The one element-type table of the project: the kernels' name (oneDNN's "s8"),
+// the graph text format's name (OpenVINO's "i8"), bits per element.
 struct dtype_info {
     dtype dt;
     const char *name;
+    const char *ir_name;
     int bits;
+    bool integer;
 };
 constexpr dtype_info dtypes[] = {
-    {dtype::f32, "f32", 32}, {dtype::bf16, "bf16", 16}, {dtype::f16, "f16", 16}, {dtype::s32, "s32", 32},
-    {dtype::s8, "s8", 8},    {dtype::u8, "u8", 8},      {dtype::s4, "s4", 4},    {dtype::u4, "u4", 4},
+    {dtype::f32, "f32", "f32", 32, false}, {dtype::bf16, "bf16", "bf16", 16, false},
+    {dtype::f16, "f16", "f16", 16, false}, {dtype::s32, "s32", "i32", 32, true},
+    {dtype::s8, "s8", "i8", 8, true},      {dtype::u8, "u8", "u8", 8, true},
+    {dtype::s4, "s4", "i4", 4, true},      {dtype::u4, "u4", "u4", 4, true},
+    {dtype::s64, "s64", "i64", 64, true},
 };
+const dtype_info *find(dtype dt) {
+    for (const auto &d : dtypes)
+        if (d.dt == dt) return &d;
+    return nullptr;
+}
 } // namespace
 
 const char *to_string(dtype dt) {
-    for (const auto &d : dtypes)
-        if (d.dt == dt) return d.name;
-    return "undef";
+    const dtype_info *d = find(dt);
+    return d ? d->name : "undef";
+}
+
+const char *ir_name(dtype dt) {
+    const dtype_info *d = find(dt);
+    return d ? d->ir_name : "undef";
 }
 
 dtype parse_dtype(const std::string &s, const std::string &field) {
     for (const auto &d : dtypes)
-        if (s == d.name) return d.dt;
-    fail(field, "unknown data type '" + s + "' (expected f32, bf16, f16, s32, s8, u8, s4 or u4)");
+        if (s == d.name || s == d.ir_name) return d.dt;
+    fail(field, "unknown element type '" + s + "' (expected f32, f16, bf16, u8, s8|i8, u4, s4|i4, s32|i32 or s64|i64)");
 }
 
 int bits_of(dtype dt) {
-    for (const auto &d : dtypes)
-        if (d.dt == dt) return d.bits;
-    return 0;
+    const dtype_info *d = find(dt);
+    return d ? d->bits : 0;
 }
 
 bool is_integer(dtype dt) {
-    return dt == dtype::s32 || dt == dtype::s8 || dt == dtype::u8 || dt == dtype::s4 || dt == dtype::u4;
+    const dtype_info *d = find(dt);
+    return d && d->integer;
 }
+
+int64_t storage_bytes(dtype dt, int64_t elems) { return (elems * bits_of(dt) + 7) / 8; }
 
 uint16_t f32_to_bf16(float f) {
     uint32_t x;

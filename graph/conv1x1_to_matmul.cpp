@@ -143,9 +143,9 @@ private:
     std::string try_rewrite(node *c, bool *done) {
         if (c->kind == op::GroupConvolution) return "GroupConvolution (grouped) is not rewritten";
         const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
-        const etype T = c->out_type; // the activation type
-        if (T != etype::f32 && T != etype::f16 && T != etype::bf16)
-            return std::string("element type ") + to_string(T) + " is not f32, f16 or bf16";
+        const dtype T = c->out_type; // the activation type
+        if (T != dtype::f32 && T != dtype::f16 && T != dtype::bf16)
+            return std::string("element type ") + ir_name(T) + " is not f32, f16 or bf16";
         if (ws[2] != 1 || ws[3] != 1)
             return "kernel " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) + " is not 1x1";
         if (c->attr.strides != std::vector<int64_t>{1, 1}) return "stride " + to_string(c->attr.strides) + " is not 1";
@@ -238,8 +238,8 @@ private:
         }
         *done = true;
         std::ostringstream why;
-        why << "rewritten: activation=" << act_kind << (T != etype::f32 ? std::string(":") + to_string(T) : "")
-            << " weights=" << to_string(wq->out_type) << (wq->kind == op::Parameter ? "(Parameter)" : "")
+        why << "rewritten: activation=" << act_kind << (T != dtype::f32 ? std::string(":") + ir_name(T) : "")
+            << " weights=" << ir_name(wq->out_type) << (wq->kind == op::Parameter ? "(Parameter)" : "")
             << (b.reshape ? " group-wise" : " per-OC") << (b.sub ? " zp" : "") << (bias ? " bias" : "")
             << (cvt ? " convert" : "") << " output=" << out_kind;
         return why.str();
@@ -247,7 +247,7 @@ private:
 
     // Convert(Wq) [− Convert(ZP)] · Scale with the trailing unit dims removed
     // (2-D [OC,IC] per-OC, 3-D [OC,NG,GS] group-wise), then Reshape to [OC,IC].
-    node *rebuild_weights(const detail::decompression &b, int64_t OC, int64_t IC, etype T) {
+    node *rebuild_weights(const detail::decompression &b, int64_t OC, int64_t IC, dtype T) {
         node *wq = b.wq, *cw = b.cw, *mul = b.mul, *scale = b.scale;
         const shape_t &d = wq->out_shape;
         size_t keep = d.size();

@@ -115,7 +115,7 @@ void slice(const node &n, const tensor &x, tensor &o) {
 // ------------------------------------------------------------------- Pad
 shape_t pad_shape(const node &n, const shape_t &in) {
     const auto &a = n.attr;
-    const etype t = n.inputs[0]->out_type;
+    const dtype t = n.inputs[0]->out_type;
     if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
     const std::string &m = a.padding;
     if (m != "constant" && m != "edge" && m != "reflect" && m != "wrap")
@@ -123,7 +123,7 @@ shape_t pad_shape(const node &n, const shape_t &in) {
     if (a.pads_begin.size() != in.size() || a.pads_end.size() != in.size())
         bad(n, "pads_begin and pads_end need " + std::to_string(in.size()) + " values (one per dim)");
     if (is_integer(t) && to_type(t, a.pad_value) != a.pad_value)
-        bad(n, "value " + fmt_double(a.pad_value) + " is not a " + to_string(t) + " value");
+        bad(n, "value " + fmt_double(a.pad_value) + " is not a " + ir_name(t) + " value");
     shape_t out = in;
     for (size_t d = 0; d < in.size(); ++d) {
         const int64_t b = a.pads_begin[d], e = a.pads_end[d];
@@ -234,7 +234,7 @@ linear_tap linear_at(float c, int64_t in) {
 
 shape_t resize_shape(const node &n, const shape_t &in) {
     const auto &a = n.attr;
-    const etype t = n.inputs[0]->out_type;
+    const dtype t = n.inputs[0]->out_type;
     if (in.size() < 2) bad(n, "x must have rank 2 or more (the last two dims are resized), got " + to_string(in));
     if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
     if (a.resize_mode != "nearest" && a.resize_mode != "linear") bad(n, "mode must be nearest or linear");
@@ -320,7 +320,7 @@ void resize(const node &n, const tensor &x, tensor &o) {
             const float top = (1.f - tx.w) * r0[tx.i0] + tx.w * r0[tx.i1];
             const float bottom = (1.f - tx.w) * r1[tx.i0] + tx.w * r1[tx.i1];
             const float v = (1.f - ty.w) * top + ty.w * bottom;
-            if (o.type == etype::f32) std::memcpy(o.bytes.data() + (j * OW + c) * 4, &v, 4);
+            if (o.type == dtype::f32) std::memcpy(o.bytes.data() + (j * OW + c) * 4, &v, 4);
             else store(o.type, o.bytes.data(), j * OW + c, v);
         }
     });

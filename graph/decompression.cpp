@@ -15,11 +15,11 @@ bool fail_with(std::string *why, std::string what) {
 }
 
 bool f16_scale(const node *n) {
-    return n->kind == op::Convert && n->inputs[0]->kind == op::Constant && n->inputs[0]->out_type == etype::f16;
+    return n->kind == op::Convert && n->inputs[0]->kind == op::Constant && n->inputs[0]->out_type == dtype::f16;
 }
 
 // The scale's Constant when `n` is one in type T (or an f16 one converted to T).
-node *scale_of(node *n, etype T) {
+node *scale_of(node *n, dtype T) {
     if (n->kind == op::Constant && n->out_type == T) return n;
     if (f16_scale(n) && n->out_type == T) return n->inputs[0];
     return nullptr;
@@ -41,7 +41,7 @@ std::vector<node *> decompression::chain() const {
     return c;
 }
 
-bool match_decompression(node *w, etype T, decompression *d, std::string *why) {
+bool match_decompression(node *w, dtype T, decompression *d, std::string *why) {
     *d = decompression{};
     if (w->kind == op::Reshape) {
         d->reshape = w;
@@ -56,7 +56,7 @@ bool match_decompression(node *w, etype T, decompression *d, std::string *why) {
     if (!d->scale) {
         if (s->kind != op::Constant && !f16_scale(s))
             return fail_with(why, "scale is not a Constant (" + std::string(to_string(s->kind)) + ")");
-        return fail_with(why, std::string("scale is not ") + to_string(T) + " (nor Convert(f16 Constant))");
+        return fail_with(why, std::string("scale is not ") + ir_name(T) + " (nor Convert(f16 Constant))");
     }
     if (d->scale != s) d->cscale = s;
     if (x->kind == op::Subtract) {

@@ -35,7 +35,7 @@ struct decompression {
 // MatMul) in type T. On a mismatch returns false and, when `why` is given,
 // one line naming the first piece that differs ("scale is not a Constant
 // (Parameter)").
-bool match_decompression(node *w, etype T, decompression *d, std::string *why = nullptr);
+bool match_decompression(node *w, dtype T, decompression *d, std::string *why = nullptr);
 
 // The (n, group) → value table of a broadcast constant `c` (a scale or zero
 // point) against the decompression shape D, where row n spans K = elems(D)/N

@@ -18,14 +18,14 @@ float f16_to_f32(uint16_t h);
 inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
 
 // Range of an integer element type.
-int64_t type_min(etype t);
-int64_t type_max(etype t);
+int64_t type_min(dtype t);
+int64_t type_max(dtype t);
 // Rounds (half to even) and saturates a value into type t; floats: f16/bf16 rounding.
-double to_type(etype t, double v);
+double to_type(dtype t, double v);
 
 // Element i of packed storage as double / writes element i.
-double load(etype t, const uint8_t *base, int64_t i);
-void store(etype t, uint8_t *base, int64_t i, double v);
+double load(dtype t, const uint8_t *base, int64_t i);
+void store(dtype t, uint8_t *base, int64_t i, double v);
 
 // splitmix64: a portable generator (identical sequences on every platform).
 struct rng {
@@ -67,7 +67,7 @@ std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out);
 
 // dst = src (packed elements of type t, row-major dims `in`) with its dims
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/tensor.cpp).
-void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
+void permute(dtype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);
 
 // Slice (graph/data_movement.cpp): per dim of the input `in`, the first index
 // taken and the step, and the output shape; throws qconv::error naming the

@@ -40,7 +40,7 @@ struct fspan {
     size_t size() const { return n; }
 };
 struct ft {
-    etype type = etype::f32;
+    dtype type = dtype::f32;
     shape_t shape;
     fspan data;
     std::vector<float> own;
@@ -53,7 +53,7 @@ ft view(const tensor &t) {
     ft f;
     f.type = t.type;
     f.shape = t.shape;
-    if (t.type == etype::f32 && t.order == layout::plain) {
+    if (t.type == dtype::f32 && t.order == layout::plain) {
         f.data = {const_cast<float *>(t.f32()), static_cast<size_t>(t.elems())};
         return f;
     }
@@ -62,7 +62,7 @@ ft view(const tensor &t) {
     return f;
 }
 // A zero-filled f32 buffer of the given shape.
-ft scratch(etype type, const shape_t &s) {
+ft scratch(dtype type, const shape_t &s) {
     ft f;
     f.type = type;
     f.shape = s;
@@ -71,7 +71,7 @@ ft scratch(etype type, const shape_t &s) {
     return f;
 }
 ft out_view(tensor &o) {
-    if (o.type == etype::f32) {
+    if (o.type == dtype::f32) {
         ft f;
         f.type = o.type;
         f.shape = o.shape;
@@ -83,9 +83,9 @@ ft out_view(tensor &o) {
 // Rounds a kernel's f32 results into o's type (f16/bf16 nearest even;
 // integers half to even, saturated).
 void commit(const ft &f, tensor &o) {
-    if (o.type == etype::f32) return;
+    if (o.type == dtype::f32) return;
     uint8_t *b = o.bytes.data();
-    const etype t = o.type;
+    const dtype t = o.type;
     const int64_t n = static_cast<int64_t>(f.data.size());
     if (bits_of(t) == 4) {
         for (int64_t i = 0; i < n; ++i) detail::store(t, b, i, f.data[i]);
@@ -361,7 +361,7 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     std::vector<int64_t> z(s.data.size(), 0);
     if (zp)
         for (size_t c = 0; c < z.size(); ++c) z[c] = static_cast<int64_t>(zp->get(static_cast<int64_t>(c)));
-    const etype ot = o.type, xt = x.type;
+    const dtype ot = o.type, xt = x.type;
     uint8_t *y = o.bytes.data();
     // Fast paths of the common types (the same values as the general loops,
     // graph/glue_kernels.cpp): f32 → u8/i8 and u8/i8 → f32.
@@ -376,40 +376,40 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
         // NHWC on both sides (an f32 island of the graph: executor): per tensor
         // the same loops over the whole buffer; a DequantizeLinear per channel
         // takes the channel from the innermost dim.
-        if (n.kind == op::QuantizeLinear && x.type == etype::f32 && !per_axis && (ot == etype::u8 || ot == etype::i8)) {
+        if (n.kind == op::QuantizeLinear && x.type == dtype::f32 && !per_axis && (ot == dtype::u8 || ot == dtype::s8)) {
             qp.inner = total;
-            detail::quantize_f32(x.f32(), qp, ot == etype::u8, false, y);
+            detail::quantize_f32(x.f32(), qp, ot == dtype::u8, false, y);
             return;
         }
-        if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8) &&
+        if (n.kind == op::DequantizeLinear && o.type == dtype::f32 && (xt == dtype::u8 || xt == dtype::s8) &&
             x.shape.size() == 4 && (!per_axis || ax == 1)) {
-            if (per_axis) detail::dequantize_nhwc_f32(x.bytes.data(), qp, xt == etype::u8, o.f32());
+            if (per_axis) detail::dequantize_nhwc_f32(x.bytes.data(), qp, xt == dtype::u8, o.f32());
             else {
                 qp.inner = total;
-                detail::dequantize_to_f32(x.bytes.data(), qp, xt == etype::u8, false, o.f32());
+                detail::dequantize_to_f32(x.bytes.data(), qp, xt == dtype::u8, false, o.f32());
             }
             return;
         }
         fail(n.where(), "QDQ: unexpected NHWC operands");
     }
-    if (n.kind == op::QuantizeLinear && x.type == etype::f32 && x.order == layout::plain &&
-        (ot == etype::u8 || ot == etype::i8)) {
+    if (n.kind == op::QuantizeLinear && x.type == dtype::f32 && x.order == layout::plain &&
+        (ot == dtype::u8 || ot == dtype::s8)) {
         if (o.order == layout::nhwc) {
             // NCHW in, NHWC out (the first int8 convolution's source): the scale per tensor or per channel.
             qp.outer = x.shape[0];
             qp.C = x.shape[1];
             qp.inner = x.shape[2] * x.shape[3];
         }
-        detail::quantize_f32(x.f32(), qp, ot == etype::u8, o.order == layout::nhwc, y);
+        detail::quantize_f32(x.f32(), qp, ot == dtype::u8, o.order == layout::nhwc, y);
         return;
     }
-    if (n.kind == op::DequantizeLinear && o.type == etype::f32 && (xt == etype::u8 || xt == etype::i8)) {
+    if (n.kind == op::DequantizeLinear && o.type == dtype::f32 && (xt == dtype::u8 || xt == dtype::s8)) {
         if (x.order == layout::nhwc) {
             qp.outer = x.shape[0];
             qp.C = x.shape[1];
             qp.inner = x.shape[2] * x.shape[3];
         }
-        detail::dequantize_to_f32(x.bytes.data(), qp, xt == etype::u8, x.order == layout::nhwc, o.f32());
+        detail::dequantize_to_f32(x.bytes.data(), qp, xt == dtype::u8, x.order == layout::nhwc, o.f32());
         return;
     }
     if (x.order != layout::plain || o.order != layout::plain) fail(n.where(), "QDQ: unexpected layout");
@@ -716,7 +716,7 @@ void run_deconv_as_1x1(const convolution_f32 &c, const tensor &x, tensor &o, int
     const conv_desc &d = c.desc();
     const int64_t N = o.shape[0], OC = o.shape[1], OH = o.shape[2], OW = o.shape[3];
     const int64_t H = d.ih, W = d.iw, sh = OH / H, sw = OW / W;
-    if (x.type != etype::f32 || o.type != etype::f32 || d.oc != OC * sh * sw)
+    if (x.type != dtype::f32 || o.type != dtype::f32 || d.oc != OC * sh * sw)
         fail("convolution", "ConvTranspose as a 1x1 convolution: f32 operands of the planned shape");
     const tensor xn = x.order == layout::nhwc ? tensor() : x.to_layout(layout::nhwc);
     std::vector<float> y(static_cast<size_t>(N * H * W * d.oc));
@@ -738,7 +738,7 @@ void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int thre
     if (x.order == layout::nhwc || o.order == layout::nhwc) {
         // An f32 island kept NHWC (executor): the primitive's own layout on
         // the NHWC side, one tiled transpose on the other.
-        if (x.type != etype::f32 || o.type != etype::f32) fail("convolution", "NHWC operands must be f32");
+        if (x.type != dtype::f32 || o.type != dtype::f32) fail("convolution", "NHWC operands must be f32");
         const tensor xn = x.order == layout::nhwc ? tensor() : x.to_layout(layout::nhwc);
         const float *src = x.order == layout::nhwc ? x.f32() : xn.f32();
         if (o.order == layout::nhwc) {
@@ -768,17 +768,17 @@ void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) {
     p.OH = o.shape[2], p.OW = o.shape[3];
     p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
     p.PT = n.pads_b[0], p.PL = n.pads_b[1];
-    max_pool_nhwc_8bit(p, x.type == etype::i8, x.bytes.data(), o.bytes.data());
+    max_pool_nhwc_8bit(p, x.type == dtype::s8, x.bytes.data(), o.bytes.data());
 }
 
 // Whether QDQ reads or writes a 4-D u8/i8 tensor held NHWC itself (the
 // layout change fused into its loop): per tensor, or per channel (axis 1).
 bool qdq_takes_nhwc(const node &n) {
     const node &x = *n.inputs[0];
-    const bool q = n.kind == op::QuantizeLinear && x.out_type == etype::f32 &&
-                   (n.out_type == etype::u8 || n.out_type == etype::i8);
-    const bool dq = n.kind == op::DequantizeLinear && n.out_type == etype::f32 &&
-                    (x.out_type == etype::u8 || x.out_type == etype::i8);
+    const bool q = n.kind == op::QuantizeLinear && x.out_type == dtype::f32 &&
+                   (n.out_type == dtype::u8 || n.out_type == dtype::s8);
+    const bool dq = n.kind == op::DequantizeLinear && n.out_type == dtype::f32 &&
+                    (x.out_type == dtype::u8 || x.out_type == dtype::s8);
     const bool per_axis = elems_of(n.inputs[1]->out_shape) != 1;
     return (q || dq) && x.out_shape.size() == 4 && (!per_axis || axis_of(n.attr.axis, 4) == 1);
 }
@@ -859,13 +859,13 @@ shape_t nhwc_dims(const tensor &t) {
 }
 
 void eval_elementwise_nhwc(const node &n, const std::vector<const tensor *> &in, tensor &o) {
-    if (o.order != layout::nhwc || o.type != etype::f32) fail(n.where(), "NHWC elementwise: f32 NHWC output");
+    if (o.order != layout::nhwc || o.type != dtype::f32) fail(n.where(), "NHWC elementwise: f32 NHWC output");
     std::vector<ft> views(in.size());
     std::vector<const ft *> vin;
     for (size_t k = 0; k < in.size(); ++k) {
         const tensor &t = *in[k];
         views[k].shape = nhwc_dims(t);
-        if (t.type != etype::f32 || views[k].shape.empty())
+        if (t.type != dtype::f32 || views[k].shape.empty())
             fail(n.where(), "NHWC elementwise: input " + std::to_string(k) + " is not an f32 NHWC view");
         views[k].data = {const_cast<float *>(t.f32()), static_cast<size_t>(t.elems())};
         vin.push_back(&views[k]);
@@ -877,7 +877,7 @@ void eval_elementwise_nhwc(const node &n, const std::vector<const tensor *> &in,
 }
 
 bool reduce_mean_takes_nhwc(const node &n) {
-    if (n.kind != op::ReduceMean || n.out_type != etype::f32 || n.inputs[0]->out_type != etype::f32 ||
+    if (n.kind != op::ReduceMean || n.out_type != dtype::f32 || n.inputs[0]->out_type != dtype::f32 ||
         n.inputs[0]->out_shape.size() != 4)
         return false;
     std::vector<bool> red(4, false);
@@ -887,7 +887,7 @@ bool reduce_mean_takes_nhwc(const node &n) {
 
 void reduce_mean_hw_nhwc(const tensor &x, tensor &o) {
     const int64_t N = x.shape[0], C = x.shape[1], HW = x.shape[2] * x.shape[3];
-    if (x.order != layout::nhwc || x.type != etype::f32 || o.type != etype::f32 || o.elems() != N * C)
+    if (x.order != layout::nhwc || x.type != dtype::f32 || o.type != dtype::f32 || o.elems() != N * C)
         fail("ReduceMean", "NHWC mean: f32 [N, C, H, W] in NHWC, N·C outputs");
     const float *px = x.f32();
     float *y = o.f32();

@@ -51,7 +51,7 @@ std::string kernel_name(const node &n) {
     case op::Parameter: return "input";
     case op::Constant: return "constant";
     case op::Result: return "output";
-    case op::Convert: return std::string("graph:convert_") + to_string(n.out_type);
+    case op::Convert: return std::string("graph:convert_") + ir_name(n.out_type);
     case op::Subtract: return "graph:eltwise_sub";
     case op::Multiply: return "graph:eltwise_mul";
     case op::Add: return "graph:eltwise_add";
@@ -64,11 +64,11 @@ std::string kernel_name(const node &n) {
     case op::Relu: return "graph:relu";
     case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
     case op::FakeQuantize: return "graph:fake_quantize";
-    case op::QuantizeLinear: return std::string("graph:quantize_linear_") + to_string(n.out_type);
-    case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + to_string(n.inputs[0]->out_type);
+    case op::QuantizeLinear: return std::string("graph:quantize_linear_") + ir_name(n.out_type);
+    case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + ir_name(n.inputs[0]->out_type);
     case op::MaxPool:
         return n.inputs[0]->kind == op::QConvolution && is_integer(n.out_type)
-                   ? std::string("graph:max_pool_nhwc_") + to_string(n.out_type)
+                   ? std::string("graph:max_pool_nhwc_") + ir_name(n.out_type)
                    : "graph:max_pool";
     case op::AvgPool: return "graph:avg_pool";
     case op::ReduceMean: return "graph:reduce_mean";
@@ -88,15 +88,15 @@ std::string kernel_name(const node &n) {
     return "?";
 }
 
-dtype to_qconv(etype t) {
+dtype to_qconv(dtype t) {
     switch (t) {
-    case etype::f32: return dtype::f32;
-    case etype::f16: return dtype::f16;
-    case etype::bf16: return dtype::bf16;
-    case etype::u8: return dtype::u8;
-    case etype::i8: return dtype::s8;
-    case etype::u4: return dtype::u4;
-    case etype::i4: return dtype::s4;
+    case dtype::f32: return dtype::f32;
+    case dtype::f16: return dtype::f16;
+    case dtype::bf16: return dtype::bf16;
+    case dtype::u8: return dtype::u8;
+    case dtype::s8: return dtype::s8;
+    case dtype::u4: return dtype::u4;
+    case dtype::s4: return dtype::s4;
     default: return dtype::undef;
     }
 }
@@ -153,24 +153,24 @@ bool create_primitive(compressed *c, bool dq, matmul_pool *pool) {
         return false;
     }
     const matmul_desc &d = c->desc;
-    c->impl = name + " " + d.str() + " " + to_string(d.wei_dt) +
+    c->impl = name + " " + d.str() + " " + qconv::to_string(d.wei_dt) +
               (d.group ? " group" + std::to_string(d.group) : " per_oc") + " zp:" + to_string(d.zp) +
               (d.with_bias ? " bias" : "") + (d.scale_dt == dtype::f16 ? " scale:f16" : "") +
-              (d.src_dt != dtype::f32 ? std::string(" x:") + to_string(d.src_dt) : "");
+              (d.src_dt != dtype::f32 ? std::string(" x:") + qconv::to_string(d.src_dt) : "");
     return true;
 }
 
 bool recognize(const graph &g, node *mm, compressed *c) {
     if (mm->kind != op::MatMul || !mm->attr.transpose_b || mm->attr.transpose_a) return false;
     // The activation type T: f32, f16 or bf16 (X, Y and the decompression chain).
-    const etype T = mm->out_type;
-    if (T != etype::f32 && T != etype::f16 && T != etype::bf16) return false;
+    const dtype T = mm->out_type;
+    if (T != dtype::f32 && T != dtype::f16 && T != dtype::bf16) return false;
     if (mm->inputs[1]->out_shape.size() != 2) return false;
     const int64_t N = mm->inputs[1]->out_shape[0], K = mm->inputs[1]->out_shape[1];
     detail::decompression dc;
     if (!detail::match_decompression(mm->inputs[1], T, &dc)) return false;
     node *w = dc.mul, *s = dc.scale, *sub = dc.sub, *zp = dc.zp, *x = dc.cw, *q = dc.wq;
-    if (s->out_type == etype::f16) c->desc.scale_dt = dtype::f16;
+    if (s->out_type == dtype::f16) c->desc.scale_dt = dtype::f16;
     const dtype dt = to_qconv(q->out_type);
     if (dt != dtype::u8 && dt != dtype::s8 && dt != dtype::u4 && dt != dtype::s4) return false;
     const shape_t &D = x->out_shape; // the decompression shape
@@ -286,7 +286,7 @@ struct compiled_graph::state {
         }
         // t becomes a tensor of the given type, shape and layout on a spare
         // buffer of its size (contents: whatever was there) or a new one.
-        void take(tensor &t, etype type, const shape_t &shape, layout order) {
+        void take(tensor &t, dtype type, const shape_t &shape, layout order) {
             give(t);
             t.type = type;
             t.shape = shape;
@@ -349,18 +349,18 @@ namespace {
 // than detail::dequantize_mean_max_hw pixels (where the fold is exact).
 bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const std::vector<bool> &known,
                       const std::vector<tensor> &consts, const std::vector<int> &dq_in) {
-    if (dq.kind != op::DequantizeLinear || dq.out_type != etype::f32) return false;
-    const etype xt = dq.inputs[0]->out_type;
-    if (xt != etype::u8 && xt != etype::i8) return false;
+    if (dq.kind != op::DequantizeLinear || dq.out_type != dtype::f32) return false;
+    const dtype xt = dq.inputs[0]->out_type;
+    if (xt != dtype::u8 && xt != dtype::s8) return false;
     if (g.consumers(&dq).size() != 1) return false; // a Result reading dq is a consumer too
     for (size_t k = 1; k < dq_in.size(); ++k)
         if (!known[dq_in[k]] || consts[dq_in[k]].elems() != 1) return false;
     if (dq_in.size() > 2) { // a zero point within x's type: |x − zp| ≤ 255
         const double zp = consts[dq_in[2]].get(0);
-        if (zp < (xt == etype::u8 ? 0 : -128) || zp > (xt == etype::u8 ? 255 : 127)) return false;
+        if (zp < (xt == dtype::u8 ? 0 : -128) || zp > (xt == dtype::u8 ? 255 : 127)) return false;
     }
     const shape_t &x = dq.out_shape;
-    if (x.size() != 4 || mean.out_type != etype::f32 || elems_of(mean.out_shape) != x[0] * x[1]) return false;
+    if (x.size() != 4 || mean.out_type != dtype::f32 || elems_of(mean.out_shape) != x[0] * x[1]) return false;
     std::set<int64_t> axes;
     for (int64_t a : mean.attr.axes) axes.insert(a < 0 ? a + 4 : a);
     return axes == std::set<int64_t>{2, 3} && x[2] * x[3] <= detail::dequantize_mean_max_hw && x[2] * x[3] > 0;
@@ -374,11 +374,11 @@ bool dq_mean_foldable(const graph &g, const node &dq, const node &mean, const st
 // as the Add does).
 node *compiled_graph::state::f32_conv_bias(graph &g, node *n, const std::map<const node *, int> &slot, const state &S) {
     const auto cs = g.consumers(n);
-    if (cs.size() != 1 || cs[0]->kind != op::Add || n->out_type != etype::f32 || n->out_shape.size() != 4)
+    if (cs.size() != 1 || cs[0]->kind != op::Add || n->out_type != dtype::f32 || n->out_shape.size() != 4)
         return nullptr;
     node *a = cs[0];
     const node *b = a->inputs[0] == n ? a->inputs[1] : a->inputs[0];
-    if (a->inputs[0] == a->inputs[1] || a->out_shape != n->out_shape || b->out_type != etype::f32 ||
+    if (a->inputs[0] == a->inputs[1] || a->out_shape != n->out_shape || b->out_type != dtype::f32 ||
         !(S.known[slot.at(b)] || constant_subgraph(b, 0)))
         return nullptr;
     const shape_t &bs = b->out_shape;
@@ -440,7 +440,7 @@ std::shared_ptr<convolution_f32> compiled_graph::state::deconv_as_1x1(const node
 // NHWC op then broadcasts them along the matching dims of [N,H,W,C]
 // (detail::eval_elementwise_nhwc, the same operations on the same operands).
 bool compiled_graph::state::layout_free(const node *n) {
-    if (n->out_type != etype::f32 || n->out_shape.size() != 4) return false;
+    if (n->out_type != dtype::f32 || n->out_shape.size() != 4) return false;
     switch (n->kind) {
     case op::Relu:
     case op::Clamp:
@@ -452,7 +452,7 @@ bool compiled_graph::state::layout_free(const node *n) {
     case op::Divide:
         for (const node *i : n->inputs) {
             const shape_t &s = i->out_shape;
-            if (i->out_type != etype::f32 || s.size() > 4) return false;
+            if (i->out_type != dtype::f32 || s.size() > 4) return false;
             if (s == n->out_shape) continue;
             shape_t a(4 - s.size(), 1);
             a.insert(a.end(), s.begin(), s.end());
@@ -466,11 +466,11 @@ bool compiled_graph::state::layout_free(const node *n) {
 // An f32 op that moves NHWC values as they are: a 4-D nearest Resize (each
 // pixel's channels copied) or a Concat along C of 4-D values.
 bool compiled_graph::state::moves_nhwc(const node *n) {
-    if (n->out_type != etype::f32 || n->out_shape.size() != 4) return false;
+    if (n->out_type != dtype::f32 || n->out_shape.size() != 4) return false;
     if (n->kind == op::Resize) return n->attr.resize_mode == "nearest" && n->inputs[0]->out_shape.size() == 4;
     if (n->kind == op::Concat) {
         for (const node *i : n->inputs)
-            if (i->out_type != etype::f32 || i->out_shape.size() != 4) return false;
+            if (i->out_type != dtype::f32 || i->out_shape.size() != 4) return false;
         return n->attr.axis == 1 || n->attr.axis == -3;
     }
     return false;
@@ -509,12 +509,12 @@ void compiled_graph::state::mark_f32_islands(const graph &g, state &S, const std
     std::map<int, const node *> node_of;
     for (auto &st : S.steps) by_node[st.n] = &st;
     for (const auto &[nd, i] : slot) node_of[i] = nd;
-    auto conv_f32 = [](const state::step &st) { return (st.conv || st.conv_per_run) && st.n->out_type == etype::f32; };
+    auto conv_f32 = [](const state::step &st) { return (st.conv || st.conv_per_run) && st.n->out_type == dtype::f32; };
     // Steps in reverse order: an op's readers are decided before the op.
     for (auto it = S.steps.rbegin(); it != S.steps.rend(); ++it) {
         state::step &st = *it;
         const node *n = st.n;
-        const bool dq = n->kind == op::DequantizeLinear && n->out_type == etype::f32 && n->out_shape.size() == 4 &&
+        const bool dq = n->kind == op::DequantizeLinear && n->out_type == dtype::f32 && n->out_shape.size() == 4 &&
                         detail::qdq_takes_nhwc(*n);
         const bool moves = (layout_free(n) || moves_nhwc(n)) && !st.qconv && st.fused < 0;
         if (!(conv_f32(st) || dq || moves) || keep[st.out] || st.skip) continue;
@@ -636,11 +636,11 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             st.qconv = std::make_shared<qconv::convolution>(sp.p, reinterpret_cast<const int8_t *>(w.bytes.data()),
                                                             sp.p.with_bias ? sp.bias.data() : nullptr);
             impl = "qconv:" + st.qconv->impl_name() + " attr[" + std::to_string(st.qconv->attr_id()) + "] " +
-                   sp.p.desc.str() + " " + to_string(sp.p.src_dt) + "->" + to_string(sp.p.dst_dt) +
+                   sp.p.desc.str() + " " + qconv::to_string(sp.p.src_dt) + "->" + qconv::to_string(sp.p.dst_dt) +
                    " zp:" + to_string(sp.p.src_zp.effective_kind()) +
                    (sp.p.ops.empty() ? std::string() : " " + to_string(sp.p.ops));
         }
-        if (n->kind == op::ConvTranspose && S.known[in[1]] && n->out_type == etype::f32)
+        if (n->kind == op::ConvTranspose && S.known[in[1]] && n->out_type == dtype::f32)
             if ((st.deconv = state::deconv_as_1x1(*n, S.consts[in[1]])))
                 impl = st.deconv->impl_name() + " (ConvTranspose as a 1x1 convolution and its pixel blocks)";
         if ((n->kind == op::Convolution || n->kind == op::GroupConvolution) && !is_integer(n->out_type)) {
@@ -699,7 +699,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             st.in = dq.in;
             for (auto &[id, impl] : S.impls) {
                 if (id == dq.n->id) impl = "graph:dequantize_linear (read by " + st.n->id + ")";
-                if (id == st.n->id) impl = "graph:dequantize_mean_" + std::string(to_string(dq.n->inputs[0]->out_type));
+                if (id == st.n->id) impl = "graph:dequantize_mean_" + std::string(ir_name(dq.n->inputs[0]->out_type));
             }
         }
     }
@@ -718,7 +718,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
             for (int i : st.in)
                 if (last[i] == static_cast<int>(k) && !keep[i]) dying.insert(i);
             if (st.qconv && st.in.size() == 3 && dying.count(st.in[2]) && st.in[2] != st.in[0] &&
-                st.n->inputs[2]->out_type == st.n->out_type && st.n->out_type != etype::f32)
+                st.n->inputs[2]->out_type == st.n->out_type && st.n->out_type != dtype::f32)
                 st.in_place = st.in[2];
             st.frees.assign(dying.begin(), dying.end());
             if (st.n->kind == op::QuantizeLinear && detail::qdq_takes_nhwc(*st.n)) {
@@ -828,7 +828,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
         if (t.shape != pn.out_shape || static_cast<int64_t>(t.bytes.size()) != storage_bytes(t.type, t.elems()))
             fail("inputs", "Parameter '" + pn.id + "' expects " + to_string(pn.out_shape) + ", got " +
                                to_string(t.shape) + " with " + std::to_string(t.bytes.size()) + " bytes of " +
-                               to_string(t.type));
+                               ir_name(t.type));
         // The graph's boundary: the value in the Parameter's type (converted as
         // a Convert does when another type is given) and in plain layout; the
         // caller's tensor itself when it is both.
@@ -867,7 +867,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             A.take(y, c.mm->out_type, (c.bias_add ? c.bias_add : c.mm)->out_shape, layout::plain);
             if (x.elems() != c.rows * c.desc.k || x.type != y.type || x.order != layout::plain)
                 fail("inputs", "MatMul '" + c.mm->id + "' input has " + std::to_string(x.elems()) + " elements of " +
-                                   to_string(x.type));
+                                   ir_name(x.type));
             if (c.prim) {
                 run_compressed(*c.prim, x, y, c.rows, S.threads);
             } else {
@@ -891,7 +891,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             tensor &o = v[st.out];
             A.take(o, st.n->out_type, st.n->out_shape, layout::plain);
             const int32_t zp = ins.size() > 2 ? static_cast<int32_t>(ins[2]->get(0)) : 0;
-            detail::dequantize_mean(x.bytes.data(), x.type == etype::u8, x.order == layout::nhwc, sh[0], sh[1],
+            detail::dequantize_mean(x.bytes.data(), x.type == dtype::u8, x.order == layout::nhwc, sh[0], sh[1],
                                     sh[2] * sh[3], static_cast<float>(ins[1]->get(0)), zp, o.f32());
             return;
         }
@@ -911,7 +911,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
             exec_args a;
             a.threads = S.threads;
             tensor rn;
-            if (ins.size() == 3 && ins[2]->type == st.n->out_type && st.n->out_type != etype::f32) {
+            if (ins.size() == 3 && ins[2]->type == st.n->out_type && st.n->out_type != dtype::f32) {
                 // sum: the skip's integers are the destination's previous values
                 const tensor &r = *ins[2];
                 if (r.shape != st.n->out_shape) fail(st.n->where(), "QConvolution residual changed shape");
@@ -961,7 +961,7 @@ std::vector<tensor> compiled_graph::run_state(const state &S, const std::vector<
                                         std::to_string(k) + " has shape " + to_string(ins[k]->shape) + ", expected " +
                                         to_string(st.n->inputs[k]->out_shape));
         if (st.n->kind == op::MaxPool && ins[0]->order == layout::nhwc &&
-            (ins[0]->type == etype::u8 || ins[0]->type == etype::i8) && st.n->out_type == ins[0]->type) {
+            (ins[0]->type == dtype::u8 || ins[0]->type == dtype::s8) && st.n->out_type == ins[0]->type) {
             tensor &o = v[st.out];
             A.take(o, st.n->out_type, st.n->out_shape, layout::nhwc);
             detail::max_pool_nhwc_node(*st.n, *ins[0], o);
@@ -1011,7 +1011,7 @@ void check_run_memory(const graph &g) {
         if (!largest || elems_of(n->out_shape) > elems_of(largest->out_shape)) largest = n.get();
     if (!largest) return;
     impl::check_memory(run_bytes(g), largest->where(),
-                       "running the graph (largest tensor: '" + largest->id + "' " + to_string(largest->out_type) +
+                       "running the graph (largest tensor: '" + largest->id + "' " + ir_name(largest->out_type) +
                            to_string(largest->out_shape) + ", " +
                            impl::bytes_text(double(elems_of(largest->out_shape)) * 4) + " in f32)",
                        double(max_run_bytes), "the graph limit of " + impl::bytes_text(double(max_run_bytes)));

@@ -15,17 +15,6 @@ namespace qconv::graph {
 
 // ----------------------------------------------------------------- types
 namespace {
-struct etype_info {
-    etype t;
-    const char *name;
-    int bits;
-    bool integer;
-};
-constexpr etype_info etypes[] = {
-    {etype::f32, "f32", 32, false}, {etype::f16, "f16", 16, false}, {etype::bf16, "bf16", 16, false},
-    {etype::u8, "u8", 8, true},     {etype::i8, "i8", 8, true},     {etype::u4, "u4", 4, true},
-    {etype::i4, "i4", 4, true},     {etype::i32, "i32", 32, true},  {etype::i64, "i64", 64, true},
-};
 constexpr const char *op_names[] = {
     "Parameter",      "Constant",
     "Convert",        "Subtract",
@@ -47,28 +36,6 @@ constexpr const char *op_names[] = {
 };
 static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");
 } // namespace
-
-const char *to_string(etype t) {
-    for (const auto &e : etypes)
-        if (e.t == t) return e.name;
-    return "undef";
-}
-etype parse_etype(const std::string &s, const std::string &field) {
-    for (const auto &e : etypes)
-        if (s == e.name) return e.t;
-    fail(field, "unknown element type '" + s + "' (expected f32, f16, bf16, u8, i8, u4, i4, i32 or i64)");
-}
-int bits_of(etype t) {
-    for (const auto &e : etypes)
-        if (e.t == t) return e.bits;
-    return 0;
-}
-bool is_integer(etype t) {
-    for (const auto &e : etypes)
-        if (e.t == t) return e.integer;
-    return false;
-}
-int64_t storage_bytes(etype t, int64_t n) { return (n * bits_of(t) + 7) / 8; }
 
 std::string to_string(const shape_t &s) {
     std::string r = "[";
@@ -110,36 +77,36 @@ const char *to_string(pad_mode m) {
 namespace detail {
 uint16_t f32_to_f16(float f) { return qconv::f32_to_f16(f); }
 float f16_to_f32(uint16_t h) { return qconv::f16_to_f32(h); }
-int64_t type_min(etype t) {
+int64_t type_min(dtype t) {
     switch (t) {
-    case etype::u8:
-    case etype::u4: return 0;
-    case etype::i8: return -128;
-    case etype::i4: return -8;
-    case etype::i32: return std::numeric_limits<int32_t>::min();
-    case etype::i64: return std::numeric_limits<int64_t>::min();
+    case dtype::u8:
+    case dtype::u4: return 0;
+    case dtype::s8: return -128;
+    case dtype::s4: return -8;
+    case dtype::s32: return std::numeric_limits<int32_t>::min();
+    case dtype::s64: return std::numeric_limits<int64_t>::min();
     default: return 0;
     }
 }
-int64_t type_max(etype t) {
+int64_t type_max(dtype t) {
     switch (t) {
-    case etype::u8: return 255;
-    case etype::u4: return 15;
-    case etype::i8: return 127;
-    case etype::i4: return 7;
-    case etype::i32: return std::numeric_limits<int32_t>::max();
-    case etype::i64: return std::numeric_limits<int64_t>::max();
+    case dtype::u8: return 255;
+    case dtype::u4: return 15;
+    case dtype::s8: return 127;
+    case dtype::s4: return 7;
+    case dtype::s32: return std::numeric_limits<int32_t>::max();
+    case dtype::s64: return std::numeric_limits<int64_t>::max();
     default: return 0;
     }
 }
-double to_type(etype t, double v) {
-    if (t == etype::f32) return static_cast<float>(v);
-    if (t == etype::f16) return round_f16(static_cast<float>(v));
-    if (t == etype::bf16) return qconv::bf16_to_f32(qconv::f32_to_bf16(static_cast<float>(v)));
+double to_type(dtype t, double v) {
+    if (t == dtype::f32) return static_cast<float>(v);
+    if (t == dtype::f16) return round_f16(static_cast<float>(v));
+    if (t == dtype::bf16) return qconv::bf16_to_f32(qconv::f32_to_bf16(static_cast<float>(v)));
     if (std::isnan(v)) return 0;
     const double r = std::nearbyint(v); // default rounding mode: half to even
     // The largest double below 2^63 (double(INT64_MAX) rounds up to 2^63).
-    const double hi = t == etype::i64 ? 9223372036854774784.0 : double(type_max(t));
+    const double hi = t == dtype::s64 ? 9223372036854774784.0 : double(type_max(t));
     return std::min<double>(std::max<double>(r, double(type_min(t))), hi);
 }
 // Element i of an array of T stored unaligned in b.
@@ -154,40 +121,42 @@ void put(uint8_t *b, int64_t i, T v) {
     std::memcpy(b + static_cast<int64_t>(sizeof(T)) * i, &v, sizeof(T));
 }
 
-double load(etype t, const uint8_t *b, int64_t i) {
+double load(dtype t, const uint8_t *b, int64_t i) {
     switch (t) {
-    case etype::f32: return get<float>(b, i);
-    case etype::f16: return f16_to_f32(get<uint16_t>(b, i));
-    case etype::bf16: return qconv::bf16_to_f32(get<uint16_t>(b, i));
-    case etype::u8: return b[i];
-    case etype::i8: return static_cast<int8_t>(b[i]);
-    case etype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
-    case etype::i4: {
+    case dtype::f32: return get<float>(b, i);
+    case dtype::f16: return f16_to_f32(get<uint16_t>(b, i));
+    case dtype::bf16: return qconv::bf16_to_f32(get<uint16_t>(b, i));
+    case dtype::u8: return b[i];
+    case dtype::s8: return static_cast<int8_t>(b[i]);
+    case dtype::u4: return (b[i / 2] >> (4 * (i & 1))) & 0xF;
+    case dtype::s4: {
         int v = (b[i / 2] >> (4 * (i & 1))) & 0xF;
         return v >= 8 ? v - 16 : v;
     }
-    case etype::i32: return get<int32_t>(b, i);
-    case etype::i64: return static_cast<double>(get<int64_t>(b, i));
+    case dtype::s32: return get<int32_t>(b, i);
+    case dtype::s64: return static_cast<double>(get<int64_t>(b, i));
+    case dtype::undef: break;
     }
     return 0;
 }
-void store(etype t, uint8_t *b, int64_t i, double v) {
+void store(dtype t, uint8_t *b, int64_t i, double v) {
     v = to_type(t, v);
     switch (t) {
-    case etype::f32: put(b, i, static_cast<float>(v)); break;
-    case etype::f16: put(b, i, f32_to_f16(static_cast<float>(v))); break;
-    case etype::bf16: put(b, i, qconv::f32_to_bf16(static_cast<float>(v))); break;
-    case etype::u8: b[i] = static_cast<uint8_t>(v); break;
-    case etype::i8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
-    case etype::u4:
-    case etype::i4: {
+    case dtype::f32: put(b, i, static_cast<float>(v)); break;
+    case dtype::f16: put(b, i, f32_to_f16(static_cast<float>(v))); break;
+    case dtype::bf16: put(b, i, qconv::f32_to_bf16(static_cast<float>(v))); break;
+    case dtype::u8: b[i] = static_cast<uint8_t>(v); break;
+    case dtype::s8: b[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
+    case dtype::u4:
+    case dtype::s4: {
         const uint8_t nib = static_cast<uint8_t>(static_cast<int>(v) & 0xF);
         const int sh = 4 * (i & 1);
         b[i / 2] = static_cast<uint8_t>((b[i / 2] & ~(0xF << sh)) | (nib << sh));
         break;
     }
-    case etype::i32: put(b, i, static_cast<int32_t>(v)); break;
-    case etype::i64: put(b, i, static_cast<int64_t>(v)); break;
+    case dtype::s32: put(b, i, static_cast<int32_t>(v)); break;
+    case dtype::s64: put(b, i, static_cast<int64_t>(v)); break;
+    case dtype::undef: break;
     }
 }
 std::string fmt_double(double v) {
@@ -231,13 +200,13 @@ node *graph::add(op kind, std::vector<node *> inputs, attributes a, const std::s
     nodes_.push_back(std::move(n));
     return nodes_.back().get();
 }
-node *graph::parameter(etype t, shape_t s, const std::string &id) {
+node *graph::parameter(dtype t, shape_t s, const std::string &id) {
     attributes a;
     a.type = t;
     a.shape = std::move(s);
     return add(op::Parameter, {}, a, id);
 }
-node *graph::constant(etype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id) {
+node *graph::constant(dtype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id) {
     attributes a;
     a.type = t;
     a.shape = std::move(s);
@@ -249,12 +218,12 @@ node *graph::constant_f32(shape_t s, const std::vector<float> &v, const std::str
     auto d = std::make_shared<constant_data>();
     d->bytes.resize(v.size() * 4);
     std::memcpy(d->bytes.data(), v.data(), d->bytes.size());
-    return constant(etype::f32, std::move(s), d, id);
+    return constant(dtype::f32, std::move(s), d, id);
 }
 node *graph::constant_i64(const std::vector<int64_t> &v, const std::string &id) {
-    return constant_int(etype::i64, {static_cast<int64_t>(v.size())}, v, id);
+    return constant_int(dtype::s64, {static_cast<int64_t>(v.size())}, v, id);
 }
-node *graph::constant_int(etype t, shape_t s, const std::vector<int64_t> &v, const std::string &id) {
+node *graph::constant_int(dtype t, shape_t s, const std::vector<int64_t> &v, const std::string &id) {
     auto d = std::make_shared<constant_data>();
     d->bytes.assign(storage_bytes(t, static_cast<int64_t>(v.size())), 0);
     for (size_t i = 0; i < v.size(); ++i) detail::store(t, d->bytes.data(), i, static_cast<double>(v[i]));
@@ -509,10 +478,10 @@ void infer_transpose(node &n) {
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
-bool is_float(etype t) { return t == etype::f32 || t == etype::f16 || t == etype::bf16; }
+bool is_float(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
 void need_float(const node &n, size_t i, const char *what) {
     if (!is_float(n.inputs[i]->out_type))
-        bad(n, std::string(what) + " must be f32, f16 or bf16, got " + to_string(n.inputs[i]->out_type));
+        bad(n, std::string(what) + " must be f32, f16 or bf16, got " + ir_name(n.inputs[i]->out_type));
 }
 // An axis in [-rank, rank) (or [-rank, rank] with `inclusive`), normalized to [0, rank).
 int64_t norm_axis(const node &n, int64_t axis, size_t rank, const char *what, bool inclusive = false) {
@@ -527,7 +496,7 @@ void infer_pool(node &n) {
     need_inputs(n, 1);
     const shape_t &x = n.inputs[0]->out_shape;
     if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
-    if (n.inputs[0]->out_type == etype::u4 || n.inputs[0]->out_type == etype::i4) bad(n, "4-bit data is not supported");
+    if (n.inputs[0]->out_type == dtype::u4 || n.inputs[0]->out_type == dtype::s4) bad(n, "4-bit data is not supported");
     if (n.kind == op::AvgPool) need_float(n, 0, "data");
     const auto &a = n.attr;
     if (a.kernel.size() != 2) bad(n, "kernel needs 2 values (got " + to_string(a.kernel) + ")");
@@ -574,24 +543,24 @@ void infer_qconv(node &n) {
     }
     const conv_desc &d = sp.p.desc;
     const node &x = *n.inputs[0], &w = *n.inputs[1];
-    const etype st = sp.p.src_dt == dtype::u8 ? etype::u8 : etype::i8;
+    const dtype st = sp.p.src_dt == dtype::u8 ? dtype::u8 : dtype::s8;
     if (x.out_type != st || x.out_shape != shape_t{d.mb, d.ic, d.ih, d.iw})
-        bad(n, "source " + std::string(to_string(x.out_type)) + to_string(x.out_shape) + " does not match the problem");
-    if (w.out_type != etype::i8 || w.out_shape != shape_t{d.oc, d.icg(), d.kh, d.kw})
-        bad(n, "weights " + std::string(to_string(w.out_type)) + to_string(w.out_shape) + " do not match the problem");
+        bad(n, "source " + std::string(ir_name(x.out_type)) + to_string(x.out_shape) + " does not match the problem");
+    if (w.out_type != dtype::s8 || w.out_shape != shape_t{d.oc, d.icg(), d.kh, d.kw})
+        bad(n, "weights " + std::string(ir_name(w.out_type)) + to_string(w.out_shape) + " do not match the problem");
     const conv_desc o = sp.p.dst_desc();
     const shape_t ys{o.mb, o.oc, o.oh, o.ow};
     if (sp.residual != (n.inputs.size() == 3)) bad(n, "residual input and problem disagree");
-    if (sp.residual && !sp.sum && (n.inputs[2]->out_type != etype::f32 || n.inputs[2]->out_shape != ys))
+    if (sp.residual && !sp.sum && (n.inputs[2]->out_type != dtype::f32 || n.inputs[2]->out_shape != ys))
         bad(n, "residual must be f32" + to_string(ys));
     if (sp.sum && (n.inputs[2]->out_type != n.attr.type || n.inputs[2]->out_shape != ys))
-        bad(n, "sum residual must be " + std::string(to_string(n.attr.type)) + to_string(ys));
+        bad(n, "sum residual must be " + std::string(ir_name(n.attr.type)) + to_string(ys));
     const dtype dt = sp.p.dst_dt;
-    const etype ot = dt == dtype::u8    ? etype::u8
-                     : dt == dtype::s8  ? etype::i8
-                     : dt == dtype::s32 ? etype::i32
-                                        : etype::f32;
-    if (ot != n.attr.type) bad(n, "to=" + std::string(to_string(n.attr.type)) + " differs from the problem's dst");
+    const dtype ot = dt == dtype::u8    ? dtype::u8
+                     : dt == dtype::s8  ? dtype::s8
+                     : dt == dtype::s32 ? dtype::s32
+                                        : dtype::f32;
+    if (ot != n.attr.type) bad(n, "to=" + std::string(ir_name(n.attr.type)) + " differs from the problem's dst");
     n.out_type = ot;
     n.out_shape = ys;
 }
@@ -648,16 +617,16 @@ void infer_qdq(node &n) {
     if (q) {
         need_float(n, 0, "x");
         if (x.out_type != s.out_type)
-            bad(n, std::string("x and scale element types differ: ") + to_string(x.out_type) + " and " +
-                       to_string(s.out_type));
-        if (zp && zp->out_type != etype::u8 && zp->out_type != etype::i8)
-            bad(n, std::string("zero_point must be u8 or i8, got ") + to_string(zp->out_type));
+            bad(n, std::string("x and scale element types differ: ") + ir_name(x.out_type) + " and " +
+                       ir_name(s.out_type));
+        if (zp && zp->out_type != dtype::u8 && zp->out_type != dtype::s8)
+            bad(n, std::string("zero_point must be u8 or i8, got ") + ir_name(zp->out_type));
     } else {
-        if (x.out_type != etype::u8 && x.out_type != etype::i8 && x.out_type != etype::i32)
-            bad(n, std::string("x must be u8, i8 or i32, got ") + to_string(x.out_type));
+        if (x.out_type != dtype::u8 && x.out_type != dtype::s8 && x.out_type != dtype::s32)
+            bad(n, std::string("x must be u8, i8 or i32, got ") + ir_name(x.out_type));
         if (zp && zp->out_type != x.out_type)
-            bad(n, std::string("zero_point type ") + to_string(zp->out_type) + " differs from x's " +
-                       to_string(x.out_type));
+            bad(n,
+                std::string("zero_point type ") + ir_name(zp->out_type) + " differs from x's " + ir_name(x.out_type));
     }
     const int64_t ns = elems_of(s.out_shape);
     // One scale and one zero point in different one-element shapes ([] and
@@ -673,7 +642,7 @@ void infer_qdq(node &n) {
                        to_string(s.out_shape));
     }
     n.out_shape = x.out_shape;
-    n.out_type = q ? (zp ? zp->out_type : etype::u8) : s.out_type;
+    n.out_type = q ? (zp ? zp->out_type : dtype::u8) : s.out_type;
 }
 } // namespace
 
@@ -697,7 +666,7 @@ void infer_node(node &n, int64_t dynamic_value) {
         if (!n.data) bad(n, "has no data");
         const int64_t need = storage_bytes(n.attr.type, elems_of(n.attr.shape));
         if (static_cast<int64_t>(n.data->bytes.size()) != need)
-            bad(n, "holds " + std::to_string(n.data->bytes.size()) + " bytes, " + to_string(n.attr.type) +
+            bad(n, "holds " + std::to_string(n.data->bytes.size()) + " bytes, " + ir_name(n.attr.type) +
                        to_string(n.attr.shape) + " needs " + std::to_string(need));
         n.out_type = n.attr.type;
         n.out_shape = n.attr.shape;
@@ -715,8 +684,8 @@ void infer_node(node &n, int64_t dynamic_value) {
         need_inputs(n, 2);
         if (n.kind == op::Divide) need_float(n, 0, "a");
         if (n.inputs[0]->out_type != n.inputs[1]->out_type)
-            bad(n, std::string("element types differ: ") + to_string(n.inputs[0]->out_type) + " and " +
-                       to_string(n.inputs[1]->out_type));
+            bad(n, std::string("element types differ: ") + ir_name(n.inputs[0]->out_type) + " and " +
+                       ir_name(n.inputs[1]->out_type));
         n.out_shape = broadcast(n, n.inputs[0]->out_shape, n.inputs[1]->out_shape);
         n.out_type = n.inputs[0]->out_type;
         break;
@@ -731,8 +700,8 @@ void infer_node(node &n, int64_t dynamic_value) {
         shape_t o = n.inputs[0]->out_shape;
         for (size_t i = 1; i < 5; ++i) {
             if (n.inputs[i]->out_type != n.inputs[0]->out_type)
-                bad(n, std::string("input ") + std::to_string(i) + " has type " + to_string(n.inputs[i]->out_type) +
-                           ", x has " + to_string(n.inputs[0]->out_type));
+                bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(n.inputs[i]->out_type) +
+                           ", x has " + ir_name(n.inputs[0]->out_type));
             o = broadcast(n, o, n.inputs[i]->out_shape);
         }
         if (n.attr.levels < 2 || n.attr.levels > (int64_t(1) << 32))
@@ -772,8 +741,8 @@ void infer_node(node &n, int64_t dynamic_value) {
         for (size_t i = 1; i < n.inputs.size(); ++i) {
             const node &in = *n.inputs[i];
             if (in.out_type != f.out_type)
-                bad(n, std::string("input ") + std::to_string(i) + " has type " + to_string(in.out_type) +
-                           ", input 0 has " + to_string(f.out_type));
+                bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(in.out_type) +
+                           ", input 0 has " + ir_name(f.out_type));
             bool ok = in.out_shape.size() == o.size();
             for (size_t d = 0; ok && d < o.size(); ++d) ok = static_cast<int64_t>(d) == ax || in.out_shape[d] == o[d];
             if (!ok)

@@ -95,7 +95,7 @@ std::string qconv_spec::encode() const {
     std::ostringstream o;
     conv_desc d = p.desc;
     d.name.clear();
-    o << "desc=" << d.str() << ";src=" << to_string(p.src_dt) << ";dst=" << to_string(p.dst_dt) << ";zp=";
+    o << "desc=" << d.str() << ";src=" << qconv::to_string(p.src_dt) << ";dst=" << qconv::to_string(p.dst_dt) << ";zp=";
     const zero_point &z = p.src_zp;
     if (z.k == zero_point::kind::none) o << "none";
     else {
@@ -169,7 +169,7 @@ using detail::qconv_spec;
 // The quantization of an activation: value = (q − zp[c]) · scale, q stored as `type`.
 struct quant {
     node *q = nullptr; // the node holding the integers (may be created later)
-    etype type = etype::u8;
+    dtype type = dtype::u8;
     double scale = 0;
     std::vector<int32_t> zp; // 1 or C values (in the stored type's terms)
     // C values when the scale differs per channel (a DequantizeLinear axis=1
@@ -186,7 +186,7 @@ struct quant {
     }
 };
 
-bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type == etype::f32; }
+bool is_const_f32(const node *n) { return n->kind == op::Constant && n->out_type == dtype::f32; }
 
 // Values of a Constant broadcast against an NCHW tensor of C channels: 1
 // value, or C values along the channel dim ([C,1,1], [1,C,1,1]; with
@@ -265,10 +265,10 @@ std::string analyze_fq(const node *f, int64_t C, bool rank2, fq_info *r) {
     const bool tensor_zp = std::all_of(zi.begin(), zi.end(), [&](int32_t z) { return z == zi[0]; });
     if (tensor_zp) zi.resize(1);
     if (tensor_zp && zi[0] == 128) {
-        r->qt.type = etype::i8;
+        r->qt.type = dtype::s8;
         r->qt.zp = {0};
     } else {
-        r->qt.type = etype::u8;
+        r->qt.type = dtype::u8;
         r->qt.zp = zi;
     }
     return "";
@@ -384,7 +384,7 @@ private:
         node *add = single_consumer(dq);
         if (!add || add->kind != op::Add || add->inputs[0] == add->inputs[1]) return nullptr;
         node *other = add->inputs[0] == dq ? add->inputs[1] : add->inputs[0];
-        if (other->out_type != etype::f32 || other->out_shape != dq->out_shape || add->out_shape != dq->out_shape ||
+        if (other->out_type != dtype::f32 || other->out_shape != dq->out_shape || add->out_shape != dq->out_shape ||
             constant_of(other)->kind == op::Constant)
             return nullptr;
         return add;
@@ -428,7 +428,7 @@ private:
     static bool qdq_of(const node *a, quant *q) {
         if (a->kind != op::DequantizeLinear) return false;
         const node *x = a->inputs[0];
-        if ((x->out_type != etype::u8 && x->out_type != etype::i8) || !is_const_f32(a->inputs[1]) ||
+        if ((x->out_type != dtype::u8 && x->out_type != dtype::s8) || !is_const_f32(a->inputs[1]) ||
             elems_of(a->inputs[1]->out_shape) != 1)
             return false;
         if (a->inputs.size() > 2 && (a->inputs[2]->kind != op::Constant || elems_of(a->inputs[2]->out_shape) != 1))
@@ -448,14 +448,14 @@ private:
         if (a->kind != op::DequantizeLinear || a->inputs.size() < 3 || (a->attr.axis != 1 && a->attr.axis != -3))
             return false;
         const node *x = a->inputs[0], *s = a->inputs[1], *z = a->inputs[2];
-        if (x->out_type != etype::u8 || x->out_shape.size() != 4 || !is_const_f32(s) || z->kind != op::Constant)
+        if (x->out_type != dtype::u8 || x->out_shape.size() != 4 || !is_const_f32(s) || z->kind != op::Constant)
             return false;
         const int64_t C = x->out_shape[1], ns = elems_of(s->out_shape);
         if ((ns != 1 && ns != C) || elems_of(z->out_shape) != C) return false;
         for (int64_t i = 1; i < ns; ++i)
             if (s->value(i) != s->value(0)) return false;
         q->q = const_cast<node *>(x);
-        q->type = etype::u8;
+        q->type = dtype::u8;
         q->scale = static_cast<float>(s->value(0));
         q->zp.clear();
         for (int64_t i = 0; i < C; ++i) q->zp.push_back(static_cast<int32_t>(z->value(i)));
@@ -588,8 +588,8 @@ private:
         }
         if (a->kind == op::DequantizeLinear) {
             node *x = a->inputs[0];
-            if (x->out_type != etype::u8 && x->out_type != etype::i8)
-                return "activation: DequantizeLinear of " + std::string(to_string(x->out_type));
+            if (x->out_type != dtype::u8 && x->out_type != dtype::s8)
+                return "activation: DequantizeLinear of " + std::string(ir_name(x->out_type));
             if (!is_const_f32(a->inputs[1])) return "activation: DequantizeLinear scale is not an f32 Constant";
             const bool axis1 = a->attr.axis == 1 || a->attr.axis == -3;
             const auto s = per_channel(a->inputs[1], C, rank2_, true);
@@ -615,7 +615,7 @@ private:
                 q->zp.clear();
                 for (double v : z) q->zp.push_back(static_cast<int32_t>(v));
                 if (all_equal(z)) q->zp.resize(1);
-                if (q->zp.size() > 1 && q->type != etype::u8)
+                if (q->zp.size() > 1 && q->type != dtype::u8)
                     return "activation: per-channel zero points of an i8 source (the legacy mechanism takes u8)";
             }
             if (!(q->scale > 0)) return "activation: scale is not positive";
@@ -646,7 +646,7 @@ private:
         } else {
             return "weights are not dequantized i8/u8 (" + std::string(to_string(w->kind)) + ")";
         }
-        if (wq->kind != op::Constant || (wq->out_type != etype::i8 && wq->out_type != etype::u8))
+        if (wq->kind != op::Constant || (wq->out_type != dtype::s8 && wq->out_type != dtype::u8))
             return "weights: not an i8/u8 Constant";
         if (!is_const_f32(sc)) return "weights: scale is not an f32 Constant";
         if (zp) zp = constant_of(zp);
@@ -676,7 +676,7 @@ private:
         // The Constant's bytes read directly (25 M weights in a ResNet-50):
         // w − zp per output channel, which must stay in s8.
         const uint8_t *raw = wq->data->bytes.data();
-        const bool is_u8 = wq->out_type == etype::u8;
+        const bool is_u8 = wq->out_type == dtype::u8;
         for (int64_t oc = 0; oc < OC; ++oc) {
             const int zc = static_cast<int>(z[oc]);
             if (zc != z[oc]) return "weights: zero point is not an integer";
@@ -769,7 +769,7 @@ private:
         quant iq;
         qdq_of(single_consumer(u), &iq);
         w.flush_ss();
-        const double qlo = iq.type == etype::u8 ? 0 : -128, qhi = iq.type == etype::u8 ? 255 : 127;
+        const double qlo = iq.type == dtype::u8 ? 0 : -128, qhi = iq.type == dtype::u8 ? 255 : 127;
         p.ops.push_back(post_op::eltwise(eltwise_alg::linear, 1.f / static_cast<float>(iq.scale), 0.f));
         p.ops.push_back(post_op::eltwise(eltwise_alg::round));
         p.ops.push_back(post_op::eltwise(eltwise_alg::clip, static_cast<float>(qlo - iq.zp[0]),
@@ -829,7 +829,7 @@ private:
             w.stage = w.stage == 3 ? 4 : 2;
             return "";
         }
-        if (u->kind == op::Add && w.stage <= 3 && other->kind != op::Constant && other->out_type == etype::f32 &&
+        if (u->kind == op::Add && w.stage <= 3 && other->kind != op::Constant && other->out_type == dtype::f32 &&
             other->out_shape == ys && u->out_shape == ys && !w.residual) {
             w.flush_ss();
             w.residual = other;
@@ -844,10 +844,10 @@ private:
 
     std::string take_bias(node *u, node *other, int64_t OC, const shape_t &ys, chain_walk &w) {
         std::vector<double> b;
-        if (other->kind == op::Constant && other->out_type == etype::f32) {
+        if (other->kind == op::Constant && other->out_type == dtype::f32) {
             b = per_channel(other, OC, rank2_);
         } else if (other->kind == op::DequantizeLinear && other->inputs[0]->kind == op::Constant &&
-                   other->inputs[0]->out_type == etype::i32 && is_const_f32(other->inputs[1]) &&
+                   other->inputs[0]->out_type == dtype::s32 && is_const_f32(other->inputs[1]) &&
                    elems_of(other->inputs[1]->out_shape) == 1 && other->inputs.size() == 2) {
             // float(b) · s, as DequantizeLinear computes it
             const auto bi = per_channel(other->inputs[0], OC, rank2_, true);
@@ -888,7 +888,7 @@ private:
     // FakeQuantize as an fq post-op, a QuantizeLinear as linear / scale_shift,
     // round and the zero point. out_usable: why the output cannot feed a
     // lowered convolution ("" when it can).
-    std::string output_quantization(chain_walk &w, int64_t OC, const shape_t &ys, etype *dt, fq_info *of,
+    std::string output_quantization(chain_walk &w, int64_t OC, const shape_t &ys, dtype *dt, fq_info *of,
                                     std::string *out_usable) {
         conv_problem &p = w.sp.p;
         const node *out_q = w.out_q;
@@ -899,10 +899,10 @@ private:
                 if (out_q->attr.levels != 256 || of->il.empty() || of->ol.empty() || of->ih.empty() || of->oh.empty())
                     return "output: " + why;
                 *out_usable = why;
-                of->qt.type = etype::u8;
+                of->qt.type = dtype::u8;
             }
             *dt = of->qt.type;
-            const float lo = *dt == etype::u8 ? 0.f : -128.f, hi = *dt == etype::u8 ? 255.f : 127.f;
+            const float lo = *dt == dtype::u8 ? 0.f : -128.f, hi = *dt == dtype::u8 ? 255.f : 127.f;
             p.ops.push_back(post_op::fake_quantize(256, expand(of->il, of->il.size() == 1 ? 1 : OC),
                                                    expand(of->ih, of->ih.size() == 1 ? 1 : OC),
                                                    std::vector<float>(1, lo), std::vector<float>(1, hi)));
@@ -941,11 +941,11 @@ private:
     // post-op when it is integers of the destination's type; the two
     // rewrites of the chain (docs/graph.md): clamps left to the saturation,
     // the output scale folded.
-    void finish_problem(chain_walk &w, const quant &in, const std::vector<double> &sw, etype dt) {
+    void finish_problem(chain_walk &w, const quant &in, const std::vector<double> &sw, dtype dt) {
         conv_problem &p = w.sp.p;
         const int64_t IC = p.desc.ic, OC = p.desc.oc;
-        p.src_dt = in.type == etype::u8 ? dtype::u8 : dtype::s8;
-        p.dst_dt = dt == etype::u8 ? dtype::u8 : dtype::s8;
+        p.src_dt = in.type == dtype::u8 ? dtype::u8 : dtype::s8;
+        p.dst_dt = dt == dtype::u8 ? dtype::u8 : dtype::s8;
         if (in.zp.size() > 1) p.src_zp = zero_point::channel(in.zp);
         else if (in.zp[0] != 0) p.src_zp = zero_point::tensor(in.zp[0]);
         p.scales.resize(OC);
@@ -985,7 +985,7 @@ private:
     // The source integers of a FakeQuantize activation: FakeQuantize(x, il,
     // ih, qlo, qhi) → Convert, the integers j (u8) or j − 128 (s8).
     node *fq_source(quant &in, const node *in_fq) {
-        const float lo = in.type == etype::u8 ? 0.f : -128.f, hi = in.type == etype::u8 ? 255.f : 127.f;
+        const float lo = in.type == dtype::u8 ? 0.f : -128.f, hi = in.type == dtype::u8 ? 255.f : 127.f;
         node *f = const_cast<node *>(in_fq);
         attributes fa;
         fa.levels = 256;
@@ -1002,7 +1002,7 @@ private:
     // The QConvolution node in place of c and its chain: its readers read the
     // integers (a QuantizeLinear output) or their dequantization (a
     // FakeQuantize output).
-    void build(node *c, chain_walk &w, quant &in, const node *in_fq, const std::vector<int8_t> &w8, etype dt,
+    void build(node *c, chain_walk &w, quant &in, const node *in_fq, const std::vector<int8_t> &w8, dtype dt,
                const fq_info &of, const std::string &out_usable) {
         const conv_desc &d = w.sp.p.desc;
         const bool mm = c->kind == op::MatMul;
@@ -1010,7 +1010,7 @@ private:
         auto wd = std::make_shared<constant_data>();
         wd->bytes.assign(reinterpret_cast<const uint8_t *>(w8.data()),
                          reinterpret_cast<const uint8_t *>(w8.data()) + w8.size());
-        node *wn = g_.constant(etype::i8, {d.oc, d.icg(), d.kh, d.kw}, wd, g_.unique_id(c->id + "_w8"));
+        node *wn = g_.constant(dtype::s8, {d.oc, d.icg(), d.kh, d.kw}, wd, g_.unique_id(c->id + "_w8"));
         infer_node(*wn);
         attributes qa;
         qa.type = dt;
@@ -1037,9 +1037,9 @@ private:
         // Levels 0 … 254 go through the formula as in the graph; the top
         // level is above the input range and gives oh itself, as a
         // saturated input does in the graph (docs/semantics.md §10).
-        const float lo = dt == etype::u8 ? 0.f : -128.f, hi = dt == etype::u8 ? 254.5f : 126.5f;
+        const float lo = dt == dtype::u8 ? 0.f : -128.f, hi = dt == dtype::u8 ? 254.5f : 126.5f;
         attributes ca;
-        ca.type = etype::f32;
+        ca.type = dtype::f32;
         node *cv = add(op::Convert, {L}, ca, out_q->id + "_f32", out_q);
         attributes fa;
         fa.levels = 256;
@@ -1056,7 +1056,7 @@ private:
     // Matching (activation, weights, chain, output), the decision (the
     // problem validates), then the nodes.
     std::string try_lower(node *c, bool *done) {
-        if (c->out_type != etype::f32) return "element type is not f32";
+        if (c->out_type != dtype::f32) return "element type is not f32";
         if (g_.is_dynamic()) return "graph has a run-time dimension";
         rank2_ = c->kind == op::MatMul; // until try_lower returns
         const struct rank2_reset {
@@ -1076,7 +1076,7 @@ private:
         if (std::string why = weights(c->inputs[1], c->inputs[1]->out_shape, d.oc, &w8, &sw); !why.empty()) return why;
         if (std::string why = walk_chain(c, d.oc, w); !why.empty()) return why;
         w.flush_ss();
-        etype dt = etype::u8;
+        dtype dt = dtype::u8;
         fq_info of;
         std::string out_usable;
         if (std::string why = output_quantization(w, d.oc, c->out_shape, &dt, &of, &out_usable); !why.empty())
@@ -1085,8 +1085,8 @@ private:
         build(c, w, in, in_fq, w8, dt, of, out_usable);
         *done = true;
         std::ostringstream why;
-        why << "lowered: src=" << to_string(p.src_dt) << " zp=" << to_string(p.src_zp.effective_kind())
-            << (in_fq ? " (FakeQuantize)" : " (DequantizeLinear)") << " dst=" << to_string(p.dst_dt)
+        why << "lowered: src=" << qconv::to_string(p.src_dt) << " zp=" << to_string(p.src_zp.effective_kind())
+            << (in_fq ? " (FakeQuantize)" : " (DequantizeLinear)") << " dst=" << qconv::to_string(p.dst_dt)
             << " chain:" << w.text << " post_ops=" << to_string(p.ops);
         return why.str();
     }
@@ -1174,9 +1174,9 @@ namespace {
 // tensor or along axis 1, every scale positive and normal: nondecreasing in
 // the integer, and (q − z)·s / s rounds back to q − z.
 bool monotone_dequantize(const node *d) {
-    if (d->kind != op::DequantizeLinear || d->out_type != etype::f32 || d->inputs.size() < 2) return false;
+    if (d->kind != op::DequantizeLinear || d->out_type != dtype::f32 || d->inputs.size() < 2) return false;
     const node *x = d->inputs[0], *s = d->inputs[1];
-    if ((x->out_type != etype::u8 && x->out_type != etype::i8) || x->out_shape.size() != 4 || !is_const_f32(s) ||
+    if ((x->out_type != dtype::u8 && x->out_type != dtype::s8) || x->out_shape.size() != 4 || !is_const_f32(s) ||
         (d->inputs.size() > 2 && d->inputs[2]->kind != op::Constant))
         return false;
     const int64_t ns = elems_of(s->out_shape);
@@ -1196,7 +1196,7 @@ bool monotone_dequantize(const node *d) {
 int pool_and_requantize_on_integers(graph &g) {
     int n = 0;
     for (node *m : g.topo_order()) {
-        if (m->kind == op::MaxPool && m->out_type == etype::f32 && monotone_dequantize(m->inputs[0])) {
+        if (m->kind == op::MaxPool && m->out_type == dtype::f32 && monotone_dequantize(m->inputs[0])) {
             node *d = m->inputs[0];
             node *mp = g.add(op::MaxPool, {d->inputs[0]}, m->attr, g.unique_id(m->id + "_int8"));
             mp->rt_info = m->rt_info;

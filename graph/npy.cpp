@@ -72,14 +72,14 @@ tensor parse_npy(const void *data, size_t size, const std::string &what) {
     if (descr.size() < 3) fail(what, "descr '" + descr + "' is not supported");
     const char order = descr[0];
     const std::string kind = descr.substr(1);
-    etype t;
+    dtype t;
     int item;
-    if (kind == "f4") t = etype::f32, item = 4;
-    else if (kind == "f2") t = etype::f16, item = 2;
-    else if (kind == "u1") t = etype::u8, item = 1;
-    else if (kind == "i1") t = etype::i8, item = 1;
-    else if (kind == "i4") t = etype::i32, item = 4;
-    else if (kind == "i8") t = etype::i64, item = 8;
+    if (kind == "f4") t = dtype::f32, item = 4;
+    else if (kind == "f2") t = dtype::f16, item = 2;
+    else if (kind == "u1") t = dtype::u8, item = 1;
+    else if (kind == "i1") t = dtype::s8, item = 1;
+    else if (kind == "i4") t = dtype::s32, item = 4;
+    else if (kind == "i8") t = dtype::s64, item = 8;
     else fail(what, "descr '" + descr + "' is not supported (f4, f2, u1, i1, i4, i8)");
     if (order == '>' && item > 1) fail(what, "descr '" + descr + "' is big-endian (little-endian only)");
     if (order != '<' && order != '|' && !(order == '>' && item == 1))
@@ -138,15 +138,15 @@ void write_npy(const std::string &path, const tensor &t) {
     std::string descr;
     tensor v = t.to_layout(layout::plain);
     switch (t.type) {
-    case etype::f32: descr = "<f4"; break;
-    case etype::f16: descr = "<f2"; break;
-    case etype::u8: descr = "|u1"; break;
-    case etype::i8: descr = "|i1"; break;
-    case etype::i32: descr = "<i4"; break;
-    case etype::i64: descr = "<i8"; break;
+    case dtype::f32: descr = "<f4"; break;
+    case dtype::f16: descr = "<f2"; break;
+    case dtype::u8: descr = "|u1"; break;
+    case dtype::s8: descr = "|i1"; break;
+    case dtype::s32: descr = "<i4"; break;
+    case dtype::s64: descr = "<i8"; break;
     default:
         descr = "<f4";
-        v = tensor::from_values(etype::f32, t.shape, t.values());
+        v = tensor::from_values(dtype::f32, t.shape, t.values());
         break;
     }
     std::string shape = "(";

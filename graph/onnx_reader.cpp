@@ -81,23 +81,23 @@ std::string onnx_type_name(int t) {
     }
 }
 
-std::optional<etype> to_etype(int t) {
+std::optional<dtype> to_dtype(int t) {
     switch (t) {
-    case t_float: return etype::f32;
-    case t_float16: return etype::f16;
-    case t_bfloat16: return etype::bf16;
-    case t_uint8: return etype::u8;
-    case t_int8: return etype::i8;
-    case t_uint4: return etype::u4;
-    case t_int4: return etype::i4;
-    case t_int32: return etype::i32;
-    case t_int64: return etype::i64;
+    case t_float: return dtype::f32;
+    case t_float16: return dtype::f16;
+    case t_bfloat16: return dtype::bf16;
+    case t_uint8: return dtype::u8;
+    case t_int8: return dtype::s8;
+    case t_uint4: return dtype::u4;
+    case t_int4: return dtype::s4;
+    case t_int32: return dtype::s32;
+    case t_int64: return dtype::s64;
     default: return std::nullopt;
     }
 }
 const char *supported_types = "FLOAT, FLOAT16, BFLOAT16, UINT8, INT8, UINT4, INT4, INT32 or INT64";
 
-bool is_float(etype t) { return t == etype::f32 || t == etype::f16 || t == etype::bf16; }
+bool is_float(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
 
 // A name usable as a node id in the text format (letters, digits, _ . - / :).
 std::string id_of(const std::string &name) {
@@ -119,7 +119,7 @@ std::string quotable(const std::string &s) {
 
 // A decoded tensor: type, shape and packed IR storage.
 struct tensor_value {
-    etype type = etype::f32;
+    dtype type = dtype::f32;
     shape_t shape;
     std::shared_ptr<constant_data> data;
 };
@@ -133,7 +133,7 @@ public:
     tensor_value read(const pb::TensorProto &t, const std::string &field) const {
         tensor_value v;
         const int dt = t.data_type();
-        const auto et = to_etype(dt);
+        const auto et = to_dtype(dt);
         if (!et) fail(field, "element type " + onnx_type_name(dt) + " is not supported (" + supported_types + ")");
         v.type = *et;
         if (t.has_segment()) fail(field, "segmented tensors are not supported");
@@ -150,7 +150,7 @@ public:
         }
         if (t.has_raw_data()) {
             if (static_cast<int64_t>(t.raw_data().size()) != bytes)
-                fail(field, "raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, " + to_string(v.type) +
+                fail(field, "raw_data holds " + std::to_string(t.raw_data().size()) + " bytes, " + ir_name(v.type) +
                                 to_string(v.shape) + " needs " + std::to_string(bytes));
             out.assign(t.raw_data().begin(), t.raw_data().end());
             check_packed_padding(v, field);
@@ -158,25 +158,25 @@ public:
         }
         auto count = [&](int64_t have, int64_t want, const char *what) {
             if (have != want)
-                fail(field, std::string(what) + " holds " + std::to_string(have) + " values, " + to_string(v.type) +
+                fail(field, std::string(what) + " holds " + std::to_string(have) + " values, " + ir_name(v.type) +
                                 to_string(v.shape) + " needs " + std::to_string(want));
         };
         out.assign(bytes, 0);
         switch (v.type) {
-        case etype::f32:
+        case dtype::f32:
             count(t.float_data_size(), n, "float_data");
             std::memcpy(out.data(), t.float_data().data(), bytes);
             break;
-        case etype::i64:
+        case dtype::s64:
             count(t.int64_data_size(), n, "int64_data");
             std::memcpy(out.data(), t.int64_data().data(), bytes);
             break;
-        case etype::i32:
+        case dtype::s32:
             count(t.int32_data_size(), n, "int32_data");
             std::memcpy(out.data(), t.int32_data().data(), bytes);
             break;
-        case etype::f16:
-        case etype::bf16:
+        case dtype::f16:
+        case dtype::bf16:
             // int32_data holds the 16-bit patterns, one per entry.
             count(t.int32_data_size(), n, "int32_data");
             for (int64_t i = 0; i < n; ++i) {
@@ -186,19 +186,19 @@ public:
                 std::memcpy(out.data() + 2 * i, &h, 2);
             }
             break;
-        case etype::u8:
-        case etype::i8:
+        case dtype::u8:
+        case dtype::s8:
             count(t.int32_data_size(), n, "int32_data");
             for (int64_t i = 0; i < n; ++i) {
                 const int32_t x = t.int32_data(static_cast<int>(i));
                 if (x < detail::type_min(v.type) || x > detail::type_max(v.type))
                     fail(field, "int32_data[" + std::to_string(i) + "] = " + std::to_string(x) + " is outside " +
-                                    to_string(v.type));
+                                    ir_name(v.type));
                 out[i] = static_cast<uint8_t>(x);
             }
             break;
-        case etype::u4:
-        case etype::i4:
+        case dtype::u4:
+        case dtype::s4:
             // int32_data holds the packed bytes (two elements each, the first in the low nibble).
             count(t.int32_data_size(), bytes, "int32_data (packed bytes)");
             for (int64_t i = 0; i < bytes; ++i) {
@@ -208,6 +208,7 @@ public:
             }
             check_packed_padding(v, field);
             break;
+        case dtype::undef: fail(field, "has no element type");
         }
         return v;
     }
@@ -436,7 +437,7 @@ private:
         else infer_node(*r);
         return r;
     }
-    node *scalar(const onnx_node &n, etype t, double x, const std::string &suffix) {
+    node *scalar(const onnx_node &n, dtype t, double x, const std::string &suffix) {
         tensor_value v;
         v.type = t;
         v.shape = {};
@@ -687,7 +688,7 @@ void reader::read_inputs() {
         if (values_.count(in.name())) fail(field, "defined twice");
         if (!in.type().has_tensor_type()) fail(field, "only tensor inputs are supported");
         const auto &tt = in.type().tensor_type();
-        const auto et = to_etype(tt.elem_type());
+        const auto et = to_dtype(tt.elem_type());
         if (!et)
             fail(field,
                  "element type " + onnx_type_name(tt.elem_type()) + " is not supported (" + supported_types + ")");
@@ -991,7 +992,7 @@ node *reader::conv_ir(const onnx_node &n, node *x, node *w, const dequantize_inf
         n.fail_input(0, "only 2-D convolutions are supported (NCHW, rank 4), got " + to_string(x->out_shape));
     if (w->out_shape.size() != 4) n.fail_input(wi, "weights must be rank 4 (OIHW), got " + to_string(w->out_shape));
     if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
     const attributes a = window_attrs(n);
     const shape_t ws = w->out_shape;
     if (n.has("kernel_shape")) {
@@ -1067,7 +1068,7 @@ void reader::conv_transpose(const onnx_node &n) {
     if (w->out_shape.size() != 4)
         n.fail_input(1, "weights must be rank 4 ([C, OC/group, KH, KW]), got " + to_string(w->out_shape));
     if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
     if (n.has("output_shape")) n.fail_attr("output_shape", "is not supported (pads and output_padding are)");
     const std::string ap = n.get_string("auto_pad", "NOTSET");
     if (ap != "NOTSET" && ap != "VALID") n.fail_attr("auto_pad", "'" + ap + "' is not supported (NOTSET, VALID)");
@@ -1106,12 +1107,12 @@ void reader::pow(const onnx_node &n) {
     n.known_attrs({});
     node *x = value(n, 0);
     if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
     const tensor_value *e = constant_of(n, 1);
     if (!e) n.fail_input(1, "must be a constant (the exponent)");
     if (elems_of(e->shape) != 1 || e->shape.size() > x->out_shape.size())
         n.fail_input(1, "must be one value that does not broadcast x, got " + to_string(e->shape));
-    const double v = e->type == etype::i64 ? double(i64_at(*e, 0)) : at(*e, 0);
+    const double v = e->type == dtype::s64 ? double(i64_at(*e, 0)) : at(*e, 0);
     if (v == 2) define(n, 0, add(n, op::Multiply, {x, x}));
     else if (v == 1) values_[n.p.output(0)] = x;
     else n.fail_input(1, "exponent " + detail::fmt_double(v) + " is not supported (2: x·x, 1: x)");
@@ -1122,8 +1123,8 @@ void reader::gemm(const onnx_node &n) {
     node *A = value(n, 0), *B = value(n, 1);
     if (A->out_shape.size() != 2) n.fail_input(0, "must be rank 2, got " + to_string(A->out_shape));
     if (B->out_shape.size() != 2) n.fail_input(1, "must be rank 2, got " + to_string(B->out_shape));
-    const etype T = A->out_type;
-    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const dtype T = A->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + ir_name(T) + " is not floating point");
     attributes a;
     const int64_t ta = n.get_int("transA", 0), tb = n.get_int("transB", 0);
     if (ta != 0 && ta != 1) n.fail_attr("transA", "must be 0 or 1");
@@ -1141,7 +1142,7 @@ void reader::gemm(const onnx_node &n) {
         if (beta != 1.f) {
             if (const tensor_value *c = constant_of(n, 2)) {
                 if (c->type != T)
-                    n.fail_input(2, std::string("element type ") + to_string(c->type) + " differs from A's");
+                    n.fail_input(2, std::string("element type ") + ir_name(c->type) + " differs from A's");
                 tensor_value v = *c;
                 v.data = std::make_shared<constant_data>(*c->data);
                 for (int64_t i = 0; i < elems_of(v.shape); ++i)
@@ -1161,14 +1162,14 @@ void reader::gemm(const onnx_node &n) {
 node *reader::compressed_matmul(const onnx_node &n, node *x, const tensor_value &wq, const tensor_value *zp,
                                 const tensor_value &scale, int64_t N, int64_t K) {
     const std::string out = n.p.output(0);
-    const etype T = scale.type;
+    const dtype T = scale.type;
     attributes to;
     to.type = T;
     node *q = constant(&n, wq, out + "_wq");
-    node *d = add(n, op::Convert, {q}, to, "_wq_" + std::string(to_string(T)));
+    node *d = add(n, op::Convert, {q}, to, "_wq_" + std::string(ir_name(T)));
     if (zp) {
         node *z = constant(&n, *zp, out + "_zp");
-        node *cz = add(n, op::Convert, {z}, to, "_zp_" + std::string(to_string(T)));
+        node *cz = add(n, op::Convert, {z}, to, "_zp_" + std::string(ir_name(T)));
         d = add(n, op::Subtract, {d, cz}, {}, "_wq_centered");
     }
     node *s = constant(&n, scale, out + "_scale");
@@ -1244,24 +1245,24 @@ void reader::matmul_nbits(const onnx_node &n) {
     if (n.p.input_size() > 4 && !n.p.input(4).empty()) n.fail_input(4, "g_idx (act-order) is not supported");
     if (n.inputs() > 6) n.fail("has " + std::to_string(n.inputs()) + " inputs (at most 6)");
     node *A = value(n, 0);
-    const etype T = A->out_type;
-    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const dtype T = A->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + ir_name(T) + " is not floating point");
     if (A->out_shape.size() < 2 || A->out_shape.back() != K)
         n.fail_input(0, "must be [..., " + std::to_string(K) + "], got " + to_string(A->out_shape));
     const int64_t NG = K / bs, blob = bs * bits / 8;
     const tensor_value &B = need_constant(n, 1, "the packed weights");
-    if (B.type != etype::u8 || B.shape != shape_t{N, NG, blob})
+    if (B.type != dtype::u8 || B.shape != shape_t{N, NG, blob})
         n.fail_input(1, "must be u8[" + std::to_string(N) + "," + std::to_string(NG) + "," + std::to_string(blob) +
-                            "], got " + to_string(B.type) + to_string(B.shape));
+                            "], got " + ir_name(B.type) + to_string(B.shape));
     // Elements in B's byte order: row n, block g, element j — the low nibble first.
     tensor_value wq;
-    wq.type = bits == 4 ? etype::u4 : etype::u8;
+    wq.type = bits == 4 ? dtype::u4 : dtype::u8;
     wq.shape = NG > 1 ? shape_t{N, NG, bs} : shape_t{N, K};
     wq.data = B.data;
     const tensor_value &S = need_constant(n, 2, "the scales");
     if (S.type != T || elems_of(S.shape) != N * NG)
-        n.fail_input(2, "must hold " + std::to_string(N * NG) + " " + to_string(T) + " values, got " +
-                            to_string(S.type) + to_string(S.shape));
+        n.fail_input(2, "must hold " + std::to_string(N * NG) + " " + ir_name(T) + " values, got " + ir_name(S.type) +
+                            to_string(S.shape));
     const shape_t gshape = NG > 1 ? shape_t{N, NG, 1} : shape_t{N, 1};
     tensor_value scale = S;
     scale.shape = gshape;
@@ -1273,7 +1274,7 @@ void reader::matmul_nbits(const onnx_node &n) {
         zp.shape = gshape;
         zp.data->bytes.assign(storage_bytes(zp.type, N * NG), 0);
         const int64_t row_bytes = (NG * bits + 7) / 8;
-        if (Z->type == etype::u8 && elems_of(Z->shape) == N * row_bytes) {
+        if (Z->type == dtype::u8 && elems_of(Z->shape) == N * row_bytes) {
             for (int64_t r = 0; r < N; ++r)
                 for (int64_t g = 0; g < NG; ++g) {
                     const uint8_t byte = Z->data->bytes[r * row_bytes + (bits == 4 ? g / 2 : g)];
@@ -1289,8 +1290,8 @@ void reader::matmul_nbits(const onnx_node &n) {
                 detail::store(zp.type, zp.data->bytes.data(), i, v);
             }
         } else {
-            n.fail_input(3, "must be u8[" + std::to_string(N * row_bytes) + "] (packed) or " + to_string(T) + "[" +
-                                std::to_string(N * NG) + "], got " + to_string(Z->type) + to_string(Z->shape));
+            n.fail_input(3, "must be u8[" + std::to_string(N * row_bytes) + "] (packed) or " + ir_name(T) + "[" +
+                                std::to_string(N * NG) + "], got " + ir_name(Z->type) + to_string(Z->shape));
         }
     } else {
         if (n.p.input_size() > 3 && !n.p.input(3).empty()) n.fail_input(3, "must be a constant");
@@ -1301,8 +1302,8 @@ void reader::matmul_nbits(const onnx_node &n) {
     const tensor_value *bias = constant_of(n, 5);
     if (n.p.input_size() > 5 && !n.p.input(5).empty() && !bias) n.fail_input(5, "bias must be a constant");
     if (bias && (bias->type != T || elems_of(bias->shape) != N))
-        n.fail_input(5, "bias must hold " + std::to_string(N) + " " + to_string(T) + " values, got " +
-                            to_string(bias->type) + to_string(bias->shape));
+        n.fail_input(5, "bias must hold " + std::to_string(N) + " " + ir_name(T) + " values, got " +
+                            ir_name(bias->type) + to_string(bias->shape));
     node *y = compressed_matmul(n, A, wq, &zp, scale, N, K);
     if (bias) {
         tensor_value b = *bias;
@@ -1316,18 +1317,17 @@ void reader::matmul_nbits(const onnx_node &n) {
 
 node *reader::dequant_chain(const onnx_node &n, const dequantize_info &d, const shape_t &qs, const shape_t &ss,
                             const std::string &name, const std::string &suffix) {
-    const etype T = d.scale.type;
+    const dtype T = d.scale.type;
     attributes to;
     to.type = T;
     tensor_value q = d.x, sc = d.scale;
     q.shape = qs;
     sc.shape = ss;
-    node *y = add(n, op::Convert, {constant(&n, q, name + "_q")}, to, suffix + "_" + std::string(to_string(T)));
+    node *y = add(n, op::Convert, {constant(&n, q, name + "_q")}, to, suffix + "_" + std::string(ir_name(T)));
     if (d.zp) {
         tensor_value z = *d.zp;
         z.shape = ss;
-        node *cz =
-            add(n, op::Convert, {constant(&n, z, name + "_zp")}, to, suffix + "_zp_" + std::string(to_string(T)));
+        node *cz = add(n, op::Convert, {constant(&n, z, name + "_zp")}, to, suffix + "_zp_" + std::string(ir_name(T)));
         y = add(n, op::Subtract, {y, cz}, {}, suffix + "_centered");
     }
     return add(n, op::Multiply, {y, constant(&n, sc, name + "_scale")}, {}, suffix);
@@ -1345,7 +1345,7 @@ node *reader::dequant_act(const onnx_node &n, node *x, node *scale, node *zp, in
 // activations: per tensor (one value) or per axis (1-D, x.shape[axis] values).
 void check_qdq_params(const onnx_node &n, const node *x, const node *s, const node *z, int si, int zi, int64_t axis) {
     if (!is_float(s->out_type))
-        n.fail_input(si, std::string("element type ") + to_string(s->out_type) + " is not floating point");
+        n.fail_input(si, std::string("element type ") + ir_name(s->out_type) + " is not floating point");
     const int64_t r = static_cast<int64_t>(x->out_shape.size());
     if (elems_of(s->out_shape) != 1) {
         if (axis < -r || axis >= r) n.fail_attr("axis", std::to_string(axis) + " is outside rank " + std::to_string(r));
@@ -1370,29 +1370,29 @@ void reader::dequantize(const onnx_node &n) {
         if (n.get_int("block_size", 0) != 0)
             n.fail_attr("block_size", "blocked DequantizeLinear of activations (input 0 is not a constant) is not "
                                       "supported; constant weights are read");
-        if (x->out_type != etype::u8 && x->out_type != etype::i8 && x->out_type != etype::i32)
-            n.fail_input(0, std::string("element type ") + to_string(x->out_type) +
+        if (x->out_type != dtype::u8 && x->out_type != dtype::s8 && x->out_type != dtype::s32)
+            n.fail_input(0, std::string("element type ") + ir_name(x->out_type) +
                                 " is not supported for activations (u8, i8, i32)");
         if (z && z->out_type != x->out_type)
-            n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " differs from x's");
+            n.fail_input(2, std::string("element type ") + ir_name(z->out_type) + " differs from x's");
         const int64_t axis = n.get_int("axis", 1);
         check_qdq_params(n, x, s, z, 1, 2, axis);
         define(n, 0, dequant_act(n, x, s, z, axis, ""));
         return;
     }
     const tensor_value &x = *xc;
-    if (x.type != etype::u8 && x.type != etype::i8 && x.type != etype::u4 && x.type != etype::i4 &&
-        x.type != etype::i32)
-        n.fail_input(0, std::string("element type ") + to_string(x.type) + " is not supported (u8, i8, u4, i4, i32)");
+    if (x.type != dtype::u8 && x.type != dtype::s8 && x.type != dtype::u4 && x.type != dtype::s4 &&
+        x.type != dtype::s32)
+        n.fail_input(0, std::string("element type ") + ir_name(x.type) + " is not supported (u8, i8, u4, i4, i32)");
     if (bits_of(x.type) == 4 && opset_ < 21)
         n.fail_input(0, "4-bit DequantizeLinear needs opset 21 (the model imports " + std::to_string(opset_) + ")");
     const tensor_value &scale = need_constant(n, 1, "the scale");
     if (!is_float(scale.type))
-        n.fail_input(1, std::string("element type ") + to_string(scale.type) + " is not floating point");
+        n.fail_input(1, std::string("element type ") + ir_name(scale.type) + " is not floating point");
     const tensor_value *zp = constant_of(n, 2);
     if (n.p.input_size() > 2 && !n.p.input(2).empty() && !zp) n.fail_input(2, "must be a constant");
     if (zp && zp->type != x.type)
-        n.fail_input(2, std::string("element type ") + to_string(zp->type) + " differs from x's");
+        n.fail_input(2, std::string("element type ") + ir_name(zp->type) + " differs from x's");
     if (zp && zp->shape != scale.shape && !(elems_of(zp->shape) == 1 && elems_of(scale.shape) == 1))
         n.fail_input(2, "shape " + to_string(zp->shape) + " differs from the scale's " + to_string(scale.shape));
     if (n.has("block_size") && opset_ < 21)
@@ -1435,13 +1435,12 @@ void reader::dequantize(const onnx_node &n) {
         s.shape = ss;
         if (z) z->shape = ss;
     }
-    const etype T = scale.type;
+    const dtype T = scale.type;
     attributes to;
     to.type = T;
-    node *y = add(n, op::Convert, {constant(&n, wq, n.p.input(0) + "_q")}, to, "_" + std::string(to_string(T)));
+    node *y = add(n, op::Convert, {constant(&n, wq, n.p.input(0) + "_q")}, to, "_" + std::string(ir_name(T)));
     if (z) {
-        node *cz =
-            add(n, op::Convert, {constant(&n, *z, n.p.input(0) + "_zp")}, to, "_zp_" + std::string(to_string(T)));
+        node *cz = add(n, op::Convert, {constant(&n, *z, n.p.input(0) + "_zp")}, to, "_zp_" + std::string(ir_name(T)));
         y = add(n, op::Subtract, {y, cz}, {}, "_centered");
     }
     y = add(n, op::Multiply, {y, constant(&n, s, n.p.input(0) + "_scale")}, {}, block ? "_blocks" : "");
@@ -1468,28 +1467,28 @@ void reader::quantize(const onnx_node &n) {
     // saturate concerns float8 outputs only; the u8/i8 outputs read here always saturate.
     n.get_int("saturate", 1);
     if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
     if (s->out_type != x->out_type)
-        n.fail_input(1, std::string("element type ") + to_string(s->out_type) + " differs from x's " +
-                            to_string(x->out_type));
-    if (z && z->out_type != etype::u8 && z->out_type != etype::i8)
-        n.fail_input(2, std::string("element type ") + to_string(z->out_type) + " is not supported (u8, i8)");
+        n.fail_input(1,
+                     std::string("element type ") + ir_name(s->out_type) + " differs from x's " + ir_name(x->out_type));
+    if (z && z->out_type != dtype::u8 && z->out_type != dtype::s8)
+        n.fail_input(2, std::string("element type ") + ir_name(z->out_type) + " is not supported (u8, i8)");
     const int64_t axis = n.get_int("axis", 1);
     check_qdq_params(n, x, s, z, 1, 2, axis);
     if (n.has("output_dtype")) {
         const int64_t dt = n.get_int("output_dtype", 0);
-        const auto et = to_etype(static_cast<int>(dt));
-        if (dt != 0 && et != etype::u8 && et != etype::i8)
+        const auto et = to_dtype(static_cast<int>(dt));
+        if (dt != 0 && et != dtype::u8 && et != dtype::s8)
             n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " is not supported (UINT8, INT8)");
         if (dt != 0 && z && z->out_type != *et)
             n.fail_attr("output_dtype", onnx_type_name(static_cast<int>(dt)) + " differs from the zero point's type");
-        if (dt != 0 && !z && *et == etype::i8) {
+        if (dt != 0 && !z && *et == dtype::s8) {
             // The IR's QuantizeLinear takes its output type from the zero point: a zero i8 one.
             tensor_value zv;
-            zv.type = etype::i8;
+            zv.type = dtype::s8;
             zv.shape = s->out_shape;
             zv.data = std::make_shared<constant_data>();
-            zv.data->bytes.assign(storage_bytes(etype::i8, elems_of(zv.shape)), 0);
+            zv.data->bytes.assign(storage_bytes(dtype::s8, elems_of(zv.shape)), 0);
             z = constant(&n, zv, n.p.output(0) + "_zero_point");
         }
     }
@@ -1505,11 +1504,11 @@ void reader::quantize(const onnx_node &n) {
 dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int zp, int64_t axis) {
     dequantize_info d;
     d.x = need_constant(n, q, "the quantized weights");
-    if (d.x.type != etype::u8 && d.x.type != etype::i8)
-        n.fail_input(q, std::string("element type ") + to_string(d.x.type) + " is not supported (u8, i8)");
+    if (d.x.type != dtype::u8 && d.x.type != dtype::s8)
+        n.fail_input(q, std::string("element type ") + ir_name(d.x.type) + " is not supported (u8, i8)");
     d.scale = need_constant(n, scale, "the weights' scale");
-    if (d.scale.type != etype::f32)
-        n.fail_input(scale, std::string("element type ") + to_string(d.scale.type) + " is not f32");
+    if (d.scale.type != dtype::f32)
+        n.fail_input(scale, std::string("element type ") + ir_name(d.scale.type) + " is not f32");
     const int64_t ns = elems_of(d.scale.shape);
     const int64_t r = static_cast<int64_t>(d.x.shape.size());
     if (ns != 1 && (d.scale.shape.size() != 1 || axis >= r || d.scale.shape[0] != d.x.shape[axis]))
@@ -1517,7 +1516,7 @@ dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int 
                                 ", got " + to_string(d.scale.shape));
     if (const tensor_value *z = constant_of(n, zp)) {
         if (z->type != d.x.type)
-            n.fail_input(zp, std::string("element type ") + to_string(z->type) + " differs from the weights'");
+            n.fail_input(zp, std::string("element type ") + ir_name(z->type) + " differs from the weights'");
         if (elems_of(z->shape) != ns)
             n.fail_input(zp, "shape " + to_string(z->shape) + " differs from the scale's " + to_string(d.scale.shape));
         bool zero = true;
@@ -1544,15 +1543,15 @@ dequantize_info reader::qlinear_const(const onnx_node &n, int q, int scale, int 
 void reader::qlinear_conv(const onnx_node &n) {
     n.known_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
     node *xq = value(n, 0), *xs = value(n, 1), *xz = optional_value(n, 2);
-    if (xq->out_type != etype::u8 && xq->out_type != etype::i8)
-        n.fail_input(0, std::string("element type ") + to_string(xq->out_type) + " is not supported (u8, i8)");
-    if (xs->out_type != etype::f32) n.fail_input(1, "x_scale must be f32");
+    if (xq->out_type != dtype::u8 && xq->out_type != dtype::s8)
+        n.fail_input(0, std::string("element type ") + ir_name(xq->out_type) + " is not supported (u8, i8)");
+    if (xs->out_type != dtype::f32) n.fail_input(1, "x_scale must be f32");
     if (elems_of(xs->out_shape) != 1) n.fail_input(1, "x_scale must hold one value (per tensor)");
     if (xz && (xz->out_type != xq->out_type || elems_of(xz->out_shape) != 1))
         n.fail_input(2, "x_zero_point must be one value of x's type");
     node *ys = value(n, 6), *yz = optional_value(n, 7);
-    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
-    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+    if (ys->out_type != dtype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != dtype::u8 && yz->out_type != dtype::s8) || elems_of(yz->out_shape) != 1))
         n.fail_input(7, "y_zero_point must be one u8 or i8 value");
     const dequantize_info wd = qlinear_const(n, 3, 4, 5, 0);
     if (wd.x.shape.size() != 4) n.fail_input(3, "weights must be rank 4 (OIHW), got " + to_string(wd.x.shape));
@@ -1564,19 +1563,19 @@ void reader::qlinear_conv(const onnx_node &n) {
         // The int32 bias, dequantized with scale x_scale·w_scale (per output channel when w's scale is).
         const tensor_value &bq = need_constant(n, 8, "the bias");
         const int64_t OC = wd.x.shape[0];
-        if (bq.type != etype::i32 || bq.shape != shape_t{OC})
-            n.fail_input(8, "bias must be i32[" + std::to_string(OC) + "], got " + to_string(bq.type) +
-                                to_string(bq.shape));
+        if (bq.type != dtype::s32 || bq.shape != shape_t{OC})
+            n.fail_input(8,
+                         "bias must be i32[" + std::to_string(OC) + "], got " + ir_name(bq.type) + to_string(bq.shape));
         const tensor_value &xsc = need_constant(n, 1, "x_scale (the bias's scale is x_scale·w_scale)");
         const int64_t ns = elems_of(wd.scale.shape);
         dequantize_info d;
         d.x = bq;
-        d.scale.type = etype::f32;
+        d.scale.type = dtype::f32;
         d.scale.shape = ns == 1 ? shape_t{} : shape_t{OC};
         d.scale.data = std::make_shared<constant_data>();
-        d.scale.data->bytes.assign(storage_bytes(etype::f32, ns), 0);
+        d.scale.data->bytes.assign(storage_bytes(dtype::f32, ns), 0);
         for (int64_t i = 0; i < ns; ++i)
-            detail::store(etype::f32, d.scale.data->bytes.data(), i,
+            detail::store(dtype::f32, d.scale.data->bytes.data(), i,
                           static_cast<double>(static_cast<float>(at(xsc, 0)) * static_cast<float>(at(wd.scale, i))));
         d.axis = 0;
         bd = d;
@@ -1594,14 +1593,14 @@ void reader::qlinear_conv(const onnx_node &n) {
 void reader::qlinear_matmul(const onnx_node &n) {
     n.known_attrs({});
     node *aq = value(n, 0), *as = value(n, 1), *az = optional_value(n, 2);
-    if (aq->out_type != etype::u8 && aq->out_type != etype::i8)
-        n.fail_input(0, std::string("element type ") + to_string(aq->out_type) + " is not supported (u8, i8)");
-    if (as->out_type != etype::f32 || elems_of(as->out_shape) != 1) n.fail_input(1, "a_scale must be one f32 value");
+    if (aq->out_type != dtype::u8 && aq->out_type != dtype::s8)
+        n.fail_input(0, std::string("element type ") + ir_name(aq->out_type) + " is not supported (u8, i8)");
+    if (as->out_type != dtype::f32 || elems_of(as->out_shape) != 1) n.fail_input(1, "a_scale must be one f32 value");
     if (az && (az->out_type != aq->out_type || elems_of(az->out_shape) != 1))
         n.fail_input(2, "a_zero_point must be one value of a's type");
     node *ys = value(n, 6), *yz = optional_value(n, 7);
-    if (ys->out_type != etype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
-    if (yz && ((yz->out_type != etype::u8 && yz->out_type != etype::i8) || elems_of(yz->out_shape) != 1))
+    if (ys->out_type != dtype::f32 || elems_of(ys->out_shape) != 1) n.fail_input(6, "y_scale must be one f32 value");
+    if (yz && ((yz->out_type != dtype::u8 && yz->out_type != dtype::s8) || elems_of(yz->out_shape) != 1))
         n.fail_input(7, "y_zero_point must be one u8 or i8 value");
     node *A = dequant_act(n, aq, as, az, 1, "_a");
     node *B;
@@ -1612,9 +1611,9 @@ void reader::qlinear_matmul(const onnx_node &n) {
         B = dequant_chain(n, bd, bd.x.shape, bd.scale.shape, n.p.input(3), "_b");
     } else {
         node *bq = value(n, 3), *bs = value(n, 4), *bz = optional_value(n, 5);
-        if (bq->out_type != etype::u8 && bq->out_type != etype::i8)
-            n.fail_input(3, std::string("element type ") + to_string(bq->out_type) + " is not supported (u8, i8)");
-        if (bs->out_type != etype::f32 || elems_of(bs->out_shape) != 1)
+        if (bq->out_type != dtype::u8 && bq->out_type != dtype::s8)
+            n.fail_input(3, std::string("element type ") + ir_name(bq->out_type) + " is not supported (u8, i8)");
+        if (bs->out_type != dtype::f32 || elems_of(bs->out_shape) != 1)
             n.fail_input(4, "b_scale of a non-constant b must be one f32 value");
         if (bz && (bz->out_type != bq->out_type || elems_of(bz->out_shape) != 1))
             n.fail_input(5, "b_zero_point must be one value of b's type");
@@ -1640,9 +1639,9 @@ void reader::pool(const onnx_node &n) {
     if (x->out_shape.size() != 4)
         n.fail_input(0, "only 2-D pooling is supported (NCHW, rank 4), got " + to_string(x->out_shape));
     if (avg && !is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
-    if (!avg && x->out_type != etype::u8 && x->out_type != etype::i8 && !is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not supported (floats, u8, i8)");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
+    if (!avg && x->out_type != dtype::u8 && x->out_type != dtype::s8 && !is_float(x->out_type))
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not supported (floats, u8, i8)");
     if (!avg && !is_float(x->out_type) && opset_ < 12)
         n.fail_input(0, "8-bit MaxPool needs opset 12 (the model imports opset " + std::to_string(opset_) + ")");
     attributes a = window_attrs(n);
@@ -1712,13 +1711,13 @@ void reader::clip(const onnx_node &n) {
     n.known_attrs({});
     node *x = value(n, 0);
     attributes a;
-    const etype T = x->out_type;
+    const dtype T = x->out_type;
     a.clamp_min = is_integer(T) ? static_cast<double>(detail::type_min(T)) : -HUGE_VAL;
     a.clamp_max = is_integer(T) ? static_cast<double>(detail::type_max(T)) : HUGE_VAL;
     for (int i : {1, 2}) {
         if (i >= n.p.input_size() || n.p.input(i).empty()) continue;
         const tensor_value &c = need_constant(n, i, i == 1 ? "the minimum" : "the maximum");
-        if (c.type != T) n.fail_input(i, std::string("element type ") + to_string(c.type) + " differs from x's");
+        if (c.type != T) n.fail_input(i, std::string("element type ") + ir_name(c.type) + " differs from x's");
         if (elems_of(c.shape) != 1) n.fail_input(i, "must be a scalar, got " + to_string(c.shape));
         const double v = at(c, 0);
         if (std::isnan(v)) n.fail_input(i, "is NaN");
@@ -1894,7 +1893,7 @@ void reader::reduce_mean(const onnx_node &n) {
     n.known_attrs({"axes", "keepdims", "noop_with_empty_axes"});
     node *x = value(n, 0);
     if (!is_float(x->out_type))
-        n.fail_input(0, std::string("element type ") + to_string(x->out_type) + " is not floating point");
+        n.fail_input(0, std::string("element type ") + ir_name(x->out_type) + " is not floating point");
     bool has = false;
     attributes a;
     a.axes = axes_of(n, "axes", 1, 18, &has);
@@ -1928,8 +1927,8 @@ void reader::batch_norm(const onnx_node &n) {
             n.fail("output " + std::to_string(i) + " '" + n.p.output(i) +
                    "' is not supported (running statistics are outputs of training mode only)");
     node *x = value(n, 0);
-    const etype T = x->out_type;
-    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const dtype T = x->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + ir_name(T) + " is not floating point");
     const shape_t &xs = x->out_shape;
     if (xs.size() < 2) n.fail_input(0, "must have rank 2 or more (N, C, ...), got " + to_string(xs));
     const int64_t C = xs[1];
@@ -1938,7 +1937,7 @@ void reader::batch_norm(const onnx_node &n) {
     for (int i = 1; i <= 4; ++i) {
         v[i] = &need_constant(n, i, what[i]);
         if (!is_float(v[i]->type))
-            n.fail_input(i, std::string("element type ") + to_string(v[i]->type) + " is not floating point");
+            n.fail_input(i, std::string("element type ") + ir_name(v[i]->type) + " is not floating point");
         if (v[i]->shape != shape_t{C})
             n.fail_input(i,
                          "must be [" + std::to_string(C) + "] (one value per channel), got " + to_string(v[i]->shape));
@@ -1979,9 +1978,9 @@ void reader::batch_norm(const onnx_node &n) {
 void reader::div(const onnx_node &n) {
     n.known_attrs({});
     node *a = value(n, 0), *b = value(n, 1);
-    const etype T = a->out_type;
+    const dtype T = a->out_type;
     if (!is_float(T))
-        n.fail_input(0, std::string("element type ") + to_string(T) +
+        n.fail_input(0, std::string("element type ") + ir_name(T) +
                             " is not floating point (integer Div truncates: not supported)");
     if (const tensor_value *c = constant_of(n, 1); c && c->type == T) {
         tensor_value r = *c;
@@ -2013,8 +2012,8 @@ void reader::hard_sigmoid(const onnx_node &n) {
     if (swish && opset_ < 14)
         n.fail("HardSwish needs opset 14 (the model imports opset " + std::to_string(opset_) + ")");
     node *x = value(n, 0);
-    const etype T = x->out_type;
-    if (!is_float(T)) n.fail_input(0, std::string("element type ") + to_string(T) + " is not floating point");
+    const dtype T = x->out_type;
+    if (!is_float(T)) n.fail_input(0, std::string("element type ") + ir_name(T) + " is not floating point");
     const float alpha = swish ? 1.f / 6.f : n.get_float("alpha", 0.2f);
     const float beta = swish ? 0.5f : n.get_float("beta", 0.5f);
     if (!std::isfinite(alpha)) n.fail_attr("alpha", "is not finite");
@@ -2031,11 +2030,11 @@ void reader::hard_sigmoid(const onnx_node &n) {
 
 std::vector<int64_t> reader::int_list(const onnx_node &n, int i, const char *what) {
     const tensor_value &t = need_constant(n, i, what);
-    if ((t.type != etype::i64 && t.type != etype::i32) || t.shape.size() != 1)
-        n.fail_input(i, "must be a 1-D i64 or i32 tensor, got " + std::string(to_string(t.type)) + to_string(t.shape));
+    if ((t.type != dtype::s64 && t.type != dtype::s32) || t.shape.size() != 1)
+        n.fail_input(i, "must be a 1-D i64 or i32 tensor, got " + std::string(ir_name(t.type)) + to_string(t.shape));
     std::vector<int64_t> r;
     for (int64_t k = 0; k < t.shape[0]; ++k)
-        r.push_back(t.type == etype::i64 ? i64_at(t, k) : static_cast<int64_t>(at(t, k)));
+        r.push_back(t.type == dtype::s64 ? i64_at(t, k) : static_cast<int64_t>(at(t, k)));
     return r;
 }
 
@@ -2218,7 +2217,7 @@ void reader::pad(const onnx_node &n) {
     if (given(n, 2) && mode == "constant") {
         const tensor_value &c = need_constant(n, 2, "the padding value");
         if (c.type != x->out_type || elems_of(c.shape) != 1)
-            n.fail_input(2, "must be one " + std::string(to_string(x->out_type)) + " value, got " + to_string(c.type) +
+            n.fail_input(2, "must be one " + std::string(ir_name(x->out_type)) + " value, got " + ir_name(c.type) +
                                 to_string(c.shape));
         a.pad_value = at(c, 0);
     }
@@ -2246,8 +2245,8 @@ void reader::resize_targets(const onnx_node &n, const node *x, attributes &a) {
     std::vector<int64_t> zv;
     if (scales) {
         const tensor_value &s = need_constant(n, 2, "the scales");
-        if (s.type != etype::f32 || s.shape.size() != 1)
-            n.fail_input(2, "must be a 1-D f32 tensor, got " + std::string(to_string(s.type)) + to_string(s.shape));
+        if (s.type != dtype::f32 || s.shape.size() != 1)
+            n.fail_input(2, "must be a 1-D f32 tensor, got " + std::string(ir_name(s.type)) + to_string(s.shape));
         for (int64_t k = 0; k < s.shape[0]; ++k) sv.push_back(at(s, k));
     } else {
         zv = int_list(n, 3, "the sizes");
@@ -2310,8 +2309,8 @@ void reader::reshape(const onnx_node &n) {
     n.known_attrs({"allowzero"});
     node *x = value(n, 0);
     const tensor_value &s = need_constant(n, 1, "the target shape");
-    if (s.type != etype::i64 || s.shape.size() != 1)
-        n.fail_input(1, "must be a 1-D i64 tensor, got " + std::string(to_string(s.type)) + to_string(s.shape));
+    if (s.type != dtype::s64 || s.shape.size() != 1)
+        n.fail_input(1, "must be a 1-D i64 tensor, got " + std::string(ir_name(s.type)) + to_string(s.shape));
     if (n.has("allowzero")) need_opset(n, "allowzero", 14, "the attribute");
     const int64_t allowzero = n.get_int("allowzero", 0);
     if (allowzero != 0 && allowzero != 1) n.fail_attr("allowzero", "must be 0 or 1");
@@ -2345,7 +2344,7 @@ void reader::transpose(const onnx_node &n) {
 // zero; NaN or a value outside the type is undefined in ONNX: refused),
 // integers wrap to a narrower type (two's complement), anything to a float
 // type rounds to nearest.
-tensor_value cast_constant(const onnx_node &n, const tensor_value &c, etype to) {
+tensor_value cast_constant(const onnx_node &n, const tensor_value &c, dtype to) {
     if (bits_of(c.type) == 4 || bits_of(to) == 4)
         n.fail_attr("to", "a cast of constants from or to a 4-bit type is not supported");
     tensor_value v;
@@ -2356,17 +2355,17 @@ tensor_value cast_constant(const onnx_node &n, const tensor_value &c, etype to) 
     v.data->bytes.assign(storage_bytes(to, cnt), 0);
     for (int64_t i = 0; i < cnt; ++i) {
         if (!is_integer(to)) {
-            detail::store(to, v.data->bytes.data(), i, c.type == etype::i64 ? double(i64_at(c, i)) : at(c, i));
+            detail::store(to, v.data->bytes.data(), i, c.type == dtype::s64 ? double(i64_at(c, i)) : at(c, i));
             continue;
         }
         int64_t x;
         if (is_integer(c.type)) {
-            x = c.type == etype::i64 ? i64_at(c, i) : static_cast<int64_t>(at(c, i));
+            x = c.type == dtype::s64 ? i64_at(c, i) : static_cast<int64_t>(at(c, i));
         } else {
             const double t = std::trunc(at(c, i));
             if (!(t >= double(detail::type_min(to)) && t <= double(detail::type_max(to))))
                 n.fail_input(0, "element " + std::to_string(i) + " = " + detail::fmt_double(at(c, i)) + " is outside " +
-                                    to_string(to) + " (the cast is undefined in ONNX)");
+                                    ir_name(to) + " (the cast is undefined in ONNX)");
             x = static_cast<int64_t>(t);
         }
         const int bytes = bits_of(to) / 8;
@@ -2459,7 +2458,7 @@ void check_load_elems(const onnx_node &n, const shape_t &s) {
 // A 1-D i64 tensor_value of the values.
 tensor_value i64_value(const std::vector<int64_t> &vals, shape_t shape) {
     tensor_value v;
-    v.type = etype::i64;
+    v.type = dtype::s64;
     v.shape = std::move(shape);
     v.data = std::make_shared<constant_data>();
     v.data->bytes.resize(vals.size() * sizeof(int64_t));
@@ -2498,7 +2497,7 @@ void reader::gather(const onnx_node &n) {
     if (!d) n.fail_input(0, "must be a constant: Gather is read on constants and shapes, evaluated at load");
     const tensor_value *ix = constant_of(n, 1);
     if (!ix) n.fail_input(1, "must be a constant: Gather is read on constants and shapes, evaluated at load");
-    if (ix->type != etype::i64 && ix->type != etype::i32) n.fail_input(1, "must be i32 or i64");
+    if (ix->type != dtype::s64 && ix->type != dtype::s32) n.fail_input(1, "must be i32 or i64");
     if (bits_of(d->type) < 8) n.fail_input(0, "4-bit data is not supported");
     const int64_t r = static_cast<int64_t>(d->shape.size());
     int64_t axis = n.get_int("axis", 0);
@@ -2518,7 +2517,7 @@ void reader::gather(const onnx_node &n) {
     v.data = std::make_shared<constant_data>();
     v.data->bytes.resize(static_cast<size_t>(outer * cnt * inner * es));
     for (int64_t j = 0; j < cnt; ++j) {
-        int64_t k = ix->type == etype::i64 ? i64_at(*ix, j) : static_cast<int64_t>(at(*ix, j));
+        int64_t k = ix->type == dtype::s64 ? i64_at(*ix, j) : static_cast<int64_t>(at(*ix, j));
         if (k < -K || k >= K)
             n.fail_input(1, "index " + std::to_string(k) + " is outside [" + std::to_string(-K) + ", " +
                                 std::to_string(K) + ")");
@@ -2542,8 +2541,8 @@ void reader::range(const onnx_node &n) {
             n.fail_input(i, std::string(what[i]) + " must be a constant scalar");
         if (c[i]->type != c[0]->type) n.fail_input(i, "element type differs from start's");
     }
-    const etype t = c[0]->type;
-    auto get = [&](int i) { return t == etype::i64 ? double(i64_at(*c[i], 0)) : at(*c[i], 0); };
+    const dtype t = c[0]->type;
+    auto get = [&](int i) { return t == dtype::s64 ? double(i64_at(*c[i], 0)) : at(*c[i], 0); };
     const double start = get(0), limit = get(1), delta = get(2);
     if (delta == 0 || !std::isfinite(delta)) n.fail_input(2, "delta must be finite and not 0");
     const double count = std::ceil((limit - start) / delta);
@@ -2558,7 +2557,7 @@ void reader::range(const onnx_node &n) {
     v.data = std::make_shared<constant_data>();
     v.data->bytes.assign(storage_bytes(t, cnt), 0);
     for (int64_t i = 0; i < cnt; ++i) {
-        if (t == etype::i64) {
+        if (t == dtype::s64) {
             const int64_t x = i64_at(*c[0], 0) + i * i64_at(*c[2], 0);
             std::memcpy(v.data->bytes.data() + i * 8, &x, 8);
         } else {
@@ -2613,7 +2612,7 @@ void reader::constant_of_shape(const onnx_node &n) {
         fill = data_.read(a->t(), n.field() + " attribute 'value'");
         if (elems_of(fill.shape) != 1) n.fail_attr("value", "must hold one element");
     } else {
-        fill.type = etype::f32;
+        fill.type = dtype::f32;
         fill.data = std::make_shared<constant_data>();
         fill.data->bytes.assign(4, 0);
     }
@@ -2638,21 +2637,21 @@ void reader::cast(const onnx_node &n) {
     node *x = value(n, 0);
     if (!n.has("to")) n.fail_attr("to", "is required");
     const int64_t to = n.get_int("to", 0);
-    const auto et = to_etype(static_cast<int>(to));
+    const auto et = to_dtype(static_cast<int>(to));
     if (!et) n.fail_attr("to", onnx_type_name(static_cast<int>(to)) + " is not supported (" + supported_types + ")");
     if (const tensor_value *c = constant_of(n, 0)) {
         define_constant(n, 0, cast_constant(n, *c, *et));
         return;
     }
-    const etype from = x->out_type;
+    const dtype from = x->out_type;
     // The IR's Convert rounds to nearest and saturates; ONNX's Cast truncates
     // floats and wraps integers: only casts where the two agree are taken.
     if (is_integer(*et) && !is_integer(from))
-        n.fail_attr("to", std::string("a cast from ") + to_string(from) + " to " + to_string(*et) +
+        n.fail_attr("to", std::string("a cast from ") + ir_name(from) + " to " + ir_name(*et) +
                               " truncates in ONNX (the IR's Convert rounds): not supported");
     if (is_integer(*et) && is_integer(from) &&
         (detail::type_min(from) < detail::type_min(*et) || detail::type_max(from) > detail::type_max(*et)))
-        n.fail_attr("to", std::string("a narrowing cast from ") + to_string(from) + " to " + to_string(*et) +
+        n.fail_attr("to", std::string("a narrowing cast from ") + ir_name(from) + " to " + ir_name(*et) +
                               " wraps in ONNX (the IR's Convert saturates): not supported");
     attributes a;
     a.type = *et;
@@ -2666,7 +2665,7 @@ void reader::constant_node(const onnx_node &n) {
     if (a.name() != "value") need_opset(n, a.name().c_str(), 12, "the attribute");
     tensor_value v;
     v.data = std::make_shared<constant_data>();
-    auto fill = [&](etype t, shape_t s, auto values) {
+    auto fill = [&](dtype t, shape_t s, auto values) {
         v.type = t;
         v.shape = std::move(s);
         v.data->bytes.assign(storage_bytes(t, static_cast<int64_t>(values.size())), 0);
@@ -2682,18 +2681,18 @@ void reader::constant_node(const onnx_node &n) {
         v = data_.read(a.t(), n.field() + " attribute 'value'");
     } else if (a.name() == "value_float") {
         n.get_float("value_float", 0);
-        fill(etype::f32, {}, std::vector<float>{a.f()});
+        fill(dtype::f32, {}, std::vector<float>{a.f()});
     } else if (a.name() == "value_int") {
         n.get_int("value_int", 0);
-        fill(etype::i64, {}, std::vector<int64_t>{a.i()});
+        fill(dtype::s64, {}, std::vector<int64_t>{a.i()});
     } else if (a.name() == "value_floats") {
         n.typed("value_floats", pb::AttributeProto::FLOATS, "a list of floats");
         if (a.floats_size() == 0) n.fail_attr("value_floats", "is empty");
-        fill(etype::f32, {a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
+        fill(dtype::f32, {a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
     } else {
         const auto ints = n.get_ints("value_ints", {});
         if (ints.empty()) n.fail_attr("value_ints", "is empty");
-        fill(etype::i64, {static_cast<int64_t>(ints.size())}, ints);
+        fill(dtype::s64, {static_cast<int64_t>(ints.size())}, ints);
     }
     node *c = constant(&n, v, n.p.output(0));
     c->friendly_name = quotable(n.p.output(0));

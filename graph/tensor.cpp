@@ -39,7 +39,7 @@ void permute_words(const uint8_t *src, const shape_t &in, const std::vector<int6
 } // namespace
 
 namespace detail {
-void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst) {
+void permute(dtype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst) {
     switch (bits_of(t)) {
     case 8: permute_words<uint8_t>(src, in, perm, dst); return;
     case 16: permute_words<uint16_t>(src, in, perm, dst); return;
@@ -66,24 +66,24 @@ void permute(etype t, const uint8_t *src, const shape_t &in, const std::vector<i
 
 const char *to_string(layout l) { return l == layout::nhwc ? "nhwc" : "plain"; }
 
-tensor::tensor(etype t, shape_t s, layout o) : type(t), shape(std::move(s)), order(o) {
+tensor::tensor(dtype t, shape_t s, layout o) : type(t), shape(std::move(s)), order(o) {
     check_shape(shape, "tensor");
     if (o == layout::nhwc && shape.size() != 4)
         fail("tensor", "layout nhwc needs a 4-D shape, got " + to_string(shape));
     bytes.assign(storage_bytes(t, elems_of(shape)), 0);
 }
 
-tensor tensor::from_f32(etype t, shape_t s, const std::vector<float> &v) {
+tensor tensor::from_f32(dtype t, shape_t s, const std::vector<float> &v) {
     tensor r(t, std::move(s));
     if (static_cast<int64_t>(v.size()) != r.elems())
         fail("tensor", std::to_string(v.size()) + " values for shape " + to_string(r.shape));
-    if (t == etype::f32) std::memcpy(r.bytes.data(), v.data(), v.size() * sizeof(float));
+    if (t == dtype::f32) std::memcpy(r.bytes.data(), v.data(), v.size() * sizeof(float));
     else
         for (size_t i = 0; i < v.size(); ++i) r.set(static_cast<int64_t>(i), v[i]);
     return r;
 }
 
-tensor tensor::from_values(etype t, shape_t s, const std::vector<double> &v) {
+tensor tensor::from_values(dtype t, shape_t s, const std::vector<double> &v) {
     tensor r(t, std::move(s));
     if (static_cast<int64_t>(v.size()) != r.elems())
         fail("tensor", std::to_string(v.size()) + " values for shape " + to_string(r.shape));
@@ -105,9 +105,9 @@ std::vector<float> tensor::to_f32() const {
     if (order != layout::plain) return to_layout(layout::plain).to_f32();
     std::vector<float> r(static_cast<size_t>(elems()));
     if (static_cast<int64_t>(bytes.size()) != storage_bytes(type, elems()))
-        fail("tensor", "holds " + std::to_string(bytes.size()) + " bytes, " + to_string(type) + to_string(shape) +
+        fail("tensor", "holds " + std::to_string(bytes.size()) + " bytes, " + ir_name(type) + to_string(shape) +
                            " needs " + std::to_string(storage_bytes(type, elems())));
-    if (type == etype::f32) std::memcpy(r.data(), bytes.data(), r.size() * sizeof(float));
+    if (type == dtype::f32) std::memcpy(r.data(), bytes.data(), r.size() * sizeof(float));
     else
         for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(get(static_cast<int64_t>(i)));
     return r;
@@ -141,11 +141,11 @@ tensor tensor::to_layout(layout o) const {
 }
 
 const float *tensor::f32() const {
-    if (type != etype::f32) fail("tensor", std::string("f32() of a ") + to_string(type) + " tensor");
+    if (type != dtype::f32) fail("tensor", std::string("f32() of a ") + ir_name(type) + " tensor");
     return reinterpret_cast<const float *>(bytes.data());
 }
 float *tensor::f32() {
-    if (type != etype::f32) fail("tensor", std::string("f32() of a ") + to_string(type) + " tensor");
+    if (type != dtype::f32) fail("tensor", std::string("f32() of a ") + ir_name(type) + " tensor");
     return reinterpret_cast<float *>(bytes.data());
 }
 

@@ -149,7 +149,7 @@ struct generator_spec {
     std::vector<double> a;
     std::string text() const; // "random(1, 0, 15)"
 };
-generator_spec check_generator(etype t, const std::string &spec);
+generator_spec check_generator(dtype t, const std::string &spec);
 
 // Attributes of the ops of graph/data_movement.cpp: Slice, Pad, Resize.
 void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
@@ -223,7 +223,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
     } else if (k == op::ConvTranspose) {
         parse_conv_transpose_attr(lx, a, key);
     } else if (k == op::Convert && key == "to") {
-        a.type = parse_etype(lx.word("a type"), "line " + std::to_string(n.line));
+        a.type = parse_dtype(lx.word("a type"), "line " + std::to_string(n.line));
     } else if (k == op::Reshape && key == "shape") {
         a.target = int_list(lx);
     } else if (k == op::Reshape && key == "special_zero") {
@@ -276,7 +276,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         if (t.k != token::str) lx.err("qconv needs a quoted value");
         a.qconv = t.text;
     } else if (k == op::QConvolution && key == "to") {
-        a.type = parse_etype(lx.word("a type"), "line " + std::to_string(n.line));
+        a.type = parse_dtype(lx.word("a type"), "line " + std::to_string(n.line));
     } else if (k == op::Clamp && key == "min") {
         a.clamp_min = to_double(lx, lx.word("a number"));
     } else if (k == op::Clamp && key == "max") {
@@ -288,7 +288,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
 
 // "f32[1,2,3]"; a Parameter's dims may be `?` (dynamic_dim), checked at 1.
 void parse_typed_shape(lexer &lx, node &n) {
-    n.attr.type = parse_etype(lx.word("an element type"), "line " + std::to_string(n.line));
+    n.attr.type = parse_dtype(lx.word("an element type"), "line " + std::to_string(n.line));
     n.attr.shape.clear();
     shape_t probe;
     for (const std::string &w : word_list(lx)) {
@@ -323,7 +323,7 @@ std::shared_ptr<constant_data> inline_values(lexer &lx, const node &n) {
         const double v = to_double(lx, words[i]);
         if (is_integer(n.attr.type) &&
             (v != std::floor(v) || v < detail::type_min(n.attr.type) || v > detail::type_max(n.attr.type)))
-            lx.err("value " + words[i] + " is not a valid " + to_string(n.attr.type));
+            lx.err("value " + words[i] + " is not a valid " + ir_name(n.attr.type));
         detail::store(n.attr.type, d->bytes.data(), i, v);
     }
     return d;
@@ -433,7 +433,7 @@ std::string attrs_text(const node &n) {
     std::string r;
     auto list = [](const std::vector<int64_t> &v) { return to_string(v); };
     switch (n.kind) {
-    case op::Convert: r += std::string(" to=") + to_string(a.type); break;
+    case op::Convert: r += std::string(" to=") + ir_name(a.type); break;
     case op::Reshape: r += " shape=" + list(a.target) + (a.special_zero ? " special_zero=true" : ""); break;
     case op::Transpose: r += " order=" + list(a.order); break;
     case op::Convolution:
@@ -471,7 +471,7 @@ std::string attrs_text(const node &n) {
     case op::Softmax: r += " axis=" + std::to_string(a.axis); break;
     case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
     case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
-    case op::QConvolution: r += std::string(" to=") + to_string(a.type) + " qconv=\"" + a.qconv + "\""; break;
+    case op::QConvolution: r += std::string(" to=") + ir_name(a.type) + " qconv=\"" + a.qconv + "\""; break;
     case op::Slice:
         r += " starts=" + list(a.starts) + " ends=" + list(a.ends);
         if (!a.axes.empty()) r += " axes=" + list(a.axes);
@@ -502,14 +502,14 @@ std::string generator_spec::text() const {
     return r + ")";
 }
 
-generator_spec check_generator(etype t, const std::string &spec) {
+generator_spec check_generator(dtype t, const std::string &spec) {
     generator_spec g;
     g.name = gen_args(spec, &g.a);
     const std::vector<double> &a = g.a;
     const bool integer = is_integer(t);
     auto check_int = [&](double v) {
         if (integer && (v != std::floor(v) || v < detail::type_min(t) || v > detail::type_max(t)))
-            fail("generator", g.text() + ": " + detail::fmt_double(v) + " is not a valid " + to_string(t));
+            fail("generator", g.text() + ": " + detail::fmt_double(v) + " is not a valid " + ir_name(t));
     };
     if (g.name == "fill") {
         if (a.size() != 1) fail("generator", "fill(v) takes one argument");
@@ -538,7 +538,7 @@ generator_spec check_generator(etype t, const std::string &spec) {
 
 } // namespace
 
-std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec) {
+std::shared_ptr<constant_data> generate(dtype t, const shape_t &s, const std::string &spec) {
     const generator_spec g = check_generator(t, spec);
     const std::vector<double> &a = g.a;
     check_shape(s, "generator");
@@ -667,7 +667,7 @@ std::string to_text(const graph &g) {
     for (const node *n : g.topo_order()) {
         std::string l = n->id + " = " + to_string(n->kind);
         if (n->kind == op::Parameter || n->kind == op::Constant) {
-            l += std::string(" ") + to_string(n->attr.type) + shape_text(n->attr.shape);
+            l += std::string(" ") + ir_name(n->attr.type) + shape_text(n->attr.shape);
             if (n->kind == op::Constant) {
                 if (n->data && !n->data->generator.empty()) {
                     l += " " + n->data->generator;
@@ -698,7 +698,7 @@ std::string to_text(const graph &g) {
             l += "}";
         }
         if (n->kind != op::Parameter && n->kind != op::Constant && !n->out_shape.empty())
-            l += "  # " + std::string(to_string(n->out_type)) + out_shape(*n);
+            l += "  # " + std::string(ir_name(n->out_type)) + out_shape(*n);
         out += l + "\n";
     }
     return out;

@@ -23,7 +23,7 @@ TEST(GraphGelu, ErfFormWithinItsBoundOnADenseGrid) {
     xs.insert(xs.end(), specials.begin(), specials.end());
     const int64_t n = int64_t(xs.size());
     auto g = parse("x = Parameter f32[" + std::to_string(n) + "]\ne = Gelu(x)\no = Result(e)\n");
-    const auto out = compiled_graph(*g).run({tensor::from_f32(etype::f32, {n}, xs)});
+    const auto out = compiled_graph(*g).run({tensor::from_f32(dtype::f32, {n}, xs)});
     const std::vector<float> y = out[0].to_f32();
     ASSERT_EQ(int64_t(y.size()), n);
     const size_t first_special = xs.size() - specials.size();

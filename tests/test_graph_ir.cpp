@@ -83,11 +83,11 @@ TEST(GraphIr, MatMulAndBroadcast) {
 // ------------------------------------------------------------- packing
 TEST(GraphIr, U4PackingLowNibbleFirst) {
     graph g;
-    node *c = g.constant_int(etype::u4, {3}, {1, 2, 15});
+    node *c = g.constant_int(dtype::u4, {3}, {1, 2, 15});
     ASSERT_EQ(c->data->bytes.size(), 2u);
     EXPECT_EQ(c->data->bytes[0], 0x21);
     EXPECT_EQ(c->data->bytes[1], 0x0F);
-    node *i = g.constant_int(etype::i4, {2}, {-8, 7});
+    node *i = g.constant_int(dtype::s4, {2}, {-8, 7});
     EXPECT_EQ(i->data->bytes[0], 0x78);
     EXPECT_EQ(i->value(0), -8);
     EXPECT_EQ(i->value(1), 7);
@@ -117,7 +117,7 @@ TEST(GraphIr, Bf16RoundsToNearestEvenAndRoundTrips) {
                    "r1 = Result(b)\nr2 = Result(k)\n");
     const auto out = compiled_graph(*g).run({});
     ASSERT_EQ(out.size(), 2u);
-    EXPECT_EQ(out[0].type, etype::bf16);
+    EXPECT_EQ(out[0].type, dtype::bf16);
     // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1); 1 + 3·2^-8 a tie
     // up to 1 + 2^-6; 1 + 2^-7 is a bf16.
     EXPECT_EQ(out[0].get(0), 1.0f);
@@ -134,12 +134,12 @@ TEST(GraphIr, Bf16RoundsToNearestEvenAndRoundTrips) {
 }
 
 TEST(GraphIr, Generators) {
-    auto a = generate(etype::u4, {5, 7}, "random(3, 2, 9)");
-    auto b = generate(etype::u4, {35}, "random(3, 2, 9)");
+    auto a = generate(dtype::u4, {5, 7}, "random(3, 2, 9)");
+    auto b = generate(dtype::u4, {35}, "random(3, 2, 9)");
     EXPECT_EQ(a->bytes, b->bytes); // the sequence does not depend on the shape
     EXPECT_EQ(a->generator, "random(3, 2, 9)");
     graph g;
-    node *c = g.constant(etype::u4, {5, 7}, a);
+    node *c = g.constant(dtype::u4, {5, 7}, a);
     bool seen_lo = false, seen_hi = false;
     for (int i = 0; i < 35; ++i) {
         const double v = c->value(i);
@@ -149,8 +149,8 @@ TEST(GraphIr, Generators) {
         seen_hi |= v == 9;
     }
     EXPECT_TRUE(seen_lo && seen_hi);
-    auto p = generate(etype::f32, {64}, "pow2(1, -3, 0)");
-    node *pc = g.constant(etype::f32, {64}, p);
+    auto p = generate(dtype::f32, {64}, "pow2(1, -3, 0)");
+    node *pc = g.constant(dtype::f32, {64}, p);
     for (int i = 0; i < 64; ++i) {
         int e;
         const double m = std::frexp(std::fabs(pc->value(i)), &e);
@@ -158,11 +158,11 @@ TEST(GraphIr, Generators) {
         EXPECT_GE(e - 1, -3);
         EXPECT_LE(e - 1, 0);
     }
-    auto f = generate(etype::i8, {3}, "fill(-5)");
+    auto f = generate(dtype::s8, {3}, "fill(-5)");
     EXPECT_EQ(f->bytes, (std::vector<uint8_t>{0xFB, 0xFB, 0xFB}));
-    EXPECT_THROW(generate(etype::u4, {3}, "random(1, 0, 16)"), qconv::error);
-    EXPECT_THROW(generate(etype::f32, {3}, "gauss(1, 0, 1)"), qconv::error);
-    EXPECT_THROW(generate(etype::f32, {3}, "fill(1, 2)"), qconv::error);
+    EXPECT_THROW(generate(dtype::u4, {3}, "random(1, 0, 16)"), qconv::error);
+    EXPECT_THROW(generate(dtype::f32, {3}, "gauss(1, 0, 1)"), qconv::error);
+    EXPECT_THROW(generate(dtype::f32, {3}, "fill(1, 2)"), qconv::error);
 }
 
 // ---------------------------------------------------------- round trip
@@ -359,7 +359,7 @@ TEST(GraphExec, PadOnlyOutputsAreTheBiasOfAZeroSum) {
     EXPECT_EQ(g->find("c")->out_shape, (shape_t{1, 2, 5, 5}));
     std::vector<float> xv;
     for (int i = 0; i < 32; ++i) xv.push_back(static_cast<float>(i % 7 - 3));
-    const tensor x = tensor::from_f32(etype::f32, {1, 2, 4, 4}, xv);
+    const tensor x = tensor::from_f32(dtype::f32, {1, 2, 4, 4}, xv);
     const float wt[2][2] = {{1, 2}, {-1, 3}}, bias[2] = {0.5f, -4.f};
     std::vector<float> expect;
     for (int oc = 0; oc < 2; ++oc)
@@ -392,7 +392,7 @@ TEST(GraphExec, PadOnlyOutputsOfAKxKGroupConvolution) {
                    "r = Result(c)\n");
     std::vector<float> xv;
     for (int i = 0; i < 18; ++i) xv.push_back(static_cast<float>(i + 1));
-    const tensor x = tensor::from_f32(etype::f32, {1, 2, 3, 3}, xv);
+    const tensor x = tensor::from_f32(dtype::f32, {1, 2, 3, 3}, xv);
     const auto out = compiled_graph(*g).run({x});
     ASSERT_EQ(out[0].shape, (shape_t{1, 2, 3, 3}));
     // Output (h, w) reads rows 2h..2h+1 and columns 2w..2w+1. Group 0 (taps
@@ -480,8 +480,8 @@ TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
     // Every `?` takes one value.
     auto two = parse("a = Parameter f32[?,4]\nb = Parameter f32[?,4]\nc = Add(a, b)\nr = Result(c)\n");
     const compiled_graph cg(*two);
-    tensor a = tensor::from_f32(etype::f32, {2, 4}, std::vector<float>(8, 1.f));
-    tensor b = tensor::from_f32(etype::f32, {3, 4}, std::vector<float>(12, 1.f));
+    tensor a = tensor::from_f32(dtype::f32, {2, 4}, std::vector<float>(8, 1.f));
+    tensor b = tensor::from_f32(dtype::f32, {3, 4}, std::vector<float>(12, 1.f));
     std::string what = "no error";
     try {
         cg.run({a, b});
@@ -490,7 +490,7 @@ TEST(GraphExec, RunTimeDimensionAtSeveralSizes) {
     }
     EXPECT_EQ(what.rfind("inputs:", 0), 0u) << what;
     EXPECT_NE(what.find("one value"), std::string::npos) << what;
-    b = tensor::from_f32(etype::f32, {2, 4}, std::vector<float>(8, 1.f));
+    b = tensor::from_f32(dtype::f32, {2, 4}, std::vector<float>(8, 1.f));
     EXPECT_EQ(cg.run({a, b})[0].to_f32(), std::vector<float>(8, 2.f));
 }
 
@@ -571,10 +571,10 @@ std::string typed_ffn(const char *t, const char *scale) {
 TEST(GraphExec, F16AndBf16ActivationsAreRewrittenAndFused) {
     struct variant {
         const char *type, *scale;
-        etype et;
+        dtype et;
     };
     for (const variant v :
-         {variant{"f16", "T", etype::f16}, variant{"bf16", "T", etype::bf16}, variant{"bf16", "f16", etype::bf16}}) {
+         {variant{"f16", "T", dtype::f16}, variant{"bf16", "T", dtype::bf16}, variant{"bf16", "f16", dtype::bf16}}) {
         SCOPED_TRACE(std::string(v.type) + " scales " + v.scale);
         auto g = parse(typed_ffn(v.type, v.scale));
         auto after = g->clone();
@@ -593,12 +593,12 @@ TEST(GraphExec, F16AndBf16ActivationsAreRewrittenAndFused) {
             f16_scale |= impl.find("scale:f16") != std::string::npos;
         }
         EXPECT_TRUE(typed) << "the MatMul takes X and Y as " << v.type;
-        EXPECT_EQ(f16_scale, v.et == etype::f16 || std::string(v.scale) == "f16");
+        EXPECT_EQ(f16_scale, v.et == dtype::f16 || std::string(v.scale) == "f16");
         // y = round(Σ x·(w − zp)·s + b) once: exact in double, then RNE to the type.
         auto value = [&](const char *id, int64_t i) { return g->find(id)->value(i); };
         auto round_to_type = [&](double exact) {
             const float f = static_cast<float>(exact); // exact: fewer than 24 significant bits
-            return v.et == etype::f16 ? qconv::f16_to_f32(qconv::f32_to_f16(f))
+            return v.et == dtype::f16 ? qconv::f16_to_f32(qconv::f32_to_f16(f))
                                       : qconv::bf16_to_f32(qconv::f32_to_bf16(f));
         };
         for (int64_t tokens : {1, 7}) {
@@ -622,7 +622,7 @@ TEST(GraphExec, F16AndBf16ActivationsAreRewrittenAndFused) {
                         ADD_FAILURE() << "token " << t << " oc " << oc << ": " << y << " vs " << exact;
                     // The graph as written rounds the convolution, then the sum
                     // with the bias: one unit in the last place apart at most.
-                    const float ulp = std::ldexp(1.f, std::ilogb(exact) - (v.et == etype::f16 ? 10 : 7));
+                    const float ulp = std::ldexp(1.f, std::ilogb(exact) - (v.et == dtype::f16 ? 10 : 7));
                     EXPECT_LE(std::fabs(want[0].get(t * 48 + oc) - exact), ulp) << t << " " << oc;
                 }
             EXPECT_EQ(bad, 0) << tokens;
@@ -644,7 +644,7 @@ TEST(GraphExec, TransposeReshapeAndBroadcast) {
                    "s = Add(t, b)\n"
                    "r = Reshape(s) shape=[6]\n"
                    "o = Result(r)\n");
-    tensor in = tensor::from_f32(etype::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+    tensor in = tensor::from_f32(dtype::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
     const auto out = compiled_graph(*g).run({in});
     EXPECT_EQ(out[0].to_f32(), (std::vector<float>{11, 24, 12, 25, 13, 26}));
 }
@@ -658,7 +658,7 @@ TEST(GraphExec, TransposesOfLayoutsByIndex) {
             parse("x = Parameter f32[2,37,5,7]\nt = Transpose(x) order=" + std::string(order) + "\no = Result(t)\n");
         std::vector<float> v(N * C * H * W);
         for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
-        const auto out = compiled_graph(*g).run({tensor::from_f32(etype::f32, {N, C, H, W}, v)});
+        const auto out = compiled_graph(*g).run({tensor::from_f32(dtype::f32, {N, C, H, W}, v)});
         const shape_t &os = out[0].shape;
         std::vector<int64_t> perm;
         for (const char *c = order; *c; ++c)
@@ -717,8 +717,8 @@ TEST(GraphExec, MatMulTransposes) {
                    "m = MatMul(a, b) transpose_b=true\n"
                    "n = MatMul(a, b) transpose_a=true\n"
                    "r1 = Result(m)\nr2 = Result(n)\n");
-    tensor a = tensor::from_f32(etype::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
-    const tensor b = tensor::from_f32(etype::f32, {2, 3}, {1, 0, -1, 2, 1, 0});
+    tensor a = tensor::from_f32(dtype::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+    const tensor b = tensor::from_f32(dtype::f32, {2, 3}, {1, 0, -1, 2, 1, 0});
     const auto out = compiled_graph(*g).run({a, b});
     EXPECT_EQ(out[0].to_f32(), (std::vector<float>{-2, 4, -2, 13}));
     // aᵀ·b: [3,2]x[2,3]
@@ -733,7 +733,7 @@ TEST(GraphExec, GroupConvolutionNchw) {
                    "r = Result(c)\n");
     std::vector<float> xv;
     for (int i = 0; i < 18; ++i) xv.push_back(static_cast<float>(i));
-    const tensor x = tensor::from_f32(etype::f32, {1, 2, 3, 3}, xv);
+    const tensor x = tensor::from_f32(dtype::f32, {1, 2, 3, 3}, xv);
     const auto out = compiled_graph(*g).run({x});
     ASSERT_EQ(out[0].shape, (shape_t{1, 2, 3, 3}));
     std::vector<float> expect;
@@ -753,7 +753,7 @@ TEST(GraphExec, ReluGeluAndF16) {
                    "t = Gelu(x) approximation=tanh\n"
                    "h = Convert(x) to=f16\n"
                    "o1 = Result(r)\no2 = Result(e)\no3 = Result(t)\no4 = Result(h)\n");
-    tensor x = tensor::from_f32(etype::f32, {4}, {-2, -0.5f, 0.5f, 3});
+    tensor x = tensor::from_f32(dtype::f32, {4}, {-2, -0.5f, 0.5f, 3});
     const auto out = compiled_graph(*g).run({x});
     EXPECT_EQ(out[0].to_f32(), (std::vector<float>{0, 0, 0.5f, 3}));
     for (int i = 0; i < 4; ++i) {
@@ -761,9 +761,9 @@ TEST(GraphExec, ReluGeluAndF16) {
         EXPECT_NEAR(out[1].get(i), 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);
         EXPECT_NEAR(out[2].get(i), 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-6);
     }
-    EXPECT_EQ(out[3].type, etype::f16);
+    EXPECT_EQ(out[3].type, dtype::f16);
     EXPECT_THROW(compiled_graph(*g).run({}), qconv::error);
-    tensor wrong = tensor::from_f32(etype::f32, {5}, std::vector<float>(5));
+    tensor wrong = tensor::from_f32(dtype::f32, {5}, std::vector<float>(5));
     EXPECT_THROW(compiled_graph(*g).run({wrong}), qconv::error);
 }
 

@@ -63,7 +63,7 @@ bool is_fq(act_q a) { return a == act_q::fq_u8 || a == act_q::fq_u8_zp || a == a
 
 constexpr int64_t N = 1, C = 16, H = 9, W = 7, OC = 24;
 
-attributes with_type(etype t) {
+attributes with_type(dtype t) {
     attributes a;
     a.type = t;
     return a;
@@ -119,16 +119,16 @@ node *quantize_act(graph &g, node *x, act_q a, float sa, int64_t ch, const std::
     if (a == act_q::qdq_channel || a == act_q::qdq_channel_scales) {
         std::vector<int64_t> z;
         for (int64_t c = 0; c < ch; ++c) z.push_back((c * 53) % 256);
-        zp = g.constant_int(etype::u8, {ch}, z, p + "_z");
+        zp = g.constant_int(dtype::u8, {ch}, z, p + "_z");
         // one scale (or a power of two per channel), per-channel zero points
         std::vector<float> sv(ch, sa);
         if (a == act_q::qdq_channel_scales)
             for (int64_t c = 0; c < ch; ++c) sv[c] = std::ldexp(sa, static_cast<int>(c % 3) - 1);
         sc = g.constant_f32({ch}, sv, p + "_s");
     } else if (a == act_q::qdq_i8) {
-        zp = g.constant_int(etype::i8, {}, {3}, p + "_z");
+        zp = g.constant_int(dtype::s8, {}, {3}, p + "_z");
     } else {
-        zp = g.constant_int(etype::u8, {}, {128}, p + "_z");
+        zp = g.constant_int(dtype::u8, {}, {128}, p + "_z");
     }
     node *q = g.add(op::QuantizeLinear, {x, sc, zp}, ax, p + "_q");
     return g.add(op::DequantizeLinear, {q, sc, zp}, ax, p + "_dq");
@@ -142,7 +142,7 @@ built build(const pattern_t &pt) {
     // Activation scale (x in [-1, 1) covers most of the range); other scales
     // get factors that are not powers of two with pow2 off.
     const float sa = pt.pow2 ? 1.f / 16 : 0.0617f, fw = pt.pow2 ? 1.f : 1.37f, fo = pt.pow2 ? 1.f : 1.11f;
-    node *x = g.parameter(etype::f32, {N, C, H, W}, "x");
+    node *x = g.parameter(dtype::f32, {N, C, H, W}, "x");
     node *xs = g.add(op::Multiply, {x, g.constant_f32({}, {8.f}, "x_gain")}, {}, "x_gain_mul");
     node *a = quantize_act(g, xs, pt.act, sa, C, "a");
 
@@ -155,18 +155,18 @@ built build(const pattern_t &pt) {
     for (auto &v : sw) v *= fw;
     node *w;
     if (pt.w == wts::dql) {
-        node *wq = g.constant_int(etype::i8, ws, wv, "w");
+        node *wq = g.constant_int(dtype::s8, ws, wv, "w");
         w = g.add(op::DequantizeLinear, {wq, g.constant_f32({oc}, sw, "w_s")}, axis(0), "w_dq");
     } else if (pt.w == wts::mul_zp_u8) {
         for (auto &v : wv) v += 100;
-        node *wq = g.constant_int(etype::u8, ws, wv, "w");
-        node *cw = g.add(op::Convert, {wq}, with_type(etype::f32), "w_f");
-        node *z = g.add(op::Convert, {g.constant_int(etype::u8, {}, {100}, "w_zp")}, with_type(etype::f32), "w_zf");
+        node *wq = g.constant_int(dtype::u8, ws, wv, "w");
+        node *cw = g.add(op::Convert, {wq}, with_type(dtype::f32), "w_f");
+        node *z = g.add(op::Convert, {g.constant_int(dtype::u8, {}, {100}, "w_zp")}, with_type(dtype::f32), "w_zf");
         node *sub = g.add(op::Subtract, {cw, z}, {}, "w_sub");
         w = g.add(op::Multiply, {sub, g.constant_f32(ss, sw, "w_s")}, {}, "w_deq");
     } else {
-        node *wq = g.constant_int(etype::i8, ws, wv, "w");
-        node *cw = g.add(op::Convert, {wq}, with_type(etype::f32), "w_f");
+        node *wq = g.constant_int(dtype::s8, ws, wv, "w");
+        node *cw = g.add(op::Convert, {wq}, with_type(dtype::f32), "w_f");
         w = g.add(op::Multiply, {g.constant_f32(ss, sw, "w_s"), cw}, {}, "w_deq");
     }
     node *t = g.add(pt.depthwise ? op::GroupConvolution : op::Convolution, {a, w}, conv_attrs(k), "conv");
@@ -177,16 +177,16 @@ built build(const pattern_t &pt) {
     } else if (pt.bias == bias_k::dql_i32) {
         std::vector<int64_t> bv(oc);
         for (int64_t c = 0; c < oc; ++c) bv[c] = (c * 131) % 2001 - 1000;
-        node *bq = g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b");
+        node *bq = g.constant_int(dtype::s32, {1, oc, 1, 1}, bv, "b");
         node *bd = g.add(op::DequantizeLinear, {bq, g.constant_f32({}, {1.f / 1024}, "b_s")}, {}, "b_dq");
         t = g.add(op::Add, {t, bd}, {}, "bias");
     } else if (pt.bias == bias_k::reader) {
         std::vector<int64_t> bv(oc);
         for (int64_t c = 0; c < oc; ++c) bv[c] = (c * 131) % 2001 - 1000;
         node *bq =
-            g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, bv, "b")}, with_type(etype::f32), "b_f32");
-        node *bz = g.add(op::Convert, {g.constant_int(etype::i32, {1, oc, 1, 1}, std::vector<int64_t>(oc, 0), "b_z")},
-                         with_type(etype::f32), "b_zf32");
+            g.add(op::Convert, {g.constant_int(dtype::s32, {1, oc, 1, 1}, bv, "b")}, with_type(dtype::f32), "b_f32");
+        node *bz = g.add(op::Convert, {g.constant_int(dtype::s32, {1, oc, 1, 1}, std::vector<int64_t>(oc, 0), "b_z")},
+                         with_type(dtype::f32), "b_zf32");
         node *bc = g.add(op::Subtract, {bq, bz}, {}, "b_centered");
         node *bd = g.add(op::Multiply, {bc, g.constant_f32({}, {1.f / 1024}, "b_s")}, {}, "b_deq");
         t = g.add(op::Add, {t, bd}, {}, "bias");
@@ -209,12 +209,12 @@ built build(const pattern_t &pt) {
     };
     act(pt.f, "act");
     if (pt.residual) {
-        node *r = g.parameter(etype::f32, {N, oc, H, W}, "r");
+        node *r = g.parameter(dtype::f32, {N, oc, H, W}, "r");
         node *rs = g.add(op::Multiply, {r, g.constant_f32({}, {4.f}, "r_gain")}, {}, "r_gain_mul");
         node *rq = quantize_act(g, rs, is_fq(pt.act) ? act_q::fq_u8_zp : act_q::qdq_u8, 1.f / 32, oc, "res");
         if (pt.requantized) {
             node *s = g.constant_f32({}, {pt.pow2 ? 1.f / 8 : 0.1137f}, "m_s");
-            node *z = g.constant_int(etype::u8, {}, {100}, "m_z");
+            node *z = g.constant_int(dtype::u8, {}, {100}, "m_z");
             node *q = g.add(op::QuantizeLinear, {t, s, z}, axis(1), "m_q");
             t = g.add(op::DequantizeLinear, {q, s, z}, axis(1), "m_dq");
         }
@@ -235,9 +235,9 @@ built build(const pattern_t &pt) {
         const bool ch = pt.out == out_q::ql_channel;
         node *s = ch ? g.constant_f32({oc}, std::vector<float>(pow2s(oc, -4, -2, 2)), "y_s")
                      : g.constant_f32({}, {so}, "y_s");
-        node *z = pt.out == out_q::ql_i8 ? g.constant_int(etype::i8, {}, {-5}, "y_z")
-                  : ch                   ? g.constant_int(etype::u8, {oc}, std::vector<int64_t>(oc, 100), "y_z")
-                                         : g.constant_int(etype::u8, {}, {100}, "y_z");
+        node *z = pt.out == out_q::ql_i8 ? g.constant_int(dtype::s8, {}, {-5}, "y_z")
+                  : ch                   ? g.constant_int(dtype::u8, {oc}, std::vector<int64_t>(oc, 100), "y_z")
+                                         : g.constant_int(dtype::u8, {}, {100}, "y_z");
         node *q = g.add(op::QuantizeLinear, {t, s, z}, axis(1), "y_q");
         y = g.add(op::DequantizeLinear, {q, s, z}, axis(1), "y_dq");
         if (ch) b.out_step = 0.25;
@@ -470,7 +470,7 @@ TEST(GraphLowerNot, UnquantizedOutputAndSharedIntermediateStayF32) {
     {
         // An activation that is not quantized.
         graph g;
-        node *x = g.parameter(etype::f32, {1, 4, 5, 5}, "x");
+        node *x = g.parameter(dtype::f32, {1, 4, 5, 5}, "x");
         node *w = g.constant_f32({4, 4, 1, 1}, std::vector<float>(16, 0.5f), "w");
         node *c = g.add(op::Convolution, {x, w}, conv_attrs(1), "conv");
         g.add(op::Result, {c}, {}, "out");
@@ -596,10 +596,10 @@ out  = Result(y3)
         const node *c2 = l->find("c2_int8"), *c3 = l->find("c3_int8");
         ASSERT_TRUE(c2 && c3) << to_text(*l);
         EXPECT_EQ(c2->inputs[0]->kind, op::MaxPool);
-        EXPECT_EQ(c2->inputs[0]->out_type, etype::u8);
+        EXPECT_EQ(c2->inputs[0]->out_type, dtype::u8);
         EXPECT_EQ(c2->inputs[0]->inputs[0]->id, "c1_int8");
         EXPECT_EQ(c3->inputs[0]->kind, op::Concat);
-        EXPECT_EQ(c3->inputs[0]->out_type, etype::u8);
+        EXPECT_EQ(c3->inputs[0]->out_type, dtype::u8);
         EXPECT_EQ(c3->inputs[0]->inputs[1]->id, "c2_int8");
         const auto in = random_inputs(*g, 5);
         const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
@@ -656,7 +656,7 @@ out  = Result(yd)
     const node *c2 = l->find("c2_int8");
     ASSERT_TRUE(c2) << to_text(*l);
     EXPECT_EQ(c2->inputs[0]->kind, op::MaxPool);
-    EXPECT_EQ(c2->inputs[0]->out_type, etype::u8);
+    EXPECT_EQ(c2->inputs[0]->out_type, dtype::u8);
     EXPECT_EQ(c2->inputs[0]->inputs[0]->id, "c1_int8");
     for (const auto &n : l->nodes()) EXPECT_NE(n->kind, op::Relu) << n->id;
     for (uint64_t seed : {5, 6}) {
@@ -732,7 +732,7 @@ out  = Result(yd)
         ASSERT_TRUE(c2) << to_text(*l);
         EXPECT_EQ(c2->inputs[0]->kind, op::DequantizeLinear);
         EXPECT_EQ(c2->inputs[0]->inputs[0]->kind, op::MaxPool);
-        EXPECT_EQ(c2->inputs[0]->inputs[0]->out_type, etype::u8);
+        EXPECT_EQ(c2->inputs[0]->inputs[0]->out_type, dtype::u8);
         const compiled_graph island(*l);
         std::map<std::string, std::string> impl;
         for (const auto &[id, text] : island.impls()) impl[id] = text;
@@ -808,7 +808,7 @@ out  = Result(o3)
     ASSERT_TRUE(c3) << to_text(*l);
     const node *cat = c3->inputs[0];
     ASSERT_EQ(cat->kind, op::Concat) << to_text(*l);
-    EXPECT_EQ(cat->out_type, etype::u8);
+    EXPECT_EQ(cat->out_type, dtype::u8);
     ASSERT_EQ(cat->inputs.size(), 3u);
     // y1 (0.0625, 0) and y2 (0.1, 3) are requantized to (0.075, 3); y3 has it.
     EXPECT_EQ(cat->inputs[0]->kind, op::QuantizeLinear);
@@ -973,7 +973,7 @@ w = Constant i8[8,4,1,1] fill(1)
     };
     // The good one reads, runs and gives 0.5 · Σ x per output (dst u8, rounded half to even).
     const auto g = parse(text(ok));
-    tensor x(etype::u8, {1, 4, 5, 5});
+    tensor x(dtype::u8, {1, 4, 5, 5});
     for (int64_t i = 0; i < x.elems(); ++i) x.set(i, double(i % 7));
     const auto y = compiled_graph(*g).run({x})[0].values();
     ASSERT_EQ(y.size(), 200u);

@@ -47,8 +47,8 @@ void expect_values(const tensor &t, const std::vector<float> &want) {
 bool aligned64(const tensor &t) { return reinterpret_cast<uintptr_t>(t.bytes.data()) % 64 == 0; }
 
 TEST(GraphStorage, TensorsAreCacheLineAligned) {
-    const tensor small(etype::u8, {1, 3, 5, 5});
-    const tensor big(etype::u8, {1, 256, 56, 56}); // 784 KiB
+    const tensor small(dtype::u8, {1, 3, 5, 5});
+    const tensor big(dtype::u8, {1, 256, 56, 56}); // 784 KiB
     const tensor copy = big;
     EXPECT_TRUE(aligned64(small));
     EXPECT_TRUE(aligned64(big));
@@ -100,7 +100,7 @@ TEST(GraphOps, FakeQuantizePerTensorRoundsHalfToEven) {
                               "ol = Constant f32[1] [0]\noh = Constant f32[1] [6]\n"
                               "fq = FakeQuantize(x, il, ih, ol, oh) levels=4\nr = Result(fq)\n");
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].type, etype::f32);
+    EXPECT_EQ(out[0].type, dtype::f32);
     EXPECT_EQ(out[0].shape, (shape_t{8}));
     expect_values(out[0], {0, 0, 0, 4, 4, 6, 6, 2});
 }
@@ -141,10 +141,10 @@ TEST(GraphOps, QuantizeLinearPerTensorU8) {
                               "q = QuantizeLinear(x, s, z)\nq0 = QuantizeLinear(x, s)\n"
                               "r = Result(q)\nr0 = Result(q0)\n");
     ASSERT_EQ(out.size(), 2u);
-    EXPECT_EQ(out[0].type, etype::u8);
+    EXPECT_EQ(out[0].type, dtype::u8);
     // x/s = -2, 0.5, 1.5, 2.5, 200, -200, 1.48 → even rounding, + 128, saturate
     expect_values(out[0], {126, 128, 130, 130, 255, 0, 129});
-    EXPECT_EQ(out[1].type, etype::u8); // no zero point: u8, zp 0
+    EXPECT_EQ(out[1].type, dtype::u8); // no zero point: u8, zp 0
     expect_values(out[1], {0, 0, 2, 2, 200, 0, 1});
 }
 
@@ -152,7 +152,7 @@ TEST(GraphOps, QuantizeLinearPerAxisI8) {
     const auto out = run_text("x = Constant f32[1,2,3] [1, -3, -100, 2.5, -2.5, 1000]\n"
                               "s = Constant f32[2] [0.5, 2]\nz = Constant i8[2] [-1, 10]\n"
                               "q = QuantizeLinear(x, s, z) axis=1\nr = Result(q)\n");
-    EXPECT_EQ(out[0].type, etype::i8);
+    EXPECT_EQ(out[0].type, dtype::s8);
     // channel 0: 2-1, -6-1, -200-1 → -128; channel 1: round(1.25)+10, round(-1.25)+10, 500+10 → 127
     expect_values(out[0], {1, -7, -128, 11, 9, 127});
 }
@@ -167,7 +167,7 @@ TEST(GraphOps, DequantizeLinear) {
                               "r1 = Result(da)\nr2 = Result(db)\nr3 = Result(dc)\n");
     expect_values(out[0], {-64, 0, 63.5});
     expect_values(out[1], {-32, 31.75, 8, -12});
-    EXPECT_EQ(out[2].type, etype::f16);
+    EXPECT_EQ(out[2].type, dtype::f16);
     // 50000 is not an f16: the nearest ones are 49984 and 50016 (spacing 32) → 49984
     expect_values(out[2], {49984, -3.5, 1.5});
 }
@@ -202,7 +202,7 @@ TEST(GraphOps, QdqErrors) {
     EXPECT_NE(e.find("axis 3 is out of range"), std::string::npos) << e;
     e = error_of(head + "d = DequantizeLinear(x, s2)\n");
     EXPECT_NE(e.find("x must be u8, i8 or i32"), std::string::npos) << e;
-    EXPECT_EQ(parse(head + "q = QuantizeLinear(x, s3) axis=-1\nr = Result(q)\n")->find("q")->out_type, etype::u8);
+    EXPECT_EQ(parse(head + "q = QuantizeLinear(x, s3) axis=-1\nr = Result(q)\n")->find("q")->out_type, dtype::u8);
 }
 
 // ------------------------------------------------------------------ pooling
@@ -294,7 +294,7 @@ TEST(GraphOps, GlobalAveragePoolOfADequantizeReadsTheBytes) {
     EXPECT_EQ(impl_of(kept, "g"), "graph:reduce_mean");
     std::vector<float> v(2 * 37 * 49);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 97 + i / 7) % 256);
-    const tensor x = tensor::from_f32(etype::u8, {2, 37, 7, 7}, v);
+    const tensor x = tensor::from_f32(dtype::u8, {2, 37, 7, 7}, v);
     const tensor want = kept.run({x})[0];
     for (const tensor &in : {x, x.to_layout(layout::nhwc)}) {
         const tensor got = folded.run({in})[0];
@@ -328,7 +328,7 @@ TEST(GraphOps, PoolErrors) {
     EXPECT_NE(e.find("axis -3 is given twice"), std::string::npos) << e;
     // an int8 MaxPool stays u8
     auto g = parse("x = Parameter u8[1,1,4,4]\np = MaxPool(x) kernel=[2,2]\nr = Result(p)\n");
-    EXPECT_EQ(g->find("p")->out_type, etype::u8);
+    EXPECT_EQ(g->find("p")->out_type, dtype::u8);
 }
 
 // ------------------------------------------------------------------- glue
@@ -353,7 +353,7 @@ TEST(GraphOps, ClampRelu6AndIntegers) {
                               "i = Constant i32[3] [-5, 0, 5]\nci = Clamp(i) min=-1.5 max=2.5\n"
                               "r1 = Result(c)\nr2 = Result(ci)\n");
     expect_values(out[0], {0, 3, 6, 6, 0.25});
-    EXPECT_EQ(out[1].type, etype::i32);
+    EXPECT_EQ(out[1].type, dtype::s32);
     expect_values(out[1], {-1, 0, 2}); // integer bounds: ceil(min), floor(max)
     EXPECT_NE(error_of("x = Parameter f32[2]\nc = Clamp(x) min=0\n").find("Clamp needs min=<v> and max=<v>"),
               std::string::npos);
@@ -457,12 +457,12 @@ TEST(GraphTensor, ValuesKeepTheirType) {
                               "zb = Constant i32[] [16777216]\nsb = Constant f32[] [0.5]\n"
                               "d = DequantizeLinear(big, sb, zb)\n"
                               "r1 = Result(q)\nr2 = Result(h)\nr3 = Result(w)\nr4 = Result(d)\n");
-    EXPECT_EQ(out[0].type, etype::i8);
+    EXPECT_EQ(out[0].type, dtype::s8);
     EXPECT_EQ(out[0].bytes, (qconv::aligned_vector<uint8_t>{0xFF, 0x00, 0x02, 0x7F})); // -1, 0 (half to even), 2, 127
-    EXPECT_EQ(out[1].type, etype::f16);
+    EXPECT_EQ(out[1].type, dtype::f16);
     EXPECT_EQ(out[1].bytes.size(), 8u);
     EXPECT_EQ(out[1].bytes[0] | out[1].bytes[1] << 8, 0xBC00); // -1 in IEEE half
-    EXPECT_EQ(out[2].type, etype::i64);
+    EXPECT_EQ(out[2].type, dtype::s64);
     EXPECT_EQ(out[2].shape, (shape_t{2, 2}));
     EXPECT_EQ(out[2].values(), (std::vector<double>{16777217, 16777217, -16777219, -16777219}));
     // (x − zp) exact in integers: 1 and −33554435, then one f32 product each
@@ -470,14 +470,14 @@ TEST(GraphTensor, ValuesKeepTheirType) {
 }
 
 TEST(GraphTensor, FromF32RoundsAndLayoutsRoundTrip) {
-    const tensor u = tensor::from_f32(etype::u8, {4}, {2.5f, 3.5f, 300.f, -2.f});
+    const tensor u = tensor::from_f32(dtype::u8, {4}, {2.5f, 3.5f, 300.f, -2.f});
     EXPECT_EQ(u.bytes, (qconv::aligned_vector<uint8_t>{2, 4, 255, 0}));
     std::vector<float> v(12);
     for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i);
-    for (const etype t : {etype::f32, etype::u8, etype::bf16, etype::i4}) {
+    for (const dtype t : {dtype::f32, dtype::u8, dtype::bf16, dtype::s4}) {
         SCOPED_TRACE(to_string(t));
         std::vector<float> w = v;
-        if (t == etype::i4)
+        if (t == dtype::s4)
             for (float &x : w) x -= 6;
         const tensor a = tensor::from_f32(t, {1, 3, 2, 2}, w); // C=3, H=W=2
         const tensor n = a.to_layout(layout::nhwc);
@@ -492,14 +492,14 @@ TEST(GraphTensor, FromF32RoundsAndLayoutsRoundTrip) {
     {
         std::vector<float> x(2 * 5 * 3 * 4);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 251);
-        const tensor b = tensor::from_f32(etype::u8, {2, 5, 3, 4}, x),
-                     f = tensor::from_f32(etype::f32, {2, 5, 3, 4}, x);
+        const tensor b = tensor::from_f32(dtype::u8, {2, 5, 3, 4}, x),
+                     f = tensor::from_f32(dtype::f32, {2, 5, 3, 4}, x);
         const tensor bn = b.to_layout(layout::nhwc), fn = f.to_layout(layout::nhwc);
         for (int64_t i = 0; i < bn.elems(); ++i) EXPECT_EQ(bn.get(i), fn.get(i)) << i;
         EXPECT_EQ(bn.to_layout(layout::plain).bytes, b.bytes);
     }
-    EXPECT_THROW(tensor(etype::f32, {2, 3}, layout::nhwc), qconv::error);
-    EXPECT_THROW(tensor::from_f32(etype::f32, {2, 3}, {1.f}), qconv::error);
+    EXPECT_THROW(tensor(dtype::f32, {2, 3}, layout::nhwc), qconv::error);
+    EXPECT_THROW(tensor::from_f32(dtype::f32, {2, 3}, {1.f}), qconv::error);
     EXPECT_THROW(u.f32(), qconv::error);
 }
 
@@ -509,15 +509,15 @@ TEST(GraphTensor, InputsAreConvertedAtTheBoundary) {
     auto g = parse("x = Parameter u8[1,2,2,2]\ns = Constant f32[] [0.5]\nz = Constant u8[] [10]\n"
                    "d = DequantizeLinear(x, s, z)\nm = MaxPool(x) kernel=[2,2]\nr1 = Result(d)\nr2 = Result(m)\n");
     const compiled_graph cg(*g);
-    const tensor x = tensor::from_f32(etype::u8, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3});
+    const tensor x = tensor::from_f32(dtype::u8, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3});
     const auto a = cg.run({x});
     EXPECT_EQ(a[0].to_f32(), (std::vector<float>{0, 1, 2, 3, -5, -4.5, -4, -3.5}));
-    EXPECT_EQ(a[1].type, etype::u8);
+    EXPECT_EQ(a[1].type, dtype::u8);
     EXPECT_EQ(a[1].bytes, (qconv::aligned_vector<uint8_t>{16, 3}));
     const auto b = cg.run({x.to_layout(layout::nhwc)});
     EXPECT_EQ(b[0].bytes, a[0].bytes);
     EXPECT_EQ(b[1].bytes, a[1].bytes);
-    const auto c = cg.run({tensor::from_f32(etype::f32, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3.4f})});
+    const auto c = cg.run({tensor::from_f32(dtype::f32, {1, 2, 2, 2}, {10, 12, 14, 16, 0, 1, 2, 3.4f})});
     EXPECT_EQ(c[0].bytes, a[0].bytes); // 3.4 → u8 3
 }
 

@@ -24,7 +24,7 @@ const char *name(act_kind a) {
 struct case_t {
     act_kind act = act_kind::transpose;
     bool zp = true, bias = true, convert = false, wparam = false, group = true;
-    etype wt = etype::u4;
+    dtype wt = dtype::u4;
 };
 std::string str(const case_t &c) {
     return std::string(name(c.act)) + (c.zp ? "_zp" : "") + (c.bias ? "_bias" : "") + (c.convert ? "_cvt" : "") +
@@ -43,8 +43,8 @@ std::vector<int64_t> ints(uint64_t seed, int64_t n, int64_t lo, int64_t hi) {
     }
     return v;
 }
-int64_t lo_of(etype t) { return t == etype::u4 || t == etype::u8 ? 0 : t == etype::i4 ? -8 : -128; }
-int64_t hi_of(etype t) { return t == etype::u4 ? 15 : t == etype::u8 ? 255 : t == etype::i4 ? 7 : 127; }
+int64_t lo_of(dtype t) { return t == dtype::u4 || t == dtype::u8 ? 0 : t == dtype::s4 ? -8 : -128; }
+int64_t hi_of(dtype t) { return t == dtype::u4 ? 15 : t == dtype::u8 ? 255 : t == dtype::s4 ? 7 : 127; }
 
 attributes conv_attrs() { return {}; }
 attributes order(std::vector<int64_t> o) {
@@ -57,7 +57,7 @@ attributes target(std::vector<int64_t> s) {
     a.target = std::move(s);
     return a;
 }
-attributes to(etype t) {
+attributes to(dtype t) {
     attributes a;
     a.type = t;
     return a;
@@ -81,7 +81,7 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
     } else {
         wq = g.constant_int(c.wt, ws, wv, "wq");
     }
-    node *x = g.add(op::Convert, {wq}, to(etype::f32), "wq_f32");
+    node *x = g.add(op::Convert, {wq}, to(dtype::f32), "wq_f32");
     if (c.zp) {
         const auto zv = ints(8, elems_of(ss), lo_of(c.wt), hi_of(c.wt));
         if (zp_no_convert) {
@@ -89,13 +89,13 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
             x = g.add(op::Subtract, {x, g.constant_f32(ss, zf, "zp")}, {}, "sub");
         } else {
             node *zp = g.constant_int(c.wt, ss, zv, "zp");
-            x = g.add(op::Subtract, {x, g.add(op::Convert, {zp}, to(etype::f32), "zp_f32")}, {}, "sub");
+            x = g.add(op::Subtract, {x, g.add(op::Convert, {zp}, to(dtype::f32), "zp_f32")}, {}, "sub");
         }
     }
     node *s;
     if (scale_param) {
-        s = g.parameter(etype::f32, ss, "scale");
-        inputs->push_back(tensor::from_f32(etype::f32, ss, std::vector<float>(elems_of(ss), 0.25f)));
+        s = g.parameter(dtype::f32, ss, "scale");
+        inputs->push_back(tensor::from_f32(dtype::f32, ss, std::vector<float>(elems_of(ss), 0.25f)));
     } else {
         std::vector<float> sv;
         for (int64_t e : ints(9, elems_of(ss), -4, 0)) sv.push_back(std::ldexp(1.f, static_cast<int>(e)));
@@ -108,7 +108,7 @@ node *weights(graph &g, const case_t &c, std::vector<tensor> *inputs, bool scale
 
 tensor int_tensor(const shape_t &s, uint64_t seed) {
     const auto v = ints(seed, elems_of(s), -3, 3);
-    return tensor::from_values(etype::f32, s, std::vector<double>(v.begin(), v.end()));
+    return tensor::from_values(dtype::f32, s, std::vector<double>(v.begin(), v.end()));
 }
 
 // The conv with activation / output layout ops as the case says.
@@ -119,15 +119,15 @@ built make(const case_t &c) {
     const int64_t h = c.act == act_kind::reshape ? 1 : H, w = c.act == act_kind::reshape ? 1 : W;
     node *a;
     if (c.act == act_kind::transpose) {
-        node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
+        node *x = g.parameter(dtype::f32, {N, H, W, IC}, "x");
         b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
         a = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
     } else if (c.act == act_kind::reshape) {
-        node *x = g.parameter(etype::f32, {N, IC}, "x");
+        node *x = g.parameter(dtype::f32, {N, IC}, "x");
         b.inputs.push_back(int_tensor({N, IC}, 1));
         a = g.add(op::Reshape, {x}, target({N, IC, 1, 1}), "act");
     } else {
-        node *x = g.parameter(etype::f32, {N, IC, H, W}, "x");
+        node *x = g.parameter(dtype::f32, {N, IC, H, W}, "x");
         b.inputs.push_back(int_tensor({N, IC, H, W}, 1));
         a = g.add(op::Relu, {x}, {}, "act");
     }
@@ -138,7 +138,7 @@ built make(const case_t &c) {
         for (int64_t v : ints(11, OC, -5, 5)) bv.push_back(static_cast<float>(v));
         t = g.add(op::Add, {t, g.constant_f32({1, OC, 1, 1}, bv, "bias")}, {}, "bias_add");
     }
-    if (c.convert) t = g.add(op::Convert, {t}, to(etype::f16), "cvt");
+    if (c.convert) t = g.add(op::Convert, {t}, to(dtype::f16), "cvt");
     if (c.act == act_kind::reshape) {
         t = g.add(op::Reshape, {t}, target({N, OC}), "out_layout");
     } else {
@@ -185,7 +185,7 @@ TEST_P(Rewrite, StructureAndValues) {
     built b = make(c);
     const auto before = run(*b.g, b.inputs);
     const shape_t out_shape = b.g->results()[0]->out_shape;
-    const etype out_type = b.g->results()[0]->out_type;
+    const dtype out_type = b.g->results()[0]->out_type;
 
     auto rec = run_passes(*b.g);
     ASSERT_EQ(rec.size(), 1u);
@@ -198,7 +198,7 @@ TEST_P(Rewrite, StructureAndValues) {
     EXPECT_TRUE(mm->attr.transpose_b);
     EXPECT_FALSE(mm->attr.transpose_a);
     EXPECT_EQ(mm->inputs[1]->out_shape, (shape_t{OC, IC}));
-    EXPECT_EQ(mm->out_type, etype::f32);
+    EXPECT_EQ(mm->out_type, dtype::f32);
     // Only the node that takes over the replaced output carries its friendly
     // name; the MatMul is named after the Convolution with a suffix unless it
     // is that node (it replaces the absorbed output Transpose).
@@ -242,7 +242,7 @@ TEST_P(Rewrite, StructureAndValues) {
     }
     // Convert to f16 kept (plus the weight Converts).
     int f16_converts = 0;
-    for (const auto &n : g.nodes()) f16_converts += n->kind == op::Convert && n->out_type == etype::f16;
+    for (const auto &n : g.nodes()) f16_converts += n->kind == op::Convert && n->out_type == dtype::f16;
     EXPECT_EQ(f16_converts, c.convert ? 1 : 0);
     // The output layout op was absorbed: no Transpose after the MatMul.
     const node *res = g.results()[0];
@@ -267,7 +267,7 @@ TEST_P(Rewrite, StructureAndValues) {
 std::vector<case_t> matrix() {
     std::vector<case_t> r;
     for (act_kind a : {act_kind::transpose, act_kind::reshape, act_kind::direct})
-        for (etype t : {etype::u4, etype::i4, etype::u8, etype::i8})
+        for (dtype t : {dtype::u4, dtype::s4, dtype::u8, dtype::s8})
             for (int bits = 0; bits < 32; ++bits) {
                 case_t c;
                 c.act = a;
@@ -298,7 +298,7 @@ negative base(const std::function<void(graph &, node *&act, node *&wts, attribut
     r.g = std::make_unique<graph>();
     graph &g = *r.g;
     case_t c;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
+    node *x = g.parameter(dtype::f32, {N, H, W, IC}, "x");
     r.in.push_back(int_tensor({N, H, W, IC}, 1));
     node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
     node *wts = weights(g, c, &r.in);
@@ -332,8 +332,8 @@ TEST(RewriteNegative, Kernel3x3) {
         base([](graph &g, node *&, node *&w, attributes &a, op &) {
             std::vector<float> v(OC * IC * 9, 0.5f);
             w = g.constant_f32({OC, IC, 3, 3}, v, "w3");
-            node *q = g.constant_int(etype::u8, {OC, IC, 3, 3}, std::vector<int64_t>(OC * IC * 9, 3), "q3");
-            node *cv = g.add(op::Convert, {q}, to(etype::f32), "q3f");
+            node *q = g.constant_int(dtype::u8, {OC, IC, 3, 3}, std::vector<int64_t>(OC * IC * 9, 3), "q3");
+            node *cv = g.add(op::Convert, {q}, to(dtype::f32), "q3f");
             w = g.add(op::Multiply, {cv, g.constant_f32({OC, 1, 1, 1}, std::vector<float>(OC, 0.5f))}, {}, "m3");
             a.pads_begin = {1, 1};
             a.pads_end = {1, 1};
@@ -371,7 +371,7 @@ TEST(RewriteNegative, NonConstantScale) {
         case_t c;
         w = weights(g, c, &extra, /*scale_param=*/true);
     });
-    n.in.push_back(tensor::from_f32(etype::f32, {OC, NG, 1, 1, 1}, std::vector<float>(OC * NG, 0.25f)));
+    n.in.push_back(tensor::from_f32(dtype::f32, {OC, NG, 1, 1, 1}, std::vector<float>(OC * NG, 0.25f)));
     // Inputs follow Parameter creation order: x, scale.
     expect_unchanged(std::move(n), "scale is not a Constant");
 }
@@ -391,7 +391,7 @@ negative chain(const shape_t &xs, const node_fn &act, const node_fn &out, bool p
     negative r;
     r.g = std::make_unique<graph>();
     graph &g = *r.g;
-    node *x = g.parameter(etype::f32, xs, "x");
+    node *x = g.parameter(dtype::f32, xs, "x");
     r.in.push_back(int_tensor(xs, 1));
     node *w = plain_weights ? g.constant_f32({OC, IC, 1, 1}, std::vector<float>(OC * IC, 0.5f), "w")
                             : weights(g, case_t{}, &r.in);
@@ -442,7 +442,7 @@ built transposed_conv(node *&conv) {
     built b;
     b.g = std::make_unique<graph>();
     graph &g = *b.g;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
+    node *x = g.parameter(dtype::f32, {N, H, W, IC}, "x");
     b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
     conv = g.add(op::Convolution, {to_nchw(g, x), weights(g, case_t{}, &b.inputs)}, {}, "conv");
     return b;
@@ -489,11 +489,11 @@ TEST(RewriteFixup, ScalePerInputChannel) {
     built b;
     b.g = std::make_unique<graph>();
     graph &g = *b.g;
-    node *x = g.parameter(etype::f32, {N, H, W, IC}, "x");
+    node *x = g.parameter(dtype::f32, {N, H, W, IC}, "x");
     b.inputs.push_back(int_tensor({N, H, W, IC}, 1));
     node *act = g.add(op::Transpose, {x}, order({0, 3, 1, 2}), "act");
-    node *q = g.constant_int(etype::u8, {OC, IC, 1, 1}, ints(3, OC * IC, 0, 255), "q");
-    node *cq = g.add(op::Convert, {q}, to(etype::f32), "cq");
+    node *q = g.constant_int(dtype::u8, {OC, IC, 1, 1}, ints(3, OC * IC, 0, 255), "q");
+    node *cq = g.add(op::Convert, {q}, to(dtype::f32), "cq");
     std::vector<float> sv;
     for (int64_t e : ints(4, IC, -4, 0)) sv.push_back(std::ldexp(1.f, static_cast<int>(e)));
     node *w = g.add(op::Multiply, {cq, g.constant_f32({1, IC, 1, 1}, sv, "s")}, {}, "w");

@@ -625,7 +625,7 @@ TEST(HostileGraph, RunBeyondTheGraphLimit) {
                        "graph limit of 4 GiB");
     // A graph built in code is checked when compiled.
     graph::graph g;
-    graph::node *x = g.parameter(graph::etype::f32, {1, 4096, 4096, 32}, "x");
+    graph::node *x = g.parameter(graph::dtype::f32, {1, 4096, 4096, 32}, "x");
     g.add(graph::op::Result, {g.add(graph::op::Relu, {x})});
     g.infer();
     EXPECT_GT(graph::run_bytes(g), double(graph::max_run_bytes));
@@ -650,7 +650,7 @@ TEST(HostileGraph, ExecutorWrongInputs) {
     const auto g = graph::parse("x = Parameter f32[1,4]\ny = Relu(x)\nr = Result(y)\n");
     const graph::compiled_graph cg(*g, 1);
     expect_error([&] { cg.run({}); }, "", "");
-    graph::tensor t = graph::tensor::from_f32(graph::etype::f32, {2, 4}, std::vector<float>(8, 1.f));
+    graph::tensor t = graph::tensor::from_f32(graph::dtype::f32, {2, 4}, std::vector<float>(8, 1.f));
     expect_error([&] { cg.run({t}); }, "", "");
     t.shape = {1, 4};
     t.bytes.resize(3 * sizeof(float)); // fewer values than the shape says

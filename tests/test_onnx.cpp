@@ -54,7 +54,7 @@ double rel_diff(const std::vector<float> &a, const std::vector<double> &ref) {
 }
 
 g::tensor input(const g::shape_t &s, uint64_t seed) {
-    return g::tensor::from_f32(g::etype::f32, s, om::uniform(seed, static_cast<size_t>(g::elems_of(s)), -1.f, 1.f));
+    return g::tensor::from_f32(g::dtype::f32, s, om::uniform(seed, static_cast<size_t>(g::elems_of(s)), -1.f, 1.f));
 }
 
 // The graph's text loads back and computes the same values.
@@ -298,7 +298,7 @@ std::vector<float> run_one(const om::builder &b, const std::vector<g::tensor> &i
 }
 g::tensor u8_input(const g::shape_t &s, uint64_t seed) {
     const auto v = om::integers(seed, static_cast<size_t>(g::elems_of(s)), 0, 255);
-    return g::tensor::from_values(g::etype::u8, s, std::vector<double>(v.begin(), v.end()));
+    return g::tensor::from_values(g::dtype::u8, s, std::vector<double>(v.begin(), v.end()));
 }
 
 TEST(OnnxQuantized, QdqConvBlockPerTensorAndPerChannel) {
@@ -346,7 +346,7 @@ TEST(OnnxQuantized, QdqConvBlockPerTensorAndPerChannel) {
     EXPECT_EQ(ops.at("Convolution"), 1);
     const auto x = input({1, C, H, W}, 16);
     const auto y = g::compiled_graph(*gr).run({x})[0];
-    ASSERT_EQ(y.type, g::etype::f32);
+    ASSERT_EQ(y.type, g::dtype::f32);
     // Reference in double from the spec, the quantizations in f32 as ONNX writes them.
     const auto xv = x.to_f32();
     std::vector<double> xd(xv.size());
@@ -437,8 +437,8 @@ TEST(OnnxQuantized, QuantizeLinearPerAxisExactAndTypes) {
     auto x = input({2, 3, 4}, 31);
     const auto y = g::compiled_graph(*gr).run({x});
     ASSERT_EQ(y.size(), 2u);
-    EXPECT_EQ(y[0].type, g::etype::u8);
-    EXPECT_EQ(y[1].type, g::etype::i8);
+    EXPECT_EQ(y[0].type, g::dtype::u8);
+    EXPECT_EQ(y[1].type, g::dtype::s8);
     const auto xv = x.to_f32();
     for (int i = 0; i < 24; ++i) {
         const int c = (i / 4) % 3;
@@ -474,7 +474,7 @@ TEST(OnnxQuantized, QLinearConvAsQdq) {
         EXPECT_EQ(gr->count_ops().count(group == 1 ? "Convolution" : "GroupConvolution"), 1u);
         const auto x = u8_input({1, C, H, W}, 44);
         const auto y = g::compiled_graph(*gr).run({x})[0];
-        ASSERT_EQ(y.type, g::etype::u8);
+        ASSERT_EQ(y.type, g::dtype::u8);
         const int OH = (H + 2 - 3) / 2 + 1, OW = W;
         ASSERT_EQ(y.shape, (g::shape_t{1, OC, OH, OW}));
         // The integer form of the spec: acc = Σ (x − xz)·w + b; y = saturate(round(acc·xs·ws/ys) + yz).
@@ -522,7 +522,7 @@ TEST(OnnxQuantized, QLinearMatMulAsQdq) {
     auto gr = read(b);
     const auto a = u8_input({M, K}, 53);
     const auto y = g::compiled_graph(*gr).run({a})[0];
-    ASSERT_EQ(y.type, g::etype::i8);
+    ASSERT_EQ(y.type, g::dtype::s8);
     const std::vector<int> bz = {0, 1, -1, 2, 0};
     const auto av = a.values(), yv = y.values();
     for (int m = 0; m < M; ++m)
@@ -611,7 +611,7 @@ TEST(OnnxQuantized, Pools) {
     om::attr(mb.node("MaxPool", {"x"}, {"y"}), "kernel_shape", std::vector<int64_t>{3, 3});
     const auto xu = u8_input({1, C, H, W}, 62);
     const auto yu = g::compiled_graph(*read(mb)).run({xu})[0];
-    EXPECT_EQ(yu.type, g::etype::u8);
+    EXPECT_EQ(yu.type, g::dtype::u8);
     const auto xuf = xu.to_f32();
     EXPECT_LE(rel_diff(yu.to_f32(), pool_ref(xuf, C, H, W, 3, 1, 0, 0, false, true, false)), 0.0);
 }
@@ -621,7 +621,7 @@ TEST(OnnxQuantized, ElementwiseAndShapeOps) {
     const auto x = input(xs, 71);
     auto xv = x.to_f32();
     for (float &v : xv) v *= 8; // beyond Relu6's bounds
-    const auto x8 = g::tensor::from_f32(g::etype::f32, xs, xv);
+    const auto x8 = g::tensor::from_f32(g::dtype::f32, xs, xv);
     auto each = [&](const std::function<double(double, int64_t)> &f) {
         std::vector<double> r;
         for (size_t i = 0; i < xv.size(); ++i) r.push_back(f(xv[i], static_cast<int64_t>(i)));
@@ -1089,12 +1089,12 @@ TEST(OnnxRefusalFile, TruncatedAndCorruptFiles) {
 // ------------------------------------------------------------------- npy
 TEST(Npy, RoundTripAndTypes) {
     const std::string dir = temp_dir("npy");
-    const auto t = g::tensor::from_f32(g::etype::f32, {2, 3}, {1, -2, 3.5f, 0, 1e-3f, -7});
+    const auto t = g::tensor::from_f32(g::dtype::f32, {2, 3}, {1, -2, 3.5f, 0, 1e-3f, -7});
     g::write_npy(dir + "/a.npy", t);
     const auto back = g::read_npy(dir + "/a.npy");
     EXPECT_EQ(back.shape, t.shape);
     EXPECT_EQ(back.bytes, t.bytes);
-    EXPECT_EQ(back.type, g::etype::f32);
+    EXPECT_EQ(back.type, g::dtype::f32);
     // Version 2 header, i64 and u1 data, a scalar.
     auto npy = [](int major, const std::string &descr, const std::string &shape, const std::string &body) {
         std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -1108,12 +1108,12 @@ TEST(Npy, RoundTripAndTypes) {
     const int64_t v[2] = {-5, int64_t(1) << 40};
     const std::string i8 = npy(2, "<i8", "(2,)", std::string(reinterpret_cast<const char *>(v), 16));
     const auto a = g::parse_npy(i8.data(), i8.size());
-    EXPECT_EQ(a.type, g::etype::i64);
+    EXPECT_EQ(a.type, g::dtype::s64);
     EXPECT_EQ(a.values(), (std::vector<double>{-5., double(int64_t(1) << 40)})); // exact: kept as i64
     const std::string u1 = npy(1, "|u1", "()", std::string(1, char(200)));
     const auto s = g::parse_npy(u1.data(), u1.size());
     EXPECT_EQ(s.shape, g::shape_t{});
-    EXPECT_EQ(s.type, g::etype::u8);
+    EXPECT_EQ(s.type, g::dtype::u8);
     EXPECT_EQ(s.values(), std::vector<double>{200.});
     // Refusals name the field.
     const std::pair<std::string, std::string> bad[] = {

@@ -494,8 +494,8 @@ TEST(OnnxPad, Integers) {
     b.init_raw("v", om::UINT8, {}, {255});
     b.node("Pad", {"x", "pads", "v"}, {"y"});
     auto gr = read(b);
-    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::etype::u8, {3}, {7, 8, 9})});
-    EXPECT_EQ(y[0].type, g::etype::u8);
+    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::dtype::u8, {3}, {7, 8, 9})});
+    EXPECT_EQ(y[0].type, g::dtype::u8);
     EXPECT_EQ(y[0].values(), (std::vector<double>{255, 255, 7, 8, 9, 255}));
 }
 
@@ -636,8 +636,8 @@ TEST(OnnxResize, NearestOfIntegers) {
     om::attr(n, "coordinate_transformation_mode", std::string("asymmetric"));
     om::attr(n, "nearest_mode", std::string("floor"));
     auto gr = read(b);
-    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::etype::u8, {1, 1, 1, 2}, {7, 250})});
-    EXPECT_EQ(y[0].type, g::etype::u8);
+    const auto y = g::compiled_graph(*gr).run({g::tensor::from_values(g::dtype::u8, {1, 1, 1, 2}, {7, 250})});
+    EXPECT_EQ(y[0].type, g::dtype::u8);
     EXPECT_EQ(y[0].values(), (std::vector<double>{7, 7, 250, 250}));
 }
 

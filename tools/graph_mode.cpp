@@ -66,8 +66,8 @@ std::string sci(double v) {
 double default_tolerance(const graph::graph &g, bool dq) {
     double tol = dq ? 1e-2 : 1e-4;
     for (const graph::node *p : g.parameters()) {
-        if (p->out_type == graph::etype::f16) tol = std::max(tol, 1e-2);
-        if (p->out_type == graph::etype::bf16) tol = std::max(tol, 5e-2);
+        if (p->out_type == graph::dtype::f16) tol = std::max(tol, 1e-2);
+        if (p->out_type == graph::dtype::bf16) tol = std::max(tol, 5e-2);
     }
     return tol;
 }
@@ -113,8 +113,8 @@ std::vector<std::pair<size_t, graph::tensor>> read_inputs(const std::vector<std:
         graph::tensor t = graph::read_npy(file);
         const graph::node &p = *params[idx];
         if (t.type != p.attr.type)
-            throw usage_error("--input: '" + name + "' is " + graph::to_string(p.attr.type) + " in the graph, '" +
-                              file + "' holds " + graph::to_string(t.type));
+            throw usage_error("--input: '" + name + "' is " + graph::ir_name(p.attr.type) + " in the graph, '" + file +
+                              "' holds " + graph::ir_name(t.type));
         const graph::shape_t &want = p.attr.shape;
         bool fits = want.size() == t.shape.size();
         for (size_t d = 0; fits && d < want.size(); ++d) fits = want[d] == graph::dynamic_dim || want[d] == t.shape[d];

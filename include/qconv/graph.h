@@ -33,12 +33,14 @@
 namespace qconv::graph {
 
 // ------------------------------------------------------------------ types
-enum class etype { f32, f16, bf16, u8, i8, u4, i4, i32, i64 };
-const char *to_string(etype t);
-etype parse_etype(const std::string &s, const std::string &field = "type");
-int bits_of(etype t);
-bool is_integer(etype t);
-int64_t storage_bytes(etype t, int64_t elems);
+// Element types are qconv::dtype (include/qconv/types.h), written in the text
+// format by their OpenVINO names (ir_name: i8, i32, i64, i4; "s8" parses too).
+using ::qconv::bits_of;
+using ::qconv::dtype;
+using ::qconv::ir_name;
+using ::qconv::is_integer;
+using ::qconv::parse_dtype;
+using ::qconv::storage_bytes;
 
 using shape_t = std::vector<int64_t>;
 // `?` in a Parameter's shape: the graph's run-time dimension (a batch or
@@ -98,7 +100,7 @@ enum class pad_mode { explicit_pads, valid, same_upper, same_lower };
 const char *to_string(pad_mode m);
 
 struct attributes {
-    etype type = etype::f32;     // Parameter/Constant type; Convert destination
+    dtype type = dtype::f32;     // Parameter/Constant type; Convert destination
     shape_t shape;               // Parameter/Constant shape
     std::vector<int64_t> order;  // Transpose permutation
     std::vector<int64_t> target; // Reshape target (0 copies a dim with special_zero, -1 infers)
@@ -156,7 +158,7 @@ public:
     int line = 0;                              // source line in a text file (0: built in code)
 
     // Set by graph::infer().
-    etype out_type = etype::f32;
+    dtype out_type = dtype::f32;
     shape_t out_shape;
     std::vector<int64_t> pads_b, pads_e; // Convolution: pads after auto_pad
 
@@ -174,12 +176,12 @@ public:
     graph &operator=(const graph &) = delete;
 
     node *add(op kind, std::vector<node *> inputs, attributes a = {}, const std::string &id = "");
-    node *parameter(etype t, shape_t s, const std::string &id = "");
-    node *constant(etype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id = "");
+    node *parameter(dtype t, shape_t s, const std::string &id = "");
+    node *constant(dtype t, shape_t s, std::shared_ptr<const constant_data> d, const std::string &id = "");
     node *constant_f32(shape_t s, const std::vector<float> &v, const std::string &id = "");
     node *constant_i64(const std::vector<int64_t> &v, const std::string &id = "");
     // Integer constant (u4/i4/u8/i8/i32/i64) from values (packed as required).
-    node *constant_int(etype t, shape_t s, const std::vector<int64_t> &v, const std::string &id = "");
+    node *constant_int(dtype t, shape_t s, const std::vector<int64_t> &v, const std::string &id = "");
 
     const std::vector<std::unique_ptr<node>> &nodes() const { return nodes_; }
     node *find(const std::string &id) const;
@@ -233,7 +235,7 @@ void save_file(const graph &g, const std::string &path);
 
 // Generated constant data: random(seed, lo, hi) (integers inclusive, floats
 // uniform in [lo, hi)), pow2(seed, emin, emax) (±2^e, for exact tests) or fill(v).
-std::shared_ptr<constant_data> generate(etype t, const shape_t &s, const std::string &spec);
+std::shared_ptr<constant_data> generate(dtype t, const shape_t &s, const std::string &spec);
 
 // ----------------------------------------------------------------- passes
 struct rewrite_record {
@@ -275,18 +277,18 @@ const char *to_string(layout l);
 // per byte, element 2i in the low nibble of byte i; f16 as IEEE half; bf16 as
 // the top 16 bits of an f32; the others in their native little-endian form).
 struct tensor {
-    etype type = etype::f32;
+    dtype type = dtype::f32;
     shape_t shape;
     layout order = layout::plain;
     aligned_vector<uint8_t> bytes; // storage_bytes(type, elems()); 64-byte aligned (qconv::cacheline_allocator)
 
     tensor() = default;
     // Zero-filled storage of type t and shape s, in layout o.
-    tensor(etype t, shape_t s, layout o = layout::plain);
+    tensor(dtype t, shape_t s, layout o = layout::plain);
     // Values given in the shape's (plain) order, rounded to t as a Convert
     // does (floats: nearest even; integers: half to even, saturated, NaN → 0).
-    static tensor from_f32(etype t, shape_t s, const std::vector<float> &v);
-    static tensor from_values(etype t, shape_t s, const std::vector<double> &v);
+    static tensor from_f32(dtype t, shape_t s, const std::vector<float> &v);
+    static tensor from_values(dtype t, shape_t s, const std::vector<double> &v);
 
     int64_t elems() const { return elems_of(shape); }
     // Element i of the storage (in memory order) as a double / stores one (rounded to the type).

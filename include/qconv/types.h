@@ -22,14 +22,20 @@ public:
 // Throws qconv::error("<field>: <what>").
 [[noreturn]] void fail(const std::string &field, const std::string &what);
 
-enum class dtype { undef, f32, bf16, f16, s32, s8, u8, s4, u4 };
+// The one element-type enum of the project: kernels, descriptors and the graph.
+enum class dtype { undef, f32, bf16, f16, s32, s8, u8, s4, u4, s64 };
 
+// The kernels' names: "f32", "s8", "s32", "u4", ...
 const char *to_string(dtype dt);
-// Parses "f32", "s8", "u4", ...; throws an error naming `field` otherwise.
+// The graph text format's names (OpenVINO's): "i8", "i32", "i64", "i4"; the rest as to_string.
+const char *ir_name(dtype dt);
+// Parses either name ("s8" or "i8", ...); throws an error naming `field` otherwise.
 dtype parse_dtype(const std::string &s, const std::string &field = "dt");
 // Size of one element in bits (4 for u4/s4).
 int bits_of(dtype dt);
 bool is_integer(dtype dt);
+// Bytes that `elems` packed elements take (two 4-bit values per byte).
+int64_t storage_bytes(dtype dt, int64_t elems);
 
 // IEEE half precision: f32 → f16 rounds to nearest even (overflow → inf,
 // NaN stays NaN); f16 → f32 is exact.

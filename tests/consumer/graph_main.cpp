@@ -31,7 +31,7 @@ void text_graph() {
                                 "z = Relu(s)\n"
                                 "r = Result(z)\n");
     const g::compiled_graph cg(*graph);
-    const auto out = cg.run({g::tensor::from_f32(g::etype::f32, {1, 4}, {1, 2, 3, 4})});
+    const auto out = cg.run({g::tensor::from_f32(g::dtype::f32, {1, 4}, {1, 2, 3, 4})});
     if (out.size() != 1 || out[0].elems() != 2) {
         std::printf("FAIL text graph: expected one output of 2 elements\n");
         ++failures;

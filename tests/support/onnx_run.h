@@ -37,7 +37,7 @@ inline std::vector<std::vector<float>> run(const builder &b, const std::vector<g
 }
 
 inline graph::tensor f32(const graph::shape_t &s, const std::vector<float> &v) {
-    return graph::tensor::from_f32(graph::etype::f32, s, v);
+    return graph::tensor::from_f32(graph::dtype::f32, s, v);
 }
 
 // The message of the error reading b throws ("" when it is read).
