@@ -9,7 +9,12 @@
 #   reference      the reference rows        + reference
 #   kernels        JIT and oneDNN rows       + kernels
 #   dispatch       tables, selection, cache  + dispatch
-#   graph          on top, primitives only   qconv, core, graph
+#   graph          on top, primitives only   qconv, core, and by stage:
+#     graph/ir       IR, shape inference     + graph/ir
+#     graph/ops      what each op computes   + graph/ir, graph/ops
+#     graph/io       ONNX, text, npy         + graph/ir, graph/ops, graph/io
+#     graph/passes   rewrites, lowering      + graph/ir, graph/ops, graph/passes
+#     graph/exec     the executor            + graph/ir, graph/ops, graph/exec
 #   tools          the driver                everything below graph, tests/support/testdata.h
 #
 # The kernel library (target qconv: include/qconv less graph*.h, core, rows,
@@ -28,13 +33,25 @@ allowed() { # folder -> allowed include prefixes
     reference) echo "qconv/ core/ rows/ reference/" ;;
     kernels) echo "qconv/ core/ rows/ reference/ kernels/" ;;
     dispatch) echo "qconv/ core/ rows/ reference/ kernels/ dispatch/" ;;
-    graph) echo "qconv/ core/ graph/" ;;
+    graph/ir) echo "qconv/ core/ graph/ir/" ;;
+    graph/ops) echo "qconv/ core/ graph/ir/ graph/ops/" ;;
+    graph/io) echo "qconv/ core/ graph/ir/ graph/ops/ graph/io/" ;;
+    graph/passes) echo "qconv/ core/ graph/ir/ graph/ops/ graph/passes/" ;;
+    graph/exec) echo "qconv/ core/ graph/ir/ graph/ops/ graph/exec/" ;;
     tools) echo "qconv/ core/ rows/ reference/ kernels/ dispatch/ tools/ tests/support/testdata.h" ;;
   esac
 }
 
+# Every graph source sits in one of the stage folders.
+for f in graph/*; do
+  if [ -f "$f" ]; then
+    echo "layering: $f is outside the graph stages (graph/ir, ops, io, passes, exec)"
+    exit 1
+  fi
+done
+
 bad=0
-for folder in include/qconv core rows reference kernels dispatch graph tools; do
+for folder in include/qconv core rows reference kernels dispatch graph/ir graph/ops graph/io graph/passes graph/exec tools; do
   read -r -a ok <<<"$(allowed "$folder")"
   while IFS= read -r hit; do
     file=${hit%%:*}

@@ -1,4 +1,4 @@
-// The executor's Gelu (erf form, graph/eval.cpp): the vectorized erf
+// The executor's Gelu (erf form, graph/ops/eval.cpp): the vectorized erf
 // against erf in double on a dense grid of x, and the special values.
 #include <gtest/gtest.h>
 

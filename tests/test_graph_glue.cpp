@@ -1,4 +1,4 @@
-// The executor's vectorized u8/i8 glue (graph/glue_kernels.cpp) against
+// The executor's vectorized u8/i8 glue (graph/ops/glue_kernels.cpp) against
 // scalar loops written here from the ops' definitions: MaxPool of NHWC
 // integers (odd channel counts, padding, windows that miss the input, the
 // types' extremes), QuantizeLinear (round half to even, saturation, NaN → 0,
@@ -12,7 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
+#include "graph/ops/ops.h"
 
 using namespace qconv::graph;
 

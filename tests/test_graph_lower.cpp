@@ -22,7 +22,7 @@
 
 #include <unistd.h>
 
-#include "graph/lower_int8.h"
+#include "graph/io/qconv_text.h"
 #include "qconv/conv.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
@@ -312,7 +312,7 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
     EXPECT_GT(distinct, static_cast<int64_t>(vb.size() / 4));
 
     // The row: the one "auto" picks for this layer alone.
-    const auto sp = detail::qconv_spec::decode(q->attr.qconv, q->id);
+    const detail::qconv_spec &sp = *q->attr.qconv;
     const node *wn = q->inputs[1];
     const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(wn->data->bytes.data()),
                                    sp.p.with_bias ? sp.bias.data() : nullptr);
@@ -321,7 +321,7 @@ TEST_P(GraphLower, MatchesTheGraphAsWrittenAndTheRowAutoPicks) {
     // A residual of int8 integers (QDQ here) of the destination's type is a
     // sum post-op over them; an f32 one (a FakeQuantize of a Parameter) add:full.
     if (pt.residual) {
-        EXPECT_EQ(sp.sum, !is_fq(pt.act)) << q->attr.qconv;
+        EXPECT_EQ(sp.sum, !is_fq(pt.act)) << detail::qconv_text(sp);
     }
     // The zero point mechanism follows the activation's quantization.
     const bool per_channel =
@@ -877,7 +877,7 @@ out  = Result(y3)
         for (const auto &n : l->nodes())
             if (n->kind == op::QConvolution) {
                 ++qc;
-                if (n->attr.qconv.find(";dw:") != std::string::npos) fused = n.get();
+                if (detail::qconv_text(*n->attr.qconv).find(";dw:") != std::string::npos) fused = n.get();
             }
         EXPECT_EQ(qc, 2) << to_text(*l);
         ASSERT_NE(fused, nullptr) << to_text(*l);
@@ -890,7 +890,7 @@ out  = Result(y3)
         for (const auto &[id, im] : after.impls())
             if (id == fused->id) std::printf("[ dw fused ] stride %d: %s\n", stride, im.c_str());
         // The same row as the fused problem alone.
-        const auto sp = detail::qconv_spec::decode(fused->attr.qconv, fused->id);
+        const detail::qconv_spec &sp = *fused->attr.qconv;
         const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(fused->inputs[1]->data->bytes.data()),
                                        sp.p.with_bias ? sp.bias.data() : nullptr);
         for (const auto &[id, im] : after.impls())
@@ -948,7 +948,8 @@ out  = Result(y)
         EXPECT_TRUE(r[0].rewritten) << r[0].reason;
         const node *q = qconv_node(*l);
         ASSERT_NE(q, nullptr) << to_text(*l);
-        EXPECT_NE(q->attr.qconv.find("desc=g1mb4ic64ih1iw1oc10oh1ow1kh1kw1"), std::string::npos) << q->attr.qconv;
+        const std::string spec_text = detail::qconv_text(*q->attr.qconv);
+        EXPECT_NE(spec_text.find("desc=g1mb4ic64ih1iw1oc10oh1ow1kh1kw1"), std::string::npos) << spec_text;
         EXPECT_EQ(l->count_ops()["MatMul"], 0);
         const auto in = random_inputs(*g, 13);
         const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
@@ -1090,7 +1091,7 @@ TEST(GraphLowerNetworks, EveryConvolutionRunsTheRowAutoPicksAloneAndRunsRepeat) 
         int checked = 0;
         for (const auto &n : g->nodes()) {
             if (n->kind != op::QConvolution) continue;
-            const auto sp = detail::qconv_spec::decode(n->attr.qconv, n->id);
+            const detail::qconv_spec &sp = *n->attr.qconv;
             const node *wn = n->inputs[1];
             ASSERT_EQ(wn->kind, op::Constant) << n->id;
             const qconv::convolution alone(sp.p, reinterpret_cast<const int8_t *>(wn->data->bytes.data()),

@@ -581,7 +581,7 @@ TEST(HostileGraph, ConstantValueCountAndRange) {
     expect_graph_error("c = Constant u4[2] random(1, 0, 16)\n", "not a valid u4");
 }
 
-// Was a finding (graph/text.cpp, fixed): `Constant u8[-1,4] fill(1)` reached
+// Was a finding (graph/io/text.cpp, fixed): `Constant u8[-1,4] fill(1)` reached
 // std::vector with a negative size (std::length_error).
 TEST(HostileGraph, NegativeAndZeroDimensions) {
     expect_graph_error("c = Constant u8[-1,4] fill(1)\n", "line 1");
@@ -596,13 +596,13 @@ TEST(HostileGraph, SizesOverflowingInt64) {
     expect_graph_error("c = Constant i8[4294967296,4294967296] fill(0)\n", "line 1");
 }
 
-// Was a finding (graph/text.cpp, fixed): a 4 TiB Constant was allocated (std::bad_alloc).
+// Was a finding (graph/io/text.cpp, fixed): a 4 TiB Constant was allocated (std::bad_alloc).
 TEST(HostileGraph, TerabyteConstant) {
     // 2^40 f32 elements = 4 TiB: refused before anything is allocated.
     expect_graph_error("c = Constant f32[1048576,1048576] fill(0)\nr = Result(c)\n", "line 1");
 }
 
-// Was a finding (graph/text.cpp, fixed): a Constant of 2^31 f16 values was
+// Was a finding (graph/io/text.cpp, fixed): a Constant of 2^31 f16 values was
 // generated (4 GiB, minutes) before the next line's shape check refused the
 // graph. Every shape is now inferred before any data is generated.
 TEST(HostileGraph, ShapesAreCheckedBeforeConstantsAreGenerated) {
@@ -632,7 +632,7 @@ TEST(HostileGraph, RunBeyondTheGraphLimit) {
     expect_error([&] { graph::compiled_graph cg(g); }, "node 'x'", "more than the graph limit");
 }
 
-// Was a finding (graph/text.cpp, fixed): `graph /dev/zero` read forever.
+// Was a finding (graph/io/text.cpp, fixed): `graph /dev/zero` read forever.
 TEST(HostileGraph, FileLimits) {
     expect_error([] { graph::load_file("/dev/zero"); }, "file", "NUL byte");
     const std::string long_line =

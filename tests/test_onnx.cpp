@@ -1,4 +1,4 @@
-// The ONNX reader (graph/onnx_reader.cpp) and the .npy files (graph/npy.cpp):
+// The ONNX reader (graph/io/onnx_reader.cpp) and the .npy files (graph/io/npy.cpp):
 // models built in C++ (tests/support/onnx_models.h) read, run, and match an
 // independent computation and their own .qg text; the compressed-weight FFNs
 // run as compressed MatMuls; every refusal names the node, op and attribute;

@@ -1,4 +1,4 @@
-// The ONNX reading the PP-OCR models need (graph/onnx_reader.cpp;
+// The ONNX reading the PP-OCR models need (graph/io/onnx_reader.cpp;
 // docs/graph.md, "ONNX"): opsets 11 and 12 and their older forms (Softmax's
 // flattening, axes and split as attributes, per-tensor QDQ), Squeeze,
 // Unsqueeze and ReduceMean. Each is read from a small model built here, run,

@@ -1,4 +1,4 @@
-// The ONNX ops of trained models (graph/onnx_reader.cpp; docs/graph.md,
+// The ONNX ops of trained models (graph/io/onnx_reader.cpp; docs/graph.md,
 // "ONNX"): BatchNormalization, HardSigmoid, HardSwish, Div, Slice, Split,
 // Pad and Resize. Each is read from a small model built here, run, and
 // checked against values worked out by hand from the ONNX spec (small

@@ -8,7 +8,7 @@
 // ops broadcast the numpy way. u4/i4 data is packed two per byte, element 2i
 // in the low nibble of byte i.
 //
-// Text format (graph/text.cpp, docs in examples/README.md): one node per line,
+// Text format (graph/io/text.cpp, docs in examples/README.md): one node per line,
 //   id = Op(input, input) key=value ...   [name="friendly"] [rt={k=v,...}]
 //   w  = Constant u4[64,32,1,1] random(1, 0, 15)      (or fill(v), or [v, v, ...])
 //   x  = Parameter f32[1,32,4,4]
@@ -31,6 +31,10 @@
 #include "qconv/types.h"
 
 namespace qconv::graph {
+
+namespace detail {
+struct qconv_spec; // graph/ir/qconv_spec.h
+}
 
 // ------------------------------------------------------------------ types
 // Element types are qconv::dtype (include/qconv/types.h), written in the text
@@ -89,7 +93,7 @@ enum class op {
     Sqrt,             // (x) floating point
     ConvTranspose,    // (NCHW x, w [C, OC/group, KH, KW]) strides pads_begin pads_end dilations output_padding group
     // Internal: an int8 convolution made by lower_low_precision (quantized
-    // source, s8 weights Constant [, f32 residual]) qconv="<spec>".
+    // source, s8 weights Constant [, f32 residual]); attributes::qconv holds it.
     QConvolution,
     Result
 };
@@ -137,7 +141,9 @@ struct attributes {
     // ConvTranspose: extra output rows / columns at the end, and the group count.
     std::vector<int64_t> output_padding{0, 0};
     int64_t group = 1;
-    std::string qconv; // QConvolution: the problem (graph/lower_int8.h); type: its output type
+    // QConvolution: the lowered problem (graph/ir/qconv_spec.h), immutable and
+    // shared by clones; type: its output type.
+    std::shared_ptr<const detail::qconv_spec> qconv;
 };
 
 // Constant payload, shared between clones and rewrites.

@@ -1,5 +1,5 @@
 // ONNX models and NumPy arrays in and out of the graph layer
-// (graph/onnx_reader.cpp, graph/npy.cpp; docs/graph.md, "ONNX").
+// (graph/io/onnx_reader.cpp, graph/io/npy.cpp; docs/graph.md, "ONNX").
 //
 // The reader maps an ONNX model (opsets 11–21 of the default domain, and
 // com.microsoft's MatMulNBits) onto the graph IR of qconv/graph.h:

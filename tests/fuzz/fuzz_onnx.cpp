@@ -1,4 +1,4 @@
-// Fuzzes the ONNX reader (graph/onnx_reader.cpp): parse_onnx on the bytes
+// Fuzzes the ONNX reader (graph/io/onnx_reader.cpp): parse_onnx on the bytes
 // (no folder, so external data is refused without touching the file system);
 // on what loads, the imported graph's text must load again, and a small graph
 // is compiled and run on random inputs, as written and after the passes.

@@ -4,7 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
+#include "graph/io/file_io.h"
 
 namespace qconv::graph::detail {
 

@@ -26,8 +26,6 @@
 // FakeQuantize(Convert(y, f32), qlo, qhi − 1/2, ol, oh) — the f32 values the
 // graph had, level for level — and the next lowered convolution reads y itself; a QuantizeLinear
 // output is y. Anything else stays as written, with the reason in its record.
-#include "graph/lower_int8.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,129 +35,12 @@
 
 #include "core/lowering.h"
 #include "core/verbose.h"
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
+#include "graph/ir/qconv_spec.h"
+#include "graph/ops/ops.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {
-
-// ------------------------------------------------------------ spec text
-namespace detail {
-
-namespace {
-// The shortest text of a float that reads back (as the reader does: strtod,
-// then the cast to float) to the same float; 9 digits at most for a finite
-// one (fmt_double of the widened value would go to 17 and try each length).
-std::string fmt_float(float v) {
-    char buf[32];
-    for (int prec = 6; prec <= 17; ++prec) {
-        std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
-        const float back = static_cast<float>(std::strtod(buf, nullptr));
-        if (back == v || (std::isnan(back) && std::isnan(v))) break;
-    }
-    return buf;
-}
-
-std::string floats(const std::vector<float> &v) {
-    std::string r;
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + fmt_float(v[i]);
-    return r.empty() ? "none" : r;
-}
-std::vector<std::string> split(const std::string &s, char c) {
-    std::vector<std::string> r;
-    size_t p = 0;
-    for (;;) {
-        const size_t e = s.find(c, p);
-        r.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
-        if (e == std::string::npos) return r;
-        p = e + 1;
-    }
-}
-double number(const std::string &t, const std::string &field) {
-    try {
-        size_t pos = 0;
-        const double v = std::stod(t, &pos);
-        if (pos == t.size()) return v;
-    } catch (const std::exception &) {
-    }
-    fail(field, "'" + t + "' is not a number");
-}
-std::vector<float> float_list(const std::string &t, const std::string &field) {
-    std::vector<float> r;
-    if (t == "none") return r;
-    for (const auto &w : split(t, ',')) r.push_back(static_cast<float>(number(w, field)));
-    return r;
-}
-} // namespace
-
-std::string qconv_spec::encode() const {
-    std::ostringstream o;
-    conv_desc d = p.desc;
-    d.name.clear();
-    o << "desc=" << d.str() << ";src=" << qconv::to_string(p.src_dt) << ";dst=" << qconv::to_string(p.dst_dt) << ";zp=";
-    const zero_point &z = p.src_zp;
-    if (z.k == zero_point::kind::none) o << "none";
-    else {
-        o << (z.k == zero_point::kind::per_tensor ? "tensor:" : "channel:");
-        for (size_t i = 0; i < z.values.size(); ++i) o << (i ? "," : "") << z.values[i];
-    }
-    o << ";scales=" << floats(p.scales) << ";bias=" << floats(bias) << ";dst_zp=" << p.dst_zp << ";residual="
-      << (!residual ? "none"
-          : sum     ? "sum"
-                    : "add")
-      << ";ops=" << to_text(p.ops);
-    return o.str();
-}
-
-qconv_spec qconv_spec::decode(const std::string &text, const std::string &where) {
-    qconv_spec s;
-    try {
-        const size_t ops_at = text.find(";ops=");
-        if (ops_at == std::string::npos) fail("qconv", "no ops= field");
-        std::map<std::string, std::string> kv;
-        for (const auto &f : split(text.substr(0, ops_at), ';')) {
-            const size_t eq = f.find('=');
-            if (eq == std::string::npos) fail("qconv", "field '" + f + "' has no '='");
-            kv[f.substr(0, eq)] = f.substr(eq + 1);
-        }
-        for (const char *k : {"desc", "src", "dst", "zp", "scales", "bias", "dst_zp", "residual"})
-            if (!kv.count(k)) fail("qconv", std::string("no ") + k + "= field");
-        s.p.desc = conv_desc::parse(kv["desc"]);
-        s.p.src_dt = parse_dtype(kv["src"], "qconv: src");
-        s.p.dst_dt = parse_dtype(kv["dst"], "qconv: dst");
-        const std::string &z = kv["zp"];
-        if (z != "none") {
-            const size_t c = z.find(':');
-            const std::string k = z.substr(0, c == std::string::npos ? 0 : c);
-            if (k != "tensor" && k != "channel") fail("qconv: zp", "expected none, tensor:V or channel:V,...");
-            std::vector<int32_t> v;
-            for (const auto &w : split(z.substr(c + 1), ',')) v.push_back(static_cast<int32_t>(number(w, "qconv: zp")));
-            s.p.src_zp = k == "tensor" ? zero_point::tensor(v.at(0)) : zero_point::channel(v);
-        }
-        s.p.scales = float_list(kv["scales"], "qconv: scales");
-        s.bias = float_list(kv["bias"], "qconv: bias");
-        s.p.with_bias = !s.bias.empty();
-        s.p.dst_zp = static_cast<int32_t>(number(kv["dst_zp"], "qconv: dst_zp"));
-        const std::string &rk = kv["residual"];
-        if (rk != "none" && rk != "add" && rk != "sum") fail("qconv: residual", "expected none, add or sum");
-        s.residual = rk != "none";
-        s.sum = rk == "sum";
-        const std::string ops = text.substr(ops_at + 5);
-        s.p.ops = ops.empty() ? post_ops{} : parse_post_ops(ops, s.p.desc.oc);
-        s.p.validate();
-        if (s.p.with_bias && static_cast<int64_t>(s.bias.size()) != s.p.desc.oc)
-            fail("qconv: bias", "expected " + std::to_string(s.p.desc.oc) + " values");
-        const int sums = static_cast<int>(
-            std::count_if(s.p.ops.begin(), s.p.ops.end(), [](const post_op &o) { return o.k == post_op::kind::sum; }));
-        if ((s.residual && !s.sum) != (count_full_binary(s.p.ops) == 1))
-            fail("qconv: residual", "add needs exactly one add:full post-op");
-        if (s.sum != (sums == 1)) fail("qconv: residual", "sum needs exactly one sum post-op");
-    } catch (const error &e) {
-        fail(where, e.what());
-    }
-    return s;
-}
-
-} // namespace detail
 
 // ------------------------------------------------------------------ pass
 namespace {
@@ -1014,7 +895,7 @@ private:
         infer_node(*wn);
         attributes qa;
         qa.type = dt;
-        qa.qconv = w.sp.encode();
+        qa.qconv = std::make_shared<const qconv_spec>(w.sp);
         auto reshape = [&](node *x, shape_t to, const std::string &id) {
             attributes ra;
             ra.target = std::move(to);
@@ -1126,8 +1007,8 @@ void fuse_dw(graph &g, std::map<const node *, std::string> &origin, std::vector<
         const auto cs = g.consumers(n1);
         if (cs.size() != 1 || cs[0]->kind != op::QConvolution || cs[0]->inputs[0] != n1) continue;
         node *n2 = cs[0];
-        const qconv_spec a = qconv_spec::decode(n1->attr.qconv, n1->where());
-        const qconv_spec b = qconv_spec::decode(n2->attr.qconv, n2->where());
+        const qconv_spec &a = *n1->attr.qconv;
+        const qconv_spec &b = *n2->attr.qconv;
         const conv_desc &d1 = a.p.desc, &d2 = b.p.desc;
         const bool pw = d1.kh == 1 && d1.kw == 1 && d1.g == 1 && d1.pt == 0 && d1.pl == 0 && d1.pb <= 0 && d1.pr <= 0 &&
                         !a.residual && a.p.dst_zp == 0 && a.p.dw() == nullptr;
@@ -1152,7 +1033,7 @@ void fuse_dw(graph &g, std::map<const node *, std::string> &origin, std::vector<
             continue;
         }
         attributes at = n2->attr;
-        at.qconv = f.encode();
+        at.qconv = std::make_shared<const qconv_spec>(f);
         std::vector<node *> ins{n1->inputs[0], n1->inputs[1]};
         if (b.residual) ins.push_back(n2->inputs[2]);
         node *fused = g.add(op::QConvolution, ins, at, g.unique_id(n1->id + "_dw"));

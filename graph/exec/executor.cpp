@@ -15,8 +15,8 @@
 //    convolution, else the reference; weights known at compile time are
 //    reordered once, others per run; NCHW is transposed to NHWC around it).
 // Values are typed tensors (their node's type); what each op computes is
-// graph/eval.cpp's (detail::eval_node). The decompression subgraph is
-// graph/decompression.h's, the one the conv1x1 → MatMul rewrite matches. A compressed MatMul of f16/bf16 activations runs the
+// graph/ops/eval.cpp's (detail::eval_node). The decompression subgraph is
+// graph/ir/decompression.h's, the one the conv1x1 → MatMul rewrite matches. A compressed MatMul of f16/bf16 activations runs the
 // primitive with that src_dt/dst_dt on the 16-bit storage; its decompression
 // is exact in f32 (docs/graph.md).
 #include <algorithm>
@@ -32,10 +32,10 @@
 #include "core/memory.h"
 #include "core/parallel.h"
 #include "core/verbose.h"
-#include "graph/decompression.h"
-#include "graph/detail.h"
-#include "graph/eval.h"
-#include "graph/lower_int8.h"
+#include "graph/ir/decompression.h"
+#include "graph/ir/detail.h"
+#include "graph/ir/qconv_spec.h"
+#include "graph/ops/ops.h"
 #include "qconv/conv.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
@@ -630,7 +630,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
         if (n->kind == op::QConvolution) {
             // One int8 primitive, created once through the dispatcher ("auto":
             // the attribute builder picks attr[0]/attr[1] and the row).
-            const detail::qconv_spec sp = detail::qconv_spec::decode(n->attr.qconv, n->where());
+            const detail::qconv_spec &sp = *n->attr.qconv;
             if (!S.known[in[1]]) fail(n->where(), "QConvolution weights must be a Constant");
             const tensor &w = S.consts[in[1]];
             st.qconv = std::make_shared<qconv::convolution>(sp.p, reinterpret_cast<const int8_t *>(w.bytes.data()),

@@ -12,8 +12,8 @@
 #include <immintrin.h>
 
 #include "core/parallel.h"
-#include "graph/detail.h"
-#include "graph/eval.h"
+#include "graph/ir/detail.h"
+#include "graph/ops/ops.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
 #include "qconv/graph.h"
@@ -364,7 +364,7 @@ void qdq(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     const dtype ot = o.type, xt = x.type;
     uint8_t *y = o.bytes.data();
     // Fast paths of the common types (the same values as the general loops,
-    // graph/glue_kernels.cpp): f32 → u8/i8 and u8/i8 → f32.
+    // graph/ops/glue_kernels.cpp): f32 → u8/i8 and u8/i8 → f32.
     detail::quant_params qp;
     qp.per_axis = per_axis;
     qp.C = C;
@@ -761,7 +761,7 @@ void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int thre
 // maximum over the window's valid positions, on the integers themselves (max
 // commutes with the dequantization, and an integer is its own f32 value), the
 // output NHWC for the next int8 convolution. The same values as pool()
-// (graph/glue_kernels.cpp: vectorized over the channels).
+// (graph/ops/glue_kernels.cpp: vectorized over the channels).
 void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) {
     detail::pool_geometry p;
     p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];

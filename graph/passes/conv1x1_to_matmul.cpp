@@ -29,8 +29,8 @@
 #include <unordered_set>
 
 #include "core/verbose.h"
-#include "graph/decompression.h"
-#include "graph/detail.h"
+#include "graph/ir/decompression.h"
+#include "graph/ir/detail.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {

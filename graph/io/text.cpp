@@ -12,7 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "graph/detail.h"
+#include "graph/io/qconv_text.h"
+#include "graph/ir/detail.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 
@@ -151,7 +152,7 @@ struct generator_spec {
 };
 generator_spec check_generator(dtype t, const std::string &spec);
 
-// Attributes of the ops of graph/data_movement.cpp: Slice, Pad, Resize.
+// Attributes of the ops of graph/ops/data_movement.cpp: Slice, Pad, Resize.
 void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
     auto one_of = [&](std::initializer_list<const char *> names) {
         const std::string w = lx.word("a word");
@@ -274,7 +275,8 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
     } else if (k == op::QConvolution && key == "qconv") {
         token t = lx.next();
         if (t.k != token::str) lx.err("qconv needs a quoted value");
-        a.qconv = t.text;
+        a.qconv = std::make_shared<const detail::qconv_spec>(
+            detail::parse_qconv_text(t.text, "line " + std::to_string(n.line) + ": qconv"));
     } else if (k == op::QConvolution && key == "to") {
         a.type = parse_dtype(lx.word("a type"), "line " + std::to_string(n.line));
     } else if (k == op::Clamp && key == "min") {
@@ -471,7 +473,10 @@ std::string attrs_text(const node &n) {
     case op::Softmax: r += " axis=" + std::to_string(a.axis); break;
     case op::ReduceMean: r += " axes=" + list(a.axes) + (a.keep_dims ? " keep_dims=true" : ""); break;
     case op::Clamp: r += " min=" + detail::fmt_double(a.clamp_min) + " max=" + detail::fmt_double(a.clamp_max); break;
-    case op::QConvolution: r += std::string(" to=") + ir_name(a.type) + " qconv=\"" + a.qconv + "\""; break;
+    case op::QConvolution:
+        r += std::string(" to=") + ir_name(a.type) + " qconv=\"" +
+             (a.qconv ? detail::qconv_text(*a.qconv) : std::string()) + "\"";
+        break;
     case op::Slice:
         r += " starts=" + list(a.starts) + " ends=" + list(a.ends);
         if (!a.axes.empty()) r += " axes=" + list(a.axes);
@@ -603,7 +608,7 @@ std::unique_ptr<graph> parse(const std::string &text) {
 }
 
 std::unique_ptr<graph> load_file(const std::string &path) {
-    // By extension: an ONNX model (graph/onnx_reader.cpp), else the text format.
+    // By extension: an ONNX model (graph/io/onnx_reader.cpp), else the text format.
     if (path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) return load_onnx(path);
     // A model file describes something to compute: a directory, an empty
     // file and a graph without a Result are bad input, not an empty run.

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {

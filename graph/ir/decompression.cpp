@@ -1,9 +1,9 @@
-#include "graph/decompression.h"
+#include "graph/ir/decompression.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
 
 namespace qconv::graph::detail {
 

@@ -1,14 +1,14 @@
 // Ops that move elements, on typed storage (every type but u4/i4, exact):
 // Slice, Pad (constant, edge, reflect, wrap) and Resize (nearest; linear
-// computes in f32). Their geometry is
-// shared by shape inference (graph/ir.cpp) and evaluation (graph/eval.cpp);
-// docs/graph.md, "IR".
+// computes in f32). Their geometry (slice_of, pad_shape, resize_shape) is
+// shape inference's (graph/ir/infer.cpp); docs/graph.md, "IR".
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/parallel.h"
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
+#include "graph/ops/ops.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph::detail {
@@ -16,30 +16,6 @@ namespace qconv::graph::detail {
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 16;
-
-[[noreturn]] void bad(const node &n, const std::string &what) {
-    fail(n.where(), std::string(to_string(n.kind)) + " '" + n.id + "': " + what);
-}
-
-// One Slice entry on a dim of size `dim`: the first index and the element
-// count, as ONNX defines them (negative indices count from the end, then
-// clamped: to [0, dim] for a positive step, to [0, dim−1] / [−1, dim−1]
-// for a negative one).
-void slice_axis(int64_t dim, int64_t s, int64_t e, int64_t step, int64_t *first, int64_t *count) {
-    if (s < 0) s += dim; // no overflow: s < 0 < dim
-    if (e < 0) e += dim;
-    if (step > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-    } else {
-        s = std::clamp<int64_t>(s, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-    }
-    const int64_t span = step > 0 ? e - s : s - e; // |span| <= dim + 1
-    const uint64_t mag = step > 0 ? uint64_t(step) : uint64_t(0) - uint64_t(step);
-    *first = s;
-    *count = span <= 0 ? 0 : static_cast<int64_t>(1 + uint64_t(span - 1) / mag);
-}
 
 // Copies o's elements from x: element o[i] is x[offset(i)] where offset is
 // `base` plus Σ idx[d]·stride[d] over o's row-major index idx.
@@ -68,38 +44,6 @@ void gather_strided(const tensor &x, tensor &o, int64_t base, const std::vector<
 
 } // namespace
 
-slice_geometry slice_of(const node &n, const shape_t &in) {
-    const auto &a = n.attr;
-    const size_t r = in.size(), k = a.starts.size();
-    if (bits_of(n.inputs[0]->out_type) == 4) bad(n, "4-bit data is not supported");
-    if (k == 0) bad(n, "needs starts=[...] and ends=[...]");
-    if (a.ends.size() != k) bad(n, "starts and ends differ in length");
-    if (!a.axes.empty() && a.axes.size() != k) bad(n, "axes and starts differ in length");
-    if (!a.steps.empty() && a.steps.size() != k) bad(n, "steps and starts differ in length");
-    if (k > r) bad(n, std::to_string(k) + " entries for rank " + std::to_string(r));
-    slice_geometry g;
-    g.first.assign(r, 0);
-    g.step.assign(r, 1);
-    g.out = in;
-    std::vector<bool> seen(r, false);
-    for (size_t i = 0; i < k; ++i) {
-        int64_t ax = a.axes.empty() ? static_cast<int64_t>(i) : a.axes[i];
-        if (ax < -static_cast<int64_t>(r) || ax >= static_cast<int64_t>(r))
-            bad(n, "axis " + std::to_string(ax) + " is out of range for rank " + std::to_string(r));
-        if (ax < 0) ax += static_cast<int64_t>(r);
-        if (seen[ax]) bad(n, "axis " + std::to_string(ax) + " is given twice");
-        seen[ax] = true;
-        const int64_t step = a.steps.empty() ? 1 : a.steps[i];
-        if (step == 0) bad(n, "a step of 0");
-        slice_axis(in[ax], a.starts[i], a.ends[i], step, &g.first[ax], &g.out[ax]);
-        if (g.out[ax] == 0)
-            bad(n, "the slice of axis " + std::to_string(ax) + " (size " + std::to_string(in[ax]) +
-                       ") is empty: the IR has no empty tensors");
-        g.step[ax] = g.out[ax] == 1 ? 1 : step; // |step| <= dim when two or more are taken
-    }
-    return g;
-}
-
 void slice(const node &n, const tensor &x, tensor &o) {
     const slice_geometry g = slice_of(n, x.shape);
     const auto is = strides_of(x.shape);
@@ -110,35 +54,6 @@ void slice(const node &n, const tensor &x, tensor &o) {
         stride[d] = g.step[d] * is[d];
     }
     gather_strided(x, o, base, stride);
-}
-
-// ------------------------------------------------------------------- Pad
-shape_t pad_shape(const node &n, const shape_t &in) {
-    const auto &a = n.attr;
-    const dtype t = n.inputs[0]->out_type;
-    if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
-    const std::string &m = a.padding;
-    if (m != "constant" && m != "edge" && m != "reflect" && m != "wrap")
-        bad(n, "mode must be constant, edge, reflect or wrap, got '" + m + "'");
-    if (a.pads_begin.size() != in.size() || a.pads_end.size() != in.size())
-        bad(n, "pads_begin and pads_end need " + std::to_string(in.size()) + " values (one per dim)");
-    if (is_integer(t) && to_type(t, a.pad_value) != a.pad_value)
-        bad(n, "value " + fmt_double(a.pad_value) + " is not a " + ir_name(t) + " value");
-    shape_t out = in;
-    for (size_t d = 0; d < in.size(); ++d) {
-        const int64_t b = a.pads_begin[d], e = a.pads_end[d];
-        if (b < -max_elems || b > max_elems || e < -max_elems || e > max_elems) bad(n, "pads must be in [-2^31, 2^31]");
-        if (m != "constant" && (b < 0 || e < 0)) bad(n, "negative pads (a crop) need mode constant");
-        // reflect mirrors once, about the first and the last element.
-        if (m == "reflect" && std::max(b, e) > in[d] - 1)
-            bad(n, "reflect pads of " + std::to_string(std::max(b, e)) + " on dim " + std::to_string(d) + " of " +
-                       to_string(in) + ": at most " + std::to_string(in[d] - 1));
-        out[d] = in[d] + b + e;
-        if (out[d] <= 0)
-            bad(n, "dim " + std::to_string(d) + " of " + to_string(in) + " padded to " + std::to_string(out[d]) +
-                       ": the IR has no empty tensors");
-    }
-    return out;
 }
 
 namespace {
@@ -232,36 +147,6 @@ linear_tap linear_at(float c, int64_t in) {
 
 } // namespace
 
-shape_t resize_shape(const node &n, const shape_t &in) {
-    const auto &a = n.attr;
-    const dtype t = n.inputs[0]->out_type;
-    if (in.size() < 2) bad(n, "x must have rank 2 or more (the last two dims are resized), got " + to_string(in));
-    if (bits_of(t) == 4) bad(n, "4-bit data is not supported");
-    if (a.resize_mode != "nearest" && a.resize_mode != "linear") bad(n, "mode must be nearest or linear");
-    if (a.resize_mode == "linear" && is_integer(t)) bad(n, "linear needs floating-point data");
-    if (a.scales.empty() == a.sizes.empty()) bad(n, "needs scales or sizes (one of them)");
-    if (!a.scales.empty() && a.scales.size() != 2) bad(n, "scales needs 2 values (the last two dims)");
-    if (!a.sizes.empty() && a.sizes.size() != 2) bad(n, "sizes needs 2 values (the last two dims)");
-    shape_t out = in;
-    for (int i = 0; i < 2; ++i) {
-        const int64_t d = in[in.size() - 2 + i];
-        int64_t o;
-        if (a.sizes.empty()) {
-            const float s = static_cast<float>(a.scales[i]);
-            if (!(s > 0.f) || !std::isfinite(s) || static_cast<double>(s) != a.scales[i])
-                bad(n, "scale " + fmt_double(a.scales[i]) + " is not a positive finite f32 value");
-            const double v = std::floor(static_cast<double>(d) * static_cast<double>(s));
-            o = v > static_cast<double>(max_elems) ? max_elems + 1 : static_cast<int64_t>(v);
-        } else {
-            o = a.sizes[i];
-        }
-        if (o < 1 || o > max_elems)
-            bad(n, "output dim " + std::to_string(o) + " of input dim " + std::to_string(d) + " is not in [1, 2^31]");
-        out[in.size() - 2 + i] = o;
-    }
-    return out;
-}
-
 void resize(const node &n, const tensor &x, tensor &o) {
     const auto &a = n.attr;
     const size_t r = x.shape.size();
@@ -286,7 +171,7 @@ void resize(const node &n, const tensor &x, tensor &o) {
         if (x.order == layout::nhwc) {
             // NHWC in and out (an f32 island): each output pixel copies its
             // source pixel's C channels.
-            if (r != 4 || o.order != layout::nhwc) bad(n, "an NHWC input needs a 4-D NHWC output");
+            if (r != 4 || o.order != layout::nhwc) fail_node(n, "an NHWC input needs a 4-D NHWC output");
             const int64_t px = x.shape[1] * es;
             impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, x.shape[0] * OH, [&](int64_t j) {
                 const uint8_t *src = x.bytes.data() + ((j / OH) * H + ny[j % OH]) * W * px;

@@ -27,7 +27,9 @@
 #include <optional>
 #include <set>
 
-#include "graph/detail.h"
+#include "graph/ir/detail.h"
+#include "graph/io/file_io.h"
+#include "graph/ops/ops.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 

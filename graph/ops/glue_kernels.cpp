@@ -17,7 +17,7 @@
 #endif
 
 #include "core/parallel.h"
-#include "graph/detail.h"
+#include "graph/ops/ops.h"
 #include "qconv/types.h"
 
 namespace qconv::graph::detail {
