@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/ir/detail.h"
 #include "graph/io/file_io.h"
+#include "graph/ir/detail.h"
 
 namespace qconv::graph::detail {
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/ir/detail.h"
 #include "graph/io/file_io.h"
+#include "graph/ir/detail.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 

@@ -27,8 +27,8 @@
 #include <optional>
 #include <set>
 
-#include "graph/ir/detail.h"
 #include "graph/io/file_io.h"
+#include "graph/ir/detail.h"
 #include "graph/ops/ops.h"
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"

@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "graph/ir/detail.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
-#include "graph/ir/detail.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph::detail {
@@ -61,7 +61,6 @@ void dequantize_nhwc_f32(const uint8_t *x, const quant_params &q, bool u8, float
 constexpr int64_t dequantize_mean_max_hw = int64_t(1) << 20;
 void dequantize_mean(const uint8_t *x, bool u8, bool nhwc, int64_t N, int64_t C, int64_t HW, float sc, int32_t zp,
                      float *y);
-
 
 // The descriptor of an f32 Convolution / GroupConvolution node (NCHW values).
 conv_desc f32_conv_desc(const node &n);
