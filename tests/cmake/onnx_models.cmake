@@ -110,3 +110,12 @@ set_tests_properties(driver_graph_onnx_run_sh_model_job PROPERTIES TIMEOUT 600 L
 add_test(NAME ocr_demo_page_and_boxes
   COMMAND sh -c "if ! ${QCONV_MODEL_PYTHON} -c 'import numpy' 2>/dev/null; then echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import numpy'; exit 0; fi; d='${CMAKE_CURRENT_BINARY_DIR}/ocr_demo' && rm -rf \"$d\" && mkdir -p \"$d\" && s='${PROJECT_SOURCE_DIR}/scripts/ocr_demo.py' && ${QCONV_MODEL_PYTHON} \"$s\" page \"$d/page\" --size=320 --seed=3 && ${QCONV_MODEL_PYTHON} -c \"import numpy as np; x = np.load('$d/page.npy'); np.save('$d/ink.npy', (x[:, :1] < -0.5).astype(np.float32))\" && ${QCONV_MODEL_PYTHON} \"$s\" boxes \"$d/page\" \"$d/ink.npy\" \"$d/boxes.png\" > \"$d/boxes.txt\" && grep -E 'regions=([2-9][0-9]|[1-9][0-9][0-9])' \"$d/boxes.txt\" && ${QCONV_MODEL_PYTHON} -c \"import sys; sys.path.insert(0, '${PROJECT_SOURCE_DIR}/scripts'); import ocr_demo; p = ocr_demo.read_png('$d/boxes.png'); assert p.shape == (320, 320, 3), p.shape; assert ((p[..., 0] == 220) & (p[..., 1] == 20)).sum() > 100\" && ${QCONV_MODEL_PYTHON} \"$s\" iou \"$d/ink.npy\" \"$d/ink.npy\" | grep 'iou=1.0000'")
 set_tests_properties(ocr_demo_page_and_boxes PROPERTIES TIMEOUT 120 LABELS driver SKIP_REGULAR_EXPRESSION "skipped:")
+
+# PP-OCR det / cls / rec, float and quantized by ONNX Runtime, against ONNX
+# Runtime's saved outputs (scripts/ocr_reference.py check: max_rel for float,
+# region IoU / class / argmax agreement for QDQ). The data is made once with
+# ONNX Runtime (scripts/ocr_reference.py make DIR) into $QCONV_OCR_REFERENCE
+# (default ~/.cache/qconv/ocr_reference); without it the test skips.
+add_test(NAME ocr_reference
+  COMMAND sh -c "if ! ${QCONV_MODEL_PYTHON} -c 'import numpy' 2>/dev/null; then echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import numpy'; exit 0; fi; ${QCONV_MODEL_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/ocr_reference.py check \"\${QCONV_OCR_REFERENCE:-\$HOME/.cache/qconv/ocr_reference}\" --driver=$<TARGET_FILE:qconv-driver> --threads=1")
+set_tests_properties(ocr_reference PROPERTIES TIMEOUT 600 LABELS driver SKIP_REGULAR_EXPRESSION "skipped:")
