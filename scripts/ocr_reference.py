@@ -82,6 +82,7 @@ def quantize(src, dst, kind, hw):
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
     import onnxruntime as ort
+    src, dst = os.path.abspath(src), os.path.abspath(dst)
     # ONNX Runtime's documented first step: shape inference and the ONNX
     # optimizer, which turns the exporter's Constant nodes into initializers
     # (without it their weights are quantized as u8 activations).
@@ -95,7 +96,12 @@ def quantize(src, dst, kind, hw):
     if opset < 13:
         onnx.save(version_converter.convert_version(m, 13), pre)
         src = pre
-    quant_pre_process(src, pre, skip_symbolic_shape=True)  # the dynamic dims defeat the symbolic pass
+    here = os.getcwd()
+    os.chdir(os.path.dirname(os.path.abspath(dst)))  # where its scratch file goes
+    try:
+        quant_pre_process(src, pre, skip_symbolic_shape=True)  # dynamic dims defeat the symbolic pass
+    finally:
+        os.chdir(here)
     src = pre
     name = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()[0].name
     data = [page(s) if kind == "det" else strip(page(s), s + i, hw) for s in (11, 12, 13) for i in range(2)]
@@ -141,7 +147,7 @@ def make(a):
                 ref_file = os.path.join(a.dir, case + ".ort.npy")
                 np.save(in_file, x)
                 np.save(ref_file, ort_run(model, x, a.threads))
-                lines.append(f"{case} {os.path.abspath(model)} {in_file} {ref_file} {kind}:{q}")
+                lines.append(" ".join([case] + [os.path.abspath(p) for p in (model, in_file, ref_file)] + [f"{kind}:{q}"]))
     with open(os.path.join(a.dir, "cases.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
     print(f"ocr_reference: {len(lines)} cases in {a.dir}/cases.txt")
