@@ -6,7 +6,7 @@ the outputs of every pair.
 
   bench/compare.py MODEL.onnx [MODEL.onnx ...] [--driver=build/qconv-driver]
                    [--threads=1,2] [--reps=10] [--rounds=3] [--seed=1] [--keep=DIR]
-                   [--tokens=1,32] [--peers=ort,openvino] [--per-layer[=all]]
+                   [--input=NAME=FILE.npy ...] [--tokens=1,32] [--peers=ort,openvino] [--per-layer[=all]]
                    [--ort-opt=all|none] [--ort-config=KEY=VALUE ...]
                    [--ov-config=KEY=VALUE ...] [--driver-arg=ARG ...] [--isa=NAME]
 
@@ -642,7 +642,14 @@ def conv_table(model, feeds, threads, args, folder, extra, peer):
 
 def compare_model(model, sym, peers, threads, a, folder):
     ins, steps, all_dq = model_io(model, 1 if sym is None else sym)
+    given = dict(kv.split("=", 1) for kv in a.input)
+    ins = [(n, dt, np.load(given[n]).shape if n in given else shape) for n, dt, shape in ins]
     feeds = make_inputs(ins, a.seed, folder)
+    for n, f in given.items():
+        if n not in feeds:
+            sys.exit("compare: --input=%s: the model has no input %s" % (n, n))
+        feeds[n] = np.load(f).astype(feeds[n].dtype)
+        np.save(os.path.join(folder, fname(n) + ".npy"), feeds[n])
     extra = list(a.driver_arg)
     if a.isa:
         extra.append("--isa=" + a.isa)
@@ -740,6 +747,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of qconv, ORT and OpenVINO in turn; the best of each over the rounds")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                    help="the input NAME from a NumPy file (its shape binds the symbolic dims), for every model")
     ap.add_argument("--keep", help="keep the inputs and outputs in this folder")
     ap.add_argument("--tokens", help="comma-separated values for the symbolic dims (default 1), a table each "
                     "(models without symbolic dims run once)")
