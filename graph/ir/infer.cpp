@@ -38,7 +38,7 @@ void check_dims(const node &n, const shape_t &s, const char *what) {
         bad(n, e.what());
     }
 }
-void infer_conv(node &n) {
+void infer_conv(node &n, int64_t) {
     need_inputs(n, 2);
     const bool grouped = n.kind == op::GroupConvolution;
     const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
@@ -84,7 +84,7 @@ void infer_conv(node &n) {
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
-void infer_matmul(node &n) {
+void infer_matmul(node &n, int64_t) {
     need_inputs(n, 2);
     shape_t a = n.inputs[0]->out_shape, b = n.inputs[1]->out_shape;
     if (a.size() < 2 || b.size() < 2) bad(n, "inputs must have rank >= 2");
@@ -101,7 +101,7 @@ void infer_matmul(node &n) {
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
-void infer_reshape(node &n) {
+void infer_reshape(node &n, int64_t) {
     need_inputs(n, 1);
     const shape_t &in = n.inputs[0]->out_shape;
     shape_t o = n.attr.target;
@@ -131,7 +131,7 @@ void infer_reshape(node &n) {
     n.out_shape = o;
     n.out_type = n.inputs[0]->out_type;
 }
-void infer_transpose(node &n) {
+void infer_transpose(node &n, int64_t) {
     need_inputs(n, 1);
     const shape_t &in = n.inputs[0]->out_shape;
     const auto &p = n.attr.order;
@@ -161,7 +161,7 @@ int64_t norm_axis(const node &n, int64_t axis, size_t rank, const char *what, bo
     return axis < 0 ? axis + r : axis;
 }
 // MaxPool / AvgPool: NCHW data, 2-D window.
-void infer_pool(node &n) {
+void infer_pool(node &n, int64_t) {
     need_inputs(n, 1);
     const shape_t &x = n.inputs[0]->out_shape;
     if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
@@ -202,7 +202,7 @@ void infer_pool(node &n) {
 // QuantizeLinear / DequantizeLinear: scale (and zero point) per tensor or per axis.
 // QConvolution(xq, w [, residual]): the problem gives the shapes; the
 // inputs must agree with it.
-void infer_qconv(node &n) {
+void infer_qconv(node &n, int64_t) {
     if (n.inputs.size() != 2 && n.inputs.size() != 3) bad(n, "QConvolution needs 2 or 3 inputs");
     if (!n.attr.qconv) bad(n, "QConvolution has no problem (qconv)");
     const detail::qconv_spec &sp = *n.attr.qconv;
@@ -237,7 +237,7 @@ void infer_qconv(node &n) {
 
 // ConvTranspose: x [N, C, H, W], w [C, OC/G, KH, KW] (ONNX's layout), G = group;
 // y [N, OC, (H − 1)·s − pb − pe + (KH − 1)·d + 1 + output_padding, the same along W].
-void infer_conv_transpose(node &n) {
+void infer_conv_transpose(node &n, int64_t) {
     need_inputs(n, 2);
     need_float(n, 0, "data");
     const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
@@ -268,7 +268,7 @@ void infer_conv_transpose(node &n) {
 }
 
 // Slice, Pad, Resize (graph/ops/data_movement.cpp): x's type, their own shapes.
-void infer_moving(node &n) {
+void infer_moving(node &n, int64_t) {
     need_inputs(n, 1);
     const shape_t &x = n.inputs[0]->out_shape;
     n.out_shape = n.kind == op::Slice ? detail::slice_of(n, x).out
@@ -277,7 +277,7 @@ void infer_moving(node &n) {
     n.out_type = n.inputs[0]->out_type;
 }
 
-void infer_qdq(node &n) {
+void infer_qdq(node &n, int64_t) {
     if (n.inputs.size() != 2 && n.inputs.size() != 3)
         bad(n, "expects 2 or 3 inputs (x, scale [, zero_point]), got " + std::to_string(n.inputs.size()));
     const node &x = *n.inputs[0], &s = *n.inputs[1];
@@ -439,175 +439,207 @@ shape_t resize_shape(const node &n, const shape_t &in) {
 
 } // namespace detail
 
+namespace {
+
+// The ops whose inference is a few lines (the larger ones are above).
+void infer_parameter(node &n, int64_t dynamic_value) {
+    need_inputs(n, 0);
+    shape_t s = n.attr.shape;
+    for (int64_t &d : s)
+        if (d == dynamic_dim) d = dynamic_value;
+    check_dims(n, s, "shape");
+    n.out_type = n.attr.type;
+    n.out_shape = s;
+}
+void infer_constant(node &n, int64_t) {
+    need_inputs(n, 0);
+    check_dims(n, n.attr.shape, "shape");
+    if (!n.data) bad(n, "has no data");
+    const int64_t need = storage_bytes(n.attr.type, elems_of(n.attr.shape));
+    if (static_cast<int64_t>(n.data->bytes.size()) != need)
+        bad(n, "holds " + std::to_string(n.data->bytes.size()) + " bytes, " + ir_name(n.attr.type) +
+                   to_string(n.attr.shape) + " needs " + std::to_string(need));
+    n.out_type = n.attr.type;
+    n.out_shape = n.attr.shape;
+}
+void infer_convert(node &n, int64_t) {
+    need_inputs(n, 1);
+    n.out_type = n.attr.type;
+    n.out_shape = n.inputs[0]->out_shape;
+}
+// Add, Subtract, Multiply, Divide: one element type, numpy broadcast.
+void infer_binary(node &n, int64_t) {
+    need_inputs(n, 2);
+    if (n.kind == op::Divide) need_float(n, 0, "a");
+    if (n.inputs[0]->out_type != n.inputs[1]->out_type)
+        bad(n, std::string("element types differ: ") + ir_name(n.inputs[0]->out_type) + " and " +
+                   ir_name(n.inputs[1]->out_type));
+    n.out_shape = broadcast(n, n.inputs[0]->out_shape, n.inputs[1]->out_shape);
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_fake_quantize(node &n, int64_t) {
+    need_inputs(n, 5);
+    need_float(n, 0, "x");
+    shape_t o = n.inputs[0]->out_shape;
+    for (size_t i = 1; i < 5; ++i) {
+        if (n.inputs[i]->out_type != n.inputs[0]->out_type)
+            bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(n.inputs[i]->out_type) +
+                       ", x has " + ir_name(n.inputs[0]->out_type));
+        o = broadcast(n, o, n.inputs[i]->out_shape);
+    }
+    if (n.attr.levels < 2 || n.attr.levels > (int64_t(1) << 32))
+        bad(n, "levels must be in [2, 2^32], got " + std::to_string(n.attr.levels));
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_reduce_mean(node &n, int64_t) {
+    need_inputs(n, 1);
+    need_float(n, 0, "x");
+    const shape_t &x = n.inputs[0]->out_shape;
+    if (n.attr.axes.empty()) bad(n, "needs axes=[...]");
+    std::vector<bool> red(x.size(), false);
+    for (int64_t a : n.attr.axes) {
+        const int64_t k = norm_axis(n, a, x.size(), "axis");
+        if (red[k]) bad(n, "axis " + std::to_string(a) + " is given twice");
+        red[k] = true;
+    }
+    shape_t o;
+    for (size_t i = 0; i < x.size(); ++i)
+        if (!red[i]) o.push_back(x[i]);
+        else if (n.attr.keep_dims) o.push_back(1);
+    n.out_shape = o;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_concat(node &n, int64_t) {
+    if (n.inputs.empty()) bad(n, "expects at least one input");
+    const node &f = *n.inputs[0];
+    const int64_t ax = norm_axis(n, n.attr.axis, f.out_shape.size(), "axis");
+    shape_t o = f.out_shape;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+        const node &in = *n.inputs[i];
+        if (in.out_type != f.out_type)
+            bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(in.out_type) + ", input 0 has " +
+                       ir_name(f.out_type));
+        bool ok = in.out_shape.size() == o.size();
+        for (size_t d = 0; ok && d < o.size(); ++d) ok = static_cast<int64_t>(d) == ax || in.out_shape[d] == o[d];
+        if (!ok)
+            bad(n, "input " + std::to_string(i) + " shape " + to_string(in.out_shape) + " differs from input 0 shape " +
+                       to_string(f.out_shape) + " outside axis " + std::to_string(n.attr.axis));
+        if (o[ax] > max_elems - in.out_shape[ax]) bad(n, "the concatenated axis is too large");
+        o[ax] += in.out_shape[ax];
+    }
+    n.out_shape = o;
+    n.out_type = f.out_type;
+}
+void infer_clamp(node &n, int64_t) {
+    need_inputs(n, 1);
+    if (!(n.attr.clamp_min <= n.attr.clamp_max))
+        bad(n, "min " + detail::fmt_double(n.attr.clamp_min) + " is above max " + detail::fmt_double(n.attr.clamp_max));
+    n.out_shape = n.inputs[0]->out_shape;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_prelu(node &n, int64_t) {
+    need_inputs(n, 2);
+    need_float(n, 0, "x");
+    const shape_t &x = n.inputs[0]->out_shape, &sl = n.inputs[1]->out_shape;
+    if (n.inputs[1]->out_type != n.inputs[0]->out_type) bad(n, "x and slope element types differ");
+    const bool per_channel = sl.size() == 1 && x.size() >= 2 && sl[0] == x[1];
+    bool onto = sl.size() <= x.size(); // numpy broadcast of the slope onto x's shape
+    for (size_t i = 0; onto && i < sl.size(); ++i) {
+        const int64_t d = sl[sl.size() - 1 - i];
+        onto = d == 1 || d == x[x.size() - 1 - i];
+    }
+    if (!per_channel && !onto)
+        bad(n, "slope " + to_string(sl) + " is neither per channel (axis 1) nor broadcastable onto " + to_string(x));
+    n.out_shape = x;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_flatten(node &n, int64_t) {
+    need_inputs(n, 1);
+    const shape_t &x = n.inputs[0]->out_shape;
+    const int64_t ax = norm_axis(n, n.attr.axis, x.size(), "axis", true);
+    int64_t a = 1, b = 1;
+    for (size_t i = 0; i < x.size(); ++i) (static_cast<int64_t>(i) < ax ? a : b) *= x[i];
+    n.out_shape = {a, b};
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_softmax(node &n, int64_t) {
+    need_inputs(n, 1);
+    need_float(n, 0, "x");
+    norm_axis(n, n.attr.axis, n.inputs[0]->out_shape.size(), "axis");
+    n.out_shape = n.inputs[0]->out_shape;
+    n.out_type = n.inputs[0]->out_type;
+}
+// Relu, Gelu, Sigmoid, Sqrt: floating point in, the same out.
+void infer_unary_float(node &n, int64_t) {
+    need_inputs(n, 1);
+    if (is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
+    n.out_shape = n.inputs[0]->out_shape;
+    n.out_type = n.inputs[0]->out_type;
+}
+void infer_result(node &n, int64_t) {
+    need_inputs(n, 1);
+    n.out_shape = n.inputs[0]->out_shape;
+    n.out_type = n.inputs[0]->out_type;
+}
+
+// One inference per op, in the order of `enum class op` (checked below), so
+// that an op added to the enum without one does not compile.
+using infer_fn = void (*)(node &n, int64_t dynamic_value);
+struct infer_rule {
+    op kind;
+    infer_fn fn;
+};
+constexpr infer_rule infer_rules[] = {
+    {op::Parameter, infer_parameter},
+    {op::Constant, infer_constant},
+    {op::Convert, infer_convert},
+    {op::Subtract, infer_binary},
+    {op::Multiply, infer_binary},
+    {op::Add, infer_binary},
+    {op::Reshape, infer_reshape},
+    {op::Transpose, infer_transpose},
+    {op::Convolution, infer_conv},
+    {op::GroupConvolution, infer_conv},
+    {op::MatMul, infer_matmul},
+    {op::Relu, infer_unary_float},
+    {op::Gelu, infer_unary_float},
+    {op::FakeQuantize, infer_fake_quantize},
+    {op::QuantizeLinear, infer_qdq},
+    {op::DequantizeLinear, infer_qdq},
+    {op::MaxPool, infer_pool},
+    {op::AvgPool, infer_pool},
+    {op::ReduceMean, infer_reduce_mean},
+    {op::Concat, infer_concat},
+    {op::Clamp, infer_clamp},
+    {op::PRelu, infer_prelu},
+    {op::Flatten, infer_flatten},
+    {op::Sigmoid, infer_unary_float},
+    {op::Softmax, infer_softmax},
+    {op::Divide, infer_binary},
+    {op::Slice, infer_moving},
+    {op::Pad, infer_moving},
+    {op::Resize, infer_moving},
+    {op::Sqrt, infer_unary_float},
+    {op::ConvTranspose, infer_conv_transpose},
+    {op::QConvolution, infer_qconv},
+    {op::Result, infer_result},
+};
+constexpr size_t op_count = static_cast<size_t>(op::Result) + 1;
+constexpr bool one_rule_per_op() {
+    if (sizeof(infer_rules) / sizeof(infer_rules[0]) != op_count) return false;
+    for (size_t i = 0; i < op_count; ++i)
+        if (static_cast<size_t>(infer_rules[i].kind) != i) return false;
+    return true;
+}
+static_assert(one_rule_per_op(), "infer_rules: one row per op, in the order of enum class op");
+
+} // namespace
+
 void infer_node(node &n, int64_t dynamic_value) {
     for (const node *in : n.inputs)
         if (!in) bad(n, "input is missing");
-    switch (n.kind) {
-    case op::Parameter: {
-        need_inputs(n, 0);
-        shape_t s = n.attr.shape;
-        for (int64_t &d : s)
-            if (d == dynamic_dim) d = dynamic_value;
-        check_dims(n, s, "shape");
-        n.out_type = n.attr.type;
-        n.out_shape = s;
-        break;
-    }
-    case op::Constant: {
-        need_inputs(n, 0);
-        check_dims(n, n.attr.shape, "shape");
-        if (!n.data) bad(n, "has no data");
-        const int64_t need = storage_bytes(n.attr.type, elems_of(n.attr.shape));
-        if (static_cast<int64_t>(n.data->bytes.size()) != need)
-            bad(n, "holds " + std::to_string(n.data->bytes.size()) + " bytes, " + ir_name(n.attr.type) +
-                       to_string(n.attr.shape) + " needs " + std::to_string(need));
-        n.out_type = n.attr.type;
-        n.out_shape = n.attr.shape;
-        break;
-    }
-    case op::Convert:
-        need_inputs(n, 1);
-        n.out_type = n.attr.type;
-        n.out_shape = n.inputs[0]->out_shape;
-        break;
-    case op::Subtract:
-    case op::Multiply:
-    case op::Add:
-    case op::Divide:
-        need_inputs(n, 2);
-        if (n.kind == op::Divide) need_float(n, 0, "a");
-        if (n.inputs[0]->out_type != n.inputs[1]->out_type)
-            bad(n, std::string("element types differ: ") + ir_name(n.inputs[0]->out_type) + " and " +
-                       ir_name(n.inputs[1]->out_type));
-        n.out_shape = broadcast(n, n.inputs[0]->out_shape, n.inputs[1]->out_shape);
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    case op::Reshape: infer_reshape(n); break;
-    case op::Transpose: infer_transpose(n); break;
-    case op::Convolution:
-    case op::GroupConvolution: infer_conv(n); break;
-    case op::MatMul: infer_matmul(n); break;
-    case op::FakeQuantize: {
-        need_inputs(n, 5);
-        need_float(n, 0, "x");
-        shape_t o = n.inputs[0]->out_shape;
-        for (size_t i = 1; i < 5; ++i) {
-            if (n.inputs[i]->out_type != n.inputs[0]->out_type)
-                bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(n.inputs[i]->out_type) +
-                           ", x has " + ir_name(n.inputs[0]->out_type));
-            o = broadcast(n, o, n.inputs[i]->out_shape);
-        }
-        if (n.attr.levels < 2 || n.attr.levels > (int64_t(1) << 32))
-            bad(n, "levels must be in [2, 2^32], got " + std::to_string(n.attr.levels));
-        n.out_shape = o;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    }
-    case op::QuantizeLinear:
-    case op::DequantizeLinear: infer_qdq(n); break;
-    case op::MaxPool:
-    case op::AvgPool: infer_pool(n); break;
-    case op::ReduceMean: {
-        need_inputs(n, 1);
-        need_float(n, 0, "x");
-        const shape_t &x = n.inputs[0]->out_shape;
-        if (n.attr.axes.empty()) bad(n, "needs axes=[...]");
-        std::vector<bool> red(x.size(), false);
-        for (int64_t a : n.attr.axes) {
-            const int64_t k = norm_axis(n, a, x.size(), "axis");
-            if (red[k]) bad(n, "axis " + std::to_string(a) + " is given twice");
-            red[k] = true;
-        }
-        shape_t o;
-        for (size_t i = 0; i < x.size(); ++i)
-            if (!red[i]) o.push_back(x[i]);
-            else if (n.attr.keep_dims) o.push_back(1);
-        n.out_shape = o;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    }
-    case op::Concat: {
-        if (n.inputs.empty()) bad(n, "expects at least one input");
-        const node &f = *n.inputs[0];
-        const int64_t ax = norm_axis(n, n.attr.axis, f.out_shape.size(), "axis");
-        shape_t o = f.out_shape;
-        for (size_t i = 1; i < n.inputs.size(); ++i) {
-            const node &in = *n.inputs[i];
-            if (in.out_type != f.out_type)
-                bad(n, std::string("input ") + std::to_string(i) + " has type " + ir_name(in.out_type) +
-                           ", input 0 has " + ir_name(f.out_type));
-            bool ok = in.out_shape.size() == o.size();
-            for (size_t d = 0; ok && d < o.size(); ++d) ok = static_cast<int64_t>(d) == ax || in.out_shape[d] == o[d];
-            if (!ok)
-                bad(n, "input " + std::to_string(i) + " shape " + to_string(in.out_shape) +
-                           " differs from input 0 shape " + to_string(f.out_shape) + " outside axis " +
-                           std::to_string(n.attr.axis));
-            if (o[ax] > max_elems - in.out_shape[ax]) bad(n, "the concatenated axis is too large");
-            o[ax] += in.out_shape[ax];
-        }
-        n.out_shape = o;
-        n.out_type = f.out_type;
-        break;
-    }
-    case op::Clamp:
-        need_inputs(n, 1);
-        if (!(n.attr.clamp_min <= n.attr.clamp_max))
-            bad(n, "min " + detail::fmt_double(n.attr.clamp_min) + " is above max " +
-                       detail::fmt_double(n.attr.clamp_max));
-        n.out_shape = n.inputs[0]->out_shape;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    case op::PRelu: {
-        need_inputs(n, 2);
-        need_float(n, 0, "x");
-        const shape_t &x = n.inputs[0]->out_shape, &sl = n.inputs[1]->out_shape;
-        if (n.inputs[1]->out_type != n.inputs[0]->out_type) bad(n, "x and slope element types differ");
-        const bool per_channel = sl.size() == 1 && x.size() >= 2 && sl[0] == x[1];
-        bool onto = sl.size() <= x.size(); // numpy broadcast of the slope onto x's shape
-        for (size_t i = 0; onto && i < sl.size(); ++i) {
-            const int64_t d = sl[sl.size() - 1 - i];
-            onto = d == 1 || d == x[x.size() - 1 - i];
-        }
-        if (!per_channel && !onto)
-            bad(n,
-                "slope " + to_string(sl) + " is neither per channel (axis 1) nor broadcastable onto " + to_string(x));
-        n.out_shape = x;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    }
-    case op::Flatten: {
-        need_inputs(n, 1);
-        const shape_t &x = n.inputs[0]->out_shape;
-        const int64_t ax = norm_axis(n, n.attr.axis, x.size(), "axis", true);
-        int64_t a = 1, b = 1;
-        for (size_t i = 0; i < x.size(); ++i) (static_cast<int64_t>(i) < ax ? a : b) *= x[i];
-        n.out_shape = {a, b};
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    }
-    case op::Softmax:
-        need_inputs(n, 1);
-        need_float(n, 0, "x");
-        norm_axis(n, n.attr.axis, n.inputs[0]->out_shape.size(), "axis");
-        n.out_shape = n.inputs[0]->out_shape;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    case op::QConvolution: infer_qconv(n); break;
-    case op::ConvTranspose: infer_conv_transpose(n); break;
-    case op::Slice:
-    case op::Pad:
-    case op::Resize: infer_moving(n); break;
-    case op::Relu:
-    case op::Gelu:
-    case op::Sigmoid:
-    case op::Sqrt:
-    case op::Result:
-        need_inputs(n, 1);
-        if ((n.kind != op::Result) && is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
-        n.out_shape = n.inputs[0]->out_shape;
-        n.out_type = n.inputs[0]->out_type;
-        break;
-    }
+    infer_rules[static_cast<size_t>(n.kind)].fn(n, dynamic_value);
     check_dims(n, n.out_shape, "output");
 }
 
