@@ -1,0 +1,279 @@
+// The step table, in the order compile asks it: for each node (topological
+// order) the first row that takes it builds its step and names its
+// implementation (impls(), the profile, verbose). A row that takes a node
+// builds it; the last row takes every node. The nodes earlier rows absorb
+// (a compressed MatMul's decompression chain and bias Add, an f32
+// convolution's bias Add) are fused into those rows' steps.
+#include <algorithm>
+
+#include "graph/exec/compile.h"
+#include "graph/exec/steps.h"
+#include "graph/ir/detail.h"
+#include "graph/ir/qconv_spec.h"
+#include "graph/ops/ops.h"
+#include "qconv/conv_desc.h"
+
+namespace qconv::graph::exec {
+
+namespace {
+
+// The implementation an op that runs graph/ops' evaluation reports.
+std::string kernel_name(const node &n) {
+    switch (n.kind) {
+    case op::Parameter: return "input";
+    case op::Constant: return "constant";
+    case op::Result: return "output";
+    case op::Convert: return std::string("graph:convert_") + ir_name(n.out_type);
+    case op::Subtract: return "graph:eltwise_sub";
+    case op::Multiply: return "graph:eltwise_mul";
+    case op::Add: return "graph:eltwise_add";
+    case op::Divide: return "graph:eltwise_div";
+    case op::Reshape: return "graph:reshape";
+    case op::Transpose: return "graph:transpose";
+    case op::Convolution:
+    case op::GroupConvolution: return "convolution_f32 (created per run)";
+    case op::MatMul: return "graph:matmul_f32";
+    case op::Relu: return "graph:relu";
+    case op::Gelu: return n.attr.gelu_tanh ? "graph:gelu_tanh" : "graph:gelu_erf";
+    case op::FakeQuantize: return "graph:fake_quantize";
+    case op::QuantizeLinear: return std::string("graph:quantize_linear_") + ir_name(n.out_type);
+    case op::DequantizeLinear: return std::string("graph:dequantize_linear_") + ir_name(n.inputs[0]->out_type);
+    case op::MaxPool:
+        return n.inputs[0]->kind == op::QConvolution && is_integer(n.out_type)
+                   ? std::string("graph:max_pool_nhwc_") + ir_name(n.out_type)
+                   : "graph:max_pool";
+    case op::AvgPool: return "graph:avg_pool";
+    case op::ReduceMean: return "graph:reduce_mean";
+    case op::Concat: return "graph:concat";
+    case op::Clamp: return "graph:clamp";
+    case op::PRelu: return "graph:prelu";
+    case op::Flatten: return "graph:reshape";
+    case op::Sigmoid: return "graph:sigmoid";
+    case op::Softmax: return "graph:softmax";
+    case op::Slice: return "graph:slice";
+    case op::Pad: return "graph:pad_" + n.attr.padding;
+    case op::Resize: return "graph:resize_" + n.attr.resize_mode;
+    case op::QConvolution: return "qconv:convolution";
+    case op::Sqrt: return "graph:sqrt";
+    case op::ConvTranspose: return "graph:conv_transpose_f32";
+    }
+    return "?";
+}
+
+// A step of kind S for the node being built, reading its inputs, writing its output.
+template <class S>
+built eval_kind(compile_context &cx, node &n) {
+    return {std::make_unique<S>(&n, cx.in, cx.out), kernel_name(n)};
+}
+
+built fused(compile_context &cx, node &n) { return {nullptr, "fused into " + cx.fused_into.at(&n)}; }
+
+built constant(compile_context &cx, node &n) {
+    tensor &t = cx.P.consts[cx.out];
+    t = tensor(n.out_type, n.out_shape);
+    t.bytes.assign(n.data->bytes.begin(), n.data->bytes.end()); // packed as the tensor's storage
+    cx.P.known[cx.out] = true;
+    return {nullptr, "constant"};
+}
+
+built input(compile_context &, node &) { return {nullptr, "input"}; }
+
+// The MatMul with its decompression chain and bias Add: one primitive.
+built compressed_matmul(compile_context &cx, node &n) {
+    auto it = cx.mms.find(&n);
+    compressed c = std::move(it->second);
+    cx.mms.erase(it);
+    std::vector<int> in{cx.slot.at(n.inputs[0]), cx.slot.at(c.wq)};
+    const int out = c.bias_add ? cx.slot.at(c.bias_add) : cx.out;
+    std::string impl = c.impl;
+    return {std::make_unique<compressed_matmul_step>(&n, std::move(in), out, std::move(c)), impl};
+}
+
+bool all_inputs_known(const compile_context &cx, const node &n) {
+    return cx.opt.fold_constants && n.kind != op::Result &&
+           std::all_of(cx.in.begin(), cx.in.end(), [&](int i) { return cx.P.known[i]; });
+}
+
+built fold(compile_context &cx, node &n) {
+    std::vector<const tensor *> ins;
+    for (int i : cx.in) ins.push_back(&cx.P.consts[i]);
+    detail::eval_node(n, ins, cx.P.consts[cx.out]);
+    cx.P.known[cx.out] = true;
+    return {nullptr, "constant-folded"};
+}
+
+// One int8 primitive, created once through the dispatcher ("auto": the
+// attribute builder picks attr[0]/attr[1] and the row).
+built qconvolution(compile_context &cx, node &n) {
+    const detail::qconv_spec &sp = *n.attr.qconv;
+    if (!cx.P.known[cx.in[1]]) fail(n.where(), "QConvolution weights must be a Constant");
+    const tensor &w = cx.P.consts[cx.in[1]];
+    auto prim = std::make_shared<qconv::convolution>(sp.p, reinterpret_cast<const int8_t *>(w.bytes.data()),
+                                                     sp.p.with_bias ? sp.bias.data() : nullptr);
+    std::string impl = "qconv:" + prim->impl_name() + " attr[" + std::to_string(prim->attr_id()) + "] " +
+                       sp.p.desc.str() + " " + qconv::to_string(sp.p.src_dt) + "->" + qconv::to_string(sp.p.dst_dt) +
+                       " zp:" + to_string(sp.p.src_zp.effective_kind()) +
+                       (sp.p.ops.empty() ? std::string() : " " + to_string(sp.p.ops));
+    return {std::make_unique<qconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
+}
+
+// A ConvTranspose with kernel = stride, no pads or output padding, dilation
+// 1 and one group: each output pixel takes one tap, y[oc, i·sh + a, j·sw + c]
+// = Σ_ic x[ic, i, j] · w[ic, oc, a, c] — a 1x1 convolution of x to OC·sh·sw
+// channels (weights [(oc·sh + a)·sw + c][ic]). The f32 convolution primitive
+// sums over ic in its own order (docs/graph.md).
+bool deconv_is_1x1(const node &n) {
+    const auto &a = n.attr;
+    const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
+    if (n.inputs.size() != 2 || a.group != 1 || x.size() != 4 || w.size() != 4) return false;
+    for (int i = 0; i < 2; ++i)
+        if (a.strides[i] != w[2 + i] || a.dilations[i] != 1 || a.pads_begin[i] || a.pads_end[i] || a.output_padding[i])
+            return false;
+    return true;
+}
+
+built deconv_as_1x1(compile_context &cx, node &n) {
+    const shape_t &x = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape;
+    const int64_t C = ws[0], OC = ws[1], sh = ws[2], sw = ws[3];
+    conv_desc d;
+    d.mb = x[0], d.ic = C, d.ih = x[2], d.iw = x[3];
+    d.oc = OC * sh * sw, d.oh = x[2], d.ow = x[3], d.kh = d.kw = 1;
+    const std::vector<float> wf = cx.P.consts[cx.in[1]].to_f32();
+    std::vector<float> w1(static_cast<size_t>(d.oc * C));
+    for (int64_t ic = 0; ic < C; ++ic)
+        for (int64_t o = 0; o < OC * sh * sw; ++o) w1[o * C + ic] = wf[ic * OC * sh * sw + o];
+    auto prim = std::make_shared<convolution_f32>(d, w1.data(), nullptr);
+    std::string impl = prim->impl_name() + " (ConvTranspose as a 1x1 convolution and its pixel blocks)";
+    return {std::make_unique<deconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
+}
+
+// The Add of a per-channel f32 Constant ([C,1,1] or [1,C,1,1]) that alone
+// reads f32 convolution n (4-D, constant weights), else null: it becomes the
+// primitive's bias (the same sum: oneDNN adds the bias to each output in f32,
+// as the Add does).
+node *f32_conv_bias(const compile_context &cx, node *n) {
+    const auto cs = cx.g.consumers(n);
+    if (cs.size() != 1 || cs[0]->kind != op::Add || n->out_type != dtype::f32 || n->out_shape.size() != 4)
+        return nullptr;
+    node *a = cs[0];
+    const node *b = a->inputs[0] == n ? a->inputs[1] : a->inputs[0];
+    if (a->inputs[0] == a->inputs[1] || a->out_shape != n->out_shape || b->out_type != dtype::f32 ||
+        !(cx.P.known[cx.slot.at(b)] || constant_subgraph(b, 0)))
+        return nullptr;
+    const shape_t &bs = b->out_shape;
+    const int64_t C = n->out_shape[1];
+    const bool per_c = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
+                       bs[bs.size() - 1] == 1 && bs[bs.size() - 2] == 1;
+    return per_c ? a : nullptr;
+}
+
+// The f32 convolution primitive (oneDNN's, else the reference): constant
+// weights are reordered once; weights computed at run time mean a primitive
+// per run. A following Add of a per-channel Constant is the primitive's bias.
+built f32_convolution(compile_context &cx, node &n) {
+    const bool known = cx.P.known[cx.in[1]];
+    std::vector<float> w(elems_of(n.inputs[1]->out_shape), 0.f);
+    if (known) w = cx.P.consts[cx.in[1]].to_f32();
+    node *bias_add = known ? f32_conv_bias(cx, &n) : nullptr;
+    std::vector<float> bias;
+    int out = cx.out;
+    if (bias_add) {
+        const node *b = bias_add->inputs[bias_add->inputs[0] == &n ? 1 : 0];
+        tensor bv;
+        if (cx.P.known[cx.slot.at(b)]) bias = cx.P.consts[cx.slot.at(b)].to_f32();
+        else if (constant_subgraph(b, 0, &bv)) bias = bv.to_f32();
+        cx.fused_into[bias_add] = n.id;
+        out = cx.slot.at(bias_add);
+    }
+    auto c = std::make_shared<convolution_f32>(detail::f32_conv_desc(n), w.data(), bias_add ? bias.data() : nullptr);
+    std::string impl = c->impl_name() + (known ? "" : " (weights per run)") + (bias_add ? " +bias" : "");
+    return {std::make_unique<f32_conv_step>(&n, cx.in, out, known ? c : nullptr), impl};
+}
+
+bool is_one_of(const node &n, std::initializer_list<op> kinds) {
+    return std::find(kinds.begin(), kinds.end(), n.kind) != kinds.end();
+}
+
+std::vector<step_row> build_step_table() {
+    using cc = const compile_context &;
+    using nc = const node &;
+    return {
+        // Computed by another node's step: a compressed MatMul's decompression
+        // nodes (those nothing else reads) and bias Add, an f32 convolution's
+        // bias Add.
+        {"fused", [](cc cx, nc n) { return cx.fused_into.count(&n) > 0; }, fused},
+        {"constant", [](cc, nc n) { return n.kind == op::Constant; }, constant},
+        {"input", [](cc, nc n) { return n.kind == op::Parameter; }, input},
+        // A MatMul whose weights are a decompression subgraph: one qconv::matmul.
+        {"compressed_matmul", [](cc cx, nc n) { return cx.mms.count(&n) > 0; }, compressed_matmul},
+        // Every input known at compile time: evaluated once (unless
+        // compile_options::fold_constants is off; a Result always runs).
+        {"constant_folded", all_inputs_known, fold},
+        {"qconvolution", [](cc, nc n) { return n.kind == op::QConvolution; }, qconvolution},
+        {"conv_transpose_as_1x1",
+         [](cc cx, nc n) {
+             return n.kind == op::ConvTranspose && cx.P.known[cx.in[1]] && n.out_type == dtype::f32 && deconv_is_1x1(n);
+         },
+         deconv_as_1x1},
+        {"f32_convolution",
+         [](cc, nc n) {
+             return is_one_of(n, {op::Convolution, op::GroupConvolution}) && !is_integer(n.out_type);
+         },
+         f32_convolution},
+        {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
+        {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
+        {"reduce_mean", [](cc, nc n) { return n.kind == op::ReduceMean; }, eval_kind<reduce_mean_step>},
+        // The ops an f32 island may hold (f32_islands.cpp decides which do).
+        {"f32_island",
+         [](cc, nc n) {
+             return is_one_of(n, {op::DequantizeLinear, op::Relu, op::Clamp, op::Sigmoid, op::Gelu, op::Add,
+                                  op::Subtract, op::Multiply, op::Divide, op::Resize, op::Concat});
+         },
+         eval_kind<island_step>},
+        // Everything else: graph/ops' evaluation (graph/ops/eval.cpp).
+        {"eval", [](cc, nc) { return true; }, eval_kind<eval_step>},
+    };
+}
+
+} // namespace
+
+const std::vector<step_row> &step_table() {
+    static const std::vector<step_row> rows = build_step_table();
+    return rows;
+}
+
+void build_step(compile_context &cx, node &n) {
+    cx.in.clear();
+    for (const node *i : n.inputs) cx.in.push_back(cx.slot.at(i));
+    cx.out = cx.slot.at(&n);
+    for (const step_row &row : step_table()) {
+        if (!row.takes(cx, n)) continue;
+        built b = row.build(cx, n);
+        if (b.s) cx.P.steps.push_back(std::move(b.s));
+        cx.P.impls.push_back({n.id, std::move(b.impl)});
+        return;
+    }
+}
+
+bool constant_subgraph(const node *x, int depth, tensor *value) {
+    if (x->kind == op::Constant) {
+        if (!x->data) return false;
+        if (value) {
+            *value = tensor(x->out_type, x->out_shape);
+            value->bytes.assign(x->data->bytes.begin(), x->data->bytes.end());
+        }
+        return true;
+    }
+    if (depth > 8 || x->kind == op::Parameter || x->inputs.empty() || elems_of(x->out_shape) > (1 << 20)) return false;
+    std::vector<tensor> in(x->inputs.size());
+    for (size_t k = 0; k < x->inputs.size(); ++k)
+        if (!constant_subgraph(x->inputs[k], depth + 1, value ? &in[k] : nullptr)) return false;
+    if (value) {
+        std::vector<const tensor *> ins;
+        for (const tensor &t : in) ins.push_back(&t);
+        detail::eval_node(*x, ins, *value);
+    }
+    return true;
+}
+
+} // namespace qconv::graph::exec
