@@ -1,6 +1,6 @@
 // ConvertWeightCompressedConv1x1ToMatmul (docs/graph.md, "The conv1x1 →
-// MatMul rewrite"; the MatMul computes docs/semantics.md §7) and the
-// Transpose cancellation that cleans up after it.
+// MatMul rewrite"; the MatMul computes docs/semantics.md §7). The Transpose
+// cancellation that cleans up after it: cancel_transposes.cpp.
 //
 // Notation: the Convolution reads A (NCHW [N,IC,H,W]) and produces
 // Y[n,oc,h,w] = Σ_ic W[oc,ic]·A[n,ic,h,w]. The MatMul reads A' (NHWC,
@@ -26,7 +26,6 @@
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/verbose.h"
 #include "graph/ir/decompression.h"
@@ -140,9 +139,11 @@ private:
         return "";
     }
 
-    std::string try_rewrite(node *c, bool *done) {
+    // Why Convolution c is not an f32/f16/bf16 1x1 convolution with stride
+    // 1, no dilation and no padding ("" when it is).
+    static std::string check_conv(const node *c) {
         if (c->kind == op::GroupConvolution) return "GroupConvolution (grouped) is not rewritten";
-        const shape_t &xs = c->inputs[0]->out_shape, &ws = c->inputs[1]->out_shape, &ys = c->out_shape;
+        const shape_t &ws = c->inputs[1]->out_shape;
         const dtype T = c->out_type; // the activation type
         if (T != dtype::f32 && T != dtype::f16 && T != dtype::bf16)
             return std::string("element type ") + ir_name(T) + " is not f32, f16 or bf16";
@@ -153,6 +154,35 @@ private:
             return "dilation " + to_string(c->attr.dilations) + " is not 1";
         if (c->pads_b != std::vector<int64_t>{0, 0} || c->pads_e != std::vector<int64_t>{0, 0})
             return "padding " + to_string(c->pads_b) + "/" + to_string(c->pads_e) + " is not zero";
+        return "";
+    }
+
+    // The MatMul's NHWC result z (after the bias and the Convert) read where
+    // the output was: by the output Transpose's readers, through a Reshape to
+    // the same shape, or through the fix-up Transpose back to NCHW.
+    void read_output(node *z, const output_chain &out, int64_t N, int64_t OC, bool spatial1) {
+        node *t = out.last, *layout = out.layout;
+        if (out.kind == "transpose") {
+            z->friendly_name = layout->friendly_name;
+            for (const auto &kv : layout->rt_info) z->rt_info.insert(kv);
+            g_.replace_uses(layout, z);
+        } else if (out.kind == "reshape") {
+            node *r = reshape(z, layout->out_shape, layout, "_2");
+            g_.replace_uses(layout, r);
+        } else {
+            // The fix-up takes over t's output and its friendly name; the NHWC
+            // node before it is named apart, so no two nodes share one.
+            node *fix = spatial1 ? reshape(z, {g_.is_dynamic() ? -1 : N, OC, 1, 1}, t, "_nchw")
+                                 : transpose(z, {0, 3, 1, 2}, t, "_nchw");
+            if (!t->friendly_name.empty()) z->friendly_name = t->friendly_name + "_nhwc";
+            g_.replace_uses(t, fix);
+        }
+    }
+
+    std::string try_rewrite(node *c, bool *done) {
+        if (std::string why = check_conv(c); !why.empty()) return why;
+        const shape_t &xs = c->inputs[0]->out_shape, &ys = c->out_shape;
+        const dtype T = c->out_type; // the activation type
         const int64_t N = xs[0], IC = xs[1], H = xs[2], W = xs[3], OC = ys[1];
         // H·W = 1 for every value of `?` (the Reshape forms bake it in).
         bool spatial1 = H * W == 1;
@@ -189,9 +219,9 @@ private:
 
         output_chain out;
         if (std::string why = match_output(c, OC, spatial1, &out); !why.empty()) return why;
-        node *t = out.last, *bias = out.bias, *cvt = out.cvt, *bias_const = out.bias_const, *layout = out.layout;
+        node *bias = out.bias, *cvt = out.cvt, *bias_const = out.bias_const;
         const std::string &out_kind = out.kind;
-        if (act_kind == "direct" && !layout)
+        if (act_kind == "direct" && !out.layout)
             return "isolated Convolution: no Transpose/Reshape on the activation or the output";
         if (veto_ && veto_(*c)) return "vetoed by callback";
 
@@ -221,21 +251,7 @@ private:
             ca.type = cvt->attr.type;
             z = add(op::Convert, {z}, ca, cvt, "_nhwc");
         }
-        if (out_kind == "transpose") {
-            z->friendly_name = layout->friendly_name;
-            for (const auto &kv : layout->rt_info) z->rt_info.insert(kv);
-            g_.replace_uses(layout, z);
-        } else if (out_kind == "reshape") {
-            node *r = reshape(z, layout->out_shape, layout, "_2");
-            g_.replace_uses(layout, r);
-        } else {
-            // The fix-up takes over t's output and its friendly name; the NHWC
-            // node before it is named apart, so no two nodes share one.
-            node *fix = spatial1 ? reshape(z, {g_.is_dynamic() ? -1 : N, OC, 1, 1}, t, "_nchw")
-                                 : transpose(z, {0, 3, 1, 2}, t, "_nchw");
-            if (!t->friendly_name.empty()) z->friendly_name = t->friendly_name + "_nhwc";
-            g_.replace_uses(t, fix);
-        }
+        read_output(z, out, N, OC, spatial1);
         *done = true;
         std::ostringstream why;
         why << "rewritten: activation=" << act_kind << (T != dtype::f32 ? std::string(":") + ir_name(T) : "")
@@ -294,70 +310,6 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
         for (const auto &r : records)
             impl::verbose_print("graph,conv1x1_to_matmul," + r.conv + "," + (r.rewritten ? "rewritten" : "skipped") +
                                 "," + r.reason);
-    return records;
-}
-
-int cancel_transposes(graph &g) {
-    // One pass in topological order with an index of each node's consumers
-    // kept up to date, so n cancelling pairs cost O(n); restarting the scan
-    // after every removal was quadratic (4 000 pairs: 19 s). A pair that a
-    // removal creates further down (T1 T2 T3 T4) is still found: later nodes
-    // are looked at with their inputs as they are by then.
-    const std::vector<node *> order = g.topo_order();
-    std::unordered_map<const node *, std::vector<node *>> users;
-    for (node *c : order)
-        for (node *in : c->inputs) users[in].push_back(c);
-    std::unordered_set<const node *> gone;
-    auto live_users = [&](const node *n) {
-        std::unordered_set<const node *> u;
-        for (const node *c : users[n])
-            if (!gone.count(c)) u.insert(c);
-        return u.size();
-    };
-    int removed = 0;
-    for (node *t2 : order) {
-        if (t2->kind != op::Transpose || gone.count(t2)) continue;
-        node *u = t2->inputs[0];
-        const bool unary = u->kind == op::Relu || u->kind == op::Gelu || u->kind == op::Convert;
-        node *t1 = unary ? u->inputs[0] : u;
-        if (t1->kind != op::Transpose) continue;
-        if (unary && live_users(u) != 1) continue;
-        const auto &p1 = t1->attr.order, &p2 = t2->attr.order;
-        if (p1.size() != p2.size()) continue;
-        bool identity = true;
-        for (size_t j = 0; j < p2.size(); ++j) identity &= p1[p2[j]] == static_cast<int64_t>(j);
-        if (!identity) continue;
-        node *x = t1->inputs[0];
-        node *repl = x;
-        if (unary) {
-            repl = g.add(u->kind, {x}, u->attr, u->id + "_moved");
-            repl->friendly_name = u->friendly_name;
-            repl->rt_info = u->rt_info;
-            infer_node(*repl);
-            users[x].push_back(repl);
-        }
-        // t2's consumers read repl from now on.
-        for (node *c : users[t2]) {
-            if (gone.count(c)) continue;
-            for (node *&in : c->inputs)
-                if (in == t2) in = repl;
-            users[repl].push_back(c);
-        }
-        gone.insert(t2);
-        ++removed;
-    }
-    g.prune();
-    g.infer();
-    return removed;
-}
-
-std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto, std::vector<rewrite_record> *lowered) {
-    auto records = convert_weight_compressed_conv1x1_to_matmul(g, veto);
-    cancel_transposes(g);
-    auto low = lower_low_precision(g);
-    if (lowered) *lowered = std::move(low);
-    g.prune();
-    g.infer();
     return records;
 }
 

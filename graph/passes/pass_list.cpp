@@ -1,0 +1,43 @@
+// The passes, in one ordered table (docs/architecture.md, graph/passes):
+// run_passes runs each row in turn on the graph, then prunes and infers it.
+// A new pass is one row here (its function declared in passes.h, or in
+// include/qconv/graph.h when it is public).
+#include "graph/passes/passes.h"
+
+#include <utility>
+
+#include "qconv/graph.h"
+
+namespace qconv::graph {
+
+namespace passes {
+
+namespace {
+
+void conv1x1_to_matmul(graph &g, pass_state &s) { s.rewrites = convert_weight_compressed_conv1x1_to_matmul(g, s.veto); }
+void lower_int8(graph &g, pass_state &s) { s.lowered = lower_low_precision(g); }
+
+} // namespace
+
+const std::vector<pass> &pass_list() {
+    static const std::vector<pass> list = {
+        // name, what it does, the function
+        {"conv1x1_to_matmul", "compressed-weight 1x1 Convolution -> MatMul", conv1x1_to_matmul},
+        {"cancel_transposes", "inverse Transpose pairs (also around Relu/Gelu/Convert)", on_graph<cancel_transposes>},
+        {"lower_int8", "quantized convolutions and MatMuls -> QConvolution", lower_int8},
+    };
+    return list;
+}
+
+} // namespace passes
+
+std::vector<rewrite_record> run_passes(graph &g, const veto_callback &veto, std::vector<rewrite_record> *lowered) {
+    passes::pass_state s{veto, {}, {}};
+    for (const passes::pass &p : passes::pass_list()) p.run(g, s);
+    if (lowered) *lowered = std::move(s.lowered);
+    g.prune();
+    g.infer();
+    return std::move(s.rewrites);
+}
+
+} // namespace qconv::graph
