@@ -1,6 +1,6 @@
 // The lowered int8 convolution of the graph layer: what a QConvolution node
 // runs, held by the node as an immutable typed payload (attributes::qconv)
-// made by the low-precision lowering (graph/passes/lower_int8.cpp). Its text
+// made by the low-precision lowering (graph/passes/lower_int8/). Its text
 // form exists only in the text format (graph/io/qconv_text.h).
 //
 // Inputs of the node: the quantized source (u8/i8, NCHW dims), the s8 weights
