@@ -55,6 +55,8 @@ std::string kernel_name(const node &n) {
     case op::Resize: return "graph:resize_" + n.attr.resize_mode;
     case op::QConvolution: return "qconv:convolution";
     case op::Sqrt: return "graph:sqrt";
+    case op::Erf: return "graph:erf";
+    case op::Tanh: return "graph:tanh";
     case op::ConvTranspose: return "graph:conv_transpose_f32";
     }
     return "?";

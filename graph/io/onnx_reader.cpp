@@ -4,14 +4,13 @@
 // One pass over the nodes, in the file's (topological) order: every ONNX value
 // name maps to the IR node that produces it; each ONNX node adds its IR nodes
 // and infers them at once, so a shape or type that does not fit is reported
-// with the ONNX node. Two rewrites happen on the way:
-//  * the erf form of Gelu, x·0.5·(1 + erf(x/√2)), is found before the pass and
-//    read as one Gelu (the IR has no Erf);
+// with the ONNX node. A weight decompression is rewritten on the way:
 //  * a weight decompression — MatMulNBits, or DequantizeLinear of constant
 //    weights feeding a MatMul — is written as the executor's compressed-MatMul
 //    pattern, MatMul(X, [Reshape](Multiply(Convert(Wq) − Convert(ZP), Scale)),
 //    transpose_b=true), with Wq, ZP and Scale laid out [N, K/G, G] / [N, K/G, 1].
-// Unused nodes are pruned at the end. Errors: qconv::error starting with
+// Unused nodes are pruned at the end, and the forms of Gelu written with Erf or
+// Tanh (read as those ops) become Gelu nodes (fuse_gelu, graph/passes/fuse_gelu.cpp). Errors: qconv::error starting with
 // "node 'NAME' (#INDEX, OP)" or "node #INDEX (OP)", the attribute or input
 // named after it; whole-model problems start with "model", "opset", "input",
 // "output" or "initializer 'NAME'".
@@ -25,7 +24,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "graph/io/file_io.h"
 #include "graph/ir/detail.h"
@@ -463,7 +461,6 @@ private:
     // The IR shape of graph input `in`: its dims, symbolic ones from
     // opt_.input_shapes when given, else `?` (all of one name, `symbol`).
     shape_t input_shape(const pb::ValueInfoProto &in, const std::string &field, std::string &symbol);
-    void find_gelu_patterns();
     void read_node(const onnx_node &n);
     void simple_op(const onnx_node &n);
     void read_outputs();
@@ -582,10 +579,6 @@ private:
     std::map<std::string, std::string> empty_;
     int64_t opset_ = 0;
     bool ms_domain_ = false;
-    // The erf form of Gelu: node index → its input x (the last node of the
-    // pattern), and the indices of the pattern's other nodes (skipped).
-    std::map<int, std::string> gelu_at_;
-    std::set<int> gelu_skip_;
 };
 
 void reader::read_opsets() {
@@ -706,122 +699,6 @@ void reader::read_inputs() {
     }
 }
 
-// The erf form of Gelu: y = x·0.5·(1 + erf(x/√2)), as exporters write it:
-// Div(x, √2) (or Mul(x, 1/√2)) → Erf → Add(·, 1) → Mul with x → Mul with 0.5,
-// the multiplications in any order (Mul(x, 0.5) first, or 0.5 with the sum).
-void reader::find_gelu_patterns() {
-    const auto &gp = m_.graph();
-    std::map<std::string, int> producer;
-    std::map<std::string, int> uses;
-    for (int i = 0; i < gp.node_size(); ++i) {
-        for (const auto &o : gp.node(i).output()) producer[o] = i;
-        for (const auto &in : gp.node(i).input()) ++uses[in];
-    }
-    for (const auto &o : gp.output()) uses[o.name()] += 2; // a graph output is never an inner value
-    // Scalars of initializers and Constant nodes (value attribute, one element).
-    auto scalar_of = [&](const std::string &name) -> std::optional<double> {
-        const pb::TensorProto *t = nullptr;
-        for (const auto &init : gp.initializer())
-            if (init.name() == name) t = &init;
-        if (!t && producer.count(name)) {
-            const auto &c = gp.node(producer[name]);
-            if (c.op_type() != "Constant" || !c.domain().empty()) return std::nullopt;
-            for (const auto &a : c.attribute()) {
-                if (a.name() == "value" && a.type() == pb::AttributeProto::TENSOR) t = &a.t();
-                if (a.name() == "value_float" && a.type() == pb::AttributeProto::FLOAT) return a.f();
-            }
-        }
-        if (!t) return std::nullopt;
-        try {
-            tensor_value v = data_.read(*t, "gelu");
-            if (elems_of(v.shape) != 1 || !is_float(v.type)) return std::nullopt;
-            return at(v, 0);
-        } catch (const error &) {
-            return std::nullopt;
-        }
-    };
-    auto node_of = [&](const std::string &name, const char *op) -> int {
-        const auto it = producer.find(name);
-        if (it == producer.end()) return -1;
-        const auto &p = gp.node(it->second);
-        return p.op_type() == op && p.domain().empty() && p.output_size() == 1 ? it->second : -1;
-    };
-    // The single consumer of value v, when it is a `op` node.
-    auto only_consumer = [&](const std::string &v, const char *op) -> int {
-        if (uses[v] != 1) return -1;
-        for (int i = 0; i < gp.node_size(); ++i)
-            for (const auto &in : gp.node(i).input())
-                if (in == v)
-                    return gp.node(i).op_type() == op && gp.node(i).domain().empty() && gp.node(i).input_size() == 2 &&
-                                   gp.node(i).output_size() == 1
-                               ? i
-                               : -1;
-        return -1;
-    };
-    auto other = [&](int i, const std::string &v) -> std::string {
-        const auto &p = gp.node(i);
-        return p.input(0) == v ? p.input(1) : p.input(0);
-    };
-    auto near = [](std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-3 * want; };
-    for (int e = 0; e < gp.node_size(); ++e) {
-        const auto &erf = gp.node(e);
-        if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1)
-            continue;
-        // x / √2
-        std::string x;
-        int scaled = node_of(erf.input(0), "Div");
-        if (scaled >= 0 && gp.node(scaled).input_size() == 2 &&
-            near(scalar_of(gp.node(scaled).input(1)), std::sqrt(2.0)))
-            x = gp.node(scaled).input(0);
-        if (x.empty()) {
-            scaled = node_of(erf.input(0), "Mul");
-            if (scaled < 0 || gp.node(scaled).input_size() != 2) continue;
-            const auto &m = gp.node(scaled);
-            if (near(scalar_of(m.input(1)), std::sqrt(0.5))) x = m.input(0);
-            else if (near(scalar_of(m.input(0)), std::sqrt(0.5))) x = m.input(1);
-            else continue;
-        }
-        if (uses[erf.input(0)] != 1) continue;
-        // + 1
-        const int add = only_consumer(erf.output(0), "Add");
-        if (add < 0 || !near(scalar_of(other(add, erf.output(0))), 1.0)) continue;
-        const std::string sum = gp.node(add).output(0);
-        // · x · 0.5 in one of three orders.
-        const int m1 = only_consumer(sum, "Mul");
-        if (m1 < 0) continue;
-        const std::string o1 = other(m1, sum);
-        std::vector<int> inner = {scaled, e, add, m1};
-        int last = -1;
-        if (o1 == x) { // (x·(1+erf))·0.5
-            const int m2 = only_consumer(gp.node(m1).output(0), "Mul");
-            if (m2 < 0 || !near(scalar_of(other(m2, gp.node(m1).output(0))), 0.5)) continue;
-            last = m2;
-            inner.push_back(m2);
-        } else if (near(scalar_of(o1), 0.5)) { // ((1+erf)·0.5)·x
-            const int m2 = only_consumer(gp.node(m1).output(0), "Mul");
-            if (m2 < 0 || other(m2, gp.node(m1).output(0)) != x) continue;
-            last = m2;
-            inner.push_back(m2);
-        } else { // (x·0.5)·(1+erf)
-            const int h = node_of(o1, "Mul");
-            if (h < 0 || uses[o1] != 1 || gp.node(h).input_size() != 2) continue;
-            const auto &hm = gp.node(h);
-            if (!((hm.input(0) == x && near(scalar_of(hm.input(1)), 0.5)) ||
-                  (hm.input(1) == x && near(scalar_of(hm.input(0)), 0.5))))
-                continue;
-            inner.push_back(h);
-            last = m1;
-        }
-        std::set<int> skip(inner.begin(), inner.end());
-        skip.erase(last);
-        bool clash = gelu_at_.count(last) > 0;
-        for (int s : skip) clash |= gelu_skip_.count(s) > 0 || gelu_at_.count(s) > 0;
-        if (clash) continue;
-        gelu_at_[last] = x;
-        gelu_skip_.insert(skip.begin(), skip.end());
-    }
-}
-
 // ------------------------------------------------------------ the op table
 struct op_entry {
     const char *name;
@@ -830,7 +707,6 @@ struct op_entry {
 };
 
 void reader::read_node(const onnx_node &n) {
-    if (gelu_skip_.count(n.index)) return;
     const std::string &domain = n.p.domain(), &type = n.p.op_type();
     // Split's outputs are each read; BatchNormalization names its training outputs itself.
     const bool several = (domain.empty() || domain == "ai.onnx") && (type == "Split" || type == "BatchNormalization");
@@ -840,14 +716,6 @@ void reader::read_node(const onnx_node &n) {
     if (n.p.output_size() == 0 || n.p.output(0).empty()) n.fail("has no output");
     for (const auto &o : n.p.output())
         if (!o.empty() && (values_.count(o) || empty_.count(o))) n.fail("output '" + o + "' is defined twice");
-    if (gelu_at_.count(n.index)) {
-        // The last node of an erf-form Gelu (find_gelu_patterns).
-        const std::string &x = gelu_at_[n.index];
-        const auto it = values_.find(x);
-        if (it == values_.end()) n.fail("input '" + x + "' of the erf-form Gelu is not defined");
-        define(n, 0, add(n, op::Gelu, {it->second}));
-        return;
-    }
     if (domain == "com.microsoft") {
         if (!ms_domain_) n.fail("domain 'com.microsoft' is not imported by the model (opset_import)");
         if (type == "MatMulNBits") return matmul_nbits(n);
@@ -906,15 +774,14 @@ void reader::read_node(const onnx_node &n) {
         {"ConvTranspose", &reader::conv_transpose, nullptr},
         {"Pow", &reader::pow, nullptr},
         {"Sqrt", &reader::simple_op, nullptr},
+        {"Erf", &reader::simple_op, nullptr},
+        {"Tanh", &reader::simple_op, nullptr},
     };
     for (const auto &e : table) {
         if (type != e.name) continue;
         if (e.pending) n.fail(std::string("op ") + type + " " + e.pending);
         return (this->*e.read)(n);
     }
-    if (type == "Erf")
-        n.fail("op Erf is not supported (the IR has no Erf; the erf form of Gelu, x·0.5·(1 + erf(x/√2)) written "
-               "with Div, Erf, Add and Mul, is read as Gelu)");
     n.fail("op " + type + " is not supported");
 }
 
@@ -925,6 +792,8 @@ void reader::simple_op(const onnx_node &n) {
     if (type == "Relu") define(n, 0, add(n, op::Relu, {value(n, 0)}));
     else if (type == "Sigmoid") define(n, 0, add(n, op::Sigmoid, {value(n, 0)}));
     else if (type == "Sqrt") define(n, 0, add(n, op::Sqrt, {value(n, 0)}));
+    else if (type == "Erf") define(n, 0, add(n, op::Erf, {value(n, 0)}));
+    else if (type == "Tanh") define(n, 0, add(n, op::Tanh, {value(n, 0)}));
     else if (type == "Add") define(n, 0, add(n, op::Add, {value(n, 0), value(n, 1)}));
     else if (type == "Mul") define(n, 0, add(n, op::Multiply, {value(n, 0), value(n, 1)}));
     else if (type == "Sub") define(n, 0, add(n, op::Subtract, {value(n, 0), value(n, 1)}));
@@ -2721,11 +2590,13 @@ std::unique_ptr<graph> reader::run() {
     g_ = std::make_unique<graph>();
     read_opsets();
     read_inputs();
-    find_gelu_patterns();
     const auto &gp = m_.graph();
     for (int i = 0; i < gp.node_size(); ++i) read_node(onnx_node{gp.node(i), i});
     read_outputs();
     g_->prune();
+    // The forms of Gelu read as written (Erf or Tanh and the elementwise ops
+    // around it) become Gelu nodes, as the op they stand for.
+    fuse_gelu(*g_);
     try {
         g_->infer();
     } catch (const error &e) {

@@ -570,7 +570,7 @@ void infer_softmax(node &n, int64_t) {
     n.out_shape = n.inputs[0]->out_shape;
     n.out_type = n.inputs[0]->out_type;
 }
-// Relu, Gelu, Sigmoid, Sqrt: floating point in, the same out.
+// Relu, Gelu, Sigmoid, Sqrt, Erf, Tanh: floating point in, the same out.
 void infer_unary_float(node &n, int64_t) {
     need_inputs(n, 1);
     if (is_integer(n.inputs[0]->out_type)) bad(n, "needs a floating-point input");
@@ -622,6 +622,8 @@ constexpr infer_rule infer_rules[] = {
     {op::Resize, infer_moving},
     {op::Sqrt, infer_unary_float},
     {op::ConvTranspose, infer_conv_transpose},
+    {op::Erf, infer_unary_float},
+    {op::Tanh, infer_unary_float},
     {op::QConvolution, infer_qconv},
     {op::Result, infer_result},
 };

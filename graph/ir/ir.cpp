@@ -31,7 +31,8 @@ constexpr const char *op_names[] = {
     "Softmax",        "Divide",
     "Slice",          "Pad",
     "Resize",         "Sqrt",
-    "ConvTranspose",  "QConvolution",
+    "ConvTranspose",  "Erf",
+    "Tanh",           "QConvolution",
     "Result",
 };
 static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");

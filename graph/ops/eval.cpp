@@ -673,6 +673,12 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
         for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::sqrt(in[0]->data[i]);
         break;
     case op::ConvTranspose: conv_transpose(n, *in[0], *in[1], o); break;
+    case op::Erf:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::erf(in[0]->data[i]);
+        break;
+    case op::Tanh:
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] = std::tanh(in[0]->data[i]);
+        break;
     case op::QConvolution: fail(n.where(), "QConvolution runs on its compiled primitive only"); break;
     }
 }

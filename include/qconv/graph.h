@@ -92,6 +92,8 @@ enum class op {
     Resize,           // (x) mode coordinate_mode nearest_mode, scales or sizes of the last two dims
     Sqrt,             // (x) floating point
     ConvTranspose,    // (NCHW x, w [C, OC/group, KH, KW]) strides pads_begin pads_end dilations output_padding group
+    Erf,              // (x) floating point: erf(x) in f32 (the unfused erf form of Gelu; fuse_gelu)
+    Tanh,             // (x) floating point: tanh(x) in f32 (the unfused tanh form of Gelu; fuse_gelu)
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]); attributes::qconv holds it.
     QConvolution,
@@ -252,6 +254,13 @@ struct rewrite_record {
 // Returns true to veto the rewrite of this (matched) Convolution.
 using veto_callback = std::function<bool(const node &conv)>;
 
+// Gelu fusion (docs/graph.md, "Gelu fusion"): each erf form
+// x·0.5·(1 + erf(x/√2)) and tanh form x·0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+// written with the elementwise ops (Erf, Tanh, Add, Multiply, Divide) whose
+// inner values nothing else reads becomes one Gelu (gelu_tanh for the tanh
+// form); the pattern's last node turns into it (id, names, rt_info kept) and
+// the rest is pruned. Shapes must be inferred. Returns the Gelus made.
+int fuse_gelu(graph &g);
 std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g, const veto_callback &veto = {});
 // Removes Transpose pairs that cancel, also across unary elementwise ops
 // (Transpose(Gelu(Transpose(x, p)), inv p) → Gelu(x)). Returns pairs removed.
