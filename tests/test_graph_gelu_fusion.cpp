@@ -232,4 +232,28 @@ TEST(GraphGeluFusion, OnnxTanhFormIsOneGelu) {
     }
 }
 
+// run_passes fuses first: a text-format graph written with Erf.
+TEST(GraphGeluFusion, RunPassesFusesTextGraphs) {
+    const std::string text = "x = Parameter f32[2,5]\n"
+                             "c = Constant f32[1] [0.70710677]\n"
+                             "one = Constant f32[1] [1]\n"
+                             "half = Constant f32[1] [0.5]\n"
+                             "d = Multiply(x, c)\n"
+                             "e = Erf(d)\n"
+                             "s = Add(e, one)\n"
+                             "h = Multiply(x, half)\n"
+                             "y = Multiply(h, s)\n"
+                             "o = Result(y)\n";
+    auto g = parse(text);
+    const auto written = parse(text);
+    run_passes(*g);
+    EXPECT_EQ(count(*g, op::Gelu), 1);
+    EXPECT_EQ(count(*g, op::Erf), 0);
+    EXPECT_EQ(g->find("y")->kind, op::Gelu);
+    const tensor x = input({2, 5}, 3);
+    const std::vector<float> a = compiled_graph(*written).run({x})[0].to_f32(),
+                             b = compiled_graph(*g).run({x})[0].to_f32();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 + 1e-6 * std::fabs(a[i])) << i;
+}
+
 } // namespace

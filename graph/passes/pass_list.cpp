@@ -22,6 +22,7 @@ void lower_int8(graph &g, pass_state &s) { s.lowered = lower_low_precision(g); }
 const std::vector<pass> &pass_list() {
     static const std::vector<pass> list = {
         // name, what it does, the function
+        {"fuse_gelu", "the erf and tanh forms of Gelu -> Gelu", on_graph<fuse_gelu>},
         {"conv1x1_to_matmul", "compressed-weight 1x1 Convolution -> MatMul", conv1x1_to_matmul},
         {"cancel_transposes", "inverse Transpose pairs (also around Relu/Gelu/Convert)", on_graph<cancel_transposes>},
         {"lower_int8", "quantized convolutions and MatMuls -> QConvolution", lower_int8},
