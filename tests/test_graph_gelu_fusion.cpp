@@ -33,6 +33,22 @@ int count(const graph &g, op k) {
     return c;
 }
 
+// The tanh form 0.5·x·(1 + tanh(beta·(x + kappa·x·(x·x)))) of "x" into `out`
+// (Constants beta, kappa, one, half; `sum` and `prod` name the last inner values).
+void tanh_form(om::builder &b, const std::string &out, const std::string &sum, const std::string &prod,
+               const std::string &name = "") {
+    b.node("Mul", {"x", "x"}, {"sq"});
+    b.node("Mul", {"x", "sq"}, {"cube"});
+    b.node("Mul", {"kappa", "cube"}, {"kc"});
+    b.node("Add", {"x", "kc"}, {"in"});
+    b.node("Mul", {"beta", "in"}, {"u"});
+    b.node("Tanh", {"u"}, {"t"});
+    b.node("Add", {"one", "t"}, {sum});
+    b.node("Mul", {"x", sum}, {prod});
+    if (name.empty()) b.node("Mul", {"half", prod}, {out});
+    else b.node("Mul", {"half", prod}, {out}, name);
+}
+
 // An ONNX model of erf and tanh forms that the pass leaves as written — the
 // erf form with 0.6 for 0.5, the tanh form with 0.05 for 0.044715 — and a lone
 // Erf and Tanh: each output against the formula in double.
@@ -51,15 +67,7 @@ TEST(GraphGeluFusion, UnmatchedErfAndTanhFormsRunAsWritten) {
     b.node("Add", {"e", "one"}, {"s"});
     b.node("Mul", {"x", "s"}, {"m"});
     b.node("Mul", {"m", "c06"}, {"erf_form"});
-    b.node("Mul", {"x", "x"}, {"sq"});
-    b.node("Mul", {"x", "sq"}, {"cube"});
-    b.node("Mul", {"kappa", "cube"}, {"kc"});
-    b.node("Add", {"x", "kc"}, {"in"});
-    b.node("Mul", {"beta", "in"}, {"u"});
-    b.node("Tanh", {"u"}, {"t"});
-    b.node("Add", {"one", "t"}, {"ts"});
-    b.node("Mul", {"x", "ts"}, {"tm"});
-    b.node("Mul", {"half", "tm"}, {"tanh_form"});
+    tanh_form(b, "tanh_form", "ts", "tm");
     b.node("Erf", {"x"}, {"erf"}, "lone_erf");
     b.node("Tanh", {"x"}, {"tanh"}, "lone_tanh");
     auto g = read(b);
@@ -210,15 +218,7 @@ TEST(GraphGeluFusion, OnnxTanhFormIsOneGelu) {
     b.init_f32("kappa", {}, {0.044715f});
     b.init_f32("one", {}, {1.f});
     b.init_f32("half", {}, {0.5f});
-    b.node("Mul", {"x", "x"}, {"sq"});
-    b.node("Mul", {"x", "sq"}, {"cube"});
-    b.node("Mul", {"kappa", "cube"}, {"kc"});
-    b.node("Add", {"x", "kc"}, {"in"});
-    b.node("Mul", {"beta", "in"}, {"u"});
-    b.node("Tanh", {"u"}, {"t"});
-    b.node("Add", {"one", "t"}, {"s"});
-    b.node("Mul", {"x", "s"}, {"m"});
-    b.node("Mul", {"half", "m"}, {"y"}, "gelu_out");
+    tanh_form(b, "y", "s", "m", "gelu_out");
     auto g = read(b);
     const auto ops = g->count_ops();
     ASSERT_EQ(ops.at("Gelu"), 1);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/lowering.h"
+#include "core/text.h"
 
 namespace qconv::graph::detail {
 
@@ -33,16 +34,6 @@ std::string floats(const std::vector<float> &v) {
     for (size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + fmt_float(v[i]);
     return r.empty() ? "none" : r;
 }
-std::vector<std::string> split(const std::string &s, char c) {
-    std::vector<std::string> r;
-    size_t p = 0;
-    for (;;) {
-        const size_t e = s.find(c, p);
-        r.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
-        if (e == std::string::npos) return r;
-        p = e + 1;
-    }
-}
 double number(const std::string &t, const std::string &field) {
     try {
         size_t pos = 0;
@@ -55,7 +46,7 @@ double number(const std::string &t, const std::string &field) {
 std::vector<float> float_list(const std::string &t, const std::string &field) {
     std::vector<float> r;
     if (t == "none") return r;
-    for (const auto &w : split(t, ',')) r.push_back(static_cast<float>(number(w, field)));
+    for (const auto &w : qconv::detail::split(t, ',')) r.push_back(static_cast<float>(number(w, field)));
     return r;
 }
 } // namespace
@@ -86,7 +77,7 @@ qconv_spec parse_qconv_text(const std::string &text, const std::string &where) {
         const size_t ops_at = text.find(";ops=");
         if (ops_at == std::string::npos) fail("qconv", "no ops= field");
         std::map<std::string, std::string> kv;
-        for (const auto &f : split(text.substr(0, ops_at), ';')) {
+        for (const auto &f : qconv::detail::split(text.substr(0, ops_at), ';')) {
             const size_t eq = f.find('=');
             if (eq == std::string::npos) fail("qconv", "field '" + f + "' has no '='");
             kv[f.substr(0, eq)] = f.substr(eq + 1);
@@ -102,7 +93,8 @@ qconv_spec parse_qconv_text(const std::string &text, const std::string &where) {
             const std::string k = z.substr(0, c == std::string::npos ? 0 : c);
             if (k != "tensor" && k != "channel") fail("qconv: zp", "expected none, tensor:V or channel:V,...");
             std::vector<int32_t> v;
-            for (const auto &w : split(z.substr(c + 1), ',')) v.push_back(static_cast<int32_t>(number(w, "qconv: zp")));
+            for (const auto &w : qconv::detail::split(z.substr(c + 1), ','))
+                v.push_back(static_cast<int32_t>(number(w, "qconv: zp")));
             s.p.src_zp = k == "tensor" ? zero_point::tensor(v.at(0)) : zero_point::channel(v);
         }
         s.p.scales = float_list(kv["scales"], "qconv: scales");
