@@ -57,6 +57,7 @@ std::string kernel_name(const node &n) {
     case op::Sqrt: return "graph:sqrt";
     case op::Erf: return "graph:erf";
     case op::Tanh: return "graph:tanh";
+    case op::LookupTable: return n.inputs.size() == 2 ? "graph:lookup_table_256" : "graph:lookup_table_65536";
     case op::ConvTranspose: return "graph:conv_transpose_f32";
     }
     return "?";
@@ -224,6 +225,7 @@ std::vector<step_row> build_step_table() {
          f32_convolution},
         {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
         {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
+        {"lookup_table", [](cc, nc n) { return n.kind == op::LookupTable; }, eval_kind<lookup_table_step>},
         {"reduce_mean", [](cc, nc n) { return n.kind == op::ReduceMean; }, eval_kind<reduce_mean_step>},
         // The ops an f32 island may hold (f32_islands.cpp decides which do).
         {"f32_island",

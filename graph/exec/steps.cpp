@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "graph/ops/lut.h"
 #include "graph/ops/ops.h"
 
 namespace qconv::graph::exec {
@@ -147,13 +148,14 @@ void quantize_step::run(run_context &ctx) const {
 }
 
 // The output NHWC when int8 convolutions read it, and max pools of its type
-// besides them, and nothing else (a Result keeps it plain).
+// or table lookups besides them, and nothing else (a Result keeps it plain).
 void quantize_step::settle(const graph &g, const std::set<int> &, const std::vector<bool> &keep) {
     if (!detail::qdq_takes_nhwc(*n)) return;
     bool conv = false, all = true;
     for (const node *u : g.consumers(n)) {
         conv |= u->kind == op::QConvolution;
-        all &= u->kind == op::QConvolution || (u->kind == op::MaxPool && u->out_type == n->out_type);
+        all &= u->kind == op::QConvolution || u->kind == op::LookupTable ||
+               (u->kind == op::MaxPool && u->out_type == n->out_type);
     }
     nhwc_out = conv && all && !keep[out];
 }
@@ -173,6 +175,52 @@ void max_pool_step::run(run_context &ctx) const {
         return;
     }
     eval_into(ctx, ins, layout::plain);
+}
+
+namespace {
+
+// The geometry of a LookupTable's second input b over a (graph/ops/lut.h):
+// equal shapes in one layout, one value, or one per channel of a 4-D a.
+bool lut2_of(const tensor &a, const tensor &b, detail::lut2_geometry *g) {
+    const int64_t n = a.elems();
+    if (elems_of(b.shape) == 1) {
+        *g = {1, 1, n, 0, 0, 0};
+        return true;
+    }
+    if (b.shape == a.shape) {
+        *g = {1, 1, n, 0, 0, 1};
+        return b.order == a.order;
+    }
+    const shape_t &s = a.shape, &t = b.shape;
+    if (s.size() != 4 || t.size() != 4 || t[1] != s[1] || t[2] != 1 || t[3] != 1 || (t[0] != 1 && t[0] != s[0]))
+        return false;
+    const int64_t per_image = t[0] == 1 ? 0 : s[1];
+    if (a.order == layout::nhwc) *g = {s[0], s[2] * s[3], s[1], per_image, 0, 1};
+    else *g = {s[0], s[1], s[2] * s[3], per_image, 1, 0};
+    return true;
+}
+
+} // namespace
+
+void lookup_table_step::run(run_context &ctx) const {
+    const std::vector<const tensor *> &ins = inputs(ctx);
+    const tensor &a = *ins[0];
+    const uint8_t *table = ins.back()->bytes.data();
+    detail::lut2_geometry g;
+    tensor b_as_a; // b in a's layout, when they differ
+    const tensor *b = ins.size() == 3 ? ins[1] : nullptr;
+    if (b && b->shape == a.shape && b->order != a.order) {
+        b_as_a = b->to_layout(a.order);
+        b = &b_as_a;
+    }
+    if (b && !lut2_of(a, *b, &g)) {
+        eval_into(ctx, ins, layout::plain);
+        return;
+    }
+    tensor &o = ctx.v[out];
+    ctx.A.take(o, n->out_type, n->out_shape, a.order);
+    if (!b) detail::lut_unary(a.bytes.data(), a.elems(), table, o.bytes.data());
+    else detail::lut_binary(a.bytes.data(), b->bytes.data(), g, table, o.bytes.data());
 }
 
 void reduce_mean_step::run(run_context &ctx) const {

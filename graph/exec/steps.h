@@ -11,6 +11,7 @@
 //   eval_step               any other op: graph/ops' evaluation into a plain output
 //   quantize_step           a QuantizeLinear, its output NHWC for int8 convolutions
 //   max_pool_step           a MaxPool, on 8-bit NHWC values as they are
+//   lookup_table_step       a LookupTable, on 8-bit values in their layout
 //   reduce_mean_step        a ReduceMean, over H and W of an NHWC f32 value as it is
 //   island_step             an op of an f32 island (a 4-D DequantizeLinear, a
 //                           layout-free elementwise op, a nearest Resize, a Concat
@@ -127,6 +128,15 @@ struct reduce_mean_step final : eval_step {
     using eval_step::eval_step;
     void run(run_context &ctx) const override;
     bool reads_nhwc(const node &value) const override;
+};
+
+// A LookupTable: its output in its first input's layout (8-bit NHWC values
+// between int8 convolutions stay NHWC), the table read per element
+// (graph/ops/lut.h); a second input broadcast other than per channel or
+// per tensor is evaluated plain.
+struct lookup_table_step final : eval_step {
+    using eval_step::eval_step;
+    void run(run_context &ctx) const override;
 };
 
 // An op of an f32 island (graph/exec/f32_islands.cpp): with nhwc set it keeps

@@ -577,6 +577,25 @@ void infer_unary_float(node &n, int64_t) {
     n.out_shape = n.inputs[0]->out_shape;
     n.out_type = n.inputs[0]->out_type;
 }
+// LookupTable(a [, b], table): a, b 8-bit; the table a u8/i8 Constant of
+// 256 entries (one input) or 65536 (two); b broadcasts onto a's shape.
+void infer_lookup_table(node &n, int64_t) {
+    if (n.inputs.size() != 2 && n.inputs.size() != 3) bad(n, "needs (a, table) or (a, b, table)");
+    const node &t = *n.inputs.back();
+    const int64_t entries = n.inputs.size() == 2 ? 256 : 65536;
+    if ((t.out_type != dtype::u8 && t.out_type != dtype::s8) || t.out_shape != shape_t{entries})
+        bad(n, "the table must be u8 or i8 [" + std::to_string(entries) + "], got " + std::string(ir_name(t.out_type)) +
+                   to_string(t.out_shape));
+    for (size_t i = 0; i + 1 < n.inputs.size(); ++i) {
+        const dtype d = n.inputs[i]->out_type;
+        if (d != dtype::u8 && d != dtype::s8) bad(n, "input " + std::to_string(i) + " must be u8 or i8");
+    }
+    const shape_t &a = n.inputs[0]->out_shape;
+    if (n.inputs.size() == 3 && broadcast(n, a, n.inputs[1]->out_shape) != a)
+        bad(n, "b " + to_string(n.inputs[1]->out_shape) + " does not broadcast onto a " + to_string(a));
+    n.out_shape = a;
+    n.out_type = t.out_type;
+}
 void infer_result(node &n, int64_t) {
     need_inputs(n, 1);
     n.out_shape = n.inputs[0]->out_shape;
@@ -624,6 +643,7 @@ constexpr infer_rule infer_rules[] = {
     {op::ConvTranspose, infer_conv_transpose},
     {op::Erf, infer_unary_float},
     {op::Tanh, infer_unary_float},
+    {op::LookupTable, infer_lookup_table},
     {op::QConvolution, infer_qconv},
     {op::Result, infer_result},
 };

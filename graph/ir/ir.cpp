@@ -32,8 +32,8 @@ constexpr const char *op_names[] = {
     "Slice",          "Pad",
     "Resize",         "Sqrt",
     "ConvTranspose",  "Erf",
-    "Tanh",           "QConvolution",
-    "Result",
+    "Tanh",           "LookupTable",
+    "QConvolution",   "Result",
 };
 static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");
 } // namespace

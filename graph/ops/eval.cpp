@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "graph/ir/detail.h"
+#include "graph/ops/lut.h"
 #include "graph/ops/ops.h"
 #include "qconv/conv_desc.h"
 #include "qconv/conv_f32.h"
@@ -592,6 +593,25 @@ void conv_transpose(const node &n, const ft &x, const ft &w, ft &o) {
 }
 
 // Reference evaluation of an op that computes in f32 (o: the output's f32 view).
+// LookupTable on plain values: o[i] = table[a[i]] or table[a[i]·256 + b[j]],
+// b's element j the one numpy broadcasting pairs with a's element i.
+void lookup_table(const std::vector<const tensor *> &in, tensor &o) {
+    const uint8_t *table = in.back()->bytes.data();
+    const uint8_t *a = in[0]->bytes.data();
+    const int64_t n = o.elems();
+    if (in.size() == 2) {
+        detail::lut_unary(a, n, table, o.bytes.data());
+        return;
+    }
+    const std::vector<int64_t> bs = detail::bstrides(in[1]->shape, o.shape), os = detail::strides_of(o.shape);
+    const uint8_t *b = in[1]->bytes.data();
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t j = 0;
+        for (size_t d = 0; d < os.size(); ++d) j += (i / os[d]) % o.shape[d] * bs[d];
+        o.bytes[i] = table[(unsigned(a[i]) << 8) | b[j]];
+    }
+}
+
 void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     switch (n.kind) {
     case op::Parameter:
@@ -603,6 +623,7 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     case op::Concat:
     case op::QuantizeLinear:
     case op::DequantizeLinear:
+    case op::LookupTable:
     case op::Slice:
     case op::Pad:
     case op::Resize: break; // on typed storage: eval()
@@ -841,6 +862,7 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
     case op::Resize: detail::resize(n, *ins[0], o); return;
     case op::QuantizeLinear:
     case op::DequantizeLinear: qdq(n, ins, o); return;
+    case op::LookupTable: lookup_table(ins, o); return;
     default: break;
     }
     std::vector<ft> views;

@@ -4,6 +4,8 @@
 // include/qconv/graph.h when it is public).
 #include "graph/passes/passes.h"
 
+#include "graph/passes/qdq_islands.h"
+
 #include <utility>
 
 #include "qconv/graph.h"
@@ -26,6 +28,8 @@ const std::vector<pass> &pass_list() {
         {"conv1x1_to_matmul", "compressed-weight 1x1 Convolution -> MatMul", conv1x1_to_matmul},
         {"cancel_transposes", "inverse Transpose pairs (also around Relu/Gelu/Convert)", on_graph<cancel_transposes>},
         {"lower_int8", "quantized convolutions and MatMuls -> QConvolution", lower_int8},
+        {"tabulate_qdq_islands", "8-bit elementwise islands (Q of f32 ops of DQs) -> LookupTable",
+         on_graph<detail::tabulate_qdq_islands>},
     };
     return list;
 }

@@ -94,6 +94,10 @@ enum class op {
     ConvTranspose,    // (NCHW x, w [C, OC/group, KH, KW]) strides pads_begin pads_end dilations output_padding group
     Erf,              // (x) floating point: erf(x) in f32 (the unfused erf form of Gelu; fuse_gelu)
     Tanh,             // (x) floating point: tanh(x) in f32 (the unfused tanh form of Gelu; fuse_gelu)
+    // (a [, b], table) u8/i8: table[a] (256 entries) or table[a·256 + b] (65536), the bytes as
+    // unsigned indices, b broadcast onto a; the output takes the table's type and a's shape. An
+    // 8-bit elementwise island (tabulate_qdq_islands) as one lookup.
+    LookupTable,
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]); attributes::qconv holds it.
     QConvolution,

@@ -1,0 +1,179 @@
+// 8-bit elementwise islands (graph/passes/qdq_islands.cpp, docs/semantics.md
+// §10 item 10): each island of a QDQ graph becomes one LookupTable, and the
+// graph's outputs stay bit-identical to the graph as written — hard-swish on
+// one input, a squeeze-excite Multiply by a per-channel value, a Multiply of two
+// equal-shaped values of which one comes NHWC out of an int8 convolution,
+// constants written as DequantizeLinear of integers, i8 data. What is not an
+// island (an interior value read elsewhere, a per-channel constant) stays.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "qconv/graph.h"
+
+using namespace qconv::graph;
+
+namespace {
+
+struct island_case {
+    const char *name;
+    const char *text;
+    int tables;  // LookupTable nodes after run_passes
+    int entries; // 256 or 65536 for the first of them (0: none)
+};
+
+// The network before and after run_passes on the same random inputs (threads 1 and 2).
+void expect_bit_identical(const island_case &c) {
+    const auto g = parse(c.text);
+    auto l = g->clone();
+    run_passes(*l);
+    int tables = 0, entries = 0;
+    for (const auto &n : l->nodes())
+        if (n->kind == op::LookupTable) {
+            if (!tables++) entries = static_cast<int>(n->inputs.back()->out_shape[0]);
+        }
+    EXPECT_EQ(tables, c.tables) << to_text(*l);
+    EXPECT_EQ(entries, c.entries);
+    for (uint64_t seed : {1u, 2u, 3u})
+        for (int threads : {1, 2}) {
+            const auto in = random_inputs(*g, seed);
+            const auto want = compiled_graph(*g, threads).run(in);
+            const auto got = compiled_graph(*l, threads).run(in);
+            ASSERT_EQ(want.size(), got.size());
+            for (size_t k = 0; k < want.size(); ++k) {
+                ASSERT_EQ(want[k].shape, got[k].shape);
+                EXPECT_EQ(want[k].values(), got[k].values()) << c.name << " seed " << seed << " threads " << threads;
+            }
+        }
+}
+
+class GraphQdqIslands : public ::testing::TestWithParam<island_case> {};
+
+TEST_P(GraphQdqIslands, BecomeTablesWithTheGraphsBits) { expect_bit_identical(GetParam()); }
+
+const char *const kHardSwish = R"(
+x     = Parameter f32[2,24,9,7]
+s     = Constant f32[] [0.05]
+z     = Constant u8[] [100]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+three = Constant f32[] [3]
+six   = Constant f32[] [6]
+a     = Add(xd, three)
+c     = Clamp(a) min=0 max=6
+m     = Multiply(xd, c)
+d     = Divide(m, six)
+s2    = Constant f32[] [0.03]
+z2    = Constant u8[] [10]
+yq    = QuantizeLinear(d, s2, z2)
+yd    = DequantizeLinear(yq, s2, z2)
+out   = Result(yd)
+)";
+
+// A squeeze-excite scale: x · hard-sigmoid(pooled), the pooled value [N, C, 1, 1]
+// quantized on its own; the slope and offset as DequantizeLinear of integers.
+const char *const kExcite = R"(
+x     = Parameter f32[2,16,10,6]
+p     = Parameter f32[2,16,1,1]
+s     = Constant f32[] [0.04]
+z     = Constant u8[] [128]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+ps    = Constant f32[] [0.02]
+pz    = Constant u8[] [3]
+pq    = QuantizeLinear(p, ps, pz)
+pd    = DequantizeLinear(pq, ps, pz)
+k     = Constant u8[1] [51]
+ks    = Constant f32[] [0.00392157]
+kz    = Constant u8[] [0]
+kd    = DequantizeLinear(k, ks, kz)
+half  = Constant f32[] [0.5]
+hs    = Multiply(pd, kd)
+ha    = Add(hs, half)
+hc    = Clamp(ha) min=0 max=1
+m     = Multiply(xd, hc)
+s2    = Constant f32[] [0.03]
+z2    = Constant u8[] [120]
+yq    = QuantizeLinear(m, s2, z2)
+yd    = DequantizeLinear(yq, s2, z2)
+out   = Result(yd)
+)";
+
+// A Multiply of an int8 convolution's output (NHWC between convolutions)
+// and a plain quantized value of the same shape, into the next convolution.
+const char *const kResidual = R"(
+x     = Parameter f32[1,8,6,6]
+r     = Parameter f32[1,8,6,6]
+s     = Constant f32[] [0.0625]
+z     = Constant u8[] [128]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+w1    = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d   = DequantizeLinear(w1, w1s) axis=0
+c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+y1q   = QuantizeLinear(c1, s, z)
+y1d   = DequantizeLinear(y1q, s, z)
+rs    = Constant f32[] [0.05]
+rz    = Constant u8[] [90]
+rq    = QuantizeLinear(r, rs, rz)
+rd    = DequantizeLinear(rq, rs, rz)
+sum   = Multiply(y1d, rd)
+s2    = Constant f32[] [0.07]
+z2    = Constant u8[] [128]
+sq    = QuantizeLinear(sum, s2, z2)
+sd    = DequantizeLinear(sq, s2, z2)
+w2    = Constant i8[4,8,1,1] random(2, -20, 20)
+w2s   = Constant f32[4] [0.0078125,0.0078125,0.015625,0.015625]
+w2d   = DequantizeLinear(w2, w2s) axis=0
+c2    = Convolution(sd, w2d) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+y2q   = QuantizeLinear(c2, s, z)
+y2d   = DequantizeLinear(y2q, s, z)
+out   = Result(y2d)
+)";
+
+// i8 in and out, Sigmoid between.
+const char *const kSigmoidI8 = R"(
+x     = Parameter f32[3,5,7]
+s     = Constant f32[] [0.1]
+z     = Constant i8[] [-3]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+g     = Sigmoid(xd)
+s2    = Constant f32[] [0.00390625]
+z2    = Constant i8[] [-128]
+yq    = QuantizeLinear(g, s2, z2)
+yd    = DequantizeLinear(yq, s2, z2)
+out   = Result(yd)
+)";
+
+// Not islands: the Add's value is also a Result; a per-channel constant operand.
+const char *const kNotIslands = R"(
+x     = Parameter f32[1,4,3,3]
+s     = Constant f32[] [0.05]
+z     = Constant u8[] [100]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+three = Constant f32[] [3]
+a     = Add(xd, three)
+aq    = QuantizeLinear(a, s, z)
+ad    = DequantizeLinear(aq, s, z)
+o1    = Result(ad)
+o2    = Result(a)
+b     = Constant f32[1,4,1,1] [1, 2, 3, 4]
+m     = Multiply(xd, b)
+mq    = QuantizeLinear(m, s, z)
+md    = DequantizeLinear(mq, s, z)
+o3    = Result(md)
+)";
+
+INSTANTIATE_TEST_SUITE_P(Islands, GraphQdqIslands,
+                         ::testing::Values(island_case{"hard_swish", kHardSwish, 1, 256},
+                                           island_case{"squeeze_excite", kExcite, 1, 65536},
+                                           island_case{"product_nhwc_and_plain", kResidual, 1, 65536},
+                                           island_case{"sigmoid_i8", kSigmoidI8, 1, 256},
+                                           island_case{"not_islands", kNotIslands, 0, 0}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
