@@ -180,18 +180,26 @@ void max_pool_step::run(run_context &ctx) const {
 namespace {
 
 // The geometry of a LookupTable's second input b over a (graph/ops/lut.h):
-// equal shapes in one layout, one value, or one per channel of a 4-D a.
+// equal shapes (in one layout, or 4-D one NHWC and the other plain: b read
+// with its own strides), one value, or one per channel of a 4-D a.
 bool lut2_of(const tensor &a, const tensor &b, detail::lut2_geometry *g) {
     const int64_t n = a.elems();
-    if (elems_of(b.shape) == 1) {
+    const shape_t &s = a.shape, &t = b.shape;
+    if (elems_of(t) == 1) {
         *g = {1, 1, n, 0, 0, 0};
         return true;
     }
-    if (b.shape == a.shape) {
+    if (t == s && b.order == a.order) {
         *g = {1, 1, n, 0, 0, 1};
-        return b.order == a.order;
+        return true;
     }
-    const shape_t &s = a.shape, &t = b.shape;
+    if (t == s) {
+        if (s.size() != 4) return false;
+        const int64_t C = s[1], HW = s[2] * s[3];
+        if (a.order == layout::nhwc) *g = {s[0], HW, C, C * HW, 1, HW}; // a [N][HW][C], b [N][C][HW]
+        else *g = {s[0], C, HW, C * HW, 1, C};                          // a [N][C][HW], b [N][HW][C]
+        return true;
+    }
     if (s.size() != 4 || t.size() != 4 || t[1] != s[1] || t[2] != 1 || t[3] != 1 || (t[0] != 1 && t[0] != s[0]))
         return false;
     const int64_t per_image = t[0] == 1 ? 0 : s[1];
@@ -207,12 +215,7 @@ void lookup_table_step::run(run_context &ctx) const {
     const tensor &a = *ins[0];
     const uint8_t *table = ins.back()->bytes.data();
     detail::lut2_geometry g;
-    tensor b_as_a; // b in a's layout, when they differ
     const tensor *b = ins.size() == 3 ? ins[1] : nullptr;
-    if (b && b->shape == a.shape && b->order != a.order) {
-        b_as_a = b->to_layout(a.order);
-        b = &b_as_a;
-    }
     if (b && !lut2_of(a, *b, &g)) {
         eval_into(ctx, ins, layout::plain);
         return;
