@@ -34,6 +34,8 @@ void expect_bit_identical(const island_case &c) {
             if (!tables++) entries = static_cast<int>(n->inputs.back()->out_shape[0]);
         }
     EXPECT_EQ(tables, c.tables) << to_text(*l);
+    for (const auto &n : l->nodes()) // a nearest Resize of quantized values runs on the integers
+        if (n->kind == op::Resize && n->inputs[0]->kind == op::DequantizeLinear) ADD_FAILURE() << to_text(*l);
     EXPECT_EQ(entries, c.entries);
     for (uint64_t seed : {1u, 2u, 3u})
         for (int threads : {1, 2}) {
@@ -148,6 +150,37 @@ yd    = DequantizeLinear(yq, s2, z2)
 out   = Result(yd)
 )";
 
+// A nearest Resize between a DequantizeLinear and a QuantizeLinear of the same
+// parameters moves the integers (NHWC as they come out of an int8 convolution);
+// the Add of the upsampled map and another is then an island.
+const char *const kResize = R"(
+x     = Parameter f32[1,8,5,4]
+r     = Parameter f32[1,8,10,8]
+s     = Constant f32[] [0.0625]
+z     = Constant u8[] [128]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+w1    = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d   = DequantizeLinear(w1, w1s) axis=0
+c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+y1q   = QuantizeLinear(c1, s, z)
+y1d   = DequantizeLinear(y1q, s, z)
+up    = Resize(y1d) mode=nearest scales=[2,2]
+uq    = QuantizeLinear(up, s, z)
+ud    = DequantizeLinear(uq, s, z)
+rs    = Constant f32[] [0.05]
+rz    = Constant u8[] [90]
+rq    = QuantizeLinear(r, rs, rz)
+rd    = DequantizeLinear(rq, rs, rz)
+sum   = Add(ud, rd)
+s2    = Constant f32[] [0.07]
+z2    = Constant u8[] [128]
+sq    = QuantizeLinear(sum, s2, z2)
+sd    = DequantizeLinear(sq, s2, z2)
+out   = Result(sd)
+)";
+
 // Not islands: the Add's value is also a Result; a per-channel constant operand.
 const char *const kNotIslands = R"(
 x     = Parameter f32[1,4,3,3]
@@ -173,6 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Islands, GraphQdqIslands,
                                            island_case{"squeeze_excite", kExcite, 1, 65536},
                                            island_case{"product_nhwc_and_plain", kResidual, 1, 65536},
                                            island_case{"sigmoid_i8", kSigmoidI8, 1, 256},
+                                           island_case{"resize_on_integers", kResize, 1, 65536},
                                            island_case{"not_islands", kNotIslands, 0, 0}),
                          [](const auto &info) { return std::string(info.param.name); });
 

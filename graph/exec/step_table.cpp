@@ -226,6 +226,9 @@ std::vector<step_row> build_step_table() {
         {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
         {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
         {"lookup_table", [](cc, nc n) { return n.kind == op::LookupTable; }, eval_kind<lookup_table_step>},
+        {"resize_8bit",
+         [](cc, nc n) { return n.kind == op::Resize && n.attr.resize_mode == "nearest" && bits_of(n.out_type) == 8; },
+         eval_kind<resize_8bit_step>},
         {"reduce_mean", [](cc, nc n) { return n.kind == op::ReduceMean; }, eval_kind<reduce_mean_step>},
         // The ops an f32 island may hold (f32_islands.cpp decides which do).
         {"f32_island",

@@ -226,6 +226,17 @@ void lookup_table_step::run(run_context &ctx) const {
     else detail::lut_binary(a.bytes.data(), b->bytes.data(), g, table, o.bytes.data());
 }
 
+void resize_8bit_step::run(run_context &ctx) const {
+    const std::vector<const tensor *> &ins = inputs(ctx);
+    if (ins[0]->order == layout::nhwc && ins[0]->shape.size() == 4) {
+        tensor &o = ctx.v[out];
+        ctx.A.take(o, n->out_type, n->out_shape, layout::nhwc);
+        detail::resize(*n, *ins[0], o);
+        return;
+    }
+    eval_into(ctx, ins, layout::plain);
+}
+
 void reduce_mean_step::run(run_context &ctx) const {
     const std::vector<const tensor *> &ins = inputs(ctx);
     if (ins[0]->order == layout::nhwc && detail::reduce_mean_takes_nhwc(*n)) {

@@ -12,6 +12,7 @@
 //   quantize_step           a QuantizeLinear, its output NHWC for int8 convolutions
 //   max_pool_step           a MaxPool, on 8-bit NHWC values as they are
 //   lookup_table_step       a LookupTable, on 8-bit values in their layout
+//   resize_8bit_step        a nearest Resize of 8-bit values, NHWC as they are
 //   reduce_mean_step        a ReduceMean, over H and W of an NHWC f32 value as it is
 //   island_step             an op of an f32 island (a 4-D DequantizeLinear, a
 //                           layout-free elementwise op, a nearest Resize, a Concat
@@ -128,6 +129,13 @@ struct reduce_mean_step final : eval_step {
     using eval_step::eval_step;
     void run(run_context &ctx) const override;
     bool reads_nhwc(const node &value) const override;
+};
+
+// A nearest Resize of 8-bit values: NHWC values resized as they are (each
+// output pixel a copy of its source pixel's channels), anything else evaluated.
+struct resize_8bit_step final : eval_step {
+    using eval_step::eval_step;
+    void run(run_context &ctx) const override;
 };
 
 // A LookupTable: its output in its first input's layout (8-bit NHWC values

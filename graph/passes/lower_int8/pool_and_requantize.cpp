@@ -30,6 +30,8 @@ bool monotone_dequantize(const node *d) {
 // After the lowering, on the integers a lowered convolution left:
 // MaxPool(DequantizeLinear(q)) → DequantizeLinear(MaxPool(q)) (max commutes
 // with a nondecreasing map; the window skips positions outside the input),
+// the same for a nearest Resize (it copies elements, which commutes with any
+// map of the channel's values),
 // and QuantizeLinear(DequantizeLinear(q, s, z), s, z) → q (the level comes
 // back). Per-channel scales too: a network whose activations feed f32
 // convolutions (no single source scale) pools its integers and keeps its
@@ -37,9 +39,10 @@ bool monotone_dequantize(const node *d) {
 int pool_and_requantize_on_integers(graph &g) {
     int n = 0;
     for (node *m : g.topo_order()) {
-        if (m->kind == op::MaxPool && m->out_type == dtype::f32 && monotone_dequantize(m->inputs[0])) {
+        const bool moves = m->kind == op::MaxPool || (m->kind == op::Resize && m->attr.resize_mode == "nearest");
+        if (moves && m->out_type == dtype::f32 && monotone_dequantize(m->inputs[0])) {
             node *d = m->inputs[0];
-            node *mp = g.add(op::MaxPool, {d->inputs[0]}, m->attr, g.unique_id(m->id + "_int8"));
+            node *mp = g.add(m->kind, {d->inputs[0]}, m->attr, g.unique_id(m->id + "_int8"));
             mp->rt_info = m->rt_info;
             infer_node(*mp, g.dynamic_value());
             std::vector<node *> in = d->inputs;
