@@ -1,5 +1,5 @@
 // The integer pooling and requantization pass of the int8 lowering
-// (lowering.h; docs/graph.md, "MaxPool and Concat stay on the integers"),
+// (lowering.h; docs/graph.md, "MaxPool, nearest Resize and Concat stay on the integers"),
 // run once every candidate is decided.
 #include <cmath>
 
