@@ -1,6 +1,7 @@
 // Table lookups on 8-bit integers (graph/ops/lut.h). The unary lookup uses
 // AVX-512 VBMI's byte permutes (four 64-entry tables) where the CPU has them,
-// a plain loop elsewhere; the binary lookup reads its 64 KiB table per element.
+// a plain loop elsewhere; the binary lookup gathers 16 entries of its 64 KiB
+// table at once with AVX-512 (b per element or one per row), else a loop.
 #include "graph/ops/lut.h"
 
 #include <immintrin.h>
@@ -34,6 +35,32 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void lut_unary_vbmi(const
     lut_unary_plain(x + i, n - i, t, y + i);
 }
 
+// 16 lookups at once: the table read as dwords (index >> 2, so no read
+// passes its end), the byte picked by a shift of 8·(index & 3).
+__attribute__((target("avx512f,avx512bw"))) inline __m128i lookup16(const uint8_t *table, __m512i idx) {
+    const __m512i words = _mm512_i32gather_epi32(_mm512_srli_epi32(idx, 2), table, 4);
+    const __m512i shift = _mm512_slli_epi32(_mm512_and_si512(idx, _mm512_set1_epi32(3)), 3);
+    return _mm512_cvtepi32_epi8(_mm512_srlv_epi32(words, shift));
+}
+
+// y[i] = table[a[i]·256 + b[i·b_step]] for b_step 1 (b per element) or 0 (one b).
+__attribute__((target("avx512f,avx512bw"))) void
+lut_binary_row_avx512(const uint8_t *a, const uint8_t *b, int64_t b_step, int64_t n, const uint8_t *table, uint8_t *y) {
+    int64_t i = 0;
+    const __m512i one_b = _mm512_set1_epi32(b[0]);
+    for (; i + 16 <= n; i += 16) {
+        const __m512i hi = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(a + i))), 8);
+        const __m512i lo = b_step ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + i))) : one_b;
+        _mm_storeu_si128((__m128i *)(y + i), lookup16(table, _mm512_or_si512(hi, lo)));
+    }
+    for (; i < n; ++i) y[i] = table[(unsigned(a[i]) << 8) | b[i * b_step]];
+}
+
+bool has_avx512bw() {
+    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    return yes;
+}
+
 bool has_vbmi() {
     static const bool yes = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
     return yes;
@@ -53,12 +80,15 @@ void lut_unary(const uint8_t *x, int64_t n, const uint8_t *table, uint8_t *y) {
 
 void lut_binary(const uint8_t *a, const uint8_t *b, const lut2_geometry &g, const uint8_t *table, uint8_t *y) {
     const int64_t rows = g.outer * g.mid, inner = g.inner;
+    const bool wide = has_avx512bw();
     impl::parallel_for_if(rows * inner >= kParallelMin, rows, [&](int64_t r) {
         const int64_t o = r / g.mid, m = r % g.mid;
         const uint8_t *ar = a + r * inner;
         const uint8_t *br = b + o * g.b_outer + m * g.b_mid;
         uint8_t *yr = y + r * inner;
-        if (g.b_inner == 1) {
+        if (wide && (g.b_inner == 0 || g.b_inner == 1)) {
+            lut_binary_row_avx512(ar, br, g.b_inner, inner, table, yr);
+        } else if (g.b_inner == 1) {
             for (int64_t i = 0; i < inner; ++i) yr[i] = table[(unsigned(ar[i]) << 8) | br[i]];
         } else if (g.b_inner == 0) {
             const uint8_t *row = table + (unsigned(br[0]));
