@@ -32,6 +32,22 @@ TEST(GraphLut, UnaryEveryValueAndLength) {
     }
 }
 
+TEST(GraphLut, PerChannelPlainAndNhwc) {
+    const int64_t N = 2, C = 5, HW = 77;
+    const auto table = random_bytes(static_cast<size_t>(C * 256), 9);
+    const auto x = random_bytes(static_cast<size_t>(N * C * HW), 4);
+    for (bool nhwc : {false, true}) {
+        std::vector<uint8_t> y(x.size(), 0xAA);
+        qconv::graph::detail::lut_per_channel(x.data(), N, C, HW, nhwc, table.data(), y.data());
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t p = 0; p < HW; ++p) {
+                    const int64_t k = nhwc ? (n * HW + p) * C + c : (n * C + c) * HW + p;
+                    ASSERT_EQ(y[k], table[c * 256 + x[k]]) << (nhwc ? "nhwc" : "plain") << " at " << k;
+                }
+    }
+}
+
 struct lut2_case {
     const char *name;
     lut2_geometry g;

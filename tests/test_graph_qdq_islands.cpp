@@ -3,8 +3,8 @@
 // graph's outputs stay bit-identical to the graph as written — hard-swish on
 // one input, a squeeze-excite Multiply by a per-channel value, a Multiply of two
 // equal-shaped values of which one comes NHWC out of an int8 convolution,
-// constants written as DequantizeLinear of integers, i8 data. What is not an
-// island (an interior value read elsewhere, a per-channel constant) stays.
+// constants written as DequantizeLinear of integers, a per-channel constant
+// (a table per channel), i8 data. An interior value read elsewhere stays.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -20,7 +20,7 @@ struct island_case {
     const char *name;
     const char *text;
     int tables;  // LookupTable nodes after run_passes
-    int entries; // 256 or 65536 for the first of them (0: none)
+    int entries; // the first one's table: 256, 65536 or 256 per channel (0: none)
 };
 
 // The network before and after run_passes on the same random inputs (threads 1 and 2).
@@ -31,7 +31,7 @@ void expect_bit_identical(const island_case &c) {
     int tables = 0, entries = 0;
     for (const auto &n : l->nodes())
         if (n->kind == op::LookupTable) {
-            if (!tables++) entries = static_cast<int>(n->inputs.back()->out_shape[0]);
+            if (!tables++) entries = static_cast<int>(elems_of(n->inputs.back()->out_shape));
         }
     EXPECT_EQ(tables, c.tables) << to_text(*l);
     for (const auto &n : l->nodes()) // a nearest Resize of quantized values runs on the integers
@@ -181,7 +181,31 @@ sd    = DequantizeLinear(sq, s2, z2)
 out   = Result(sd)
 )";
 
-// Not islands: the Add's value is also a Result; a per-channel constant operand.
+// A per-channel constant operand (a bias Add after a requantized int8
+// convolution, its output NHWC): one table of 256 entries per channel.
+const char *const kPerChannel = R"(
+x     = Parameter f32[2,8,6,5]
+s     = Constant f32[] [0.0625]
+z     = Constant u8[] [128]
+xq    = QuantizeLinear(x, s, z)
+xd    = DequantizeLinear(xq, s, z)
+w1    = Constant i8[8,8,3,3] random(1, -20, 20)
+w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
+w1d   = DequantizeLinear(w1, w1s) axis=0
+c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+y1q   = QuantizeLinear(c1, s, z)
+y1d   = DequantizeLinear(y1q, s, z)
+b     = Constant f32[1,8,1,1] [0.5, -1, 2, 0.25, -0.75, 1.5, 3, -2]
+a     = Add(y1d, b)
+r     = Relu(a)
+s2    = Constant f32[] [0.03]
+z2    = Constant u8[] [5]
+aq    = QuantizeLinear(r, s2, z2)
+ad    = DequantizeLinear(aq, s2, z2)
+out   = Result(ad)
+)";
+
+// Not an island: the Add's value is also a Result.
 const char *const kNotIslands = R"(
 x     = Parameter f32[1,4,3,3]
 s     = Constant f32[] [0.05]
@@ -194,11 +218,6 @@ aq    = QuantizeLinear(a, s, z)
 ad    = DequantizeLinear(aq, s, z)
 o1    = Result(ad)
 o2    = Result(a)
-b     = Constant f32[1,4,1,1] [1, 2, 3, 4]
-m     = Multiply(xd, b)
-mq    = QuantizeLinear(m, s, z)
-md    = DequantizeLinear(mq, s, z)
-o3    = Result(md)
 )";
 
 INSTANTIATE_TEST_SUITE_P(Islands, GraphQdqIslands,
@@ -207,6 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Islands, GraphQdqIslands,
                                            island_case{"product_nhwc_and_plain", kResidual, 1, 65536},
                                            island_case{"sigmoid_i8", kSigmoidI8, 1, 256},
                                            island_case{"resize_on_integers", kResize, 1, 65536},
+                                           island_case{"per_channel_constant", kPerChannel, 1, 8 * 256},
                                            island_case{"not_islands", kNotIslands, 0, 0}),
                          [](const auto &info) { return std::string(info.param.name); });
 

@@ -57,7 +57,10 @@ std::string kernel_name(const node &n) {
     case op::Sqrt: return "graph:sqrt";
     case op::Erf: return "graph:erf";
     case op::Tanh: return "graph:tanh";
-    case op::LookupTable: return n.inputs.size() == 2 ? "graph:lookup_table_256" : "graph:lookup_table_65536";
+    case op::LookupTable:
+        return n.inputs.size() == 3                     ? "graph:lookup_table_65536"
+               : n.inputs.back()->out_shape.size() == 2 ? "graph:lookup_table_256_per_channel"
+                                                        : "graph:lookup_table_256";
     case op::ConvTranspose: return "graph:conv_transpose_f32";
     }
     return "?";

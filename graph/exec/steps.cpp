@@ -222,7 +222,11 @@ void lookup_table_step::run(run_context &ctx) const {
     }
     tensor &o = ctx.v[out];
     ctx.A.take(o, n->out_type, n->out_shape, a.order);
-    if (!b) detail::lut_unary(a.bytes.data(), a.elems(), table, o.bytes.data());
+    if (!b && ins.back()->elems() != 256) { // a table per channel of a 4-D a
+        const shape_t &s = a.shape;
+        detail::lut_per_channel(a.bytes.data(), s[0], s[1], s[2] * s[3], a.order == layout::nhwc, table,
+                                o.bytes.data());
+    } else if (!b) detail::lut_unary(a.bytes.data(), a.elems(), table, o.bytes.data());
     else detail::lut_binary(a.bytes.data(), b->bytes.data(), g, table, o.bytes.data());
 }
 

@@ -583,7 +583,9 @@ void infer_lookup_table(node &n, int64_t) {
     if (n.inputs.size() != 2 && n.inputs.size() != 3) bad(n, "needs (a, table) or (a, b, table)");
     const node &t = *n.inputs.back();
     const int64_t entries = n.inputs.size() == 2 ? 256 : 65536;
-    if ((t.out_type != dtype::u8 && t.out_type != dtype::s8) || t.out_shape != shape_t{entries})
+    const shape_t &x = n.inputs[0]->out_shape;
+    const bool per_channel = n.inputs.size() == 2 && x.size() == 4 && t.out_shape == shape_t{x[1], 256};
+    if ((t.out_type != dtype::u8 && t.out_type != dtype::s8) || (t.out_shape != shape_t{entries} && !per_channel))
         bad(n, "the table must be u8 or i8 [" + std::to_string(entries) + "], got " + std::string(ir_name(t.out_type)) +
                    to_string(t.out_shape));
     for (size_t i = 0; i + 1 < n.inputs.size(); ++i) {

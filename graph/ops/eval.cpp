@@ -599,8 +599,13 @@ void lookup_table(const std::vector<const tensor *> &in, tensor &o) {
     const uint8_t *table = in.back()->bytes.data();
     const uint8_t *a = in[0]->bytes.data();
     const int64_t n = o.elems();
-    if (in.size() == 2) {
+    if (in.size() == 2 && in.back()->elems() == 256) {
         detail::lut_unary(a, n, table, o.bytes.data());
+        return;
+    }
+    if (in.size() == 2) { // a table per channel of a 4-D a (plain)
+        const int64_t C = o.shape[1], HW = o.shape[2] * o.shape[3];
+        detail::lut_per_channel(a, o.shape[0], C, HW, false, table, o.bytes.data());
         return;
     }
     const std::vector<int64_t> bs = detail::bstrides(in[1]->shape, o.shape), os = detail::strides_of(o.shape);

@@ -78,6 +78,24 @@ void lut_unary(const uint8_t *x, int64_t n, const uint8_t *table, uint8_t *y) {
     });
 }
 
+void lut_per_channel(const uint8_t *x, int64_t outer, int64_t C, int64_t inner, bool nhwc, const uint8_t *table,
+                     uint8_t *y) {
+    const bool vbmi = has_vbmi();
+    if (!nhwc) { // a plane per channel: the unary lookup with that channel's table
+        impl::parallel_for_if(outer * C * inner >= kParallelMin, outer * C, [&](int64_t p) {
+            const uint8_t *t = table + (p % C) * 256;
+            if (vbmi) lut_unary_vbmi(x + p * inner, inner, t, y + p * inner);
+            else lut_unary_plain(x + p * inner, inner, t, y + p * inner);
+        });
+        return;
+    }
+    impl::parallel_for_if(outer * C * inner >= kParallelMin, outer * inner, [&](int64_t p) {
+        const uint8_t *xp = x + p * C;
+        uint8_t *yp = y + p * C;
+        for (int64_t c = 0; c < C; ++c) yp[c] = table[c * 256 + xp[c]];
+    });
+}
+
 void lut_binary(const uint8_t *a, const uint8_t *b, const lut2_geometry &g, const uint8_t *table, uint8_t *y) {
     const int64_t rows = g.outer * g.mid, inner = g.inner;
     const bool wide = has_avx512bw();

@@ -13,6 +13,11 @@ namespace qconv::graph::detail {
 // y[i] = table[x[i]], n elements.
 void lut_unary(const uint8_t *x, int64_t n, const uint8_t *table /* [256] */, uint8_t *y);
 
+// One table of 256 entries per channel (table [C][256]): a as [outer][C][inner]
+// (plain, inner = H·W) or [outer][inner][C] (NHWC, inner = H·W): y = table[c][a].
+void lut_per_channel(const uint8_t *x, int64_t outer, int64_t C, int64_t inner, bool nhwc, const uint8_t *table,
+                     uint8_t *y);
+
 // Two inputs: y = table[a · 256 + b] over [outer][mid][inner] elements of a
 // (and y); b is broadcast: its element for (o, m, i) is b[o·b_outer + m·b_mid
 // + i·b_inner] (a stride 0 repeats it). Equal shapes: (0, 0, 1) with outer =

@@ -52,6 +52,14 @@ bool constant_only(const node *n, int depth) {
 bool scalar_f32_constant(const node *n) {
     return n->out_type == dtype::f32 && elems_of(n->out_shape) == 1 && constant_only(n, 0);
 }
+// A per-channel f32 value from Constants: [1, C, 1, 1] or [C, 1, 1]; its C, else 0.
+int64_t channel_f32_constant(const node *n) {
+    const shape_t &s = n->out_shape;
+    const bool shaped =
+        (s.size() == 4 && s[0] == 1 && s[2] == 1 && s[3] == 1) || (s.size() == 3 && s[1] == 1 && s[2] == 1);
+    if (n->out_type != dtype::f32 || !shaped || !constant_only(n, 0)) return 0;
+    return s[s.size() - 3];
+}
 
 bool elementwise(op k) {
     switch (k) {
@@ -74,10 +82,16 @@ bool elementwise(op k) {
 struct island {
     std::vector<node *> interior; // f32 elementwise nodes, inputs before users
     std::vector<node *> leaves;   // DequantizeLinear nodes
+    int64_t channels = 0;         // > 0: a per-channel constant operand of C values (one leaf only)
 };
 
 bool collect(node *n, island *is) {
     if (scalar_f32_constant(n)) return true;
+    if (const int64_t c = channel_f32_constant(n)) {
+        if (is->channels && is->channels != c) return false;
+        is->channels = c;
+        return true;
+    }
     if (per_tensor_8bit_dq(n)) {
         if (std::find(is->leaves.begin(), is->leaves.end(), n) == is->leaves.end()) is->leaves.push_back(n);
         return is->leaves.size() <= 2;
@@ -107,9 +121,10 @@ bool broadcast_fits(const shape_t &out, const shape_t &b) {
     return (b[0] == out[0] || b[0] == 1) && b[1] == out[1] && b[2] == 1 && b[3] == 1;
 }
 
-tensor input_values(dtype t, int64_t n, bool high) {
-    tensor v(t, {n});
-    for (int64_t i = 0; i < n; ++i) v.bytes[i] = static_cast<uint8_t>(high ? i >> 8 : i & 255);
+// Every input value in order (i & 255; the high byte i >> 8 for the first of two).
+tensor input_values(dtype t, const shape_t &s, bool high) {
+    tensor v(t, s);
+    for (int64_t i = 0; i < elems_of(s); ++i) v.bytes[i] = static_cast<uint8_t>(high ? i >> 8 : i & 255);
     return v;
 }
 
@@ -123,6 +138,9 @@ tensor constant_tensor(const node *c) {
 // [65536] inputs (the first input's byte the high one), through eval_node.
 std::vector<uint8_t> tabulate(const island &is, node *top) {
     const int64_t n = is.leaves.size() == 1 ? 256 : 65536;
+    // Per channel: the input [1, C, 1, 256] (each channel's 256 values), so the
+    // [1, C, 1, 1] operands broadcast onto it as in the graph.
+    const shape_t in_shape = is.channels ? shape_t{1, is.channels, 1, 256} : shape_t{n};
     graph m;
     std::map<const node *, node *> copy;
     std::map<const node *, tensor> vals;
@@ -138,9 +156,9 @@ std::vector<uint8_t> tabulate(const island &is, node *top) {
     for (size_t k = 0; k < is.leaves.size(); ++k) {
         node *dq = is.leaves[k];
         const dtype t = dq->inputs[0]->out_type;
-        node *p = m.parameter(t, {n});
+        node *p = m.parameter(t, in_shape);
         copy[dq->inputs[0]] = p;
-        vals[p] = input_values(t, n, k == 0 && n == 65536);
+        vals[p] = input_values(t, in_shape, k == 0 && n == 65536);
     }
     node *q = mirror(top);
     m.infer();
@@ -168,6 +186,8 @@ int tabulate_qdq_islands(graph &g) {
         if (!collect(q->inputs[0], &is) || is.leaves.empty() || !closed(g, is, q)) continue;
         if (is.interior.empty() && is.leaves.size() == 1 && is.leaves[0]->inputs[0]->out_type == q->out_type)
             continue; // a plain requantization: the pool-and-requantize pass's
+        if (is.channels && (is.leaves.size() != 1 || q->out_shape.size() != 4 || q->out_shape[1] != is.channels))
+            continue; // a table per channel: one 4-D input
         if (is.leaves.size() == 2) {
             const shape_t &out = q->out_shape;
             if (is.leaves[0]->out_shape != out) std::swap(is.leaves[0], is.leaves[1]);
@@ -178,7 +198,8 @@ int tabulate_qdq_islands(graph &g) {
         const std::vector<uint8_t> table = tabulate(is, q);
         auto data = std::make_shared<constant_data>();
         data->bytes = table;
-        node *t = g.constant(q->out_type, {static_cast<int64_t>(table.size())}, data, g.unique_id(q->id + "_table"));
+        const shape_t ts = is.channels ? shape_t{is.channels, 256} : shape_t{static_cast<int64_t>(table.size())};
+        node *t = g.constant(q->out_type, ts, data, g.unique_id(q->id + "_table"));
         infer_node(*t, g.dynamic_value());
         std::vector<node *> in;
         for (node *dq : is.leaves) in.push_back(dq->inputs[0]);
