@@ -27,6 +27,7 @@
 #include "qconv/graph.h"
 #include "qconv/graph_onnx.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/graph_texts.h"
 
 using namespace qconv::graph;
 
@@ -485,17 +486,7 @@ TEST(GraphLowerNot, UnquantizedOutputAndSharedIntermediateStayF32) {
 // Two lowered convolutions in a row: the second reads the first's integers
 // (NHWC, no dequantize/quantize between them).
 TEST(GraphLower, ChainOfTwoStaysInt8) {
-    const auto q = parse(R"(
-x    = Parameter f32[1,8,6,6]
-s    = Constant f32[] [0.0625]
-z    = Constant u8[] [128]
-xq   = QuantizeLinear(x, s, z)
-xd   = DequantizeLinear(xq, s, z)
-w1   = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d  = DequantizeLinear(w1, w1s) axis=0
-c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
-r1   = Relu(c1)
+    const auto q = parse(qconv::test::int8_conv_head("1,8,6,6") + R"(r1   = Relu(c1)
 y1q  = QuantizeLinear(r1, s, z)
 y1d  = DequantizeLinear(y1q, s, z)
 w2   = Constant i8[4,8,1,1] random(2, -20, 20)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qconv/graph.h"
+#include "tests/support/graph_texts.h"
 
 using namespace qconv::graph;
 
@@ -18,7 +19,7 @@ namespace {
 
 struct island_case {
     const char *name;
-    const char *text;
+    std::string text;
     int tables;  // LookupTable nodes after run_passes
     int entries; // the first one's table: 256, 65536 or 256 per channel (0: none)
 };
@@ -104,17 +105,7 @@ out   = Result(yd)
 
 // A Multiply of an int8 convolution's output (NHWC between convolutions)
 // and a plain quantized value of the same shape, into the next convolution.
-const char *const kResidual = R"(
-x     = Parameter f32[1,8,6,6]
-r     = Parameter f32[1,8,6,6]
-s     = Constant f32[] [0.0625]
-z     = Constant u8[] [128]
-xq    = QuantizeLinear(x, s, z)
-xd    = DequantizeLinear(xq, s, z)
-w1    = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d   = DequantizeLinear(w1, w1s) axis=0
-c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+const std::string kResidual = qconv::test::int8_conv_head("1,8,6,6") + R"(r     = Parameter f32[1,8,6,6]
 y1q   = QuantizeLinear(c1, s, z)
 y1d   = DequantizeLinear(y1q, s, z)
 rs    = Constant f32[] [0.05]
@@ -153,17 +144,7 @@ out   = Result(yd)
 // A nearest Resize between a DequantizeLinear and a QuantizeLinear of the same
 // parameters moves the integers (NHWC as they come out of an int8 convolution);
 // the Add of the upsampled map and another is then an island.
-const char *const kResize = R"(
-x     = Parameter f32[1,8,5,4]
-r     = Parameter f32[1,8,10,8]
-s     = Constant f32[] [0.0625]
-z     = Constant u8[] [128]
-xq    = QuantizeLinear(x, s, z)
-xd    = DequantizeLinear(xq, s, z)
-w1    = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d   = DequantizeLinear(w1, w1s) axis=0
-c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+const std::string kResize = qconv::test::int8_conv_head("1,8,5,4") + R"(r     = Parameter f32[1,8,10,8]
 y1q   = QuantizeLinear(c1, s, z)
 y1d   = DequantizeLinear(y1q, s, z)
 up    = Resize(y1d) mode=nearest scales=[2,2]
@@ -183,17 +164,7 @@ out   = Result(sd)
 
 // A per-channel constant operand (a bias Add after a requantized int8
 // convolution, its output NHWC): one table of 256 entries per channel.
-const char *const kPerChannel = R"(
-x     = Parameter f32[2,8,6,5]
-s     = Constant f32[] [0.0625]
-z     = Constant u8[] [128]
-xq    = QuantizeLinear(x, s, z)
-xd    = DequantizeLinear(xq, s, z)
-w1    = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s   = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d   = DequantizeLinear(w1, w1s) axis=0
-c1    = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
-y1q   = QuantizeLinear(c1, s, z)
+const std::string kPerChannel = qconv::test::int8_conv_head("2,8,6,5") + R"(y1q   = QuantizeLinear(c1, s, z)
 y1d   = DequantizeLinear(y1q, s, z)
 b     = Constant f32[1,8,1,1] [0.5, -1, 2, 0.25, -0.75, 1.5, 3, -2]
 a     = Add(y1d, b)
