@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct lut2_case {
     lut2_geometry g;
     int64_t b_elems;
 };
+
+void PrintTo(const lut2_case &c, std::ostream *os) { *os << c.name; }
 
 class GraphLutBinary : public ::testing::TestWithParam<lut2_case> {};
 

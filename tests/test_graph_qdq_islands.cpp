@@ -7,6 +7,7 @@
 // (a table per channel), i8 data. An interior value read elsewhere stays.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct island_case {
     int tables;  // LookupTable nodes after run_passes
     int entries; // the first one's table: 256, 65536 or 256 per channel (0: none)
 };
+
+void PrintTo(const island_case &c, std::ostream *os) { *os << c.name; }
 
 // The network before and after run_passes on the same random inputs (threads 1 and 2).
 void expect_bit_identical(const island_case &c) {
