@@ -75,9 +75,7 @@ built eval_kind(compile_context &cx, node &n) {
 built fused(compile_context &cx, node &n) { return {nullptr, "fused into " + cx.fused_into.at(&n)}; }
 
 built constant(compile_context &cx, node &n) {
-    tensor &t = cx.P.consts[cx.out];
-    t = tensor(n.out_type, n.out_shape);
-    t.bytes.assign(n.data->bytes.begin(), n.data->bytes.end()); // packed as the tensor's storage
+    cx.P.consts[cx.out] = detail::constant_value(n);
     cx.P.known[cx.out] = true;
     return {nullptr, "constant"};
 }
@@ -268,10 +266,7 @@ void build_step(compile_context &cx, node &n) {
 bool constant_subgraph(const node *x, int depth, tensor *value) {
     if (x->kind == op::Constant) {
         if (!x->data) return false;
-        if (value) {
-            *value = tensor(x->out_type, x->out_shape);
-            value->bytes.assign(x->data->bytes.begin(), x->data->bytes.end());
-        }
+        if (value) *value = detail::constant_value(*x);
         return true;
     }
     if (depth > 8 || x->kind == op::Parameter || x->inputs.empty() || elems_of(x->out_shape) > (1 << 20)) return false;

@@ -2263,9 +2263,7 @@ bool eval_constant(const node *r, std::map<const node *, tensor> &memo, int dept
     if (memo.count(r)) return true;
     if (r->kind == op::Constant) {
         if (!r->data) return false;
-        tensor t(r->out_type, r->out_shape);
-        t.bytes.assign(r->data->bytes.begin(), r->data->bytes.end());
-        memo[r] = std::move(t);
+        memo[r] = detail::constant_value(*r);
         return true;
     }
     if (depth == 0 || r->kind == op::Parameter) return false;
@@ -2304,8 +2302,7 @@ void reader::define_folded(const onnx_node &n, node *r) {
     in.reserve(r->inputs.size());
     std::vector<const tensor *> ptrs;
     for (const node *i : r->inputs) {
-        in.emplace_back(i->out_type, i->out_shape);
-        in.back().bytes.assign(i->data->bytes.begin(), i->data->bytes.end());
+        in.push_back(detail::constant_value(*i));
         ptrs.push_back(&in.back());
     }
     tensor o;

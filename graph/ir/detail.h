@@ -58,6 +58,10 @@ std::string fmt_double(double v);
 // checked: the text reader infers every shape before generating any data.
 void infer_shapes(graph &g);
 
+// The value of a Constant node that has its data: its bytes as a plain
+// tensor of the node's type and shape (graph/ir/tensor.cpp).
+tensor constant_value(const node &c);
+
 // Row-major strides of a shape, and the strides of `in` broadcast
 // (right-aligned, numpy) to `out`: 0 where `in` has size 1 (graph/ir/tensor.cpp).
 std::vector<int64_t> strides_of(const shape_t &s);

@@ -113,6 +113,14 @@ std::vector<float> tensor::to_f32() const {
     return r;
 }
 
+namespace detail {
+tensor constant_value(const node &c) {
+    tensor t(c.out_type, c.out_shape);
+    t.bytes.assign(c.data->bytes.begin(), c.data->bytes.end()); // packed as the tensor's storage
+    return t;
+}
+} // namespace detail
+
 tensor tensor::to_layout(layout o) const {
     if (o == order) return *this;
     if (shape.size() != 4) fail("tensor", "layout nhwc needs a 4-D shape, got " + to_string(shape));

@@ -29,17 +29,22 @@ namespace {
 
 constexpr int kMaxIslandNodes = 16;
 
-bool per_tensor_8bit_q(const node *n) {
-    return (n->out_type == dtype::u8 || n->out_type == dtype::s8) && n->inputs[0]->out_type == dtype::f32 &&
-           elems_of(n->inputs[1]->out_shape) == 1 && n->inputs[1]->kind == op::Constant &&
+bool is_8bit(dtype t) { return t == dtype::u8 || t == dtype::s8; }
+
+// A QuantizeLinear / DequantizeLinear with one Constant scale and a Constant
+// zero point (or none).
+bool per_tensor_constant_params(const node *n) {
+    return elems_of(n->inputs[1]->out_shape) == 1 && n->inputs[1]->kind == op::Constant &&
            (n->inputs.size() < 3 || n->inputs[2]->kind == op::Constant);
 }
 
+bool per_tensor_8bit_q(const node *n) {
+    return is_8bit(n->out_type) && n->inputs[0]->out_type == dtype::f32 && per_tensor_constant_params(n);
+}
+
 bool per_tensor_8bit_dq(const node *n) {
-    if (n->kind != op::DequantizeLinear || n->out_type != dtype::f32) return false;
-    const dtype t = n->inputs[0]->out_type;
-    return (t == dtype::u8 || t == dtype::s8) && elems_of(n->inputs[1]->out_shape) == 1 &&
-           n->inputs[1]->kind == op::Constant && (n->inputs.size() < 3 || n->inputs[2]->kind == op::Constant);
+    return n->kind == op::DequantizeLinear && n->out_type == dtype::f32 && is_8bit(n->inputs[0]->out_type) &&
+           per_tensor_constant_params(n);
 }
 
 // A value of one element computed from Constants only (a Constant, or a
@@ -128,12 +133,6 @@ tensor input_values(dtype t, const shape_t &s, bool high) {
     return v;
 }
 
-tensor constant_tensor(const node *c) {
-    tensor t(c->out_type, c->out_shape);
-    t.bytes.assign(c->data->bytes.begin(), c->data->bytes.end());
-    return t;
-}
-
 // The island evaluated on every input: a copy of its nodes over [256] or
 // [65536] inputs (the first input's byte the high one), through eval_node.
 std::vector<uint8_t> tabulate(const island &is, node *top) {
@@ -165,7 +164,7 @@ std::vector<uint8_t> tabulate(const island &is, node *top) {
     for (node *x : m.topo_order()) {
         if (vals.count(x)) continue;
         if (x->kind == op::Constant) {
-            vals[x] = constant_tensor(x);
+            vals[x] = constant_value(*x);
             continue;
         }
         std::vector<const tensor *> in;
@@ -185,7 +184,7 @@ int tabulate_qdq_islands(graph &g) {
         island is;
         if (!collect(q->inputs[0], &is) || is.leaves.empty() || !closed(g, is, q)) continue;
         if (is.interior.empty() && is.leaves.size() == 1 && is.leaves[0]->inputs[0]->out_type == q->out_type)
-            continue; // a plain requantization: the pool-and-requantize pass's
+            continue; // a requantization into the same type: left as written (not a table)
         if (is.channels && (is.leaves.size() != 1 || q->out_shape.size() != 4 || q->out_shape[1] != is.channels))
             continue; // a table per channel: one 4-D input
         if (is.leaves.size() == 2) {

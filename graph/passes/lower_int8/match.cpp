@@ -156,9 +156,7 @@ bool lowerer::evaluate(const node *x, std::map<const node *, tensor> *vals, int 
         return false;
     if (x->kind == op::Constant) {
         if (!x->data) return false;
-        tensor t(x->out_type, x->out_shape);
-        t.bytes.assign(x->data->bytes.begin(), x->data->bytes.end());
-        (*vals)[x] = std::move(t);
+        (*vals)[x] = detail::constant_value(*x);
         return true;
     }
     for (const node *i : x->inputs)
