@@ -609,17 +609,8 @@ out  = Result(y3)
 // MaxPool runs on its integers, c2 reads them with the legacy per-channel zero
 // point. Powers of two keep the graph as written exact: the same values.
 TEST(GraphLower, RequantizedReluAndPerChannelZeroPointPoolStayInt8) {
-    const auto g = parse(R"(
-x    = Parameter f32[1,8,8,8]
-s    = Constant f32[] [0.0625]
-z    = Constant u8[] [128]
-xq   = QuantizeLinear(x, s, z)
-xd   = DequantizeLinear(xq, s, z)
-w1   = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d  = DequantizeLinear(w1, w1s) axis=0
-c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
-ps   = Constant f32[8] [0.125,0.125,0.125,0.125,0.125,0.125,0.125,0.125]
+    const auto g = parse(qconv::test::int8_conv_head("1,8,8,8") +
+                         R"(ps   = Constant f32[8] [0.125,0.125,0.125,0.125,0.125,0.125,0.125,0.125]
 pz   = Constant u8[8] [100,3,250,128,0,77,200,31]
 aq   = QuantizeLinear(c1, ps, pz) axis=1
 ad   = DequantizeLinear(aq, ps, pz) axis=1
@@ -675,17 +666,8 @@ TEST(GraphLower, PerChannelScaleIslandRunsNhwcWithItsBias) {
                                                   "hp   = Multiply(hx, pc)\n"
                                                   "q2   = QuantizeLinear(hp, s, z)\n"
                                                 : "q2   = QuantizeLinear(hx, s, z)\n";
-        const auto g = parse(R"(
-x    = Parameter f32[1,8,8,8]
-s    = Constant f32[] [0.0625]
-z    = Constant u8[] [128]
-xq   = QuantizeLinear(x, s, z)
-xd   = DequantizeLinear(xq, s, z)
-w1   = Constant i8[8,8,3,3] random(1, -20, 20)
-w1s  = Constant f32[8] [0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625,0.0078125,0.015625]
-w1d  = DequantizeLinear(w1, w1s) axis=0
-c1   = Convolution(xd, w1d) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
-ps   = Constant f32[8] [0.125,0.25,0.0625,0.125,0.5,0.25,0.125,0.0625]
+        const auto g = parse(qconv::test::int8_conv_head("1,8,8,8") +
+                             R"(ps   = Constant f32[8] [0.125,0.25,0.0625,0.125,0.5,0.25,0.125,0.0625]
 pz   = Constant u8[8] [100,3,250,128,0,77,200,31]
 aq   = QuantizeLinear(c1, ps, pz) axis=1
 ad   = DequantizeLinear(aq, ps, pz) axis=1
