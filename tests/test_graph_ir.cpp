@@ -679,10 +679,10 @@ TEST(GraphExec, TransposesOfLayoutsByIndex) {
     }
 }
 
-// A ConvTranspose whose kernel is its stride runs as a 1x1 convolution and
-// its pixel blocks (constant weights); the reference loop runs it when the
-// weights come at run time. Small integers keep both sums exact: the same
-// values, for strides 2x2 and 3x2 and an odd input size.
+// A ConvTranspose whose kernel is its stride becomes a 1x1 convolution and a
+// DepthToSpace (conv_transpose_to_conv); the reference loop runs it as
+// written. Small integers keep both sums exact: the same values, for strides
+// 2x2 and 3x2 and an odd input size, with constant and run-time weights.
 TEST(GraphExec, ConvTransposeAsOneByOneGivesTheLoopsValues) {
     for (const char *k : {"2,2", "3,2"}) {
         const std::string kk(k), kh = kk.substr(0, 1), kw = kk.substr(2, 1);
@@ -691,21 +691,23 @@ TEST(GraphExec, ConvTransposeAsOneByOneGivesTheLoopsValues) {
         for (int i = 0; i < n; ++i) vals += (i ? "," : "") + std::to_string((i * 7) % 9 - 4);
         const std::string wshape = "f32[5,6," + kh + "," + kw + "]";
         const std::string attrs = " strides=[" + kk + "] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]\n";
-        auto fast = parse("x = Parameter f32[1,5,3,7]\nw = Constant " + wshape + " [" + vals +
-                          "]\ny = ConvTranspose(x, w)" + attrs + "o = Result(y)\n");
-        auto loop = parse("x = Parameter f32[1,5,3,7]\nw = Parameter " + wshape + "\ny = ConvTranspose(x, w)" + attrs +
-                          "o = Result(y)\n");
-        const compiled_graph cf(*fast), cl(*loop);
-        bool one_by_one = false;
-        for (const auto &[id, text] : cf.impls())
-            if (id == "y") one_by_one = text.find("as a 1x1 convolution") != std::string::npos;
-        EXPECT_TRUE(one_by_one) << k;
+        const std::string fast_text = "x = Parameter f32[1,5,3,7]\nw = Constant " + wshape + " [" + vals +
+                                      "]\ny = ConvTranspose(x, w)" + attrs + "o = Result(y)\n";
+        const std::string run_text = "x = Parameter f32[1,5,3,7]\nw = Parameter " + wshape +
+                                     "\ny = ConvTranspose(x, w)" + attrs + "o = Result(y)\n";
+        auto fast = parse(fast_text), loop = parse(run_text), runtime = parse(run_text);
+        EXPECT_EQ(conv_transpose_to_conv(*fast), 1) << k;
+        EXPECT_EQ(conv_transpose_to_conv(*runtime), 1) << k;
+        EXPECT_EQ(fast->count_ops().count("ConvTranspose"), 0u) << k;
+        EXPECT_EQ(fast->count_ops().at("DepthToSpace"), 1) << k;
+        const compiled_graph cf(*fast), cl(*loop), cr(*runtime);
         auto in = random_inputs(*fast, 4);
         for (int64_t i = 0; i < in[0].elems(); ++i) in[0].f32()[i] = std::nearbyint(in[0].f32()[i] * 8.f);
         const tensor w =
             compiled_graph(*parse("w = Constant " + wshape + " [" + vals + "]\no = Result(w)\n")).run({})[0];
-        const auto a = cf.run(in)[0].values(), b = cl.run({in[0], w})[0].values();
+        const auto a = cf.run(in)[0].values(), b = cl.run({in[0], w})[0].values(), c = cr.run({in[0], w})[0].values();
         EXPECT_EQ(a, b) << k;
+        EXPECT_EQ(c, b) << k;
         std::set<double> distinct(a.begin(), a.end());
         EXPECT_GT(distinct.size(), 20u) << k;
     }

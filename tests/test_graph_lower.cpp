@@ -783,9 +783,10 @@ out  = Result(o3)
     ASSERT_EQ(cat->kind, op::Concat) << to_text(*l);
     EXPECT_EQ(cat->out_type, dtype::u8);
     ASSERT_EQ(cat->inputs.size(), 3u);
-    // y1 (0.0625, 0) and y2 (0.1, 3) are requantized to (0.075, 3); y3 has it.
-    EXPECT_EQ(cat->inputs[0]->kind, op::QuantizeLinear);
-    EXPECT_EQ(cat->inputs[1]->kind, op::QuantizeLinear);
+    // y1 (0.0625, 0) and y2 (0.1, 3) are requantized to (0.075, 3) — each
+    // requantization a table of 256 (tabulate_qdq_islands); y3 has it.
+    EXPECT_EQ(cat->inputs[0]->kind, op::LookupTable);
+    EXPECT_EQ(cat->inputs[1]->kind, op::LookupTable);
     EXPECT_EQ(cat->inputs[2]->id, "c4_int8");
     for (int seed : {5, 6}) {
         const auto in = random_inputs(*g, seed);

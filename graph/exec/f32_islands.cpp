@@ -1,10 +1,9 @@
 // The f32 islands: which f32 outputs stay NHWC. An output stays NHWC when
-// every reader takes an NHWC f32 input — an f32 convolution or a ConvTranspose
-// run as a 1x1 one (its source), a per-tensor QuantizeLinear into u8/i8 that
+// every reader takes an NHWC f32 input — an f32 convolution (its source), a per-tensor QuantizeLinear into u8/i8 that
 // writes NHWC, a global average pool (ReduceMean over H, W), a layout-free
-// elementwise op, nearest Resize or Concat along C whose output stays NHWC —
-// and it comes from an f32 convolution, a 4-D DequantizeLinear, a layout-free
-// op, a nearest Resize or a Concat along C. Results and Parameters stay
+// elementwise op, nearest Resize, Concat along C or DepthToSpace whose output
+// stays NHWC — and it comes from an f32 convolution, a 4-D DequantizeLinear, a
+// layout-free op, a nearest Resize, a Concat along C or a DepthToSpace. Results and Parameters stay
 // plain. A float model's islands start at its first f32 convolution and run
 // through its BatchNormalization Multiply / Add (per-channel operands),
 // activations and squeeze-excitation blocks. At run time an island step keeps
@@ -52,10 +51,12 @@ bool layout_free(const node *n) {
 }
 
 // An f32 op that moves NHWC values as they are: a 4-D nearest Resize (each
-// pixel's channels copied) or a Concat along C of 4-D values.
+// pixel's channels copied), a Concat along C of 4-D values or a DepthToSpace
+// (each block position's channels copied).
 bool moves_nhwc(const node *n) {
     if (n->out_type != dtype::f32 || n->out_shape.size() != 4) return false;
     if (n->kind == op::Resize) return n->attr.resize_mode == "nearest" && n->inputs[0]->out_shape.size() == 4;
+    if (n->kind == op::DepthToSpace) return true;
     if (n->kind == op::Concat) {
         for (const node *i : n->inputs)
             if (i->out_type != dtype::f32 || i->out_shape.size() != 4) return false;
@@ -73,7 +74,8 @@ bool dequantize_to_nhwc(const node *n) {
 // DequantizeLinear or a Resize of an NHWC value, a Concat of NHWC values, an
 // elementwise op whose inputs nhwc_dims all views, one NHWC.
 bool keeps_nhwc(const node &n, const std::vector<const tensor *> &ins) {
-    if (n.kind == op::DequantizeLinear || n.kind == op::Resize) return ins[0]->order == layout::nhwc;
+    if (n.kind == op::DequantizeLinear || n.kind == op::Resize || n.kind == op::DepthToSpace)
+        return ins[0]->order == layout::nhwc;
     bool any = false, all = true;
     for (const tensor *t : ins) {
         any = any || t->order == layout::nhwc;

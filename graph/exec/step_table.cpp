@@ -62,6 +62,7 @@ std::string kernel_name(const node &n) {
                : n.inputs.back()->out_shape.size() == 2 ? "graph:lookup_table_256_per_channel"
                                                         : "graph:lookup_table_256";
     case op::ConvTranspose: return "graph:conv_transpose_f32";
+    case op::DepthToSpace: return "graph:depth_to_space";
     }
     return "?";
 }
@@ -119,36 +120,6 @@ built qconvolution(compile_context &cx, node &n) {
                        " zp:" + to_string(sp.p.src_zp.effective_kind()) +
                        (sp.p.ops.empty() ? std::string() : " " + to_string(sp.p.ops));
     return {std::make_unique<qconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
-}
-
-// A ConvTranspose with kernel = stride, no pads or output padding, dilation
-// 1 and one group: each output pixel takes one tap, y[oc, i·sh + a, j·sw + c]
-// = Σ_ic x[ic, i, j] · w[ic, oc, a, c] — a 1x1 convolution of x to OC·sh·sw
-// channels (weights [(oc·sh + a)·sw + c][ic]). The f32 convolution primitive
-// sums over ic in its own order (docs/graph.md).
-bool deconv_is_1x1(const node &n) {
-    const auto &a = n.attr;
-    const shape_t &x = n.inputs[0]->out_shape, &w = n.inputs[1]->out_shape;
-    if (n.inputs.size() != 2 || a.group != 1 || x.size() != 4 || w.size() != 4) return false;
-    for (int i = 0; i < 2; ++i)
-        if (a.strides[i] != w[2 + i] || a.dilations[i] != 1 || a.pads_begin[i] || a.pads_end[i] || a.output_padding[i])
-            return false;
-    return true;
-}
-
-built deconv_as_1x1(compile_context &cx, node &n) {
-    const shape_t &x = n.inputs[0]->out_shape, &ws = n.inputs[1]->out_shape;
-    const int64_t C = ws[0], OC = ws[1], sh = ws[2], sw = ws[3];
-    conv_desc d;
-    d.mb = x[0], d.ic = C, d.ih = x[2], d.iw = x[3];
-    d.oc = OC * sh * sw, d.oh = x[2], d.ow = x[3], d.kh = d.kw = 1;
-    const std::vector<float> wf = cx.P.consts[cx.in[1]].to_f32();
-    std::vector<float> w1(static_cast<size_t>(d.oc * C));
-    for (int64_t ic = 0; ic < C; ++ic)
-        for (int64_t o = 0; o < OC * sh * sw; ++o) w1[o * C + ic] = wf[ic * OC * sh * sw + o];
-    auto prim = std::make_shared<convolution_f32>(d, w1.data(), nullptr);
-    std::string impl = prim->impl_name() + " (ConvTranspose as a 1x1 convolution and its pixel blocks)";
-    return {std::make_unique<deconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
 }
 
 // The Add of a per-channel f32 Constant ([C,1,1] or [1,C,1,1]) that alone
@@ -214,11 +185,6 @@ std::vector<step_row> build_step_table() {
         // compile_options::fold_constants is off; a Result always runs).
         {"constant_folded", all_inputs_known, fold},
         {"qconvolution", [](cc, nc n) { return n.kind == op::QConvolution; }, qconvolution},
-        {"conv_transpose_as_1x1",
-         [](cc cx, nc n) {
-             return n.kind == op::ConvTranspose && cx.P.known[cx.in[1]] && n.out_type == dtype::f32 && deconv_is_1x1(n);
-         },
-         deconv_as_1x1},
         {"f32_convolution",
          [](cc, nc n) {
              return is_one_of(n, {op::Convolution, op::GroupConvolution}) && !is_integer(n.out_type);
@@ -227,15 +193,21 @@ std::vector<step_row> build_step_table() {
         {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
         {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
         {"lookup_table", [](cc, nc n) { return n.kind == op::LookupTable; }, eval_kind<lookup_table_step>},
-        {"resize_8bit",
-         [](cc, nc n) { return n.kind == op::Resize && n.attr.resize_mode == "nearest" && bits_of(n.out_type) == 8; },
-         eval_kind<resize_8bit_step>},
+        {"move_8bit",
+         [](cc, nc n) {
+             const bool along_c =
+                 n.kind == op::Concat && n.out_shape.size() == 4 && (n.attr.axis == 1 || n.attr.axis == -3);
+             return ((n.kind == op::Resize && n.attr.resize_mode == "nearest") || n.kind == op::DepthToSpace ||
+                     along_c) &&
+                    bits_of(n.out_type) == 8;
+         },
+         eval_kind<move_8bit_step>},
         {"reduce_mean", [](cc, nc n) { return n.kind == op::ReduceMean; }, eval_kind<reduce_mean_step>},
         // The ops an f32 island may hold (f32_islands.cpp decides which do).
         {"f32_island",
          [](cc, nc n) {
              return is_one_of(n, {op::DequantizeLinear, op::Relu, op::Clamp, op::Sigmoid, op::Gelu, op::Add,
-                                  op::Subtract, op::Multiply, op::Divide, op::Resize, op::Concat});
+                                  op::Subtract, op::Multiply, op::Divide, op::Resize, op::Concat, op::DepthToSpace});
          },
          eval_kind<island_step>},
         // Everything else: graph/ops' evaluation (graph/ops/eval.cpp).

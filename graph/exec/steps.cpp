@@ -2,6 +2,7 @@
 // output it takes from the arena, and the kernel it calls.
 #include "graph/exec/steps.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "graph/ops/lut.h"
@@ -102,16 +103,6 @@ void f32_conv_step::run(run_context &ctx) const {
 }
 
 bool f32_conv_step::reads_nhwc(const node &value) const { return first_only(*n, value) && n->out_type == dtype::f32; }
-
-void deconv_step::run(run_context &ctx) const {
-    const std::vector<const tensor *> &ins = ctx.gather(in);
-    tensor &o = ctx.v[out];
-    ctx.A.take(o, n->out_type, n->out_shape, layout::plain);
-    if (ins[0]->shape != n->inputs[0]->out_shape) fail(n->where(), "input shape changed");
-    detail::run_deconv_as_1x1(*prim, *ins[0], o, ctx.threads);
-}
-
-bool deconv_step::reads_nhwc(const node &value) const { return first_only(*n, value); }
 
 void dequantize_mean_step::run(run_context &ctx) const {
     const std::vector<const tensor *> &ins = ctx.gather(in);
@@ -230,12 +221,34 @@ void lookup_table_step::run(run_context &ctx) const {
     else detail::lut_binary(a.bytes.data(), b->bytes.data(), g, table, o.bytes.data());
 }
 
-void resize_8bit_step::run(run_context &ctx) const {
+void move_8bit_step::run(run_context &ctx) const {
     const std::vector<const tensor *> &ins = inputs(ctx);
+    if (n->kind == op::Concat) {
+        const bool any = std::any_of(ins.begin(), ins.end(), [](const tensor *t) { return t->order == layout::nhwc; });
+        if (!any) {
+            eval_into(ctx, ins, layout::plain);
+            return;
+        }
+        std::vector<tensor> copies;
+        copies.reserve(ins.size());
+        std::vector<const tensor *> nhwc;
+        for (const tensor *t : ins) {
+            if (t->order != layout::nhwc) {
+                copies.push_back(t->to_layout(layout::nhwc));
+                t = &copies.back();
+            }
+            nhwc.push_back(t);
+        }
+        tensor &o = ctx.v[out];
+        ctx.A.take(o, n->out_type, n->out_shape, layout::nhwc);
+        detail::concat_nhwc(nhwc, o);
+        return;
+    }
     if (ins[0]->order == layout::nhwc && ins[0]->shape.size() == 4) {
         tensor &o = ctx.v[out];
         ctx.A.take(o, n->out_type, n->out_shape, layout::nhwc);
-        detail::resize(*n, *ins[0], o);
+        if (n->kind == op::DepthToSpace) detail::depth_to_space(*n, *ins[0], o);
+        else detail::resize(*n, *ins[0], o);
         return;
     }
     eval_into(ctx, ins, layout::plain);
@@ -267,6 +280,7 @@ void island_step::run(run_context &ctx) const {
     ctx.A.take(o, n->out_type, n->out_shape, layout::nhwc);
     if (n->kind == op::Resize) detail::resize(*n, *ins[0], o);
     else if (n->kind == op::Concat) detail::concat_nhwc(ins, o);
+    else if (n->kind == op::DepthToSpace) detail::depth_to_space(*n, *ins[0], o);
     else if (n->kind != op::DequantizeLinear) detail::eval_elementwise_nhwc(*n, ins, o);
     else detail::eval_node_into(*n, ins, o);
 }

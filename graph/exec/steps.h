@@ -5,18 +5,19 @@
 //   compressed_matmul_step  a compressed MatMul (and its bias Add): one qconv::matmul
 //   qconv_step              a QConvolution: one qconv::convolution, NHWC in and out
 //   f32_conv_step           an f32 (f16, bf16) Convolution: one qconv::convolution_f32
-//   deconv_step             a ConvTranspose with kernel = stride, as a 1x1 convolution
 //   dequantize_mean_step    a global average pool reading a DequantizeLinear's bytes
 //   folded_step             the DequantizeLinear such a pool reads: nothing to run
 //   eval_step               any other op: graph/ops' evaluation into a plain output
 //   quantize_step           a QuantizeLinear, its output NHWC for int8 convolutions
 //   max_pool_step           a MaxPool, on 8-bit NHWC values as they are
 //   lookup_table_step       a LookupTable, on 8-bit values in their layout
-//   resize_8bit_step        a nearest Resize of 8-bit values, NHWC as they are
+//   move_8bit_step          a nearest Resize, DepthToSpace or Concat along C of 8-bit
+//                           values, NHWC as they are
 //   reduce_mean_step        a ReduceMean, over H and W of an NHWC f32 value as it is
 //   island_step             an op of an f32 island (a 4-D DequantizeLinear, a
 //                           layout-free elementwise op, a nearest Resize, a Concat
-//                           along C): NHWC in and out where its inputs allow it
+//                           along C, a DepthToSpace): NHWC in and out where its
+//                           inputs allow it
 #pragma once
 
 #include <memory>
@@ -67,17 +68,6 @@ struct f32_conv_step final : step {
     bool reads_nhwc(const node &value) const override;
     std::shared_ptr<convolution_f32> prim;
     bool nhwc = false;
-};
-
-// A ConvTranspose whose kernel is its stride (no pads, dilation 1, one
-// group): a 1x1 f32 convolution to OC·sh·sw channels, then each pixel's
-// sh x sw block put in place (detail::run_deconv_as_1x1).
-struct deconv_step final : step {
-    deconv_step(const node *n, std::vector<int> in, int out, std::shared_ptr<convolution_f32> prim)
-        : step(n, std::move(in), out), prim(std::move(prim)) {}
-    void run(run_context &ctx) const override;
-    bool reads_nhwc(const node &value) const override;
-    std::shared_ptr<convolution_f32> prim;
 };
 
 // A global average pool (ReduceMean over H, W) of a DequantizeLinear that
@@ -131,9 +121,11 @@ struct reduce_mean_step final : eval_step {
     bool reads_nhwc(const node &value) const override;
 };
 
-// A nearest Resize of 8-bit values: NHWC values resized as they are (each
-// output pixel a copy of its source pixel's channels), anything else evaluated.
-struct resize_8bit_step final : eval_step {
+// A nearest Resize, a DepthToSpace or a Concat along C of 4-D 8-bit values:
+// NHWC values moved as they are (each output pixel a copy of its source
+// pixel's channels, of its block position's, of each input's), the plain
+// inputs of a Concat with an NHWC one made NHWC; anything else evaluated.
+struct move_8bit_step final : eval_step {
     using eval_step::eval_step;
     void run(run_context &ctx) const override;
 };
@@ -162,8 +154,8 @@ struct island_step final : eval_step {
 // The ops island_step runs (graph/exec/f32_islands.cpp).
 // An elementwise f32 op that runs on NHWC storage as it is.
 bool layout_free(const node *n);
-// An f32 op that moves NHWC values as they are: a 4-D nearest Resize or a
-// Concat along C of 4-D values.
+// An f32 op that moves NHWC values as they are: a 4-D nearest Resize, a
+// Concat along C of 4-D values or a DepthToSpace.
 bool moves_nhwc(const node *n);
 // A 4-D f32 DequantizeLinear that may write NHWC.
 bool dequantize_to_nhwc(const node *n);

@@ -492,6 +492,7 @@ private:
     void split(const onnx_node &n);
     void pad(const onnx_node &n);
     void resize(const onnx_node &n);
+    void depth_to_space(const onnx_node &n);
     void squeeze(const onnx_node &n);
     // Shape computations on constants and known shapes, evaluated at load.
     void shape(const onnx_node &n);
@@ -763,6 +764,7 @@ void reader::read_node(const onnx_node &n) {
         {"Split", &reader::split, nullptr},
         {"Pad", &reader::pad, nullptr},
         {"Resize", &reader::resize, nullptr},
+        {"DepthToSpace", &reader::depth_to_space, nullptr},
         {"Squeeze", &reader::squeeze, nullptr},
         {"Unsqueeze", &reader::squeeze, nullptr},
         {"ReduceMean", &reader::reduce_mean, nullptr},
@@ -2174,6 +2176,26 @@ void reader::resize(const onnx_node &n) {
     if (given_nonempty(n, 1)) value(n, 1);   // roi: unused by these modes, but it must exist
     resize_targets(n, x, a);
     define(n, 0, add(n, op::Resize, {x}, a));
+}
+
+// DepthToSpace (NCHW, `blocksize`, `mode` DCR or CRD; mode from opset 11).
+void reader::depth_to_space(const onnx_node &n) {
+    n.known_attrs({"blocksize", "mode"});
+    node *x = value(n, 0);
+    if (x->out_shape.size() != 4) n.fail_input(0, "must have rank 4 (NCHW), got " + to_string(x->out_shape));
+    if (!n.has("blocksize")) n.fail_attr("blocksize", "is required");
+    const int64_t b = n.get_int("blocksize", 1);
+    if (b < 1 || b > 4096) n.fail_attr("blocksize", std::to_string(b) + " is not in [1, 4096]");
+    if (x->out_shape[1] % (b * b))
+        n.fail_attr("blocksize", std::to_string(x->out_shape[1]) + " channels do not split into blocks of " +
+                                     std::to_string(b) + "x" + std::to_string(b));
+    const std::string mode = n.get_string("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") n.fail_attr("mode", "'" + mode + "' is not DCR or CRD");
+    if (n.has("mode")) need_opset(n, "mode", 11, "the attribute");
+    attributes a;
+    a.block = {b, b};
+    a.crd = mode == "CRD";
+    define(n, 0, add(n, op::DepthToSpace, {x}, a));
 }
 
 void reader::reshape(const onnx_node &n) {

@@ -152,7 +152,7 @@ struct generator_spec {
 };
 generator_spec check_generator(dtype t, const std::string &spec);
 
-// Attributes of the ops of graph/ops/data_movement.cpp: Slice, Pad, Resize.
+// Attributes of the ops of graph/ops/data_movement.cpp: Slice, Pad, Resize, DepthToSpace.
 void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
     auto one_of = [&](std::initializer_list<const char *> names) {
         const std::string w = lx.word("a word");
@@ -177,6 +177,8 @@ void parse_moving_attr(lexer &lx, attributes &a, op k, const std::string &key) {
     else if (k == op::Resize && key == "nearest_mode")
         a.nearest_mode = one_of({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
     else if (k == op::Resize && key == "sizes") a.sizes = int_list(lx);
+    else if (k == op::DepthToSpace && key == "block") a.block = int_list(lx);
+    else if (k == op::DepthToSpace && key == "mode") a.crd = one_of({"DCR", "CRD"}) == "CRD";
     else if (k == op::Resize && key == "scales") {
         a.scales.clear();
         for (const auto &w : word_list(lx)) a.scales.push_back(to_double(lx, w));
@@ -268,7 +270,7 @@ void parse_attr(lexer &lx, node &n, const std::string &key) {
         a.exclude_pad = to_bool(lx, lx.word("true or false"));
     } else if (k == op::ReduceMean && key == "axes") {
         a.axes = int_list(lx);
-    } else if (k == op::Slice || k == op::Pad || k == op::Resize) {
+    } else if (k == op::Slice || k == op::Pad || k == op::Resize || k == op::DepthToSpace) {
         parse_moving_attr(lx, a, k, key);
     } else if (k == op::ReduceMean && key == "keep_dims") {
         a.keep_dims = to_bool(lx, lx.word("true or false"));
@@ -496,6 +498,7 @@ std::string attrs_text(const node &n) {
         if (!a.scales.empty()) r += " scales=[" + s + "]";
         break;
     }
+    case op::DepthToSpace: r += " block=" + list(a.block) + (a.crd ? " mode=CRD" : " mode=DCR"); break;
     default: break;
     }
     return r;

@@ -577,6 +577,19 @@ void infer_unary_float(node &n, int64_t) {
     n.out_shape = n.inputs[0]->out_shape;
     n.out_type = n.inputs[0]->out_type;
 }
+// DepthToSpace: x [N, C·bh·bw, H, W] → [N, C, H·bh, W·bw], any element type.
+void infer_depth_to_space(node &n, int64_t) {
+    need_inputs(n, 1);
+    const shape_t &x = n.inputs[0]->out_shape;
+    const auto &b = n.attr.block;
+    if (x.size() != 4) bad(n, "data must be rank 4 (NCHW), got " + to_string(x));
+    if (b.size() != 2 || b[0] < 1 || b[1] < 1 || b[0] > 4096 || b[1] > 4096)
+        bad(n, "block must be two sizes in [1, 4096], got " + to_string(b));
+    if (x[1] % (b[0] * b[1]))
+        bad(n, std::to_string(x[1]) + " channels do not split into blocks of " + std::to_string(b[0] * b[1]));
+    n.out_shape = {x[0], x[1] / (b[0] * b[1]), x[2] * b[0], x[3] * b[1]};
+    n.out_type = n.inputs[0]->out_type;
+}
 // LookupTable(a [, b], table): a, b 8-bit; the table a u8/i8 Constant of
 // 256 entries (one input) or 65536 (two); b broadcasts onto a's shape.
 void infer_lookup_table(node &n, int64_t) {
@@ -646,6 +659,7 @@ constexpr infer_rule infer_rules[] = {
     {op::Erf, infer_unary_float},
     {op::Tanh, infer_unary_float},
     {op::LookupTable, infer_lookup_table},
+    {op::DepthToSpace, infer_depth_to_space},
     {op::QConvolution, infer_qconv},
     {op::Result, infer_result},
 };

@@ -33,7 +33,8 @@ constexpr const char *op_names[] = {
     "Resize",         "Sqrt",
     "ConvTranspose",  "Erf",
     "Tanh",           "LookupTable",
-    "QConvolution",   "Result",
+    "DepthToSpace",   "QConvolution",
+    "Result",
 };
 static_assert(sizeof(op_names) / sizeof(op_names[0]) == static_cast<size_t>(op::Result) + 1, "one name per op");
 } // namespace

@@ -1,10 +1,11 @@
 // Ops that move elements, on typed storage (every type but u4/i4, exact):
-// Slice, Pad (constant, edge, reflect, wrap) and Resize (nearest; linear
-// computes in f32). Their geometry (slice_of, pad_shape, resize_shape) is
+// Slice, Pad (constant, edge, reflect, wrap), DepthToSpace and Resize
+// (nearest; linear computes in f32). Their geometry (slice_of, pad_shape, resize_shape) is
 // shape inference's (graph/ir/infer.cpp); docs/graph.md, "IR".
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "graph/ir/detail.h"
@@ -18,10 +19,10 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 16;
 
 // Copies o's elements from x: element o[i] is x[offset(i)] where offset is
-// `base` plus Σ idx[d]·stride[d] over o's row-major index idx.
-void gather_strided(const tensor &x, tensor &o, int64_t base, const std::vector<int64_t> &stride) {
+// `base` plus Σ idx[d]·stride[d] over i's row-major index idx in `os` (o's
+// storage viewed in that shape).
+void gather_strided(const tensor &x, tensor &o, int64_t base, const std::vector<int64_t> &stride, const shape_t &os) {
     const int64_t es = bits_of(o.type) / 8;
-    const shape_t &os = o.shape;
     const size_t r = os.size();
     const int64_t inner = r ? os[r - 1] : 1, total = elems_of(os), rows = inner ? total / inner : 0;
     const int64_t step = r ? stride[r - 1] : 0;
@@ -53,7 +54,44 @@ void slice(const node &n, const tensor &x, tensor &o) {
         base += g.first[d] * is[d];
         stride[d] = g.step[d] * is[d];
     }
-    gather_strided(x, o, base, stride);
+    gather_strided(x, o, base, stride, o.shape);
+}
+
+// The output viewed as [N, C, H, bh, W, bw] (plain) or [N, H, bh, W, bw, C]
+// (NHWC; DCR: [N, H, bh, W, bw·C], each block row one copy), read with the
+// input channel's strides of the mode.
+void depth_to_space(const node &n, const tensor &x, tensor &o) {
+    const int64_t N = x.shape[0], CI = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t bh = n.attr.block[0], bw = n.attr.block[1], C = CI / (bh * bw), HW = H * W;
+    if (x.order != o.order || bits_of(x.type) < 8) fail_node(n, "input and output in one layout, whole bytes");
+    // Strides of c, a, b in input channels.
+    const int64_t sc = n.attr.crd ? bh * bw : 1, sa = n.attr.crd ? bw : bw * C, sb = n.attr.crd ? 1 : C;
+    if (x.order == layout::plain) {
+        gather_strided(x, o, 0, {CI * HW, sc * HW, W, sa * HW, 1, sb * HW}, {N, C, H, bh, W, bw});
+        return;
+    }
+    if (x.order != layout::nhwc) fail_node(n, "an NCHW or NHWC input");
+    if (n.attr.crd) {
+        gather_strided(x, o, 0, {HW * CI, W * CI, sa, CI, sb, sc}, {N, H, bh, W, bw, C});
+        return;
+    }
+    // DCR: output row (h·bh + a) is, per input pixel w, its bw·C channels from a·bw·C on.
+    const int64_t es = bits_of(x.type) / 8, run = bw * C * es;
+    impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, N * H * bh, [&](int64_t r) {
+        const int64_t nh = r / bh, a = r % bh;
+        const uint8_t *src = x.bytes.data() + (nh * W * CI + a * bw * C) * es;
+        uint8_t *dst = o.bytes.data() + r * W * run;
+        const auto rows = [&](auto size) {
+            for (int64_t w = 0; w < W; ++w) std::memcpy(dst + w * size, src + w * CI * es, size);
+        };
+        switch (run) { // short runs (one channel out of a 2x2 block) as fixed-size copies
+        case 1: rows(std::integral_constant<size_t, 1>()); break;
+        case 2: rows(std::integral_constant<size_t, 2>()); break;
+        case 4: rows(std::integral_constant<size_t, 4>()); break;
+        case 8: rows(std::integral_constant<size_t, 8>()); break;
+        default: rows(static_cast<size_t>(run));
+        }
+    });
 }
 
 namespace {

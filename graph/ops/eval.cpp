@@ -631,6 +631,7 @@ void eval_f32(const node &n, const std::vector<const ft *> &in, ft &o) {
     case op::LookupTable:
     case op::Slice:
     case op::Pad:
+    case op::DepthToSpace:
     case op::Resize: break; // on typed storage: eval()
     case op::Subtract: binary(*in[0], *in[1], o, [](float a, float b) { return a - b; }); break;
     case op::Multiply: binary(*in[0], *in[1], o, [](float a, float b) { return a * b; }); break;
@@ -744,28 +745,6 @@ conv_desc f32_conv_desc(const node &n) {
     return d;
 }
 
-void run_deconv_as_1x1(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
-    const conv_desc &d = c.desc();
-    const int64_t N = o.shape[0], OC = o.shape[1], OH = o.shape[2], OW = o.shape[3];
-    const int64_t H = d.ih, W = d.iw, sh = OH / H, sw = OW / W;
-    if (x.type != dtype::f32 || o.type != dtype::f32 || d.oc != OC * sh * sw)
-        fail("convolution", "ConvTranspose as a 1x1 convolution: f32 operands of the planned shape");
-    const tensor xn = x.order == layout::nhwc ? tensor() : x.to_layout(layout::nhwc);
-    std::vector<float> y(static_cast<size_t>(N * H * W * d.oc));
-    c.execute(x.order == layout::nhwc ? x.f32() : xn.f32(), y.data(), threads);
-    // y[n][i][j][(oc·sh + a)·sw + c] → o[n][oc][i·sh + a][j·sw + c]
-    float *out = o.f32();
-    impl::parallel_for_2d_if(N * OC * OH * OW >= kParallelMin, N * OC, H, [&](int64_t noc, int64_t i) {
-        const int64_t n = noc / OC, oc = noc % OC;
-        for (int64_t a = 0; a < sh; ++a) {
-            float *row = out + (noc * OH + i * sh + a) * OW;
-            const float *src = y.data() + ((n * H + i) * W) * d.oc + (oc * sh + a) * sw;
-            for (int64_t j = 0; j < W; ++j)
-                for (int64_t c2 = 0; c2 < sw; ++c2) row[j * sw + c2] = src[j * d.oc + c2];
-        }
-    });
-}
-
 void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads) {
     if (x.order == layout::nhwc || o.order == layout::nhwc) {
         // An f32 island kept NHWC (executor): the primitive's own layout on
@@ -865,6 +844,7 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
     case op::Slice: detail::slice(n, *ins[0], o); return;
     case op::Pad: detail::pad(n, *ins[0], o); return;
     case op::Resize: detail::resize(n, *ins[0], o); return;
+    case op::DepthToSpace: detail::depth_to_space(n, *ins[0], o); return;
     case op::QuantizeLinear:
     case op::DequantizeLinear: qdq(n, ins, o); return;
     case op::LookupTable: lookup_table(ins, o); return;

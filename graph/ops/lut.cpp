@@ -1,10 +1,14 @@
 // Table lookups on 8-bit integers (graph/ops/lut.h). The unary lookup uses
 // AVX-512 VBMI's byte permutes (four 64-entry tables) where the CPU has them,
 // a plain loop elsewhere; the binary lookup gathers 16 entries of its 64 KiB
-// table at once with AVX-512 (b per element or one per row), else a loop.
+// table at once with AVX-512 (b per element or one per row), else a loop;
+// the NHWC lookup with a table per channel gathers the same way.
 #include "graph/ops/lut.h"
 
 #include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "core/parallel.h"
 
@@ -56,6 +60,17 @@ lut_binary_row_avx512(const uint8_t *a, const uint8_t *b, int64_t b_step, int64_
     for (; i < n; ++i) y[i] = table[(unsigned(a[i]) << 8) | b[i * b_step]];
 }
 
+// y[i] = table[hi[i] + x[i]] (hi: a table's offset per element, a multiple of 256).
+__attribute__((target("avx512f,avx512bw"))) void lut_offset_rows_avx512(const uint8_t *x, const int32_t *hi, int64_t n,
+                                                                        const uint8_t *table, uint8_t *y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm_storeu_si128((__m128i *)(y + i), lookup16(table, _mm512_or_si512(_mm512_loadu_si512(hi + i), lo)));
+    }
+    for (; i < n; ++i) y[i] = table[hi[i] + x[i]];
+}
+
 bool has_avx512bw() {
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     return yes;
@@ -89,7 +104,19 @@ void lut_per_channel(const uint8_t *x, int64_t outer, int64_t C, int64_t inner, 
         });
         return;
     }
-    impl::parallel_for_if(outer * C * inner >= kParallelMin, outer * inner, [&](int64_t p) {
+    const int64_t pixels = outer * inner;
+    if (has_avx512bw()) { // pixels in tasks of ~4096 elements, each element's table offset from one pattern
+        const int64_t per_task = std::max<int64_t>(1, 4096 / C);
+        std::vector<int32_t> offset(static_cast<size_t>(per_task * C));
+        for (size_t i = 0; i < offset.size(); ++i) offset[i] = static_cast<int32_t>((i % C) * 256);
+        const int64_t tasks = (pixels + per_task - 1) / per_task;
+        impl::parallel_for_if(pixels * C >= kParallelMin, tasks, [&](int64_t t) {
+            const int64_t p = t * per_task, n = std::min(per_task, pixels - p) * C;
+            lut_offset_rows_avx512(x + p * C, offset.data(), n, table, y + p * C);
+        });
+        return;
+    }
+    impl::parallel_for_if(pixels * C >= kParallelMin, pixels, [&](int64_t p) {
         const uint8_t *xp = x + p * C;
         uint8_t *yp = y + p * C;
         for (int64_t c = 0; c < C; ++c) yp[c] = table[c * 256 + xp[c]];

@@ -19,6 +19,8 @@ namespace qconv::graph::detail {
 void slice(const node &n, const tensor &x, tensor &o);
 void pad(const node &n, const tensor &x, tensor &o);
 void resize(const node &n, const tensor &x, tensor &o);
+// x and o both plain or both NHWC.
+void depth_to_space(const node &n, const tensor &x, tensor &o);
 
 // The executor's evaluation of one node (graph/ops/eval.cpp): what its
 // compile-time folding computes for a node whose inputs are known. The
@@ -67,10 +69,6 @@ conv_desc f32_conv_desc(const node &n);
 // Runs `c` (created from f32_conv_desc) on the NCHW value x into o, rounding
 // to o's type (f32, f16 or bf16).
 void run_f32_conv(const convolution_f32 &c, const tensor &x, tensor &o, int threads);
-// A ConvTranspose (kernel = stride, no pads) run as the 1x1 convolution `c`
-// to OC·sh·sw channels, each pixel's channels then put in its sh x sw block
-// of the plain f32 output o.
-void run_deconv_as_1x1(const convolution_f32 &c, const tensor &x, tensor &o, int threads);
 // eval_node into an output the caller allocated: plain, or NHWC for a
 // QuantizeLinear that qdq_takes_nhwc (inputs in another layout are made plain,
 // except a DequantizeLinear's NHWC input).

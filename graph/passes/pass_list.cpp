@@ -27,9 +27,13 @@ const std::vector<pass> &pass_list() {
         {"fuse_gelu", "the erf and tanh forms of Gelu -> Gelu", on_graph<fuse_gelu>},
         {"conv1x1_to_matmul", "compressed-weight 1x1 Convolution -> MatMul", conv1x1_to_matmul},
         {"cancel_transposes", "inverse Transpose pairs (also around Relu/Gelu/Convert)", on_graph<cancel_transposes>},
+        {"conv_transpose_to_conv", "ConvTranspose with kernel = stride -> 1x1 Convolution + DepthToSpace",
+         on_graph<conv_transpose_to_conv>},
         {"lower_int8", "quantized convolutions and MatMuls -> QConvolution", lower_int8},
         {"tabulate_qdq_islands", "8-bit elementwise islands (Q of f32 ops of DQs) -> LookupTable",
          on_graph<detail::tabulate_qdq_islands>},
+        {"compose_lookup_tables", "a LookupTable read by another one alone -> one composed table",
+         on_graph<compose_lookup_tables>},
     };
     return list;
 }

@@ -183,8 +183,6 @@ int tabulate_qdq_islands(graph &g) {
         if (q->kind != op::QuantizeLinear || !per_tensor_8bit_q(q)) continue;
         island is;
         if (!collect(q->inputs[0], &is) || is.leaves.empty() || !closed(g, is, q)) continue;
-        if (is.interior.empty() && is.leaves.size() == 1 && is.leaves[0]->inputs[0]->out_type == q->out_type)
-            continue; // a requantization into the same type: left as written (not a table)
         if (is.channels && (is.leaves.size() != 1 || q->out_shape.size() != 4 || q->out_shape[1] != is.channels))
             continue; // a table per channel: one 4-D input
         if (is.leaves.size() == 2) {

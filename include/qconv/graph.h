@@ -98,6 +98,9 @@ enum class op {
     // unsigned indices, b broadcast onto a; the output takes the table's type and a's shape. An
     // 8-bit elementwise island (tabulate_qdq_islands) as one lookup.
     LookupTable,
+    // (NCHW x) block mode: each pixel's C·bh·bw channels become a bh x bw
+    // block of C channels, as ONNX's DepthToSpace (bh = bw = blocksize there).
+    DepthToSpace,
     // Internal: an int8 convolution made by lower_low_precision (quantized
     // source, s8 weights Constant [, f32 residual]); attributes::qconv holds it.
     QConvolution,
@@ -147,6 +150,11 @@ struct attributes {
     // ConvTranspose: extra output rows / columns at the end, and the group count.
     std::vector<int64_t> output_padding{0, 0};
     int64_t group = 1;
+    // DepthToSpace: the block's rows and columns (bh, bw), and the mode: DCR
+    // (output channel c of block position (a, b) is input channel
+    // (a·bw + b)·C + c) or CRD (input channel (c·bh + a)·bw + b).
+    std::vector<int64_t> block{1, 1};
+    bool crd = false;
     // QConvolution: the lowered problem (graph/ir/qconv_spec.h), immutable and
     // shared by clones; type: its output type.
     std::shared_ptr<const detail::qconv_spec> qconv;
@@ -269,6 +277,17 @@ std::vector<rewrite_record> convert_weight_compressed_conv1x1_to_matmul(graph &g
 // Removes Transpose pairs that cancel, also across unary elementwise ops
 // (Transpose(Gelu(Transpose(x, p)), inv p) → Gelu(x)). Returns pairs removed.
 int cancel_transposes(graph &g);
+// ConvTranspose with kernel = stride (no pads, output padding or dilation,
+// one group) → a 1x1 Convolution to OC·sh·sw channels and a DepthToSpace
+// (DCR), moved past a following per-channel bias Add and per-tensor
+// QuantizeLinear (docs/graph.md, "ConvTranspose as a convolution"). Returns
+// the ConvTransposes rewritten.
+int conv_transpose_to_conv(graph &g);
+// A LookupTable that alone reads another one reads that one's input through
+// one composed table (unary after unary, per channel too; unary after
+// binary; binary after unary with one table of 256). Returns the pairs
+// composed.
+int compose_lookup_tables(graph &g);
 // The low-precision lowering (docs/graph.md, "Low-precision lowering"): each
 // quantized Convolution / GroupConvolution pattern — quantized activation
 // (FakeQuantize levels=256 or DequantizeLinear), i8/u8 weights with a per-OC
