@@ -814,7 +814,8 @@ TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
 // squeeze-excitation block (ReduceMean over H, W of the NHWC value, a 1x1
 // convolution of the pooled [1,C,1,1] value, Clamp, the per-channel
 // Multiply), a nearest Resize and a Concat along C into the last
-// convolution: every op writes NHWC but the pool, and the output has the
+// convolution: every op writes NHWC but the pool (the elementwise ops as
+// regions, graph/exec/elementwise_regions.cpp), and the output has the
 // bytes of the same graph run with every f32 output plain
 // (QCONV_GRAPH_F32_NHWC=0: transposes around each convolution).
 TEST(GraphExec, FloatIslandRunsThroughBatchNormPoolResizeAndConcat) {
@@ -848,8 +849,15 @@ o   = Result(c4)
     const compiled_graph island(*g);
     std::map<std::string, std::string> impl;
     for (const auto &[id, text] : island.impls()) impl[id] = text;
+    // An op fused into an elementwise region (bm, ba into r0; h, se into ad) runs in its root's step.
+    auto step_of = [&](const std::string &id) {
+        const std::string &t = impl[id];
+        return t.rfind("fused into ", 0) == 0 ? impl[t.substr(11)] : t;
+    };
+    EXPECT_EQ(impl["bm"], "fused into r0");
+    EXPECT_EQ(impl["se"], "fused into ad");
     for (const char *id : {"c0", "bm", "ba", "r0", "h", "s1", "sc", "se", "ad", "c2", "up", "c3", "cat"})
-        EXPECT_NE(impl[id].find("(f32 NHWC)"), std::string::npos) << id << ": " << impl[id];
+        EXPECT_NE(step_of(id).find("(f32 NHWC)"), std::string::npos) << id << ": " << step_of(id);
     for (const char *id : {"gp", "c4"}) EXPECT_EQ(impl[id].find("NHWC"), std::string::npos) << id << ": " << impl[id];
     setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
     const compiled_graph plain(*g);

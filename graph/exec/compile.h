@@ -1,6 +1,7 @@
 // The executor's compilation (graph/exec/), in the order compiled_graph::compile
 // runs it:
-//  1. the compressed MatMuls and the nodes they absorb (compressed_matmul.cpp);
+//  1. the compressed MatMuls and the nodes they absorb (compressed_matmul.cpp),
+//     the elementwise regions (elementwise_regions.cpp);
 //  2. one implementation per node, from the step table (step_table.cpp): the
 //     first row that takes the node builds its step (or none: a constant, an
 //     input, a value folded at compile time, a node fused into another's step)
@@ -29,6 +30,7 @@ struct compile_context {
     std::map<const node *, int> slot;               // every node's output slot (topological order)
     std::map<const node *, compressed> mms;         // the compressed MatMuls, by MatMul node
     std::map<const node *, std::string> fused_into; // nodes another node's step computes → its id
+    std::map<const node *, region> regions;         // the elementwise regions, by root
     // The node being built: its inputs' slots and its output's slot.
     std::vector<int> in;
     int out = -1;
@@ -52,6 +54,12 @@ struct step_row {
 const std::vector<step_row> &step_table();
 // The step (if any) and the implementation of n, from the first row that takes it.
 void build_step(compile_context &cx, node &n);
+
+// The elementwise regions of the graph: cx.regions by root, their other nodes
+// in cx.fused_into (elementwise_regions.cpp).
+void find_elementwise_regions(graph &g, const std::vector<node *> &order, compile_context &cx);
+// The step of a region's root.
+built elementwise_region(compile_context &cx, node &n);
 
 // Whether x is computed from Constants alone (a few nodes deep), and its value.
 bool constant_subgraph(const node *x, int depth, tensor *value = nullptr);

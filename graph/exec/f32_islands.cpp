@@ -95,7 +95,10 @@ void mark_f32_islands(const graph &g, program &P, const std::map<const node *, i
     if (const char *v = std::getenv("QCONV_GRAPH_F32_NHWC"); v && std::string(v) == "0") return;
     std::map<const node *, const step *> by_node;
     std::map<int, const node *> node_of;
-    for (const auto &st : P.steps) by_node[st->n] = st.get();
+    for (const auto &st : P.steps) {
+        by_node[st->n] = st.get();
+        for (const node *c : st->covered()) by_node[c] = st.get(); // a region's other nodes
+    }
     for (const auto &[nd, i] : slot) node_of[i] = nd;
     // Steps in reverse order: an op's readers are decided before the op.
     for (auto it = P.steps.rbegin(); it != P.steps.rend(); ++it) {

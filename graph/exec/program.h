@@ -71,6 +71,13 @@ struct run_context {
     }
 };
 
+// An elementwise region (elementwise_regions.cpp): its nodes in topological
+// order (the last one its root) and the values from outside they read.
+struct region {
+    std::vector<const node *> nodes;
+    std::vector<const node *> operands;
+};
+
 // One step of a compiled graph: a node (for a fused pattern, the node it is
 // named after), the slots it reads and the slot it writes. run() computes the
 // output from the inputs; the other members answer the compile-time questions
@@ -96,6 +103,8 @@ struct step {
     virtual void write_nhwc() {}
     // Whether the step takes `value`, one of its inputs, as an NHWC f32 tensor.
     virtual bool reads_nhwc(const node & /*value*/) const { return false; }
+    // The nodes the step computes besides n (fused into it) whose inputs it reads.
+    virtual std::vector<const node *> covered() const { return {}; }
 
     const node *n;
     std::vector<int> in;

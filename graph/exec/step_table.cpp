@@ -190,6 +190,8 @@ std::vector<step_row> build_step_table() {
              return is_one_of(n, {op::Convolution, op::GroupConvolution}) && !is_integer(n.out_type);
          },
          f32_convolution},
+        // f32 elementwise ops that only each other read: one step (elementwise_regions.cpp).
+        {"elementwise_region", [](cc cx, nc n) { return cx.regions.count(&n) > 0; }, elementwise_region},
         {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
         {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
         {"lookup_table", [](cc, nc n) { return n.kind == op::LookupTable; }, eval_kind<lookup_table_step>},

@@ -14,6 +14,7 @@
 //   move_8bit_step          a nearest Resize, DepthToSpace or Concat along C of 8-bit
 //                           values, NHWC as they are
 //   reduce_mean_step        a ReduceMean, over H and W of an NHWC f32 value as it is
+//   region_step             f32 elementwise ops only each other read, chunk by chunk
 //   island_step             an op of an f32 island (a 4-D DequantizeLinear, a
 //                           layout-free elementwise op, a nearest Resize, a Concat
 //                           along C, a DepthToSpace): NHWC in and out where its
@@ -148,6 +149,20 @@ struct island_step final : eval_step {
     bool may_write_nhwc() const override;
     void write_nhwc() override { nhwc = true; }
     bool reads_nhwc(const node &value) const override;
+    bool nhwc = false;
+};
+
+// Elementwise ops of one shape that only each other read (graph/exec/
+// elementwise_regions.cpp): one step for all of them, in place of the last
+// one (the root); in: the slots of the operands from outside.
+struct region_step final : step {
+    region_step(const node *n, std::vector<int> in, int out, region r) : step(n, std::move(in), out), r(std::move(r)) {}
+    void run(run_context &ctx) const override;
+    bool may_write_nhwc() const override { return true; }
+    void write_nhwc() override { nhwc = true; }
+    bool reads_nhwc(const node &value) const override;
+    std::vector<const node *> covered() const override { return r.nodes; }
+    region r;
     bool nhwc = false;
 };
 

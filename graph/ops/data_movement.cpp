@@ -66,8 +66,26 @@ void depth_to_space(const node &n, const tensor &x, tensor &o) {
     if (x.order != o.order || bits_of(x.type) < 8) fail_node(n, "input and output in one layout, whole bytes");
     // Strides of c, a, b in input channels.
     const int64_t sc = n.attr.crd ? bh * bw : 1, sa = n.attr.crd ? bw : bw * C, sb = n.attr.crd ? 1 : C;
-    if (x.order == layout::plain) {
+    if (x.order == layout::plain && n.attr.crd) {
         gather_strided(x, o, 0, {CI * HW, sc * HW, W, sa * HW, 1, sb * HW}, {N, C, H, bh, W, bw});
+        return;
+    }
+    if (x.order == layout::plain) { // DCR: each output row interleaves bw input rows
+        const int64_t es = bits_of(x.type) / 8;
+        impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, N * C * H * bh, [&](int64_t r) {
+            const int64_t a = r % bh, h = r / bh % H, c = r / (bh * H) % C, nn = r / (bh * H * C);
+            uint8_t *dst = o.bytes.data() + r * W * bw * es;
+            for (int64_t b = 0; b < bw; ++b) {
+                const uint8_t *src = x.bytes.data() + ((nn * CI + (a * bw + b) * C + c) * HW + h * W) * es;
+                const auto copy = [&](auto size) {
+                    for (int64_t w = 0; w < W; ++w) std::memcpy(dst + (w * bw + b) * size, src + w * size, size);
+                };
+                if (es == 4) copy(std::integral_constant<size_t, 4>());
+                else if (es == 2) copy(std::integral_constant<size_t, 2>());
+                else if (es == 1) copy(std::integral_constant<size_t, 1>());
+                else copy(static_cast<size_t>(es));
+            }
+        });
         return;
     }
     if (x.order != layout::nhwc) fail_node(n, "an NCHW or NHWC input");

@@ -937,6 +937,168 @@ void concat_nhwc(const std::vector<const tensor *> &in, tensor &o) {
     });
 }
 
+namespace {
+
+// How an external input of an elementwise region broadcasts onto its
+// [N, C, H, W] output: the whole shape, one value, one per channel, one per
+// image and channel.
+enum class reach { full, one, channel, image_channel };
+
+reach reach_of(const shape_t &s, const shape_t &out) {
+    if (s == out) return reach::full;
+    if (elems_of(s) == 1) return reach::one;
+    return s.size() == 4 && s[0] == out[0] && out[0] != 1 ? reach::image_channel : reach::channel;
+}
+
+} // namespace
+
+namespace {
+
+// One op of a region on whole chunks: y = a op b, or y = f(a). The same
+// arithmetic as eval_f32 (each result rounded once, no contraction across
+// ops), written as plain loops that the compiler vectorizes for the widest
+// unit the CPU has.
+enum class region_kind { add, sub, mul, div, relu, clamp };
+__attribute__((always_inline)) inline void region_loop(region_kind k, const float *a, const float *b, float lo,
+                                                       float hi, float *y, int64_t n) {
+    switch (k) {
+    case region_kind::add:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+        break;
+    case region_kind::sub:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+        break;
+    case region_kind::mul:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+        break;
+    case region_kind::div:
+        for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+        break;
+    case region_kind::relu:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::max(a[i], 0.f);
+        break;
+    case region_kind::clamp:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a[i], lo), hi);
+        break;
+    }
+}
+__attribute__((target("avx512f"))) void region_loop_avx512(region_kind k, const float *a, const float *b, float lo,
+                                                           float hi, float *y, int64_t n) {
+    region_loop(k, a, b, lo, hi, y, n);
+}
+__attribute__((target("avx2"))) void region_loop_avx2(region_kind k, const float *a, const float *b, float lo, float hi,
+                                                      float *y, int64_t n) {
+    region_loop(k, a, b, lo, hi, y, n);
+}
+void region_loop_any(region_kind k, const float *a, const float *b, float lo, float hi, float *y, int64_t n) {
+    static const int level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (level == 2) region_loop_avx512(k, a, b, lo, hi, y, n);
+    else if (level == 1) region_loop_avx2(k, a, b, lo, hi, y, n);
+    else region_loop(k, a, b, lo, hi, y, n);
+}
+
+// The region's own loop for x (inputs and output whole chunks of n), or
+// false for an op eval_f32 evaluates (Sigmoid).
+bool region_fast(const node &x, const std::vector<const ft *> &in, ft &o) {
+    region_kind k;
+    switch (x.kind) {
+    case op::Add: k = region_kind::add; break;
+    case op::Subtract: k = region_kind::sub; break;
+    case op::Multiply: k = region_kind::mul; break;
+    case op::Divide: k = region_kind::div; break;
+    case op::Relu: k = region_kind::relu; break;
+    case op::Clamp: k = region_kind::clamp; break;
+    default: return false;
+    }
+    const float lo = static_cast<float>(x.attr.clamp_min), hi = static_cast<float>(x.attr.clamp_max);
+    region_loop_any(k, in[0]->data.data(), in.size() > 1 ? in[1]->data.data() : nullptr, lo, hi, o.data.data(),
+                    static_cast<int64_t>(o.data.size()));
+    return true;
+}
+
+} // namespace
+
+bool region_operand(const shape_t &s, const shape_t &out) {
+    if (s == out || (elems_of(s) == 1 && s.size() <= 4)) return true;
+    if (out.size() != 4 || s.size() < 3 || s.size() > 4 || s[s.size() - 3] != out[1] || s[s.size() - 2] != 1 ||
+        s[s.size() - 1] != 1)
+        return false;
+    return s.size() == 3 || s[0] == 1 || s[0] == out[0];
+}
+
+void eval_region(const std::vector<const node *> &nodes, const std::map<const node *, const tensor *> &ext, tensor &o) {
+    const shape_t &S = o.shape;
+    const int64_t N = S[0], C = S[1], HW = S[2] * S[3];
+    const bool nhwc = o.order == layout::nhwc;
+    // A chunk: about kChunk elements of one image — whole pixels (NHWC) or a
+    // stretch of one channel's plane (plain).
+    constexpr int64_t kChunk = 8192;
+    const int64_t image = C * HW;
+    const int64_t unit = nhwc ? std::max<int64_t>(1, kChunk / C) : std::min(kChunk, HW); // pixels per chunk
+    const int64_t per_plane = (HW + unit - 1) / unit, per_image = nhwc ? per_plane : C * per_plane;
+    // Broadcast operands as whole chunks, so that each op runs its plain
+    // same-shape loop: one value or one per channel (NHWC) repeated once here,
+    // the others filled per chunk.
+    const int64_t longest = nhwc ? unit * C : unit;
+    std::map<const node *, std::vector<float>> repeated;
+    for (const auto &[x, v] : ext) {
+        const reach r = reach_of(v->shape, S);
+        if (r != reach::one && !(nhwc && r == reach::channel)) continue;
+        std::vector<float> &b = repeated[x];
+        b.resize(static_cast<size_t>(longest));
+        for (int64_t i = 0; i < longest; ++i) b[i] = v->f32()[r == reach::one ? 0 : i % C];
+    }
+    impl::parallel_for_if(N * image >= kParallelMin, N * per_image, [&](int64_t t) {
+        const int64_t n = t / per_image, j = t % per_image % per_plane;
+        const int64_t c = nhwc ? 0 : t % per_image / per_plane; // the plane's channel (plain)
+        const int64_t px = std::min(unit, HW - j * unit);
+        const int64_t first = nhwc ? j * unit * C : c * HW + j * unit, len = nhwc ? px * C : px;
+        const shape_t full = {len};
+        std::vector<std::vector<float>> bufs(nodes.size() + ext.size());
+        size_t used = nodes.size(); // bufs past the nodes' hold filled operands
+        std::map<const node *, ft> views;
+        auto operand = [&](const node *x) -> const ft & {
+            auto it = views.find(x);
+            if (it != views.end()) return it->second;
+            const tensor &v = *ext.at(x);
+            ft f;
+            f.shape = full;
+            const float *base = v.f32();
+            const reach r = reach_of(v.shape, S);
+            if (r == reach::full) {
+                f.data = {const_cast<float *>(base) + n * image + first, static_cast<size_t>(len)};
+            } else if (repeated.count(x)) {
+                f.data = {repeated.at(x).data(), static_cast<size_t>(len)};
+            } else {
+                std::vector<float> &b = bufs[used++];
+                b.resize(static_cast<size_t>(len));
+                const float *row = base + (r == reach::image_channel ? n * C : 0);
+                for (int64_t i = 0; i < len; ++i) b[i] = nhwc ? row[i % C] : row[c];
+                f.data = {b.data(), static_cast<size_t>(len)};
+            }
+            return views.emplace(x, std::move(f)).first->second;
+        };
+        for (size_t k = 0; k < nodes.size(); ++k) {
+            const node &x = *nodes[k];
+            std::vector<const ft *> vin;
+            for (const node *i : x.inputs) vin.push_back(&operand(i));
+            ft out;
+            out.shape = full;
+            if (k + 1 == nodes.size()) {
+                out.data = {o.f32() + n * image + first, static_cast<size_t>(len)};
+            } else {
+                bufs[k].resize(static_cast<size_t>(len));
+                out.data = {bufs[k].data(), static_cast<size_t>(len)};
+            }
+            if (!region_fast(x, vin, out)) eval_f32(x, vin, out);
+            ft mine;
+            mine.shape = full;
+            mine.data = out.data;
+            views.emplace(&x, std::move(mine));
+        }
+    });
+}
+
 void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     o = tensor(n.out_type, n.out_shape);
     eval_node_into(n, in, o);

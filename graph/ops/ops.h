@@ -5,6 +5,7 @@
 // NHWC paths between lowered convolutions (glue_kernels.cpp).
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "graph/ir/detail.h"
@@ -21,6 +22,18 @@ void pad(const node &n, const tensor &x, tensor &o);
 void resize(const node &n, const tensor &x, tensor &o);
 // x and o both plain or both NHWC.
 void depth_to_space(const node &n, const tensor &x, tensor &o);
+
+// An elementwise region (graph/exec/elementwise_regions.cpp): `nodes` in
+// topological order, each an f32 Add, Subtract, Multiply, Divide, Relu, Clamp
+// or Sigmoid of o's [N, C, H, W] shape whose inputs are earlier nodes or
+// values in `ext` (region_operand's shapes: o's shape in o's layout, one
+// value, one per channel, one per image and channel). Evaluated chunk by
+// chunk with each op's own evaluation (eval_node's arithmetic, element for
+// element), the last node into o (plain or NHWC): the values the nodes
+// give one after the other, without the intermediate tensors.
+void eval_region(const std::vector<const node *> &nodes, const std::map<const node *, const tensor *> &ext, tensor &o);
+// Whether a value of shape s may be an operand of a region of output shape out.
+bool region_operand(const shape_t &s, const shape_t &out);
 
 // The executor's evaluation of one node (graph/ops/eval.cpp): what its
 // compile-time folding computes for a node whose inputs are known. The
