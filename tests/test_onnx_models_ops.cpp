@@ -516,6 +516,47 @@ TEST(OnnxConvTranspose, TextFormat) {
         HasSubstr("unknown attribute 'bogus' for ConvTranspose"));
 }
 
+// ----------------------------------------------------------- DepthToSpace
+om::builder depth_to_space_model(const std::vector<int64_t> &xs, int64_t blocksize, const char *mode) {
+    om::builder b = one(12, "DepthToSpace", "d2s", xs);
+    if (blocksize) om::attr(node0(b), "blocksize", blocksize);
+    if (mode) om::attr(node0(b), "mode", std::string(mode));
+    return b;
+}
+
+// x [1, 8, 1, 2] = 0..15 (channel k holds 2k, 2k + 1), blocksize 2, C = 2:
+// DCR reads channel (2a + b)·2 + c for output channel c at block position
+// (a, b), CRD channel (2c + a)·2 + b; DCR is the default.
+TEST(OnnxDepthToSpace, DcrAndCrd) {
+    const auto x = f32({1, 8, 1, 2}, iota(16));
+    std::vector<g::shape_t> shapes;
+    const auto dcr = run(depth_to_space_model({1, 8, 1, 2}, 2, "DCR"), {x}, &shapes);
+    EXPECT_EQ(shapes[0], (g::shape_t{1, 2, 2, 4}));
+    EXPECT_EQ(dcr[0], (std::vector<float>{0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15}));
+    EXPECT_EQ(run(depth_to_space_model({1, 8, 1, 2}, 2, nullptr), {x})[0], dcr[0]);
+    const auto crd = run(depth_to_space_model({1, 8, 1, 2}, 2, "CRD"), {x});
+    EXPECT_EQ(crd[0], (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15}));
+    const auto gr = read(depth_to_space_model({1, 8, 1, 2}, 2, "CRD"));
+    EXPECT_EQ(gr->count_ops().at("DepthToSpace"), 1);
+    EXPECT_THAT(g::to_text(*gr), HasSubstr("block=[2,2] mode=CRD"));
+}
+
+TEST(OnnxDepthToSpace, Refusals) {
+    EXPECT_THAT(refusal(depth_to_space_model({1, 8, 1, 2}, 0, "DCR")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): attribute 'blocksize': is required"));
+    EXPECT_THAT(refusal(depth_to_space_model({1, 6, 1, 2}, 2, "DCR")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): attribute 'blocksize': 6 channels do not split into "
+                           "blocks of 2x2"));
+    EXPECT_THAT(refusal(depth_to_space_model({1, 8, 1, 2}, 2, "XYZ")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): attribute 'mode': 'XYZ' is not DCR or CRD"));
+    EXPECT_THAT(refusal(depth_to_space_model({1, 8, 1, 2}, -2, "DCR")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): attribute 'blocksize': -2 is not in [1, 4096]"));
+    EXPECT_THAT(refusal(depth_to_space_model({1, 8, 1, 2}, 5000, "DCR")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): attribute 'blocksize': 5000 is not in [1, 4096]"));
+    EXPECT_THAT(refusal(depth_to_space_model({8, 1, 2}, 2, "DCR")),
+                StartsWith("node 'd2s' (#0, DepthToSpace): input 0 'x': must have rank 4 (NCHW)"));
+}
+
 // ------------------------------------------------------ Sqrt, Pow, MatMul
 TEST(OnnxElementwise, SqrtAndPowTwo) {
     EXPECT_EQ(run(one(12, "Sqrt", "sq", {4}), {f32({4}, {4, 2.25f, 0, 16})})[0], (std::vector<float>{2, 1.5f, 0, 4}));
