@@ -89,7 +89,6 @@ struct ct_case {
     int pad = 0, out_pad = 0, group = 1, dilation = 1;
     bool rewritten = true;     // what conv_transpose_to_conv must do
     bool lowered = false;      // a QDQ case lowered to a QConvolution
-    const char *bug = nullptr; // a known library bug: the case is skipped, naming it
 };
 
 void PrintTo(const ct_case &c, std::ostream *os) { *os << c.name; }
@@ -228,7 +227,6 @@ class GraphConvTranspose : public ::testing::TestWithParam<ct_case> {};
 
 TEST_P(GraphConvTranspose, AsOneByOneConvolutionAndDepthToSpace) {
     const ct_case &c = GetParam();
-    if (c.bug) GTEST_SKIP() << c.bug;
     const std::string text = ct_text(c);
     SCOPED_TRACE(text);
     const auto g = parse(text);
@@ -324,7 +322,7 @@ std::vector<ct_case> cases() {
                 r.push_back(c);
             }
     // The Multiply form with one of its scale and zero point per tensor and
-    // the other per channel.
+    // the other per channel (both become one per channel).
     for (weights w : {weights::multiply_z_scalar, weights::multiply_s_scalar})
         for (bool qdq : {false, true}) {
             ct_case c;
@@ -332,10 +330,6 @@ std::vector<ct_case> cases() {
             c.w = w;
             c.b = bias::per_channel;
             c.qdq = c.lowered = qdq;
-            c.bug = "BUG conv_transpose_to_conv: the Multiply(Convert(q) - Convert(z), s) weights with one of s, z "
-                    "per tensor and the other [1,OC,1,1] become DequantizeLinear(q', s', z') with s' and z' of "
-                    "different shapes ([OC*sh*sw] and []), which infer refuses: the pass (and run_passes) throws "
-                    "'DequantizeLinear 'w_1x1': zero_point shape [] differs from scale shape [20]' on a valid graph";
             if (qdq) c.C = 8, c.OC = 6, c.H = 6, c.W = 7;
             r.push_back(c);
         }

@@ -57,13 +57,17 @@ node *permuted(graph &g, const node &w) {
     return make_constant(g, w, {s[2] * s[3] * s[1], s[0], 1, 1}, std::move(out), "_1x1");
 }
 
-// A per-tensor value as it is; OC values repeated `times` times.
-node *repeated(graph &g, node *v, int64_t times) {
-    if (elems_of(v->out_shape) == 1) return v;
+// v (one value or OC of them) as `count` values: v's values repeated in turn
+// (a per-tensor v as it is when count is 1).
+node *repeated(graph &g, node *v, int64_t count) {
+    const int64_t e = elems_of(v->out_shape);
+    if (count == 1) return v;
     const tensor t = detail::constant_value(*v);
+    const size_t es = t.bytes.size() / static_cast<size_t>(e);
     std::vector<uint8_t> out;
-    for (int64_t k = 0; k < times; ++k) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
-    return make_constant(g, *v, {elems_of(v->out_shape) * times}, std::move(out), "_repeated");
+    for (int64_t k = 0; k < count; ++k)
+        out.insert(out.end(), t.bytes.begin() + (k % e) * es, t.bytes.begin() + (k % e + 1) * es);
+    return make_constant(g, *v, {count}, std::move(out), "_repeated");
 }
 
 // Quantized weights: the integers, the scale and the zero point (or null).
@@ -117,8 +121,11 @@ node *weights_1x1(graph &g, node *w) {
     if (constant_bytes(w)) return permuted(g, *w);
     const dequantized dq = dequantized_weights(w, OC);
     if (dq.q) {
-        std::vector<node *> in = {permuted(g, *dq.q), repeated(g, dq.s, blocks)};
-        if (dq.z) in.push_back(repeated(g, dq.z, blocks));
+        // Per output channel when either the scale or the zero point is (both then one per channel).
+        const bool per_c = elems_of(dq.s->out_shape) != 1 || (dq.z && elems_of(dq.z->out_shape) != 1);
+        const int64_t count = per_c ? blocks * OC : 1;
+        std::vector<node *> in = {permuted(g, *dq.q), repeated(g, dq.s, count)};
+        if (dq.z) in.push_back(repeated(g, dq.z, count));
         attributes a;
         a.axis = 0;
         node *d = g.add(op::DequantizeLinear, in, a, g.unique_id(w->id + "_1x1"));
