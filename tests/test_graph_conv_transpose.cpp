@@ -87,8 +87,8 @@ struct ct_case {
     bool qdq = false;
     int N = 1, C = 6, OC = 5, H = 4, W = 5;
     int pad = 0, out_pad = 0, group = 1, dilation = 1;
-    bool rewritten = true;     // what conv_transpose_to_conv must do
-    bool lowered = false;      // a QDQ case lowered to a QConvolution
+    bool rewritten = true; // what conv_transpose_to_conv must do
+    bool lowered = false;  // a QDQ case lowered to a QConvolution
 };
 
 void PrintTo(const ct_case &c, std::ostream *os) { *os << c.name; }

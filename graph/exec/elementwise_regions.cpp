@@ -123,8 +123,30 @@ void region_step::run(run_context &ctx) const {
         ext[r.operands[k]] = t;
     }
     tensor &o = ctx.v[out];
-    ctx.A.take(o, dtype::f32, S, order);
+    const int k = in_place < 0 ? -1 : static_cast<int>(std::find(in.begin(), in.end(), in_place) - in.begin());
+    if (k >= 0 && ext.at(r.operands[k]) == &ctx.v[in_place] && ctx.v[in_place].order == order) {
+        // Chunk by chunk each element is read before it is written: the
+        // operand's storage becomes the output (already in cache).
+        ctx.A.give(o);
+        tensor &src = ctx.v[in_place];
+        o.type = dtype::f32;
+        o.shape = S;
+        o.order = order;
+        o.bytes.swap(src.bytes);
+        ext[r.operands[k]] = &o;
+    } else {
+        ctx.A.take(o, dtype::f32, S, order);
+    }
     detail::eval_region(r.nodes, ext, o);
+}
+
+void region_step::settle(const graph &, const std::set<int> &dying, const std::vector<bool> &keep) {
+    for (size_t k = 0; k < in.size(); ++k)
+        if (dying.count(in[k]) && !keep[in[k]] && r.operands[k]->out_shape == n->out_shape &&
+            r.operands[k]->out_type == dtype::f32) {
+            in_place = in[k];
+            return;
+        }
 }
 
 // An operand of the root's shape is read NHWC when the region writes NHWC; a

@@ -162,8 +162,10 @@ struct region_step final : step {
     void write_nhwc() override { nhwc = true; }
     bool reads_nhwc(const node &value) const override;
     std::vector<const node *> covered() const override { return r.nodes; }
+    void settle(const graph &g, const std::set<int> &dying, const std::vector<bool> &keep) override;
     region r;
     bool nhwc = false;
+    int in_place = -1; // an operand of the root's shape read last here: the output takes its storage
 };
 
 // The ops island_step runs (graph/exec/f32_islands.cpp).

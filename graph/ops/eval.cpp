@@ -1054,8 +1054,13 @@ void eval_region(const std::vector<const node *> &nodes, const std::map<const no
         const int64_t px = std::min(unit, HW - j * unit);
         const int64_t first = nhwc ? j * unit * C : c * HW + j * unit, len = nhwc ? px * C : px;
         const shape_t full = {len};
-        std::vector<std::vector<float>> bufs(nodes.size() + ext.size());
-        size_t used = nodes.size(); // bufs past the nodes' hold filled operands
+        // Scratch of this thread, kept from chunk to chunk (not zero-filled):
+        // a chunk per node, then the filled operands.
+        thread_local std::vector<float> scratch;
+        const size_t need = (nodes.size() + ext.size()) * static_cast<size_t>(longest);
+        if (scratch.size() < need) scratch.resize(need);
+        auto buf = [&](size_t k) { return scratch.data() + k * static_cast<size_t>(longest); };
+        size_t used = nodes.size(); // scratch chunks past the nodes' hold filled operands
         std::map<const node *, ft> views;
         auto operand = [&](const node *x) -> const ft & {
             auto it = views.find(x);
@@ -1070,11 +1075,10 @@ void eval_region(const std::vector<const node *> &nodes, const std::map<const no
             } else if (repeated.count(x)) {
                 f.data = {repeated.at(x).data(), static_cast<size_t>(len)};
             } else {
-                std::vector<float> &b = bufs[used++];
-                b.resize(static_cast<size_t>(len));
+                float *b = buf(used++);
                 const float *row = base + (r == reach::image_channel ? n * C : 0);
                 for (int64_t i = 0; i < len; ++i) b[i] = nhwc ? row[i % C] : row[c];
-                f.data = {b.data(), static_cast<size_t>(len)};
+                f.data = {b, static_cast<size_t>(len)};
             }
             return views.emplace(x, std::move(f)).first->second;
         };
@@ -1087,8 +1091,7 @@ void eval_region(const std::vector<const node *> &nodes, const std::map<const no
             if (k + 1 == nodes.size()) {
                 out.data = {o.f32() + n * image + first, static_cast<size_t>(len)};
             } else {
-                bufs[k].resize(static_cast<size_t>(len));
-                out.data = {bufs[k].data(), static_cast<size_t>(len)};
+                out.data = {buf(k), static_cast<size_t>(len)};
             }
             if (!region_fast(x, vin, out)) eval_f32(x, vin, out);
             ft mine;
