@@ -80,7 +80,7 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     S.known.assign(S.slots, false);
     // 1. Compressed MatMuls and the nodes they absorb; elementwise regions.
     exec::find_compressed(*g, order, opt.dynamic_quantization, dyn ? &dyn->pool : nullptr, &cx.mms, &cx.fused_into);
-    exec::find_elementwise_regions(*g, order, cx);
+    if (opt.elementwise_regions) exec::find_elementwise_regions(*g, order, cx);
     // 2. Steps from the step table, folding whatever is known at compile time.
     for (node *n : order) exec::build_step(cx, *n);
     exec::drop_unread_values(S);

@@ -352,6 +352,10 @@ struct compile_options {
     // Opt-in: compressed MatMuls quantize their activations per row to int8 at
     // run time (qconv::matmul_hints::dynamic_quantization; bounded error).
     bool dynamic_quantization = false;
+    // f32 elementwise ops of one shape that only each other read run as one
+    // step (graph/exec/elementwise_regions.cpp; the same values). Off: one
+    // step per op.
+    bool elementwise_regions = true;
 };
 
 class compiled_graph {
