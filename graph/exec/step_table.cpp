@@ -165,6 +165,54 @@ built f32_convolution(compile_context &cx, node &n) {
     return {std::make_unique<f32_conv_step>(&n, cx.in, out, known ? c : nullptr), impl};
 }
 
+// An f32 MatMul of an activation [..., M, K] by constant weights [K, N] (or
+// [N, K] with transpose_b): a 1x1 convolution of the M rows as pixels, the
+// weights reordered once. A following Add of constant [N] (or [1, N], ...)
+// values that alone reads it is the primitive's bias (the same f32 addition).
+bool constant_weight_matmul(const compile_context &cx, const node &n) {
+    if (n.kind != op::MatMul || n.attr.transpose_a || n.out_type != dtype::f32 || n.inputs[0]->out_type != dtype::f32)
+        return false;
+    const shape_t &a = n.inputs[0]->out_shape, &b = n.inputs[1]->out_shape;
+    return cx.P.known[cx.in[1]] && b.size() == 2 && a.size() >= 2 && n.inputs[1]->out_type == dtype::f32;
+}
+
+node *matmul_bias(const compile_context &cx, node *n) {
+    const auto cs = cx.g.consumers(n);
+    if (cs.size() != 1 || cs[0]->kind != op::Add || cs[0]->out_shape != n->out_shape) return nullptr;
+    node *a = cs[0];
+    const node *b = a->inputs[0] == n ? a->inputs[1] : a->inputs[0];
+    const int64_t N = n->out_shape.back();
+    const shape_t &bs = b->out_shape;
+    bool per_n = a->inputs[0] != a->inputs[1] && b->out_type == dtype::f32 && elems_of(bs) == N && !bs.empty() &&
+                 bs.back() == N && (cx.P.known[cx.slot.at(b)] || constant_subgraph(b, 0));
+    return per_n ? a : nullptr;
+}
+
+built f32_matmul(compile_context &cx, node &n) {
+    const shape_t &a = n.inputs[0]->out_shape, &bs = n.inputs[1]->out_shape;
+    const int64_t K = a.back(), M = elems_of(a) / K, N = n.out_shape.back();
+    const std::vector<float> b = cx.P.consts[cx.in[1]].to_f32();
+    std::vector<float> w(static_cast<size_t>(N * K)); // [N][K]
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) w[j * K + k] = n.attr.transpose_b ? b[j * bs[1] + k] : b[k * bs[1] + j];
+    conv_desc d;
+    d.mb = 1, d.ic = K, d.ih = M, d.iw = 1, d.oc = N, d.oh = M, d.ow = 1, d.kh = d.kw = 1;
+    node *bias_add = matmul_bias(cx, &n);
+    std::vector<float> bias;
+    int out = cx.out;
+    if (bias_add) {
+        const node *bn = bias_add->inputs[bias_add->inputs[0] == &n ? 1 : 0];
+        tensor bv;
+        if (cx.P.known[cx.slot.at(bn)]) bias = cx.P.consts[cx.slot.at(bn)].to_f32();
+        else if (constant_subgraph(bn, 0, &bv)) bias = bv.to_f32();
+        cx.fused_into[bias_add] = n.id;
+        out = cx.slot.at(bias_add);
+    }
+    auto c = std::make_shared<convolution_f32>(d, w.data(), bias_add ? bias.data() : nullptr);
+    std::string impl = c->impl_name() + " (MatMul as a 1x1 convolution)" + (bias_add ? " +bias" : "");
+    return {std::make_unique<f32_matmul_step>(&n, std::vector<int>{cx.in[0]}, out, std::move(c)), impl};
+}
+
 bool is_one_of(const node &n, std::initializer_list<op> kinds) {
     return std::find(kinds.begin(), kinds.end(), n.kind) != kinds.end();
 }
@@ -192,6 +240,7 @@ std::vector<step_row> build_step_table() {
          f32_convolution},
         // f32 elementwise ops that only each other read: one step (elementwise_regions.cpp).
         {"elementwise_region", [](cc cx, nc n) { return cx.regions.count(&n) > 0; }, elementwise_region},
+        {"f32_matmul", constant_weight_matmul, f32_matmul},
         {"quantize_linear", [](cc, nc n) { return n.kind == op::QuantizeLinear; }, eval_kind<quantize_step>},
         {"max_pool", [](cc, nc n) { return n.kind == op::MaxPool; }, eval_kind<max_pool_step>},
         {"lookup_table", [](cc, nc n) { return n.kind == op::LookupTable; }, eval_kind<lookup_table_step>},

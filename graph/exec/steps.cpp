@@ -104,6 +104,15 @@ void f32_conv_step::run(run_context &ctx) const {
 
 bool f32_conv_step::reads_nhwc(const node &value) const { return first_only(*n, value) && n->out_type == dtype::f32; }
 
+void f32_matmul_step::run(run_context &ctx) const {
+    const std::vector<const tensor *> &ins = ctx.gather(in);
+    if (ins[0]->shape != n->inputs[0]->out_shape) fail(n->where(), "MatMul input changed shape");
+    const tensor a = ins[0]->order == layout::plain ? tensor() : ins[0]->to_layout(layout::plain);
+    tensor &o = ctx.v[out];
+    ctx.A.take(o, dtype::f32, n->out_shape, layout::plain);
+    prim->execute(ins[0]->order == layout::plain ? ins[0]->f32() : a.f32(), o.f32(), ctx.threads);
+}
+
 void dequantize_mean_step::run(run_context &ctx) const {
     const std::vector<const tensor *> &ins = ctx.gather(in);
     const tensor &x = *ins[0];

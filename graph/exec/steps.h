@@ -5,6 +5,7 @@
 //   compressed_matmul_step  a compressed MatMul (and its bias Add): one qconv::matmul
 //   qconv_step              a QConvolution: one qconv::convolution, NHWC in and out
 //   f32_conv_step           an f32 (f16, bf16) Convolution: one qconv::convolution_f32
+//   f32_matmul_step         an f32 MatMul by constant weights: a 1x1 qconv::convolution_f32
 //   dequantize_mean_step    a global average pool reading a DequantizeLinear's bytes
 //   folded_step             the DequantizeLinear such a pool reads: nothing to run
 //   eval_step               any other op: graph/ops' evaluation into a plain output
@@ -69,6 +70,16 @@ struct f32_conv_step final : step {
     bool reads_nhwc(const node &value) const override;
     std::shared_ptr<convolution_f32> prim;
     bool nhwc = false;
+};
+
+// An f32 MatMul of an activation by constant weights (and its bias Add): the
+// rows of the activation as the pixels of one 1x1 convolution primitive.
+struct f32_matmul_step final : step {
+    f32_matmul_step(const node *n, std::vector<int> in, int out, std::shared_ptr<convolution_f32> prim)
+        : step(n, std::move(in), out), prim(std::move(prim)) {}
+    void run(run_context &ctx) const override;
+    bool holds_weights() const override { return true; }
+    std::shared_ptr<convolution_f32> prim;
 };
 
 // A global average pool (ReduceMean over H, W) of a DequantizeLinear that

@@ -939,28 +939,31 @@ void concat_nhwc(const std::vector<const tensor *> &in, tensor &o) {
 
 namespace {
 
-// How an external input of an elementwise region broadcasts onto its
-// [N, C, H, W] output: the whole shape, one value, one per channel, one per
-// image and channel.
-enum class reach { full, one, channel, image_channel };
-
-reach reach_of(const shape_t &s, const shape_t &out) {
-    if (s == out) return reach::full;
-    if (elems_of(s) == 1) return reach::one;
-    return s.size() == 4 && s[0] == out[0] && out[0] != 1 ? reach::image_channel : reach::channel;
-}
-
-} // namespace
-
-namespace {
-
 // One op of a region on whole chunks: y = a op b, or y = f(a). The same
 // arithmetic as eval_f32 (each result rounded once, no contraction across
 // ops), written as plain loops that the compiler vectorizes for the widest
-// unit the CPU has.
-enum class region_kind { add, sub, mul, div, relu, clamp };
-__attribute__((always_inline)) inline void region_loop(region_kind k, const float *a, const float *b, float lo,
-                                                       float hi, float *y, int64_t n) {
+// unit the CPU has (Sigmoid's std::exp stays a call per element).
+enum class region_kind { add, sub, mul, div, relu, clamp, sigmoid };
+__attribute__((always_inline)) inline void region_loop(region_kind k, const float *a, const float *b, bool b_one,
+                                                       float lo, float hi, float *y, int64_t n) {
+    if (b_one) { // b one value (a register, not a repeated chunk)
+        const float s = *b;
+        switch (k) {
+        case region_kind::add:
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] + s;
+            return;
+        case region_kind::sub:
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] - s;
+            return;
+        case region_kind::mul:
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] * s;
+            return;
+        case region_kind::div:
+            for (int64_t i = 0; i < n; ++i) y[i] = a[i] / s;
+            return;
+        default: break;
+        }
+    }
     switch (k) {
     case region_kind::add:
         for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
@@ -980,40 +983,104 @@ __attribute__((always_inline)) inline void region_loop(region_kind k, const floa
     case region_kind::clamp:
         for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a[i], lo), hi);
         break;
+    case region_kind::sigmoid:
+        for (int64_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-a[i]));
+        break;
     }
 }
-__attribute__((target("avx512f"))) void region_loop_avx512(region_kind k, const float *a, const float *b, float lo,
-                                                           float hi, float *y, int64_t n) {
-    region_loop(k, a, b, lo, hi, y, n);
+__attribute__((target("avx512f"))) void region_loop_avx512(region_kind k, const float *a, const float *b, bool b_one,
+                                                           float lo, float hi, float *y, int64_t n) {
+    region_loop(k, a, b, b_one, lo, hi, y, n);
 }
-__attribute__((target("avx2"))) void region_loop_avx2(region_kind k, const float *a, const float *b, float lo, float hi,
-                                                      float *y, int64_t n) {
-    region_loop(k, a, b, lo, hi, y, n);
+__attribute__((target("avx2"))) void region_loop_avx2(region_kind k, const float *a, const float *b, bool b_one,
+                                                      float lo, float hi, float *y, int64_t n) {
+    region_loop(k, a, b, b_one, lo, hi, y, n);
 }
-void region_loop_any(region_kind k, const float *a, const float *b, float lo, float hi, float *y, int64_t n) {
+void region_loop_any(region_kind k, const float *a, const float *b, bool b_one, float lo, float hi, float *y,
+                     int64_t n) {
     static const int level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-    if (level == 2) region_loop_avx512(k, a, b, lo, hi, y, n);
-    else if (level == 1) region_loop_avx2(k, a, b, lo, hi, y, n);
-    else region_loop(k, a, b, lo, hi, y, n);
+    if (level == 2) region_loop_avx512(k, a, b, b_one, lo, hi, y, n);
+    else if (level == 1) region_loop_avx2(k, a, b, b_one, lo, hi, y, n);
+    else region_loop(k, a, b, b_one, lo, hi, y, n);
 }
 
-// The region's own loop for x (inputs and output whole chunks of n), or
-// false for an op eval_f32 evaluates (Sigmoid).
-bool region_fast(const node &x, const std::vector<const ft *> &in, ft &o) {
-    region_kind k;
+region_kind region_kind_of(const node &x) {
     switch (x.kind) {
-    case op::Add: k = region_kind::add; break;
-    case op::Subtract: k = region_kind::sub; break;
-    case op::Multiply: k = region_kind::mul; break;
-    case op::Divide: k = region_kind::div; break;
-    case op::Relu: k = region_kind::relu; break;
-    case op::Clamp: k = region_kind::clamp; break;
-    default: return false;
+    case op::Add: return region_kind::add;
+    case op::Subtract: return region_kind::sub;
+    case op::Multiply: return region_kind::mul;
+    case op::Divide: return region_kind::div;
+    case op::Relu: return region_kind::relu;
+    case op::Clamp: return region_kind::clamp;
+    case op::Sigmoid: return region_kind::sigmoid;
+    default: fail(x.where(), std::string("elementwise region: ") + to_string(x.kind) + " is not a region op");
     }
-    const float lo = static_cast<float>(x.attr.clamp_min), hi = static_cast<float>(x.attr.clamp_max);
-    region_loop_any(k, in[0]->data.data(), in.size() > 1 ? in[1]->data.data() : nullptr, lo, hi, o.data.data(),
-                    static_cast<int64_t>(o.data.size()));
-    return true;
+}
+
+// How an external input of an elementwise region broadcasts onto its
+// [N, C, H, W] output: the whole shape, one value, one per channel, one per
+// image and channel.
+enum class reach { full, one, channel, image_channel };
+
+reach reach_of(const shape_t &s, const shape_t &out) {
+    if (s == out) return reach::full;
+    if (elems_of(s) == 1) return reach::one;
+    return s.size() == 4 && s[0] == out[0] && out[0] != 1 ? reach::image_channel : reach::channel;
+}
+
+// A region's values by index: its operands from outside (0 .. E−1), then its
+// nodes' outputs.
+struct region_plan {
+    struct operand {
+        reach r;
+        const float *base;
+        std::vector<float> repeated; // one value, or one per channel of NHWC chunks: a whole chunk of it
+    };
+    struct step {
+        region_kind k;
+        int a, b; // value indices (b −1: unary)
+        float lo, hi;
+        bool b_one; // b is one value (read as such)
+        int buf;    // the scratch chunk its output goes to (the last step: the output)
+    };
+    std::vector<operand> ops;
+    std::vector<step> steps;
+    int bufs = 0; // scratch chunks for the steps' outputs, reused once a value is read for the last time
+};
+
+region_plan plan_region(const std::vector<const node *> &nodes, const std::map<const node *, const tensor *> &ext,
+                        const shape_t &S, bool nhwc, int64_t longest) {
+    region_plan P;
+    std::map<const node *, int> index;
+    for (const auto &[x, v] : ext) {
+        index[x] = static_cast<int>(P.ops.size());
+        region_plan::operand o{reach_of(v->shape, S), v->f32(), {}};
+        if (o.r == reach::one) o.repeated.assign(static_cast<size_t>(longest), o.base[0]);
+        else if (nhwc && o.r == reach::channel)
+            for (int64_t i = 0; i < longest; i += S[1]) o.repeated.insert(o.repeated.end(), o.base, o.base + S[1]);
+        P.ops.push_back(std::move(o));
+    }
+    const int E = static_cast<int>(P.ops.size());
+    std::vector<int> last(E + nodes.size(), -1); // the step reading each value last
+    for (size_t k = 0; k < nodes.size(); ++k) {
+        const node &x = *nodes[k];
+        const int b = x.inputs.size() > 1 ? index.at(x.inputs[1]) : -1;
+        P.steps.push_back({region_kind_of(x), index.at(x.inputs[0]), b, static_cast<float>(x.attr.clamp_min),
+                           static_cast<float>(x.attr.clamp_max), b >= 0 && b < E && P.ops[b].r == reach::one, -1});
+        index[&x] = E + static_cast<int>(k);
+        last[P.steps[k].a] = static_cast<int>(k);
+        if (b >= 0) last[b] = static_cast<int>(k);
+    }
+    std::vector<int> free_bufs;
+    for (size_t k = 0; k + 1 < P.steps.size(); ++k) {
+        region_plan::step &st = P.steps[k];
+        // a buffer whose value this step reads last is free once the step has read it (elementwise, in place)
+        for (int v : {st.a, st.b})
+            if (v >= E && last[v] == static_cast<int>(k)) free_bufs.push_back(P.steps[v - E].buf);
+        if (free_bufs.empty()) st.buf = P.bufs++;
+        else st.buf = free_bufs.back(), free_bufs.pop_back();
+    }
+    return P;
 }
 
 } // namespace
@@ -1028,76 +1095,46 @@ bool region_operand(const shape_t &s, const shape_t &out) {
 
 void eval_region(const std::vector<const node *> &nodes, const std::map<const node *, const tensor *> &ext, tensor &o) {
     const shape_t &S = o.shape;
-    const int64_t N = S[0], C = S[1], HW = S[2] * S[3];
+    const int64_t N = S[0], C = S[1], HW = S[2] * S[3], image = C * HW;
     const bool nhwc = o.order == layout::nhwc;
-    // A chunk: about kChunk elements of one image — whole pixels (NHWC) or a
-    // stretch of one channel's plane (plain).
-    constexpr int64_t kChunk = 8192;
-    const int64_t image = C * HW;
-    const int64_t unit = nhwc ? std::max<int64_t>(1, kChunk / C) : std::min(kChunk, HW); // pixels per chunk
-    const int64_t per_plane = (HW + unit - 1) / unit, per_image = nhwc ? per_plane : C * per_plane;
-    // Broadcast operands as whole chunks, so that each op runs its plain
-    // same-shape loop: one value or one per channel (NHWC) repeated once here,
-    // the others filled per chunk.
-    const int64_t longest = nhwc ? unit * C : unit;
-    std::map<const node *, std::vector<float>> repeated;
-    for (const auto &[x, v] : ext) {
-        const reach r = reach_of(v->shape, S);
-        if (r != reach::one && !(nhwc && r == reach::channel)) continue;
-        std::vector<float> &b = repeated[x];
-        b.resize(static_cast<size_t>(longest));
-        for (int64_t i = 0; i < longest; ++i) b[i] = v->f32()[r == reach::one ? 0 : i % C];
-    }
+    // A chunk: about kChunk consecutive elements of one image (whole pixels
+    // in NHWC), small enough that the region's values stay in L1/L2.
+    constexpr int64_t kChunk = 1024;
+    const int64_t longest = nhwc ? std::max<int64_t>(1, kChunk / C) * C : std::min(kChunk, image);
+    const int64_t per_image = (image + longest - 1) / longest;
+    const region_plan P = plan_region(nodes, ext, S, nhwc, longest);
+    const size_t E = P.ops.size(), K = P.steps.size(), B = static_cast<size_t>(P.bufs);
     impl::parallel_for_if(N * image >= kParallelMin, N * per_image, [&](int64_t t) {
-        const int64_t n = t / per_image, j = t % per_image % per_plane;
-        const int64_t c = nhwc ? 0 : t % per_image / per_plane; // the plane's channel (plain)
-        const int64_t px = std::min(unit, HW - j * unit);
-        const int64_t first = nhwc ? j * unit * C : c * HW + j * unit, len = nhwc ? px * C : px;
-        const shape_t full = {len};
-        // Scratch of this thread, kept from chunk to chunk (not zero-filled):
-        // a chunk per node, then the filled operands.
+        const int64_t n = t / per_image, first = t % per_image * longest;
+        const int64_t len = std::min(longest, image - first);
+        // Scratch of this thread, kept from call to call: a chunk per value.
         thread_local std::vector<float> scratch;
-        const size_t need = (nodes.size() + ext.size()) * static_cast<size_t>(longest);
-        if (scratch.size() < need) scratch.resize(need);
-        auto buf = [&](size_t k) { return scratch.data() + k * static_cast<size_t>(longest); };
-        size_t used = nodes.size(); // scratch chunks past the nodes' hold filled operands
-        std::map<const node *, ft> views;
-        auto operand = [&](const node *x) -> const ft & {
-            auto it = views.find(x);
-            if (it != views.end()) return it->second;
-            const tensor &v = *ext.at(x);
-            ft f;
-            f.shape = full;
-            const float *base = v.f32();
-            const reach r = reach_of(v.shape, S);
-            if (r == reach::full) {
-                f.data = {const_cast<float *>(base) + n * image + first, static_cast<size_t>(len)};
-            } else if (repeated.count(x)) {
-                f.data = {repeated.at(x).data(), static_cast<size_t>(len)};
-            } else {
-                float *b = buf(used++);
-                const float *row = base + (r == reach::image_channel ? n * C : 0);
-                for (int64_t i = 0; i < len; ++i) b[i] = nhwc ? row[i % C] : row[c];
-                f.data = {b, static_cast<size_t>(len)};
+        if (scratch.size() < (E + B) * static_cast<size_t>(longest)) scratch.resize((E + B) * longest);
+        std::vector<const float *> at(E + K);
+        for (size_t e = 0; e < E; ++e) {
+            const region_plan::operand &op = P.ops[e];
+            float *b = scratch.data() + (B + e) * longest;
+            if (op.r == reach::full) at[e] = op.base + n * image + first;
+            else if (!op.repeated.empty()) at[e] = op.repeated.data();
+            else if (nhwc) { // one per image and channel
+                for (int64_t i = 0; i < len; i += C) std::copy(op.base + n * C, op.base + n * C + C, b + i);
+                at[e] = b;
+            } else { // plane by plane, each its channel's value
+                const float *row = op.base + (op.r == reach::image_channel ? n * C : 0);
+                for (int64_t i = 0; i < len;) {
+                    const int64_t pos = first + i, run = std::min(len - i, HW - pos % HW);
+                    std::fill(b + i, b + i + run, row[pos / HW]);
+                    i += run;
+                }
+                at[e] = b;
             }
-            return views.emplace(x, std::move(f)).first->second;
-        };
-        for (size_t k = 0; k < nodes.size(); ++k) {
-            const node &x = *nodes[k];
-            std::vector<const ft *> vin;
-            for (const node *i : x.inputs) vin.push_back(&operand(i));
-            ft out;
-            out.shape = full;
-            if (k + 1 == nodes.size()) {
-                out.data = {o.f32() + n * image + first, static_cast<size_t>(len)};
-            } else {
-                out.data = {buf(k), static_cast<size_t>(len)};
-            }
-            if (!region_fast(x, vin, out)) eval_f32(x, vin, out);
-            ft mine;
-            mine.shape = full;
-            mine.data = out.data;
-            views.emplace(&x, std::move(mine));
+        }
+        for (size_t k = 0; k < K; ++k) {
+            const region_plan::step &st = P.steps[k];
+            float *y = k + 1 == K ? o.f32() + n * image + first : scratch.data() + st.buf * longest;
+            const float *b = st.b < 0 ? nullptr : st.b_one ? P.ops[st.b].base : at[st.b];
+            region_loop_any(st.k, at[st.a], b, st.b_one, st.lo, st.hi, y, len);
+            at[E + k] = y;
         }
     });
 }
