@@ -540,10 +540,62 @@ void concat(const node &n, const std::vector<const tensor *> &in, tensor &o) {
     }
 }
 
+// e^x for 16 floats: x = k·ln2 + r (|r| ≤ ln2/2, ln2 in two parts), e^r by
+// its degree-7 Taylor polynomial (Horner, FMA), scaled by 2^k; below −87.3
+// (e^x under the smallest normal) 0, above 88.7 +inf, NaN as NaN. Within 2
+// ulp of std::exp over the normal range (tests/test_graph_ops.cpp).
+__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.72284f);
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), xc); // ln2 high part (exact product)
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);       // ln2 low part
+    __m512 p = _mm512_set1_ps(1.f / 5040);
+    for (float c : {1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 0.5f, 1.f, 1.f})
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    const __m512 y = _mm512_scalef_ps(p, k);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512 z = _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(_mm512_mask_mov_ps(z, over, _mm512_set1_ps(1.f / 0.f)), nan, x);
+}
+
+// One softmax row of C contiguous floats: the maximum, e^(x − max) (16 at a
+// time), their sum in double (eight running sums), each divided by it.
+__attribute__((target("avx512f"))) void softmax_row_avx512(const float *src, float *dst, int64_t C) {
+    float m = src[0];
+    for (int64_t c = 1; c < C; ++c) m = std::max(m, src[c]);
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    int64_t c = 0;
+    for (; c + 16 <= C; c += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(src + c), vm));
+        _mm512_storeu_ps(dst + c, e);
+        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    if (c < C) {
+        const __mmask16 k = static_cast<__mmask16>((1u << (C - c)) - 1);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, src + c), vm));
+        _mm512_mask_storeu_ps(dst + c, k, e);
+        const __m512 ez = _mm512_maskz_mov_ps(k, e);
+        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(ez)));
+        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ez), 1))));
+    }
+    const double sum = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+    for (int64_t i = 0; i < C; ++i) dst[i] = static_cast<float>(dst[i] / sum);
+}
+
 void softmax(const node &n, const ft &x, ft &o) {
     const int64_t ax = axis_of(n.attr.axis, x.shape.size());
     const int64_t inner = inner_of(x.shape, ax), C = x.shape[ax];
     const int64_t outer = static_cast<int64_t>(x.data.size()) / std::max<int64_t>(C * inner, 1);
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (inner == 1 && avx512 && C >= 16) { // rows along the last axis
+        impl::parallel_for_if(outer * C >= kParallelMin, outer,
+                              [&](int64_t j) { softmax_row_avx512(x.data.data() + j * C, o.data.data() + j * C, C); });
+        return;
+    }
     for (int64_t j = 0; j < outer; ++j)
         for (int64_t i = 0; i < inner; ++i) {
             const float *src = x.data.data() + j * C * inner + i;
