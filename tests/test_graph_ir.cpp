@@ -808,6 +808,41 @@ TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
     }
 }
 
+// An f32 MaxPool between two f32 convolutions runs NHWC in the island
+// (windows with padding, a stride, ceil rounding and one row past the input
+// whose window is all padding): per channel the plain loop's maximum, the same
+// bytes as the plain run, on values with repeats (max ties) and negatives.
+TEST(GraphExec, FloatIslandMaxPoolIsThePlainMaximum) {
+    const auto g = parse(R"(
+x   = Parameter f32[2,3,11,9]
+w0  = Constant f32[5,3,3,3] random(11, -2, 2)
+c0  = Convolution(x, w0) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]
+mp  = MaxPool(c0) kernel=[3,3] strides=[2,2] pads_begin=[1,1] pads_end=[1,1] rounding_type=ceil
+w1  = Constant f32[4,5,1,1] random(12, -1, 1)
+c1  = Convolution(mp, w1) strides=[1,1] pads_begin=[0,0] pads_end=[0,0] dilations=[1,1]
+o   = Result(c1)
+)");
+    const compiled_graph island(*g);
+    std::map<std::string, std::string> impl;
+    for (const auto &[id, text] : island.impls()) impl[id] = text;
+    EXPECT_NE(impl["mp"].find("(f32 NHWC)"), std::string::npos) << impl["mp"];
+    EXPECT_NE(impl["c0"].find("(f32 NHWC)"), std::string::npos) << impl["c0"];
+    setenv("QCONV_GRAPH_F32_NHWC", "0", 1);
+    const compiled_graph plain(*g);
+    unsetenv("QCONV_GRAPH_F32_NHWC");
+    EXPECT_EQ(plain.impls().size(), island.impls().size());
+    for (uint64_t seed : {1, 2, 3}) {
+        auto in = random_inputs(*g, seed);
+        for (int64_t i = 0; i < in[0].elems(); i += 7) in[0].f32()[i] = std::nearbyint(in[0].f32()[i] * 2.f); // ties
+        for (int threads : {1, 2}) {
+            const auto a = compiled_graph(*g, threads).run(in)[0], b = plain.run(in)[0];
+            EXPECT_EQ(a.bytes, b.bytes) << "seed " << seed << " threads " << threads;
+            const auto v = a.values();
+            EXPECT_GT(std::set<double>(v.begin(), v.end()).size(), 50u);
+        }
+    }
+}
+
 // A float model's f32 island (no DequantizeLinear): from the first f32
 // convolution through a BatchNormalization read as per-channel Multiply /
 // Add ([C,1,1] and [1,C,1,1] Constants), Relu, a scalar Add, a

@@ -174,8 +174,16 @@ void max_pool_step::run(run_context &ctx) const {
         detail::max_pool_nhwc_node(*n, x, o);
         return;
     }
+    if (nhwc && x.order == layout::nhwc && x.type == dtype::f32) {
+        tensor &o = ctx.v[out];
+        ctx.A.take(o, dtype::f32, n->out_shape, layout::nhwc);
+        detail::max_pool_nhwc_node(*n, x, o);
+        return;
+    }
     eval_into(ctx, ins, layout::plain);
 }
+
+bool max_pool_step::reads_nhwc(const node &value) const { return nhwc && first_only(*n, value); }
 
 namespace {
 

@@ -120,9 +120,15 @@ struct quantize_step final : eval_step {
 };
 
 // A MaxPool: 8-bit NHWC values pooled as they are, anything else evaluated.
+// An f32 MaxPool in an f32 island: NHWC in and out (nhwc, set by the island
+// marking).
 struct max_pool_step final : eval_step {
     using eval_step::eval_step;
     void run(run_context &ctx) const override;
+    bool may_write_nhwc() const override { return n->out_type == dtype::f32 && n->out_shape.size() == 4; }
+    void write_nhwc() override { nhwc = true; }
+    bool reads_nhwc(const node &value) const override;
+    bool nhwc = false;
 };
 
 // A ReduceMean: over H and W of an NHWC f32 value as it is, anything else

@@ -1,4 +1,5 @@
 // The executor's typed tensor: storage, conversions and layout changes.
+#include <algorithm>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -33,6 +34,26 @@ void permute_words(const uint8_t *src, const shape_t &in, const std::vector<int6
         }
         T *y = d + j * inner;
         for (int64_t i = 0; i < inner; ++i) y[i] = s[off + i * step];
+    });
+}
+
+// y[b][j][i] = x[b][i][j] for a batch of rows x cols matrices of words T, in
+// 16 x 16 tiles so that both sides move whole cache lines.
+template <typename T>
+void transpose_tiled(const uint8_t *src, uint8_t *dst, int64_t batch, int64_t rows, int64_t cols) {
+    constexpr int64_t kTile = 16;
+    const T *x = reinterpret_cast<const T *>(src);
+    T *y = reinterpret_cast<T *>(dst);
+    const int64_t row_tiles = (rows + kTile - 1) / kTile;
+    impl::parallel_for_if(batch * rows * cols >= kParallelMin, batch * row_tiles, [&](int64_t t) {
+        const int64_t b = t / row_tiles, i0 = t % row_tiles * kTile, i1 = std::min(rows, i0 + kTile);
+        const T *xb = x + b * rows * cols;
+        T *yb = y + b * rows * cols;
+        for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+            const int64_t j1 = std::min(cols, j0 + kTile);
+            for (int64_t i = i0; i < i1; ++i)
+                for (int64_t j = j0; j < j1; ++j) yb[j * rows + i] = xb[i * cols + j];
+        }
     });
 }
 
@@ -142,6 +163,14 @@ tensor tensor::to_layout(layout o) const {
                     for (int64_t i = 0; i < HW; ++i) dst[plane + i] = src[base + i * C];
             }
         return r;
+    }
+    // Per image a [C, H·W] matrix transposed (to NHWC) or its transpose back.
+    const int64_t rows = o == layout::nhwc ? s[1] : s[2] * s[3], cols = o == layout::nhwc ? s[2] * s[3] : s[1];
+    switch (bits_of(type)) {
+    case 16: transpose_tiled<uint16_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
+    case 32: transpose_tiled<uint32_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
+    case 64: transpose_tiled<uint64_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
+    default: break;
     }
     if (o == layout::nhwc) detail::permute(type, bytes.data(), s, {0, 2, 3, 1}, r.bytes.data());
     else detail::permute(type, bytes.data(), {s[0], s[2], s[3], s[1]}, {0, 3, 1, 2}, r.bytes.data());

@@ -831,7 +831,33 @@ void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o) {
     p.OH = o.shape[2], p.OW = o.shape[3];
     p.KH = n.attr.kernel[0], p.KW = n.attr.kernel[1], p.SH = n.attr.strides[0], p.SW = n.attr.strides[1];
     p.PT = n.pads_b[0], p.PL = n.pads_b[1];
-    max_pool_nhwc_8bit(p, x.type == dtype::s8, x.bytes.data(), o.bytes.data());
+    if (x.type != dtype::f32) {
+        max_pool_nhwc_8bit(p, x.type == dtype::s8, x.bytes.data(), o.bytes.data());
+        return;
+    }
+    // f32: per output pixel and channel the plain loop's maximum — the window's
+    // first valid element, then std::max with the others in (h, w) order
+    // (the same NaN handling); a window with no valid element gives 0.
+    const int64_t C = p.C;
+    impl::parallel_for_2d_if(elems_of(o.shape) * p.KH * p.KW >= kParallelMin, p.N * p.OH, p.OW,
+                             [&](int64_t noh, int64_t ow) {
+                                 const int64_t b = noh / p.OH, oh = noh % p.OH;
+                                 const int64_t h0 = oh * p.SH - p.PT, w0 = ow * p.SW - p.PL;
+                                 const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.KH, p.H);
+                                 const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.KW, p.W);
+                                 float *y = o.f32() + (noh * p.OW + ow) * C;
+                                 if (ha >= hb || wa >= wb) {
+                                     std::fill(y, y + C, 0.f);
+                                     return;
+                                 }
+                                 const float *src = x.f32() + b * p.H * p.W * C;
+                                 std::copy(src + (ha * p.W + wa) * C, src + (ha * p.W + wa + 1) * C, y);
+                                 for (int64_t h = ha; h < hb; ++h)
+                                     for (int64_t w = wa; w < wb; ++w) {
+                                         const float *v = src + (h * p.W + w) * C;
+                                         for (int64_t c = 0; c < C; ++c) y[c] = std::max(y[c], v[c]);
+                                     }
+                             });
 }
 
 // Whether QDQ reads or writes a 4-D u8/i8 tensor held NHWC itself (the

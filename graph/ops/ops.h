@@ -89,7 +89,8 @@ void eval_node_into(const node &n, const std::vector<const tensor *> &in, tensor
 // Whether a QuantizeLinear / DequantizeLinear between f32 and u8/i8 of rank 4
 // works on NHWC values as they are (per tensor, or per axis along C).
 bool qdq_takes_nhwc(const node &n);
-// MaxPool of a u8/i8 NHWC value into NHWC o.
+// MaxPool of a u8/i8 or f32 NHWC value into NHWC o (f32: the plain loop's
+// maximum per channel, element for element).
 void max_pool_nhwc_node(const node &n, const tensor &x, tensor &o);
 
 // The dims of t's storage read as row-major NHWC ([N, H, W, C]): an NHWC
