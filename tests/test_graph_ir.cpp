@@ -808,6 +808,61 @@ TEST(GraphExecutor, RepeatedRunsGiveAFreshCompilationsBytes) {
     }
 }
 
+// A BatchNormalization after an f32 convolution (the reader's per-channel
+// Multiply and Add, after the convolution's bias Add or directly) goes into
+// the primitive: weights w·a, bias b·a + t. With power-of-two scales and
+// small integers every product and sum is exact, so the output equals the
+// same graph with run-time weights (nothing folded) bit for bit; with other
+// scales it is within a few f32 ulps.
+TEST(GraphExec, BatchNormAfterAnF32ConvolutionIsFoldedIntoIt) {
+    for (bool exact : {true, false})
+        for (bool with_bias : {true, false}) {
+            const std::string a = exact ? "[0.5, 2, 0.25, 1, 4, 0.125]" : "[0.71, 1.3, 0.27, 1.01, 3.9, 0.113]";
+            const std::string body =
+                "x  = Parameter f32[1,3,7,6]\n"
+                "c  = Convolution(x, w) strides=[1,1] pads_begin=[1,1] pads_end=[1,1] dilations=[1,1]\n" +
+                std::string(with_bias ? "b  = Constant f32[1,6,1,1] [1, -2, 3, 0, -1, 2]\nt0 = Add(c, b)\n"
+                                      : "t0 = Relu(c)\n") +
+                "s  = Constant f32[1,6,1,1] " + a +
+                "\nm  = Multiply(t0, s)\n"
+                "h  = Constant f32[6,1,1] [3, -1, 0.5, 2, -4, 1]\nbn = Add(m, h)\nr = Relu(bn)\no = Result(r)\n";
+            const std::string wv = "w  = Constant f32[6,3,3,3] random(7, -3, 3)\n";
+            auto folded = parse(wv + body);
+            auto rt = parse("w  = Parameter f32[6,3,3,3]\n" + body);
+            const compiled_graph cf(*folded), cr(*rt);
+            std::map<std::string, std::string> impl;
+            for (const auto &[id, text] : cf.impls()) impl[id] = text;
+            if (with_bias) {
+                EXPECT_NE(impl["c"].find("+bias (per-channel scale folded)"), std::string::npos) << impl["c"];
+                EXPECT_EQ(impl["m"], "fused into c");
+                EXPECT_EQ(impl["bn"], "fused into c");
+            } else {
+                EXPECT_EQ(impl["m"].find("fused into c"), std::string::npos) << impl["m"]; // a Relu in between
+            }
+            auto in = random_inputs(*folded, 3);
+            for (int64_t i = 0; i < in[0].elems(); ++i) in[0].f32()[i] = std::nearbyint(in[0].f32()[i] * 4.f);
+            const tensor w = compiled_graph(*parse(wv + "o = Result(w)\n")).run({})[0];
+            std::vector<float> wi = w.to_f32();
+            for (float &v : wi) v = std::nearbyint(v);
+            const tensor wt = tensor::from_f32(dtype::f32, w.shape, wi);
+            auto folded_int = parse("w  = Constant f32[6,3,3,3] [" + [&] {
+                std::string t;
+                for (size_t i = 0; i < wi.size(); ++i) t += (i ? "," : "") + std::to_string(static_cast<int>(wi[i]));
+                return t;
+            }() + "]\n" + body);
+            const auto got = compiled_graph(*folded_int).run(in)[0].to_f32();
+            const auto want = cr.run({wt, in[0]})[0].to_f32(); // Parameters in order: w, x
+            ASSERT_EQ(got.size(), want.size());
+            int nonzero = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                if (exact) EXPECT_EQ(got[i], want[i]) << i;
+                else EXPECT_NEAR(got[i], want[i], 4e-6 * std::fabs(want[i]) + 1e-5) << i;
+                nonzero += got[i] != 0;
+            }
+            EXPECT_GT(nonzero, static_cast<int>(got.size() / 4));
+        }
+}
+
 // An f32 MaxPool between two f32 convolutions runs NHWC in the island
 // (windows with padding, a stride, ceil rounding and one row past the input
 // whose window is all padding): per channel the plain loop's maximum, the same
@@ -884,12 +939,14 @@ o   = Result(c4)
     const compiled_graph island(*g);
     std::map<std::string, std::string> impl;
     for (const auto &[id, text] : island.impls()) impl[id] = text;
-    // An op fused into an elementwise region (bm, ba into r0; h, se into ad) runs in its root's step.
+    // The BatchNormalization's Multiply / Add go into the convolution (bm, ba into c0), an op fused into an
+    // elementwise region (h, se into ad) runs in its root's step.
     auto step_of = [&](const std::string &id) {
         const std::string &t = impl[id];
         return t.rfind("fused into ", 0) == 0 ? impl[t.substr(11)] : t;
     };
-    EXPECT_EQ(impl["bm"], "fused into r0");
+    EXPECT_EQ(impl["bm"], "fused into c0");
+    EXPECT_EQ(impl["ba"], "fused into c0");
     EXPECT_EQ(impl["se"], "fused into ad");
     for (const char *id : {"c0", "bm", "ba", "r0", "h", "s1", "sc", "se", "ad", "c2", "up", "c3", "cat"})
         EXPECT_NE(step_of(id).find("(f32 NHWC)"), std::string::npos) << id << ": " << step_of(id);

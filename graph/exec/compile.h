@@ -55,6 +55,17 @@ const std::vector<step_row> &step_table();
 // The step (if any) and the implementation of n, from the first row that takes it.
 void build_step(compile_context &cx, node &n);
 
+// One op an f32 convolution's primitive absorbs (step_table.cpp): a bias
+// Add, or a BatchNormalization's per-channel Multiply / Add.
+struct conv_epilogue_op {
+    node *n;
+    op kind;
+    std::vector<float> values; // one per output channel
+};
+// The ops after f32 convolution n that its primitive takes (none when its
+// weights are not constant).
+std::vector<conv_epilogue_op> f32_conv_epilogue(const compile_context &cx, node *n);
+
 // The elementwise regions of the graph: cx.regions by root, their other nodes
 // in cx.fused_into (elementwise_regions.cpp).
 void find_elementwise_regions(graph &g, const std::vector<node *> &order, compile_context &cx);

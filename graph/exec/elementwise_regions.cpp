@@ -31,11 +31,6 @@ bool region_op(const node &n) {
     default: return false;
     }
     if (n.out_type != dtype::f32 || n.out_shape.size() != 4 || constant_subgraph(&n, 0)) return false;
-    // An Add after an f32 convolution may become its bias (f32_convolution).
-    if (n.kind == op::Add && std::any_of(n.inputs.begin(), n.inputs.end(), [](const node *i) {
-            return i->kind == op::Convolution || i->kind == op::GroupConvolution;
-        }))
-        return false;
     return std::all_of(n.inputs.begin(), n.inputs.end(), [&](const node *i) {
         return i->out_type == dtype::f32 && detail::region_operand(i->out_shape, n.out_shape);
     });
@@ -68,6 +63,10 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
     for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
     std::set<const node *> taken; // in a region, or fused into another step already
     for (const auto &f : cx.fused_into) taken.insert(f.first);
+    // What an f32 convolution's primitive takes (its bias, a BatchNormalization): not a region's.
+    for (node *c : order)
+        if (c->kind == op::Convolution || c->kind == op::GroupConvolution)
+            for (const conv_epilogue_op &e : f32_conv_epilogue(cx, c)) taken.insert(e.n);
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         node *r = *it;
         if (taken.count(r) || !region_op(*r)) continue;
@@ -80,9 +79,10 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
             reg.nodes.push_back(m);
             if (m != r) cx.fused_into[m] = r->id;
         }
+        const std::set<const node *> inside(nodes.begin(), nodes.end());
         for (node *m : nodes)
             for (node *i : m->inputs)
-                if (!taken.count(i) && std::find(reg.operands.begin(), reg.operands.end(), i) == reg.operands.end())
+                if (!inside.count(i) && std::find(reg.operands.begin(), reg.operands.end(), i) == reg.operands.end())
                     reg.operands.push_back(i);
         cx.regions[r] = std::move(reg);
     }

@@ -122,46 +122,81 @@ built qconvolution(compile_context &cx, node &n) {
     return {std::make_unique<qconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
 }
 
-// The Add of a per-channel f32 Constant ([C,1,1] or [1,C,1,1]) that alone
-// reads f32 convolution n (4-D, constant weights), else null: it becomes the
-// primitive's bias (the same sum: oneDNN adds the bias to each output in f32,
-// as the Add does).
-node *f32_conv_bias(const compile_context &cx, node *n) {
-    const auto cs = cx.g.consumers(n);
-    if (cs.size() != 1 || cs[0]->kind != op::Add || n->out_type != dtype::f32 || n->out_shape.size() != 4)
-        return nullptr;
-    node *a = cs[0];
-    const node *b = a->inputs[0] == n ? a->inputs[1] : a->inputs[0];
-    if (a->inputs[0] == a->inputs[1] || a->out_shape != n->out_shape || b->out_type != dtype::f32 ||
-        !(cx.P.known[cx.slot.at(b)] || constant_subgraph(b, 0)))
-        return nullptr;
+// Per-channel values of an f32 4-D convolution's output from constants: C
+// values ([C,1,1] or [1,C,1,1]) computed from Constants, else empty.
+std::vector<float> per_channel_constant(const compile_context &cx, const node *b, int64_t C) {
     const shape_t &bs = b->out_shape;
-    const int64_t C = n->out_shape[1];
-    const bool per_c = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
-                       bs[bs.size() - 1] == 1 && bs[bs.size() - 2] == 1;
-    return per_c ? a : nullptr;
+    const bool shaped = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
+                        bs[bs.size() - 1] == 1 && bs[bs.size() - 2] == 1 && (bs.size() == 3 || bs[0] == 1);
+    if (!shaped || b->out_type != dtype::f32) return {};
+    tensor v;
+    if (cx.slot.count(b) && cx.P.known[cx.slot.at(b)]) return cx.P.consts[cx.slot.at(b)].to_f32();
+    if (constant_subgraph(b, 0, &v)) return v.to_f32();
+    return {};
 }
+
+} // namespace
+
+// What an f32 convolution n with constant weights takes into its primitive,
+// through single readers: a bias Add of per-channel values (the same f32
+// addition: oneDNN adds the bias to each output), then a Multiply by
+// per-channel values and an optional Add of per-channel values — a
+// BatchNormalization as the reader writes it — folded into the weights and
+// the bias (w·a, b·a + t, each rounded once: the graph as written rounds the
+// convolution's output, then the product and the sum; docs/graph.md). The
+// absorbed nodes with their values.
+std::vector<conv_epilogue_op> f32_conv_epilogue(const compile_context &cx, node *n) {
+    std::vector<conv_epilogue_op> chain;
+    if (n->out_type != dtype::f32 || n->out_shape.size() != 4) return chain;
+    const int64_t C = n->out_shape[1];
+    node *t = n;
+    for (int stage = 0; stage < 3; ++stage) {
+        const auto cs = cx.g.consumers(t);
+        if (cs.size() != 1 || cs[0]->out_shape != n->out_shape) break;
+        node *u = cs[0];
+        const bool add = u->kind == op::Add, mul = u->kind == op::Multiply;
+        if ((stage == 0 && !add && !mul) || (stage == 1 && !mul && !add) || (stage == 2 && !add)) break;
+        if (u->inputs[0] == u->inputs[1]) break;
+        if (stage == 1 && add && chain.back().kind == op::Add) break; // bias Add, then an Add: not a BatchNormalization
+        if (stage == 2 && chain.back().kind != op::Multiply) break;
+        std::vector<float> v = per_channel_constant(cx, u->inputs[0] == t ? u->inputs[1] : u->inputs[0], C);
+        if (v.empty()) break;
+        chain.push_back({u, u->kind, std::move(v)});
+        t = u;
+    }
+    return chain;
+}
+
+namespace {
 
 // The f32 convolution primitive (oneDNN's, else the reference): constant
 // weights are reordered once; weights computed at run time mean a primitive
-// per run. A following Add of a per-channel Constant is the primitive's bias.
+// per run. Its epilogue (f32_conv_epilogue) goes into the primitive.
 built f32_convolution(compile_context &cx, node &n) {
     const bool known = cx.P.known[cx.in[1]];
     std::vector<float> w(elems_of(n.inputs[1]->out_shape), 0.f);
     if (known) w = cx.P.consts[cx.in[1]].to_f32();
-    node *bias_add = known ? f32_conv_bias(cx, &n) : nullptr;
-    std::vector<float> bias;
-    int out = cx.out;
-    if (bias_add) {
-        const node *b = bias_add->inputs[bias_add->inputs[0] == &n ? 1 : 0];
-        tensor bv;
-        if (cx.P.known[cx.slot.at(b)]) bias = cx.P.consts[cx.slot.at(b)].to_f32();
-        else if (constant_subgraph(b, 0, &bv)) bias = bv.to_f32();
-        cx.fused_into[bias_add] = n.id;
-        out = cx.slot.at(bias_add);
+    const std::vector<conv_epilogue_op> chain = known ? f32_conv_epilogue(cx, &n) : std::vector<conv_epilogue_op>{};
+    const int64_t OC = n.out_shape[1], per_oc = static_cast<int64_t>(w.size()) / std::max<int64_t>(OC, 1);
+    std::vector<float> bias(static_cast<size_t>(OC), 0.f);
+    bool scaled = false;
+    for (const conv_epilogue_op &e : chain) {
+        scaled = scaled || e.kind == op::Multiply;
+        for (int64_t o = 0; o < OC; ++o) {
+            if (e.kind == op::Add) {
+                bias[o] += e.values[o];
+                continue;
+            }
+            bias[o] *= e.values[o];
+            for (int64_t k = 0; k < per_oc; ++k) w[o * per_oc + k] *= e.values[o];
+        }
+        cx.fused_into[e.n] = n.id;
     }
-    auto c = std::make_shared<convolution_f32>(detail::f32_conv_desc(n), w.data(), bias_add ? bias.data() : nullptr);
-    std::string impl = c->impl_name() + (known ? "" : " (weights per run)") + (bias_add ? " +bias" : "");
+    const int out = chain.empty() ? cx.out : cx.slot.at(chain.back().n);
+    auto c =
+        std::make_shared<convolution_f32>(detail::f32_conv_desc(n), w.data(), chain.empty() ? nullptr : bias.data());
+    std::string impl = c->impl_name() + (known ? "" : " (weights per run)") + (chain.empty() ? "" : " +bias") +
+                       (scaled ? " (per-channel scale folded)" : "");
     return {std::make_unique<f32_conv_step>(&n, cx.in, out, known ? c : nullptr), impl};
 }
 
