@@ -696,6 +696,26 @@ om::builder trained_ops_model() {
     return b;
 }
 
+// The upsampling ops of detectors: DepthToSpace (CRD) and a ConvTranspose
+// whose kernel is its stride, with a bias (the pass makes it a 1x1
+// Convolution and a DepthToSpace).
+om::builder upsample_ops_model() {
+    om::builder b(13);
+    b.input("x", om::FLOAT, {1, 8, 3, 4});
+    b.output("y");
+    std::vector<float> w(2 * 3 * 2 * 2);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.25f;
+    b.init_f32("w", {2, 3, 2, 2}, w);
+    b.init_f32("b", {3}, {0.5f, -1.f, 2.f});
+    auto &d2s = b.node("DepthToSpace", {"x"}, {"d"}, "d2s");
+    om::attr(d2s, "blocksize", int64_t(2));
+    om::attr(d2s, "mode", std::string("CRD"));
+    auto &ct = b.node("ConvTranspose", {"d", "w", "b"}, {"y"}, "ct");
+    om::attr(ct, "strides", std::vector<int64_t>{2, 2});
+    om::attr(ct, "kernel_shape", std::vector<int64_t>{2, 2});
+    return b;
+}
+
 // The model runs through `qconv-driver graph` (as read and after the passes,
 // agreeing); a refused one exits with status 2 naming the node.
 TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
@@ -707,6 +727,12 @@ TEST(OnnxOpsDriver, RunsTheOpsAndRefusesWithStatus2) {
     const auto r = qconv::test::run_driver({"graph", dir + "/ops.onnx", "--reps=1"});
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("status=ok"));
+    upsample_ops_model().save(dir + "/upsample.onnx");
+    const auto u = qconv::test::run_driver({"graph", dir + "/upsample.onnx", "--reps=1"});
+    EXPECT_EQ(u.rc, 0) << u.out << u.err;
+    EXPECT_THAT(u.out, HasSubstr("status=ok"));
+    EXPECT_THAT(u.out, HasSubstr("node=y_conv_as_conv op=Convolution"));
+    EXPECT_THAT(u.out, HasSubstr("op=DepthToSpace"));
     om::builder bad = resize_model({1, 1, 2, 2}, "cubic", "", "", {1, 1, 2, 2}, {});
     bad.save(dir + "/bad.onnx");
     const auto e = qconv::test::run_driver({"graph", dir + "/bad.onnx"});
@@ -755,6 +781,7 @@ TEST(OnnxOpsCorpus, DISABLED_WriteFuzzSeed) {
     if (!dir) GTEST_SKIP() << "QCONV_ONNX_CORPUS is not set";
     std::filesystem::create_directories(dir);
     trained_ops_model().save(std::string(dir) + "/trained_ops.onnx");
+    upsample_ops_model().save(std::string(dir) + "/upsample_ops.onnx");
 }
 
 } // namespace
