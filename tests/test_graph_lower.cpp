@@ -939,6 +939,63 @@ out  = Result(y)
     }
 }
 
+// The same Gemm with its weights [K, N] (transB = 0, as Paddle and ORT's
+// quantizer write a classifier): matmul_weights_to_nk transposes the
+// quantized weights to [N, K] (DequantizeLinear axis 1 per N, or the
+// reader's Multiply form with [1, N] scale and zero point, or per tensor), the
+// lowering then takes it; bit-identical to the graph as written (power-of-two
+// scales). Weights with a scale per K are left as written.
+TEST(GraphLower, GemmWithKnWeightsIsTransposedThenLowered) {
+    const std::string head = R"(
+x    = Parameter f32[3,64]
+s    = Constant f32[] [0.0625]
+z    = Constant u8[] [128]
+xq   = QuantizeLinear(x, s, z)
+xa   = DequantizeLinear(xq, s, z)
+w    = Constant i8[64,10] random(1, -60, 60)
+)";
+    const std::string tail = R"(
+mm   = MatMul(xa, wd)
+b    = Constant f32[10] random(3, -2, 2)
+mb   = Add(mm, b)
+yq   = QuantizeLinear(mb, s, z)
+y    = DequantizeLinear(yq, s, z)
+out  = Result(y)
+)";
+    const std::pair<const char *, std::string> forms[] = {
+        {"per N", "ws = Constant f32[10] pow2(2, -8, -7)\nwz = Constant i8[10] fill(0)\nwd = DequantizeLinear(w, ws, "
+                  "wz) axis=1\n"},
+        {"per tensor", "ws = Constant f32[] [0.0078125]\nwd = DequantizeLinear(w, ws)\n"},
+        {"Multiply form", "wc = Convert(w) to=f32\nzz = Constant i8[1,10] fill(1)\nzc = Convert(zz) to=f32\n"
+                          "wm = Subtract(wc, zc)\nws = Constant f32[1,10] pow2(2, -8, -7)\nwd = Multiply(wm, ws)\n"},
+        {"per K (left)", "ws = Constant f32[64] pow2(2, -8, -7)\nwd = DequantizeLinear(w, ws) axis=0\n"},
+    };
+    for (const auto &[name, weights] : forms) {
+        SCOPED_TRACE(name);
+        const bool left = std::string(name) == "per K (left)";
+        const auto g = parse(head + weights + tail);
+        auto t = g->clone();
+        EXPECT_EQ(matmul_weights_to_nk(*t), left ? 0 : 1);
+        auto l = g->clone();
+        std::vector<rewrite_record> r;
+        run_passes(*l, {}, &r);
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].rewritten, !left) << r[0].reason;
+        if (!left) {
+            const node *q = qconv_node(*l);
+            ASSERT_NE(q, nullptr) << to_text(*l);
+            EXPECT_NE(detail::qconv_text(*q->attr.qconv).find("desc=g1mb3ic64ih1iw1oc10oh1ow1kh1kw1"),
+                      std::string::npos);
+        }
+        const auto in = random_inputs(*g, 5);
+        const auto vb = compiled_graph(*g).run(in)[0].values(), va = compiled_graph(*l).run(in)[0].values();
+        EXPECT_EQ(vb, va);
+        int64_t distinct = 0;
+        for (double v : vb) distinct += v != vb[0];
+        EXPECT_GT(distinct, 10);
+    }
+}
+
 // A QConvolution written by hand: its problem text and inputs are checked
 // when the graph is read, errors name the line.
 TEST(GraphLowerNot, MalformedQConvolutionNamesTheLine) {

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "graph/ir/detail.h"
+#include "graph/passes/dequantized_weights.h"
 #include "qconv/graph.h"
 
 namespace qconv::graph {
@@ -37,8 +38,6 @@ bool kernel_is_stride(const node &n) {
             return false;
     return true;
 }
-
-bool constant_bytes(const node *n) { return n->kind == op::Constant && n->data && bits_of(n->out_type) >= 8; }
 
 node *make_constant(graph &g, const node &like, const shape_t &s, std::vector<uint8_t> bytes, const char *suffix) {
     auto d = std::make_shared<constant_data>();
@@ -70,56 +69,12 @@ node *repeated(graph &g, node *v, int64_t count) {
     return make_constant(g, *v, {count}, std::move(out), "_repeated");
 }
 
-// Quantized weights: the integers, the scale and the zero point (or null).
-struct dequantized {
-    node *q = nullptr, *s = nullptr, *z = nullptr;
-};
-
-// x as Convert(c) of an integer Constant c: c, else null.
-node *converted_integers(node *x) {
-    if (x->kind != op::Convert || !constant_bytes(x->inputs[0]) || !is_integer(x->inputs[0]->out_type)) return nullptr;
-    return x->inputs[0];
-}
-
-// w [C, OC, KH, KW] as DequantizeLinear(q, s [, z]) of Constants or the
-// reader's Multiply(Convert(q) [− Convert(z)], s), per tensor or per output
-// channel (axis 1; s, z [1, OC, 1, 1] in the Multiply form): its parts, else
-// all null.
-dequantized dequantized_weights(node *w, int64_t OC) {
-    dequantized d;
-    auto fits = [&](const node *v) {
-        const int64_t e = elems_of(v->out_shape);
-        return constant_bytes(v) && (e == 1 || e == OC);
-    };
-    if (w->kind == op::DequantizeLinear) {
-        const int64_t axis = w->attr.axis < 0 ? w->attr.axis + 4 : w->attr.axis;
-        if (!constant_bytes(w->inputs[0]) || !fits(w->inputs[1]) ||
-            (elems_of(w->inputs[1]->out_shape) != 1 && axis != 1))
-            return d;
-        if (w->inputs.size() > 2 && !fits(w->inputs[2])) return d;
-        return {w->inputs[0], w->inputs[1], w->inputs.size() > 2 ? w->inputs[2] : nullptr};
-    }
-    if (w->kind != op::Multiply) return d;
-    for (int k = 0; k < 2; ++k) {
-        node *a = w->inputs[k], *s = w->inputs[1 - k];
-        const bool per_c = s->out_shape == shape_t{1, OC, 1, 1} || elems_of(s->out_shape) == 1;
-        if (!per_c || s->out_type != dtype::f32 || !fits(s)) continue;
-        if (node *q = converted_integers(a)) return {q, s, nullptr};
-        if (a->kind != op::Subtract) continue;
-        node *q = converted_integers(a->inputs[0]), *z = converted_integers(a->inputs[1]);
-        if (q && z && z->out_type == q->out_type && fits(z) &&
-            (z->out_shape == shape_t{1, OC, 1, 1} || elems_of(z->out_shape) == 1))
-            return {q, s, z};
-    }
-    return d;
-}
-
 // The 1x1 convolution's weights [sh·sw·OC, C, 1, 1] from w [C, OC, sh, sw].
 node *weights_1x1(graph &g, node *w) {
     const shape_t &s = w->out_shape;
     const int64_t OC = s[1], blocks = s[2] * s[3];
-    if (constant_bytes(w)) return permuted(g, *w);
-    const dequantized dq = dequantized_weights(w, OC);
+    if (passes::constant_bytes(w)) return permuted(g, *w);
+    const passes::dequantized dq = passes::dequantized_weights(w, 1, OC);
     if (dq.q) {
         // Per output channel when either the scale or the zero point is (both then one per channel).
         const bool per_c = elems_of(dq.s->out_shape) != 1 || (dq.z && elems_of(dq.z->out_shape) != 1);

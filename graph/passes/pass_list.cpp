@@ -29,6 +29,8 @@ const std::vector<pass> &pass_list() {
         {"cancel_transposes", "inverse Transpose pairs (also around Relu/Gelu/Convert)", on_graph<cancel_transposes>},
         {"conv_transpose_to_conv", "ConvTranspose with kernel = stride -> 1x1 Convolution + DepthToSpace",
          on_graph<conv_transpose_to_conv>},
+        {"matmul_weights_to_nk", "MatMul by quantized [K,N] weights -> [N,K] weights with transpose_b",
+         on_graph<matmul_weights_to_nk>},
         {"lower_int8", "quantized convolutions and MatMuls -> QConvolution", lower_int8},
         {"tabulate_qdq_islands", "8-bit elementwise islands (Q of f32 ops of DQs) -> LookupTable",
          on_graph<detail::tabulate_qdq_islands>},

@@ -288,6 +288,11 @@ int conv_transpose_to_conv(graph &g);
 // binary; binary after unary with one table of 256). Returns the pairs
 // composed.
 int compose_lookup_tables(graph &g);
+// A MatMul of an activation [M, K] by quantized constant weights [K, N]
+// (DequantizeLinear of Constants, per tensor or per N) → the same MatMul of
+// the weights as [N, K] with transpose_b (the form the int8 lowering takes).
+// Returns the MatMuls rewritten.
+int matmul_weights_to_nk(graph &g);
 // The low-precision lowering (docs/graph.md, "Low-precision lowering"): each
 // quantized Convolution / GroupConvolution pattern — quantized activation
 // (FakeQuantize levels=256 or DequantizeLinear), i8/u8 weights with a per-OC
