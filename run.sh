@@ -81,7 +81,9 @@ else
       --reps=1 --tol-steps=255:0.03
     /usr/bin/python3 "$QCONV_ROOT/scripts/ocr_demo.py" boxes "$ocr_report/page" "$ocr_report"/det_qdq/*.npy \
       "$ocr_report/page_boxes_qdq.png"
-    "$peers_py" "$QCONV_ROOT/bench/compare.py" "$ocr/ch_PP-OCRv4_det_infer.onnx" "$data/det_qdq.onnx" \
+    "$peers_py" "$QCONV_ROOT/bench/compare.py" "$ocr/ch_PP-OCRv4_det_infer.onnx" \
+      --input=x="$ocr_report/page.npy" --driver="$driver" --threads=1 --reps=3 --rounds=2
+    "$peers_py" "$QCONV_ROOT/bench/compare.py" "$data/det_qdq.onnx" \
       --input=x="$ocr_report/page.npy" --driver="$driver" --threads=1 --reps=3 --rounds=2 \
       --driver-arg=--tol-steps=255:0.03
   fi
