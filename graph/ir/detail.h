@@ -67,6 +67,11 @@ tensor constant_value(const node &c);
 std::vector<int64_t> strides_of(const shape_t &s);
 std::vector<int64_t> bstrides(const shape_t &in, const shape_t &out);
 
+// dst[b][j][i] = src[b][i][j] for a batch of rows x cols matrices of
+// whole-byte elements of type t, in 16 x 16 tiles so that both sides move
+// along cache lines (graph/ir/tensor.cpp).
+void transpose_tiled(dtype t, const uint8_t *src, uint8_t *dst, int64_t batch, int64_t rows, int64_t cols);
+
 // dst = src (packed elements of type t, row-major dims `in`) with its dims
 // permuted: dst's dims are in[perm[0]], in[perm[1]], ... (graph/ir/tensor.cpp).
 void permute(dtype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst);

@@ -37,10 +37,9 @@ void permute_words(const uint8_t *src, const shape_t &in, const std::vector<int6
     });
 }
 
-// y[b][j][i] = x[b][i][j] for a batch of rows x cols matrices of words T, in
-// 16 x 16 tiles so that both sides move whole cache lines.
+// detail::transpose_tiled for words T.
 template <typename T>
-void transpose_tiled(const uint8_t *src, uint8_t *dst, int64_t batch, int64_t rows, int64_t cols) {
+void transpose_words(const uint8_t *src, uint8_t *dst, int64_t batch, int64_t rows, int64_t cols) {
     constexpr int64_t kTile = 16;
     const T *x = reinterpret_cast<const T *>(src);
     T *y = reinterpret_cast<T *>(dst);
@@ -51,8 +50,8 @@ void transpose_tiled(const uint8_t *src, uint8_t *dst, int64_t batch, int64_t ro
         T *yb = y + b * rows * cols;
         for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
             const int64_t j1 = std::min(cols, j0 + kTile);
-            for (int64_t i = i0; i < i1; ++i)
-                for (int64_t j = j0; j < j1; ++j) yb[j * rows + i] = xb[i * cols + j];
+            for (int64_t j = j0; j < j1; ++j)
+                for (int64_t i = i0; i < i1; ++i) yb[j * rows + i] = xb[i * cols + j];
         }
     });
 }
@@ -60,6 +59,16 @@ void transpose_tiled(const uint8_t *src, uint8_t *dst, int64_t batch, int64_t ro
 } // namespace
 
 namespace detail {
+void transpose_tiled(dtype t, const uint8_t *src, uint8_t *dst, int64_t batch, int64_t rows, int64_t cols) {
+    switch (bits_of(t)) {
+    case 8: transpose_words<uint8_t>(src, dst, batch, rows, cols); return;
+    case 16: transpose_words<uint16_t>(src, dst, batch, rows, cols); return;
+    case 32: transpose_words<uint32_t>(src, dst, batch, rows, cols); return;
+    case 64: transpose_words<uint64_t>(src, dst, batch, rows, cols); return;
+    default: fail("transpose", std::string(ir_name(t)) + " elements share bytes");
+    }
+}
+
 void permute(dtype t, const uint8_t *src, const shape_t &in, const std::vector<int64_t> &perm, uint8_t *dst) {
     switch (bits_of(t)) {
     case 8: permute_words<uint8_t>(src, in, perm, dst); return;
@@ -166,11 +175,9 @@ tensor tensor::to_layout(layout o) const {
     }
     // Per image a [C, H·W] matrix transposed (to NHWC) or its transpose back.
     const int64_t rows = o == layout::nhwc ? s[1] : s[2] * s[3], cols = o == layout::nhwc ? s[2] * s[3] : s[1];
-    switch (bits_of(type)) {
-    case 16: transpose_tiled<uint16_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
-    case 32: transpose_tiled<uint32_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
-    case 64: transpose_tiled<uint64_t>(bytes.data(), r.bytes.data(), s[0], rows, cols); return r;
-    default: break;
+    if (bits_of(type) >= 16) {
+        detail::transpose_tiled(type, bytes.data(), r.bytes.data(), s[0], rows, cols);
+        return r;
     }
     if (o == layout::nhwc) detail::permute(type, bytes.data(), s, {0, 2, 3, 1}, r.bytes.data());
     else detail::permute(type, bytes.data(), {s[0], s[2], s[3], s[1]}, {0, 3, 1, 2}, r.bytes.data());

@@ -171,28 +171,11 @@ bool as_matrix_transpose(const shape_t &s, const std::vector<int64_t> &perm, int
     return true;
 }
 
-// The per-batch matrix transpose in 16 x 16 tiles, so that both sides move
-// along cache lines (a strided gather of a 256-channel NHWC plane touches a
-// new line per element).
-void transpose_tiled(const float *x, float *y, int64_t batch, int64_t rows, int64_t cols) {
-    constexpr int64_t T = 16;
-    const int64_t rt = (rows + T - 1) / T;
-    impl::parallel_for_2d_if(batch * rows * cols >= kParallelMin, batch, rt, [&](int64_t b, int64_t i0) {
-        const float *xb = x + b * rows * cols;
-        float *yb = y + b * rows * cols;
-        const int64_t r0 = i0 * T, r1 = std::min(rows, r0 + T);
-        for (int64_t c0 = 0; c0 < cols; c0 += T) {
-            const int64_t c1 = std::min(cols, c0 + T);
-            for (int64_t c = c0; c < c1; ++c)
-                for (int64_t i = r0; i < r1; ++i) yb[c * rows + i] = xb[i * cols + c];
-        }
-    });
-}
-
 void transpose(const ft &in, const std::vector<int64_t> &perm, ft &o) {
     int64_t batch, rows, cols;
     if (as_matrix_transpose(in.shape, perm, &batch, &rows, &cols) && rows > 1 && cols > 1)
-        return transpose_tiled(in.data.data(), o.data.data(), batch, rows, cols);
+        return detail::transpose_tiled(dtype::f32, reinterpret_cast<const uint8_t *>(in.data.data()),
+                                       reinterpret_cast<uint8_t *>(o.data.data()), batch, rows, cols);
     const size_t r = perm.size();
     const auto is = detail::strides_of(in.shape);
     const int64_t total = static_cast<int64_t>(o.data.size());
