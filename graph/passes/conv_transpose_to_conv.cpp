@@ -39,34 +39,13 @@ bool kernel_is_stride(const node &n) {
     return true;
 }
 
-node *make_constant(graph &g, const node &like, const shape_t &s, std::vector<uint8_t> bytes, const char *suffix) {
-    auto d = std::make_shared<constant_data>();
-    d->bytes = std::move(bytes);
-    node *c = g.constant(like.out_type, s, d, g.unique_id(like.id + suffix));
-    infer_node(*c);
-    return c;
-}
-
 // w [C, OC, sh, sw] as [sh, sw, OC, C] (= [sh·sw·OC, C, 1, 1]).
 node *permuted(graph &g, const node &w) {
     const shape_t &s = w.out_shape;
     const tensor v = detail::constant_value(w);
     std::vector<uint8_t> out(v.bytes.size());
     detail::permute(w.out_type, v.bytes.data(), s, {2, 3, 1, 0}, out.data());
-    return make_constant(g, w, {s[2] * s[3] * s[1], s[0], 1, 1}, std::move(out), "_1x1");
-}
-
-// v (one value or OC of them) as `count` values: v's values repeated in turn
-// (a per-tensor v as it is when count is 1).
-node *repeated(graph &g, node *v, int64_t count) {
-    const int64_t e = elems_of(v->out_shape);
-    if (count == 1) return v;
-    const tensor t = detail::constant_value(*v);
-    const size_t es = t.bytes.size() / static_cast<size_t>(e);
-    std::vector<uint8_t> out;
-    for (int64_t k = 0; k < count; ++k)
-        out.insert(out.end(), t.bytes.begin() + (k % e) * es, t.bytes.begin() + (k % e + 1) * es);
-    return make_constant(g, *v, {count}, std::move(out), "_repeated");
+    return passes::constant_like(g, w, {s[2] * s[3] * s[1], s[0], 1, 1}, std::move(out), "_1x1");
 }
 
 // The 1x1 convolution's weights [sh·sw·OC, C, 1, 1] from w [C, OC, sh, sw].
@@ -79,8 +58,8 @@ node *weights_1x1(graph &g, node *w) {
         // Per output channel when either the scale or the zero point is (both then one per channel).
         const bool per_c = elems_of(dq.s->out_shape) != 1 || (dq.z && elems_of(dq.z->out_shape) != 1);
         const int64_t count = per_c ? blocks * OC : 1;
-        std::vector<node *> in = {permuted(g, *dq.q), repeated(g, dq.s, count)};
-        if (dq.z) in.push_back(repeated(g, dq.z, count));
+        std::vector<node *> in = {permuted(g, *dq.q), passes::constant_repeated(g, dq.s, count, "_repeated")};
+        if (dq.z) in.push_back(passes::constant_repeated(g, dq.z, count, "_repeated"));
         attributes a;
         a.axis = 0;
         node *d = g.add(op::DequantizeLinear, in, a, g.unique_id(w->id + "_1x1"));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "graph/ir/detail.h"
+
 namespace qconv::graph::passes {
 
 bool constant_bytes(const node *n) { return n->kind == op::Constant && n->data && bits_of(n->out_type) >= 8; }
@@ -53,6 +55,25 @@ dequantized dequantized_weights(node *w, int axis, int64_t count) {
         if (q && z && z->out_type == q->out_type && fits(z)) return {q, s, z};
     }
     return {};
+}
+
+node *constant_like(graph &g, const node &like, const shape_t &s, std::vector<uint8_t> bytes, const char *suffix) {
+    auto d = std::make_shared<constant_data>();
+    d->bytes = std::move(bytes);
+    node *c = g.constant(like.out_type, s, d, g.unique_id(like.id + suffix));
+    infer_node(*c);
+    return c;
+}
+
+node *constant_repeated(graph &g, node *v, int64_t count, const char *suffix) {
+    if (count == 1) return v;
+    const int64_t e = elems_of(v->out_shape);
+    const tensor t = detail::constant_value(*v);
+    const size_t es = t.bytes.size() / static_cast<size_t>(e);
+    std::vector<uint8_t> out;
+    for (int64_t k = 0; k < count; ++k)
+        out.insert(out.end(), t.bytes.begin() + (k % e) * es, t.bytes.begin() + (k % e + 1) * es);
+    return constant_like(g, *v, {count}, std::move(out), suffix);
 }
 
 } // namespace qconv::graph::passes

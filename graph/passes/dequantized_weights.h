@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "qconv/graph.h"
 
@@ -22,5 +23,11 @@ struct dequantized {
 // DequantizeLinear's axis; in the Multiply form a shape that broadcasts so:
 // `count` at that axis, 1 elsewhere, right-aligned): its parts, else all null.
 dequantized dequantized_weights(node *w, int axis, int64_t count);
+
+// A new Constant of like's type with these bytes, id like's + suffix.
+node *constant_like(graph &g, const node &like, const shape_t &s, std::vector<uint8_t> bytes, const char *suffix);
+// Constant v (one value or e of them) as `count` values, v's values repeated
+// in turn; v itself when count is 1.
+node *constant_repeated(graph &g, node *v, int64_t count, const char *suffix);
 
 } // namespace qconv::graph::passes

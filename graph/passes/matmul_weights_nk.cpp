@@ -12,20 +12,10 @@ namespace qconv::graph {
 
 namespace {
 
-node *constant_like(graph &g, const node &like, const shape_t &s, const std::vector<uint8_t> &bytes,
-                    const char *suffix) {
-    auto d = std::make_shared<constant_data>();
-    d->bytes = bytes;
-    node *c = g.constant(like.out_type, s, d, g.unique_id(like.id + suffix));
-    infer_node(*c);
-    return c;
-}
-
-// v (one value or N of them) as a flat [N] or as it is.
+// v (one value or N of them) as a flat [N], or as it is.
 node *flat(graph &g, node *v) {
-    if (elems_of(v->out_shape) == 1) return v;
-    const tensor t = detail::constant_value(*v);
-    return constant_like(g, *v, {elems_of(v->out_shape)}, {t.bytes.begin(), t.bytes.end()}, "_flat");
+    const int64_t e = elems_of(v->out_shape);
+    return e == 1 ? v : passes::constant_repeated(g, v, e, "_flat");
 }
 
 bool rewrite(graph &g, node *mm) {
@@ -38,7 +28,7 @@ bool rewrite(graph &g, node *mm) {
     const tensor q = detail::constant_value(*dq.q);
     std::vector<uint8_t> qt(q.bytes.size());
     detail::permute(dq.q->out_type, q.bytes.data(), {K, N}, {1, 0}, qt.data());
-    std::vector<node *> in = {constant_like(g, *dq.q, {N, K}, qt, "_nk"), flat(g, dq.s)};
+    std::vector<node *> in = {passes::constant_like(g, *dq.q, {N, K}, std::move(qt), "_nk"), flat(g, dq.s)};
     if (dq.z) in.push_back(flat(g, dq.z));
     attributes da;
     da.axis = 0;
