@@ -36,9 +36,21 @@ bool region_op(const node &n) {
     });
 }
 
+// Every node's readers (each once), as graph::consumers gives them.
+using reader_index = std::map<const node *, std::vector<node *>>;
+reader_index readers_of(const graph &g) {
+    reader_index r;
+    for (const auto &c : g.nodes())
+        for (const node *in : c->inputs) {
+            std::vector<node *> &v = r[in];
+            if (v.empty() || v.back() != c.get()) v.push_back(c.get());
+        }
+    return r;
+}
+
 // The region grown from root r: inputs of its nodes that are region ops of
 // r's shape read only by the region (no Result, no other reader).
-std::vector<node *> grow(const graph &g, node *r, const std::set<const node *> &taken) {
+std::vector<node *> grow(const reader_index &readers, node *r, const std::set<const node *> &taken) {
     std::set<node *> in_region{r};
     bool grew = true;
     while (grew) {
@@ -46,7 +58,7 @@ std::vector<node *> grow(const graph &g, node *r, const std::set<const node *> &
         for (node *m : std::vector<node *>(in_region.begin(), in_region.end()))
             for (node *i : m->inputs) {
                 if (in_region.count(i) || taken.count(i) || !region_op(*i) || i->out_shape != r->out_shape) continue;
-                const auto cs = g.consumers(i);
+                const std::vector<node *> &cs = readers.at(i);
                 if (std::all_of(cs.begin(), cs.end(), [&](node *c) { return in_region.count(c) > 0; })) {
                     in_region.insert(i);
                     grew = true;
@@ -67,10 +79,11 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
     for (node *c : order)
         if (c->kind == op::Convolution || c->kind == op::GroupConvolution)
             for (const conv_epilogue_op &e : f32_conv_epilogue(cx, c)) taken.insert(e.n);
+    const reader_index readers = readers_of(g); // one index, not a scan of the graph per candidate
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         node *r = *it;
         if (taken.count(r) || !region_op(*r)) continue;
-        std::vector<node *> nodes = grow(g, r, taken);
+        std::vector<node *> nodes = grow(readers, r, taken);
         if (nodes.size() < 2) continue;
         std::sort(nodes.begin(), nodes.end(), [&](const node *a, const node *b) { return pos.at(a) < pos.at(b); });
         region reg;
