@@ -57,6 +57,24 @@ void slice(const node &n, const tensor &x, tensor &o) {
     gather_strided(x, o, base, stride, o.shape);
 }
 
+namespace {
+// count copies of `size` bytes, the i-th from src + i·src_step to dst +
+// i·dst_step; runs of 1, 2, 4 or 8 bytes (one channel of a 2x2 block) as
+// fixed-size copies.
+void copy_runs(uint8_t *dst, int64_t dst_step, const uint8_t *src, int64_t src_step, int64_t count, size_t size) {
+    const auto runs = [&](auto n) {
+        for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, n);
+    };
+    switch (size) {
+    case 1: runs(std::integral_constant<size_t, 1>()); break;
+    case 2: runs(std::integral_constant<size_t, 2>()); break;
+    case 4: runs(std::integral_constant<size_t, 4>()); break;
+    case 8: runs(std::integral_constant<size_t, 8>()); break;
+    default: runs(size);
+    }
+}
+} // namespace
+
 // The output viewed as [N, C, H, bh, W, bw] (plain) or [N, H, bh, W, bw, C]
 // (NHWC; DCR: [N, H, bh, W, bw·C], each block row one copy), read with the
 // input channel's strides of the mode.
@@ -77,13 +95,7 @@ void depth_to_space(const node &n, const tensor &x, tensor &o) {
             uint8_t *dst = o.bytes.data() + r * W * bw * es;
             for (int64_t b = 0; b < bw; ++b) {
                 const uint8_t *src = x.bytes.data() + ((nn * CI + (a * bw + b) * C + c) * HW + h * W) * es;
-                const auto copy = [&](auto size) {
-                    for (int64_t w = 0; w < W; ++w) std::memcpy(dst + (w * bw + b) * size, src + w * size, size);
-                };
-                if (es == 4) copy(std::integral_constant<size_t, 4>());
-                else if (es == 2) copy(std::integral_constant<size_t, 2>());
-                else if (es == 1) copy(std::integral_constant<size_t, 1>());
-                else copy(static_cast<size_t>(es));
+                copy_runs(dst + b * es, bw * es, src, es, W, static_cast<size_t>(es));
             }
         });
         return;
@@ -98,17 +110,7 @@ void depth_to_space(const node &n, const tensor &x, tensor &o) {
     impl::parallel_for_if(elems_of(o.shape) >= kParallelMin, N * H * bh, [&](int64_t r) {
         const int64_t nh = r / bh, a = r % bh;
         const uint8_t *src = x.bytes.data() + (nh * W * CI + a * bw * C) * es;
-        uint8_t *dst = o.bytes.data() + r * W * run;
-        const auto rows = [&](auto size) {
-            for (int64_t w = 0; w < W; ++w) std::memcpy(dst + w * size, src + w * CI * es, size);
-        };
-        switch (run) { // short runs (one channel out of a 2x2 block) as fixed-size copies
-        case 1: rows(std::integral_constant<size_t, 1>()); break;
-        case 2: rows(std::integral_constant<size_t, 2>()); break;
-        case 4: rows(std::integral_constant<size_t, 4>()); break;
-        case 8: rows(std::integral_constant<size_t, 8>()); break;
-        default: rows(static_cast<size_t>(run));
-        }
+        copy_runs(o.bytes.data() + r * W * run, run, src, CI * es, W, static_cast<size_t>(run));
     });
 }
 
