@@ -33,6 +33,7 @@
 using qconv::dtype;
 using qconv::test::ConvTester;
 using qconv::test::epilogue_chains;
+using qconv::test::knob_env;
 
 namespace {
 
@@ -109,6 +110,14 @@ int run_all_rows(ConvTester t, const std::string &desc, int sample = 0, int inde
         if (::testing::Test::HasFailure()) return ran;
     }
     return ran;
+}
+
+// The row's plan (its str(): verbose's words) for the problem a tester ran.
+std::string plan_of(const std::string &row, const ConvTester &t) {
+    const qconv::impl::platform host = qconv::impl::host_platform();
+    const auto attrs = qconv::impl::conv_attrs(t.problem(), host, {});
+    const auto pl = row_entry(row).supports(t.problem(), attrs.at(static_cast<size_t>(t.attr_id())), host, nullptr);
+    return pl ? pl->str() : "(refused)";
 }
 
 // Each case runs on the rows whose ISA this machine (or the ISA cap) has.
@@ -769,6 +778,56 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
     }
     unsetenv("QCONV_JIT_CONV_DIRECT");
     unsetenv("QCONV_JIT_CONV_FUSED");
+}
+
+// The weight prefetch of the VNNI micro-kernels (on by default for KxK
+// layers with 128 KiB or more of weights per group, forced by
+// QCONV_JIT_CONV_VNNI_PREFETCH=N KiB) changes no byte: a layer that plans it
+// (res5's 3x3, a strided one, a grouped one), a small one and a 1x1 that do
+// not, with and without a zero point; the plan states the distance.
+TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
+    struct prefetch_case {
+        const char *desc;
+        bool by_default;
+    };
+    const prefetch_case cases[] = {
+        {"mb1ic512ih7oc512oh7kh3ph1", true},    // 2.25 MiB
+        {"mb1ic256ih9oc256oh5kh3sh2ph1", true}, // 576 KiB, strided
+        {"g2mb1ic256ih5oc512oh5kh3ph1", true},  // 576 KiB per group
+        {"mb1ic64ih9oc64oh9kh3ph1", false},     // 36 KiB
+        {"mb1ic1024ih5oc256oh5kh1ph0", false},  // 1x1: never
+    };
+    int ran = 0;
+    for (const std::string &row : jit_rows()) {
+        if (!isa_ok(row) || !is_vnni_row(row) || is_dw_row(row) || row_entry(row).only_dw_item) continue;
+        for (const auto &c : cases)
+            for (const char *zp : {"none", "channel:random"}) {
+                ConvTester t;
+                t.desc(c.desc).zp(zp).post_ops("relu").seed(7);
+                const std::string what = row + " " + c.desc + " zp " + zp;
+                auto run = [&](const char *knob, std::string *plan) {
+                    knob_env env({{"QCONV_JIT_CONV_VNNI_PREFETCH", knob}});
+                    ConvTester r = t;
+                    EXPECT_TRUE(r.run(row)) << what;
+                    *plan = plan_of(row, r);
+                    return r.result();
+                };
+                std::string plan_default, plan_off, plan_far;
+                const auto def = run(nullptr, &plan_default);
+                const auto off = run("0", &plan_off);
+                const auto far = run("16", &plan_far);
+                EXPECT_EQ(def, off) << what;
+                EXPECT_EQ(far, off) << what;
+                EXPECT_EQ(plan_default.find(" prefetch=2048") != std::string::npos, c.by_default)
+                    << what << ": " << plan_default;
+                EXPECT_EQ(plan_off.find(" prefetch="), std::string::npos) << what << ": " << plan_off;
+                const bool kxk = std::string(c.desc).find("kh1") == std::string::npos;
+                EXPECT_EQ(plan_far.find(" prefetch=16384") != std::string::npos, kxk) << what << ": " << plan_far;
+                ++ran;
+                if (HasFailure()) FAIL() << what;
+            }
+    }
+    if (ran == 0) GTEST_SKIP() << "no VNNI row on this CPU";
 }
 
 // An s8 source with a per-tensor zero point (attr[0] carries it as a legacy

@@ -36,6 +36,7 @@
 using qconv::dtype;
 using qconv::test::ConvTester;
 using qconv::test::epilogue_chains;
+using qconv::test::knob_env;
 
 namespace {
 
@@ -129,22 +130,6 @@ std::vector<layer> network_layers() {
     } while (0)
 
 const dtype all_dst[] = {dtype::u8, dtype::s8, dtype::s32, dtype::f32};
-
-// Sets AMX-row knobs (conv_knobs, read when a primitive is planned) for its
-// lifetime; null leaves one unset.
-struct knob_env {
-    knob_env(std::initializer_list<std::pair<const char *, const char *>> knobs) {
-        for (const auto &k : knobs) {
-            names.push_back(k.first);
-            if (k.second) setenv(k.first, k.second, 1);
-            else unsetenv(k.first);
-        }
-    }
-    ~knob_env() {
-        for (const char *n : names) unsetenv(n);
-    }
-    std::vector<const char *> names;
-};
 
 // The AMX row's plan for the problem a tester ran (its str(): verbose's words).
 std::string amx_plan_of(const ConvTester &t) {

@@ -23,7 +23,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qconv/conv.h"
@@ -92,6 +95,25 @@ private:
     std::string ran_impl_;
     int ran_attr_ = -1;
     std::vector<uint8_t> got_, want_;
+};
+
+// Sets kernel knobs (environment variables read when a primitive is
+// planned, e.g. QCONV_JIT_CONV_VNNI_PREFETCH) for its lifetime; a null value
+// leaves one unset.
+struct knob_env {
+    knob_env(std::initializer_list<std::pair<const char *, const char *>> knobs) {
+        for (const auto &k : knobs) {
+            names.push_back(k.first);
+            if (k.second) setenv(k.first, k.second, 1);
+            else unsetenv(k.first);
+        }
+    }
+    ~knob_env() {
+        for (const char *n : names) unsetenv(n);
+    }
+    knob_env(const knob_env &) = delete;
+    knob_env &operator=(const knob_env &) = delete;
+    std::vector<const char *> names;
 };
 
 // Whether the chain holds an eltwise computed with exp/erf/tanh/log.

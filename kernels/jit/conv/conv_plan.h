@@ -38,6 +38,8 @@ struct conv_knobs {
     int amx_group = 0; // QCONV_JIT_CONV_AMX_GROUP=N: pixel blocks sharing a K range's weights (0: 4)
     int amx_prefetch =
         -1; // QCONV_JIT_CONV_AMX_PREFETCH=N: weights prefetched N KiB ahead of the tile loads (0: none; -1: the default)
+    int vnni_prefetch =
+        -1; // QCONV_JIT_CONV_VNNI_PREFETCH=N: vector rows prefetch weights N KiB ahead (0: none; -1: the default)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;

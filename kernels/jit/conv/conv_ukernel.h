@@ -68,6 +68,9 @@ struct conv_ukernel_cfg {
     // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
     // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every
     // tap unrolled; one widened multiply-add per (tap, pixel, vector).
+    // Weights prefetched (prefetcht0) this many bytes ahead of the loads
+    // of each step (0: none).
+    int64_t prefetch_bytes = 0;
     bool depthwise = false;
     int64_t dw_cpad = 0;
     // Depthwise reading the unpadded source directly (u8, no zero point):

@@ -288,6 +288,7 @@ conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int co
     c.last_n = last_n;
     c.taps_inner = g.taps_inner;
     c.tap_mask = masks;
+    c.prefetch_bytes = g.prefetch;
     if (!pad_zero_ && !masks.empty()) {
         const uint64_t all = all_taps(g);
         for (uint64_t m : masks)

@@ -157,6 +157,13 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         }
     }
 
+    // The next steps' weights on their way to L1 (cfg.prefetch_bytes ahead).
+    void emit_weight_prefetch(int step_bytes) {
+        if (cfg.prefetch_bytes <= 0) return;
+        for (int l = 0; l < step_bytes; l += 64)
+            prefetcht0(ptr[reg_wei + static_cast<uint32_t>(cfg.prefetch_bytes + l)]);
+    }
+
     void emit_kw_loop() {
         for (int kw = 0; kw < cfg.kw; ++kw) {
             Xbyak::Label l_ic;
@@ -165,6 +172,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             L(l_ic);
             if constexpr (vnni) emit_ic_step_vnni();
             else emit_ic_step_wide();
+            emit_weight_prefetch(cfg.nb * wstep);
             add(reg_aux, 4 * es);
             add(reg_wei, cfg.nb * wstep);
             dec(reg_ic);
@@ -193,6 +201,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         }
         tap_off_ = wei_off_ = 0;
         tap_ = -1;
+        emit_weight_prefetch(taps * cfg.nb * wstep);
         add(reg_src, 4 * es);
         add(reg_wei, taps * cfg.nb * wstep);
         dec(reg_ic);
