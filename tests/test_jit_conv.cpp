@@ -780,22 +780,24 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
     unsetenv("QCONV_JIT_CONV_FUSED");
 }
 
-// The weight prefetch of the VNNI micro-kernels (on by default for KxK
-// layers with 128 KiB or more of weights per group, forced by
-// QCONV_JIT_CONV_VNNI_PREFETCH=N KiB) changes no byte: a layer that plans it
-// (res5's 3x3, a strided one, a grouped one), a small one and a 1x1 that do
-// not, with and without a zero point; the plan states the distance.
+// The weight prefetches of the VNNI rows change no byte: the next OC block's
+// weights into L2 (on by default from 128 KiB of weights per group, off / on
+// by QCONV_JIT_CONV_VNNI_PREFETCH_NEXT) and a KxK kernel's own weights into L1
+// (QCONV_JIT_CONV_VNNI_PREFETCH=N KiB, off by default): res5's 3x3, a strided
+// layer, a grouped one, a 1x1 with large weights, and small layers that plan
+// neither, with and without a zero point; the plan states each.
 TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
     struct prefetch_case {
         const char *desc;
-        bool by_default;
+        bool by_default; // 128 KiB or more of weights per group
     };
     const prefetch_case cases[] = {
         {"mb1ic512ih7oc512oh7kh3ph1", true},    // 2.25 MiB
         {"mb1ic256ih9oc256oh5kh3sh2ph1", true}, // 576 KiB, strided
         {"g2mb1ic256ih5oc512oh5kh3ph1", true},  // 576 KiB per group
-        {"mb1ic64ih9oc64oh9kh3ph1", false},     // 36 KiB
-        {"mb1ic1024ih5oc256oh5kh1ph0", false},  // 1x1: never
+        {"mb1ic1024ih5oc256oh5kh1ph0", true},   // 1x1, 256 KiB
+        {"mb1ic64ih9oc96oh9kh3ph1", false},     // 54 KiB
+        {"mb1ic64ih9oc256oh9kh1ph0", false},    // 1x1, 16 KiB
     };
     int ran = 0;
     for (const std::string &row : jit_rows()) {
@@ -805,24 +807,27 @@ TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
                 ConvTester t;
                 t.desc(c.desc).zp(zp).post_ops("relu").seed(7);
                 const std::string what = row + " " + c.desc + " zp " + zp;
-                auto run = [&](const char *knob, std::string *plan) {
-                    knob_env env({{"QCONV_JIT_CONV_VNNI_PREFETCH", knob}});
+                auto run = [&](const char *next, const char *l1, std::string *plan) {
+                    knob_env env({{"QCONV_JIT_CONV_VNNI_PREFETCH_NEXT", next}, {"QCONV_JIT_CONV_VNNI_PREFETCH", l1}});
                     ConvTester r = t;
                     EXPECT_TRUE(r.run(row)) << what;
                     *plan = plan_of(row, r);
                     return r.result();
                 };
-                std::string plan_default, plan_off, plan_far;
-                const auto def = run(nullptr, &plan_default);
-                const auto off = run("0", &plan_off);
-                const auto far = run("16", &plan_far);
+                std::string plan_default, plan_off, plan_on;
+                const auto def = run(nullptr, nullptr, &plan_default);
+                const auto off = run("0", nullptr, &plan_off);
+                const auto on = run("1", "16", &plan_on);
                 EXPECT_EQ(def, off) << what;
-                EXPECT_EQ(far, off) << what;
-                EXPECT_EQ(plan_default.find(" prefetch=2048") != std::string::npos, c.by_default)
+                EXPECT_EQ(on, off) << what;
+                EXPECT_EQ(plan_default.find(" prefetch_next") != std::string::npos, c.by_default)
                     << what << ": " << plan_default;
-                EXPECT_EQ(plan_off.find(" prefetch="), std::string::npos) << what << ": " << plan_off;
+                EXPECT_EQ(plan_default.find(" prefetch="), std::string::npos) << what << ": " << plan_default;
+                EXPECT_EQ(plan_off.find(" prefetch"), std::string::npos) << what << ": " << plan_off;
                 const bool kxk = std::string(c.desc).find("kh1") == std::string::npos;
-                EXPECT_EQ(plan_far.find(" prefetch=16384") != std::string::npos, kxk) << what << ": " << plan_far;
+                EXPECT_EQ(plan_on.find(" prefetch=16384") != std::string::npos, kxk) << what << ": " << plan_on;
+                if (c.by_default)
+                    EXPECT_NE(plan_on.find(" prefetch_next"), std::string::npos) << what << ": " << plan_on;
                 ++ran;
                 if (HasFailure()) FAIL() << what;
             }

@@ -144,7 +144,7 @@ run_result run_one(const conv_case &c, const std::string &requested, conv_run_co
     if (ctx.co.performance()) {
         aligned_vector<uint8_t> scratch = c.dst_init;
         const timing t = measure([&] { conv->execute(c.src.data(), scratch.data(), args); }, ctx.co.reps,
-                                 ctx.co.budget_ms, ctx.co.correctness());
+                                 ctx.co.budget_ms, ctx.co.correctness(), ctx.co.cold);
         r.ms = t.median_ms;
         r.reps = t.reps;
     }

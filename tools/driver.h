@@ -72,6 +72,7 @@ struct common_options {
     std::string dump_dir;   // empty: no dump
     int reps = 20;          // maximum timed repetitions (P mode)
     double budget_ms = 100; // stop repeating once this much time was spent
+    bool cold = false;      // caches flushed before every timed run (conv, matmul)
     bool correctness() const { return mode != mode_kind::P; }
     bool performance() const { return mode != mode_kind::C; }
 };
@@ -126,7 +127,7 @@ struct timing {
 };
 // Runs fn() once unwarmed unless `warm`, then repeats it until `reps`
 // repetitions or `budget_ms` milliseconds (at least one repetition).
-timing measure(const std::function<void()> &fn, int reps, double budget_ms, bool warm);
+timing measure(const std::function<void()> &fn, int reps, double budget_ms, bool warm, bool cold = false);
 double now_ms();
 
 // Accumulates per-implementation totals and prints one total line each.

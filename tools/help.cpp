@@ -19,6 +19,8 @@ const char common_help[] = R"(common options (every mode):
   --seed=N              data seed (default 1; problem i uses N + i)
   --reps=N              P mode: at most N timed repetitions (default 20)
   --budget-ms=T         P mode: stop repeating once T ms were spent (default 100)
+  --cold=1              P mode (conv, matmul): caches flushed before every timed run, as a layer's
+                        weights are on their first use in a network (default 0: warm)
   --dump=DIR            write DIR/NNNN/ per run: the problem, its data and both results
   --report=kv|table     key=value lines for scripts (default), or a table for a person
   --report-dir=DIR      with --report=table: where the log, TSV and plot go (default build/reports/<time>/)

@@ -247,8 +247,8 @@ run_result run_one(const matmul_case &c, const std::string &name, const common_o
         if (r.errors) r.status = "mismatch";
     }
     if (co.performance()) {
-        const timing t =
-            measure([&] { mm->execute_typed(xin, yout, 0, co.threads); }, co.reps, co.budget_ms, co.correctness());
+        const timing t = measure([&] { mm->execute_typed(xin, yout, 0, co.threads); }, co.reps, co.budget_ms,
+                                 co.correctness(), co.cold);
         r.ms = t.median_ms;
         r.reps = t.reps;
     }

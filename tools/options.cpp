@@ -96,6 +96,7 @@ common_options parse_common(const options &o) {
     c.dump_dir = o.get("dump", "");
     c.reps = static_cast<int>(o.get_int("reps", 20, 1, 1000000));
     c.budget_ms = static_cast<double>(o.get_int("budget-ms", 100, 0, 3600000));
+    c.cold = o.get_int("cold", 0, 0, 1) == 1;
     if (o.has("isa")) {
         const isa cap = parse_isa(o.get("isa", ""), "--isa");
         set_max_cpu_isa(cap);

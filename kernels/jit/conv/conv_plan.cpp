@@ -39,6 +39,8 @@ conv_knobs conv_knobs::from_env() {
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));
     if (const char *v = std::getenv("QCONV_JIT_CONV_VNNI_PREFETCH"); v && *v)
         k.vnni_prefetch = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("QCONV_JIT_CONV_VNNI_PREFETCH_NEXT"); v && *v)
+        k.vnni_prefetch_next = std::atoi(v) != 0;
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
     k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
     return k;
@@ -70,6 +72,7 @@ std::string conv_knobs::str() const {
     if (amx_group != d.amx_group) add("amx_group", amx_group);
     if (amx_prefetch != d.amx_prefetch) add("amx_prefetch", amx_prefetch);
     if (vnni_prefetch != d.vnni_prefetch) add("vnni_prefetch", vnni_prefetch);
+    if (vnni_prefetch_next != d.vnni_prefetch_next) add("vnni_prefetch_next", vnni_prefetch_next);
     return s.empty() ? "default" : s;
 }
 

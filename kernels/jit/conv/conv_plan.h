@@ -39,7 +39,9 @@ struct conv_knobs {
     int amx_prefetch =
         -1; // QCONV_JIT_CONV_AMX_PREFETCH=N: weights prefetched N KiB ahead of the tile loads (0: none; -1: the default)
     int vnni_prefetch =
-        -1; // QCONV_JIT_CONV_VNNI_PREFETCH=N: vector rows prefetch weights N KiB ahead (0: none; -1: the default)
+        -1; // QCONV_JIT_CONV_VNNI_PREFETCH=N: KxK vector micro-kernels prefetch their weights N KiB ahead (default none)
+    int vnni_prefetch_next =
+        -1; // QCONV_JIT_CONV_VNNI_PREFETCH_NEXT=0|1: L2 prefetch of the next OC block off / on (-1: default)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;

@@ -71,6 +71,10 @@ struct conv_ukernel_cfg {
     // Weights prefetched (prefetcht0) this many bytes ahead of the loads
     // of each step (0: none).
     int64_t prefetch_bytes = 0;
+    // Lines of conv_call::pf prefetched into L2 (prefetcht1) per 4-IC step:
+    // the calls of one OC block bring in the next block's weights, each its
+    // slice (0: none).
+    int prefetch_next_lines = 0;
     bool depthwise = false;
     int64_t dw_cpad = 0;
     // Depthwise reading the unpadded source directly (u8, no zero point):
@@ -88,6 +92,7 @@ constexpr int max_fused_full = 4;
 struct conv_call {
     const uint8_t *src;                // input pixel of output pixel 0, tap (0, 0), channel g·ICg
     const int8_t *wei;                 // packed weights of the OC block
+    const int8_t *pf;                  // prefetch_next_lines: this call's slice of the next block's weights
     int32_t *acc;                      // int32 tile (unfused kernels)
     void *dst;                         // dst element (pixel 0, channel c0) (fused kernels)
     const int32_t *comp;               // comp + c0

@@ -51,6 +51,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -101,6 +102,7 @@ public:
         plan_row_classes();
         for (int k = 0; k < 2; ++k) {
             plan_blocks(k);
+            if (k == 0) plan_prefetch_next();
             compile_blocks(k);
         }
     }
@@ -110,9 +112,10 @@ public:
 
 private:
     // The builder: what the plan (conv_x8s8_plan.h) implies for this kernel.
-    void plan_padding();     // the value of a padded source pixel
-    void plan_row_classes(); // direct mode: rows sharing their valid kernel rows
-    void plan_blocks(int k); // pixel blocks and thread chunks of OC-block kind k
+    void plan_padding();       // the value of a padded source pixel
+    void plan_row_classes();   // direct mode: rows sharing their valid kernel rows
+    void plan_blocks(int k);   // pixel blocks and thread chunks of OC-block kind k
+    void plan_prefetch_next(); // lines of the next OC block each 4-IC step prefetches
     void compile_blocks(int k);
     // Valid taps (bit kh·KW + kw) of output pixel (oh, ow) (direct mode).
     uint64_t tap_bits(int64_t oh, int64_t ow) const;
@@ -143,6 +146,8 @@ private:
     std::vector<uint64_t> corr_masks_; // direct mode with a nonzero pad value: masks with a correction row
     block_schedule bp_[2];             // full OC block, last OC block
     int64_t n_chunks_ = 1;
+    int pf_lines_ = 0;     // conv_ukernel_cfg::prefetch_next_lines
+    int64_t pf_slice_ = 0; // bytes of the next block one call prefetches
     // How one execution's items are grouped and split over its threads.
     struct work_split {
         int64_t n_chunks = 1;
@@ -261,6 +266,23 @@ void conv_x8s8_kernel::plan_blocks(int k) {
     n_chunks_ = std::max<int64_t>(n_chunks_, static_cast<int64_t>(bp.chunk.size()) - 1);
 }
 
+// The calls of one work item (an OC block over a chunk of pixel blocks)
+// share the next block's weights out: the fewest calls of a chunk times the
+// 4-IC steps per call times the lines per step cover the block. A chunk with
+// more calls prefetches past the block (into the one after: harmless), one
+// with fewer (threads regroup the chunks) leaves the block's end to its first call.
+void conv_x8s8_kernel::plan_prefetch_next() {
+    const conv_geometry &g = g_;
+    if (!g.prefetch_next) return;
+    const block_schedule &bp = bp_[0];
+    int64_t calls = std::numeric_limits<int64_t>::max();
+    for (size_t c = 0; c + 1 < bp.chunk.size(); ++c) calls = std::min(calls, bp.chunk[c + 1] - bp.chunk[c]);
+    const int64_t steps = g.icg4 / 4 * (g.taps_inner ? 1 : g.kh * g.kw);
+    const int64_t block_lines = g.nb_big * g.lanes * g.kh * g.kw * g.icg4 * g.wb / 64;
+    pf_lines_ = static_cast<int>(std::min<int64_t>(16, (block_lines + calls * steps - 1) / (calls * steps)));
+    pf_slice_ = int64_t(pf_lines_) * 64 * steps;
+}
+
 conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int col0,
                                                const std::vector<uint64_t> &masks) const {
     const conv_desc &d = p_.desc;
@@ -289,6 +311,7 @@ conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int co
     c.taps_inner = g.taps_inner;
     c.tap_mask = masks;
     c.prefetch_bytes = g.prefetch;
+    c.prefetch_next_lines = pf_lines_;
     if (!pad_zero_ && !masks.empty()) {
         const uint64_t all = all_taps(g);
         for (uint64_t m : masks)
@@ -600,6 +623,11 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                 ((n * g.ih_p + oh * g.sh - g.pt) * g.iw_p * g.cs - g.pl * g.cs + gr * (g.copy ? g.icg4 : g.icg)) * g.es;
             const auto *fns = bp.fn[static_cast<size_t>(row_cls_[oh])].data();
             call.wei = wblk;
+            // The weights the calls of this item prefetch: the next OC block,
+            // or the next group's first (after the last: this block again).
+            const int8_t *next_blk = wblk;
+            if (ob + 1 < g.n_ob) next_blk = wblk + g.nb_big * g.lanes * g.kh * g.kw * g.icg4 * g.wb;
+            else if (gr + 1 < g.g) next_blk = pk.wei.get() + (gr + 1) * per_group;
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;
             call.c_off = (gr * g.ocg + oc0) * 4;
@@ -616,6 +644,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                     src_off = row_off + ow * g.sw * g.cs * g.es;
                 }
                 call.src = reinterpret_cast<const uint8_t *>(reinterpret_cast<uintptr_t>(view) + src_off);
+                call.pf = next_blk + (i - chunk[ck]) * pf_slice_;
                 const int64_t off0 = ((n * g.oh + oh) * g.ow + ow) * d.oc + gr * g.ocg + oc0;
                 if (g.fused) {
                     call.dst = static_cast<uint8_t *>(dst) + off0 * dst_bytes;

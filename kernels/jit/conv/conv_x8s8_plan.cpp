@@ -78,20 +78,28 @@ void plan_loops(conv_geometry &g, conv_isa isa, const conv_desc &d, const conv_k
     g.n_ob = (nvec + g.nb_big - 1) / g.nb_big;
 }
 
-// Bytes ahead of its loads the micro-kernel prefetches the packed weights.
 // In a network every layer's weights come from L3 or memory on first use,
-// and the first pixel block of an OC block reads that block's weights in
-// one burst (a 3x3 layer with 512 channels: 288 KiB in ~15 µs): without a
-// prefetch that stream stalls the vpdpbusd chain (Zen 4, ResNet-50: the
-// three 512-channel 3x3 layers at 1.45x their time alone). Small weights stay
-// in L1/L2 across the blocks, where the prefetches only take issue slots;
-// 1x1 layers (one 4-IC step reads 256 bytes of weights against up to 24
-// vpdpbusd) ran 2-8 % slower with them at every distance tried (1-4 KiB).
-int64_t weight_prefetch_bytes(const conv_geometry &g, const conv_knobs &k) {
-    if (!g.taps_inner) return 0;
-    if (k.vnni_prefetch >= 0) return int64_t(k.vnni_prefetch) * 1024;
+// and the first pixel block of an OC block reads that block's weights in one
+// burst (a 3x3 layer with 512 channels: 288 KiB in ~15 µs), which stalls the
+// vpdpbusd chain: Zen 4, ResNet-50, the 512-channel 3x3 layers ran at 1.45x
+// their time alone. The fix that holds (bench: `qconv-driver conv --cold=1`):
+// the calls of one OC block bring the *next* block's weights into L2, each
+// call its slice (weight_prefetch_next): res5's 3x3 cold 0.63 -> 0.46 ms,
+// warm unchanged (0.41), a 1x1 with 1 MiB of weights 0.279 -> 0.268. From
+// 128 KiB of VNNI weights per group; smaller weights stay in L2 across layers.
+bool weight_prefetch_next(const conv_geometry &g, const conv_knobs &k) {
+    if (g.n_ob < 2 && g.g < 2) return false; // no next block
+    if (k.vnni_prefetch_next >= 0) return k.vnni_prefetch_next == 1;
     const int64_t group_bytes = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
-    return g.wb == 1 && group_bytes >= (128 << 10) ? 2048 : 0; // measured on the VNNI byte layout
+    return g.wb == 1 && group_bytes >= (128 << 10);
+}
+
+// Bytes ahead of its loads a KxK micro-kernel prefetches its own weights
+// into L1 (the knob only: 2 KiB ahead took res5's 3x3 cold from 0.63 to
+// 0.53 ms, but on top of the next-block prefetch it cost 0.07 ms; 1x1 layers
+// ran 2-8 % slower with it at every distance tried, 1-4 KiB).
+int64_t weight_prefetch_bytes(const conv_geometry &g, const conv_knobs &k) {
+    return g.taps_inner && k.vnni_prefetch > 0 ? int64_t(k.vnni_prefetch) * 1024 : 0;
 }
 
 } // namespace
@@ -121,6 +129,7 @@ conv_geometry plan_geometry(conv_isa isa, const conv_problem &p, const attr_set 
     // The output pipeline is fused into the micro-kernels when it can be.
     g.fused = pipeline_fusable(a, k);
     g.prefetch = weight_prefetch_bytes(g, k);
+    g.prefetch_next = weight_prefetch_next(g, k);
     return g;
 }
 
@@ -140,6 +149,7 @@ std::string conv_geometry::str() const {
     s += " oc_blocks=" + std::to_string(n_ob) + "x" + std::to_string(nb_big);
     s += std::string(" pipeline=") + (fused ? "fused" : "tile");
     if (prefetch > 0) s += " prefetch=" + std::to_string(prefetch);
+    if (prefetch_next) s += " prefetch_next";
     return s;
 }
 

@@ -33,6 +33,7 @@ struct conv_geometry : conv_plan_detail {
     int nb_big;                             // vector blocks per full OC block (≤ 4)
     int64_t n_ob;                           // OC blocks per group
     bool fused = false;                     // output pipeline inside the micro-kernels
+    bool prefetch_next = false;             // the calls of an OC block prefetch the next block's weights into L2
     int64_t prefetch = 0;                   // bytes ahead the micro-kernels prefetch the weights (0: none)
     bool list() const { return flat || flat2d; }
     // "source=direct pixels=rows taps=inner oc_blocks=2x4 pipeline=fused".

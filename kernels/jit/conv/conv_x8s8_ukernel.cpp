@@ -81,6 +81,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
     // rdi: conv_call *; loop registers; epilogue pointers.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
     const Xbyak::Reg64 reg_kh = r8, reg_aux = r9, reg_ic = r10; // reg_coff = r11 (epilogue)
+    const Xbyak::Reg64 reg_pf = rax; // the accumulation loops only (the epilogue's scratch after them)
 
     static Vmm vreg(int i) { return Vmm(i); }
     Vmm acc(int w, int b) const { return vreg(w * cfg.nb + b); }
@@ -159,9 +160,13 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
 
     // The next steps' weights on their way to L1 (cfg.prefetch_bytes ahead).
     void emit_weight_prefetch(int step_bytes) {
-        if (cfg.prefetch_bytes <= 0) return;
-        for (int l = 0; l < step_bytes; l += 64)
-            prefetcht0(ptr[reg_wei + static_cast<uint32_t>(cfg.prefetch_bytes + l)]);
+        if (cfg.prefetch_bytes > 0)
+            for (int l = 0; l < step_bytes; l += 64)
+                prefetcht0(ptr[reg_wei + static_cast<uint32_t>(cfg.prefetch_bytes + l)]);
+        if (cfg.prefetch_next_lines > 0) { // this step's share of the next OC block, into L2
+            for (int l = 0; l < cfg.prefetch_next_lines; ++l) prefetcht1(ptr[reg_pf + l * 64]);
+            add(reg_pf, cfg.prefetch_next_lines * 64);
+        }
     }
 
     void emit_kw_loop() {
@@ -296,6 +301,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         mov(reg_src, ptr[reg_args + offsetof(conv_call, src)]);
         mov(reg_wei, ptr[reg_args + offsetof(conv_call, wei)]);
         emit_zero_acc();
+        if (cfg.prefetch_next_lines > 0) mov(reg_pf, ptr[reg_args + offsetof(conv_call, pf)]);
         if (cfg.depthwise) {
             emit_dw_body();
             emit_finish();
@@ -310,8 +316,13 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
         mov(reg_kh, cfg.kh);
         L(l_kh);
         emit_kw_loop();
-        mov(rax, cfg.dh * cfg.row_stride);
-        add(reg_src, rax);
+        const int64_t row_step = cfg.dh * cfg.row_stride;
+        if (row_step == static_cast<int32_t>(row_step)) {
+            add(reg_src, static_cast<int32_t>(row_step));
+        } else { // reg_aux is set again by the next kw loop
+            mov(reg_aux, row_step);
+            add(reg_src, reg_aux);
+        }
         dec(reg_kh);
         jnz(l_kh, T_NEAR);
         emit_finish();
