@@ -22,6 +22,14 @@ namespace qconv::graph::exec {
 
 // What the step table's rows see: the graph being compiled, the program the
 // steps go into, the nodes' slots, and what earlier rows decided.
+// One op an f32 convolution's primitive absorbs: a bias Add, or a
+// BatchNormalization's per-channel Multiply / Add.
+struct conv_epilogue_op {
+    node *n;
+    op kind;
+    std::vector<float> values; // one per output channel
+};
+
 struct compile_context {
     compile_context(graph &g, program &P, const compile_options &opt) : g(g), P(P), opt(opt) {}
     graph &g;
@@ -31,6 +39,7 @@ struct compile_context {
     std::map<const node *, compressed> mms;         // the compressed MatMuls, by MatMul node
     std::map<const node *, std::string> fused_into; // nodes another node's step computes → its id
     std::map<const node *, region> regions;         // the elementwise regions, by root
+    std::map<const node *, std::vector<conv_epilogue_op>> conv_epilogues; // by f32 convolution (find_conv_epilogues)
     // The node being built: its inputs' slots and its output's slot.
     std::vector<int> in;
     int out = -1;
@@ -55,16 +64,11 @@ const std::vector<step_row> &step_table();
 // The step (if any) and the implementation of n, from the first row that takes it.
 void build_step(compile_context &cx, node &n);
 
-// One op an f32 convolution's primitive absorbs (step_table.cpp): a bias
-// Add, or a BatchNormalization's per-channel Multiply / Add.
-struct conv_epilogue_op {
-    node *n;
-    op kind;
-    std::vector<float> values; // one per output channel
-};
-// The ops after f32 convolution n that its primitive takes (none when its
-// weights are not constant).
-std::vector<conv_epilogue_op> f32_conv_epilogue(const compile_context &cx, node *n);
+// The f32 convolutions' epilogues: per convolution the ops after it that its
+// primitive takes (step_table.cpp), found once before the elementwise regions
+// (which leave them out) and consumed by the convolution's step where its
+// weights are known at compile time (else they run as their own steps).
+void find_conv_epilogues(const std::vector<node *> &order, compile_context &cx);
 
 // The elementwise regions of the graph: cx.regions by root, their other nodes
 // in cx.fused_into (elementwise_regions.cpp).

@@ -76,9 +76,8 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
     std::set<const node *> taken; // in a region, or fused into another step already
     for (const auto &f : cx.fused_into) taken.insert(f.first);
     // What an f32 convolution's primitive takes (its bias, a BatchNormalization): not a region's.
-    for (node *c : order)
-        if (c->kind == op::Convolution || c->kind == op::GroupConvolution)
-            for (const conv_epilogue_op &e : f32_conv_epilogue(cx, c)) taken.insert(e.n);
+    for (const auto &[conv, chain] : cx.conv_epilogues)
+        for (const conv_epilogue_op &e : chain) taken.insert(e.n);
     const reader_index readers = readers_of(g); // one index, not a scan of the graph per candidate
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         node *r = *it;

@@ -78,8 +78,10 @@ std::shared_ptr<const compiled_graph::state> compiled_graph::compile(const graph
     S.slots = cx.slot.size();
     S.consts.resize(S.slots);
     S.known.assign(S.slots, false);
-    // 1. Compressed MatMuls and the nodes they absorb; elementwise regions.
+    // 1. Compressed MatMuls and the nodes they absorb; the f32 convolutions'
+    // epilogues; elementwise regions.
     exec::find_compressed(*g, order, opt.dynamic_quantization, dyn ? &dyn->pool : nullptr, &cx.mms, &cx.fused_into);
+    exec::find_conv_epilogues(order, cx);
     if (opt.elementwise_regions) exec::find_elementwise_regions(*g, order, cx);
     // 2. Steps from the step table, folding whatever is known at compile time.
     for (node *n : order) exec::build_step(cx, *n);

@@ -135,8 +135,6 @@ std::vector<float> per_channel_constant(const compile_context &cx, const node *b
     return {};
 }
 
-} // namespace
-
 // What an f32 convolution n with constant weights takes into its primitive,
 // through single readers: a bias Add of per-channel values (the same f32
 // addition: oneDNN adds the bias to each output), then a Multiply by
@@ -167,16 +165,26 @@ std::vector<conv_epilogue_op> f32_conv_epilogue(const compile_context &cx, node 
     return chain;
 }
 
+} // namespace
+
+void find_conv_epilogues(const std::vector<node *> &order, compile_context &cx) {
+    for (node *c : order)
+        if ((c->kind == op::Convolution || c->kind == op::GroupConvolution) && !is_integer(c->out_type))
+            if (auto chain = f32_conv_epilogue(cx, c); !chain.empty()) cx.conv_epilogues[c] = std::move(chain);
+}
+
 namespace {
 
 // The f32 convolution primitive (oneDNN's, else the reference): constant
 // weights are reordered once; weights computed at run time mean a primitive
-// per run. Its epilogue (f32_conv_epilogue) goes into the primitive.
+// per run. Its epilogue (find_conv_epilogues) goes into the primitive.
 built f32_convolution(compile_context &cx, node &n) {
     const bool known = cx.P.known[cx.in[1]];
     std::vector<float> w(elems_of(n.inputs[1]->out_shape), 0.f);
     if (known) w = cx.P.consts[cx.in[1]].to_f32();
-    const std::vector<conv_epilogue_op> chain = known ? f32_conv_epilogue(cx, &n) : std::vector<conv_epilogue_op>{};
+    const auto found = cx.conv_epilogues.find(&n);
+    const std::vector<conv_epilogue_op> none;
+    const std::vector<conv_epilogue_op> &chain = known && found != cx.conv_epilogues.end() ? found->second : none;
     const int64_t OC = n.out_shape[1], per_oc = static_cast<int64_t>(w.size()) / std::max<int64_t>(OC, 1);
     std::vector<float> bias(static_cast<size_t>(OC), 0.f);
     bool scaled = false;
