@@ -782,8 +782,8 @@ TEST(JitConv, DirectPaddedSourceMatchesReference) {
 
 // The weight prefetches of the dense rows change no byte: the next OC block's
 // weights into L2 (on by default from 128 KiB of weights per group, off / on
-// by QCONV_JIT_CONV_VNNI_PREFETCH_NEXT) and a KxK kernel's own weights into L1
-// (QCONV_JIT_CONV_VNNI_PREFETCH=N KiB, off by default): res5's 3x3, a strided
+// by QCONV_JIT_CONV_DENSE_PREFETCH_NEXT) and a KxK kernel's own weights into L1
+// (QCONV_JIT_CONV_DENSE_PREFETCH=N KiB, off by default): res5's 3x3, a strided
 // layer, a grouped one, a 1x1 with large weights, and small layers that plan
 // neither, with and without a zero point; the plan states each.
 TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
@@ -808,7 +808,7 @@ TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
                 t.desc(c.desc).zp(zp).post_ops("relu").seed(7);
                 const std::string what = row + " " + c.desc + " zp " + zp;
                 auto run = [&](const char *next, const char *l1, std::string *plan) {
-                    knob_env env({{"QCONV_JIT_CONV_VNNI_PREFETCH_NEXT", next}, {"QCONV_JIT_CONV_VNNI_PREFETCH", l1}});
+                    knob_env env({{"QCONV_JIT_CONV_DENSE_PREFETCH_NEXT", next}, {"QCONV_JIT_CONV_DENSE_PREFETCH", l1}});
                     ConvTester r = t;
                     EXPECT_TRUE(r.run(row)) << what;
                     *plan = plan_of(row, r);

@@ -20,8 +20,6 @@
 
 namespace qconv::graph::exec {
 
-// What the step table's rows see: the graph being compiled, the program the
-// steps go into, the nodes' slots, and what earlier rows decided.
 // One op an f32 convolution's primitive absorbs: a bias Add, or a
 // BatchNormalization's per-channel Multiply / Add.
 struct conv_epilogue_op {
@@ -30,6 +28,8 @@ struct conv_epilogue_op {
     std::vector<float> values; // one per output channel
 };
 
+// What the step table's rows see: the graph being compiled, the program the
+// steps go into, the nodes' slots, and what earlier rows decided.
 struct compile_context {
     compile_context(graph &g, program &P, const compile_options &opt) : g(g), P(P), opt(opt) {}
     graph &g;

@@ -98,7 +98,7 @@ private:
 };
 
 // Sets kernel knobs (environment variables read when a primitive is
-// planned, e.g. QCONV_JIT_CONV_VNNI_PREFETCH) for its lifetime; a null value
+// planned, e.g. QCONV_JIT_CONV_DENSE_PREFETCH) for its lifetime; a null value
 // leaves one unset.
 struct knob_env {
     knob_env(std::initializer_list<std::pair<const char *, const char *>> knobs) {

@@ -37,10 +37,10 @@ conv_knobs conv_knobs::from_env() {
     k.amx_l1_kib = number("QCONV_JIT_CONV_AMX_L1_KIB");
     k.amx_group = number("QCONV_JIT_CONV_AMX_GROUP");
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));
-    if (const char *v = std::getenv("QCONV_JIT_CONV_VNNI_PREFETCH"); v && *v)
-        k.vnni_prefetch = std::max(0, std::atoi(v));
-    if (const char *v = std::getenv("QCONV_JIT_CONV_VNNI_PREFETCH_NEXT"); v && *v)
-        k.vnni_prefetch_next = std::atoi(v) != 0;
+    if (const char *v = std::getenv("QCONV_JIT_CONV_DENSE_PREFETCH"); v && *v)
+        k.dense_prefetch = std::max(0, std::atoi(v));
+    if (const char *v = std::getenv("QCONV_JIT_CONV_DENSE_PREFETCH_NEXT"); v && *v)
+        k.dense_prefetch_next = std::atoi(v) != 0;
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
     k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
     return k;
@@ -71,8 +71,8 @@ std::string conv_knobs::str() const {
     if (amx_l1_kib != d.amx_l1_kib) add("amx_l1_kib", amx_l1_kib);
     if (amx_group != d.amx_group) add("amx_group", amx_group);
     if (amx_prefetch != d.amx_prefetch) add("amx_prefetch", amx_prefetch);
-    if (vnni_prefetch != d.vnni_prefetch) add("vnni_prefetch", vnni_prefetch);
-    if (vnni_prefetch_next != d.vnni_prefetch_next) add("vnni_prefetch_next", vnni_prefetch_next);
+    if (dense_prefetch != d.dense_prefetch) add("dense_prefetch", dense_prefetch);
+    if (dense_prefetch_next != d.dense_prefetch_next) add("dense_prefetch_next", dense_prefetch_next);
     return s.empty() ? "default" : s;
 }
 

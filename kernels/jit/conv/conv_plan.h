@@ -38,10 +38,10 @@ struct conv_knobs {
     int amx_group = 0; // QCONV_JIT_CONV_AMX_GROUP=N: pixel blocks sharing a K range's weights (0: 4)
     int amx_prefetch =
         -1; // QCONV_JIT_CONV_AMX_PREFETCH=N: weights prefetched N KiB ahead of the tile loads (0: none; -1: the default)
-    int vnni_prefetch =
-        -1; // QCONV_JIT_CONV_VNNI_PREFETCH=N: KxK vector micro-kernels prefetch their weights N KiB ahead (default none)
-    int vnni_prefetch_next =
-        -1; // QCONV_JIT_CONV_VNNI_PREFETCH_NEXT=0|1: L2 prefetch of the next OC block off / on (-1: default)
+    // The dense rows' weight prefetches (conv_x8s8_plan.cpp):
+    int dense_prefetch = 0; // QCONV_JIT_CONV_DENSE_PREFETCH=N: KxK micro-kernels also prefetch N KiB ahead into L1
+    int dense_prefetch_next =
+        -1; // QCONV_JIT_CONV_DENSE_PREFETCH_NEXT=0|1: the next OC block into L2 off / on (-1: default)
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;

@@ -65,9 +65,6 @@ struct conv_ukernel_cfg {
     // The packed u8 stores may skip min(255, y): y < 2^31 is guaranteed
     // (bounded_u8_store(), conv_pipeline.h).
     bool bounded_u8 = false;
-    // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
-    // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every
-    // tap unrolled; one widened multiply-add per (tap, pixel, vector).
     // Weights prefetched (prefetcht0) this many bytes ahead of the loads
     // of each step (0: none).
     int64_t prefetch_bytes = 0;
@@ -75,6 +72,9 @@ struct conv_ukernel_cfg {
     // the calls of one OC block bring in the next block's weights, each its
     // slice (0: none).
     int prefetch_next_lines = 0;
+    // Depthwise mode (conv_dw_x8s8): nb vectors of channels, source u8 with
+    // pix_stride bytes per pixel, weights int32 [kh][kw][dw_cpad], every
+    // tap unrolled; one widened multiply-add per (tap, pixel, vector).
     bool depthwise = false;
     int64_t dw_cpad = 0;
     // Depthwise reading the unpadded source directly (u8, no zero point):

@@ -278,7 +278,7 @@ void conv_x8s8_kernel::plan_prefetch_next() {
     int64_t calls = std::numeric_limits<int64_t>::max();
     for (size_t c = 0; c + 1 < bp.chunk.size(); ++c) calls = std::min(calls, bp.chunk[c + 1] - bp.chunk[c]);
     const int64_t steps = g.icg4 / 4 * (g.taps_inner ? 1 : g.kh * g.kw);
-    const int64_t block_lines = g.nb_big * g.lanes * g.kh * g.kw * g.icg4 * g.wb / 64;
+    const int64_t block_lines = g.nb_big * g.lanes * g.weight_bytes_per_oc() / 64;
     pf_lines_ = static_cast<int>(std::min<int64_t>(16, (block_lines + calls * steps - 1) / (calls * steps)));
     pf_slice_ = int64_t(pf_lines_) * 64 * steps;
 }
@@ -368,13 +368,13 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     const conv_geometry &g = g_;
     if (!wei) fail("wei", "is null");
     if (p_.with_bias && !bias) fail("bias", "with_bias is set but no bias was given");
-    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
+    const int64_t per_group = g.group_weight_bytes();
     auto pk = std::make_shared<jit_packed>(static_cast<size_t>(per_group * g.g));
     for (int64_t gr = 0; gr < g.g; ++gr)
         for (int64_t ob = 0; ob < g.n_ob; ++ob) {
             const int64_t oc0 = ob * g.nb_big * g.lanes;
             const int64_t width = std::min<int64_t>(g.nb_big * g.lanes, g.ocg16 - oc0);
-            int8_t *blk = pk->wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
+            int8_t *blk = pk->wei.get() + gr * per_group + oc0 * g.weight_bytes_per_oc();
             int16_t *blk16 = reinterpret_cast<int16_t *>(blk);
             for (int64_t kh = 0; kh < g.kh; ++kh)
                 for (int64_t kw = 0; kw < g.kw; ++kw)
@@ -575,7 +575,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
                                        static_cast<size_t>(g.mb * g.cp_rows * g.cp_cols * g.cs * g.es + 64));
         view = pad_buf;
     }
-    const int64_t per_group = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
+    const int64_t per_group = g.group_weight_bytes();
     const int64_t nvec = g.ocg16 / g.lanes;
     const work_split ws = split_work(threads);
     const int64_t n_chunks = ws.n_chunks;
@@ -611,7 +611,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             const int64_t oc0 = ob * g.nb_big * g.lanes;
             const int nb = static_cast<int>(std::min<int64_t>(g.nb_big, nvec - ob * g.nb_big));
             const int nc = static_cast<int>(std::min<int64_t>(nb * g.lanes, g.ocg - oc0));
-            const int8_t *wblk = pk.wei.get() + gr * per_group + oc0 * g.kh * g.kw * g.icg4 * g.wb;
+            const int8_t *wblk = pk.wei.get() + gr * per_group + oc0 * g.weight_bytes_per_oc();
             const bool last_block = ob == g.n_ob - 1;
             const block_schedule &bp = bp_[last_block ? 1 : 0];
             const std::vector<int64_t> &chunk = ws.regrouped ? ws.chunk[last_block ? 1 : 0] : bp.chunk;
@@ -626,7 +626,7 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
             // The weights the calls of this item prefetch: the next OC block,
             // or the next group's first (after the last: this block again).
             const int8_t *next_blk = wblk;
-            if (ob + 1 < g.n_ob) next_blk = wblk + g.nb_big * g.lanes * g.kh * g.kw * g.icg4 * g.wb;
+            if (ob + 1 < g.n_ob) next_blk = wblk + g.nb_big * g.lanes * g.weight_bytes_per_oc();
             else if (gr + 1 < g.g) next_blk = pk.wei.get() + (gr + 1) * per_group;
             call.comp = comp + gr * g.ocg + oc0;
             call.bias = bias ? bias + gr * g.ocg + oc0 : nullptr;

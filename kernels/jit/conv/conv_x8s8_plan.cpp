@@ -90,9 +90,8 @@ void plan_loops(conv_geometry &g, conv_isa isa, const conv_desc &d, const conv_k
 // unchanged. From 128 KiB of weights per group; smaller weights stay in L2.
 bool weight_prefetch_next(const conv_geometry &g, const conv_knobs &k) {
     if (g.n_ob < 2 && g.g < 2) return false; // no next block
-    if (k.vnni_prefetch_next >= 0) return k.vnni_prefetch_next == 1;
-    const int64_t group_bytes = g.kh * g.kw * g.icg4 * g.ocg16 * g.wb;
-    return group_bytes >= (128 << 10);
+    if (k.dense_prefetch_next >= 0) return k.dense_prefetch_next == 1;
+    return g.group_weight_bytes() >= (128 << 10);
 }
 
 // Bytes ahead of its loads a KxK micro-kernel prefetches its own weights
@@ -100,7 +99,7 @@ bool weight_prefetch_next(const conv_geometry &g, const conv_knobs &k) {
 // 0.53 ms, but on top of the next-block prefetch it cost 0.07 ms; 1x1 layers
 // ran 2-8 % slower with it at every distance tried, 1-4 KiB).
 int64_t weight_prefetch_bytes(const conv_geometry &g, const conv_knobs &k) {
-    return g.taps_inner && k.vnni_prefetch > 0 ? int64_t(k.vnni_prefetch) * 1024 : 0;
+    return g.taps_inner && k.dense_prefetch > 0 ? int64_t(k.dense_prefetch) * 1024 : 0;
 }
 
 } // namespace

@@ -36,6 +36,9 @@ struct conv_geometry : conv_plan_detail {
     bool prefetch_next = false;             // the calls of an OC block prefetch the next block's weights into L2
     int64_t prefetch = 0;                   // bytes ahead the micro-kernels prefetch the weights (0: none)
     bool list() const { return flat || flat2d; }
+    // Packed weight bytes per output channel, and per group (OC padded to the lanes).
+    int64_t weight_bytes_per_oc() const { return kh * kw * icg4 * wb; }
+    int64_t group_weight_bytes() const { return weight_bytes_per_oc() * ocg16; }
     // "source=direct pixels=rows taps=inner oc_blocks=2x4 pipeline=fused".
     std::string str() const override;
 };
