@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dispatch/host_platform.h"
+#include "kernels/jit/base/conv_pipeline.h"
 #include "kernels/jit/base/jit_base.h"
 
 #include "dispatch/attr_builder.h"
@@ -229,12 +230,20 @@ TEST(JitConv, S8SourceAllChains) {
             }
 }
 
+// Chains for the packed u8 stores: bounded below 2^30 by a clip whatever the
+// bias (no clamp, no bias lowered), the QDQ ResNet-50 residual chain as the
+// graph lowers it (bounded by its clip), and a shift that leaves it unbounded
+// (the clamp stays).
+const char *const bounded_by_clip = "clip:-3e9:1e9";
+const char *const qdq_residual = "round;clip:-136:119;linear:0.0272;sum:0.11:121;linear:16.3;round";
+const char *const unbounded_shift = "linear:0.5:3e9";
+
 // u8 stores packed 64 bytes at a time (4 OC vectors, or 2 / 4 pixels of OC
 // 32 / 16; the depthwise row kernel's 4 pixels) skip the clamp where the
-// scales bound acc·scale below 2^28 and pack() lowers a bias above 2^30
-// (bounded_u8_store, conv_pipeline.h): biases
-// far beyond the u8 range, infinite or NaN store what the reference stores,
-// with and without the skip (a post-op after the bias keeps the clamp).
+// scales bound acc·scale below 2^28 and pack() lowers a bias above 2^30, or
+// where the chain bounds every value below 2^30 (bounded_u8_store,
+// conv_pipeline.h): biases far beyond the u8 range, infinite or NaN store
+// what the reference stores, with and without the skip.
 TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
     require_avx2();
     const float inf = std::numeric_limits<float>::infinity();
@@ -250,7 +259,7 @@ TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
         const int64_t oc = qconv::conv_desc::parse(desc).oc;
         std::vector<float> bias(static_cast<size_t>(oc));
         for (int64_t c = 0; c < oc; ++c) bias[static_cast<size_t>(c)] = pool[static_cast<size_t>((c * 5 + i) % 16)];
-        for (const std::string ops : {"", "round", "relu"})
+        for (const std::string ops : {"", "round", "relu", bounded_by_clip, qdq_residual, unbounded_shift})
             for (const std::string zp : {"none", "tensor:random", "s8"}) {
                 ConvTester t;
                 t.src(zp == "s8" ? dtype::s8 : dtype::u8).dst(dtype::u8).zp(zp == "s8" ? "none" : zp);
@@ -260,6 +269,53 @@ TEST(JitConv, PackedU8StoresSaturateHugeBiases) {
             }
     }
     EXPECT_GT(ran, 0);
+}
+
+// The interval arithmetic behind the packed stores' missing clamp
+// (chain_upper_bound, conv_pipeline.h): the bound of what a chain can store
+// whatever the fma gives, each f32 rounding allowed for.
+TEST(JitPipeline, ChainUpperBound) {
+    using qconv::jit::chain_upper_bound;
+    auto chain = [](const std::string &ops, dtype dst = dtype::u8, int32_t dst_zp = 0) {
+        ConvTester t;
+        t.desc("mb1ic16ih2oc16oh2kh1ph0").dst(dst).post_ops(ops).dst_zp(dst_zp);
+        EXPECT_TRUE(t.run()) << ops; // builds the problem and its attributes
+        const auto attrs = qconv::impl::conv_attrs(t.problem(), qconv::impl::host_platform(), {});
+        return qconv::jit::pipeline::build(t.problem(), attrs.at(static_cast<size_t>(t.attr_id())));
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(chain_upper_bound(chain("")), inf);
+    EXPECT_EQ(chain_upper_bound(chain("round")), inf);
+    EXPECT_EQ(chain_upper_bound(chain("relu")), inf);
+    EXPECT_EQ(chain_upper_bound(chain("clip:0:6;add:full")), inf); // a tensor's values are unknown
+    std::string divisors = "-2";                                   // an interval of divisors that holds 0
+    for (int c = 1; c < 16; ++c) divisors += ",2";
+    EXPECT_EQ(chain_upper_bound(chain("clip:-1:6;div:per_oc:" + divisors)), inf);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:-1:6;div:per_tensor:0.5")), 12.0, 1e-4);
+    const double b6 = chain_upper_bound(chain("clip:0:6"));
+    EXPECT_GE(b6, 6.0);
+    EXPECT_LT(b6, 6.00001);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:0:6", dtype::u8, 3)), 9.0, 1e-4); // + dst_zp
+    EXPECT_NEAR(chain_upper_bound(chain("clip:-2:6;linear:-3:1")), 7.0, 1e-4);  // -3·(-2) + 1
+    EXPECT_NEAR(chain_upper_bound(chain("clip:-2:6;relu:0.5;abs")), 6.0, 1e-4);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:-2:6;square")), 36.0, 1e-3);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:-4:2;mul:per_tensor:-2.5")), 10.0, 1e-4);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:1:6;max:per_tensor:9")), 9.0, 1e-4);
+    EXPECT_NEAR(chain_upper_bound(chain("clip:0:6;sum:0.5:4")), 6.0 + 0.5 * 251, 1e-3); // u8 destination
+    // The ResNet-50 residual: (119·0.0272 + 0.11·(255 − 121))·16.3 = 293.0, rounded up.
+    const double r = chain_upper_bound(chain(qdq_residual));
+    EXPECT_GE(r, 293.0);
+    EXPECT_LE(r, 295.0);
+    // A FakeQuantize crops (output range 0..100 here), then its own madds;
+    // one whose bounds the u8 store saturates leaves its crop to the store
+    // (pipeline_op::crop) and bounds nothing.
+    const double q = chain_upper_bound(chain("fq:256:-1:1:0:100"));
+    EXPECT_GE(q, 100.0);
+    EXPECT_LT(q, 101.0);
+    EXPECT_EQ(chain_upper_bound(chain("fq:256:-1:1:0:255")), inf);
+    // Cancellation: y + 1e30 − 1e30 is exact in the reals, not in f32.
+    EXPECT_GT(chain_upper_bound(chain("clip:0:1;linear:1:1e30;linear:1:-1e30")), 1e20);
+    EXPECT_EQ(chain_upper_bound(chain("clip:0:6;linear:1e9:0")) < 1073741824.0, false);
 }
 
 // A FakeQuantize to levels 0..255 stored as u8 (the graph's lowering of an
@@ -826,8 +882,9 @@ TEST(JitConv, WeightPrefetchGivesTheSameBytes) {
                 EXPECT_EQ(plan_off.find(" prefetch"), std::string::npos) << what << ": " << plan_off;
                 const bool kxk = std::string(c.desc).find("kh1") == std::string::npos;
                 EXPECT_EQ(plan_on.find(" prefetch=16384") != std::string::npos, kxk) << what << ": " << plan_on;
-                if (c.by_default)
+                if (c.by_default) {
                     EXPECT_NE(plan_on.find(" prefetch_next"), std::string::npos) << what << ": " << plan_on;
+                }
                 ++ran;
                 if (HasFailure()) FAIL() << what;
             }

@@ -14,11 +14,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -440,6 +442,46 @@ TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
                 << what;
             if (HasFailure()) FAIL() << desc << " " << chain;
         }
+}
+
+// The fused u8 stores of blocks whose outputs are consecutive pixels pack
+// four rows of a full OC vector (amx_ukernel_cfg::pack_u8;
+// QCONV_JIT_CONV_AMX_PACK=0 stores one vpmovusdb a row): the reference's
+// bytes either way, with biases far beyond the u8 range (infinite, NaN),
+// chains a clip bounds (no min(255, y) before the packs), unbounded ones (the
+// min), the QDQ residual sum, a FakeQuantize, zero points and s8 sources,
+// channel tails, a partial last block and a padded view (its row table).
+TEST(AmxConv, PackedU8StoresGiveTheBytesOfOneVectorStores) {
+    REQUIRE_AMX();
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> pool = {3e9f,          inf,          1073741888.f, 2147483648.f, -3e9f,  -inf,
+                                     std::nanf(""), 1.5e9f,       12.25f,       -7.5f,        254.5f, 255.5f,
+                                     3.4e38f,       2147483520.f, 1073741824.f, -0.f};
+    const char *const chains[] = {"",
+                                  "round",
+                                  "relu",
+                                  "clip:-3e9:1e9",
+                                  "round;clip:-136:119;linear:0.0272;sum:0.11:121;linear:16.3;round",
+                                  "linear:0.5:3e9",
+                                  "fq:per_channel"};
+    uint32_t seed = 0;
+    for (const char *desc : {"mb1ic64ih8oc64oh8kh1ph0", "mb1ic64ih9iw7oc56oh9ow7kh1ph0",
+                             "mb2ic128ih6iw11oc96oh6ow11kh1ph0", "mb1ic32ih6oc48oh6kh3ph1"}) {
+        const int64_t oc = qconv::conv_desc::parse(desc).oc;
+        for (const char *chain : chains)
+            for (const std::string zp : {"none", "channel:random", "s8"}) {
+                std::vector<float> bias(static_cast<size_t>(oc));
+                for (int64_t c = 0; c < oc; ++c) bias[static_cast<size_t>(c)] = pool[(c * 5 + seed) % 16];
+                ConvTester t;
+                t.desc(desc).src(zp == "s8" ? dtype::s8 : dtype::u8).dst(dtype::u8).zp(zp == "s8" ? "none" : zp);
+                t.post_ops(chain).scales(std::vector<float>(static_cast<size_t>(oc), 0.5f)).bias(bias).seed(++seed);
+                const std::string what = std::string(desc) + " " + chain + " zp " + zp;
+                EXPECT_EQ(run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", nullptr}}, what),
+                          run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", "0"}}, what))
+                    << what;
+                if (HasFailure()) FAIL() << what;
+            }
+    }
 }
 
 // The weight prefetch of the K loop (on by default from 128 KiB of weights per

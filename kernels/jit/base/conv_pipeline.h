@@ -62,17 +62,32 @@ struct pipeline {
     static bool takes(const attr_set &a, std::string *why);
 };
 
-// A u8 store whose value is acc·scale + bias itself (no post-op but the
-// store's own rounding, no destination zero point) needs min(255, y) only
-// for y ≥ 2^31, where vcvtps2dq gives 0x80000000, which the packs
-// (vpackssdw + vpackuswb) saturate to 0 like a negative value. With |acc +
-// comp| ≤ K·2^17 (K products of u8 / shifted s8 values and zero points
-// below 2^8 with s8 weights) and K·2^17·|scale| < 2^28 for every scale, the
-// product stays below 2^28; pack() then lowers a bias above 2^30 (or +inf)
-// to 2^30 (bound_bias), so y stays below 2^31, and such a bias gives y >
-// 2^29 before and after: 255 either way. The JIT kernels whose u8 stores
-// pack leave the min out when this holds (docs/jit_conv.md).
-bool bounded_u8_store(const pipeline &pp, int64_t K);
+// Whether the packed u8 stores of a JIT kernel may leave min(255, y) out:
+// vcvtps2dq gives 0x80000000 for y ≥ 2^31, which the packs (vpackssdw +
+// vpackuswb) saturate to 0 like a negative value, so the min is needed only
+// where a stored y can reach 2^31. Two ways to know it cannot:
+// - chain: an op of the chain bounds the values after it whatever the
+//   accumulator and the bias (a clip, a FakeQuantize's crop, a ReLU below a
+//   bounded op, ...): interval arithmetic over the ops after the fma, each
+//   step widened by 2^-22 of the magnitudes it saw (f32 rounding), ends
+//   below 2^30 (chain_upper_bound());
+// - bias: the store's value is acc·scale + bias itself (no post-op but the
+//   store's own rounding, no destination zero point). With |acc + comp| ≤
+//   K·2^17 (K products of u8 / shifted s8 values and zero points below 2^8
+//   with s8 weights) and K·2^17·|scale| < 2^28 for every scale, the product
+//   stays below 2^28; pack() then lowers a bias above 2^30 (or +inf) to 2^30
+//   (bound_bias), so y stays below 2^31, and such a bias gives y > 2^29
+//   before and after: 255 either way.
+// The JIT kernels whose u8 stores pack leave the min out when either holds
+// (docs/jit_conv.md).
+struct u8_store_bound {
+    bool bounded = false;    // no stored y reaches 2^31: the packs need no min(255, y)
+    bool clamp_bias = false; // provided pack() lowers the bias (bound_bias)
+};
+u8_store_bound bounded_u8_store(const pipeline &pp, int64_t K);
+// The largest value the chain after the fma can store (before the store's
+// rounding), whatever the fma gave: +inf when no op bounds it.
+double chain_upper_bound(const pipeline &pp);
 constexpr float bounded_bias = 1073741824.f; // 2^30
 inline void bound_bias(std::vector<float> &bias) {
     for (float &b : bias)

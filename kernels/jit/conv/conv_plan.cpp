@@ -34,6 +34,7 @@ conv_knobs conv_knobs::from_env() {
     k.amx_phases = flag("QCONV_JIT_CONV_AMX_PHASES");
     k.amx_k_ranges = flag("QCONV_JIT_CONV_AMX_K_RANGES");
     k.amx_row_taps = flag("QCONV_JIT_CONV_AMX_ROW_TAPS");
+    k.amx_pack = flag("QCONV_JIT_CONV_AMX_PACK");
     k.amx_l1_kib = number("QCONV_JIT_CONV_AMX_L1_KIB");
     k.amx_group = number("QCONV_JIT_CONV_AMX_GROUP");
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));
@@ -68,6 +69,7 @@ std::string conv_knobs::str() const {
     if (amx_phases != d.amx_phases) add("amx_phases", amx_phases);
     if (amx_k_ranges != d.amx_k_ranges) add("amx_k_ranges", amx_k_ranges);
     if (amx_row_taps != d.amx_row_taps) add("amx_row_taps", amx_row_taps);
+    if (amx_pack != d.amx_pack) add("amx_pack", amx_pack);
     if (amx_l1_kib != d.amx_l1_kib) add("amx_l1_kib", amx_l1_kib);
     if (amx_group != d.amx_group) add("amx_group", amx_group);
     if (amx_prefetch != d.amx_prefetch) add("amx_prefetch", amx_prefetch);

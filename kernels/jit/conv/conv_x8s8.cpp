@@ -97,7 +97,7 @@ public:
     conv_x8s8_kernel(conv_isa isa, const conv_problem &p, const attr_set &a, const conv_knobs &k,
                      const conv_geometry &g)
         : isa_(isa), p_(p), a_(a), knobs_(k), pipe_(pipeline::build(p, a)), run_pipe_(pipeline_for(isa)), g_(g),
-          bounded_u8_(bounded_u8_store(pipe_, g.icg * g.kh * g.kw)) {
+          u8_bound_(bounded_u8_store(pipe_, g.icg * g.kh * g.kw)) {
         plan_padding();
         plan_row_classes();
         for (int k = 0; k < 2; ++k) {
@@ -170,10 +170,9 @@ private:
         }
     };
     work_split split_work(int threads) const;
-    // The fma is the last step before a u8 store and |(acc + comp)·scale| <
-    // 2^28: the packed u8 stores skip min(255, y), pack() lowers a bias above
-    // 2^30 to 2^30 (bounded_u8_store(), conv_pipeline.h).
-    bool bounded_u8_ = false;
+    // Whether the packed u8 stores skip min(255, y), and whether pack() then
+    // lowers a bias above 2^30 to 2^30 (bounded_u8_store(), conv_pipeline.h).
+    u8_store_bound u8_bound_;
     std::vector<uint16_t> pad_pixel_; // one padded source pixel (cs elements)
     std::vector<uint8_t> pad_bytes8_; // the same as bytes (u8 copies)
     bool pad_zero_ = true;            // every element of the padded pixel is 0
@@ -306,7 +305,7 @@ conv_ukernel_cfg conv_x8s8_kernel::ukernel_cfg(int u, int nb, int last_n, int co
     c.dw = static_cast<int>(g.dw);
     c.xor_src = !g.copy && p_.src_dt == dtype::s8;
     c.pipe = g.fused ? &pipe_ : nullptr;
-    c.bounded_u8 = bounded_u8_;
+    c.bounded_u8 = u8_bound_.bounded;
     c.last_n = last_n;
     c.taps_inner = g.taps_inner;
     c.tap_mask = masks;
@@ -408,7 +407,7 @@ std::shared_ptr<const impl::packed> conv_x8s8_kernel::pack(const int8_t *wei, co
     if (p_.with_bias) {
         pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
         std::copy(bias, bias + d.oc, pk->bias.begin());
-        if (bounded_u8_) bound_bias(pk->bias);
+        if (u8_bound_.clamp_bias) bound_bias(pk->bias);
     }
     return pk;
 }

@@ -267,6 +267,7 @@ public:
     conv_amx_kernel(const conv_problem &p, const attr_set &a, const amx_plan &pl)
         : p_(p), a_(a), pipe_(pipeline::build(p, a)), g_(pl.g), fused_(pl.fused), qb_inner_(pl.qb_inner) {
         pipe_.comp_is_zero = a.zp == zp_mechanism::none; // tdpbssd reads s8 as is: no +128 shift, no comp
+        u8_bound_ = bounded_u8_store(pipe_, p.desc.ic / p.desc.g * p.desc.kh * p.desc.kw);
         amx_ukernel_cfg c;
         c.tap_off = g_.tap_off;
         c.nk = g_.nk;
@@ -277,6 +278,8 @@ public:
         c.k_ranges = g_.nr > 1;
         c.hoist = pl.knobs.amx_hoist;
         c.prefetch_bytes = pl.prefetch;
+        c.pack_u8 = fused_ && p.dst_dt == dtype::u8 && pl.knobs.amx_pack;
+        c.bounded_u8 = c.pack_u8 && u8_bound_.bounded;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
         make_pixel_table();
@@ -332,6 +335,7 @@ private:
     amx_geometry g_;
     bool fused_ = false;
     bool qb_inner_ = false;
+    u8_store_bound u8_bound_; // the packed u8 stores' min(255, y) and pack()'s bias (bounded_u8_store())
     std::unique_ptr<amx_ukernel> ukernel_;
     std::vector<int64_t> pix_;                 // virtual pixel → output pixel of the image, or −1 (+ blk slack)
     std::vector<bool> consecutive_;            // per pixel block: its 32 outputs are consecutive pixels
@@ -414,6 +418,7 @@ std::shared_ptr<const impl::packed> conv_amx_kernel::pack(const int8_t *wei, con
     if (p_.with_bias) {
         pk->bias.assign(static_cast<size_t>(d.oc + 16), 0.f);
         std::copy(bias, bias + d.oc, pk->bias.begin());
+        if (u8_bound_.clamp_bias) bound_bias(pk->bias);
     }
     return pk;
 }

@@ -64,6 +64,12 @@ struct amx_ukernel_cfg {
     // The K loop prefetches the packed weights this many bytes ahead of its B
     // tile loads (0: none), one line per 64 bytes loaded.
     int64_t prefetch_bytes = 0;
+    // Fused u8 stores: the blocks whose 32 outputs are consecutive pixels
+    // store a full OC vector's rows four at a time through the saturating
+    // packs (else one vpmovusdb a row); bounded_u8: without min(255, y)
+    // before them (bounded_u8_store(), conv_pipeline.h).
+    bool pack_u8 = false;
+    bool bounded_u8 = false;
 };
 
 // Arguments of one call.

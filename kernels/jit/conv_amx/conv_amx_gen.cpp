@@ -44,6 +44,7 @@ protected:
         push(reg_param); // [rsp]: the first call
         imul(reg_end, abi_param(1), static_cast<int>(sizeof(amx_call)));
         add(reg_end, reg_param);
+        if (packs()) load_pack_constants();
         Xbyak::Label l_block, l_first;
         L(l_block);
         if (cfg_.k_ranges) start_c();
@@ -74,6 +75,11 @@ protected:
         if (cfg_.pipe) {
             align(64);
             epi_.emit_const_pool<traits>();
+        }
+        if (packs()) {
+            align(64);
+            L(l_perm_);
+            for (uint32_t j = 0; j < 16; ++j) dd((j % 4) * 4 + j / 4);
         }
     }
 
@@ -229,12 +235,20 @@ private:
         const int64_t pix = consecutive ? cfg_.dst_pixel_elems * dsz_ : 0; // dst bytes between rows
         if (consecutive) lea(reg_dst, ptr[dst_row]);
         for (int b = 0; b < 2; ++b) {
-            Xbyak::Label l_none;
+            Xbyak::Label l_none, l_rows_done;
             kmovw(k1, ptr[reg_param + offsetof(amx_call, mask) + 2 * b]);
             kortestw(k1, k1);
             jz(l_none, T_NEAR); // no channel in this vector
             epi_.emit_load_params<traits>(b);
             epi_.emit_hoist_oc_params<traits>(b);
+            if (consecutive && packs()) {
+                Xbyak::Label l_one;
+                kortestw(k1, k1);
+                jnc(l_one, T_NEAR); // a channel tail: one masked store a row
+                packed_rows(b, pix);
+                jmp(l_rows_done, T_NEAR);
+                L(l_one);
+            }
             for (int w = 0; w < 32; ++w) {
                 Xbyak::Label l_skip;
                 if (!consecutive) {
@@ -250,8 +264,52 @@ private:
                                         cfg_.pipe->dst_dt);
                 if (!consecutive) L(l_skip);
             }
+            L(l_rows_done);
             epi_.drop_hoisted();
             L(l_none);
+        }
+    }
+
+    // u8 stores of a full OC vector over consecutive rows (cfg.pack_u8):
+    // four rows' rounded int32 values (0x80000000 for NaN and ±2^31 and
+    // beyond, which min(255, y) or bounded_u8 leave only below 0) go
+    // through vpackssdw and vpackuswb, the store's saturation; the packs
+    // work per 128-bit lane, so dword 4·L + r holds row r's channels
+    // 4·L..4·L+3 and vpermd gathers each row's 16 bytes into lane r. Row 0
+    // is stored from the low lane, rows 1..3 by masked stores of the whole
+    // vector 16·r bytes before their place (k4..k6 select lane r). Per 16
+    // outputs: one pack instead of vmaxps + vpmovusdb (two uops).
+    bool packs() const { return cfg_.pipe && cfg_.pack_u8; }
+    const Xbyak::Zmm zmm_perm = Xbyak::Zmm(23), zmm_255 = Xbyak::Zmm(29);
+    Xbyak::Label l_perm_;
+    void load_pack_constants() {
+        vmovdqu32(zmm_perm, ptr[rip + l_perm_]);
+        if (!cfg_.bounded_u8) {
+            mov(eax, 0x437f0000); // 255.f
+            vpbroadcastd(zmm_255, eax);
+        }
+        for (int r = 1; r < 4; ++r) {
+            mov(rax, uint64_t(0xffff) << (16 * r));
+            kmovq(Xbyak::Opmask(3 + r), rax);
+        }
+    }
+    void packed_rows(int b, int64_t pix) {
+        const Xbyak::Zmm y[4] = {Xbyak::Zmm(0), Xbyak::Zmm(20), Xbyak::Zmm(21), Xbyak::Zmm(22)};
+        for (int w = 0; w < 32; w += 4) {
+            for (int r = 0; r < 4; ++r) {
+                vmovdqu32(y[r], ptr[reg_c + (w + r) * c_row_bytes + b * 64]);
+                epi_.emit_pixel_pipeline<traits>(y[r], w + r, b, pix);
+                if (!cfg_.bounded_u8) vminps(y[r], zmm_255, y[r]); // keeps NaN: → 0x80000000 → 0
+                vcvtps2dq(y[r], y[r]);
+            }
+            vpackssdw(y[0], y[0], y[1]);
+            vpackssdw(y[2], y[2], y[3]);
+            vpackuswb(y[0], y[0], y[2]);
+            vpermd(y[0], zmm_perm, y[0]);
+            vmovdqu(ptr[reg_dst + static_cast<int32_t>(w * pix + b * 16)], Xbyak::Xmm(y[0].getIdx()));
+            for (int r = 1; r < 4; ++r)
+                vmovdqu8(ptr[reg_dst + static_cast<int32_t>((w + r) * pix + b * 16 - 16 * r)] | Xbyak::Opmask(3 + r),
+                         y[0]);
         }
     }
 
@@ -261,8 +319,8 @@ private:
     static epilogue_regs epi_regs(const amx_ukernel_cfg &cfg) {
         namespace u = Xbyak::util;
         epilogue_regs r(u::rax, u::rbx, u::r11, u::r12, u::r13, u::r14, u::r15, 24, 28);
-        if (cfg.hoist)
-            for (int i = 1; i <= 23; ++i) r.hoist.push_back(i);
+        if (cfg.hoist) // zmm20..23 are the packed stores' (packed_rows)
+            for (int i = 1; i <= (cfg.pipe && cfg.pack_u8 ? 19 : 23); ++i) r.hoist.push_back(i);
         return r;
     }
 

@@ -112,7 +112,7 @@ public:
     conv_dw_row_kernel(const conv_problem &p, const attr_set &a, const rows_geometry &g)
         : p_(p), a_(a), pipe_(pipeline::build(p, a)), pc_(p, a), c_(p.desc.oc), nb_(g.nb), fused_(g.fused),
           direct_(g.direct), row_copy_(g.row_copy), native_(g.native), pair_(g.pair),
-          bounded_u8_(g.fused && bounded_u8_store(pipe_, p.desc.kh * p.desc.kw)) {
+          u8_bound_(g.fused ? bounded_u8_store(pipe_, p.desc.kh * p.desc.kw) : u8_store_bound{}) {
         const conv_desc &d = p_.desc;
         n_full_ = c_ / (16 * nb_);
         tail_ = c_ % (16 * nb_) != 0;
@@ -141,7 +141,7 @@ private:
     int64_t c_;
     int nb_;
     bool fused_, direct_, row_copy_, native_, pair_;
-    bool bounded_u8_; // u8 stores without the clamp before the packs (pack() bounds the bias)
+    u8_store_bound u8_bound_; // u8 stores without the clamp before the packs (bounded_u8_store())
     int64_t n_full_ = 0, n_ob_ = 0, blk_wbytes_ = 0;
     bool tail_ = false;
     int64_t pair_wbytes_ = 0;
@@ -241,7 +241,7 @@ void conv_dw_row_kernel::build_pair_kernels(const std::vector<dw_run> &pruns) {
             c.blk_wbytes = pair_wbytes_;
             c.pair = true;
             c.row_pix = d.ow;
-            c.bounded_u8 = bounded_u8_;
+            c.bounded_u8 = u8_bound_.bounded;
             gens_.push_back(make_dw_row_gen(c));
             gens_.back()->create();
             it = pmade.emplace(std::make_pair(mask, last), gens_.back()->entry<dw_row_fn>()).first;
@@ -279,7 +279,7 @@ void conv_dw_row_kernel::build_row_kernels(const std::vector<dw_run> &runs) {
             c.pipe = !fused_ ? nullptr : native_ ? &pipe_nat_ : &pipe_;
             c.acc_pix = nb_ * 64;
             c.blk_wbytes = blk_wbytes_;
-            c.bounded_u8 = bounded_u8_;
+            c.bounded_u8 = u8_bound_.bounded;
             gens_.push_back(make_dw_row_gen(c));
             gens_.back()->create();
             it = made.emplace(cls, gens_.back()->entry<dw_row_fn>()).first;
@@ -304,7 +304,7 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
                     static_cast<uint8_t>(wei[c * d.kh * d.kw + t]);
         }
         fill_comp_bias(*pk, p_, a_, wei, bias);
-        if (bounded_u8_) bound_bias(pk->bias);
+        if (u8_bound_.clamp_bias) bound_bias(pk->bias);
         pk->comp_nat = native_order(pk->comp, c_);
         pk->bias_nat = native_order(pk->bias, c_);
         return pk;
@@ -331,7 +331,7 @@ std::shared_ptr<const impl::packed> conv_dw_row_kernel::pack(const int8_t *wei, 
                             static_cast<uint8_t>(wei[(c * d.kh + p) * d.kw + kw]);
     }
     fill_comp_bias(*pk, p_, a_, wei, bias);
-    if (bounded_u8_) bound_bias(pk->bias);
+    if (u8_bound_.clamp_bias) bound_bias(pk->bias);
     return pk;
 }
 
