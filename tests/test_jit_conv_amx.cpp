@@ -445,9 +445,9 @@ TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
 }
 
 // The fused u8 stores of blocks whose outputs are consecutive pixels pack
-// four rows of a full OC vector (amx_ukernel_cfg::pack_u8;
-// QCONV_JIT_CONV_AMX_PACK=0 stores one vpmovusdb a row): the reference's
-// bytes either way, with biases far beyond the u8 range (infinite, NaN),
+// four rows of a full OC vector (amx_ukernel_cfg::pack_u8: by default where
+// the chain bounds the values; QCONV_JIT_CONV_AMX_PACK=1 always, 0 never: one
+// vpmovusdb a row): the reference's bytes in all three, with biases far beyond the u8 range (infinite, NaN),
 // chains a clip bounds (no min(255, y) before the packs), unbounded ones (the
 // min), the QDQ residual sum, a FakeQuantize, zero points and s8 sources,
 // channel tails, a partial last block and a padded view (its row table).
@@ -476,9 +476,9 @@ TEST(AmxConv, PackedU8StoresGiveTheBytesOfOneVectorStores) {
                 t.desc(desc).src(zp == "s8" ? dtype::s8 : dtype::u8).dst(dtype::u8).zp(zp == "s8" ? "none" : zp);
                 t.post_ops(chain).scales(std::vector<float>(static_cast<size_t>(oc), 0.5f)).bias(bias).seed(++seed);
                 const std::string what = std::string(desc) + " " + chain + " zp " + zp;
-                EXPECT_EQ(run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", nullptr}}, what),
-                          run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", "0"}}, what))
-                    << what;
+                const auto one = run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", "0"}}, what);
+                EXPECT_EQ(run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", "1"}}, what), one) << what;
+                EXPECT_EQ(run_with_knobs(t, {{"QCONV_JIT_CONV_AMX_PACK", nullptr}}, what), one) << what;
                 if (HasFailure()) FAIL() << what;
             }
     }

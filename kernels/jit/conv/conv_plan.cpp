@@ -34,7 +34,7 @@ conv_knobs conv_knobs::from_env() {
     k.amx_phases = flag("QCONV_JIT_CONV_AMX_PHASES");
     k.amx_k_ranges = flag("QCONV_JIT_CONV_AMX_K_RANGES");
     k.amx_row_taps = flag("QCONV_JIT_CONV_AMX_ROW_TAPS");
-    k.amx_pack = flag("QCONV_JIT_CONV_AMX_PACK");
+    if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PACK"); v && *v) k.amx_pack = std::atoi(v) != 0;
     k.amx_l1_kib = number("QCONV_JIT_CONV_AMX_L1_KIB");
     k.amx_group = number("QCONV_JIT_CONV_AMX_GROUP");
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));

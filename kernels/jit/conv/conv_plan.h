@@ -33,7 +33,8 @@ struct conv_knobs {
     bool amx_phases = true;   // QCONV_JIT_CONV_AMX_PHASES=0: strided KxK layers gather each window (AMX row)
     bool amx_k_ranges = true; // QCONV_JIT_CONV_AMX_K_RANGES=0: the AMX row runs each block's whole K in one call
     bool amx_row_taps = true; // QCONV_JIT_CONV_AMX_ROW_TAPS=0: small-IC KxK layers gather each window (AMX row)
-    bool amx_pack = true;     // QCONV_JIT_CONV_AMX_PACK=0: the AMX epilogue stores u8 rows one vpmovusdb each
+    int amx_pack =
+        -1; // QCONV_JIT_CONV_AMX_PACK=0|1: the AMX epilogue's packed u8 stores never / always (-1: bounded chains)
     int amx_l1_kib =
         0; // QCONV_JIT_CONV_AMX_L1_KIB=N: L1 KiB for a K range's weights, source rows and C (0: 36, 24 in place)
     int amx_group = 0; // QCONV_JIT_CONV_AMX_GROUP=N: pixel blocks sharing a K range's weights (0: 4)

@@ -278,7 +278,7 @@ public:
         c.k_ranges = g_.nr > 1;
         c.hoist = pl.knobs.amx_hoist;
         c.prefetch_bytes = pl.prefetch;
-        c.pack_u8 = fused_ && p.dst_dt == dtype::u8 && pl.knobs.amx_pack;
+        c.pack_u8 = fused_ && p.dst_dt == dtype::u8 && (pl.knobs.amx_pack < 0 ? u8_bound_.bounded : pl.knobs.amx_pack);
         c.bounded_u8 = c.pack_u8 && u8_bound_.bounded;
         ukernel_ = std::make_unique<amx_ukernel>(c);
         make_pad_pixels();
