@@ -9,7 +9,8 @@
 //   binary after unary     T[x·256 + y] = T2[T1[x]·256 + y], or
 //                          T2[x·256 + T1[y]] when it reads the second input
 //                          (T1 one table of 256)
-// The reading LookupTable keeps its id; its inputs and table change.
+// The reading LookupTable keeps its id; its inputs and table change (a binary
+// one fed by two unary tables takes both in one run, one after the other).
 #include <algorithm>
 
 #include "graph/ir/detail.h"
@@ -83,10 +84,9 @@ int compose_lookup_tables(graph &g) {
             if (unary(*u)) in.push_back(table);
             else if (i == 0) in = {p->inputs[0], u->inputs[1], table};
             else in = {u->inputs[0], p->inputs[0], table};
-            u->inputs = in;
+            u->inputs = in; // the positions of u's other inputs are kept: a binary u goes on with its second
             infer_node(*u);
             ++n;
-            break;
         }
     }
     if (n) {
