@@ -76,8 +76,9 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
 // The step of a region's root.
 built elementwise_region(compile_context &cx, node &n);
 
-// Whether x is computed from Constants alone (a few nodes deep), and its value.
-bool constant_subgraph(const node *x, int depth, tensor *value = nullptr);
+// Whether x is computed from Constants alone (up to 9 nodes deep, none above
+// 2^20 elements: detail::fold_constant), and its value.
+bool constant_subgraph(const node *x, tensor *value = nullptr);
 
 // The compile-time values no step reads at run time (nor a primitive that
 // holds its weights) freed: e.g. the f32 copy of compressed weights when only

@@ -30,7 +30,7 @@ bool region_op(const node &n) {
     case op::Sigmoid: break;
     default: return false;
     }
-    if (n.out_type != dtype::f32 || n.out_shape.size() != 4 || constant_subgraph(&n, 0)) return false;
+    if (n.out_type != dtype::f32 || n.out_shape.size() != 4 || constant_subgraph(&n)) return false;
     return std::all_of(n.inputs.begin(), n.inputs.end(), [&](const node *i) {
         return i->out_type == dtype::f32 && detail::region_operand(i->out_shape, n.out_shape);
     });

@@ -131,7 +131,7 @@ std::vector<float> per_channel_constant(const compile_context &cx, const node *b
     if (!shaped || b->out_type != dtype::f32) return {};
     tensor v;
     if (cx.slot.count(b) && cx.P.known[cx.slot.at(b)]) return cx.P.consts[cx.slot.at(b)].to_f32();
-    if (constant_subgraph(b, 0, &v)) return v.to_f32();
+    if (constant_subgraph(b, &v)) return v.to_f32();
     return {};
 }
 
@@ -227,7 +227,7 @@ node *matmul_bias(const compile_context &cx, node *n) {
     const int64_t N = n->out_shape.back();
     const shape_t &bs = b->out_shape;
     bool per_n = a->inputs[0] != a->inputs[1] && b->out_type == dtype::f32 && elems_of(bs) == N && !bs.empty() &&
-                 bs.back() == N && (cx.P.known[cx.slot.at(b)] || constant_subgraph(b, 0));
+                 bs.back() == N && (cx.P.known[cx.slot.at(b)] || constant_subgraph(b));
     return per_n ? a : nullptr;
 }
 
@@ -247,7 +247,7 @@ built f32_matmul(compile_context &cx, node &n) {
         const node *bn = bias_add->inputs[bias_add->inputs[0] == &n ? 1 : 0];
         tensor bv;
         if (cx.P.known[cx.slot.at(bn)]) bias = cx.P.consts[cx.slot.at(bn)].to_f32();
-        else if (constant_subgraph(bn, 0, &bv)) bias = bv.to_f32();
+        else if (constant_subgraph(bn, &bv)) bias = bv.to_f32();
         cx.fused_into[bias_add] = n.id;
         out = cx.slot.at(bias_add);
     }
@@ -329,21 +329,12 @@ void build_step(compile_context &cx, node &n) {
     }
 }
 
-bool constant_subgraph(const node *x, int depth, tensor *value) {
-    if (x->kind == op::Constant) {
-        if (!x->data) return false;
-        if (value) *value = detail::constant_value(*x);
-        return true;
-    }
-    if (depth > 8 || x->kind == op::Parameter || x->inputs.empty() || elems_of(x->out_shape) > (1 << 20)) return false;
-    std::vector<tensor> in(x->inputs.size());
-    for (size_t k = 0; k < x->inputs.size(); ++k)
-        if (!constant_subgraph(x->inputs[k], depth + 1, value ? &in[k] : nullptr)) return false;
-    if (value) {
-        std::vector<const tensor *> ins;
-        for (const tensor &t : in) ins.push_back(&t);
-        detail::eval_node(*x, ins, *value);
-    }
+bool constant_subgraph(const node *x, tensor *value) {
+    const detail::fold_limits lim{9, int64_t(1) << 20};
+    if (!value) return detail::fold_constant(x, lim, nullptr);
+    std::map<const node *, tensor> memo;
+    if (!detail::fold_constant(x, lim, &memo)) return false;
+    *value = std::move(memo.at(x));
     return true;
 }
 

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -2278,27 +2279,6 @@ void reader::define_constant(const onnx_node &n, int out, const tensor_value &v)
 }
 
 namespace {
-// The value of IR node r whose inputs are Constants or nodes computed from
-// Constants only (at most `depth` deep), by the executor's evaluation of
-// each op; false when something else is reached.
-bool eval_constant(const node *r, std::map<const node *, tensor> &memo, int depth) {
-    if (memo.count(r)) return true;
-    if (r->kind == op::Constant) {
-        if (!r->data) return false;
-        memo[r] = detail::constant_value(*r);
-        return true;
-    }
-    if (depth == 0 || r->kind == op::Parameter) return false;
-    std::vector<const tensor *> in;
-    for (const node *i : r->inputs)
-        if (!eval_constant(i, memo, depth - 1)) return false;
-    for (const node *i : r->inputs) in.push_back(&memo.at(i));
-    tensor o;
-    detail::eval_node(*r, in, o);
-    memo[r] = std::move(o);
-    return true;
-}
-
 tensor_value value_of(const tensor &t) {
     tensor_value v;
     v.type = t.type;
@@ -2313,7 +2293,7 @@ const tensor_value *reader::dequantized_constant(const std::string &name, node *
     if (!dequantized_.count(name)) return nullptr;
     if (auto it = dequantized_values_.find(name); it != dequantized_values_.end()) return &it->second;
     std::map<const node *, tensor> memo;
-    if (!eval_constant(v, memo, 4)) return nullptr;
+    if (!detail::fold_constant(v, {4, std::numeric_limits<int64_t>::max()}, &memo)) return nullptr; // a few nodes deep
     return &(dequantized_values_[name] = value_of(memo.at(v)));
 }
 

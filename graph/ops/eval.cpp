@@ -1205,6 +1205,34 @@ void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o) 
     eval_node_into(n, in, o);
 }
 
+namespace {
+bool fold(const node *x, const fold_limits &lim, int level, std::map<const node *, tensor> *memo) {
+    if (memo && memo->count(x)) return true;
+    if (x->kind == op::Constant) {
+        if (!x->data) return false;
+        if (memo) (*memo)[x] = constant_value(*x);
+        return true;
+    }
+    if (level >= lim.levels || x->kind == op::Parameter || x->kind == op::QConvolution || x->inputs.empty() ||
+        elems_of(x->out_shape) > lim.max_elems)
+        return false;
+    for (const node *i : x->inputs)
+        if (!fold(i, lim, level + 1, memo)) return false;
+    if (memo) {
+        std::vector<const tensor *> in;
+        for (const node *i : x->inputs) in.push_back(&memo->at(i));
+        tensor o;
+        eval_node(*x, in, o);
+        (*memo)[x] = std::move(o);
+    }
+    return true;
+}
+} // namespace
+
+bool fold_constant(const node *x, const fold_limits &lim, std::map<const node *, tensor> *memo) {
+    return fold(x, lim, 0, memo);
+}
+
 } // namespace detail
 
 } // namespace qconv::graph

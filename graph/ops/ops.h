@@ -42,6 +42,19 @@ bool region_operand(const shape_t &s, const shape_t &out);
 // fuses are the ones the graph as written uses.
 void eval_node(const node &n, const std::vector<const tensor *> &in, tensor &o);
 
+// Constant folding as every stage does it (the reader's dequantized
+// weights, the lowering's biases and scales, the executor's compile-time
+// operands): whether x is a Constant or computed from Constants only — at
+// most `levels` computed nodes deep, none of them above max_elems elements,
+// no Parameter or QConvolution on the way — and, given memo, the value of x
+// and of every node on the way by eval_node (memo also holds what an earlier
+// call evaluated).
+struct fold_limits {
+    int levels;
+    int64_t max_elems;
+};
+bool fold_constant(const node *x, const fold_limits &lim, std::map<const node *, tensor> *memo);
+
 // The u8/i8 glue between lowered convolutions (graph/ops/glue_kernels.cpp),
 // vectorized, with the values of the executor's general loops.
 struct pool_geometry {

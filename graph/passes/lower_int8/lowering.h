@@ -135,7 +135,6 @@ private:
     node *fconst(const std::vector<float> &v, const shape_t &s, const std::string &id);
     node *constant_of(node *x);
     static constexpr int64_t kFoldElems = 1 << 16; // a bias or a table, not weights
-    bool evaluate(const node *x, std::map<const node *, tensor> *vals, int depth) const;
 
     // match.cpp: the quantization patterns
     static bool qdq_of(const node *a, quant *q);

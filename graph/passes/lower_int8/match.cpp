@@ -137,7 +137,7 @@ node *lowerer::constant_of(node *x) {
     if (auto it = folded_.find(x); it != folded_.end()) return it->second;
     node *r = x;
     std::map<const node *, tensor> vals;
-    if (evaluate(x, &vals, 0)) {
+    if (detail::fold_constant(x, {17, kFoldElems}, &vals)) {
         auto d = std::make_shared<constant_data>();
         const auto &b = vals.at(x).bytes;
         d->bytes.assign(b.begin(), b.end());
@@ -148,25 +148,6 @@ node *lowerer::constant_of(node *x) {
     }
     folded_[x] = r;
     return r;
-}
-
-bool lowerer::evaluate(const node *x, std::map<const node *, tensor> *vals, int depth) const {
-    if (vals->count(x)) return true;
-    if (depth > 16 || x->kind == op::Parameter || x->kind == op::QConvolution || elems_of(x->out_shape) > kFoldElems)
-        return false;
-    if (x->kind == op::Constant) {
-        if (!x->data) return false;
-        (*vals)[x] = detail::constant_value(*x);
-        return true;
-    }
-    for (const node *i : x->inputs)
-        if (!evaluate(i, vals, depth + 1)) return false;
-    std::vector<const tensor *> in;
-    for (const node *i : x->inputs) in.push_back(&vals->at(i));
-    tensor o;
-    detail::eval_node(*x, in, o);
-    (*vals)[x] = std::move(o);
-    return true;
 }
 
 // ------------------------------------------------------- quantization patterns
