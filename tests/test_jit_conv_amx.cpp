@@ -453,10 +453,7 @@ TEST(AmxConv, HoistedParametersGiveTheBytesOfReloadedOnes) {
 // channel tails, a partial last block and a padded view (its row table).
 TEST(AmxConv, PackedU8StoresGiveTheBytesOfOneVectorStores) {
     REQUIRE_AMX();
-    const float inf = std::numeric_limits<float>::infinity();
-    const std::vector<float> pool = {3e9f,          inf,          1073741888.f, 2147483648.f, -3e9f,  -inf,
-                                     std::nanf(""), 1.5e9f,       12.25f,       -7.5f,        254.5f, 255.5f,
-                                     3.4e38f,       2147483520.f, 1073741824.f, -0.f};
+    const std::vector<float> pool = qconv::test::extreme_biases();
     const char *const chains[] = {"",
                                   "round",
                                   "relu",

@@ -22,9 +22,11 @@
 // default threads.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,5 +131,14 @@ int64_t compare_dst(const conv_problem &p, const void *got, const void *want, do
 // eltwise, FakeQuantize, depthwise scale-shift, sum, binary of each shape,
 // PReLU, and scales that push values past 2^30 / 2^31 or to NaN.
 const std::vector<std::string> &epilogue_chains();
+
+// 16 biases for the packed u8 stores' edges: far beyond the u8 range (±3e9,
+// 3.4e38, 2^31 and just below, 2^30 and just above, ±inf, NaN), the u8 edges
+// (254.5, 255.5) and a few plain values; bias c of a test takes entry (5c + i) % 16.
+inline std::vector<float> extreme_biases() {
+    const float inf = std::numeric_limits<float>::infinity();
+    return {3e9f,   inf,   1073741888.f, 2147483648.f, -3e9f,   -inf,         std::nanf(""), 1.5e9f,
+            12.25f, -7.5f, 254.5f,       255.5f,       3.4e38f, 2147483520.f, 1073741824.f,  -0.f};
+}
 
 } // namespace qconv::test
