@@ -59,6 +59,10 @@ span times(span s, double a0, double a1) {
     return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
 }
 span plus(span s, double b0, double b1) { return {s.lo + b0, s.hi + b1}; }
+// One fused multiply-add s·a + b (a single rounding) over ranges of a and b.
+span madd(span s, span a, span b) { return rounded(plus(times(s, a.lo, a.hi), b.lo, b.hi)); }
+// Round half to even: the integers between.
+span integers(span s) { return {std::floor(s.lo), std::ceil(s.hi)}; }
 span hull(span a, span b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
 // The first n values' range, NaNs left out (they make NaN or leave y as it
 // is); an empty range (all NaN) bounds nothing.
@@ -82,8 +86,8 @@ span after_eltwise(const pipeline_op &op, span s) {
         if (!std::isnan(op.alpha)) s = {std::max(s.lo, double(op.alpha)), std::max(s.hi, double(op.alpha))};
         if (!std::isnan(op.beta)) s = {std::min(s.lo, double(op.beta)), std::min(s.hi, double(op.beta))};
         return s;
-    case eltwise_alg::linear: return rounded(plus(times(s, op.alpha, op.alpha), op.beta, op.beta));
-    case eltwise_alg::round: return {std::floor(s.lo), std::ceil(s.hi)};
+    case eltwise_alg::linear: return madd(s, {op.alpha, op.alpha}, {op.beta, op.beta});
+    case eltwise_alg::round: return integers(s);
     case eltwise_alg::abs: {
         const double m = std::max(std::fabs(s.lo), std::fabs(s.hi));
         return {s.lo <= 0 && s.hi >= 0 ? 0.0 : std::min(std::fabs(s.lo), std::fabs(s.hi)), m};
@@ -117,13 +121,9 @@ span after_quantization(const pipeline_op &op, span s, int64_t oc) {
         const span cl = range_of(op.q[0], oc), ch = range_of(op.q[1], oc);
         s = {std::min(std::max(s.lo, cl.lo), ch.lo), std::min(std::max(s.hi, cl.hi), ch.hi)};
     }
-    auto madd_oc = [&](span v, int i) {
-        const span a = range_of(op.q[i], oc), b = range_of(op.q[i + 1], oc);
-        return rounded(plus(times(v, a.lo, a.hi), b.lo, b.hi));
-    };
-    s = madd_oc(s, 2);
-    if (op.round) s = {std::floor(s.lo), std::ceil(s.hi)};
-    if (op.dequantize) s = madd_oc(s, 4);
+    s = madd(s, range_of(op.q[2], oc), range_of(op.q[3], oc));
+    if (op.round) s = integers(s);
+    if (op.dequantize) s = madd(s, range_of(op.q[4], oc), range_of(op.q[5], oc));
     return s;
 }
 span after_op(const pipeline &pp, const pipeline_op &op, span s) {
@@ -133,10 +133,7 @@ span after_op(const pipeline &pp, const pipeline_op &op, span s) {
     case K::binary: return after_binary(op, s, pp.oc);
     case K::prelu:
     case K::depthwise_prelu: return piecewise(s, range_of(op.a, pp.oc));
-    case K::depthwise_scale_shift: {
-        const span a = range_of(op.a, pp.oc), b = range_of(op.b, pp.oc);
-        return rounded(plus(times(s, a.lo, a.hi), b.lo, b.hi));
-    }
+    case K::depthwise_scale_shift: return madd(s, range_of(op.a, pp.oc), range_of(op.b, pp.oc));
     case K::sum: { // y + (prev − zp)·scale, prev in the destination type's range
         span prev{-unbounded, unbounded};
         if (pp.dst_dt == dtype::u8) prev = {0, 255};

@@ -69,7 +69,7 @@ struct pipeline {
 // - chain: an op of the chain bounds the values after it whatever the
 //   accumulator and the bias (a clip, a FakeQuantize's crop, a ReLU below a
 //   bounded op, ...): interval arithmetic over the ops after the fma, each
-//   step widened by 2^-22 of the magnitudes it saw (f32 rounding), ends
+//   f32 rounding widening its span's ends by 2^-22 of themselves, ends
 //   below 2^30 (chain_upper_bound());
 // - bias: the store's value is acc·scale + bias itself (no post-op but the
 //   store's own rounding, no destination zero point). With |acc + comp| ≤

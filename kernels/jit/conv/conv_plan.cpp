@@ -18,6 +18,10 @@ conv_knobs conv_knobs::from_env() {
         const char *v = std::getenv(name);
         return v && *v ? std::max(0, std::atoi(v)) : 0;
     };
+    auto choice = [](const char *name) { // "0" / "1" (any other number) forces, unset leaves -1: the default
+        const char *v = std::getenv(name);
+        return v && *v ? int(std::atoi(v) != 0) : -1;
+    };
     conv_knobs k;
     k.ur = number("QCONV_JIT_CONV_UR");
     k.nb = number("QCONV_JIT_CONV_NB");
@@ -34,14 +38,12 @@ conv_knobs conv_knobs::from_env() {
     k.amx_phases = flag("QCONV_JIT_CONV_AMX_PHASES");
     k.amx_k_ranges = flag("QCONV_JIT_CONV_AMX_K_RANGES");
     k.amx_row_taps = flag("QCONV_JIT_CONV_AMX_ROW_TAPS");
-    if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PACK"); v && *v) k.amx_pack = std::atoi(v) != 0;
+    k.amx_pack = choice("QCONV_JIT_CONV_AMX_PACK");
     k.amx_l1_kib = number("QCONV_JIT_CONV_AMX_L1_KIB");
     k.amx_group = number("QCONV_JIT_CONV_AMX_GROUP");
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));
-    if (const char *v = std::getenv("QCONV_JIT_CONV_DENSE_PREFETCH"); v && *v)
-        k.dense_prefetch = std::max(0, std::atoi(v));
-    if (const char *v = std::getenv("QCONV_JIT_CONV_DENSE_PREFETCH_NEXT"); v && *v)
-        k.dense_prefetch_next = std::atoi(v) != 0;
+    k.dense_prefetch = number("QCONV_JIT_CONV_DENSE_PREFETCH");
+    k.dense_prefetch_next = choice("QCONV_JIT_CONV_DENSE_PREFETCH_NEXT");
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
     k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
     return k;

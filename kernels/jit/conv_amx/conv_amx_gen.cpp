@@ -285,10 +285,7 @@ private:
     Xbyak::Label l_perm_;
     void load_pack_constants() {
         vmovdqu32(zmm_perm, ptr[rip + l_perm_]);
-        if (!cfg_.bounded_u8) {
-            mov(eax, 0x437f0000); // 255.f
-            vpbroadcastd(zmm_255, eax);
-        }
+        if (!cfg_.bounded_u8) vbroadcastss(zmm_255, epi_.cst_plain<traits>(255.f));
     }
     void packed_rows(int b, int64_t pix) {
         const Xbyak::Zmm y[4] = {Xbyak::Zmm(0), Xbyak::Zmm(20), Xbyak::Zmm(21), Xbyak::Zmm(22)};
