@@ -203,7 +203,20 @@ void conv(const conv_problem &p, const attr_set &attr, const void *src, const in
         true, args.threads);
 }
 
-void conv_f32(const conv_desc &d, const float *src, const float *wei, const float *bias, float *dst) {
+float apply_f32_post_op(const f32_post_op &op, float y, int64_t oc) {
+    const auto value = [&] { return op.values.size() == 1 ? op.values[0] : op.values[static_cast<size_t>(oc)]; };
+    switch (op.k) {
+    case f32_post_op::kind::relu: return std::max(y, 0.f);
+    case f32_post_op::kind::clip: return std::min(std::max(y, op.lo), op.hi);
+    case f32_post_op::kind::hardswish: return y * std::min(std::max(y + 3.f, 0.f), 6.f) / 6.f;
+    case f32_post_op::kind::add: return y + value();
+    case f32_post_op::kind::multiply: return y * value();
+    }
+    return y;
+}
+
+void conv_f32(const conv_desc &d, const float *src, const float *wei, const float *bias, float *dst,
+              const f32_post_ops &post) {
     d.validate();
     if (!src) fail("src", "is null");
     if (!wei) fail("wei", "is null");
@@ -232,6 +245,7 @@ void conv_f32(const conv_desc &d, const float *src, const float *wei, const floa
             }
             float y = static_cast<float>(s);
             if (bias) y += bias[oc];
+            for (const f32_post_op &op : post) y = apply_f32_post_op(op, y, oc);
             dst[out + oc] = y;
         }
     });

@@ -103,21 +103,23 @@ matmul_entry ref_matmul_row() {
 
 conv_f32_entry ref_conv_f32_row() {
     struct kernel final : conv_f32_kernel {
-        kernel(const conv_desc &d, const float *wei, const float *bias)
+        kernel(const conv_desc &d, const float *wei, const float *bias, const f32_post_ops &post)
             : d(d), wei(wei, wei + d.wei_elems()),
-              bias(bias ? std::vector<float>(bias, bias + d.oc) : std::vector<float>()) {}
+              bias(bias ? std::vector<float>(bias, bias + d.oc) : std::vector<float>()), post(post) {}
         void execute(const float *src, float *dst, int) const override {
-            ref::conv_f32(d, src, wei.data(), bias.empty() ? nullptr : bias.data(), dst);
+            ref::conv_f32(d, src, wei.data(), bias.empty() ? nullptr : bias.data(), dst, post);
         }
         conv_desc d;
         std::vector<float> wei, bias;
+        f32_post_ops post;
     };
     conv_f32_entry e;
     e.name = "ref:conv_f32";
     e.family = impl::row_family::ref;
     e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
-    e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
-        return std::make_shared<kernel>(d, wei, bias);
+    e.build = [](const conv_desc &d, const float *wei, const float *bias,
+                 const f32_post_ops &post) -> std::shared_ptr<const conv_f32_kernel> {
+        return std::make_shared<kernel>(d, wei, bias, post);
     };
     return e;
 }

@@ -6,6 +6,7 @@
 
 #include "core/lowering.h"
 #include "qconv/conv.h"
+#include "qconv/conv_f32.h"
 #include "qconv/matmul.h"
 #include "qconv/post_ops.h"
 
@@ -34,8 +35,12 @@ void conv(const conv_problem &p, const attr_set &attr, const void *src, const in
           const exec_args &args);
 
 // f32 convolution (graph layer): src NHWC f32, weights [G·OCg][ICg][KH][KW] f32,
-// bias OC or null, dst NHWC f32.
-void conv_f32(const conv_desc &d, const float *src, const float *wei, const float *bias, float *dst);
+// bias OC or null, then the post-op chain, dst NHWC f32.
+void conv_f32(const conv_desc &d, const float *src, const float *wei, const float *bias, float *dst,
+              const f32_post_ops &post = {});
+// One f32 post-op on an output y of channel oc, as the graph's ops compute it
+// (qconv/conv_f32.h): hardswish is Divide(Multiply(y, Clamp(Add(y, 3), 0, 6)), 6).
+float apply_f32_post_op(const f32_post_op &op, float y, int64_t oc);
 
 // Weight-compressed MatMul (docs/semantics.md).
 void matmul(const matmul_desc &d, const matmul_weights &w, const float *x, float *y);

@@ -20,6 +20,7 @@
 
 #include "core/lowering.h"
 #include "qconv/conv.h"
+#include "qconv/conv_f32.h"
 #include "qconv/matmul.h"
 #include "qconv/post_ops.h"
 #include "rows/platform.h"
@@ -144,7 +145,7 @@ struct matmul_entry {
 const std::vector<matmul_entry> &matmul_list();
 
 // The f32 convolution (qconv::convolution_f32): NHWC f32 data, weights bound
-// at creation (a row reorders them into its layout), no post-ops.
+// at creation (a row reorders them into its layout), a post-op chain.
 class conv_f32_kernel {
 public:
     virtual ~conv_f32_kernel() = default;
@@ -156,8 +157,8 @@ struct conv_f32_entry {
     using decide_fn = std::function<bool(const conv_desc &, const platform &, std::string *)>;
     // May throw qconv::error when the implementation refuses after all (the
     // walk then records the reason and takes the next row).
-    using build_fn =
-        std::function<std::shared_ptr<const conv_f32_kernel>(const conv_desc &, const float *wei, const float *bias)>;
+    using build_fn = std::function<std::shared_ptr<const conv_f32_kernel>(const conv_desc &, const float *wei,
+                                                                          const float *bias, const f32_post_ops &post)>;
     std::string name;
     feature_set needs;
     row_family family = row_family::onednn;

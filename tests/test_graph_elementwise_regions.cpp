@@ -23,7 +23,9 @@
 // operand in one region; Constant operands (full shape, folded per channel);
 // Divide by zero (inf and NaN bytes). Also: an Add that reads a convolution
 // directly never joins a region (it becomes the convolution's bias, or stays
-// a step of its own), and a run-time batch `?` (1, 2 and 3 images).
+// a step of its own), and a run-time batch `?` (1, 2 and 3 images). The
+// convolutions' post-ops are off here (compile_options::conv_post_ops; they
+// would take the ops after them: test_graph_conv_post_ops.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,6 +126,7 @@ compile_options options(int threads, bool regions) {
     compile_options o;
     o.threads = threads;
     o.elementwise_regions = regions;
+    o.conv_post_ops = false;
     return o;
 }
 

@@ -12,20 +12,25 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/exec/compressed_matmul.h"
 #include "graph/exec/program.h"
+#include "qconv/conv_f32.h"
 
 namespace qconv::graph::exec {
 
-// One op an f32 convolution's primitive absorbs: a bias Add, or a
-// BatchNormalization's per-channel Multiply / Add.
+// One op an f32 convolution's primitive absorbs (graph/exec/conv_epilogue.cpp):
+// folded into its weights and bias — a bias Add, a BatchNormalization's
+// Multiply / Add (kind, one value per output channel) — or one of its
+// post-ops (post; a hard-swish is four nodes).
 struct conv_epilogue_op {
-    node *n;
-    op kind;
-    std::vector<float> values; // one per output channel
+    std::vector<node *> nodes; // the nodes it absorbs, the last one's value its result
+    op kind = op::Add;
+    std::vector<float> values;
+    std::optional<f32_post_op> post;
 };
 
 // What the step table's rows see: the graph being compiled, the program the
@@ -65,7 +70,7 @@ const std::vector<step_row> &step_table();
 void build_step(compile_context &cx, node &n);
 
 // The f32 convolutions' epilogues: per convolution the ops after it that its
-// primitive takes (step_table.cpp), found once before the elementwise regions
+// primitive takes (conv_epilogue.cpp), found once before the elementwise regions
 // (which leave them out) and consumed by the convolution's step where its
 // weights are known at compile time (else they run as their own steps).
 void find_conv_epilogues(const std::vector<node *> &order, compile_context &cx);

@@ -77,7 +77,7 @@ void find_elementwise_regions(graph &g, const std::vector<node *> &order, compil
     for (const auto &f : cx.fused_into) taken.insert(f.first);
     // What an f32 convolution's primitive takes (its bias, a BatchNormalization): not a region's.
     for (const auto &[conv, chain] : cx.conv_epilogues)
-        for (const conv_epilogue_op &e : chain) taken.insert(e.n);
+        for (const conv_epilogue_op &e : chain) taken.insert(e.nodes.begin(), e.nodes.end());
     const reader_index readers = readers_of(g); // one index, not a scan of the graph per candidate
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         node *r = *it;

@@ -122,56 +122,7 @@ built qconvolution(compile_context &cx, node &n) {
     return {std::make_unique<qconv_step>(&n, cx.in, cx.out, std::move(prim)), impl};
 }
 
-// Per-channel values of an f32 4-D convolution's output from constants: C
-// values ([C,1,1] or [1,C,1,1]) computed from Constants, else empty.
-std::vector<float> per_channel_constant(const compile_context &cx, const node *b, int64_t C) {
-    const shape_t &bs = b->out_shape;
-    const bool shaped = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
-                        bs[bs.size() - 1] == 1 && bs[bs.size() - 2] == 1 && (bs.size() == 3 || bs[0] == 1);
-    if (!shaped || b->out_type != dtype::f32) return {};
-    tensor v;
-    if (cx.slot.count(b) && cx.P.known[cx.slot.at(b)]) return cx.P.consts[cx.slot.at(b)].to_f32();
-    if (constant_subgraph(b, &v)) return v.to_f32();
-    return {};
-}
-
-// What an f32 convolution n with constant weights takes into its primitive,
-// through single readers: a bias Add of per-channel values (the same f32
-// addition: oneDNN adds the bias to each output), then a Multiply by
-// per-channel values and an optional Add of per-channel values — a
-// BatchNormalization as the reader writes it — folded into the weights and
-// the bias (w·a, b·a + t, each rounded once: the graph as written rounds the
-// convolution's output, then the product and the sum; docs/graph.md). The
-// absorbed nodes with their values.
-std::vector<conv_epilogue_op> f32_conv_epilogue(const compile_context &cx, node *n) {
-    std::vector<conv_epilogue_op> chain;
-    if (n->out_type != dtype::f32 || n->out_shape.size() != 4) return chain;
-    const int64_t C = n->out_shape[1];
-    node *t = n;
-    for (int stage = 0; stage < 3; ++stage) {
-        const auto cs = cx.g.consumers(t);
-        if (cs.size() != 1 || cs[0]->out_shape != n->out_shape) break;
-        node *u = cs[0];
-        const bool add = u->kind == op::Add, mul = u->kind == op::Multiply;
-        if ((stage == 0 && !add && !mul) || (stage == 1 && !mul && !add) || (stage == 2 && !add)) break;
-        if (u->inputs[0] == u->inputs[1]) break;
-        if (stage == 1 && add && chain.back().kind == op::Add) break; // bias Add, then an Add: not a BatchNormalization
-        if (stage == 2 && chain.back().kind != op::Multiply) break;
-        std::vector<float> v = per_channel_constant(cx, u->inputs[0] == t ? u->inputs[1] : u->inputs[0], C);
-        if (v.empty()) break;
-        chain.push_back({u, u->kind, std::move(v)});
-        t = u;
-    }
-    return chain;
-}
-
 } // namespace
-
-void find_conv_epilogues(const std::vector<node *> &order, compile_context &cx) {
-    for (node *c : order)
-        if ((c->kind == op::Convolution || c->kind == op::GroupConvolution) && !is_integer(c->out_type))
-            if (auto chain = f32_conv_epilogue(cx, c); !chain.empty()) cx.conv_epilogues[c] = std::move(chain);
-}
 
 namespace {
 
@@ -187,8 +138,15 @@ built f32_convolution(compile_context &cx, node &n) {
     const std::vector<conv_epilogue_op> &chain = known && found != cx.conv_epilogues.end() ? found->second : none;
     const int64_t OC = n.out_shape[1], per_oc = static_cast<int64_t>(w.size()) / std::max<int64_t>(OC, 1);
     std::vector<float> bias(static_cast<size_t>(OC), 0.f);
-    bool scaled = false;
+    bool scaled = false, with_bias = false;
+    f32_post_ops post;
     for (const conv_epilogue_op &e : chain) {
+        for (node *m : e.nodes) cx.fused_into[m] = n.id;
+        if (e.post) {
+            post.push_back(*e.post);
+            continue;
+        }
+        with_bias = true;
         scaled = scaled || e.kind == op::Multiply;
         for (int64_t o = 0; o < OC; ++o) {
             if (e.kind == op::Add) {
@@ -198,13 +156,13 @@ built f32_convolution(compile_context &cx, node &n) {
             bias[o] *= e.values[o];
             for (int64_t k = 0; k < per_oc; ++k) w[o * per_oc + k] *= e.values[o];
         }
-        cx.fused_into[e.n] = n.id;
     }
-    const int out = chain.empty() ? cx.out : cx.slot.at(chain.back().n);
-    auto c =
-        std::make_shared<convolution_f32>(detail::f32_conv_desc(n), w.data(), chain.empty() ? nullptr : bias.data());
-    std::string impl = c->impl_name() + (known ? "" : " (weights per run)") + (chain.empty() ? "" : " +bias") +
+    const int out = chain.empty() ? cx.out : cx.slot.at(chain.back().nodes.back());
+    auto c = std::make_shared<convolution_f32>(detail::f32_conv_desc(n), w.data(), with_bias ? bias.data() : nullptr,
+                                               "auto", post);
+    std::string impl = c->impl_name() + (known ? "" : " (weights per run)") + (with_bias ? " +bias" : "") +
                        (scaled ? " (per-channel scale folded)" : "");
+    for (const f32_post_op &o : post) impl += std::string(" +") + to_string(o.k);
     return {std::make_unique<f32_conv_step>(&n, cx.in, out, known ? c : nullptr), impl};
 }
 

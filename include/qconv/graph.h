@@ -361,6 +361,12 @@ struct compile_options {
     // step (graph/exec/elementwise_regions.cpp; the same values). Off: one
     // step per op.
     bool elementwise_regions = true;
+    // An f32 convolution with constant weights takes the Relu, Clamp,
+    // hard-swish and per-channel / per-tensor Add, Subtract and Multiply ops
+    // after it as its primitive's post-ops (graph/exec/conv_epilogue.cpp;
+    // hard-swish within a few f32 ulps, the others the same values). Off:
+    // they run as their own steps (or regions).
+    bool conv_post_ops = true;
 };
 
 class compiled_graph {

@@ -71,6 +71,13 @@ struct f32_primitive {
     std::unique_ptr<pt> prims;
     md_t w_md;
     dnnl::memory w;
+    // The binary post-ops' operands: argument, descriptor, values.
+    struct operand {
+        int arg;
+        md_t md;
+        std::vector<float> values;
+    };
+    std::vector<operand> operands;
 
     void set_weights(const md_t &plain_md, const float *wei, const float *b, int64_t oc, const md_t &b_md) {
         plain_w_md = plain_md;
@@ -102,6 +109,7 @@ struct f32_primitive {
         m[DNNL_ARG_WEIGHTS] =
             b->pd.weights_desc() == w_md ? w : reorder_to(plain_w_md, plain.data(), b->pd.weights_desc());
         if (!bias.empty()) m[DNNL_ARG_BIAS] = dnnl::memory(bias_md, eng, const_cast<float *>(bias.data()));
+        for (const operand &o : operands) m[o.arg] = dnnl::memory(o.md, eng, const_cast<float *>(o.values.data()));
         run_primitive(b->prim, b->pd.scratchpad_desc(), m, n);
     }
 
@@ -111,7 +119,32 @@ struct f32_primitive {
 // ------------------------------------------------------------------ conv_f32
 struct conv_f32::state : f32_primitive<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward> {};
 
-conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias) : s_(std::make_unique<state>()) {
+namespace {
+// The chain as oneDNN post-ops: relu, clip and hardswish as eltwise ops (its
+// hardswish multiplies by 1/6 where the reference divides by 6), add and
+// multiply as binary ops of a [1,1,1,1] or [1,OC,1,1] f32 operand (one f32
+// addition / product each); the operands go to `operands`.
+template <class S>
+dnnl::post_ops conv_post_ops(const conv_desc &d, const f32_post_ops &post, S &s) {
+    dnnl::post_ops po;
+    for (const f32_post_op &o : post) {
+        using k = f32_post_op::kind;
+        if (o.k == k::relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        if (o.k == k::clip) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, o.lo, o.hi);
+        if (o.k == k::hardswish) po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+        if (o.k != k::add && o.k != k::multiply) continue;
+        const int64_t c = o.values.size() == 1 ? 1 : d.oc;
+        const md_t md({1, c, 1, 1}, dt_t::f32, tag_t::nchw);
+        po.append_binary(o.k == k::add ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul, md);
+        const int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(po.len() - 1) | DNNL_ARG_SRC_1;
+        s.operands.push_back({arg, md, o.values});
+    }
+    return po;
+}
+} // namespace
+
+conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias, const f32_post_ops &post)
+    : s_(std::make_unique<state>()) {
     d.validate();
     if (!wei) fail("wei", "is null");
     state &s = *s_;
@@ -124,12 +157,15 @@ conv_f32::conv_f32(const conv_desc &d, const float *wei, const float *bias) : s_
                   md_t({d.oc}, dt_t::f32, tag_t::x));
     const md_t any_wei(wdims, dt_t::f32, tag_t::any);
     const md_t src_md = s.src_md, dst_md = s.dst_md, bias_md = s.bias_md;
+    const dnnl::post_ops po = conv_post_ops(d, post, s);
     s.create(
         [=] {
             const dnnl::convolution_forward::desc cd(
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, any_wei, bias_md,
                 dst_md, {d.sh, d.sw}, {d.dh - 1, d.dw - 1}, {d.pt, d.pl}, {d.pb, d.pr});
-            return dnnl::convolution_forward::primitive_desc(cd, user_scratchpad(), cpu_engine());
+            dnnl::primitive_attr attr = user_scratchpad();
+            attr.set_post_ops(po);
+            return dnnl::convolution_forward::primitive_desc(cd, attr, cpu_engine());
         },
         "conv_f32");
 }
@@ -269,14 +305,16 @@ matmul_entry onednn_f32_row(const std::string &name, f32_gemm gemm) {
 // oneDNN's f32 convolution (the graph executor's f32 Convolution nodes).
 conv_f32_entry onednn_conv_f32_row(const std::string &name) {
     struct kernel final : conv_f32_kernel {
-        kernel(const conv_desc &d, const float *wei, const float *bias) : conv(d, wei, bias) {}
+        kernel(const conv_desc &d, const float *wei, const float *bias, const f32_post_ops &post)
+            : conv(d, wei, bias, post) {}
         void execute(const float *src, float *dst, int threads) const override { conv.execute(src, dst, threads); }
         onednn::conv_f32 conv;
     };
     conv_f32_entry e = named_entry<conv_f32_entry>(name, "onednn:conv_f32", impl::row_family::onednn);
     e.decide = [](const conv_desc &, const platform &, std::string *) { return true; };
-    e.build = [](const conv_desc &d, const float *wei, const float *bias) -> std::shared_ptr<const conv_f32_kernel> {
-        return std::make_shared<kernel>(d, wei, bias);
+    e.build = [](const conv_desc &d, const float *wei, const float *bias,
+                 const f32_post_ops &post) -> std::shared_ptr<const conv_f32_kernel> {
+        return std::make_shared<kernel>(d, wei, bias, post);
     };
     return e;
 }

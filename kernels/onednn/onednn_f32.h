@@ -27,8 +27,9 @@ namespace qconv::impl::onednn {
 
 class conv_f32 {
 public:
-    // bias: OC values or null. Throws qconv::error if oneDNN cannot run it.
-    conv_f32(const conv_desc &d, const float *wei, const float *bias);
+    // bias: OC values or null; post: the chain after it (qconv/conv_f32.h).
+    // Throws qconv::error if oneDNN cannot run it.
+    conv_f32(const conv_desc &d, const float *wei, const float *bias, const f32_post_ops &post = {});
     ~conv_f32();
     // src NHWC [mb][ih][iw][ic], dst NHWC [mb][oh][ow][oc].
     void execute(const float *src, float *dst, int threads = 0) const;
