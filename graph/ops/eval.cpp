@@ -543,11 +543,26 @@ __attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
     return _mm512_mask_mov_ps(_mm512_mask_mov_ps(z, over, _mm512_set1_ps(1.f / 0.f)), nan, x);
 }
 
-// One softmax row of C contiguous floats: the maximum, e^(x − max) (16 at a
-// time), their sum in double (eight running sums), each divided by it.
-__attribute__((target("avx512f"))) void softmax_row_avx512(const float *src, float *dst, int64_t C) {
+// The maximum of a row as std::max(m, x) in order gives it: NaN elements
+// after the first are passed over, a NaN first element stays (vmaxps(x, m)
+// returns m when either is NaN; the lanes then meet in the same rule).
+__attribute__((target("avx512f"))) float row_max_avx512(const float *src, int64_t C) {
     float m = src[0];
-    for (int64_t c = 1; c < C; ++c) m = std::max(m, src[c]);
+    __m512 vm = _mm512_set1_ps(m);
+    int64_t c = 1;
+    for (; c + 16 <= C; c += 16) vm = _mm512_max_ps(_mm512_loadu_ps(src + c), vm);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, vm);
+    for (float l : lanes) m = std::max(m, l);
+    for (; c < C; ++c) m = std::max(m, src[c]);
+    return m;
+}
+
+// One softmax row of C contiguous floats: the maximum, e^(x − max) (16 at a
+// time), their sum in double (eight running sums), each divided by it (in
+// double, 8 at a time: the bits of the scalar division).
+__attribute__((target("avx512f"))) void softmax_row_avx512(const float *src, float *dst, int64_t C) {
+    const float m = row_max_avx512(src, C);
     const __m512 vm = _mm512_set1_ps(m);
     __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
     int64_t c = 0;
@@ -566,7 +581,11 @@ __attribute__((target("avx512f"))) void softmax_row_avx512(const float *src, flo
         acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ez), 1))));
     }
     const double sum = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
-    for (int64_t i = 0; i < C; ++i) dst[i] = static_cast<float>(dst[i] / sum);
+    const __m512d vs = _mm512_set1_pd(sum);
+    int64_t i = 0;
+    for (; i + 8 <= C; i += 8)
+        _mm256_storeu_ps(dst + i, _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm256_loadu_ps(dst + i)), vs)));
+    for (; i < C; ++i) dst[i] = static_cast<float>(dst[i] / sum);
 }
 
 void softmax(const node &n, const ft &x, ft &o) {
