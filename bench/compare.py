@@ -153,8 +153,14 @@ def fname(name):
 def has_symbolic_dims(path):
     g = onnx.load(path, load_external_data=False).graph
     inits = {t.name for t in g.initializer}
-    return any(not d.HasField("dim_value") for i in g.input if i.name not in inits
+    return any(not fixed_dim(d) for i in g.input if i.name not in inits
                for d in i.type.tensor_type.shape.dim)
+
+
+def fixed_dim(d):
+    """A dim with a size: dim_value > 0 (exporters write -1 or 0 for a dynamic
+    one, as ONNX Runtime and OpenVINO read them)."""
+    return d.HasField("dim_value") and d.dim_value > 0
 
 
 def model_io(path, sym=1):
@@ -168,7 +174,7 @@ def model_io(path, sym=1):
         if i.name in inits:
             continue
         tt = i.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else sym for d in tt.shape.dim]
+        dims = [d.dim_value if fixed_dim(d) else sym for d in tt.shape.dim]
         ins.append((i.name, NP_TYPES.get(tt.elem_type, np.float32), dims))
     producer = {o: n for n in g.node for o in n.output}
     steps = {}
