@@ -75,6 +75,13 @@ std::string hard_swish(const std::string &x, const std::string &p) {
            "d = Divide(" + p + "m, " + p + "6)\n";
 }
 
+// The ONNX reader's HardSwish: x · Clamp(x·(1/6) + 0.5, 0, 1).
+std::string hard_swish_op(const std::string &x, const std::string &p) {
+    return p + "k = Constant f32[] [0.16666667]\n" + p + "s = Multiply(" + x + ", " + p + "k)\n" + p +
+           "h = Constant f32[] [0.5]\n" + p + "a = Add(" + p + "s, " + p + "h)\n" + p + "c = Clamp(" + p +
+           "a) min=0 max=1\n" + p + "m = Multiply(" + p + "c, " + x + ")\n";
+}
+
 std::vector<post_op_case> cases() {
     std::vector<post_op_case> r;
     const std::string lcnet_tail = "s0 = Constant f32[1] [1.5]\nm0 = Multiply(s0, b)\nt0 = Constant f32[1] [-0.25]\n"
@@ -123,6 +130,14 @@ std::vector<post_op_case> cases() {
          {"r", "s"},
          {"s2"},
          true});
+    r.push_back({"OnnxHardSwishThenShift",
+                 std::string(kConv) + hard_swish_op("c", "h") +
+                     "t = Constant f32[1,16,1,1] [1,2,3,4,5,6,7,8,-1,-2,-3,-4,-5,-6,-7,-8]\nn = Add(hm, t)\n"
+                     "o = Result(n)\n",
+                 "onednn:conv_f32 +hardswish +add",
+                 {"hs", "ha", "hc", "hm", "n"},
+                 {},
+                 false});
     r.push_back({"HardSwishInputReadElsewhere",
                  std::string(kConv) + hard_swish("c", "h") + "e = Add(c, hd)\no = Result(e)\n",
                  "onednn:conv_f32",

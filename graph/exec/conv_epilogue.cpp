@@ -8,7 +8,8 @@
 //     learnable scale-shift): w·a, b·a + t, each rounded once where the
 //     graph rounds the convolution's output, then the product and the sum;
 //  2. then, with compile_options::conv_post_ops, its post-ops (qconv::f32_post_op):
-//     Relu, Clamp, a hard-swish x·Clip(x + 3, 0, 6)/6 (four nodes), and Add /
+//     Relu, Clamp, a hard-swish — x·Clip(x + 3, 0, 6)/6 or the reader's
+//     HardSwish x·Clip(x·(1/6) + 0.5, 0, 1), four nodes each —, and Add /
 //     Subtract / Multiply by per-channel or per-tensor constants (one f32
 //     operation each, as written).
 #include <algorithm>
@@ -102,9 +103,33 @@ std::optional<conv_epilogue_op> hard_swish(const compile_context &cx, const node
     return conv_epilogue_op{{a, c, m, d}, op::Divide, {}, p};
 }
 
+// A hard-swish of t as the ONNX reader writes HardSwish (opset 14):
+// Multiply(t, Clamp(Add(Multiply(t, 1/6), 0.5), 0, 1)), each operand order;
+// t read by the two Multiplies only.
+std::optional<conv_epilogue_op> hard_swish_op(const compile_context &cx, const node *t) {
+    const auto cs = cx.g.consumers(t);
+    if (cs.size() != 2 || cs[0]->kind != op::Multiply || cs[1]->kind != op::Multiply) return std::nullopt;
+    for (int first = 0; first < 2; ++first) {
+        node *s = cs[first], *m = cs[1 - first];
+        const node *sixth = other(s, t);
+        if (!sixth || scalar_constant(cx, sixth) != 1.f / 6.f || s->out_shape != t->out_shape) continue;
+        node *a = single_reader(cx, s);
+        if (!a || a->kind != op::Add || !other(a, s) || scalar_constant(cx, other(a, s)) != 0.5f) continue;
+        node *c = single_reader(cx, a);
+        if (!c || c->kind != op::Clamp || c->attr.clamp_min != 0 || c->attr.clamp_max != 1 || other(m, t) != c)
+            continue;
+        if (cx.g.consumers(c).size() != 1 || m->out_shape != t->out_shape) continue;
+        f32_post_op p;
+        p.k = f32_post_op::kind::hardswish;
+        return conv_epilogue_op{{s, a, c, m}, op::Multiply, {}, p};
+    }
+    return std::nullopt;
+}
+
 // Stage 2: the next post-op after t, else nothing.
 std::optional<conv_epilogue_op> post_op(const compile_context &cx, node *t, int64_t C) {
     if (auto h = hard_swish(cx, t)) return h;
+    if (auto h = hard_swish_op(cx, t)) return h;
     node *u = single_reader(cx, t);
     if (!u) return std::nullopt;
     f32_post_op p;
