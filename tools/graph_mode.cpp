@@ -202,7 +202,7 @@ void print_table(const graph::graph &g, const graph::compiled_graph &cg, const s
 // The graph mode's own options (parse_common has read the common ones).
 struct graph_settings {
     std::string file, save, output_dir, report_kind, tol_text, steps_text;
-    bool dq = false;
+    bool dq = false, conv_post_ops = true;
     double tol = -1, tol_steps = -1, tol_share = 1;
     int64_t dim = 0;
     std::vector<std::string> input_specs, shape_specs;
@@ -223,6 +223,7 @@ graph_settings parse_graph_options(const options &o) {
     graph_settings s;
     s.save = o.get("save", "");
     s.dq = o.get_bool("dq", false);
+    s.conv_post_ops = o.get_bool("conv-post-ops", true);
     s.tol_text = o.get("tol", "");
     if (!s.tol_text.empty() && !((s.tol = number_or_negative(s.tol_text)) >= 0))
         throw usage_error("--tol: expected a non-negative number (got '" + s.tol_text + "')");
@@ -382,6 +383,7 @@ int graph_mode(const std::vector<std::string> &args) {
     for (const auto &[i, t] : given) inputs[i] = t;
     graph::compile_options co;
     co.threads = c.threads;
+    co.conv_post_ops = gs.conv_post_ops;
     graph::compiled_graph cb(*before, co);
     co.dynamic_quantization = dq; // opt-in, for the rewritten graph's compressed MatMuls
     graph::compiled_graph ca(*after, co);

@@ -80,6 +80,8 @@ tolerance (1e-4; 1e-2 with --dq or f16 inputs, 5e-2 with bf16 inputs).
   --tol-steps=N[:F]     judge in output steps: at most N steps apart, at most the share F differing
   --dim=N               the value of the run-time dimension '?' (default: from --input, else 1)
   --dq=1|0              dynamic quantization in the rewritten graph's compressed MatMuls (default 0)
+  --conv-post-ops=1|0   f32 convolutions take the Relu / Clamp / hard-swish / constant Add, Multiply after
+                        them as post-ops (default 1; 0: each its own step, for timing the difference)
   --save=FILE           write the graph (an ONNX model: as read; a .qg: after the passes) in the text format
   --report=table        per node: time within the real run, share, implementation, lowering decision
   --threads, --seed, --reps, --budget-ms, --isa: as for every mode (below)
