@@ -1,5 +1,5 @@
 // What an f32 convolution's primitive takes from the nodes after it, through
-// single readers (docs/graph.md, "f32 convolution epilogues"):
+// single readers (docs/graph.md, "f32 convolution post-ops"):
 //  1. folded into its weights and bias: a bias Add of per-channel values (the
 //     same f32 addition: oneDNN adds the bias to each output), then a
 //     Multiply by per-channel values and an optional Add of them — a
@@ -21,11 +21,11 @@ namespace qconv::graph::exec {
 
 namespace {
 
-// Values of an f32 4-D convolution's output from constants, one per channel:
-// C values ([C,1,1] or [1,C,1,1]) or, with compile_options::conv_post_ops,
-// one value ([], [1], [1,1,1,1], ...) repeated C times, computed from
-// Constants; else empty.
-std::vector<float> per_channel_constant(const compile_context &cx, const node *b, int64_t C) {
+// The values of a constant operand b of an f32 4-D convolution's output of C
+// channels: C values ([C,1,1] or [1,C,1,1]) or, with
+// compile_options::conv_post_ops, one value ([], [1], [1,1,1,1], ...),
+// computed from Constants; else empty.
+std::vector<float> constant_operand(const compile_context &cx, const node *b, int64_t C) {
     const shape_t &bs = b->out_shape;
     const bool one = elems_of(bs) == 1 && bs.size() <= 4 && cx.opt.conv_post_ops;
     const bool shaped = elems_of(bs) == C && bs.size() >= 3 && bs.size() <= 4 && bs[bs.size() - 3] == C &&
@@ -35,14 +35,13 @@ std::vector<float> per_channel_constant(const compile_context &cx, const node *b
     std::vector<float> r;
     if (cx.slot.count(b) && cx.P.known[cx.slot.at(b)]) r = cx.P.consts[cx.slot.at(b)].to_f32();
     else if (constant_subgraph(b, &v)) r = v.to_f32();
-    if (r.size() == 1) r.assign(static_cast<size_t>(C), r[0]);
     return r;
 }
 
 // The one value of a per-tensor constant operand, if it is one.
 std::optional<float> scalar_constant(const compile_context &cx, const node *b) {
-    const std::vector<float> v = per_channel_constant(cx, b, 1);
-    if (v.size() != 1 || elems_of(b->out_shape) != 1) return std::nullopt;
+    const std::vector<float> v = constant_operand(cx, b, 1);
+    if (v.size() != 1) return std::nullopt;
     return v[0];
 }
 
@@ -73,12 +72,28 @@ std::vector<conv_epilogue_op> folded_ops(const compile_context &cx, node *n) {
         if (stage == 1 && add && chain.back().kind == op::Add) break; // bias Add, then an Add: not a BatchNormalization
         if (stage == 2 && chain.back().kind != op::Multiply) break;
         const node *b = other(u, t);
-        std::vector<float> v = b ? per_channel_constant(cx, b, C) : std::vector<float>();
+        std::vector<float> v = b ? constant_operand(cx, b, C) : std::vector<float>();
         if (v.empty()) break;
+        if (v.size() == 1) v.assign(static_cast<size_t>(C), v[0]); // folded per channel
         chain.push_back({{u}, u->kind, std::move(v), std::nullopt});
         t = u;
     }
     return chain;
+}
+
+// Whether c is Clamp(0, hi) read by m alone, m's operand other than t, and m
+// of t's shape: the Clip and the outer Multiply of either hard-swish form.
+bool clamp_into(const compile_context &cx, const node *c, double hi, const node *m, const node *t) {
+    return c && c->kind == op::Clamp && c->attr.clamp_min == 0 && c->attr.clamp_max == hi && other(m, t) == c &&
+           cx.g.consumers(c).size() == 1 && m->out_shape == t->out_shape;
+}
+
+// The hard-swish post-op absorbing these nodes (the last one's value its result).
+conv_epilogue_op hard_swish_post_op(std::vector<node *> nodes) {
+    f32_post_op p;
+    p.k = f32_post_op::kind::hardswish;
+    const op last = nodes.back()->kind;
+    return conv_epilogue_op{std::move(nodes), last, {}, p};
 }
 
 // A hard-swish of t as paddle2onnx and many exporters write it:
@@ -92,15 +107,11 @@ std::optional<conv_epilogue_op> hard_swish(const compile_context &cx, const node
     const node *three = other(a, t);
     if (!three || scalar_constant(cx, three) != 3.f) return std::nullopt;
     node *c = single_reader(cx, a);
-    if (!c || c->kind != op::Clamp || c->attr.clamp_min != 0 || c->attr.clamp_max != 6 || other(m, t) != c)
-        return std::nullopt;
-    if (cx.g.consumers(c).size() != 1 || m->out_shape != t->out_shape) return std::nullopt;
+    if (!clamp_into(cx, c, 6, m, t)) return std::nullopt;
     node *d = single_reader(cx, m);
     if (!d || d->kind != op::Divide || d->inputs[0] != m || scalar_constant(cx, d->inputs[1]) != 6.f)
         return std::nullopt;
-    f32_post_op p;
-    p.k = f32_post_op::kind::hardswish;
-    return conv_epilogue_op{{a, c, m, d}, op::Divide, {}, p};
+    return hard_swish_post_op({a, c, m, d});
 }
 
 // A hard-swish of t as the ONNX reader writes HardSwish (opset 14):
@@ -116,12 +127,7 @@ std::optional<conv_epilogue_op> hard_swish_op(const compile_context &cx, const n
         node *a = single_reader(cx, s);
         if (!a || a->kind != op::Add || !other(a, s) || scalar_constant(cx, other(a, s)) != 0.5f) continue;
         node *c = single_reader(cx, a);
-        if (!c || c->kind != op::Clamp || c->attr.clamp_min != 0 || c->attr.clamp_max != 1 || other(m, t) != c)
-            continue;
-        if (cx.g.consumers(c).size() != 1 || m->out_shape != t->out_shape) continue;
-        f32_post_op p;
-        p.k = f32_post_op::kind::hardswish;
-        return conv_epilogue_op{{s, a, c, m}, op::Multiply, {}, p};
+        if (clamp_into(cx, c, 1, m, t)) return hard_swish_post_op({s, a, c, m});
     }
     return std::nullopt;
 }
@@ -143,9 +149,8 @@ std::optional<conv_epilogue_op> post_op(const compile_context &cx, node *t, int6
         // t − c is t + (−c), the same f32 sum; c − t is not taken.
         const node *b = other(u, t);
         if (!b || (u->kind == op::Subtract && u->inputs[0] != t)) return std::nullopt;
-        std::vector<float> v = per_channel_constant(cx, b, C);
+        std::vector<float> v = constant_operand(cx, b, C); // one value or one per channel
         if (v.empty()) return std::nullopt;
-        if (elems_of(b->out_shape) == 1) v.resize(1);
         if (u->kind == op::Subtract)
             for (float &x : v) x = -x;
         p.k = u->kind == op::Multiply ? k::multiply : k::add;
