@@ -119,3 +119,12 @@ set_tests_properties(ocr_demo_page_and_boxes PROPERTIES TIMEOUT 120 LABELS drive
 add_test(NAME ocr_reference
   COMMAND sh -c "if ! ${QCONV_MODEL_PYTHON} -c 'import numpy' 2>/dev/null; then echo 'skipped: ${QCONV_MODEL_PYTHON} cannot import numpy'; exit 0; fi; ${QCONV_MODEL_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/ocr_reference.py check \"\${QCONV_OCR_REFERENCE:-\$HOME/.cache/qconv/ocr_reference}\" --driver=$<TARGET_FILE:qconv-driver> --threads=1")
 set_tests_properties(ocr_reference PROPERTIES TIMEOUT 600 LABELS driver SKIP_REGULAR_EXPRESSION "skipped:")
+
+# bench/exactness.py without the peers: small QDQ convolutions whose u8 x s8
+# product pairs overflow 16 bits (the vpmaddubsw path of CPUs without VNNI),
+# lowered and run by qconv: within one output step of the integer result.
+add_test(NAME exactness_qconv
+  COMMAND ${QCONV_MODEL_PYTHON} ${PROJECT_SOURCE_DIR}/bench/exactness.py --driver=$<TARGET_FILE:qconv-driver> --peers=none
+    --folder=${CMAKE_CURRENT_BINARY_DIR}/exactness)
+set_tests_properties(exactness_qconv PROPERTIES TIMEOUT 120 LABELS driver SKIP_REGULAR_EXPRESSION "skipped:"
+  PASS_REGULAR_EXPRESSION "qconv within 1 step of the integer result on every case")
