@@ -17,7 +17,9 @@ synthetic document pages of scripts/ocr_demo.py and text strips cut from them),
 written to DIR/NAME_qdq.onnx. The inputs ([1, 3, H, W] f32: a page for det, a
 strip of text resized to 48x192 for cls and 48x320 for rec, and uniform noise
 in [-1, 1) for each) go to DIR/CASE.input.npy and ONNX Runtime's outputs to
-DIR/CASE.ort.npy; DIR/cases.txt lists them one per line:
+DIR/CASE.ort.npy (a QDQ model on a CPU without VNNI: its run with every
+optimization off, the network as written in float, since ONNX Runtime's int8
+kernels saturate there); DIR/cases.txt lists them one per line:
   CASE MODEL INPUT ORT_OUTPUT KIND        (KIND: det | cls | rec, float or qdq)
 
 check (numpy and the driver only; no onnxruntime): runs `qconv-driver graph`
@@ -118,11 +120,27 @@ def quantize(src, dst, kind, hw):
     os.remove(pre)
 
 
-def ort_run(model, x, threads):
+def int8_exact_cpu():
+    """Whether ONNX Runtime's int8 kernels sum u8 x s8 products exactly on this
+    CPU: with VNNI (or AMX). Without it they use vpmaddubsw, whose 16-bit pair
+    sums saturate (bench/exactness.py measures it; docs/perf_log.md)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    except OSError:
+        return False
+    return any(v in flags for v in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
+def ort_run(model, x, threads, as_written=False):
+    """ONNX Runtime's output; as_written: every optimization off, so that the
+    QDQ nodes run as written, in float (the network's ONNX definition)."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     if threads:
         so.intra_op_num_threads = threads
+    if as_written:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
@@ -135,6 +153,13 @@ def make(a):
         ocr_demo.fetch(mdir)
     os.makedirs(a.dir, exist_ok=True)
     lines = []
+    # Without VNNI ONNX Runtime's fused int8 convolutions saturate (PP-OCR's
+    # cls flipped its class, rec lost 12 % of its characters on AMD Zen 3):
+    # the QDQ references are then the networks run as written, in float.
+    qdq_as_written = not int8_exact_cpu()
+    if qdq_as_written:
+        print("ocr_reference: this CPU has no VNNI: the QDQ references are ONNX Runtime's runs of the networks as "
+              "written (optimizations off, float), not of its saturating int8 kernels", flush=True)
     for kind, f, hw in MODELS:
         float_model = os.path.join(mdir, f)
         qdq_model = os.path.join(a.dir, kind + "_qdq.onnx")
@@ -146,7 +171,7 @@ def make(a):
                 in_file = os.path.join(a.dir, case + ".input.npy")
                 ref_file = os.path.join(a.dir, case + ".ort.npy")
                 np.save(in_file, x)
-                np.save(ref_file, ort_run(model, x, a.threads))
+                np.save(ref_file, ort_run(model, x, a.threads, as_written=q == "qdq" and qdq_as_written))
                 lines.append(" ".join([case] + [os.path.abspath(p) for p in (model, in_file, ref_file)] + [f"{kind}:{q}"]))
     with open(os.path.join(a.dir, "cases.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
