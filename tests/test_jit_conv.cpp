@@ -22,6 +22,7 @@
 #include "dispatch/host_platform.h"
 #include "kernels/jit/base/conv_pipeline.h"
 #include "kernels/jit/base/jit_base.h"
+#include "kernels/jit/conv/conv_rows.h"
 
 #include "dispatch/attr_builder.h"
 #include "dispatch/dispatcher.h"
@@ -586,6 +587,80 @@ TEST(JitConv, NoInt16SaturationOnAnyRow) {
         ++ran;
     }
     EXPECT_GT(ran, 0);
+}
+
+// avx2_pairs, the avx2 row's variant for weights no pair of which can
+// overflow vpmaddubsw's 16-bit sums: the packing-time check, pair by pair at
+// its boundary (255 · 128 fits 16 bits, 255 · 129 does not).
+TEST(JitConv, Avx2PairsCheckIsTheOverflowBoundary) {
+    struct pair_case {
+        int w1, w2;
+        bool fits;
+    };
+    const pair_case cases[] = {{64, 64, true},    {65, 64, false},   {127, 1, true},    {127, 2, false},
+                               {-128, 0, true},   {-128, -1, false}, {-64, -64, true},  {-65, -64, false},
+                               {127, -128, true}, {0, 0, true},      {-100, 100, true}, {100, 29, false}};
+    const qconv::conv_desc d = qconv::conv_desc::parse("mb1ic4ih1oc2oh1kh1ph0");
+    for (const pair_case &c : cases) {
+        // OC 1's IC pair (2, 3); everything else 0.
+        const std::vector<int8_t> w{0, 0, 0, 0, 0, 0, static_cast<int8_t>(c.w1), static_cast<int8_t>(c.w2)};
+        EXPECT_EQ(qconv::jit::pairs_cannot_overflow(d, w.data()), c.fits) << c.w1 << ", " << c.w2;
+    }
+    // [OC][ICg][KH][KW]: IC 0 and 1 pair within one tap; ICg 3 pairs IC 2 with a zero.
+    const qconv::conv_desc d3 = qconv::conv_desc::parse("mb1ic3ih3oc1oh1kh3ph0");
+    std::vector<int8_t> w(27, 0);
+    w[0 * 9 + 1] = 100, w[1 * 9 + 1] = 100; // tap 1: 200
+    EXPECT_FALSE(qconv::jit::pairs_cannot_overflow(d3, w.data()));
+    w[1 * 9 + 1] = 0, w[1 * 9 + 2] = 100; // different taps
+    EXPECT_TRUE(qconv::jit::pairs_cannot_overflow(d3, w.data()));
+    w[2 * 9 + 0] = -128, w[2 * 9 + 8] = 127; // IC 2 with the zero of the padding
+    EXPECT_TRUE(qconv::jit::pairs_cannot_overflow(d3, w.data()));
+}
+
+// The avx2 row on both sides of that boundary, on saturating sources (u8 255;
+// s8 −128 / 127), padded and 1x1, with and without a legacy zero point (u8), int32
+// destinations: the reference's bits. Past the boundary the avx2_pairs
+// variant would saturate, so exact results there show the widened kernel ran;
+// QCONV_JIT_CONV_PAIRS=0 (the widened kernel for every weight) gives the same.
+TEST(JitConv, Avx2RowExactOnBothSidesOfThePairsBoundary) {
+    require_avx2();
+    const int8_t fits[][2] = {{64, 64}, {-64, -64}, {127, 1}, {-128, 0}, {127, -128}, {1, 127}};
+    for (const char *knob : {"1", "0"})
+        for (bool past : {false, true})
+            for (const char *desc : {"mb1ic20ih6oc24oh6kh3ph1", "mb1ic64ih4oc16oh4kh1ph0"})
+                for (dtype sdt : {dtype::u8, dtype::s8})
+                    for (const char *zp : {"none", "channel:random"}) {
+                        if (sdt == dtype::s8 && std::string(zp) != "none") continue; // a zp needs a u8 source
+                        knob_env env{{"QCONV_JIT_CONV_PAIRS", knob}};
+                        qconv::conv_problem p;
+                        p.desc = qconv::conv_desc::parse(desc);
+                        p.src_dt = sdt;
+                        p.dst_dt = dtype::s32;
+                        if (std::string(zp) != "none")
+                            p.src_zp =
+                                qconv::testdata::make_zp(zp, p.desc.ic, sdt, qconv::testdata::data_kind::extreme, 3);
+                        // [OC][ICg][KH][KW]: IC 2j and 2j + 1 of one tap hold a pair of `fits`.
+                        const int64_t icg = p.desc.icg(), taps = p.desc.kh * p.desc.kw;
+                        std::vector<int8_t> wei(static_cast<size_t>(p.desc.wei_elems()));
+                        for (int64_t oc = 0; oc < p.desc.oc; ++oc)
+                            for (int64_t ic = 0; ic < icg; ++ic)
+                                for (int64_t t = 0; t < taps; ++t)
+                                    wei[static_cast<size_t>((oc * icg + ic) * taps + t)] =
+                                        fits[(oc + t + ic / 2) % 6][ic % 2];
+                        if (past) wei[0] = 65, wei[static_cast<size_t>(taps)] = 64; // OC 0, IC 0 and 1, tap 0
+                        ASSERT_EQ(qconv::jit::pairs_cannot_overflow(p.desc, wei.data()), !past);
+                        std::vector<uint8_t> src(static_cast<size_t>(p.desc.src_elems()), 255);
+                        if (sdt == dtype::s8)
+                            for (size_t i = 0; i < src.size(); ++i) src[i] = i % 3 ? 0x7f : 0x80;
+                        std::vector<int32_t> got(static_cast<size_t>(p.desc.dst_elems())), want(got.size());
+                        qconv::conv_hints h;
+                        h.impl = "jit:conv_x8s8:avx2";
+                        qconv::convolution(p, wei.data(), nullptr, h).execute(src.data(), got.data());
+                        h.impl = "ref:conv";
+                        qconv::convolution(p, wei.data(), nullptr, h).execute(src.data(), want.data());
+                        ASSERT_EQ(got, want) << desc << " src " << to_string(sdt) << " zp " << zp << " past " << past
+                                             << " pairs knob " << knob;
+                    }
 }
 
 // The unfused zmm path (int32 tile + C++ pipeline) that serves transcendental

@@ -26,7 +26,7 @@ impl::feature_set required_features(conv_isa i) { return line_of(i).features; }
 
 isa_fact_set isa_facts(conv_isa i) {
     const conv_isa_line &l = line_of(i);
-    return isa_fact_set{l.width.lanes, l.width.vbytes, l.width.n_vregs, l.width.evex, l.vnni};
+    return isa_fact_set{l.width.lanes, l.width.vbytes, l.width.n_vregs, l.width.evex, l.vnni, l.pairs16};
 }
 
 int oc_lanes(conv_isa i) { return isa_facts(i).lanes; }
@@ -35,7 +35,8 @@ int max_oc_vectors(conv_isa i) { return isa_facts(i).evex ? 4 : 2; }
 int max_accumulators(conv_isa i, int nb) {
     const isa_fact_set f = isa_facts(i);
     if (f.evex) return 25;
-    return std::min(12, 16 - nb - (f.vnni ? 2 : 3)); // weights, bcast, 0x80 / two temporaries
+    // weights, bcast, then 0x80 (VNNI) / two temporaries (widened) / a temporary, the 16-bit 1s and 0x80 (pairs16)
+    return std::min(12, 16 - nb - (f.pairs16 ? 4 : f.vnni ? 2 : 3));
 }
 int src_elem_bytes(conv_isa i) { return isa_facts(i).vnni ? 1 : 2; }
 int max_accumulators_dw(conv_isa i, int kw) {

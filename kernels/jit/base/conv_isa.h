@@ -19,8 +19,10 @@ enum class conv_isa {
     avx512_core,      // zmm: widen to int16, vpmaddwd (exact)
     avx2,             // ymm: widen to int16, vpmaddwd (exact)
     avx2_vnni,        // vpdpbusd ymm, VEX-encoded (AVX-VNNI)
+    avx2_pairs,       // ymm, AVX2: vpmaddubsw + vpmaddwd on u8 bytes, exact only for weights
+                      // no pair of which can overflow 16 bits (the avx2 row checks at packing)
 };
-inline constexpr int conv_isa_count = static_cast<int>(conv_isa::avx2_vnni) + 1;
+inline constexpr int conv_isa_count = static_cast<int>(conv_isa::avx2_pairs) + 1;
 
 // The two vector widths: lanes of 32-bit elements, bytes and registers of
 // one vector, and the encoding (EVEX brings k-masks, embedded broadcasts and 32
@@ -38,7 +40,8 @@ struct conv_isa_line {
     const char *name;           // the row-name suffix: jit:conv_x8s8:<name>
     impl::feature_set features; // what its instructions need
     vector_width width;         // the register it works in
-    bool vnni;                  // u8·s8 by vpdpbusd, else widened to s16 (vpmaddwd)
+    bool vnni;                  // the u8 byte layout (vpdpbusd, or pairs16), else widened to s16 (vpmaddwd)
+    bool pairs16 = false;       // the byte layout multiplied by vpmaddubsw (16-bit pair sums) + vpmaddwd
 };
 
 // The table, one line per conv_isa value in the enum's order (checked in
@@ -52,6 +55,7 @@ inline constexpr conv_isa_line conv_isa_table[conv_isa_count] = {
     {conv_isa::avx512_core, "avx512_core", {impl::cpu_feature::avx512_core}, zmm_width, false},
     {conv_isa::avx2, "avx2", {impl::cpu_feature::avx2}, ymm_width, false},
     {conv_isa::avx2_vnni, "avx2_vnni", {impl::cpu_feature::avx2, impl::cpu_feature::avx2_vnni}, ymm_width, true},
+    {conv_isa::avx2_pairs, "avx2_pairs", {impl::cpu_feature::avx2}, ymm_width, true, true},
 };
 constexpr const conv_isa_line &conv_isa_line_of(conv_isa i) { return conv_isa_table[static_cast<int>(i)]; }
 
@@ -63,7 +67,7 @@ impl::feature_set required_features(conv_isa i);
 // the table's line as the planners read it (isa_traits<i> holds the same).
 struct isa_fact_set {
     int lanes, vbytes, n_vregs;
-    bool evex, vnni;
+    bool evex, vnni, pairs16;
 };
 isa_fact_set isa_facts(conv_isa i);
 

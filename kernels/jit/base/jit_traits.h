@@ -47,6 +47,7 @@ template <conv_isa I, class Width, bool Vnni>
 struct vector_traits : Width {
     static constexpr conv_isa isa = I;
     static constexpr bool vnni = Vnni;
+    static constexpr bool pairs16 = conv_isa_line_of(I).pairs16;
     static constexpr acc_kind acc = acc_kind::vregs;
 };
 
@@ -67,6 +68,7 @@ decltype(auto) with_traits(conv_isa i, F &&f) {
     switch (i) {
     case conv_isa::avx2: return f(isa_traits<conv_isa::avx2>{});
     case conv_isa::avx2_vnni: return f(isa_traits<conv_isa::avx2_vnni>{});
+    case conv_isa::avx2_pairs: return f(isa_traits<conv_isa::avx2_pairs>{});
     case conv_isa::avx512_core: return f(isa_traits<conv_isa::avx512_core>{});
     case conv_isa::avx512_core_vnni: return f(isa_traits<conv_isa::avx512_core_vnni>{});
     }

@@ -44,6 +44,7 @@ conv_knobs conv_knobs::from_env() {
     if (const char *v = std::getenv("QCONV_JIT_CONV_AMX_PREFETCH"); v && *v) k.amx_prefetch = std::max(0, std::atoi(v));
     k.dense_prefetch = number("QCONV_JIT_CONV_DENSE_PREFETCH");
     k.dense_prefetch_next = choice("QCONV_JIT_CONV_DENSE_PREFETCH_NEXT");
+    k.pairs = flag("QCONV_JIT_CONV_PAIRS");
     const char *n = std::getenv("QCONV_JIT_CONV_DW_NATIVE");
     k.dw_native = n && std::strcmp(n, "0") == 0 ? 0 : n && std::strcmp(n, "1") == 0 ? 1 : -1;
     return k;
@@ -77,6 +78,7 @@ std::string conv_knobs::str() const {
     if (amx_prefetch != d.amx_prefetch) add("amx_prefetch", amx_prefetch);
     if (dense_prefetch != d.dense_prefetch) add("dense_prefetch", dense_prefetch);
     if (dense_prefetch_next != d.dense_prefetch_next) add("dense_prefetch_next", dense_prefetch_next);
+    if (pairs != d.pairs) add("pairs", pairs);
     return s.empty() ? "default" : s;
 }
 
@@ -91,7 +93,8 @@ std::shared_ptr<conv_plan> conv_plan::make(conv_isa i, kind k, const conv_knobs 
 std::string conv_plan::str() const {
     const char *kinds[] = {"dense", "depthwise", "depthwise_rows"};
     return std::string(kinds[static_cast<int>(k)]) + ":" + to_string(isa) +
-           (detail ? " " + detail->str() : std::string()) + " knobs=" + knobs.str();
+           (detail ? " " + detail->str() : std::string()) + " knobs=" + knobs.str() +
+           (pairs_variant ? " | weights without overflowing pairs: " + pairs_variant->str() : std::string());
 }
 
 bool pipeline_fusable(const attr_set &a, const conv_knobs &k) {

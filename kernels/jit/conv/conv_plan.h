@@ -44,6 +44,8 @@ struct conv_knobs {
     int dense_prefetch = 0; // QCONV_JIT_CONV_DENSE_PREFETCH=N: KxK micro-kernels also prefetch N KiB ahead into L1
     int dense_prefetch_next =
         -1; // QCONV_JIT_CONV_DENSE_PREFETCH_NEXT=0|1: the next OC block into L2 off / on (-1: default)
+    // QCONV_JIT_CONV_PAIRS=0: the avx2 row never takes its avx2_pairs variant (conv_x8s8.cpp)
+    bool pairs = true;
     static conv_knobs from_env();
     // The values that differ from the defaults ("ur=4,fused=0"), or "default".
     std::string str() const;
@@ -74,6 +76,9 @@ struct conv_plan : impl::plan {
     enum class kind { dense, depthwise, depthwise_rows } k = kind::dense;
     conv_knobs knobs;
     std::shared_ptr<const conv_plan_detail> detail;
+    // The dense avx2 row: the avx2_pairs variant's plan, which its kernel
+    // takes for weights that pass the check at packing (null: none).
+    std::shared_ptr<const conv_plan> pairs_variant;
     // The detail as its family's type (null when the plan holds none of it).
     template <class T>
     const T *detail_as() const {

@@ -31,6 +31,12 @@ std::shared_ptr<const conv_plan> conv_dw_plan(conv_isa i, const conv_problem &p,
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 std::shared_ptr<const impl::conv_kernel> conv_dw_create(const conv_problem &p, const attr_set &a, const conv_plan &pl);
 
+// Whether every pair of weights that the avx2_pairs variant sums in 16 bits
+// (IC 2j and 2j + 1 of one output channel and tap; plain [OC][ICg][KH][KW]
+// s8 weights) keeps that sum exact for every u8 source pair: the avx2 row
+// packs such weights for avx2_pairs, others for the widened kernel.
+bool pairs_cannot_overflow(const conv_desc &d, const int8_t *wei);
+
 // Table rows (dispatch/conv_list.cpp); `name` must be the configuration's.
 impl::conv_entry conv_row(const std::string &name, conv_isa i);
 impl::conv_entry conv_dw_row(const std::string &name, conv_isa i);

@@ -43,6 +43,11 @@
 //  * Threads split (mb, group, OC block, row, row chunk); every output is
 //    computed by the same code whatever the thread count, so results are
 //    identical for any number of threads.
+//  * avx2 (no VNNI) has two variants, chosen when the weights are packed:
+//    the widened one (vpmaddwd on u16 / s16, exact for every weight) and
+//    avx2_pairs (the VNNI byte layout, vpmaddubsw + vpmaddwd: half the
+//    vector adds), exact where no pair of weights that vpmaddubsw sums in 16
+//    bits can overflow them for any u8 source (pairs_cannot_overflow).
 #include "kernels/jit/conv/conv_rows.h"
 
 #include <immintrin.h>
@@ -53,6 +58,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -665,7 +671,66 @@ void conv_x8s8_kernel::execute(const impl::packed &w, const void *src, void *dst
     });
 }
 
+// Packed weights of the avx2 row: the variant's own and which variant.
+struct avx2_packed : impl::packed {
+    std::shared_ptr<const impl::packed> inner;
+    std::shared_ptr<const impl::conv_kernel> kernel;
+};
+
+// The avx2 row's kernel: the widened kernel, and the avx2_pairs kernel
+// (compiled on the first weights that pass the check), one of the two per
+// packed weights. Both return the reference's int32 sums for those weights.
+class conv_avx2_kernel : public impl::conv_kernel {
+public:
+    conv_avx2_kernel(const conv_problem &p, const attr_set &a, const conv_plan &wide)
+        : p_(p), a_(a), pairs_plan_(wide.pairs_variant),
+          wide_(std::make_shared<conv_x8s8_kernel>(wide.isa, p, a, wide.knobs, *wide.detail_as<conv_geometry>())) {}
+    std::shared_ptr<const impl::packed> pack(const int8_t *wei, const float *bias) const override {
+        auto pk = std::make_shared<avx2_packed>();
+        pk->kernel = wide_;
+        if (pairs_plan_ && pairs_cannot_overflow(p_.desc, wei)) {
+            std::call_once(pairs_once_, [&] {
+                pairs_ = std::make_shared<conv_x8s8_kernel>(pairs_plan_->isa, p_, a_, pairs_plan_->knobs,
+                                                            *pairs_plan_->detail_as<conv_geometry>());
+            });
+            pk->kernel = pairs_;
+        }
+        pk->inner = pk->kernel->pack(wei, bias);
+        return pk;
+    }
+    void execute(const impl::packed &w, const void *src, void *dst, const exec_args &args) const override {
+        const auto &pk = static_cast<const avx2_packed &>(w);
+        pk.kernel->execute(*pk.inner, src, dst, args);
+    }
+
+private:
+    conv_problem p_;
+    attr_set a_;
+    std::shared_ptr<const conv_plan> pairs_plan_;
+    std::shared_ptr<const impl::conv_kernel> wide_;
+    mutable std::once_flag pairs_once_;
+    mutable std::shared_ptr<const impl::conv_kernel> pairs_;
+};
+
 } // namespace
+
+// Whether vpmaddubsw's 16-bit sums x₁w₁ + x₂w₂ stay exact for every u8 x₁, x₂
+// (the kernels' source bytes: u8, an s8 source shifted by 128, zero points
+// and padding alike) with the weights as avx2_pairs packs them: the IC pairs
+// (0, 1), (2, 3) of each 4-IC step, ICg padded with zeros, per output channel
+// and tap. 255 · 128 = 32640 ≤ 32767 and 255 · −128 ≥ −32768, while 255 · 129
+// overflows: so max(w₁, 0) + max(w₂, 0) ≤ 128 and min(w₁, 0) + min(w₂, 0) ≥ −128.
+bool pairs_cannot_overflow(const conv_desc &d, const int8_t *wei) {
+    const int64_t icg = d.icg(), taps = d.kh * d.kw;
+    for (int64_t oc = 0; oc < d.oc; ++oc)
+        for (int64_t ic = 0; ic < icg; ic += 2)
+            for (int64_t t = 0; t < taps; ++t) {
+                const int w1 = wei[(oc * icg + ic) * taps + t];
+                const int w2 = ic + 1 < icg ? wei[(oc * icg + ic + 1) * taps + t] : 0;
+                if (std::max(w1, 0) + std::max(w2, 0) > 128 || std::min(w1, 0) + std::min(w2, 0) < -128) return false;
+            }
+    return true;
+}
 
 bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_set &a, std::string *why) {
     using impl::reject;
@@ -694,6 +759,7 @@ bool conv_supports(conv_isa i, bool only_1x1, const conv_problem &p, const attr_
 std::shared_ptr<const impl::conv_kernel> conv_create(const conv_problem &p, const attr_set &a, const conv_plan &pl) {
     const conv_geometry *g = pl.detail_as<conv_geometry>();
     if (!g) fail("plan", "a dense plan carries the dense rows' geometry (conv_dense_plan)");
+    if (pl.pairs_variant) return std::make_shared<conv_avx2_kernel>(p, a, pl);
     return std::make_shared<conv_x8s8_kernel>(pl.isa, p, a, pl.knobs, *g);
 }
 
@@ -701,6 +767,7 @@ std::shared_ptr<const conv_plan> conv_dense_plan(conv_isa i, const conv_problem 
                                                  const conv_knobs &k) {
     auto pl = conv_plan::make(i, conv_plan::kind::dense, k);
     pl->detail = std::make_shared<const conv_geometry>(plan_geometry(i, p, a, k));
+    if (i == conv_isa::avx2 && k.pairs) pl->pairs_variant = conv_dense_plan(conv_isa::avx2_pairs, p, a, k);
     return pl;
 }
 

@@ -5,6 +5,10 @@
 // avx512_core_vnni (zmm, 16 OC lanes) / avx2_vnni (ymm, 8 OC lanes, VEX-encoded
 //   vpdpbusd of AVX-VNNI): source u8 bytes, weights [ic4][oc][4] s8; one
 //   vpdpbusd per (pixel, OC vector) and 4-IC step.
+// avx2_pairs (ymm, 8 OC lanes, AVX2): the VNNI layout, each vpdpbusd done as
+//   vpmaddubsw (u8·s8 pair sums in 16 bits) + vpmaddwd by 1s + vpaddd; exact
+//   only for weights no pair of which can overflow 16 bits, which the avx2
+//   row checks when it packs (pairs_cannot_overflow, conv_x8s8.cpp).
 // avx512_core (zmm) / avx2 (ymm, 8 OC lanes): exact without VNNI. The source
 //   copy holds u16 values (0..255) and the weights are pre-widened to s16 at
 //   packing as [ic4][pair][oc][2]; vpmaddwd multiplies one IC pair and adds
@@ -16,7 +20,9 @@
 //   zmm: acc 0..24, weights 25..28, bcast 29/30 (VNNI) or 29 + tmp 30/31
 //        (and zmm31 = 0x80 bytes for the in-kernel s8 shift, VNNI only);
 //   ymm: acc 0..(15 − nb − 3), weights, bcast, two temporaries (avx2);
-//        acc 0..(15 − nb − 2), weights, bcast, ymm15 = 0x80 bytes (avx2_vnni).
+//        acc 0..(15 − nb − 2), weights, bcast, ymm15 = 0x80 bytes (avx2_vnni);
+//        acc 0..(15 − nb − 4), weights, bcast, a temporary, ymm14 = 16-bit 1s,
+//        ymm15 = 0x80 bytes (avx2_pairs).
 // Loops: kh (runtime) → kw (unrolled) → ICg/4 (runtime) → [pair] → pixels
 // (unrolled) → OC vectors (unrolled); with taps_inner: ICg/4 (runtime) →
 // every tap (unrolled) → ..., where a tap_mask drops (pixel, tap) pairs that
@@ -47,7 +53,7 @@ template <class T>
 struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue_reg_names {
     static_assert(T::acc == acc_kind::vregs, "the vector micro-kernel accumulates in registers");
     using Vmm = typename T::Vmm;
-    static constexpr bool evex = T::evex, vnni = T::vnni;
+    static constexpr bool evex = T::evex, vnni = T::vnni, pairs16 = T::pairs16;
     static constexpr int vbytes = T::vbytes, lanes = T::lanes;
     // Bytes of weights per 4-IC step and OC vector; source bytes per
     // element (u8, or u16 widened by the copy).
@@ -77,6 +83,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
     std::string name_;
     int wbase = 25, bcast0 = 29, tmp0 = 30;
     static constexpr int x80 = evex ? 31 : 15;
+    static constexpr int ones16 = 14; // pairs16: 16-bit 1s (vpmaddwd's widening sum)
 
     // rdi: conv_call *; loop registers; epilogue pointers.
     const Xbyak::Reg64 reg_args = rdi, reg_src = rsi, reg_wei = rdx, reg_acc = rcx;
@@ -101,6 +108,13 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             if constexpr (evex) vpxord(vreg(i), vreg(i), vreg(i));
             else vpxor(vreg(i), vreg(i), vreg(i));
         }
+        if constexpr (pairs16) {
+            if (!cfg.depthwise) {
+                mov(eax, 0x00010001u);
+                vmovd(Xbyak::Xmm(ones16), eax);
+                vpbroadcastd(vreg(ones16), Xbyak::Xmm(ones16));
+            }
+        }
         if (cfg.xor_src) {
             mov(eax, 0x80808080u);
             if constexpr (evex) {
@@ -111,10 +125,19 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             }
         }
     }
-    // acc += u8 s · s8 w, four products per lane (EVEX on zmm, VEX on ymm).
+    // acc += u8 s · s8 w, four products per lane (EVEX on zmm, VEX on ymm;
+    // pairs16: two 16-bit pair sums, then widened and added).
     void dpbusd(const Vmm &a, const Vmm &s, const Vmm &w) {
-        if constexpr (evex) vpdpbusd(a, s, w);
-        else vpdpbusd(a, s, w, Xbyak::VexEncoding);
+        if constexpr (pairs16) {
+            const Vmm t = vreg(tmp0);
+            vpmaddubsw(t, s, w);
+            vpmaddwd(t, t, vreg(ones16));
+            vpaddd(a, a, t);
+        } else if constexpr (evex) {
+            vpdpbusd(a, s, w);
+        } else {
+            vpdpbusd(a, s, w, Xbyak::VexEncoding);
+        }
     }
     void dpwssd(const Vmm &a, const Vmm &s, const Vmm &w) {
         if constexpr (evex) vpdpwssd(a, s, w);
@@ -272,7 +295,7 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
                         const int r = j - kw * cfg.dw;
                         if (r < 0 || r % cfg.sw != 0 || r / cfg.sw >= cfg.ur_w) continue;
                         const int w = r / cfg.sw;
-                        if constexpr (vnni) {
+                        if constexpr (vnni && !pairs16) {
                             dpwssd(acc(w, b), x, vreg(wb0 + kw));
                         } else {
                             vpmaddwd(vreg(tmp), x, vreg(wb0 + kw));
