@@ -146,6 +146,16 @@ def import_peers():
 NP_TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 10: np.float16}
 
 
+def cpu_has_vnni():
+    """Whether the CPU multiplies u8 x s8 with VNNI (AVX-512 VNNI, AVX-VNNI or AMX); True when unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), None)
+    except OSError:
+        return True
+    return flags is None or any(v in flags for v in ("avx512_vnni", "avx_vnni", "amx_int8"))
+
+
 def fname(name):
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
@@ -826,6 +836,10 @@ def main():
               "--isa=" + a.isa if a.isa else "uncapped" + (" (ONEDNN_MAX_CPU_ISA=%s for its oneDNN rows)" % cap
                                                         if cap else ""),
               "ONEDNN_MAX_CPU_ISA=" + cap if cap else "uncapped"))
+    if peers and not cpu_has_vnni():
+        print("compare: this CPU has no VNNI: the peers' int8 kernels sum u8 x s8 pairs in 16 bits (vpmaddubsw), "
+              "which saturates for large weight pairs, so their distance from qconv in steps includes that "
+              "(bench/exactness.py measures it; qconv stays exact)")
     threads = [int(t) for t in a.threads.split(",")]
     syms = [int(t) for t in a.tokens.split(",")] if a.tokens else [None]
     runs = [(m, s) for m in a.models for s in (syms if has_symbolic_dims(m) else [None])]
