@@ -417,7 +417,6 @@ void check_conv(const conv_case &c) {
             std::vector<uint8_t> want = c.dst0, got = c.dst0;
             // supports() said yes: neither the reference nor the row may refuse now.
             try {
-                ref::conv(p, a, c.src.data(), c.wei.data(), p.with_bias ? c.bias.data() : nullptr, want.data(), args);
                 const auto kernel = e.create(p, a, *plan);
                 if (!kernel->exact()) {
                     // A peer whose oneDNN implementation is known to be inexact
@@ -430,6 +429,7 @@ void check_conv(const conv_case &c) {
                                  e.name.c_str(), a.id, a.str().c_str(), describe(c).c_str());
                     std::abort();
                 }
+                ref::conv(p, a, c.src.data(), c.wei.data(), p.with_bias ? c.bias.data() : nullptr, want.data(), args);
                 const auto w = kernel->pack(c.wei.data(), p.with_bias ? c.bias.data() : nullptr);
                 kernel->execute(*w, c.src.data(), got.data(), args);
             } catch (const error &x) {

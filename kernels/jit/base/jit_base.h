@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include <xbyak/xbyak.h>
 
@@ -57,6 +59,20 @@ protected:
 
     // Registers of the first six integer arguments (System V).
     static const Xbyak::Reg64 &abi_param(int i);
+
+    // Every dword lane of v = value, through the 32-bit scratch register r:
+    // zmm broadcasts r (AVX-512), ymm goes through v's low xmm (AVX2 has no
+    // broadcast from a general register).
+    template <class Vmm>
+    void broadcast_dword(const Vmm &v, const Xbyak::Reg32 &r, uint32_t value) {
+        mov(r, value);
+        if constexpr (std::is_same_v<Vmm, Xbyak::Zmm>) {
+            vpbroadcastd(v, r);
+        } else {
+            vmovd(Xbyak::Xmm(v.getIdx()), r);
+            vpbroadcastd(v, Xbyak::Xmm(v.getIdx()));
+        }
+    }
 
 private:
     bool created_ = false;

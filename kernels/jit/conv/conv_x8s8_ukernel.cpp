@@ -108,22 +108,8 @@ struct ukernel_gen : public jit_generator, public epilogue_host, public epilogue
             if constexpr (evex) vpxord(vreg(i), vreg(i), vreg(i));
             else vpxor(vreg(i), vreg(i), vreg(i));
         }
-        if constexpr (pairs16) {
-            if (!cfg.depthwise) {
-                mov(eax, 0x00010001u);
-                vmovd(Xbyak::Xmm(ones16), eax);
-                vpbroadcastd(vreg(ones16), Xbyak::Xmm(ones16));
-            }
-        }
-        if (cfg.xor_src) {
-            mov(eax, 0x80808080u);
-            if constexpr (evex) {
-                vpbroadcastd(vreg(x80), eax);
-            } else { // no GPR broadcast without AVX-512
-                vmovd(Xbyak::Xmm(x80), eax);
-                vpbroadcastd(vreg(x80), Xbyak::Xmm(x80));
-            }
-        }
+        if (pairs16 && !cfg.depthwise) broadcast_dword(vreg(ones16), eax, 0x00010001u);
+        if (cfg.xor_src) broadcast_dword(vreg(x80), eax, 0x80808080u);
     }
     // acc += u8 s · s8 w, four products per lane (EVEX on zmm, VEX on ymm;
     // pairs16: two 16-bit pair sums, then widened and added).

@@ -84,13 +84,7 @@ private:
             mov(rbx, ptr[r_arg + offsetof(matmul_wc_call, lut)]);
             vmovups(vmask(), ptr[rbx]); // the table lives in the mask register
         } else if (c_.four_bit()) {
-            mov(ebx, 0x0F);
-            if (evex) {
-                vpbroadcastd(vmask(), ebx);
-            } else {
-                vmovd(Xmm(vmask().getIdx()), ebx);
-                vpbroadcastd(vmask(), Xmm(vmask().getIdx()));
-            }
+            broadcast_dword(vmask(), ebx, 0x0F);
         }
     }
 
